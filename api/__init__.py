@@ -1,0 +1,1 @@
+"""The TauGrid contract: pydantic models and constants. Pure: no I/O, no heavy imports."""

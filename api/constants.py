@@ -1,0 +1,106 @@
+"""Constants of the run contract: API group, labels, annotations, env names, /data paths."""
+
+from __future__ import annotations
+
+from typing import Final
+
+GROUP: Final = "tau.azure.com"
+VERSION: Final = "v1alpha1"
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+
+# --- labels (on the workload and on every pod template) ---------------------------------
+LABEL_RUN_ID: Final = f"{GROUP}/run-id"
+LABEL_RUN_NAME: Final = f"{GROUP}/run-name"
+LABEL_WORKSPACE: Final = f"{GROUP}/workspace"
+LABEL_PROFILE: Final = f"{GROUP}/profile"
+LABEL_MANAGED_BY: Final = f"{GROUP}/managed-by"
+LABEL_WORKLOAD_KIND: Final = f"{GROUP}/workload-kind"
+LABEL_EXPERIMENT: Final = f"{GROUP}/experiment"
+LABEL_GPU_CLASS: Final = f"{GROUP}/gpu-class"
+LABEL_POOL: Final = f"{GROUP}/pool"
+KUEUE_QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"
+KUEUE_PRIORITY_LABEL: Final = "kueue.x-k8s.io/priority-class"
+MANAGED_BY_VALUE: Final = "tau"
+
+# --- annotations -------------------------------------------------------------------------
+ANN_CONFIG_HASH: Final = f"{GROUP}/config-hash"
+ANN_SUBMITTER: Final = f"{GROUP}/submitter"
+ANN_CODE_REVISION: Final = f"{GROUP}/code-revision"
+ANN_CODE_DIGEST: Final = f"{GROUP}/code-digest"
+ANN_PROFILE_SET_HASH: Final = f"{GROUP}/profile-set-hash"
+ANN_RESUME_FROM: Final = f"{GROUP}/resume-from"
+
+# --- GPU node contract (set by the platform on GPU pools) --------------------------------
+GPU_RESOURCE: Final = "nvidia.com/gpu"
+GPU_TAINT_KEY: Final = "sku"
+GPU_TAINT_VALUE: Final = "gpu"
+
+# --- /data layout --------------------------------------------------------------------------
+DATA_DIR: Final = "/data"
+CODE_DIR: Final = "/code"
+RUNS_SUBDIR: Final = "runs"
+DATASETS_SUBDIR: Final = "datasets"
+DEFAULT_CHECKPOINT_SUBDIR: Final = "checkpoints"
+DEFAULT_OUTPUT_SUBDIR: Final = "outputs"
+METRICS_FILENAME: Final = "metrics.jsonl"
+HISTORY_FILENAME: Final = "history.jsonl"
+RUN_RECORD_FILENAME: Final = "run.json"
+MANIFEST_FILENAME: Final = "MANIFEST.sha256"
+CHECKPOINT_INDEX_FILENAME: Final = "index.json"
+
+
+def run_dir(run_id: str, data_dir: str = DATA_DIR) -> str:
+    return f"{data_dir}/{RUNS_SUBDIR}/{run_id}"
+
+
+def dataset_dir(name: str, version: str, data_dir: str = DATA_DIR) -> str:
+    return f"{data_dir}/{DATASETS_SUBDIR}/{name}/{version}"
+
+
+# --- env contract --------------------------------------------------------------------------
+ENV_RUN_ID: Final = "TAU_RUN_ID"
+ENV_RUN_NAME: Final = "TAU_RUN_NAME"
+ENV_WORKSPACE: Final = "TAU_WORKSPACE"
+ENV_DATA_DIR: Final = "TAU_DATA_DIR"
+ENV_RUN_DIR: Final = "TAU_RUN_DIR"
+ENV_CHECKPOINT_DIR: Final = "TAU_CHECKPOINT_DIR"
+ENV_OUTPUT_DIR: Final = "TAU_OUTPUT_DIR"
+ENV_METRICS_FILE: Final = "TAU_METRICS_FILE"
+ENV_NUM_WORKERS: Final = "TAU_NUM_WORKERS"
+ENV_GPUS_PER_WORKER: Final = "TAU_GPUS_PER_WORKER"
+ENV_WORLD_SIZE: Final = "TAU_WORLD_SIZE"
+ENV_RESUME_FROM: Final = "TAU_RESUME_FROM"
+ENV_ATTEMPT: Final = "TAU_ATTEMPT"
+
+CONTRACT_ENV: Final = (
+    ENV_RUN_ID,
+    ENV_RUN_NAME,
+    ENV_WORKSPACE,
+    ENV_DATA_DIR,
+    ENV_RUN_DIR,
+    ENV_CHECKPOINT_DIR,
+    ENV_OUTPUT_DIR,
+    ENV_METRICS_FILE,
+    ENV_NUM_WORKERS,
+    ENV_GPUS_PER_WORKER,
+    ENV_WORLD_SIZE,
+    ENV_RESUME_FROM,
+    ENV_ATTEMPT,
+)
+RESERVED_ENV_PREFIX: Final = "TAU_"
+
+# --- naming --------------------------------------------------------------------------------
+KUBERAY_NAME_LIMIT: Final = 47  # RayJob names (KubeRay validation)
+RUN_ID_SUFFIX_LEN: Final = 5
+K8S_NAME_LIMIT: Final = 63
+
+# --- defaults ------------------------------------------------------------------------------
+DEFAULT_RAY_VERSION: Final = "2.56.0"
+DEFAULT_GPU_IMAGE: Final = "mcr.microsoft.com/aks/ai-runtime/ray:py3.12-ray2.56.0-cuda13.0"
+# The control-only Ray head (no GPU, no user compute).
+HEAD_CPU_REQUEST: Final = "2"
+HEAD_CPU_LIMIT: Final = "4"
+HEAD_MEMORY_REQUEST: Final = "8Gi"
+HEAD_MEMORY_LIMIT: Final = "16Gi"
+JOB_TTL_SECONDS: Final = 600
+CODE_BUNDLE_LIMIT_BYTES: Final = 768 * 1024

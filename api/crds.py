@@ -1,0 +1,277 @@
+"""TauGrid's own custom resources and the generator of their CustomResourceDefinitions.
+
+The pydantic models are the single source: the CRD schemas, the CLI's parsing of objects read
+from a cluster, and the Pulumi components that create them all come from here. The generator
+turns pydantic's JSON Schema into a *structural* OpenAPI v3 schema (inlined, every node typed,
+no `additionalProperties: false`, no null branches) as `apiextensions.k8s.io/v1` requires.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from taugrid.api import constants as C
+from taugrid.api.profiles import WorkloadProfile
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Condition(_Model):
+    type: str
+    status: Literal["True", "False", "Unknown"]
+    reason: str = Field(min_length=1)
+    message: str = ""
+    lastTransitionTime: str = Field(json_schema_extra={"format": "date-time"})
+    observedGeneration: int | None = Field(None, ge=0)
+
+
+_CONDITIONS_LIST = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]}
+
+
+# --- TauCluster ----------------------------------------------------------------------------
+class TauClusterSpec(_Model):
+    stack: str = Field(description="The Pulumi stack that declared this cluster")
+    workloadProfiles: list[WorkloadProfile] = Field(
+        default_factory=list, json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]}
+    )
+    components: dict[str, str] = Field(default_factory=dict, description="Installed component -> version")
+
+
+class TauClusterStatus(_Model):
+    phase: Literal["Pending", "Ready", "Degraded"] | None = None
+    observedGeneration: int | None = None
+    profileSetHash: str | None = None
+    conditions: list[Condition] = Field(default_factory=list, json_schema_extra=_CONDITIONS_LIST)
+
+
+# --- TauWorkspace --------------------------------------------------------------------------
+class Subject(_Model):
+    kind: Literal["User", "Group", "ServiceAccount"]
+    name: str = Field(min_length=1)
+    namespace: str | None = None
+
+
+class WorkspaceStorage(_Model):
+    pvc: str
+    size: str = Field(description="Requested size, e.g. 1Ti")
+    storageClass: str | None = None
+
+
+class TauWorkspaceSpec(_Model):
+    namespace: str
+    members: list[Subject] = Field(default_factory=list)
+    localQueues: list[str] = Field(default_factory=list, description="LocalQueues in the namespace")
+    profiles: list[str] = Field(default_factory=list, description="Workload profiles this workspace may use")
+    storage: WorkspaceStorage
+    serviceAccount: str | None = None
+
+
+class TauWorkspaceStatus(_Model):
+    phase: Literal["Pending", "Ready", "Degraded"] | None = None
+    observedGeneration: int | None = None
+    conditions: list[Condition] = Field(default_factory=list, json_schema_extra=_CONDITIONS_LIST)
+
+
+# --- TauQuotaRequest -------------------------------------------------------------------------
+class TauQuotaRequestSpec(_Model):
+    workspace: str
+    flavor: str = Field(description="Kueue ResourceFlavor the quota is for")
+    resource: str = Field(description="Resource name, e.g. nvidia.com/gpu")
+    requested: int | str = Field(description="Extra nominal quota requested")
+    reason: str = Field(min_length=1)
+    durationHours: int | None = Field(None, ge=1, le=24 * 90, description="Expires after this long")
+
+
+class TauQuotaRequestStatus(_Model):
+    phase: Literal["PendingApproval", "Approved", "Rejected", "Applied", "Expired"] | None = None
+    decision: str | None = None
+    approvedBy: str | None = None
+    expiresAt: str | None = Field(None, json_schema_extra={"format": "date-time"})
+    conditions: list[Condition] = Field(default_factory=list, json_schema_extra=_CONDITIONS_LIST)
+
+
+# --- TauRun ----------------------------------------------------------------------------------
+class TauRunSpec(_Model):
+    runId: str
+    runName: str
+    workspace: str
+    profile: str
+    workloadKind: Literal["job", "rayjob"]
+    configHash: str
+    submitter: str | None = None
+    codeRevision: str | None = None
+    resumeFrom: str | None = Field(None, description="Checkpoint path the run resumes from")
+    parentRun: str | None = Field(None, description="Run id this run resumes or retries")
+    attempt: int = Field(0, ge=0)
+    manifest: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The tau.yaml as submitted (secrets are references only)",
+        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+    )
+
+
+class Signal(_Model):
+    name: Literal["Admitted", "Scheduled", "GPUHealthy", "Progressing", "Completed", "ArtifactSaved"]
+    state: Literal["true", "false", "pending", "unknown"]
+    since: str | None = Field(None, json_schema_extra={"format": "date-time"})
+    reason: str | None = None
+    evidence: str | None = None
+
+
+class TauRunStatus(_Model):
+    phase: Literal["Pending", "Queued", "Running", "Succeeded", "Failed", "Cancelled"] | None = None
+    startTime: str | None = Field(None, json_schema_extra={"format": "date-time"})
+    completionTime: str | None = Field(None, json_schema_extra={"format": "date-time"})
+    runDir: str | None = None
+    signals: list[Signal] = Field(
+        default_factory=list, json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]}
+    )
+    conditions: list[Condition] = Field(default_factory=list, json_schema_extra=_CONDITIONS_LIST)
+
+
+# --- generator -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CrdType:
+    kind: str
+    plural: str
+    singular: str
+    short_names: tuple[str, ...]
+    scope: Literal["Cluster", "Namespaced"]
+    spec: type[BaseModel]
+    status: type[BaseModel]
+    columns: tuple[tuple[str, str, str], ...] = field(default=())  # (name, type, jsonPath)
+
+
+CRD_TYPES: tuple[CrdType, ...] = (
+    CrdType(
+        "TauCluster", "clusters", "cluster", ("tc",), "Cluster", TauClusterSpec, TauClusterStatus,
+        (("Stack", "string", ".spec.stack"), ("Phase", "string", ".status.phase"),
+         ("Profiles", "string", ".status.profileSetHash")),
+    ),
+    CrdType(
+        "TauWorkspace", "workspaces", "workspace", ("tw",), "Namespaced", TauWorkspaceSpec, TauWorkspaceStatus,
+        (("Namespace", "string", ".spec.namespace"), ("PVC", "string", ".spec.storage.pvc"),
+         ("Phase", "string", ".status.phase")),
+    ),
+    CrdType(
+        "TauQuotaRequest", "quotarequests", "quotarequest", ("tqr",), "Namespaced", TauQuotaRequestSpec,
+        TauQuotaRequestStatus,
+        (("Workspace", "string", ".spec.workspace"), ("Resource", "string", ".spec.resource"),
+         ("Requested", "string", ".spec.requested"), ("Phase", "string", ".status.phase")),
+    ),
+    CrdType(
+        "TauRun", "runs", "run", ("tr",), "Namespaced", TauRunSpec, TauRunStatus,
+        (("Run", "string", ".spec.runName"), ("Kind", "string", ".spec.workloadKind"),
+         ("Profile", "string", ".spec.profile"), ("Phase", "string", ".status.phase")),
+    ),
+)
+
+_DROP = {"title", "$schema", "examples"}
+
+
+def _structural(node: Any, defs: dict[str, Any]) -> Any:
+    """Rewrite one pydantic JSON-Schema node into a structural OpenAPI v3 node."""
+    if isinstance(node, list):
+        return [_structural(n, defs) for n in node]
+    if not isinstance(node, dict):
+        return node
+    if "$ref" in node:
+        target = copy.deepcopy(defs[node["$ref"].rsplit("/", 1)[-1]])
+        merged = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
+        return _structural(merged, defs)
+    out: dict[str, Any] = {}
+    branches = node.get("anyOf")
+    if branches is not None:
+        non_null = [b for b in branches if b.get("type") != "null"]
+        types = {b.get("type") for b in non_null}
+        if len(non_null) == 1:
+            inner = _structural(non_null[0], defs)
+            rest = {k: v for k, v in node.items() if k != "anyOf"}
+            return _structural({**rest, **inner}, defs) if rest else inner
+        if types <= {"integer", "number", "string"} and "string" in types:
+            out["x-kubernetes-int-or-string"] = True
+        else:
+            raise ValueError(f"cannot express union {types} structurally")
+    for key, value in node.items():
+        if key in _DROP or key in ("anyOf", "$defs"):
+            continue
+        if key == "default" and value is None:
+            continue
+        if key == "additionalProperties" and value is False:
+            continue
+        if key == "const":
+            out["enum"] = [value]
+            continue
+        if key == "properties":
+            out["properties"] = {k: _structural(v, defs) for k, v in value.items()}
+            continue
+        if key in ("items", "additionalProperties"):
+            out[key] = _structural(value, defs)
+            continue
+        out[key] = value
+    if out.get("x-kubernetes-preserve-unknown-fields") and "type" not in out:
+        out["type"] = "object"
+    return out
+
+
+def openapi_schema(model: type[BaseModel]) -> dict[str, Any]:
+    raw = model.model_json_schema(mode="validation")
+    defs = raw.pop("$defs", {})
+    return _structural(raw, defs)  # type: ignore[no-any-return]
+
+
+def render_crd(t: CrdType) -> dict[str, Any]:
+    root = {
+        "type": "object",
+        "description": f"{t.kind} ({C.GROUP}). Generated from taugrid.api.crds.",
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": openapi_schema(t.spec),
+            "status": openapi_schema(t.status),
+        },
+        "required": ["spec"],
+    }
+    columns = [{"name": n, "type": ty, "jsonPath": p} for n, ty, p in t.columns]
+    columns.append({"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"})
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": f"{t.plural}.{C.GROUP}",
+            "labels": {"app.kubernetes.io/part-of": "taugrid", "app.kubernetes.io/managed-by": "taugrid"},
+        },
+        "spec": {
+            "group": C.GROUP,
+            "names": {
+                "kind": t.kind,
+                "listKind": f"{t.kind}List",
+                "plural": t.plural,
+                "singular": t.singular,
+                "shortNames": list(t.short_names),
+                "categories": ["taugrid"],
+            },
+            "scope": t.scope,
+            "versions": [
+                {
+                    "name": C.VERSION,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": columns,
+                    "schema": {"openAPIV3Schema": root},
+                }
+            ],
+        },
+    }
+
+
+def render_crds() -> list[dict[str, Any]]:
+    return [render_crd(t) for t in CRD_TYPES]

@@ -1,0 +1,470 @@
+"""tau.yaml, schema_version 1: the researcher's run declaration.
+
+Compatible with TauGrid's "managed workflow manifest" (every key it accepts keeps its meaning),
+but strict: unknown keys and wrong types are errors, never warnings. Field-level rules live in
+the models; rules that relate several fields live in `semantic_issues`, which reports each
+problem with its key path so the CLI can print one clear message per problem.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from taugrid.api import constants as C
+from taugrid.api.quantity import QuantityError, parse_cpu, parse_memory
+
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")  # RayJob names must start with a letter
+ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+MIG_PROFILE = re.compile(r"^\d+g\.\d+gb$")
+MAX_GPUS_PER_WORKER = 8
+MAX_WORKERS = 256
+MAX_RETRIES = 20
+
+WorkloadKind = Literal["job", "rayjob"]
+CpuAmount = Annotated[int | float | str, Field(description="cores: 4, 0.5 or 500m")]
+Memory = Annotated[str, Field(description="Kubernetes memory quantity, e.g. 64Gi")]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+def _cpu(v: Any) -> Any:
+    if v is not None:
+        try:
+            parse_cpu(v)
+        except QuantityError as e:
+            raise ValueError(str(e)) from None
+    return v
+
+
+def _mem(v: Any) -> Any:
+    if v is not None:
+        try:
+            parse_memory(v)
+        except QuantityError as e:
+            raise ValueError(str(e)) from None
+    return v
+
+
+def _rel_path(v: str | None) -> str | None:
+    if v is None:
+        return v
+    parts = v.split("/")
+    if v != v.strip() or not v or v.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        raise ValueError("must be a relative path without '.', '..' or empty segments")
+    return v
+
+
+class RunSpec(_Model):
+    entrypoint: str | None = Field(None, description="Script to run, relative to tau.yaml (.py or .sh)")
+    script: str | None = Field(None, description="Alias of entrypoint (TauGrid compatibility)")
+    main_script: str | None = Field(None, description="Overrides entrypoint (TauGrid compatibility)")
+    workload_kind: WorkloadKind | None = Field(None, description="rayjob | job; inferred when omitted")
+    args: list[str] = Field(default_factory=list, description="Arguments passed to the entrypoint")
+    image: str | None = Field(None, description="Alias of runtime.image (lowest priority)")
+    name: str | None = Field(None, description="Ignored: the run name is the top-level name")
+    smoke_pairs: int | None = Field(None, ge=0, description="Forwarded as TAU_SMOKE_PAIRS")
+
+
+class ResourceNaming(_Model):
+    prefix: str | None = Field(None, description="Prefix of the run id: <prefix>-<name>-<5 chars>")
+
+    @field_validator("prefix")
+    @classmethod
+    def _dns(cls, v: str | None) -> str | None:
+        if v is not None and not DNS_1035.match(v.strip()):
+            raise ValueError("must start with a letter; lowercase alphanumerics with internal hyphens, e.g. tau")
+        return v.strip() if v else v
+
+
+class Compute(_Model):
+    gpus: int = Field(0, ge=0, le=MAX_GPUS_PER_WORKER, description="GPUs per worker; 0 = CPU-only")
+    workers: int = Field(1, ge=1, le=MAX_WORKERS, description="Worker pods (a RayJob adds a CPU-only head)")
+    cpus: CpuAmount | None = Field(None, description="CPU of the Job pod; default of worker_cpus")
+    cpu_limit: CpuAmount | None = None
+    memory: Memory | None = Field(None, description="Memory of the Job pod; default of worker_memory")
+    memory_limit: Memory | None = None
+    worker_cpus: CpuAmount | None = None
+    worker_cpu_limit: CpuAmount | None = None
+    worker_memory: Memory | None = None
+    worker_memory_limit: Memory | None = None
+    workload_kind: WorkloadKind | None = Field(None, description="Alias of run.workload_kind")
+    gpu_resource_mode: Literal["device-plugin", "mig"] | None = None
+    mig_profile: str | None = Field(None, description="MIG slice such as 1g.10gb (forces mig mode)")
+
+    _v_cpu = field_validator("cpus", "cpu_limit", "worker_cpus", "worker_cpu_limit")(_cpu)
+    _v_mem = field_validator("memory", "memory_limit", "worker_memory", "worker_memory_limit")(_mem)
+
+    @field_validator("mig_profile")
+    @classmethod
+    def _mig(cls, v: str | None) -> str | None:
+        if v is not None and not MIG_PROFILE.match(v):
+            raise ValueError("must look like 1g.10gb")
+        return v
+
+
+class SecretKeyRef(_Model):
+    name: str
+    key: str
+
+
+class ValueFrom(_Model):
+    secretKeyRef: SecretKeyRef
+
+
+class EnvVar(_Model):
+    name: str
+    value: str | None = None
+    valueFrom: ValueFrom | None = None
+
+
+class Runtime(_Model):
+    image: str | None = Field(None, description="Container image (a Ray image for rayjob)")
+    pip: list[str] = Field(default_factory=list, description="pip requirements of the run")
+    env: list[EnvVar] | dict[str, str] = Field(
+        default_factory=list, description="Env as a list of {name, value} or a map NAME: value"
+    )
+    env_from_secret: dict[str, str] = Field(
+        default_factory=dict, description="NAME: <secret>:<key> (values never enter the record)"
+    )
+
+    @field_validator("pip")
+    @classmethod
+    def _pip(cls, v: list[str]) -> list[str]:
+        for i, item in enumerate(v):
+            if not item.strip():
+                raise ValueError(f"item {i} is blank")
+            if "\n" in item or item != item.strip():
+                raise ValueError(f"item {i} ({item!r}) must be one requirement on one line")
+        return v
+
+    @field_validator("env_from_secret")
+    @classmethod
+    def _secret_refs(cls, v: dict[str, str]) -> dict[str, str]:
+        for name, ref in v.items():
+            secret, sep, key = ref.partition(":")
+            if not sep or not DNS_LABEL.match(secret) or not key:
+                raise ValueError(f"{name}: {ref!r} must be <secret-name>:<key>")
+        return v
+
+    def env_items(self) -> list[EnvVar]:
+        if isinstance(self.env, dict):
+            return [EnvVar(name=k, value=v) for k, v in self.env.items()]
+        return list(self.env)
+
+
+class Mount(_Model):
+    name: str
+    mountPath: str
+    pvc: str
+    readOnly: bool = False
+
+
+class Storage(_Model):
+    data_pvc: str | None = Field(None, description="PVC mounted at /data (default: the workspace's)")
+    checkpoint: str | None = Field(None, description="Checkpoint folder, relative to the run dir")
+    output: str | None = Field(None, description="Output folder, relative to the run dir")
+    mounts: list[Mount] = Field(default_factory=list)
+
+    _v_rel = field_validator("checkpoint", "output")(_rel_path)
+
+    @field_validator("data_pvc")
+    @classmethod
+    def _pvc(cls, v: str | None) -> str | None:
+        if v is not None and not DNS_LABEL.match(v):
+            raise ValueError("must be a PVC name (lowercase alphanumerics and hyphens)")
+        return v
+
+
+class Artifacts(_Model):
+    checkpoint: str | None = Field(None, description="Same as storage.checkpoint (compatibility)")
+    _v_rel = field_validator("checkpoint")(_rel_path)
+
+
+class Policy(_Model):
+    workspace: str | None = None
+    profile: str | None = Field(None, description="Workload profile; default: the single match")
+    priority: str | None = Field(None, description="WorkloadPriorityClass allowed by the profile")
+    namespace: str | None = None
+    queue: str | None = Field(None, description="Must agree with the profile's LocalQueue")
+    team: str | None = None
+    lane: str | None = None
+
+
+RetryReason = Literal["Preempted", "Evicted", "NodeFailure", "OOMKilled", "Failed"]
+
+
+class Resilience(_Model):
+    max_retries: int = Field(0, ge=0, le=MAX_RETRIES)
+    retry_on: list[RetryReason] = Field(default_factory=lambda: ["Preempted", "Evicted", "NodeFailure"])
+    auto_resume: bool = Field(True, description="Retries resume from the newest complete checkpoint")
+
+
+class Metrics(_Model):
+    stall_after_seconds: int = Field(900, ge=30, le=7 * 24 * 3600)
+    primary: str | None = None
+    direction: Literal["lower", "higher"] | None = None
+
+
+class Experiment(_Model):
+    project: str | None = None
+    name: str | None = None
+    group: str | None = None
+    title: str | None = None
+
+
+class Research(_Model):
+    experiment: str | None = None
+
+
+class ModelInfo(_Model):
+    name: str | None = None
+    base: str | None = None
+    task: str | None = None
+    tags: dict[str, str] = Field(default_factory=dict)
+    primary_metric: str | None = None
+    metric_direction: Literal["lower", "higher"] | None = None
+
+
+class Manifest(_Model):
+    """tau.yaml, schema_version 1."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        frozen=True,
+        title="tau.yaml",
+        json_schema_extra={"$schema": "https://json-schema.org/draft/2020-12/schema"},
+    )
+
+    schema_version: Literal[1]
+    name: str = Field(description="Run name: lowercase alphanumerics and internal hyphens")
+    run: RunSpec = Field(default_factory=RunSpec)
+    entrypoint: str | None = Field(None, description="Alias of run.entrypoint (compatibility)")
+    script: str | None = Field(None, description="Alias of run.entrypoint (compatibility)")
+    image: str | None = Field(None, description="Alias of runtime.image (compatibility)")
+    resource_naming: ResourceNaming = Field(default_factory=ResourceNaming)
+    compute: Compute = Field(default_factory=Compute)
+    runtime: Runtime = Field(default_factory=Runtime)
+    storage: Storage = Field(default_factory=Storage)
+    artifacts: Artifacts = Field(default_factory=Artifacts)
+    policy: Policy = Field(default_factory=Policy)
+    resilience: Resilience = Field(default_factory=Resilience)
+    metrics: Metrics = Field(default_factory=Metrics)
+    experiment: Experiment = Field(default_factory=Experiment)
+    research: Research = Field(default_factory=Research)
+    model: ModelInfo = Field(default_factory=ModelInfo)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not DNS_1035.match(v):
+            raise ValueError("must start with a letter; lowercase alphanumerics with internal hyphens, e.g. my-run")
+        return v
+
+    # --- derived views (no I/O) ----------------------------------------------------------
+    @property
+    def entrypoint_path(self) -> str | None:
+        return (
+            self.run.main_script
+            or self.run.entrypoint
+            or self.run.script
+            or self.entrypoint
+            or self.script
+        )
+
+    @property
+    def image_ref(self) -> str | None:
+        return self.runtime.image or self.run.image or self.image
+
+    @property
+    def checkpoint_subdir(self) -> str:
+        return self.storage.checkpoint or self.artifacts.checkpoint or C.DEFAULT_CHECKPOINT_SUBDIR
+
+    @property
+    def output_subdir(self) -> str:
+        return self.storage.output or C.DEFAULT_OUTPUT_SUBDIR
+
+    @property
+    def run_id_stem(self) -> str:
+        prefix = self.resource_naming.prefix
+        return f"{prefix}-{self.name}" if prefix else self.name
+
+    def workload_kind(self) -> WorkloadKind:
+        """Explicit kind, else TauGrid's inference: CPU-only or multi-worker -> rayjob, else job."""
+        explicit = self.run.workload_kind or self.compute.workload_kind
+        if explicit:
+            return explicit
+        if self.compute.gpus == 0 or self.compute.workers > 1:
+            return "rayjob"
+        return "job"
+
+
+@dataclass(frozen=True)
+class Issue:
+    """One problem in a document: where, what was there, what is wrong, what would be right."""
+
+    path: str
+    value: Any
+    message: str
+    example: str | None = None
+
+
+def max_name_length(prefix: str | None) -> int:
+    used = (len(prefix) + 1) if prefix else 0
+    return C.KUBERAY_NAME_LIMIT - C.RUN_ID_SUFFIX_LEN - 1 - used
+
+
+def semantic_issues(m: Manifest) -> list[Issue]:
+    """Rules that span several fields. Empty list: the manifest is consistent."""
+    issues: list[Issue] = []
+    limit = max_name_length(m.resource_naming.prefix)
+    if len(m.name) > limit:
+        why = f" with resource_naming.prefix={m.resource_naming.prefix!r}" if m.resource_naming.prefix else ""
+        issues.append(
+            Issue(
+                "name",
+                m.name,
+                f"is {len(m.name)} characters; at most {limit} fit{why} (the run id "
+                f"<name>-<5 chars> must stay within KubeRay's {C.KUBERAY_NAME_LIMIT})",
+                "name: " + m.name[:limit].rstrip("-"),
+            )
+        )
+    if not m.entrypoint_path:
+        issues.append(
+            Issue("run.entrypoint", None, "is required: the script to run", "run: {entrypoint: train.py}")
+        )
+    else:
+        ep = m.entrypoint_path
+        if ep.startswith("/") or ".." in ep.split("/"):
+            issues.append(
+                Issue("run.entrypoint", ep, "must be a path inside the tau.yaml folder", "run: {entrypoint: train.py}")
+            )
+        elif not ep.endswith((".py", ".sh")):
+            issues.append(
+                Issue("run.entrypoint", ep, "must be a .py or .sh file", "run: {entrypoint: train.py}")
+            )
+    kinds = {k for k in (m.run.workload_kind, m.compute.workload_kind) if k}
+    if len(kinds) > 1:
+        issues.append(
+            Issue(
+                "compute.workload_kind",
+                m.compute.workload_kind,
+                f"contradicts run.workload_kind={m.run.workload_kind}",
+                f"run: {{workload_kind: {m.run.workload_kind}}}",
+            )
+        )
+    kind = m.workload_kind()
+    if kind == "job" and m.compute.workers > 1:
+        issues.append(
+            Issue(
+                "compute.workers",
+                m.compute.workers,
+                "a job is a single pod; more than one worker needs workload_kind: rayjob",
+                "run: {workload_kind: rayjob}",
+            )
+        )
+    if kind == "job" and any(
+        v is not None
+        for v in (m.compute.worker_cpus, m.compute.worker_memory, m.compute.worker_cpu_limit, m.compute.worker_memory_limit)
+    ):
+        issues.append(
+            Issue(
+                "compute.worker_cpus",
+                m.compute.worker_cpus or m.compute.worker_memory,
+                "worker_* sizes apply to rayjob workers; a job pod is sized by cpus and memory",
+                "compute: {cpus: 8, memory: 32Gi}",
+            )
+        )
+    if m.compute.gpus == 0 and (m.compute.mig_profile or m.compute.gpu_resource_mode == "mig"):
+        issues.append(
+            Issue("compute.mig_profile", m.compute.mig_profile, "needs compute.gpus >= 1", "compute: {gpus: 1, mig_profile: 1g.10gb}")
+        )
+    if m.compute.gpu_resource_mode == "mig" and not m.compute.mig_profile:
+        issues.append(
+            Issue("compute.mig_profile", None, "is required when gpu_resource_mode is mig", "compute: {mig_profile: 1g.10gb}")
+        )
+    for req, lim, kind_ in (
+        ("cpus", "cpu_limit", "cpu"),
+        ("worker_cpus", "worker_cpu_limit", "cpu"),
+        ("memory", "memory_limit", "mem"),
+        ("worker_memory", "worker_memory_limit", "mem"),
+    ):
+        rv, lv = getattr(m.compute, req), getattr(m.compute, lim)
+        if rv is None or lv is None:
+            continue
+        parse = parse_cpu if kind_ == "cpu" else parse_memory
+        r: Decimal | int = parse(rv)
+        li: Decimal | int = parse(lv)
+        if li < r:
+            issues.append(
+                Issue(f"compute.{lim}", lv, f"must be >= compute.{req}={rv}", f"compute: {{{req}: {rv}, {lim}: {rv}}}")
+            )
+    seen: set[str] = set()
+    env_items = m.runtime.env_items()
+    for i, e in enumerate(env_items):
+        path = f"runtime.env[{i}].name" if isinstance(m.runtime.env, list) else f"runtime.env.{e.name}"
+        if not ENV_NAME.match(e.name):
+            issues.append(Issue(path, e.name, "is not a valid environment variable name", "runtime: {env: [{name: MY_FLAG, value: '1'}]}"))
+        if e.name.upper().startswith(C.RESERVED_ENV_PREFIX):
+            issues.append(
+                Issue(
+                    path,
+                    e.name,
+                    "TAU_* variables belong to the run contract and are set by tau; choose another name",
+                    "runtime: {env: [{name: MY_FLAG, value: '1'}]}",
+                )
+            )
+        if e.name in seen:
+            issues.append(Issue(path, e.name, "is set twice", None))
+        seen.add(e.name)
+        if isinstance(m.runtime.env, list) and (e.value is None) == (e.valueFrom is None):
+            issues.append(
+                Issue(
+                    f"runtime.env[{i}]",
+                    e.name,
+                    "needs exactly one of value or valueFrom",
+                    "runtime: {env: [{name: MY_FLAG, value: '1'}]}",
+                )
+            )
+    for name in m.runtime.env_from_secret:
+        path = f"runtime.env_from_secret.{name}"
+        if name.upper().startswith(C.RESERVED_ENV_PREFIX):
+            issues.append(Issue(path, name, "TAU_* variables belong to the run contract; choose another name", None))
+        elif name in seen:
+            issues.append(Issue(path, name, "is also set in runtime.env", None))
+        elif not ENV_NAME.match(name):
+            issues.append(Issue(path, name, "is not a valid environment variable name", None))
+    if (
+        m.storage.checkpoint
+        and m.artifacts.checkpoint
+        and m.storage.checkpoint != m.artifacts.checkpoint
+    ):
+        issues.append(
+            Issue("artifacts.checkpoint", m.artifacts.checkpoint, f"contradicts storage.checkpoint={m.storage.checkpoint}", None)
+        )
+    names, paths = set(), set()
+    reserved_paths = (C.DATA_DIR, C.CODE_DIR, "/dev/shm", "/tmp")
+    for i, mt in enumerate(m.storage.mounts):
+        if mt.name in ("data", "code", "dshm") or mt.name in names:
+            issues.append(Issue(f"storage.mounts[{i}].name", mt.name, "is reserved or used twice", None))
+        if not mt.mountPath.startswith("/") or any(
+            mt.mountPath == p or mt.mountPath.startswith(p + "/") for p in reserved_paths
+        ) or mt.mountPath in paths:
+            issues.append(
+                Issue(f"storage.mounts[{i}].mountPath", mt.mountPath, "must be an absolute path outside /data, /code, /tmp and /dev/shm, used once", "mountPath: /datasets")
+            )
+        names.add(mt.name)
+        paths.add(mt.mountPath)
+    exp = m.experiment.name or m.research.experiment
+    if exp is not None and (len(exp) > 63 or not LABEL_VALUE.match(exp)):
+        issues.append(Issue("experiment.name", exp, "must be a valid label value (<= 63 chars, alphanumerics, '-', '_', '.')", None))
+    return issues

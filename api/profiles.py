@@ -1,0 +1,160 @@
+"""Workload profiles: the placement and bounds a platform offers, and the snapshot file format.
+
+A profile fixes placement (node selector, tolerations, Kueue flavor and queues, priority
+classes) and the bounds of one worker (GPUs per node, allocatable CPU and memory). The platform
+publishes profiles in the `TauCluster` object; offline rendering reads a snapshot file.
+Field names are camelCase because the same models are the CRD schema.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from taugrid.api import constants as C
+from taugrid.api.manifest import DNS_LABEL
+from taugrid.api.quantity import QuantityError, parse_cpu, parse_memory
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Toleration(_Model):
+    key: str | None = None
+    operator: Literal["Equal", "Exists"] = "Equal"
+    value: str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+
+    def to_k8s(self) -> dict[str, Any]:
+        return self.model_dump(exclude_none=True)
+
+
+class WorkerSize(_Model):
+    cpu: int | float | str = Field(description="cores: 4, 0.5 or 500m")
+    memory: str = Field(description="Kubernetes memory quantity")
+
+    @field_validator("cpu")
+    @classmethod
+    def _cpu(cls, v: Any) -> Any:
+        try:
+            parse_cpu(v)
+        except QuantityError as e:
+            raise ValueError(str(e)) from None
+        return v
+
+    @field_validator("memory")
+    @classmethod
+    def _mem(cls, v: str) -> str:
+        try:
+            parse_memory(v)
+        except QuantityError as e:
+            raise ValueError(str(e)) from None
+        return v
+
+
+class WorkloadProfile(_Model):
+    name: str = Field(description="Profile name, e.g. a100-1x")
+    description: str = ""
+    gpuClass: str | None = Field(None, description="GPU class label value of the pool, e.g. a100-80gb")
+    gpusPerWorker: int = Field(ge=0, le=16, description="GPUs one worker may request (GPUs per node)")
+    gpuResource: str = Field(C.GPU_RESOURCE, description="Extended resource name of a GPU")
+    allocatable: WorkerSize = Field(description="Largest worker: allocatable CPU and memory of one node")
+    workerDefaults: WorkerSize | None = Field(
+        None, description="Size of a worker when tau.yaml does not set one (default: a GPU-share of allocatable)"
+    )
+    maxWorkers: int | None = Field(None, ge=1, description="Most workers one run may ask for")
+    nodeSelector: dict[str, str] = Field(default_factory=dict)
+    tolerations: list[Toleration] = Field(default_factory=list)
+    headNodeSelector: dict[str, str] = Field(default_factory=dict, description="Where the CPU-only Ray head goes")
+    headTolerations: list[Toleration] = Field(default_factory=list)
+    flavor: str = Field(description="Kueue ResourceFlavor of the pool")
+    clusterQueue: str = Field(description="Kueue ClusterQueue")
+    localQueue: str = Field(description="LocalQueue name in every workspace namespace")
+    priorityClasses: list[str] = Field(default_factory=list, description="WorkloadPriorityClasses a run may pick")
+    defaultPriority: str | None = Field(None, description="WorkloadPriorityClass when tau.yaml names none")
+    workspaces: list[str] = Field(default_factory=list, description="Workspaces allowed (empty: all)")
+    image: str | None = Field(None, description="Default image for runs on this profile")
+
+    @field_validator("name", "flavor", "clusterQueue", "localQueue")
+    @classmethod
+    def _dns(cls, v: str) -> str:
+        if not DNS_LABEL.match(v) or len(v) > 63:
+            raise ValueError("must be a DNS label (lowercase alphanumerics and hyphens)")
+        return v
+
+    @model_validator(mode="after")
+    def _priorities(self) -> WorkloadProfile:
+        if self.defaultPriority and self.priorityClasses and self.defaultPriority not in self.priorityClasses:
+            raise ValueError(
+                f"defaultPriority {self.defaultPriority!r} is not in priorityClasses {self.priorityClasses}"
+            )
+        return self
+
+    def applies_to(self, workspace: str) -> bool:
+        return not self.workspaces or workspace in self.workspaces
+
+
+class WorkspaceRef(_Model):
+    """What a run needs to know about a workspace: where it runs and where /data comes from."""
+
+    name: str
+    namespace: str
+    pvc: str = Field(description="PVC mounted at /data")
+    serviceAccount: str | None = None
+
+    @field_validator("name", "namespace", "pvc")
+    @classmethod
+    def _dns(cls, v: str) -> str:
+        if not DNS_LABEL.match(v) or len(v) > 63:
+            raise ValueError("must be a DNS label (lowercase alphanumerics and hyphens)")
+        return v
+
+
+def profile_set_hash(profiles: list[WorkloadProfile]) -> str:
+    """sha256 over the canonical JSON of the profiles, order-independent."""
+    canon = sorted((p.model_dump(mode="json") for p in profiles), key=lambda d: d["name"])
+    blob = json.dumps(canon, sort_keys=True, separators=(",", ":")).encode()
+    return "sha256:" + hashlib.sha256(blob).hexdigest()
+
+
+class ProfileSnapshot(_Model):
+    """Offline copy of what a cluster's TauCluster publishes (`kind: TauWorkloadProfileSnapshot`)."""
+
+    apiVersion: Literal["tau.azure.com/v1alpha1"] = C.API_VERSION
+    kind: Literal["TauWorkloadProfileSnapshot"] = "TauWorkloadProfileSnapshot"
+    cluster: str = Field(description="Name of the cluster (stack) the snapshot was taken from")
+    profileSetHash: str | None = Field(None, description="Recomputed and checked on load when present")
+    profiles: list[WorkloadProfile]
+    workspaces: list[WorkspaceRef] = Field(default_factory=list)
+    defaultWorkspace: str | None = Field(None, description="Workspace of runs that name none")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ProfileSnapshot:
+        if self.defaultWorkspace and self.workspace(self.defaultWorkspace) is None:
+            raise ValueError(f"defaultWorkspace {self.defaultWorkspace!r} is not one of the workspaces")
+        names = [p.name for p in self.profiles]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"profile names must be unique; repeated: {sorted(dup)}")
+        wnames = [w.name for w in self.workspaces]
+        wdup = {n for n in wnames if wnames.count(n) > 1}
+        if wdup:
+            raise ValueError(f"workspace names must be unique; repeated: {sorted(wdup)}")
+        if self.profileSetHash is not None:
+            actual = profile_set_hash(self.profiles)
+            if actual != self.profileSetHash:
+                raise ValueError(
+                    f"profileSetHash {self.profileSetHash} does not match the profiles ({actual}); "
+                    "the snapshot was edited or is corrupt: take a new one"
+                )
+        return self
+
+    def profile(self, name: str) -> WorkloadProfile | None:
+        return next((p for p in self.profiles if p.name == name), None)
+
+    def workspace(self, name: str) -> WorkspaceRef | None:
+        return next((w for w in self.workspaces if w.name == name), None)

@@ -1,0 +1,99 @@
+"""Kubernetes resource quantities, parsed strictly (as the API server would).
+
+The reference implementation accepted lower-case suffixes (`4gi`, `512m` as megabytes) that
+Kubernetes reads differently or rejects; here they are refused with a suggestion instead.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal, InvalidOperation
+
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
+_QUANTITY = re.compile(r"^(?P<num>[0-9]+(?:\.[0-9]+)?)(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?$")
+_LOOSE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*$")
+
+MAX_MEMORY_BYTES = 64 * 2**40  # 64 TiB per pod: anything above is a typo
+MAX_CPUS = 1024
+
+
+class QuantityError(ValueError):
+    """A quantity that Kubernetes would reject or misread; message says what to write."""
+
+
+def _suggest_memory(raw: str) -> str | None:
+    m = _LOOSE.match(raw)
+    if not m:
+        return None
+    num, suffix = m.groups()
+    fixed = {
+        "gi": "Gi", "g": "G", "gb": "G", "gib": "Gi", "mi": "Mi", "mb": "M", "mib": "Mi",
+        "ki": "Ki", "kb": "k", "kib": "Ki", "ti": "Ti", "tb": "T", "tib": "Ti", "m": "M",
+    }.get(suffix.lower())
+    if fixed is None:
+        return None
+    return f"{num}{fixed}"
+
+
+def parse_memory(value: object) -> int:
+    """Return bytes for a Kubernetes memory quantity such as `512Mi` or `64Gi`."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise QuantityError("must be a Kubernetes memory quantity like 512Mi or 64Gi")
+    raw = str(value)
+    if raw != raw.strip():
+        raise QuantityError("must not have surrounding whitespace")
+    m = _QUANTITY.match(raw)
+    if not m or m.group("suffix") == "m":
+        hint = _suggest_memory(raw)
+        extra = f" (did you mean {hint}?)" if hint and hint != raw else ""
+        raise QuantityError(f"must be a Kubernetes memory quantity like 512Mi or 64Gi{extra}")
+    suffix = m.group("suffix") or ""
+    mult = _BINARY.get(suffix) or _DECIMAL[suffix]
+    try:
+        n = Decimal(m.group("num")) * mult
+    except InvalidOperation as e:  # pragma: no cover - regex guarantees a number
+        raise QuantityError("must be a number with a unit, like 64Gi") from e
+    if n <= 0:
+        raise QuantityError("must be greater than zero")
+    if n > MAX_MEMORY_BYTES:
+        raise QuantityError("is larger than any node (over 64Ti); check the unit")
+    return int(n)
+
+
+def parse_cpu(value: object) -> Decimal:
+    """Return cores for a CPU amount: an integer, a decimal (`0.5`) or millicores (`500m`)."""
+    if isinstance(value, bool):
+        raise QuantityError("must be a number of cores like 4, 0.5 or 500m")
+    if isinstance(value, (int, float)):
+        n = Decimal(str(value))
+    elif isinstance(value, str):
+        m = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)(m?)", value)
+        if not m:
+            raise QuantityError("must be a number of cores like 4, 0.5 or 500m")
+        n = Decimal(m.group(1)) / (1000 if m.group(2) else 1)
+    else:
+        raise QuantityError("must be a number of cores like 4, 0.5 or 500m")
+    if n <= 0:
+        raise QuantityError("must be greater than zero")
+    if n > MAX_CPUS:
+        raise QuantityError(f"is more than {MAX_CPUS} cores; check the value")
+    if n * 1000 != int(n * 1000):
+        raise QuantityError("has a precision finer than 1m (one millicore)")
+    return n
+
+
+def format_cpu(cores: Decimal) -> str:
+    """Canonical Kubernetes form: whole cores as `4`, fractions as millicores `500m`."""
+    if cores == int(cores):
+        return str(int(cores))
+    return f"{int(cores * 1000)}m"
+
+
+def format_memory(n_bytes: int) -> str:
+    """Shortest exact binary form (`64Gi`), else plain bytes."""
+    for suffix in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki"):
+        mult = _BINARY[suffix]
+        if n_bytes % mult == 0:
+            return f"{n_bytes // mult}{suffix}"
+    return str(n_bytes)

@@ -1,0 +1,341 @@
+"""Rendering: a resolved run -> the exact Kubernetes objects a cluster receives. Pure.
+
+`rayjob` -> a KubeRay `RayJob` (ray.io/v1) with a CPU-only control head and one worker group;
+`job` -> a suspended `batch/v1` Job. Both carry the run labels on the workload and on every pod
+template, mount the workspace PVC at /data and the code snapshot at /code, and inject the env
+contract. The code travels in an immutable ConfigMap rendered first.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import hashlib
+import json
+import re
+import secrets
+import shlex
+import string
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from taugrid.api import constants as C
+from taugrid.api.manifest import Manifest
+from taugrid.api.quantity import format_memory
+from taugrid.cli.codebundle import CodeBundle
+from taugrid.cli.resolve import Resolved
+
+_ALPHABET = string.ascii_lowercase + string.digits
+_RAY_VERSION = re.compile(r"ray[-_]?(\d+\.\d+\.\d+)")
+DSHM_MAX = 16 * 2**30
+
+
+def new_run_id(stem: str) -> str:
+    """`<stem>-<5 random chars>`: unique per submission, DNS-1035, within KubeRay's 47."""
+    suffix = "".join(secrets.choice(_ALPHABET) for _ in range(C.RUN_ID_SUFFIX_LEN))
+    run_id = f"{stem}-{suffix}"
+    if len(run_id) > C.KUBERAY_NAME_LIMIT:  # guarded by manifest validation; never silently cut
+        raise ValueError(f"run id {run_id!r} is longer than {C.KUBERAY_NAME_LIMIT} characters")
+    return run_id
+
+
+def config_hash(m: Manifest) -> str:
+    blob = json.dumps(m.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class RunMeta:
+    """Facts about one submission that are not in tau.yaml."""
+
+    run_id: str
+    submitter: str = "unknown"
+    code_revision: str = "unknown"
+    resume_from: str | None = None
+    attempt: int = 0
+
+
+def labels(r: Resolved, run_id: str) -> dict[str, str]:
+    out = {
+        C.LABEL_RUN_ID: run_id,
+        C.LABEL_RUN_NAME: r.manifest.name,
+        C.LABEL_WORKSPACE: r.workspace.name,
+        C.LABEL_PROFILE: r.profile.name,
+        C.LABEL_MANAGED_BY: C.MANAGED_BY_VALUE,
+        C.LABEL_WORKLOAD_KIND: r.kind,
+        C.KUEUE_QUEUE_LABEL: r.queue,
+    }
+    if r.priority:
+        out[C.KUEUE_PRIORITY_LABEL] = r.priority
+    exp = r.manifest.experiment.name or r.manifest.research.experiment
+    if exp:
+        out[C.LABEL_EXPERIMENT] = exp
+    return out
+
+
+def contract_env(r: Resolved, meta: RunMeta, data_dir: str = C.DATA_DIR) -> dict[str, str]:
+    """The TAU_* env every process of the run sees (also used by the local backend)."""
+    m = r.manifest
+    rdir = C.run_dir(meta.run_id, data_dir)
+    env = {
+        C.ENV_RUN_ID: meta.run_id,
+        C.ENV_RUN_NAME: m.name,
+        C.ENV_WORKSPACE: r.workspace.name,
+        C.ENV_DATA_DIR: data_dir,
+        C.ENV_RUN_DIR: rdir,
+        C.ENV_CHECKPOINT_DIR: f"{rdir}/{m.checkpoint_subdir}",
+        C.ENV_OUTPUT_DIR: f"{rdir}/{m.output_subdir}",
+        C.ENV_METRICS_FILE: f"{rdir}/{C.METRICS_FILENAME}",
+        C.ENV_NUM_WORKERS: str(r.workers),
+        C.ENV_GPUS_PER_WORKER: str(r.gpus),
+        C.ENV_WORLD_SIZE: str(r.workers * max(r.gpus, 1)),
+        C.ENV_ATTEMPT: str(meta.attempt),
+    }
+    if meta.resume_from:
+        env[C.ENV_RESUME_FROM] = meta.resume_from
+    if m.run.smoke_pairs is not None:
+        env["TAU_SMOKE_PAIRS"] = str(m.run.smoke_pairs)
+    return env
+
+
+def _env_list(r: Resolved, meta: RunMeta) -> list[dict[str, Any]]:
+    m = r.manifest
+    user = m.runtime.env_items()
+    user_names = {e.name for e in user} | set(m.runtime.env_from_secret)
+    out: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in contract_env(r, meta).items()]
+    for k, v in (("PYTHONPATH", C.CODE_DIR), ("PYTHONUNBUFFERED", "1")):
+        if k not in user_names:
+            out.append({"name": k, "value": v})
+    for e in user:
+        out.append(e.model_dump(exclude_none=True))
+    for name, ref in sorted(m.runtime.env_from_secret.items()):
+        secret, _, key = ref.partition(":")
+        out.append({"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}})
+    return out
+
+
+def command_script(m: Manifest) -> str:
+    """The shell the driver (RayJob) or the Job container runs: logs kept under the run dir."""
+    ep = m.entrypoint_path or ""
+    runner = "bash" if ep.endswith(".sh") else "python"
+    argv = " ".join(shlex.quote(a) for a in [runner, ep, *m.run.args])
+    return "\n".join(
+        [
+            "set -o pipefail",
+            'mkdir -p "$TAU_RUN_DIR/logs" "$TAU_CHECKPOINT_DIR" "$TAU_OUTPUT_DIR"',
+            f"cd {C.CODE_DIR}",
+            f'{argv} 2>&1 | tee -a "$TAU_RUN_DIR/logs/driver.log"',
+        ]
+    )
+
+
+def code_configmap(r: Resolved, meta: RunMeta, bundle: CodeBundle) -> tuple[dict[str, Any], list[dict[str, str]]]:
+    data: dict[str, str] = {}
+    binary: dict[str, str] = {}
+    items: list[dict[str, str]] = []
+    for i, (rel, content) in enumerate(bundle.files):
+        key = f"f{i:04d}"
+        try:
+            data[key] = content.decode("utf-8")
+        except UnicodeDecodeError:
+            binary[key] = base64.b64encode(content).decode()
+        items.append({"key": key, "path": rel})
+    cm: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": f"{meta.run_id}-code",
+            "namespace": r.namespace,
+            "labels": {k: v for k, v in labels(r, meta.run_id).items() if k.startswith(C.GROUP)},
+            "annotations": {C.ANN_CODE_DIGEST: bundle.digest},
+        },
+        "immutable": True,
+        "data": data,
+    }
+    if binary:
+        cm["binaryData"] = binary
+    return cm, items
+
+
+def _volumes(r: Resolved, meta: RunMeta, items: list[dict[str, str]], shm: int) -> tuple[list[Any], list[Any]]:
+    volumes: list[dict[str, Any]] = [
+        {"name": "data", "persistentVolumeClaim": {"claimName": r.pvc}},
+        {"name": "code", "configMap": {"name": f"{meta.run_id}-code", "items": items}},
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": format_memory(shm)}},
+    ]
+    mounts: list[dict[str, Any]] = [
+        {"name": "data", "mountPath": C.DATA_DIR},
+        {"name": "code", "mountPath": C.CODE_DIR, "readOnly": True},
+        {"name": "dshm", "mountPath": "/dev/shm"},
+    ]
+    for mt in r.manifest.storage.mounts:
+        volumes.append({"name": mt.name, "persistentVolumeClaim": {"claimName": mt.pvc, "readOnly": mt.readOnly}})
+        mounts.append({"name": mt.name, "mountPath": mt.mountPath, "readOnly": mt.readOnly})
+    return volumes, mounts
+
+
+def _gpu_resources(r: Resolved, base: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+    if r.gpus:
+        base["requests"][r.gpu_resource] = str(r.gpus)
+        base["limits"][r.gpu_resource] = str(r.gpus)
+    return base
+
+
+def _pod_spec(
+    r: Resolved,
+    containers: list[dict[str, Any]],
+    volumes: list[Any],
+    node_selector: dict[str, str],
+    tolerations: list[dict[str, Any]],
+    restart_policy: str | None,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": containers, "volumes": volumes}
+    if restart_policy:
+        spec["restartPolicy"] = restart_policy
+    if node_selector:
+        spec["nodeSelector"] = dict(node_selector)
+    if tolerations:
+        spec["tolerations"] = tolerations
+    if r.workspace.serviceAccount:
+        spec["serviceAccountName"] = r.workspace.serviceAccount
+    return spec
+
+
+def _metadata(r: Resolved, meta: RunMeta, bundle: CodeBundle) -> dict[str, Any]:
+    ann = {
+        C.ANN_CONFIG_HASH: config_hash(r.manifest),
+        C.ANN_SUBMITTER: meta.submitter,
+        C.ANN_CODE_REVISION: meta.code_revision,
+        C.ANN_CODE_DIGEST: bundle.digest,
+    }
+    if r.profile_set_hash:
+        ann[C.ANN_PROFILE_SET_HASH] = r.profile_set_hash
+    if meta.resume_from:
+        ann[C.ANN_RESUME_FROM] = meta.resume_from
+    return {"name": meta.run_id, "namespace": r.namespace, "labels": labels(r, meta.run_id), "annotations": ann}
+
+
+def ray_version(image: str) -> str:
+    m = _RAY_VERSION.search(image.rsplit("/", 1)[-1])
+    return m.group(1) if m else C.DEFAULT_RAY_VERSION
+
+
+def render_rayjob(r: Resolved, meta: RunMeta, bundle: CodeBundle) -> list[dict[str, Any]]:
+    cm, items = code_configmap(r, meta, bundle)
+    env = _env_list(r, meta)
+    pod_labels = labels(r, meta.run_id)
+    head_volumes, head_mounts = _volumes(r, meta, items, 2 * 2**30)
+    worker_shm = min(DSHM_MAX, r.worker.memory_request // 2)
+    worker_volumes, worker_mounts = _volumes(r, meta, items, max(worker_shm, 64 * 2**20))
+    head_container = {
+        "name": "ray-head",
+        "image": r.image,
+        "env": env,
+        "resources": {
+            "requests": {"cpu": C.HEAD_CPU_REQUEST, "memory": C.HEAD_MEMORY_REQUEST},
+            "limits": {"cpu": C.HEAD_CPU_LIMIT, "memory": C.HEAD_MEMORY_LIMIT},
+        },
+        "ports": [
+            {"containerPort": 6379, "name": "gcs"},
+            {"containerPort": 8265, "name": "dashboard"},
+            {"containerPort": 10001, "name": "client"},
+        ],
+        "volumeMounts": head_mounts,
+    }
+    worker_container = {
+        "name": "ray-worker",
+        "image": r.image,
+        "env": copy.deepcopy(env),
+        "resources": _gpu_resources(r, r.worker.resources()),
+        "volumeMounts": worker_mounts,
+    }
+    head_tolerations = [t.to_k8s() for t in r.profile.headTolerations]
+    worker_tolerations = [t.to_k8s() for t in r.profile.tolerations]
+    num_cpus = max(1, int(r.worker.cpu_request))
+    m = r.manifest
+    spec: dict[str, Any] = {
+        "suspend": True,
+        "shutdownAfterJobFinishes": True,
+        "ttlSecondsAfterFinished": 0,
+        "submissionMode": "HTTPMode",
+        "backoffLimit": 0,
+        "entrypoint": "bash -c " + shlex.quote(command_script(m)),
+        "rayClusterSpec": {
+            "rayVersion": ray_version(r.image),
+            "enableInTreeAutoscaling": False,
+            "headGroupSpec": {
+                "rayStartParams": {"num-cpus": "0", "num-gpus": "0", "dashboard-host": "0.0.0.0"},
+                "template": {
+                    "metadata": {"labels": dict(pod_labels)},
+                    "spec": _pod_spec(r, [head_container], head_volumes, r.profile.headNodeSelector, head_tolerations, None),
+                },
+            },
+            "workerGroupSpecs": [
+                {
+                    "groupName": "workers",
+                    "replicas": r.workers,
+                    "minReplicas": r.workers,
+                    "maxReplicas": r.workers,
+                    "numOfHosts": 1,
+                    "rayStartParams": {"num-cpus": str(num_cpus), "num-gpus": str(r.gpus)},
+                    "template": {
+                        "metadata": {"labels": dict(pod_labels)},
+                        "spec": _pod_spec(
+                            r, [worker_container], worker_volumes, r.profile.nodeSelector, worker_tolerations, None
+                        ),
+                    },
+                }
+            ],
+        },
+    }
+    if m.runtime.pip:
+        spec["runtimeEnvYAML"] = yaml.safe_dump({"pip": list(m.runtime.pip)}, sort_keys=False)
+    rayjob = {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": _metadata(r, meta, bundle), "spec": spec}
+    return [cm, rayjob]
+
+
+def render_job(r: Resolved, meta: RunMeta, bundle: CodeBundle) -> list[dict[str, Any]]:
+    cm, items = code_configmap(r, meta, bundle)
+    m = r.manifest
+    volumes, mounts = _volumes(r, meta, items, max(min(DSHM_MAX, r.worker.memory_request // 2), 64 * 2**20))
+    script = command_script(m)
+    if m.runtime.pip:
+        pip = " ".join(shlex.quote(p) for p in m.runtime.pip)
+        script = f"python -m pip install --quiet --no-cache-dir {pip} || python -m pip install --quiet --user {pip}\n" + script
+    container = {
+        "name": "main",
+        "image": r.image,
+        "command": ["bash", "-c", script],
+        "workingDir": C.CODE_DIR,
+        "env": _env_list(r, meta),
+        "resources": _gpu_resources(r, r.worker.resources()),
+        "volumeMounts": mounts,
+    }
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": _metadata(r, meta, bundle),
+        "spec": {
+            "suspend": True,
+            "backoffLimit": 0,
+            "completions": 1,
+            "parallelism": 1,
+            "ttlSecondsAfterFinished": C.JOB_TTL_SECONDS,
+            "template": {
+                "metadata": {"labels": labels(r, meta.run_id)},
+                "spec": _pod_spec(
+                    r, [container], volumes, r.profile.nodeSelector, [t.to_k8s() for t in r.profile.tolerations], "Never"
+                ),
+            },
+        },
+    }
+    return [cm, job]
+
+
+def render(r: Resolved, meta: RunMeta, bundle: CodeBundle) -> list[dict[str, Any]]:
+    """All objects of one run, in apply order (the code ConfigMap first)."""
+    if r.kind == "rayjob":
+        return render_rayjob(r, meta, bundle)
+    return render_job(r, meta, bundle)
