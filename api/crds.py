@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
-
 from taugrid.api import constants as C
 from taugrid.api.profiles import WorkloadProfile
 
@@ -31,16 +30,23 @@ class Condition(_Model):
     observedGeneration: int | None = Field(None, ge=0)
 
 
-_CONDITIONS_LIST = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]}
+def _list_map(key: str) -> dict[str, Any]:
+    return {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": [key]}
+
+
+_CONDITIONS_LIST: dict[str, Any] = _list_map("type")
 
 
 # --- TauCluster ----------------------------------------------------------------------------
 class TauClusterSpec(_Model):
     stack: str = Field(description="The Pulumi stack that declared this cluster")
     workloadProfiles: list[WorkloadProfile] = Field(
-        default_factory=list, json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]}
+        default_factory=list,
+        json_schema_extra=_list_map("name"),
     )
-    components: dict[str, str] = Field(default_factory=dict, description="Installed component -> version")
+    components: dict[str, str] = Field(
+        default_factory=dict, description="Installed component -> version"
+    )
 
 
 class TauClusterStatus(_Model):
@@ -67,7 +73,9 @@ class TauWorkspaceSpec(_Model):
     namespace: str
     members: list[Subject] = Field(default_factory=list)
     localQueues: list[str] = Field(default_factory=list, description="LocalQueues in the namespace")
-    profiles: list[str] = Field(default_factory=list, description="Workload profiles this workspace may use")
+    profiles: list[str] = Field(
+        default_factory=list, description="Workload profiles this workspace may use"
+    )
     storage: WorkspaceStorage
     serviceAccount: str | None = None
 
@@ -117,7 +125,9 @@ class TauRunSpec(_Model):
 
 
 class Signal(_Model):
-    name: Literal["Admitted", "Scheduled", "GPUHealthy", "Progressing", "Completed", "ArtifactSaved"]
+    name: Literal[
+        "Admitted", "Scheduled", "GPUHealthy", "Progressing", "Completed", "ArtifactSaved"
+    ]
     state: Literal["true", "false", "pending", "unknown"]
     since: str | None = Field(None, json_schema_extra={"format": "date-time"})
     reason: str | None = None
@@ -130,7 +140,8 @@ class TauRunStatus(_Model):
     completionTime: str | None = Field(None, json_schema_extra={"format": "date-time"})
     runDir: str | None = None
     signals: list[Signal] = Field(
-        default_factory=list, json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]}
+        default_factory=list,
+        json_schema_extra=_list_map("name"),
     )
     conditions: list[Condition] = Field(default_factory=list, json_schema_extra=_CONDITIONS_LIST)
 
@@ -150,25 +161,62 @@ class CrdType:
 
 CRD_TYPES: tuple[CrdType, ...] = (
     CrdType(
-        "TauCluster", "clusters", "cluster", ("tc",), "Cluster", TauClusterSpec, TauClusterStatus,
-        (("Stack", "string", ".spec.stack"), ("Phase", "string", ".status.phase"),
-         ("Profiles", "string", ".status.profileSetHash")),
+        "TauCluster",
+        "clusters",
+        "cluster",
+        ("tc",),
+        "Cluster",
+        TauClusterSpec,
+        TauClusterStatus,
+        (
+            ("Stack", "string", ".spec.stack"),
+            ("Phase", "string", ".status.phase"),
+            ("Profiles", "string", ".status.profileSetHash"),
+        ),
     ),
     CrdType(
-        "TauWorkspace", "workspaces", "workspace", ("tw",), "Namespaced", TauWorkspaceSpec, TauWorkspaceStatus,
-        (("Namespace", "string", ".spec.namespace"), ("PVC", "string", ".spec.storage.pvc"),
-         ("Phase", "string", ".status.phase")),
+        "TauWorkspace",
+        "workspaces",
+        "workspace",
+        ("tw",),
+        "Namespaced",
+        TauWorkspaceSpec,
+        TauWorkspaceStatus,
+        (
+            ("Namespace", "string", ".spec.namespace"),
+            ("PVC", "string", ".spec.storage.pvc"),
+            ("Phase", "string", ".status.phase"),
+        ),
     ),
     CrdType(
-        "TauQuotaRequest", "quotarequests", "quotarequest", ("tqr",), "Namespaced", TauQuotaRequestSpec,
+        "TauQuotaRequest",
+        "quotarequests",
+        "quotarequest",
+        ("tqr",),
+        "Namespaced",
+        TauQuotaRequestSpec,
         TauQuotaRequestStatus,
-        (("Workspace", "string", ".spec.workspace"), ("Resource", "string", ".spec.resource"),
-         ("Requested", "string", ".spec.requested"), ("Phase", "string", ".status.phase")),
+        (
+            ("Workspace", "string", ".spec.workspace"),
+            ("Resource", "string", ".spec.resource"),
+            ("Requested", "string", ".spec.requested"),
+            ("Phase", "string", ".status.phase"),
+        ),
     ),
     CrdType(
-        "TauRun", "runs", "run", ("tr",), "Namespaced", TauRunSpec, TauRunStatus,
-        (("Run", "string", ".spec.runName"), ("Kind", "string", ".spec.workloadKind"),
-         ("Profile", "string", ".spec.profile"), ("Phase", "string", ".status.phase")),
+        "TauRun",
+        "runs",
+        "run",
+        ("tr",),
+        "Namespaced",
+        TauRunSpec,
+        TauRunStatus,
+        (
+            ("Run", "string", ".spec.runName"),
+            ("Kind", "string", ".spec.workloadKind"),
+            ("Profile", "string", ".spec.profile"),
+            ("Phase", "string", ".status.phase"),
+        ),
     ),
 )
 
@@ -246,7 +294,10 @@ def render_crd(t: CrdType) -> dict[str, Any]:
         "kind": "CustomResourceDefinition",
         "metadata": {
             "name": f"{t.plural}.{C.GROUP}",
-            "labels": {"app.kubernetes.io/part-of": "taugrid", "app.kubernetes.io/managed-by": "taugrid"},
+            "labels": {
+                "app.kubernetes.io/part-of": "taugrid",
+                "app.kubernetes.io/managed-by": "taugrid",
+            },
         },
         "spec": {
             "group": C.GROUP,

@@ -14,7 +14,6 @@ from decimal import Decimal
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-
 from taugrid.api import constants as C
 from taugrid.api.quantity import QuantityError, parse_cpu, parse_memory
 
@@ -64,10 +63,16 @@ def _rel_path(v: str | None) -> str | None:
 
 
 class RunSpec(_Model):
-    entrypoint: str | None = Field(None, description="Script to run, relative to tau.yaml (.py or .sh)")
+    entrypoint: str | None = Field(
+        None, description="Script to run, relative to tau.yaml (.py or .sh)"
+    )
     script: str | None = Field(None, description="Alias of entrypoint (TauGrid compatibility)")
-    main_script: str | None = Field(None, description="Overrides entrypoint (TauGrid compatibility)")
-    workload_kind: WorkloadKind | None = Field(None, description="rayjob | job; inferred when omitted")
+    main_script: str | None = Field(
+        None, description="Overrides entrypoint (TauGrid compatibility)"
+    )
+    workload_kind: WorkloadKind | None = Field(
+        None, description="rayjob | job; inferred when omitted"
+    )
     args: list[str] = Field(default_factory=list, description="Arguments passed to the entrypoint")
     image: str | None = Field(None, description="Alias of runtime.image (lowest priority)")
     name: str | None = Field(None, description="Ignored: the run name is the top-level name")
@@ -81,16 +86,22 @@ class ResourceNaming(_Model):
     @classmethod
     def _dns(cls, v: str | None) -> str | None:
         if v is not None and not DNS_1035.match(v.strip()):
-            raise ValueError("must start with a letter; lowercase alphanumerics with internal hyphens, e.g. tau")
+            raise ValueError(
+                "must start with a letter; lowercase alphanumerics with internal hyphens, e.g. tau"
+            )
         return v.strip() if v else v
 
 
 class Compute(_Model):
     gpus: int = Field(0, ge=0, le=MAX_GPUS_PER_WORKER, description="GPUs per worker; 0 = CPU-only")
-    workers: int = Field(1, ge=1, le=MAX_WORKERS, description="Worker pods (a RayJob adds a CPU-only head)")
+    workers: int = Field(
+        1, ge=1, le=MAX_WORKERS, description="Worker pods (a RayJob adds a CPU-only head)"
+    )
     cpus: CpuAmount | None = Field(None, description="CPU of the Job pod; default of worker_cpus")
     cpu_limit: CpuAmount | None = None
-    memory: Memory | None = Field(None, description="Memory of the Job pod; default of worker_memory")
+    memory: Memory | None = Field(
+        None, description="Memory of the Job pod; default of worker_memory"
+    )
     memory_limit: Memory | None = None
     worker_cpus: CpuAmount | None = None
     worker_cpu_limit: CpuAmount | None = None
@@ -169,7 +180,9 @@ class Mount(_Model):
 
 
 class Storage(_Model):
-    data_pvc: str | None = Field(None, description="PVC mounted at /data (default: the workspace's)")
+    data_pvc: str | None = Field(
+        None, description="PVC mounted at /data (default: the workspace's)"
+    )
     checkpoint: str | None = Field(None, description="Checkpoint folder, relative to the run dir")
     output: str | None = Field(None, description="Output folder, relative to the run dir")
     mounts: list[Mount] = Field(default_factory=list)
@@ -200,12 +213,19 @@ class Policy(_Model):
 
 
 RetryReason = Literal["Preempted", "Evicted", "NodeFailure", "OOMKilled", "Failed"]
+DEFAULT_RETRY_ON: tuple[RetryReason, ...] = ("Preempted", "Evicted", "NodeFailure")
+
+
+def _default_retry_on() -> list[RetryReason]:
+    return list(DEFAULT_RETRY_ON)
 
 
 class Resilience(_Model):
     max_retries: int = Field(0, ge=0, le=MAX_RETRIES)
-    retry_on: list[RetryReason] = Field(default_factory=lambda: ["Preempted", "Evicted", "NodeFailure"])
-    auto_resume: bool = Field(True, description="Retries resume from the newest complete checkpoint")
+    retry_on: list[RetryReason] = Field(default_factory=_default_retry_on)
+    auto_resume: bool = Field(
+        True, description="Retries resume from the newest complete checkpoint"
+    )
 
 
 class Metrics(_Model):
@@ -267,7 +287,9 @@ class Manifest(_Model):
     @classmethod
     def _name(cls, v: str) -> str:
         if not DNS_1035.match(v):
-            raise ValueError("must start with a letter; lowercase alphanumerics with internal hyphens, e.g. my-run")
+            raise ValueError(
+                "must start with a letter; lowercase alphanumerics with internal hyphens, e.g. my-run"
+            )
         return v
 
     # --- derived views (no I/O) ----------------------------------------------------------
@@ -328,7 +350,11 @@ def semantic_issues(m: Manifest) -> list[Issue]:
     issues: list[Issue] = []
     limit = max_name_length(m.resource_naming.prefix)
     if len(m.name) > limit:
-        why = f" with resource_naming.prefix={m.resource_naming.prefix!r}" if m.resource_naming.prefix else ""
+        why = (
+            f" with resource_naming.prefix={m.resource_naming.prefix!r}"
+            if m.resource_naming.prefix
+            else ""
+        )
         issues.append(
             Issue(
                 "name",
@@ -340,17 +366,29 @@ def semantic_issues(m: Manifest) -> list[Issue]:
         )
     if not m.entrypoint_path:
         issues.append(
-            Issue("run.entrypoint", None, "is required: the script to run", "run: {entrypoint: train.py}")
+            Issue(
+                "run.entrypoint",
+                None,
+                "is required: the script to run",
+                "run: {entrypoint: train.py}",
+            )
         )
     else:
         ep = m.entrypoint_path
         if ep.startswith("/") or ".." in ep.split("/"):
             issues.append(
-                Issue("run.entrypoint", ep, "must be a path inside the tau.yaml folder", "run: {entrypoint: train.py}")
+                Issue(
+                    "run.entrypoint",
+                    ep,
+                    "must be a path inside the tau.yaml folder",
+                    "run: {entrypoint: train.py}",
+                )
             )
         elif not ep.endswith((".py", ".sh")):
             issues.append(
-                Issue("run.entrypoint", ep, "must be a .py or .sh file", "run: {entrypoint: train.py}")
+                Issue(
+                    "run.entrypoint", ep, "must be a .py or .sh file", "run: {entrypoint: train.py}"
+                )
             )
     kinds = {k for k in (m.run.workload_kind, m.compute.workload_kind) if k}
     if len(kinds) > 1:
@@ -374,7 +412,12 @@ def semantic_issues(m: Manifest) -> list[Issue]:
         )
     if kind == "job" and any(
         v is not None
-        for v in (m.compute.worker_cpus, m.compute.worker_memory, m.compute.worker_cpu_limit, m.compute.worker_memory_limit)
+        for v in (
+            m.compute.worker_cpus,
+            m.compute.worker_memory,
+            m.compute.worker_cpu_limit,
+            m.compute.worker_memory_limit,
+        )
     ):
         issues.append(
             Issue(
@@ -386,11 +429,21 @@ def semantic_issues(m: Manifest) -> list[Issue]:
         )
     if m.compute.gpus == 0 and (m.compute.mig_profile or m.compute.gpu_resource_mode == "mig"):
         issues.append(
-            Issue("compute.mig_profile", m.compute.mig_profile, "needs compute.gpus >= 1", "compute: {gpus: 1, mig_profile: 1g.10gb}")
+            Issue(
+                "compute.mig_profile",
+                m.compute.mig_profile,
+                "needs compute.gpus >= 1",
+                "compute: {gpus: 1, mig_profile: 1g.10gb}",
+            )
         )
     if m.compute.gpu_resource_mode == "mig" and not m.compute.mig_profile:
         issues.append(
-            Issue("compute.mig_profile", None, "is required when gpu_resource_mode is mig", "compute: {mig_profile: 1g.10gb}")
+            Issue(
+                "compute.mig_profile",
+                None,
+                "is required when gpu_resource_mode is mig",
+                "compute: {mig_profile: 1g.10gb}",
+            )
         )
     for req, lim, kind_ in (
         ("cpus", "cpu_limit", "cpu"),
@@ -406,14 +459,28 @@ def semantic_issues(m: Manifest) -> list[Issue]:
         li: Decimal | int = parse(lv)
         if li < r:
             issues.append(
-                Issue(f"compute.{lim}", lv, f"must be >= compute.{req}={rv}", f"compute: {{{req}: {rv}, {lim}: {rv}}}")
+                Issue(
+                    f"compute.{lim}",
+                    lv,
+                    f"must be >= compute.{req}={rv}",
+                    f"compute: {{{req}: {rv}, {lim}: {rv}}}",
+                )
             )
     seen: set[str] = set()
     env_items = m.runtime.env_items()
     for i, e in enumerate(env_items):
-        path = f"runtime.env[{i}].name" if isinstance(m.runtime.env, list) else f"runtime.env.{e.name}"
+        path = (
+            f"runtime.env[{i}].name" if isinstance(m.runtime.env, list) else f"runtime.env.{e.name}"
+        )
         if not ENV_NAME.match(e.name):
-            issues.append(Issue(path, e.name, "is not a valid environment variable name", "runtime: {env: [{name: MY_FLAG, value: '1'}]}"))
+            issues.append(
+                Issue(
+                    path,
+                    e.name,
+                    "is not a valid environment variable name",
+                    "runtime: {env: [{name: MY_FLAG, value: '1'}]}",
+                )
+            )
         if e.name.upper().startswith(C.RESERVED_ENV_PREFIX):
             issues.append(
                 Issue(
@@ -438,7 +505,14 @@ def semantic_issues(m: Manifest) -> list[Issue]:
     for name in m.runtime.env_from_secret:
         path = f"runtime.env_from_secret.{name}"
         if name.upper().startswith(C.RESERVED_ENV_PREFIX):
-            issues.append(Issue(path, name, "TAU_* variables belong to the run contract; choose another name", None))
+            issues.append(
+                Issue(
+                    path,
+                    name,
+                    "TAU_* variables belong to the run contract; choose another name",
+                    None,
+                )
+            )
         elif name in seen:
             issues.append(Issue(path, name, "is also set in runtime.env", None))
         elif not ENV_NAME.match(name):
@@ -449,22 +523,43 @@ def semantic_issues(m: Manifest) -> list[Issue]:
         and m.storage.checkpoint != m.artifacts.checkpoint
     ):
         issues.append(
-            Issue("artifacts.checkpoint", m.artifacts.checkpoint, f"contradicts storage.checkpoint={m.storage.checkpoint}", None)
+            Issue(
+                "artifacts.checkpoint",
+                m.artifacts.checkpoint,
+                f"contradicts storage.checkpoint={m.storage.checkpoint}",
+                None,
+            )
         )
     names, paths = set(), set()
     reserved_paths = (C.DATA_DIR, C.CODE_DIR, "/dev/shm", "/tmp")
     for i, mt in enumerate(m.storage.mounts):
         if mt.name in ("data", "code", "dshm") or mt.name in names:
-            issues.append(Issue(f"storage.mounts[{i}].name", mt.name, "is reserved or used twice", None))
-        if not mt.mountPath.startswith("/") or any(
-            mt.mountPath == p or mt.mountPath.startswith(p + "/") for p in reserved_paths
-        ) or mt.mountPath in paths:
             issues.append(
-                Issue(f"storage.mounts[{i}].mountPath", mt.mountPath, "must be an absolute path outside /data, /code, /tmp and /dev/shm, used once", "mountPath: /datasets")
+                Issue(f"storage.mounts[{i}].name", mt.name, "is reserved or used twice", None)
+            )
+        if (
+            not mt.mountPath.startswith("/")
+            or any(mt.mountPath == p or mt.mountPath.startswith(p + "/") for p in reserved_paths)
+            or mt.mountPath in paths
+        ):
+            issues.append(
+                Issue(
+                    f"storage.mounts[{i}].mountPath",
+                    mt.mountPath,
+                    "must be an absolute path outside /data, /code, /tmp and /dev/shm, used once",
+                    "mountPath: /datasets",
+                )
             )
         names.add(mt.name)
         paths.add(mt.mountPath)
     exp = m.experiment.name or m.research.experiment
     if exp is not None and (len(exp) > 63 or not LABEL_VALUE.match(exp)):
-        issues.append(Issue("experiment.name", exp, "must be a valid label value (<= 63 chars, alphanumerics, '-', '_', '.')", None))
+        issues.append(
+            Issue(
+                "experiment.name",
+                exp,
+                "must be a valid label value (<= 63 chars, alphanumerics, '-', '_', '.')",
+                None,
+            )
+        )
     return issues

@@ -13,7 +13,6 @@ import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-
 from taugrid.api import constants as C
 from taugrid.api.manifest import DNS_LABEL
 from taugrid.api.quantity import QuantityError, parse_cpu, parse_memory
@@ -59,24 +58,39 @@ class WorkerSize(_Model):
 class WorkloadProfile(_Model):
     name: str = Field(description="Profile name, e.g. a100-1x")
     description: str = ""
-    gpuClass: str | None = Field(None, description="GPU class label value of the pool, e.g. a100-80gb")
-    gpusPerWorker: int = Field(ge=0, le=16, description="GPUs one worker may request (GPUs per node)")
+    gpuClass: str | None = Field(
+        None, description="GPU class label value of the pool, e.g. a100-80gb"
+    )
+    gpusPerWorker: int = Field(
+        ge=0, le=16, description="GPUs one worker may request (GPUs per node)"
+    )
     gpuResource: str = Field(C.GPU_RESOURCE, description="Extended resource name of a GPU")
-    allocatable: WorkerSize = Field(description="Largest worker: allocatable CPU and memory of one node")
+    allocatable: WorkerSize = Field(
+        description="Largest worker: allocatable CPU and memory of one node"
+    )
     workerDefaults: WorkerSize | None = Field(
-        None, description="Size of a worker when tau.yaml does not set one (default: a GPU-share of allocatable)"
+        None,
+        description="Size of a worker when tau.yaml does not set one (default: a GPU-share of allocatable)",
     )
     maxWorkers: int | None = Field(None, ge=1, description="Most workers one run may ask for")
     nodeSelector: dict[str, str] = Field(default_factory=dict)
     tolerations: list[Toleration] = Field(default_factory=list)
-    headNodeSelector: dict[str, str] = Field(default_factory=dict, description="Where the CPU-only Ray head goes")
+    headNodeSelector: dict[str, str] = Field(
+        default_factory=dict, description="Where the CPU-only Ray head goes"
+    )
     headTolerations: list[Toleration] = Field(default_factory=list)
     flavor: str = Field(description="Kueue ResourceFlavor of the pool")
     clusterQueue: str = Field(description="Kueue ClusterQueue")
     localQueue: str = Field(description="LocalQueue name in every workspace namespace")
-    priorityClasses: list[str] = Field(default_factory=list, description="WorkloadPriorityClasses a run may pick")
-    defaultPriority: str | None = Field(None, description="WorkloadPriorityClass when tau.yaml names none")
-    workspaces: list[str] = Field(default_factory=list, description="Workspaces allowed (empty: all)")
+    priorityClasses: list[str] = Field(
+        default_factory=list, description="WorkloadPriorityClasses a run may pick"
+    )
+    defaultPriority: str | None = Field(
+        None, description="WorkloadPriorityClass when tau.yaml names none"
+    )
+    workspaces: list[str] = Field(
+        default_factory=list, description="Workspaces allowed (empty: all)"
+    )
     image: str | None = Field(None, description="Default image for runs on this profile")
 
     @field_validator("name", "flavor", "clusterQueue", "localQueue")
@@ -88,7 +102,11 @@ class WorkloadProfile(_Model):
 
     @model_validator(mode="after")
     def _priorities(self) -> WorkloadProfile:
-        if self.defaultPriority and self.priorityClasses and self.defaultPriority not in self.priorityClasses:
+        if (
+            self.defaultPriority
+            and self.priorityClasses
+            and self.defaultPriority not in self.priorityClasses
+        ):
             raise ValueError(
                 f"defaultPriority {self.defaultPriority!r} is not in priorityClasses {self.priorityClasses}"
             )
@@ -124,10 +142,12 @@ def profile_set_hash(profiles: list[WorkloadProfile]) -> str:
 class ProfileSnapshot(_Model):
     """Offline copy of what a cluster's TauCluster publishes (`kind: TauWorkloadProfileSnapshot`)."""
 
-    apiVersion: Literal["tau.azure.com/v1alpha1"] = C.API_VERSION
+    apiVersion: Literal["tau.azure.com/v1alpha1"] = "tau.azure.com/v1alpha1"
     kind: Literal["TauWorkloadProfileSnapshot"] = "TauWorkloadProfileSnapshot"
     cluster: str = Field(description="Name of the cluster (stack) the snapshot was taken from")
-    profileSetHash: str | None = Field(None, description="Recomputed and checked on load when present")
+    profileSetHash: str | None = Field(
+        None, description="Recomputed and checked on load when present"
+    )
     profiles: list[WorkloadProfile]
     workspaces: list[WorkspaceRef] = Field(default_factory=list)
     defaultWorkspace: str | None = Field(None, description="Workspace of runs that name none")
@@ -135,7 +155,9 @@ class ProfileSnapshot(_Model):
     @model_validator(mode="after")
     def _consistent(self) -> ProfileSnapshot:
         if self.defaultWorkspace and self.workspace(self.defaultWorkspace) is None:
-            raise ValueError(f"defaultWorkspace {self.defaultWorkspace!r} is not one of the workspaces")
+            raise ValueError(
+                f"defaultWorkspace {self.defaultWorkspace!r} is not one of the workspaces"
+            )
         names = [p.name for p in self.profiles]
         dup = {n for n in names if names.count(n) > 1}
         if dup:

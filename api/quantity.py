@@ -11,7 +11,9 @@ from decimal import Decimal, InvalidOperation
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
-_QUANTITY = re.compile(r"^(?P<num>[0-9]+(?:\.[0-9]+)?)(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?$")
+_QUANTITY = re.compile(
+    r"^(?P<num>[0-9]+(?:\.[0-9]+)?)(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?$"
+)
 _LOOSE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*$")
 
 MAX_MEMORY_BYTES = 64 * 2**40  # 64 TiB per pod: anything above is a typo
@@ -28,8 +30,20 @@ def _suggest_memory(raw: str) -> str | None:
         return None
     num, suffix = m.groups()
     fixed = {
-        "gi": "Gi", "g": "G", "gb": "G", "gib": "Gi", "mi": "Mi", "mb": "M", "mib": "Mi",
-        "ki": "Ki", "kb": "k", "kib": "Ki", "ti": "Ti", "tb": "T", "tib": "Ti", "m": "M",
+        "gi": "Gi",
+        "g": "G",
+        "gb": "G",
+        "gib": "Gi",
+        "mi": "Mi",
+        "mb": "M",
+        "mib": "Mi",
+        "ki": "Ki",
+        "kb": "k",
+        "kib": "Ki",
+        "ti": "Ti",
+        "tb": "T",
+        "tib": "Ti",
+        "m": "M",
     }.get(suffix.lower())
     if fixed is None:
         return None

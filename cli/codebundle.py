@@ -10,8 +10,28 @@ from pathlib import Path
 from taugrid.api import constants as C
 from taugrid.cli.errors import TauError
 
-SKIP_DIRS = {"__pycache__", "node_modules", ".git", ".venv", "venv", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
-SKIP_SUFFIXES = (".pyc", ".pyo", ".so", ".o", ".pt", ".ckpt", ".safetensors", ".bin", ".npz", ".parquet")
+SKIP_DIRS = {
+    "__pycache__",
+    "node_modules",
+    ".git",
+    ".venv",
+    "venv",
+    ".mypy_cache",
+    ".pytest_cache",
+    ".ruff_cache",
+}
+SKIP_SUFFIXES = (
+    ".pyc",
+    ".pyo",
+    ".so",
+    ".o",
+    ".pt",
+    ".ckpt",
+    ".safetensors",
+    ".bin",
+    ".npz",
+    ".parquet",
+)
 
 
 @dataclass(frozen=True)
@@ -38,8 +58,11 @@ def collect(root: Path, limit: int = C.CODE_BUNDLE_LIMIT_BYTES) -> CodeBundle:
     for dirpath, dirnames, filenames in os.walk(root):
         here = Path(dirpath)
         dirnames[:] = sorted(
-            d for d in dirnames
-            if not d.startswith(".") and d not in SKIP_DIRS and not (here / d / "pyvenv.cfg").exists()
+            d
+            for d in dirnames
+            if not d.startswith(".")
+            and d not in SKIP_DIRS
+            and not (here / d / "pyvenv.cfg").exists()
         )
         for name in sorted(filenames):
             if name.startswith(".") or name.endswith(SKIP_SUFFIXES):

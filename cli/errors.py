@@ -21,7 +21,9 @@ EXIT_INTERRUPTED = 130
 class TauError(Exception):
     exit_code = EXIT_USAGE
 
-    def __init__(self, message: str, *, exit_code: int | None = None, hint: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, exit_code: int | None = None, hint: str | None = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint

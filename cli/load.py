@@ -16,7 +16,6 @@ from typing import Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
-
 from taugrid.api.manifest import Issue, Manifest, semantic_issues
 from taugrid.cli.errors import ConfigError, TauError
 
@@ -35,7 +34,10 @@ class _UniqueKeyLoader(_Loader):  # type: ignore[valid-type,misc]
             key = self.construct_object(key_node, deep=deep)
             if key in seen:
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"key {key!r} appears twice (first on line {seen[key] + 1})", key_node.start_mark
+                    None,
+                    None,
+                    f"key {key!r} appears twice (first on line {seen[key] + 1})",
+                    key_node.start_mark,
                 )
             seen[key] = key_node.start_mark.line
         return super().construct_mapping(node, deep=deep)  # type: ignore[no-any-return]
@@ -108,12 +110,16 @@ def read_document(path: Path, what: str = "file") -> tuple[str, Any]:
     """Read and YAML-parse one document. Returns (text, data)."""
     try:
         if not path.exists():
-            raise TauError(f"{path}: no such {what}", hint="check the path; tau.yaml lives beside your code")
+            raise TauError(
+                f"{path}: no such {what}", hint="check the path; tau.yaml lives beside your code"
+            )
         if path.is_dir():
             raise TauError(f"{path}: is a directory, not a {what}")
         size = path.stat().st_size
         if size > MAX_DOCUMENT_BYTES:
-            raise TauError(f"{path}: is {size} bytes; a {what} is at most {MAX_DOCUMENT_BYTES} bytes")
+            raise TauError(
+                f"{path}: is {size} bytes; a {what} is at most {MAX_DOCUMENT_BYTES} bytes"
+            )
         raw = path.read_bytes()
     except PermissionError:
         raise TauError(f"{path}: permission denied") from None
@@ -124,15 +130,27 @@ def read_document(path: Path, what: str = "file") -> tuple[str, Any]:
     except UnicodeDecodeError:
         raise TauError(f"{path}: is not UTF-8 text (is it a binary file?)") from None
     if not text.strip():
-        raise ConfigError(str(path), [Issue("", None, "is empty", "schema_version: 1\nname: my-run\nrun: {entrypoint: train.py}")])
+        raise ConfigError(
+            str(path),
+            [
+                Issue(
+                    "",
+                    None,
+                    "is empty",
+                    "schema_version: 1\nname: my-run\nrun: {entrypoint: train.py}",
+                )
+            ],
+        )
     try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+        data = yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
         problem = getattr(e, "problem", None) or str(e)
         context = getattr(e, "context", None)
-        msg = f"{where}: not valid YAML: {problem}" + (f" ({context})" if context and "twice" not in problem else "")
+        msg = f"{where}: not valid YAML: {problem}" + (
+            f" ({context})" if context and "twice" not in problem else ""
+        )
         raise TauError(msg, hint="check indentation and quoting around that line") from None
     return text, data
 
@@ -190,14 +208,18 @@ def _path(loc: Sequence[int | str]) -> str:
     return out
 
 
-def _example_for(path: str) -> str | None:
+MINIMAL = "{schema_version: 1, name: my-run, run: {entrypoint: train.py}}"
+
+
+def _example_for(path: str) -> str:
+    """The closest example: the key's own, else its block's, else a minimal document."""
     key = path
     while key:
         stripped = key.split("[")[0]
         if stripped in EXAMPLES:
             return EXAMPLES[stripped]
         key = key.rpartition(".")[0]
-    return None
+    return MINIMAL
 
 
 def _did_you_mean(root: type[BaseModel], loc: Sequence[int | str]) -> str | None:
@@ -210,10 +232,11 @@ def _did_you_mean(root: type[BaseModel], loc: Sequence[int | str]) -> str | None
     # A key written at the wrong level (e.g. top-level `gpus`): find where it belongs.
     here = _path(loc[:-1])
     for p in _all_paths(root):
-        if p.rpartition(".")[2] == key and p != _path(loc):
-            if not here or p.startswith(here):
-                return p
-    matches = difflib.get_close_matches(key, [p.rpartition(".")[2] for p in _all_paths(root)], n=1, cutoff=0.75)
+        if p.rpartition(".")[2] == key and p != _path(loc) and (not here or p.startswith(here)):
+            return p
+    matches = difflib.get_close_matches(
+        key, [p.rpartition(".")[2] for p in _all_paths(root)], n=1, cutoff=0.75
+    )
     if matches:
         return next(p for p in _all_paths(root) if p.rpartition(".")[2] == matches[0])
     return None
@@ -236,7 +259,11 @@ def issues_from_validation(root: type[BaseModel], err: ValidationError) -> list[
     out: list[Issue] = []
     seen: set[str] = set()
     for e in err.errors(include_url=False):
-        loc = [p for p in e["loc"] if not (isinstance(p, str) and ("[" in p or p.startswith(("function-", "list["))))]
+        loc = [
+            p
+            for p in e["loc"]
+            if not (isinstance(p, str) and ("[" in p or p.startswith(("function-", "list["))))
+        ]
         # pydantic reports union branches separately; keep the first error per path.
         loc = [p for p in loc if p not in ("str", "int", "float", "dict[str,str]", "list[EnvVar]")]
         path = _path(loc)
@@ -252,7 +279,7 @@ def issues_from_validation(root: type[BaseModel], err: ValidationError) -> list[
             parent = _model_at(root, loc[:-1])
             if guess is None and parent is not None:
                 msg += f" (known here: {', '.join(parent.model_fields)})"
-            out.append(Issue(path, value, msg, _example_for(guess) if guess else None))
+            out.append(Issue(path, value, msg, _example_for(guess or _path(loc[:-1]))))
             continue
         if kind == "missing":
             msg = "is required"
@@ -299,7 +326,9 @@ def _line_of(text: str, path: str) -> int | None:
                 break
             line = match[0].start_mark.line + 1
             node = match[1]
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+        elif (
+            isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value)
+        ):
             node = node.value[part]
             line = node.start_mark.line + 1
         else:
@@ -311,8 +340,14 @@ def config_error(path: Path, text: str, issues: list[Issue]) -> ConfigError:
     located = []
     for i in issues:
         line = _line_of(text, i.path) if i.path else None
-        located.append(Issue(f"{i.path} (line {line})" if line else i.path, i.value, i.message, i.example))
-    return ConfigError(str(path), located)
+        located.append(
+            (
+                line or 0,
+                Issue(f"{i.path} (line {line})" if line else i.path, i.value, i.message, i.example),
+            )
+        )
+    located.sort(key=lambda pair: pair[0])
+    return ConfigError(str(path), [issue for _, issue in located])
 
 
 M = TypeVar("M", bound=BaseModel)
@@ -321,7 +356,15 @@ M = TypeVar("M", bound=BaseModel)
 def validate_document(model: type[M], data: Any, path: Path, text: str, what: str) -> M:
     if not isinstance(data, dict):
         raise ConfigError(
-            str(path), [Issue("", None, f"must be a mapping of keys to values (a {what}), got {type(data).__name__}", None)]
+            str(path),
+            [
+                Issue(
+                    "",
+                    None,
+                    f"must be a mapping of keys to values (a {what}), got {type(data).__name__}",
+                    None,
+                )
+            ],
         )
     try:
         return model.model_validate(data)
@@ -332,19 +375,30 @@ def validate_document(model: type[M], data: Any, path: Path, text: str, what: st
 def load_manifest(arg: str | Path | None) -> LoadedManifest:
     path = resolve_manifest_path(str(arg) if arg is not None else None)
     text, data = read_document(path, "tau.yaml")
-    if isinstance(data, dict) and "schema_version" not in data and ("engine" in data or "run" in data):
+    if (
+        isinstance(data, dict)
+        and "schema_version" not in data
+        and ("engine" in data or "run" in data)
+    ):
         hint = (
             "this looks like a direct run config (engine: ...); tau.yaml schema_version 1 is the "
             "supported format: add `schema_version: 1` and use run.workload_kind instead of engine"
         )
         if "engine" in data:
-            raise ConfigError(str(path), [Issue("engine", data["engine"], hint, "run: {workload_kind: rayjob}")])
+            raise ConfigError(
+                str(path), [Issue("engine", data["engine"], hint, "run: {workload_kind: rayjob}")]
+            )
     manifest = validate_document(Manifest, data, path, text, "tau.yaml")
     problems = semantic_issues(manifest)
     ep = manifest.entrypoint_path
     if not problems and ep and not (path.parent / ep).is_file():
         problems.append(
-            Issue("run.entrypoint", ep, f"no such file in {path.parent}", "run: {entrypoint: train.py}")
+            Issue(
+                "run.entrypoint",
+                ep,
+                f"no such file in {path.parent}",
+                "run: {entrypoint: train.py}",
+            )
         )
     if problems:
         raise config_error(path, text, problems)

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import os
 import sys
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from typer.core import TyperGroup
-
 from taugrid.cli.errors import EXIT_INTERRUPTED, TauError
+from typer.core import TyperGroup
 
 
 class _RunGroup(TyperGroup):
@@ -41,26 +40,34 @@ run_app = typer.Typer(
 app.add_typer(run_app, name="run")
 
 
-class RenderFormat(str, Enum):
+class RenderFormat(StrEnum):
     yaml = "yaml"
     json = "json"
 
 
-class ReportFormat(str, Enum):
+class ReportFormat(StrEnum):
     text = "text"
     json = "json"
 
 
 FileArg = Annotated[
     str | None,
-    typer.Argument(help="tau.yaml, or a folder holding one (default: the current folder)", show_default=False),
+    typer.Argument(
+        help="tau.yaml, or a folder holding one (default: the current folder)", show_default=False
+    ),
 ]
 ProfilesOpt = Annotated[
     Path | None,
-    typer.Option("--profiles", "-p", help="Profile snapshot file (kind: TauWorkloadProfileSnapshot)"),
+    typer.Option(
+        "--profiles", "-p", help="Profile snapshot file (kind: TauWorkloadProfileSnapshot)"
+    ),
 ]
-WorkspaceOpt = Annotated[str | None, typer.Option("--workspace", "-w", help="Workspace (overrides policy.workspace)")]
-ProfileOpt = Annotated[str | None, typer.Option("--profile", help="Workload profile (overrides policy.profile)")]
+WorkspaceOpt = Annotated[
+    str | None, typer.Option("--workspace", "-w", help="Workspace (overrides policy.workspace)")
+]
+ProfileOpt = Annotated[
+    str | None, typer.Option("--profile", help="Workload profile (overrides policy.profile)")
+]
 
 
 def _out(text: str) -> None:
@@ -80,7 +87,11 @@ def _dump_yaml_docs(objs: list[dict[str, Any]]) -> str:
 
 
 def _render_objects(
-    file: str | None, profiles: Path | None, workspace: str | None, profile: str | None, run_id: str | None
+    file: str | None,
+    profiles: Path | None,
+    workspace: str | None,
+    profile: str | None,
+    run_id: str | None,
 ) -> list[dict[str, Any]]:
     from taugrid.cli import codebundle, load, render, resolve
 
@@ -99,7 +110,9 @@ def _render_objects(
 
         if not DNS_1035.match(run_id) or len(run_id) > 47:
             raise TauError(f"--run-id {run_id!r} must be a DNS-1035 label of at most 47 characters")
-    meta = render.RunMeta(run_id=rid, submitter=_submitter(), code_revision=_code_revision(loaded.folder))
+    meta = render.RunMeta(
+        run_id=rid, submitter=_submitter(), code_revision=_code_revision(loaded.folder)
+    )
     return render.render(resolved, meta, bundle)
 
 
@@ -151,7 +164,9 @@ def run_validate(
         if profiles is not None:
             from taugrid.cli import resolve
 
-            placed = resolve.resolve(m, load.load_snapshot(profiles), workspace=workspace, profile=profile)
+            placed = resolve.resolve(
+                m, load.load_snapshot(profiles), workspace=workspace, profile=profile
+            )
     except TauError as e:
         if output is ReportFormat.json:
             _out(_dump_json({"valid": False, "file": file, "errors": _error_items(e)}))
@@ -178,7 +193,11 @@ def run_validate(
         _out(_dump_json(summary))
         return
     kind = summary["workload_kind"]
-    what = f"{m.compute.workers} worker(s) x {m.compute.gpus} GPU" if m.compute.gpus else f"{m.compute.workers} CPU worker(s)"
+    what = (
+        f"{m.compute.workers} worker(s) x {m.compute.gpus} GPU"
+        if m.compute.gpus
+        else f"{m.compute.workers} CPU worker(s)"
+    )
     line = f"ok: {loaded.path} is valid ({kind}, {what})"
     if placed is not None:
         res = placed.worker.resources()["requests"]
@@ -194,7 +213,8 @@ def _error_items(e: TauError) -> list[dict[str, Any]]:
 
     if isinstance(e, ConfigError):
         return [
-            {"path": i.path, "value": i.value, "message": i.message, "example": i.example} for i in e.issues
+            {"path": i.path, "value": i.value, "message": i.message, "example": i.example}
+            for i in e.issues
         ]
     return [{"path": "", "value": None, "message": e.message, "example": e.hint}]
 
@@ -205,7 +225,9 @@ def run_render(
     profiles: ProfilesOpt = None,
     workspace: WorkspaceOpt = None,
     profile: ProfileOpt = None,
-    run_id: Annotated[str | None, typer.Option("--run-id", help="Use this run id (default: a new one)")] = None,
+    run_id: Annotated[
+        str | None, typer.Option("--run-id", help="Use this run id (default: a new one)")
+    ] = None,
     output: Annotated[RenderFormat, typer.Option("--output", "-o")] = RenderFormat.yaml,
 ) -> None:
     """Print the exact Kubernetes objects a run would submit (nothing is sent)."""
@@ -219,11 +241,15 @@ def run_render(
 @run_app.command("submit")
 def run_submit(
     file: FileArg = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Render instead of submitting")] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Render instead of submitting")
+    ] = False,
     profiles: ProfilesOpt = None,
     workspace: WorkspaceOpt = None,
     profile: ProfileOpt = None,
-    run_id: Annotated[str | None, typer.Option("--run-id", help="Use this run id (default: a new one)")] = None,
+    run_id: Annotated[
+        str | None, typer.Option("--run-id", help="Use this run id (default: a new one)")
+    ] = None,
     output: Annotated[RenderFormat, typer.Option("--output", "-o")] = RenderFormat.yaml,
 ) -> None:
     """Submit a run (with --dry-run: render it)."""
@@ -245,7 +271,9 @@ def run_schema() -> None:
 
 
 @app.command("crds")
-def crds(output: Annotated[RenderFormat, typer.Option("--output", "-o")] = RenderFormat.yaml) -> None:
+def crds(
+    output: Annotated[RenderFormat, typer.Option("--output", "-o")] = RenderFormat.yaml,
+) -> None:
     """Print TauGrid's CustomResourceDefinitions (TauCluster, TauWorkspace, TauQuotaRequest, TauRun)."""
     from taugrid.api.crds import render_crds
 

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
-
 from taugrid.api import constants as C
 from taugrid.api.manifest import Manifest
 from taugrid.api.quantity import format_memory
@@ -131,7 +130,9 @@ def command_script(m: Manifest) -> str:
     )
 
 
-def code_configmap(r: Resolved, meta: RunMeta, bundle: CodeBundle) -> tuple[dict[str, Any], list[dict[str, str]]]:
+def code_configmap(
+    r: Resolved, meta: RunMeta, bundle: CodeBundle
+) -> tuple[dict[str, Any], list[dict[str, str]]]:
     data: dict[str, str] = {}
     binary: dict[str, str] = {}
     items: list[dict[str, str]] = []
@@ -159,7 +160,9 @@ def code_configmap(r: Resolved, meta: RunMeta, bundle: CodeBundle) -> tuple[dict
     return cm, items
 
 
-def _volumes(r: Resolved, meta: RunMeta, items: list[dict[str, str]], shm: int) -> tuple[list[Any], list[Any]]:
+def _volumes(
+    r: Resolved, meta: RunMeta, items: list[dict[str, str]], shm: int
+) -> tuple[list[Any], list[Any]]:
     volumes: list[dict[str, Any]] = [
         {"name": "data", "persistentVolumeClaim": {"claimName": r.pvc}},
         {"name": "code", "configMap": {"name": f"{meta.run_id}-code", "items": items}},
@@ -171,7 +174,12 @@ def _volumes(r: Resolved, meta: RunMeta, items: list[dict[str, str]], shm: int) 
         {"name": "dshm", "mountPath": "/dev/shm"},
     ]
     for mt in r.manifest.storage.mounts:
-        volumes.append({"name": mt.name, "persistentVolumeClaim": {"claimName": mt.pvc, "readOnly": mt.readOnly}})
+        volumes.append(
+            {
+                "name": mt.name,
+                "persistentVolumeClaim": {"claimName": mt.pvc, "readOnly": mt.readOnly},
+            }
+        )
         mounts.append({"name": mt.name, "mountPath": mt.mountPath, "readOnly": mt.readOnly})
     return volumes, mounts
 
@@ -214,7 +222,12 @@ def _metadata(r: Resolved, meta: RunMeta, bundle: CodeBundle) -> dict[str, Any]:
         ann[C.ANN_PROFILE_SET_HASH] = r.profile_set_hash
     if meta.resume_from:
         ann[C.ANN_RESUME_FROM] = meta.resume_from
-    return {"name": meta.run_id, "namespace": r.namespace, "labels": labels(r, meta.run_id), "annotations": ann}
+    return {
+        "name": meta.run_id,
+        "namespace": r.namespace,
+        "labels": labels(r, meta.run_id),
+        "annotations": ann,
+    }
 
 
 def ray_version(image: str) -> str:
@@ -269,7 +282,14 @@ def render_rayjob(r: Resolved, meta: RunMeta, bundle: CodeBundle) -> list[dict[s
                 "rayStartParams": {"num-cpus": "0", "num-gpus": "0", "dashboard-host": "0.0.0.0"},
                 "template": {
                     "metadata": {"labels": dict(pod_labels)},
-                    "spec": _pod_spec(r, [head_container], head_volumes, r.profile.headNodeSelector, head_tolerations, None),
+                    "spec": _pod_spec(
+                        r,
+                        [head_container],
+                        head_volumes,
+                        r.profile.headNodeSelector,
+                        head_tolerations,
+                        None,
+                    ),
                 },
             },
             "workerGroupSpecs": [
@@ -283,7 +303,12 @@ def render_rayjob(r: Resolved, meta: RunMeta, bundle: CodeBundle) -> list[dict[s
                     "template": {
                         "metadata": {"labels": dict(pod_labels)},
                         "spec": _pod_spec(
-                            r, [worker_container], worker_volumes, r.profile.nodeSelector, worker_tolerations, None
+                            r,
+                            [worker_container],
+                            worker_volumes,
+                            r.profile.nodeSelector,
+                            worker_tolerations,
+                            None,
                         ),
                     },
                 }
@@ -292,18 +317,28 @@ def render_rayjob(r: Resolved, meta: RunMeta, bundle: CodeBundle) -> list[dict[s
     }
     if m.runtime.pip:
         spec["runtimeEnvYAML"] = yaml.safe_dump({"pip": list(m.runtime.pip)}, sort_keys=False)
-    rayjob = {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": _metadata(r, meta, bundle), "spec": spec}
+    rayjob = {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": _metadata(r, meta, bundle),
+        "spec": spec,
+    }
     return [cm, rayjob]
 
 
 def render_job(r: Resolved, meta: RunMeta, bundle: CodeBundle) -> list[dict[str, Any]]:
     cm, items = code_configmap(r, meta, bundle)
     m = r.manifest
-    volumes, mounts = _volumes(r, meta, items, max(min(DSHM_MAX, r.worker.memory_request // 2), 64 * 2**20))
+    volumes, mounts = _volumes(
+        r, meta, items, max(min(DSHM_MAX, r.worker.memory_request // 2), 64 * 2**20)
+    )
     script = command_script(m)
     if m.runtime.pip:
         pip = " ".join(shlex.quote(p) for p in m.runtime.pip)
-        script = f"python -m pip install --quiet --no-cache-dir {pip} || python -m pip install --quiet --user {pip}\n" + script
+        script = (
+            f"python -m pip install --quiet --no-cache-dir {pip} || python -m pip install --quiet --user {pip}\n"
+            + script
+        )
     container = {
         "name": "main",
         "image": r.image,
@@ -326,7 +361,12 @@ def render_job(r: Resolved, meta: RunMeta, bundle: CodeBundle) -> list[dict[str,
             "template": {
                 "metadata": {"labels": labels(r, meta.run_id)},
                 "spec": _pod_spec(
-                    r, [container], volumes, r.profile.nodeSelector, [t.to_k8s() for t in r.profile.tolerations], "Never"
+                    r,
+                    [container],
+                    volumes,
+                    r.profile.nodeSelector,
+                    [t.to_k8s() for t in r.profile.tolerations],
+                    "Never",
                 ),
             },
         },

@@ -34,8 +34,14 @@ class Size:
 
     def resources(self) -> dict[str, dict[str, str]]:
         return {
-            "requests": {"cpu": format_cpu(self.cpu_request), "memory": format_memory(self.memory_request)},
-            "limits": {"cpu": format_cpu(self.cpu_limit), "memory": format_memory(self.memory_limit)},
+            "requests": {
+                "cpu": format_cpu(self.cpu_request),
+                "memory": format_memory(self.memory_request),
+            },
+            "limits": {
+                "cpu": format_cpu(self.cpu_limit),
+                "memory": format_memory(self.memory_limit),
+            },
         }
 
 
@@ -97,12 +103,16 @@ def size_worker(m: Manifest, kind: WorkloadKind, p: WorkloadProfile) -> Size:
     c = m.compute
     if kind == "rayjob":
         cpu_req = c.worker_cpus if c.worker_cpus is not None else c.cpus
-        cpu_lim = c.worker_cpu_limit if c.worker_cpu_limit is not None else (
-            c.cpu_limit if c.worker_cpus is None else None
+        cpu_lim = (
+            c.worker_cpu_limit
+            if c.worker_cpu_limit is not None
+            else (c.cpu_limit if c.worker_cpus is None else None)
         )
         mem_req = c.worker_memory if c.worker_memory is not None else c.memory
-        mem_lim = c.worker_memory_limit if c.worker_memory_limit is not None else (
-            c.memory_limit if c.worker_memory is None else None
+        mem_lim = (
+            c.worker_memory_limit
+            if c.worker_memory_limit is not None
+            else (c.memory_limit if c.worker_memory is None else None)
         )
     else:
         cpu_req, cpu_lim, mem_req, mem_lim = c.cpus, c.cpu_limit, c.memory, c.memory_limit
@@ -111,8 +121,9 @@ def size_worker(m: Manifest, kind: WorkloadKind, p: WorkloadProfile) -> Size:
     if p.workerDefaults is not None:
         d_cpu, d_mem = parse_cpu(p.workerDefaults.cpu), parse_memory(p.workerDefaults.memory)
     elif c.gpus > 0 and p.gpusPerWorker > 0:
-        d_cpu = max(Decimal(1), _gpu_share(alloc_cpu, c.gpus, p.gpusPerWorker))
-        d_mem = max(MI, int(_gpu_share(alloc_mem // MI, c.gpus, p.gpusPerWorker)) * MI)
+        share = min(c.gpus, p.gpusPerWorker)
+        d_cpu = max(Decimal(1), _gpu_share(alloc_cpu, share, p.gpusPerWorker))
+        d_mem = max(MI, int(_gpu_share(alloc_mem // MI, share, p.gpusPerWorker)) * MI)
     else:
         d_cpu, d_mem = min(CPU_RUN_DEFAULT_CPU, alloc_cpu), min(CPU_RUN_DEFAULT_MEMORY, alloc_mem)
     cr = parse_cpu(cpu_req) if cpu_req is not None else d_cpu
@@ -131,20 +142,25 @@ def _misfits(m: Manifest, kind: WorkloadKind, p: WorkloadProfile) -> list[str]:
             out.append(f"compute.gpus={c.gpus} but profile {p.name} has no GPUs")
         else:
             unit = "GPU" if p.gpusPerWorker == 1 else "GPUs"
-            out.append(f"compute.gpus={c.gpus} exceeds profile {p.name}: nodes have {p.gpusPerWorker} {unit}")
+            out.append(
+                f"compute.gpus={c.gpus} exceeds profile {p.name}: nodes have {p.gpusPerWorker} {unit}"
+            )
     if p.maxWorkers is not None and c.workers > p.maxWorkers:
-        out.append(f"compute.workers={c.workers} exceeds profile {p.name}: at most {p.maxWorkers} workers")
+        out.append(
+            f"compute.workers={c.workers} exceeds profile {p.name}: at most {p.maxWorkers} workers"
+        )
+    # Only sizes the user wrote can misfit: defaults are derived from the profile itself.
     size = size_worker(m, kind, p)
     alloc_cpu = parse_cpu(p.allocatable.cpu)
     alloc_mem = parse_memory(p.allocatable.memory)
     key_cpu = "worker_cpus" if kind == "rayjob" and c.worker_cpus is not None else "cpus"
     key_mem = "worker_memory" if kind == "rayjob" and c.worker_memory is not None else "memory"
-    if size.cpu_request > alloc_cpu:
+    if getattr(c, key_cpu) is not None and size.cpu_request > alloc_cpu:
         out.append(
             f"compute.{key_cpu}={format_cpu(size.cpu_request)} exceeds profile {p.name}: "
             f"a node has {format_cpu(alloc_cpu)} allocatable CPUs"
         )
-    if size.memory_request > alloc_mem:
+    if getattr(c, key_mem) is not None and size.memory_request > alloc_mem:
         out.append(
             f"compute.{key_mem}={format_memory(size.memory_request)} exceeds profile {p.name}: "
             f"a node has {format_memory(alloc_mem)} allocatable memory"
@@ -165,14 +181,19 @@ def _pick_profile(
         p = snap.profile(name)
         if p is None:
             known = ", ".join(_describe(q) for q in snap.profiles) or "(none)"
-            raise ResolutionError(f"policy.profile={name!r} is not offered by cluster {snap.cluster!r}; available: {known}")
+            raise ResolutionError(
+                f"policy.profile={name!r} is not offered by cluster {snap.cluster!r}; available: {known}"
+            )
         if not p.applies_to(ws.name):
             raise ResolutionError(
                 f"profile {p.name} is not available to workspace {ws.name!r}; it serves: {', '.join(p.workspaces)}"
             )
         misfits = _misfits(m, kind, p)
         if misfits:
-            raise ResolutionError("; ".join(misfits), hint="lower the request or pick a larger profile (tau profiles)")
+            raise ResolutionError(
+                "; ".join(misfits),
+                hint="lower the request, or pick a larger profile with policy.profile",
+            )
         return p
     usable = [p for p in snap.profiles if p.applies_to(ws.name)]
     wants_gpu = m.compute.gpus > 0
@@ -196,8 +217,11 @@ def _pick_profile(
             f"no profile of cluster {snap.cluster!r} for workspace {ws.name!r} offers {what}; "
             f"available: {', '.join(_describe(p) for p in usable) or '(none)'}"
         )
-    reasons = [r for p in same_kind for r in _misfits(m, kind, p)]
-    raise ResolutionError("no profile fits this run: " + "; ".join(reasons))
+    reasons = [f"\n  {p.name}: " + "; ".join(_misfits(m, kind, p)) for p in same_kind]
+    raise ResolutionError(
+        "no profile fits this run:" + "".join(reasons),
+        hint="lower the request, or ask for a larger pool",
+    )
 
 
 def resolve(
@@ -218,7 +242,9 @@ def resolve(
     priority = m.policy.priority or p.defaultPriority
     if m.policy.priority and m.policy.priority not in p.priorityClasses:
         allowed = ", ".join(p.priorityClasses) or "(none: the profile fixes the priority)"
-        raise ResolutionError(f"policy.priority={m.policy.priority!r} is not offered by profile {p.name}; allowed: {allowed}")
+        raise ResolutionError(
+            f"policy.priority={m.policy.priority!r} is not offered by profile {p.name}; allowed: {allowed}"
+        )
     image = m.image_ref or p.image or (C.DEFAULT_GPU_IMAGE if m.compute.gpus > 0 else None)
     if image is None:
         raise ResolutionError(

@@ -22,8 +22,22 @@ _Dumper.add_representer(str, _str)
 
 
 def dump_all(docs: list[dict[str, Any]]) -> str:
-    return yaml.dump_all(docs, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=100, allow_unicode=True)
+    return yaml.dump_all(
+        docs,
+        Dumper=_Dumper,
+        sort_keys=False,
+        default_flow_style=False,
+        width=100,
+        allow_unicode=True,
+    )
 
 
 def dump(doc: Any) -> str:
-    return yaml.dump(doc, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=100, allow_unicode=True)
+    return yaml.dump(
+        doc,
+        Dumper=_Dumper,
+        sort_keys=False,
+        default_flow_style=False,
+        width=100,
+        allow_unicode=True,
+    )

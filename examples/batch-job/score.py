@@ -28,7 +28,10 @@ def main() -> None:
         positives += p >= threshold
         if i % 1000 == 0:
             with metrics.open("a") as f:
-                f.write(json.dumps({"step": i, "ts": time.time(), "positive_rate": positives / i}) + "\n")
+                f.write(
+                    json.dumps({"step": i, "ts": time.time(), "positive_rate": positives / i})
+                    + "\n"
+                )
     report = {"rows": args.rows, "threshold": threshold, "positives": positives}
     (out / "report.json").write_text(json.dumps(report, indent=2))
     print(f"scored {args.rows} rows: {positives} positive -> {out / 'report.json'}", flush=True)

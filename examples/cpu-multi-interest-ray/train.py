@@ -23,7 +23,9 @@ def make_shard(seed: int, n: int = 400) -> list[list[float]]:
     return [[c + rng.gauss(0, 0.2) for c in rng.choice(centers)] for _ in range(n)]
 
 
-def assign(shard_seed: int, centroids: list[list[float]]) -> tuple[list[list[float]], list[int], float]:
+def assign(
+    shard_seed: int, centroids: list[list[float]]
+) -> tuple[list[list[float]], list[int], float]:
     sums = [[0.0] * DIM for _ in centroids]
     counts = [0] * len(centroids)
     inertia = 0.0

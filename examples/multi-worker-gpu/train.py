@@ -25,7 +25,9 @@ def gradient(w: list[float], seed: int, n: int = 128) -> tuple[list[float], floa
     loss = 0.0
     for _ in range(n):
         x = [rng.gauss(0, 1) for _ in range(DIM)]
-        err = sum(a * b for a, b in zip(w, x, strict=True)) - sum(a * b for a, b in zip(TRUE_W, x, strict=True))
+        err = sum(a * b for a, b in zip(w, x, strict=True)) - sum(
+            a * b for a, b in zip(TRUE_W, x, strict=True)
+        )
         loss += err * err / n
         for i in range(DIM):
             g[i] += 2 * err * x[i] / n

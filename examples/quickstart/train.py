@@ -63,12 +63,17 @@ def main() -> None:
         w -= 0.3 * gw
         b -= 0.3 * gb
         with metrics.open("a") as f:
-            f.write(json.dumps({"step": step, "ts": time.time(), "loss": loss, "w": w, "b": b}) + "\n")
+            f.write(
+                json.dumps({"step": step, "ts": time.time(), "loss": loss, "w": w, "b": b}) + "\n"
+            )
         if step % 10 == 0:
             target = ckpt_dir / f"step-{step:06d}"
             target.mkdir(parents=True, exist_ok=True)
             (target / "state.json").write_text(json.dumps({"w": w, "b": b, "step": step}))
-            print(f"step {step}: loss={loss:.5f} w={w:.3f} b={b:.3f} (checkpoint {target.name})", flush=True)
+            print(
+                f"step {step}: loss={loss:.5f} w={w:.3f} b={b:.3f} (checkpoint {target.name})",
+                flush=True,
+            )
     print(f"done: w={w:.3f} b={b:.3f}", flush=True)
 
 

@@ -1,0 +1,161 @@
+"""The CLI as a user runs it: commands, output formats, exit codes, and lazy imports."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import EXAMPLES, PROFILES, ROOT
+from taugrid.cli.main import main
+
+HEAVY = ("ray", "pulumi", "kubernetes", "pulumi_kubernetes", "pulumi_azure_native")
+
+
+def test_render_yaml_and_json(capsys: pytest.CaptureFixture[str]) -> None:
+    q = str(EXAMPLES / "quickstart")
+    assert main(["run", "render", q, "--profiles", str(PROFILES), "--run-id", "tau-q-abcde"]) == 0
+    docs = list(yaml.safe_load_all(capsys.readouterr().out))
+    assert [d["kind"] for d in docs] == ["ConfigMap", "RayJob"]
+    assert docs[1]["metadata"]["name"] == "tau-q-abcde"
+    assert main(["run", "render", q, "-p", str(PROFILES), "-o", "json"]) == 0
+    lst = json.loads(capsys.readouterr().out)
+    assert lst["kind"] == "List" and [i["kind"] for i in lst["items"]] == ["ConfigMap", "RayJob"]
+
+
+def test_dry_run_shorthand_equals_render(capsys: pytest.CaptureFixture[str]) -> None:
+    q = str(EXAMPLES / "batch-job")
+    args = ["--profiles", str(PROFILES), "--run-id", "batch-score-aaaaa"]
+    assert main(["run", "render", q, *args]) == 0
+    rendered = capsys.readouterr().out
+    assert main(["run", q, "--dry-run", *args]) == 0
+    # identical except the submitter/revision stamps, which are stable within one process
+    assert capsys.readouterr().out == rendered
+
+
+def test_render_without_profiles_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "render", str(EXAMPLES / "quickstart")]) == 2
+    assert "--profiles" in capsys.readouterr().err
+
+
+def test_explicit_profile_out_of_bounds_gives_numbers(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(
+        [
+            "run",
+            "render",
+            str(EXAMPLES / "multi-worker-gpu"),
+            "-p",
+            str(PROFILES),
+            "--profile",
+            "a100-1x",
+        ]
+    )
+    assert code == 2
+    assert "compute.gpus=2 exceeds profile a100-1x: nodes have 1 GPU" in capsys.readouterr().err
+
+
+def test_unknown_profile_and_workspace(capsys: pytest.CaptureFixture[str]) -> None:
+    q = str(EXAMPLES / "quickstart")
+    assert main(["run", "render", q, "-p", str(PROFILES), "--profile", "tpu"]) == 2
+    assert "available:" in capsys.readouterr().err
+    assert main(["run", "render", q, "-p", str(PROFILES), "--workspace", "nope"]) == 2
+    assert "known: research, llm" in capsys.readouterr().err
+
+
+def test_bad_run_id_rejected(capsys: pytest.CaptureFixture[str]) -> None:
+    assert (
+        main(
+            [
+                "run",
+                "render",
+                str(EXAMPLES / "quickstart"),
+                "-p",
+                str(PROFILES),
+                "--run-id",
+                "Bad_ID",
+            ]
+        )
+        == 2
+    )
+    assert "--run-id" in capsys.readouterr().err
+
+
+def test_bad_snapshot_reports_key_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    snap = yaml.safe_load(PROFILES.read_text())
+    snap["profiles"][1]["gpusPerWorker"] = "one"
+    p = tmp_path / "snap.yaml"
+    p.write_text(yaml.safe_dump(snap))
+    assert main(["run", "render", str(EXAMPLES / "quickstart"), "-p", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert "profiles[1].gpusPerWorker" in err and str(p) in err
+
+
+def test_snapshot_hash_is_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    snap = yaml.safe_load(PROFILES.read_text())
+    snap["profileSetHash"] = "sha256:" + "0" * 64
+    p = tmp_path / "snap.yaml"
+    p.write_text(yaml.safe_dump(snap))
+    assert main(["run", "validate", str(EXAMPLES / "quickstart"), "-p", str(p)]) == 2
+    assert "does not match" in capsys.readouterr().err
+
+
+def test_schema_is_json_schema_that_accepts_the_examples(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import jsonschema
+
+    assert main(["run", "schema"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    for f in EXAMPLES.glob("*/tau.yaml"):
+        jsonschema.validate(yaml.safe_load(f.read_text()), schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"schema_version": 1, "name": "x", "bogus": 1}, schema)
+
+
+def test_submit_without_backend_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", str(EXAMPLES / "quickstart")]) == 2
+    assert "--dry-run" in capsys.readouterr().err
+
+
+def _modules_after(argv: list[str]) -> set[str]:
+    # A meta-path hook records every attempt to import a top-level module, so an import of a
+    # heavy package counts even on a machine where that package is not installed.
+    code = (
+        "import sys\nattempts = set()\n"
+        "class Spy:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        attempts.add(name.split('.')[0])\n"
+        "        return None\n"
+        "sys.meta_path.insert(0, Spy())\n"
+        "from taugrid.cli.main import main\n"
+        f"rc = main({argv!r})\n"
+        "import json\nseen = attempts | {m.split('.')[0] for m in sys.modules}\n"
+        "print(json.dumps(sorted(seen)), file=sys.stderr)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=False
+    )
+    return set(json.loads(proc.stderr.strip().splitlines()[-1]))
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--help"],
+        ["run", "validate", str(EXAMPLES / "quickstart")],
+        ["run", "render", str(EXAMPLES / "quickstart"), "-p", str(PROFILES)],
+    ],
+    ids=["help", "validate", "render"],
+)
+def test_no_heavy_imports(argv: list[str]) -> None:
+    loaded = _modules_after(argv)
+    assert "taugrid" in loaded
+    assert not (loaded & set(HEAVY)), loaded & set(HEAVY)
+
+
+def test_help_does_not_import_pydantic_or_yaml() -> None:
+    loaded = _modules_after(["--help"])
+    assert "pydantic" not in loaded and "yaml" not in loaded

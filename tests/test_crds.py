@@ -1,0 +1,191 @@
+"""TauGrid CRDs: valid apiextensions.k8s.io/v1 objects with structural schemas."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import jsonschema
+import pytest
+from conftest import PROFILES
+from k8s_schemas import k8s_errors
+from taugrid.api.crds import CRD_TYPES, render_crds
+from taugrid.cli import load
+
+ALLOWED = {
+    "type",
+    "properties",
+    "items",
+    "additionalProperties",
+    "required",
+    "description",
+    "enum",
+    "default",
+    "format",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "minItems",
+    "maxItems",
+    "nullable",
+    "x-kubernetes-int-or-string",
+    "x-kubernetes-preserve-unknown-fields",
+    "x-kubernetes-list-type",
+    "x-kubernetes-list-map-keys",
+    "x-kubernetes-map-type",
+    "x-kubernetes-validations",
+    "x-kubernetes-embedded-resource",
+}
+
+
+def structural_problems(node: Any, path: str = "") -> list[str]:
+    """Kubernetes' structural-schema rules (the subset a generator can break)."""
+    out: list[str] = []
+    if not isinstance(node, dict):
+        return [f"{path}: not a schema object"]
+    for key in node:
+        if key not in ALLOWED:
+            out.append(f"{path}: keyword {key!r} is not allowed in a CRD schema")
+    untyped_ok = node.get("x-kubernetes-int-or-string") or node.get(
+        "x-kubernetes-preserve-unknown-fields"
+    )
+    if "type" not in node and not untyped_ok:
+        out.append(f"{path}: missing type")
+    if node.get("additionalProperties") is False:
+        out.append(f"{path}: additionalProperties: false is not allowed")
+    if "properties" in node and "additionalProperties" in node:
+        out.append(f"{path}: properties and additionalProperties together")
+    if node.get("type") == "array" and not isinstance(node.get("items"), dict):
+        out.append(f"{path}: array without one items schema")
+    if node.get("x-kubernetes-list-type") == "map":
+        item = node.get("items", {})
+        for key in node.get("x-kubernetes-list-map-keys", []):
+            if key not in item.get("required", []) and "default" not in item.get(
+                "properties", {}
+            ).get(key, {}):
+                out.append(f"{path}: list-map key {key!r} must be required or defaulted")
+    for name, sub in node.get("properties", {}).items():
+        out += structural_problems(sub, f"{path}.{name}")
+    if isinstance(node.get("items"), dict):
+        out += structural_problems(node["items"], f"{path}[]")
+    if isinstance(node.get("additionalProperties"), dict):
+        out += structural_problems(node["additionalProperties"], f"{path}{{}}")
+    return out
+
+
+@pytest.fixture(scope="module")
+def crds() -> list[dict[str, Any]]:
+    return render_crds()
+
+
+def test_four_crds_with_names_and_short_names(crds: list[dict[str, Any]]) -> None:
+    by_kind = {c["spec"]["names"]["kind"]: c for c in crds}
+    assert set(by_kind) == {"TauCluster", "TauWorkspace", "TauQuotaRequest", "TauRun"}
+    assert by_kind["TauCluster"]["spec"]["scope"] == "Cluster"
+    assert by_kind["TauRun"]["spec"]["scope"] == "Namespaced"
+    shorts = {k: c["spec"]["names"]["shortNames"] for k, c in by_kind.items()}
+    assert shorts == {
+        "TauCluster": ["tc"],
+        "TauWorkspace": ["tw"],
+        "TauQuotaRequest": ["tqr"],
+        "TauRun": ["tr"],
+    }
+    for c in crds:
+        assert c["metadata"]["name"] == f"{c['spec']['names']['plural']}.tau.azure.com"
+        (v,) = c["spec"]["versions"]
+        assert v["name"] == "v1alpha1" and v["served"] and v["storage"]
+        assert v["subresources"] == {"status": {}}
+        assert any(col["jsonPath"] == ".status.phase" for col in v["additionalPrinterColumns"])
+
+
+@pytest.mark.parametrize("idx", range(len(CRD_TYPES)), ids=[t.kind for t in CRD_TYPES])
+def test_crd_is_a_valid_kubernetes_object(crds: list[dict[str, Any]], idx: int) -> None:
+    assert k8s_errors(crds[idx]) == []
+
+
+@pytest.mark.parametrize("idx", range(len(CRD_TYPES)), ids=[t.kind for t in CRD_TYPES])
+def test_schema_is_structural(crds: list[dict[str, Any]], idx: int) -> None:
+    schema = crds[idx]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    assert structural_problems(schema) == []
+    assert "$ref" not in json.dumps(schema)
+
+
+def test_structural_checker_catches_violations() -> None:
+    assert structural_problems(
+        {"type": "object", "properties": {"a": {"anyOf": [{"type": "string"}]}}}
+    )
+    assert structural_problems({"type": "object", "additionalProperties": False})
+    assert structural_problems({"type": "array"})
+    assert structural_problems(
+        {"type": "object", "properties": {"x": {"type": "string", "title": "X"}}}
+    )
+
+
+def test_objects_built_from_models_validate_against_generated_schema(
+    crds: list[dict[str, Any]],
+) -> None:
+    snap = load.load_snapshot(PROFILES)
+    cluster = {
+        "apiVersion": "tau.azure.com/v1alpha1",
+        "kind": "TauCluster",
+        "metadata": {"name": "cluster"},
+        "spec": {
+            "stack": "prod",
+            "workloadProfiles": [
+                p.model_dump(mode="json", exclude_none=True) for p in snap.profiles
+            ],
+        },
+        "status": {
+            "phase": "Ready",
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "AllGood",
+                    "lastTransitionTime": "2026-11-29T10:00:00Z",
+                }
+            ],
+        },
+    }
+    run = {
+        "apiVersion": "tau.azure.com/v1alpha1",
+        "kind": "TauRun",
+        "metadata": {"name": "x-abcde", "namespace": "research"},
+        "spec": {
+            "runId": "x-abcde",
+            "runName": "x",
+            "workspace": "research",
+            "profile": "cpu",
+            "workloadKind": "job",
+            "configHash": "sha256:00",
+            "manifest": {"anything": {"goes": [1, 2]}},
+        },
+        "status": {"signals": [{"name": "Admitted", "state": "pending"}]},
+    }
+    schemas = {
+        c["spec"]["names"]["kind"]: c["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+        for c in crds
+    }
+    jsonschema.validate(cluster, schemas["TauCluster"])
+    jsonschema.validate(run, schemas["TauRun"])
+    bad = json.loads(json.dumps(run))
+    bad["status"]["signals"][0]["state"] = "maybe"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schemas["TauRun"])
+    bad = json.loads(json.dumps(cluster))
+    bad["spec"]["workloadProfiles"][0]["gpusPerWorker"] = -1
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schemas["TauCluster"])
+
+
+def test_cli_prints_crds(capsys: pytest.CaptureFixture[str]) -> None:
+    import yaml
+    from taugrid.cli.main import main
+
+    assert main(["crds"]) == 0
+    docs = list(yaml.safe_load_all(capsys.readouterr().out))
+    assert [d["spec"]["names"]["kind"] for d in docs] == [t.kind for t in CRD_TYPES]

@@ -1,0 +1,385 @@
+"""tau.yaml validation: the seed and examples pass; every kind of bad input gets one clear error."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import EXAMPLE_DIRS, ROOT
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from taugrid.api.manifest import Manifest, semantic_issues
+from taugrid.cli.main import main
+
+SEED = """\
+schema_version: 1
+name: aks-gpu-quickstart
+run: {entrypoint: train.py, workload_kind: rayjob}      # rayjob | job
+compute: {gpus: 1, workers: 1, cpus: 16, memory: 64Gi}   # per worker
+runtime: {image: rayproject/ray:2.56.0-py312-gpu, pip: ["torch>=2.4.0"]}
+"""
+
+
+def write(tmp_path: Path, text: str, entry: str | None = "train.py") -> Path:
+    if entry:
+        (tmp_path / entry).write_text("print('hello')\n")
+    p = tmp_path / "tau.yaml"
+    p.write_text(text)
+    return p
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_seed_validates_unchanged(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    p = write(tmp_path, SEED)
+    code, out, err = run_cli(capsys, "run", "validate", str(p))
+    assert code == 0, err
+    assert "rayjob" in out
+    m = Manifest.model_validate(yaml.safe_load(SEED))
+    assert (m.compute.gpus, m.compute.workers, m.compute.cpus, m.compute.memory) == (
+        1,
+        1,
+        16,
+        "64Gi",
+    )
+    assert semantic_issues(m) == []
+
+
+@pytest.mark.parametrize("folder", EXAMPLE_DIRS, ids=lambda p: p.name)
+def test_examples_validate(folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, "run", "validate", str(folder / "tau.yaml"), "-o", "json")
+    assert code == 0, err
+    assert json.loads(out)["valid"] is True
+
+
+def test_workload_kind_inference() -> None:
+    base = {"schema_version": 1, "name": "x", "run": {"entrypoint": "t.py"}}
+    assert Manifest.model_validate({**base, "compute": {"gpus": 1}}).workload_kind() == "job"
+    assert Manifest.model_validate({**base, "compute": {"gpus": 0}}).workload_kind() == "rayjob"
+    assert (
+        Manifest.model_validate({**base, "compute": {"gpus": 1, "workers": 3}}).workload_kind()
+        == "rayjob"
+    )
+
+
+# (document, key path expected in the message, bad value expected in the message)
+BAD = [
+    ("schema_version: 1\nname: x\nrun: {entrypoint: train.py}\nbogus: 1\n", "bogus", "1"),
+    (
+        "schema_version: 1\nname: x\nrun: {entrypoint: train.py}\ncompute: {gpu: 1}\n",
+        "compute.gpu",
+        "did you mean 'compute.gpus'",
+    ),
+    (
+        "schema_version: 1\nname: x\nrun: {entrypoint: train.py}\ncompute: {gpus: two}\n",
+        "compute.gpus",
+        "'two'",
+    ),
+    (
+        "schema_version: 1\nname: x\nrun: {entrypoint: train.py}\ncompute: {gpus: -1}\n",
+        "compute.gpus",
+        "-1",
+    ),
+    (
+        "schema_version: 1\nname: x\nrun: {entrypoint: train.py}\ncompute: {gpus: 100}\n",
+        "compute.gpus",
+        "100",
+    ),
+    (
+        "schema_version: 1\nname: x\nrun: {entrypoint: train.py}\ncompute: {workers: 0}\n",
+        "compute.workers",
+        "0",
+    ),
+    (
+        "schema_version: 1\nname: x\nrun: {entrypoint: train.py}\ncompute: {workers: 100000}\n",
+        "compute.workers",
+        "100000",
+    ),
+    (
+        "schema_version: 1\nname: x\nrun: {entrypoint: train.py}\ncompute: {memory: 64gb}\n",
+        "compute.memory",
+        "did you mean 64G",
+    ),
+    (
+        "schema_version: 1\nname: x\nrun: {entrypoint: train.py}\ncompute: {memory: 4gi}\n",
+        "compute.memory",
+        "4Gi",
+    ),
+    (
+        "schema_version: 1\nname: x\nrun: {entrypoint: train.py}\ncompute: {memory: 512m}\n",
+        "compute.memory",
+        "'512m'",
+    ),
+    (
+        "schema_version: 1\nname: x\nrun: {entrypoint: train.py}\ncompute: {cpus: -2}\n",
+        "compute.cpus",
+        "-2",
+    ),
+    (
+        "schema_version: 1\nname: x\nrun: {entrypoint: train.py}\ncompute: {cpus: 8, cpu_limit: 4}\n",
+        "compute.cpu_limit",
+        "4",
+    ),
+    ("schema_version: 1\nname: x\ncompute: {gpus: 1}\n", "run.entrypoint", "required"),
+    ("schema_version: 1\nname: x\nrun: {entrypoint: missing.py}\n", "run.entrypoint", "missing.py"),
+    ("schema_version: 1\nname: x\nrun: {entrypoint: ../up.py}\n", "run.entrypoint", "../up.py"),
+    ("schema_version: 1\nname: My_Run\nrun: {entrypoint: train.py}\n", "name", "My_Run"),
+    ("schema_version: 1\nname: 9lives\nrun: {entrypoint: train.py}\n", "name", "9lives"),
+    (
+        "schema_version: 1\nname: " + "a" * 50 + "\nrun: {entrypoint: train.py}\n",
+        "name",
+        "at most 41",
+    ),
+    (
+        "schema_version: 1\nname: x\nrun: {entrypoint: train.py}\nruntime: {env: [{name: TAU_RUN_ID, value: x}]}\n",
+        "runtime.env[0].name",
+        "TAU_RUN_ID",
+    ),
+    (
+        "schema_version: 1\nname: x\nrun: {entrypoint: train.py}\nruntime: {env: {tau_data_dir: /x}}\n",
+        "runtime.env.tau_data_dir",
+        "tau_data_dir",
+    ),
+    ("schema_version: 2\nname: x\nrun: {entrypoint: train.py}\n", "schema_version", "2"),
+    ("name: x\nrun: {entrypoint: train.py}\n", "schema_version", "required"),
+    (
+        "schema_version: 1\nname: x\nrun: {entrypoint: train.py, workload_kind: spark}\n",
+        "run.workload_kind",
+        "spark",
+    ),
+    (
+        "schema_version: 1\nname: x\nrun: {entrypoint: train.py, workload_kind: job}\ncompute: {workers: 3}\n",
+        "compute.workers",
+        "3",
+    ),
+    (
+        "schema_version: 1\nname: x\nrun: {entrypoint: train.py}\nruntime: {pip: ['torch', '']}\n",
+        "runtime.pip",
+        "blank",
+    ),
+    (
+        "schema_version: 1\nname: x\nrun: {entrypoint: train.py}\nresilience: {max_retries: 1000}\n",
+        "resilience.max_retries",
+        "1000",
+    ),
+    (
+        "schema_version: 1\nname: x\nrun: {entrypoint: train.py}\ngpus: 1\n",
+        "gpus",
+        "did you mean 'compute.gpus'",
+    ),
+    (
+        "schema_version: 1\nname: x\nrun: {entrypoint: train.py}\nstorage: {checkpoint: /abs}\n",
+        "storage.checkpoint",
+        "/abs",
+    ),
+    ("schema_version: 1\nname: x\nrun: {entrypoint: train.py}\ncompute: 4\n", "compute", "4"),
+    ("schema_version: 1\nname: x\nname: y\nrun: {entrypoint: train.py}\n", "tau.yaml:3", "twice"),
+]
+
+
+@pytest.mark.parametrize(("doc", "path", "needle"), BAD, ids=[b[1] + ":" + b[2][:12] for b in BAD])
+def test_bad_documents_exit_2_with_path_value_and_example(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], doc: str, path: str, needle: str
+) -> None:
+    p = write(tmp_path, doc)
+    code, out, err = run_cli(capsys, "run", "validate", str(p))
+    assert code == 2
+    assert "Traceback" not in err + out
+    assert str(p) in err
+    assert path in err
+    assert needle in err
+    if ":" not in path:  # key-path errors (not file-level ones) always show a good example
+        assert "example:" in err
+
+
+@pytest.mark.parametrize(
+    ("setup", "needle"),
+    [
+        (lambda d: d / "nope.yaml", "no such tau.yaml"),
+        (lambda d: (d / "sub").mkdir() or d / "sub", "is a directory with no tau.yaml"),
+        (
+            lambda d: ((d / "tau.yaml").write_text("") and d / "tau.yaml") or d / "tau.yaml",
+            "is empty",
+        ),
+        (lambda d: (d / "tau.yaml").write_text("   \n\n") and d / "tau.yaml", "is empty"),
+        (lambda d: (d / "tau.yaml").write_text("a: [1, 2\n") and d / "tau.yaml", "not valid YAML"),
+        (
+            lambda d: (d / "tau.yaml").write_text("- 1\n- 2\n") and d / "tau.yaml",
+            "must be a mapping",
+        ),
+        (
+            lambda d: (d / "tau.yaml").write_text("just text") and d / "tau.yaml",
+            "must be a mapping",
+        ),
+        (
+            lambda d: (d / "tau.yaml").write_bytes(b"\xff\xfe\x00bin") and d / "tau.yaml",
+            "not UTF-8",
+        ),
+    ],
+    ids=["missing", "directory", "empty", "blank", "not-yaml", "list", "scalar", "binary"],
+)
+def test_bad_files_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], setup: object, needle: str
+) -> None:
+    target = setup(tmp_path)  # type: ignore[operator]
+    code, _out, err = run_cli(capsys, "run", "validate", str(target))
+    assert code == 2
+    assert needle in err
+    assert str(target) in err
+    assert "Traceback" not in err
+
+
+def test_folder_argument_discovers_tau_yaml(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "run", "validate", str(ROOT / "examples" / "batch-job"))
+    assert code == 0 and "job" in out
+
+
+def test_json_errors_for_scripts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    p = write(
+        tmp_path, "schema_version: 1\nname: x\nrun: {entrypoint: train.py}\ncompute: {gpus: 9}\n"
+    )
+    code, out, _ = run_cli(capsys, "run", "validate", str(p), "-o", "json")
+    assert code == 2
+    doc = json.loads(out)
+    assert doc["valid"] is False
+    (e,) = doc["errors"]
+    assert e["path"].startswith("compute.gpus") and e["value"] == 9 and e["example"]
+
+
+def test_line_numbers_in_messages(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    p = write(
+        tmp_path,
+        "schema_version: 1\nname: x\nrun: {entrypoint: train.py}\ncompute:\n  gpus: 1\n  workers: -4\n",
+    )
+    _, _, err = run_cli(capsys, "run", "validate", str(p))
+    assert "compute.workers (line 6)" in err
+
+
+def test_several_problems_reported_together(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    p = write(
+        tmp_path,
+        "schema_version: 1\nname: x\nrun: {entrypoint: train.py}\ncompute: {gpus: -1, workers: -1}\n",
+    )
+    _, _, err = run_cli(capsys, "run", "validate", str(p))
+    assert "2 problems" in err and "compute.gpus" in err and "compute.workers" in err
+
+
+# --- property-based: any document gives exit 0 or one clean error (2), never a traceback ----
+_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**6), 10**6),
+    st.floats(allow_nan=False),
+    st.text(max_size=12),
+)
+_keys = st.sampled_from(
+    [
+        "schema_version",
+        "name",
+        "run",
+        "compute",
+        "runtime",
+        "gpus",
+        "workers",
+        "entrypoint",
+        "memory",
+        "cpus",
+        "env",
+        "pip",
+        "policy",
+        "storage",
+        "bogus",
+        "workload_kind",
+        "image",
+        "args",
+        "resilience",
+    ]
+)
+_docs = st.recursive(
+    _scalars,
+    lambda children: st.one_of(
+        st.lists(children, max_size=4), st.dictionaries(_keys, children, max_size=5)
+    ),
+    max_leaves=20,
+)
+
+
+def _near_valid() -> st.SearchStrategy[dict[str, object]]:
+    base = {"schema_version": 1, "name": "x", "run": {"entrypoint": "train.py"}}
+    return st.builds(
+        lambda block, key, value: {**base, block: {key: value}},
+        st.sampled_from(
+            ["compute", "runtime", "storage", "policy", "resilience", "run", "metrics"]
+        ),
+        st.sampled_from(
+            [
+                "gpus",
+                "workers",
+                "cpus",
+                "memory",
+                "worker_memory",
+                "pip",
+                "env",
+                "image",
+                "entrypoint",
+                "checkpoint",
+                "max_retries",
+                "profile",
+                "args",
+                "retry_on",
+                "x",
+            ]
+        ),
+        _scalars
+        | st.lists(_scalars, max_size=3)
+        | st.dictionaries(st.text(max_size=5), _scalars, max_size=3),
+    )
+
+
+def _check(tmp_path: Path, capsys: pytest.CaptureFixture[str], doc: object) -> None:
+    p = tmp_path / "tau.yaml"
+    p.write_text(yaml.safe_dump(doc))
+    (tmp_path / "train.py").write_text("")
+    code, _out, err = run_cli(capsys, "run", "validate", str(p))
+    assert code in (0, 2), err
+    assert "Traceback" not in err and "internal error" not in err
+    if code == 2:
+        assert err.startswith("error: ") and str(p) in err
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(doc=_docs)
+def test_random_documents_never_crash(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], doc: object
+) -> None:
+    _check(tmp_path, capsys, doc)
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(doc=_near_valid())
+def test_near_valid_documents_name_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], doc: dict[str, object]
+) -> None:
+    _check(tmp_path, capsys, doc)
+    p = tmp_path / "tau.yaml"
+    code = main(["run", "validate", str(p)])
+    _, err = capsys.readouterr()
+    if code == 2:
+        block = (
+            next(k for k in doc if k not in ("schema_version", "name", "run"))
+            if len(doc) > 3
+            else "run"
+        )
+        assert block in err

@@ -1,0 +1,69 @@
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from taugrid.api.quantity import QuantityError, format_cpu, format_memory, parse_cpu, parse_memory
+
+
+@pytest.mark.parametrize(
+    ("raw", "n"),
+    [
+        ("64Gi", 64 * 2**30),
+        ("512Mi", 512 * 2**20),
+        ("1G", 10**9),
+        ("1.5Gi", 3 * 2**29),
+        (1024, 1024),
+    ],
+)
+def test_memory_ok(raw: object, n: int) -> None:
+    assert parse_memory(raw) == n
+
+
+@pytest.mark.parametrize(
+    ("raw", "hint"),
+    [
+        ("4gi", "4Gi"),
+        ("64gb", "64G"),
+        ("512m", "512M"),
+        ("0Gi", None),
+        ("-1Gi", None),
+        (" 1Gi", None),
+        ("1Zi", None),
+        (True, None),
+        (1.5, None),
+        ("9999Ti", None),
+    ],
+)
+def test_memory_bad(raw: object, hint: str | None) -> None:
+    with pytest.raises(QuantityError) as e:
+        parse_memory(raw)
+    if hint:
+        assert f"did you mean {hint}?" in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("raw", "n"),
+    [(4, Decimal(4)), ("500m", Decimal("0.5")), (0.25, Decimal("0.25")), ("2", Decimal(2))],
+)
+def test_cpu_ok(raw: object, n: Decimal) -> None:
+    assert parse_cpu(raw) == n
+
+
+@pytest.mark.parametrize("raw", [0, -1, "abc", "1.5m", 0.0001, 5000, True, None, "4 "])
+def test_cpu_bad(raw: object) -> None:
+    with pytest.raises(QuantityError):
+        parse_cpu(raw)
+
+
+@given(st.integers(1, 2**45))
+def test_memory_roundtrip(n: int) -> None:
+    assert parse_memory(format_memory(n)) == n
+
+
+@given(st.integers(1, 1024 * 1000))
+def test_cpu_roundtrip(milli: int) -> None:
+    cores = Decimal(milli) / 1000
+    assert parse_cpu(format_cpu(cores)) == cores

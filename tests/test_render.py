@@ -1,0 +1,261 @@
+"""Rendering: every example -> objects that match the run contract and the real schemas."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import EXAMPLE_DIRS, PROFILES
+from k8s_schemas import crd_errors, k8s_errors, pod_template_errors
+from taugrid.api import constants as C
+from taugrid.cli import codebundle, load, render, resolve
+
+
+def render_example(folder: Path, **kw: Any) -> tuple[resolve.Resolved, list[dict[str, Any]]]:
+    loaded = load.load_manifest(folder)
+    snap = load.load_snapshot(PROFILES)
+    r = resolve.resolve(loaded.manifest, snap, **kw)
+    run_id = render.new_run_id(loaded.manifest.run_id_stem)
+    meta = render.RunMeta(run_id=run_id, submitter="alice@laptop", code_revision="abc123")
+    return r, render.render(r, meta, codebundle.collect(loaded.folder))
+
+
+def pod_templates(workload: dict[str, Any]) -> list[dict[str, Any]]:
+    if workload["kind"] == "RayJob":
+        spec = workload["spec"]["rayClusterSpec"]
+        return [spec["headGroupSpec"]["template"]] + [
+            g["template"] for g in spec["workerGroupSpecs"]
+        ]
+    return [workload["spec"]["template"]]
+
+
+@pytest.fixture(params=EXAMPLE_DIRS, ids=lambda p: p.name)
+def example(request: pytest.FixtureRequest) -> tuple[resolve.Resolved, list[dict[str, Any]]]:
+    return render_example(request.param)
+
+
+def test_every_example_is_present() -> None:
+    names = {p.name for p in EXAMPLE_DIRS}
+    assert {"quickstart", "cpu-multi-interest-ray", "batch-job", "multi-worker-gpu"} <= names
+
+
+def test_objects_validate_against_upstream_and_kubernetes_schemas(
+    example: tuple[resolve.Resolved, list[dict[str, Any]]], upstream_crds: Path
+) -> None:
+    _, objs = example
+    cm, workload = objs
+    assert cm["kind"] == "ConfigMap"
+    assert k8s_errors(cm) == []
+    if workload["kind"] == "RayJob":
+        assert crd_errors(workload, upstream_crds / "kuberay" / "ray.io_rayjobs.yaml", "v1") == []
+    else:
+        assert k8s_errors(workload) == []
+    for tpl in pod_templates(workload):
+        assert pod_template_errors(tpl) == []
+
+
+def test_labels_on_workload_and_every_pod_template(
+    example: tuple[resolve.Resolved, list[dict[str, Any]]],
+) -> None:
+    r, (_, workload) = example
+    run_id = workload["metadata"]["name"]
+    want = {
+        C.LABEL_RUN_ID: run_id,
+        C.LABEL_RUN_NAME: r.manifest.name,
+        C.LABEL_WORKSPACE: r.workspace.name,
+        C.LABEL_PROFILE: r.profile.name,
+        C.KUEUE_QUEUE_LABEL: r.profile.localQueue,
+        C.KUEUE_PRIORITY_LABEL: r.profile.defaultPriority,
+    }
+    for labels in [workload["metadata"]["labels"]] + [
+        t["metadata"]["labels"] for t in pod_templates(workload)
+    ]:
+        assert {k: labels.get(k) for k in want} == want
+    ann = workload["metadata"]["annotations"]
+    assert ann[C.ANN_CONFIG_HASH].startswith("sha256:")
+    assert ann[C.ANN_SUBMITTER] == "alice@laptop"
+    assert ann[C.ANN_CODE_REVISION] == "abc123"
+
+
+def test_suspended_and_named_within_kuberay_limit(
+    example: tuple[resolve.Resolved, list[dict[str, Any]]],
+) -> None:
+    _, (_, workload) = example
+    assert workload["spec"]["suspend"] is True
+    assert len(workload["metadata"]["name"]) <= 47
+    assert workload["metadata"]["namespace"] == "research"
+
+
+def _env(container: dict[str, Any]) -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+
+
+def test_env_contract_and_data_volume(
+    example: tuple[resolve.Resolved, list[dict[str, Any]]],
+) -> None:
+    r, (cm, workload) = example
+    run_id = workload["metadata"]["name"]
+    for tpl in pod_templates(workload):
+        spec = tpl["spec"]
+        vols = {v["name"]: v for v in spec["volumes"]}
+        assert vols["data"]["persistentVolumeClaim"]["claimName"] == r.workspace.pvc
+        assert vols["code"]["configMap"]["name"] == cm["metadata"]["name"]
+        for c in spec["containers"]:
+            mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
+            assert mounts["/data"] == "data"
+            env = _env(c)
+            assert env["TAU_RUN_ID"] == run_id
+            assert env["TAU_RUN_NAME"] == r.manifest.name
+            assert env["TAU_WORKSPACE"] == "research"
+            assert env["TAU_DATA_DIR"] == "/data"
+            assert env["TAU_RUN_DIR"] == f"/data/runs/{run_id}"
+            assert env["TAU_CHECKPOINT_DIR"].startswith(f"/data/runs/{run_id}/")
+            assert env["TAU_OUTPUT_DIR"].startswith(f"/data/runs/{run_id}/")
+            assert env["TAU_METRICS_FILE"] == f"/data/runs/{run_id}/metrics.jsonl"
+            assert env["TAU_NUM_WORKERS"] == str(r.manifest.compute.workers)
+            assert env["TAU_GPUS_PER_WORKER"] == str(r.manifest.compute.gpus)
+            assert "TAU_RESUME_FROM" not in env
+
+
+def test_rayjob_shape_quickstart() -> None:
+    r, (_, rj) = render_example(Path(EXAMPLE_DIRS[0]).parent / "quickstart")
+    spec = rj["spec"]
+    assert spec["shutdownAfterJobFinishes"] is True
+    assert spec["ttlSecondsAfterFinished"] == 0
+    assert "clusterSelector" not in spec and "deletionStrategy" not in spec
+    rc = spec["rayClusterSpec"]
+    head = rc["headGroupSpec"]
+    assert head["rayStartParams"]["num-gpus"] == "0"
+    assert head["rayStartParams"]["num-cpus"] == "0"
+    head_c = head["template"]["spec"]["containers"][0]
+    assert C.GPU_RESOURCE not in head_c["resources"]["limits"]
+    assert "tolerations" not in head["template"]["spec"]
+    (group,) = rc["workerGroupSpecs"]
+    assert group["groupName"] != "head"
+    assert group["replicas"] == group["minReplicas"] == group["maxReplicas"] == 1
+    worker_c = group["template"]["spec"]["containers"][0]
+    # 1 GPU requested and limited; sized as written (cpus: 16, memory: 64Gi).
+    assert worker_c["resources"]["limits"][C.GPU_RESOURCE] == "1"
+    assert worker_c["resources"]["requests"][C.GPU_RESOURCE] == "1"
+    assert worker_c["resources"]["requests"]["cpu"] == "16"
+    assert worker_c["resources"]["requests"]["memory"] == "64Gi"
+    tol = group["template"]["spec"]["tolerations"]
+    assert {"key": "sku", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"} in tol
+    assert group["template"]["spec"]["nodeSelector"][C.LABEL_GPU_CLASS] == "a100-80gb"
+    assert r.profile.name == "a100-1x"
+    # pip goes to Ray's runtime env, quoted as YAML (items may contain '>' and ':').
+    import yaml
+
+    assert yaml.safe_load(spec["runtimeEnvYAML"]) == {"pip": ["torch>=2.4.0"]}
+    assert _env(worker_c)["RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO"] == "0"
+
+
+def test_rayjob_multi_worker_replicas_and_gpus() -> None:
+    folder = EXAMPLE_DIRS[0].parent / "multi-worker-gpu"
+    r, (_, rj) = render_example(folder)
+    (group,) = rj["spec"]["rayClusterSpec"]["workerGroupSpecs"]
+    assert group["replicas"] == group["minReplicas"] == group["maxReplicas"] == 2
+    assert group["rayStartParams"]["num-gpus"] == "2"
+    c = group["template"]["spec"]["containers"][0]
+    assert c["resources"]["limits"][C.GPU_RESOURCE] == "2"
+    assert c["resources"]["requests"]["cpu"] == "8"
+    assert r.profile.name == "a100-2x"
+    env = _env(c)
+    assert env["TAU_CHECKPOINT_DIR"].endswith("/checkpoints")
+    assert env["TAU_WORLD_SIZE"] == "4"
+
+
+def test_job_shape() -> None:
+    folder = EXAMPLE_DIRS[0].parent / "batch-job"
+    _r, (_, job) = render_example(folder)
+    assert job["apiVersion"] == "batch/v1" and job["kind"] == "Job"
+    spec = job["spec"]
+    assert spec["backoffLimit"] == 0 and spec["completions"] == 1
+    pod = spec["template"]["spec"]
+    assert pod["restartPolicy"] == "Never"
+    (c,) = pod["containers"]
+    assert C.GPU_RESOURCE not in c["resources"]["limits"]
+    assert "score.py" in c["command"][-1] and "--rows 5000" in c["command"][-1]
+    assert _env(c)["SCORE_THRESHOLD"] == "0.5"
+
+
+def test_code_configmap_carries_the_folder(
+    example: tuple[resolve.Resolved, list[dict[str, Any]]],
+) -> None:
+    r, (cm, workload) = example
+    items = pod_templates(workload)[0]["spec"]["volumes"][1]["configMap"]["items"]
+    paths = {i["path"] for i in items}
+    assert r.manifest.entrypoint_path in paths
+    assert {i["key"] for i in items} == set(cm["data"]) | set(cm.get("binaryData", {}))
+    assert cm["immutable"] is True
+
+
+def test_run_ids_are_unique_and_dns_safe() -> None:
+    import re
+
+    ids = {render.new_run_id("tau-aks-gpu-quickstart") for _ in range(2000)}
+    assert len(ids) == 2000
+    assert all(re.fullmatch(r"tau-aks-gpu-quickstart-[a-z0-9]{5}", i) for i in ids)
+
+
+def test_longest_allowed_name_renders_within_47(tmp_path: Path) -> None:
+    from taugrid.api.manifest import max_name_length
+
+    name = "a" * max_name_length("tau")
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    (tmp_path / "tau.yaml").write_text(
+        f"schema_version: 1\nname: {name}\nresource_naming: {{prefix: tau}}\nrun: {{entrypoint: train.py}}\n"
+        "compute: {gpus: 1}\n"
+    )
+    loaded = load.load_manifest(tmp_path)
+    r = resolve.resolve(loaded.manifest, load.load_snapshot(PROFILES))
+    rid = render.new_run_id(loaded.manifest.run_id_stem)
+    objs = render.render(r, render.RunMeta(run_id=rid), codebundle.collect(tmp_path))
+    assert len(objs[1]["metadata"]["name"]) == 47
+
+
+def test_resume_sets_env_and_annotation() -> None:
+    folder = EXAMPLE_DIRS[0].parent / "multi-worker-gpu"
+    loaded = load.load_manifest(folder)
+    r = resolve.resolve(loaded.manifest, load.load_snapshot(PROFILES))
+    meta = render.RunMeta(
+        run_id="multi-worker-gpu-zzzzz", resume_from="/data/runs/x/checkpoints/step-000010"
+    )
+    _, rj = render.render(r, meta, codebundle.collect(folder))
+    assert rj["metadata"]["annotations"][C.ANN_RESUME_FROM].endswith("step-000010")
+    for tpl in pod_templates(rj):
+        assert _env(tpl["spec"]["containers"][0])["TAU_RESUME_FROM"].endswith("step-000010")
+
+
+def test_secret_env_is_a_reference_only(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text("")
+    (tmp_path / "tau.yaml").write_text(
+        "schema_version: 1\nname: s\nrun: {entrypoint: train.py}\ncompute: {gpus: 1}\n"
+        "runtime: {env_from_secret: {HF_TOKEN: 'hf:token'}}\n"
+    )
+    loaded = load.load_manifest(tmp_path)
+    r = resolve.resolve(loaded.manifest, load.load_snapshot(PROFILES))
+    _, job = render.render(r, render.RunMeta(run_id="s-aaaaa"), codebundle.collect(tmp_path))
+    c = job["spec"]["template"]["spec"]["containers"][0]
+    assert _env(c)["HF_TOKEN"] == {"secretKeyRef": {"name": "hf", "key": "token"}}
+
+
+def test_oracles_reject_broken_objects(upstream_crds: Path) -> None:
+    """The schema checks above can fail: misspelt fields and wrong types are caught."""
+    import copy
+
+    _, (cm, rj) = render_example(EXAMPLE_DIRS[0].parent / "quickstart")
+    crd = upstream_crds / "kuberay" / "ray.io_rayjobs.yaml"
+    bad = copy.deepcopy(rj)
+    bad["spec"]["shutdownAfterJobFinished"] = True  # misspelt
+    assert crd_errors(bad, crd, "v1")
+    bad = copy.deepcopy(rj)
+    bad["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["replicas"] = "one"
+    assert crd_errors(bad, crd, "v1")
+    tpl = copy.deepcopy(rj["spec"]["rayClusterSpec"]["headGroupSpec"]["template"])
+    tpl["spec"]["containers"][0]["volumeMount"] = []
+    assert pod_template_errors(tpl)
+    bad_cm = copy.deepcopy(cm)
+    bad_cm["data"] = {"f0": 3}
+    assert k8s_errors(bad_cm)
