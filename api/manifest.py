@@ -8,6 +8,8 @@ problem with its key path so the CLI can print one clear message per problem.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from dataclasses import dataclass
 from decimal import Decimal
@@ -32,7 +34,7 @@ Memory = Annotated[str, Field(description="Kubernetes memory quantity, e.g. 64Gi
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, defer_build=True)
 
 
 def _cpu(v: Any) -> Any:
@@ -261,6 +263,7 @@ class Manifest(_Model):
         extra="forbid",
         strict=True,
         frozen=True,
+        defer_build=True,
         title="tau.yaml",
         json_schema_extra={"$schema": "https://json-schema.org/draft/2020-12/schema"},
     )
@@ -319,6 +322,11 @@ class Manifest(_Model):
     def run_id_stem(self) -> str:
         prefix = self.resource_naming.prefix
         return f"{prefix}-{self.name}" if prefix else self.name
+
+    def config_hash(self) -> str:
+        """sha256 of the validated config (canonical JSON): stamps every submission."""
+        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
 
     def workload_kind(self) -> WorkloadKind:
         """Explicit kind, else TauGrid's inference: CPU-only or multi-worker -> rayjob, else job."""

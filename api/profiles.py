@@ -19,7 +19,7 @@ from taugrid.api.quantity import QuantityError, parse_cpu, parse_memory
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class Toleration(_Model):

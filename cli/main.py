@@ -155,7 +155,7 @@ def run_validate(
     output: Annotated[ReportFormat, typer.Option("--output", "-o")] = ReportFormat.text,
 ) -> None:
     """Check a tau.yaml (and, with --profiles, that the cluster can place it)."""
-    from taugrid.cli import load, render
+    from taugrid.cli import load
 
     try:
         loaded = load.load_manifest(file)
@@ -179,7 +179,7 @@ def run_validate(
         "workload_kind": m.workload_kind(),
         "workers": m.compute.workers,
         "gpus_per_worker": m.compute.gpus,
-        "config_hash": render.config_hash(m),
+        "config_hash": m.config_hash(),
     }
     if placed is not None:
         summary.update(

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import base64
 import copy
-import hashlib
-import json
 import re
 import secrets
 import shlex
@@ -38,11 +36,6 @@ def new_run_id(stem: str) -> str:
     if len(run_id) > C.KUBERAY_NAME_LIMIT:  # guarded by manifest validation; never silently cut
         raise ValueError(f"run id {run_id!r} is longer than {C.KUBERAY_NAME_LIMIT} characters")
     return run_id
-
-
-def config_hash(m: Manifest) -> str:
-    blob = json.dumps(m.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
-    return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -213,7 +206,7 @@ def _pod_spec(
 
 def _metadata(r: Resolved, meta: RunMeta, bundle: CodeBundle) -> dict[str, Any]:
     ann = {
-        C.ANN_CONFIG_HASH: config_hash(r.manifest),
+        C.ANN_CONFIG_HASH: r.manifest.config_hash(),
         C.ANN_SUBMITTER: meta.submitter,
         C.ANN_CODE_REVISION: meta.code_revision,
         C.ANN_CODE_DIGEST: bundle.digest,

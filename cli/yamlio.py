@@ -6,13 +6,17 @@ from typing import Any
 
 import yaml
 
+_Base: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
-class _Dumper(yaml.SafeDumper):
+
+class _Dumper(_Base):  # type: ignore[valid-type,misc]
     def ignore_aliases(self, data: Any) -> bool:
         return True
 
 
 def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    # Multi-line strings as literal blocks (readable scripts and code); the emitter falls back
+    # to quoting when a block cannot represent the value exactly.
     if "\n" in value and all(line == line.rstrip() for line in value.splitlines()):
         return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|")
     return dumper.represent_scalar("tag:yaml.org,2002:str", value)
