@@ -20,8 +20,10 @@ run: setup
 	$(BIN)/tau run validate examples/quickstart --profiles examples/profiles.yaml
 	$(BIN)/tau run examples/quickstart --dry-run --profiles examples/profiles.yaml
 
+# pytest exits 5 when it collected nothing: say so, and fail.
 test: setup
-	$(BIN)/python -m pytest -q
+	@$(BIN)/python -m pytest -q; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; fi; exit $$rc
 
 # mypy sees the folders under their import names through symlinks (package-dir mapping).
 lint: setup
