@@ -29,7 +29,7 @@ test: setup
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	@mkdir -p .typecheck/taugrid && for d in api cli components infra; do ln -sfn ../../$$d .typecheck/taugrid/$$d; done
+	@mkdir -p .typecheck/taugrid && for d in api cli components infra; do ln -sfn ../../$$d .typecheck/taugrid/$$d; done; ln -sfn ../runlib/tau_run.py .typecheck/tau_run.py
 	$(BIN)/mypy -p taugrid.api -p taugrid.cli
 
 fmt: setup

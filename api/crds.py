@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
 from taugrid.api import constants as C
 from taugrid.api.profiles import WorkloadProfile
 

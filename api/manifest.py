@@ -16,6 +16,7 @@ from decimal import Decimal
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
 from taugrid.api import constants as C
 from taugrid.api.quantity import QuantityError, parse_cpu, parse_memory
 

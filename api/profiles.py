@@ -13,6 +13,7 @@ import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
 from taugrid.api import constants as C
 from taugrid.api.manifest import DNS_LABEL
 from taugrid.api.quantity import QuantityError, parse_cpu, parse_memory

@@ -51,8 +51,17 @@ class CodeBundle:
         return "sha256:" + h.hexdigest()
 
 
-def collect(root: Path, limit: int = C.CODE_BUNDLE_LIMIT_BYTES) -> CodeBundle:
-    """Files under `root`, skipping hidden entries, caches, virtualenvs and weights."""
+HELPER = "tau_run.py"
+
+
+def collect(
+    root: Path, limit: int = C.CODE_BUNDLE_LIMIT_BYTES, include_helper: bool = True
+) -> CodeBundle:
+    """Files under `root`, skipping hidden entries, caches, virtualenvs and weights.
+
+    The stdlib-only `tau_run` helper is added (unless the folder has its own) so training code
+    can `import tau_run` on cluster images that do not have TauGrid installed.
+    """
     files: list[tuple[str, bytes]] = []
     total = 0
     for dirpath, dirnames, filenames in os.walk(root):
@@ -79,4 +88,8 @@ def collect(root: Path, limit: int = C.CODE_BUNDLE_LIMIT_BYTES) -> CodeBundle:
                     hint="keep data and weights out of the code folder: put them under /data/datasets",
                 )
             files.append((path.relative_to(root).as_posix(), data))
+    if include_helper and not any(rel == HELPER for rel, _ in files):
+        import tau_run
+
+        files.append((HELPER, Path(tau_run.__file__).read_bytes()))
     return CodeBundle(root=root, files=tuple(sorted(files)))

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
+
 from taugrid.api.manifest import Issue, Manifest, semantic_issues
 from taugrid.cli.errors import ConfigError, TauError
 

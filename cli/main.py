@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from taugrid.cli.errors import EXIT_INTERRUPTED, TauError
 from typer.core import TyperGroup
+
+from taugrid.cli.errors import EXIT_INTERRUPTED, EXIT_RUN_FAILED, TauError
 
 
 class _RunGroup(TyperGroup):
@@ -238,11 +239,77 @@ def run_render(
         _out(_dump_yaml_docs(objs))
 
 
+class Target(StrEnum):
+    local = "local"
+    kube = "kube"
+    pulumi = "pulumi"
+
+
+def _pick_target(target: Target | None) -> Target:
+    if target is not None:
+        return target
+    env = os.environ.get("TAU_TARGET")
+    if env:
+        try:
+            return Target(env)
+        except ValueError:
+            raise TauError(f"TAU_TARGET={env!r} is not one of: local, kube, pulumi") from None
+    sys.stderr.write("no cluster is configured (TAU_TARGET / --target): running locally\n")
+    return Target.local
+
+
+def _say(message: str) -> None:
+    sys.stderr.write(message + "\n")
+
+
+def _follow_up(run_id: str) -> str:
+    return (
+        f"  tau run status {run_id}\n  tau run logs -f {run_id}\n  tau run cancel {run_id}\n"
+        f"  evidence: {_run_dir_hint(run_id)}"
+    )
+
+
+def _run_dir_hint(run_id: str) -> str:
+    from taugrid.cli.evidence import runs_root
+
+    return str(runs_root() / run_id)
+
+
+def _attach(rd: Any, detach: bool) -> None:
+    """Follow a local run to its end; Ctrl-C detaches (the run goes on)."""
+    from taugrid.cli.follow import follow
+
+    sys.stderr.write(f"run {rd.run_id}\n")
+    if detach:
+        _out(rd.run_id)
+        return
+    try:
+        phase = follow(rd)
+    except KeyboardInterrupt:
+        sys.stderr.write(f"\ndetached; the run goes on. Follow up with:\n{_follow_up(rd.run_id)}\n")
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    rec = rd.read_record()
+    sys.stderr.write(f"{phase.lower()}: {rec.reason or ''}\nevidence: {rd.path}\n")
+    raise typer.Exit(0 if phase == "Succeeded" else EXIT_RUN_FAILED)
+
+
 @run_app.command("submit")
 def run_submit(
     file: FileArg = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Render instead of submitting")
+    ] = False,
+    target: Annotated[
+        Target | None, typer.Option("--target", "-t", help="Where to run (default: local)")
+    ] = None,
+    detach: Annotated[
+        bool, typer.Option("--detach", "-d", help="Return at once with the run id")
+    ] = False,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Fail instead of running GPU work on CPU")
+    ] = False,
+    ray_pip: Annotated[
+        bool, typer.Option("--ray-pip", help="Let Ray install runtime.pip (local rayjob)")
     ] = False,
     profiles: ProfilesOpt = None,
     workspace: WorkspaceOpt = None,
@@ -252,13 +319,306 @@ def run_submit(
     ] = None,
     output: Annotated[RenderFormat, typer.Option("--output", "-o")] = RenderFormat.yaml,
 ) -> None:
-    """Submit a run (with --dry-run: render it)."""
+    """Submit a run and follow it (with --dry-run: render it)."""
     if dry_run:
         run_render(file, profiles, workspace, profile, run_id, output)
         return
-    raise TauError(
-        "submission backends are not part of this build yet",
-        hint="use `tau run FILE --dry-run --profiles SNAPSHOT` to see what would be submitted",
+    where = _pick_target(target)
+    if where is not Target.local:
+        raise TauError(
+            f"the {where.value} backend is not part of this build yet",
+            hint="run locally (--target local), or render with --dry-run --profiles SNAPSHOT",
+        )
+    from taugrid.cli import load, local
+
+    loaded = load.load_manifest(file)
+    rd = local.submit(
+        loaded,
+        say=_say,
+        strict=strict,
+        ray_pip=ray_pip,
+        submitter=_submitter(),
+        code_revision=_code_revision(loaded.folder),
+    )
+    _attach(rd, detach)
+
+
+RunArg = Annotated[
+    str, typer.Argument(help="Run id, a unique prefix of one, or a run name (newest)")
+]
+JsonOpt = Annotated[ReportFormat, typer.Option("--output", "-o", help="text or json")]
+
+_STATE_STYLE = {"true": "green", "false": "red", "pending": "yellow", "unknown": "bright_black"}
+
+
+def _print_status(st: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    console.print(
+        f"[bold]{st.run_id}[/]  {st.phase}  ({st.workload_kind} on {st.target}, attempt {st.attempt})"
+    )
+    console.print(f"  {st.summary}")
+    table = Table(show_edge=False, box=None, pad_edge=False)
+    for col in ("signal", "state", "since", "reason", "evidence"):
+        table.add_column(col)
+    for sig in st.signals:
+        style = _STATE_STYLE.get(sig.state, "")
+        table.add_row(
+            sig.name, f"[{style}]{sig.state}[/]", (sig.since or "")[:19], sig.reason, sig.evidence
+        )
+    console.print(table)
+
+
+@run_app.command("status")
+def run_status(
+    run: RunArg,
+    watch: Annotated[
+        bool, typer.Option("--watch", "-w", help="Keep watching until the run ends")
+    ] = False,
+    output: JsonOpt = ReportFormat.text,
+) -> None:
+    """Where is the run, and if it is stuck, why: six signals with their evidence."""
+    import time
+
+    from taugrid.api.evidence import TERMINAL
+    from taugrid.cli import local, status
+    from taugrid.cli.evidence import find_run
+
+    rd = find_run(run)
+    last = None
+    while True:
+        st = status.compute(local.snapshot(rd))
+        doc = st.model_dump(mode="json")
+        if output is ReportFormat.json:
+            if watch:
+                if doc != last:
+                    _out(__import__("json").dumps(doc))
+            else:
+                _out(_dump_json(doc))
+        elif doc != last:
+            _print_status(st)
+        last = doc
+        if not watch or st.phase in TERMINAL:
+            break
+        try:
+            time.sleep(1.0)
+        except KeyboardInterrupt:
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+    code = (
+        0
+        if st.phase in ("Succeeded", "Running", "Starting", "Pending", "Retrying")
+        else EXIT_RUN_FAILED
+    )
+    raise typer.Exit(code)
+
+
+@run_app.command("logs")
+def run_logs(
+    run: RunArg,
+    follow_: Annotated[
+        bool, typer.Option("--follow", "-f", help="Keep printing until the run ends")
+    ] = False,
+) -> None:
+    """Print a run's log (live while it runs, from the evidence record after)."""
+    from taugrid.cli.evidence import find_run
+    from taugrid.cli.follow import follow
+
+    rd = find_run(run)
+    if follow_:
+        try:
+            follow(rd, transitions=False)
+        except KeyboardInterrupt:
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+        return
+    if not rd.driver_log.exists():
+        sys.stderr.write(f"no log yet for {rd.run_id}\n")
+        return
+    with rd.driver_log.open("rb") as f:
+        while chunk := f.read(1 << 16):
+            sys.stdout.write(chunk.decode("utf-8", "replace"))
+
+
+@run_app.command("list")
+def run_list(output: JsonOpt = ReportFormat.text) -> None:
+    """List local runs, newest last."""
+    from taugrid.cli import local, status
+    from taugrid.cli.evidence import list_runs
+
+    rows: list[dict[str, Any]] = []
+    for rd in list_runs():
+        try:
+            snap = local.snapshot(rd)
+        except TauError:
+            continue
+        phase, _ = status.effective_phase(snap)
+        rec = snap.record
+        rows.append(
+            {"run_id": rec.run_id, "name": rec.name, "kind": rec.workload_kind, "target": rec.target,
+             "phase": phase, "attempt": rec.attempt, "created_at": rec.created_at,
+             "finished_at": rec.finished_at, "last_step": snap.last_step}
+        )  # fmt: skip
+    if output is ReportFormat.json:
+        _out(_dump_json(rows))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(box=None, show_edge=False)
+    for col in ("RUN", "KIND", "PHASE", "STEP", "CREATED"):
+        table.add_column(col)
+    for r in rows:
+        step = "" if r["last_step"] is None else str(r["last_step"])
+        table.add_row(r["run_id"], r["kind"], r["phase"], step, r["created_at"][:19])
+    Console().print(table if rows else "no runs yet (tau run FILE starts one)")
+
+
+@run_app.command("cancel")
+def run_cancel(run: RunArg) -> None:
+    """Stop a run; its evidence is sealed as Cancelled."""
+    from taugrid.cli import local
+    from taugrid.cli.evidence import find_run
+
+    rd = find_run(run)
+    before = rd.read_record().phase
+    phase = local.cancel(rd)
+    if before in ("Succeeded", "Failed", "Cancelled"):
+        _out(f"{rd.run_id} had already ended: {phase}")
+    else:
+        _out(f"{rd.run_id} cancelled")
+
+
+@run_app.command("resume")
+def run_resume(
+    run: RunArg,
+    detach: Annotated[
+        bool, typer.Option("--detach", "-d", help="Return at once with the new run id")
+    ] = False,
+    ray_pip: Annotated[
+        bool, typer.Option("--ray-pip", help="Let Ray install runtime.pip (local rayjob)")
+    ] = False,
+) -> None:
+    """Start a new run from the newest complete checkpoint of RUN (lineage kept in both)."""
+    from taugrid.cli import load, local
+    from taugrid.cli.evidence import find_run
+
+    parent = find_run(run)
+    rec = parent.read_record()
+    if rec.phase not in ("Succeeded", "Failed", "Cancelled"):
+        raise TauError(
+            f"{parent.run_id} is still {rec.phase.lower()}",
+            hint=f"tau run cancel {parent.run_id} first",
+        )
+    ckpt = local.newest_checkpoint(parent)
+    if ckpt is None:
+        raise TauError(
+            f"{parent.run_id} has no complete checkpoint to resume from", exit_code=EXIT_RUN_FAILED
+        )
+    folder = Path(rec.code_folder)
+    loaded = load.load_manifest(folder / "tau.yaml" if (folder / "tau.yaml").is_file() else folder)
+    if loaded.manifest.config_hash() != rec.config_hash:
+        sys.stderr.write("note: tau.yaml changed since the original run; the current one is used\n")
+    sys.stderr.write(f"resuming {parent.run_id} from {ckpt}\n")
+    rd = local.submit(
+        loaded,
+        say=_say,
+        ray_pip=ray_pip,
+        resume_from=ckpt,
+        parent=parent.run_id,
+        submitter=_submitter(),
+        code_revision=_code_revision(loaded.folder),
+    )
+    local.record_child(parent, rd.run_id, ckpt)
+    _attach(rd, detach)
+
+
+@run_app.command("verify")
+def run_verify(run: RunArg) -> None:
+    """Check a run's sealed evidence record against its MANIFEST.sha256."""
+    from taugrid.cli.evidence import find_run
+
+    rd = find_run(run)
+    n, problems = rd.verify()
+    if problems:
+        sys.stderr.write(
+            f"{rd.run_id}: evidence record does NOT verify ({len(problems)} problem(s)):\n"
+        )
+        for p in problems:
+            sys.stderr.write(f"  {p}\n")
+        raise typer.Exit(EXIT_RUN_FAILED)
+    _out(f"ok: {rd.run_id}: {n} files match {rd.manifest_path.name}")
+
+
+@run_app.command("metrics")
+def run_metrics(
+    run: RunArg,
+    metric: Annotated[
+        list[str] | None, typer.Option("--metric", "-m", help="Metric(s) to plot")
+    ] = None,
+    png: Annotated[Path | None, typer.Option("--png", help="Write the plot to a PNG file")] = None,
+    output: JsonOpt = ReportFormat.text,
+) -> None:
+    """Plot a run's metrics in the terminal (or to a PNG)."""
+    from taugrid.cli import plots
+    from taugrid.cli.evidence import find_run
+
+    rd = find_run(run)
+    rows = rd.metric_rows()
+    if output is ReportFormat.json:
+        _out(_dump_json(rows))
+        return
+    if not rows:
+        raise TauError(
+            f"{rd.run_id} has no metrics yet ({rd.metrics_path})", exit_code=EXIT_RUN_FAILED
+        )
+    names = plots.pick_metrics(rows, metric, rd.read_record().primary_metric)
+    if png is not None:
+        plots.to_png(rows, names, png, title=rd.run_id)
+        _out(f"wrote {png}")
+    else:
+        _out(plots.to_text(rows, names, title=rd.run_id))
+
+
+local_app = typer.Typer(help="The local Ray head that `tau run --target local` uses.", no_args_is_help=True,
+                        rich_markup_mode=None)  # fmt: skip
+app.add_typer(local_app, name="local")
+
+
+@local_app.command("status")
+def local_status(output: JsonOpt = ReportFormat.text) -> None:
+    """Is the local Ray head running, and where."""
+    import time
+
+    from taugrid.cli import raylocal
+
+    head = raylocal.read_head()
+    up = bool(head and raylocal.healthy(head))
+    doc: dict[str, Any] = {"running": up}
+    if head and up:
+        doc.update(pid=head.pid, address=head.address, dashboard=head.dashboard, cpus=head.num_cpus,
+                   gpus=head.num_gpus, uptime_s=round(time.time() - head.started_at))  # fmt: skip
+    if output is ReportFormat.json:
+        _out(_dump_json(doc))
+    elif up:
+        assert head is not None
+        _out(
+            f"running: pid {head.pid}, {head.address}, dashboard {head.dashboard}, up {doc['uptime_s']}s"
+        )
+    else:
+        _out("not running (the next local rayjob starts it)")
+
+
+@local_app.command("stop")
+def local_stop() -> None:
+    """Stop the local Ray head (runs on it are stopped too)."""
+    from taugrid.cli import raylocal
+
+    head = raylocal.stop_head()
+    _out(
+        f"stopped the local Ray head (pid {head.pid})"
+        if head
+        else "the local Ray head was not running"
     )
 
 

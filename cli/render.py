@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
+
 from taugrid.api import constants as C
 from taugrid.api.manifest import Manifest
 from taugrid.api.quantity import format_memory
@@ -108,16 +109,16 @@ def _env_list(r: Resolved, meta: RunMeta) -> list[dict[str, Any]]:
     return out
 
 
-def command_script(m: Manifest) -> str:
+def command_script(m: Manifest, code_dir: str = C.CODE_DIR, python: str = "python") -> str:
     """The shell the driver (RayJob) or the Job container runs: logs kept under the run dir."""
     ep = m.entrypoint_path or ""
-    runner = "bash" if ep.endswith(".sh") else "python"
+    runner = "bash" if ep.endswith(".sh") else python
     argv = " ".join(shlex.quote(a) for a in [runner, ep, *m.run.args])
     return "\n".join(
         [
             "set -o pipefail",
             'mkdir -p "$TAU_RUN_DIR/logs" "$TAU_CHECKPOINT_DIR" "$TAU_OUTPUT_DIR"',
-            f"cd {C.CODE_DIR}",
+            f"cd {shlex.quote(code_dir)}",
             f'{argv} 2>&1 | tee -a "$TAU_RUN_DIR/logs/driver.log"',
         ]
     )

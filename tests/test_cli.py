@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import EXAMPLES, PROFILES, ROOT
+
 from taugrid.cli.main import main
 
 HEAVY = ("ray", "pulumi", "kubernetes", "pulumi_kubernetes", "pulumi_azure_native")

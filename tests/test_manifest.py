@@ -10,6 +10,7 @@ import yaml
 from conftest import EXAMPLE_DIRS, ROOT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from taugrid.api.manifest import Manifest, semantic_issues
 from taugrid.cli.main import main
 

@@ -5,6 +5,7 @@ from decimal import Decimal
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from taugrid.api.quantity import QuantityError, format_cpu, format_memory, parse_cpu, parse_memory
 
 

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from conftest import EXAMPLE_DIRS, PROFILES
 from k8s_schemas import crd_errors, k8s_errors, pod_template_errors
+
 from taugrid.api import constants as C
 from taugrid.cli import codebundle, load, render, resolve
 

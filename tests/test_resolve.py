@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from taugrid.api.manifest import Manifest
 from taugrid.api.profiles import ProfileSnapshot, profile_set_hash
 from taugrid.cli.resolve import ResolutionError, resolve

@@ -7,8 +7,8 @@ import json
 import math
 import os
 import random
-import time
-from pathlib import Path
+
+import tau_run
 
 
 def main() -> None:
@@ -16,10 +16,7 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=1000)
     args = ap.parse_args()
     threshold = float(os.environ.get("SCORE_THRESHOLD", "0.5"))
-    out = Path(os.environ.get("TAU_OUTPUT_DIR", "outputs"))
-    metrics = Path(os.environ.get("TAU_METRICS_FILE", "metrics.jsonl"))
-    out.mkdir(parents=True, exist_ok=True)
-    metrics.parent.mkdir(parents=True, exist_ok=True)
+    out = tau_run.output_dir()
     rng = random.Random(7)
     positives = 0
     for i in range(1, args.rows + 1):
@@ -27,11 +24,7 @@ def main() -> None:
         p = 1 / (1 + math.exp(-(1.5 * x1 - 0.7 * x2)))
         positives += p >= threshold
         if i % 1000 == 0:
-            with metrics.open("a") as f:
-                f.write(
-                    json.dumps({"step": i, "ts": time.time(), "positive_rate": positives / i})
-                    + "\n"
-                )
+            tau_run.log(i, positive_rate=positives / i)
     report = {"rows": args.rows, "threshold": threshold, "positives": positives}
     (out / "report.json").write_text(json.dumps(report, indent=2))
     print(f"scored {args.rows} rows: {positives} positive -> {out / 'report.json'}", flush=True)

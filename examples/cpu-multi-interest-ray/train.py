@@ -11,8 +11,8 @@ import json
 import math
 import os
 import random
-import time
-from pathlib import Path
+
+import tau_run
 
 DIM = 8
 
@@ -44,10 +44,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=8)
     args = ap.parse_args()
     workers = int(os.environ.get("TAU_NUM_WORKERS", "1"))
-    out = Path(os.environ.get("TAU_OUTPUT_DIR", "outputs"))
-    metrics = Path(os.environ.get("TAU_METRICS_FILE", "metrics.jsonl"))
-    out.mkdir(parents=True, exist_ok=True)
-    metrics.parent.mkdir(parents=True, exist_ok=True)
+    out = tau_run.output_dir()
 
     run = assign
     try:
@@ -71,8 +68,7 @@ def main() -> None:
             n = sum(p[1][k] for p in parts)
             if n:
                 centroids[k] = [sum(p[0][k][d] for p in parts) / n for d in range(DIM)]
-        with metrics.open("a") as f:
-            f.write(json.dumps({"step": step, "ts": time.time(), "inertia": inertia}) + "\n")
+        tau_run.log(step, inertia=inertia)
         print(f"step {step}: inertia={inertia:.2f} over {workers} worker shard(s)", flush=True)
     (out / "interests.json").write_text(json.dumps({"centroids": centroids}, indent=1))
     print(f"wrote {out / 'interests.json'}", flush=True)

@@ -1,8 +1,8 @@
 """Quickstart: fit y = 3x + 2 with data-parallel SGD across the run's Ray workers.
 
 Runs anywhere: on a cluster (KubeRay), on the local backend, or as `python train.py`.
-Uses torch when it is installed and plain Python otherwise; writes the run contract's
-metrics and checkpoints so `tau run status`, `metrics` and `resume` have evidence.
+Plain Python (no GPU needed to try it); metrics and checkpoints go through `tau_run`, the
+stdlib-only helper, so `tau run status`, `metrics` and `resume` have evidence.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 import os
 import random
-import time
-from pathlib import Path
+
+import tau_run
 
 STEPS = int(os.environ.get("QUICKSTART_STEPS", "40"))
 
@@ -30,19 +30,14 @@ def shard_gradient(w: float, b: float, seed: int, n: int = 256) -> tuple[float, 
 
 
 def main() -> None:
-    run_dir = Path(os.environ.get("TAU_RUN_DIR", "run"))
-    ckpt_dir = Path(os.environ.get("TAU_CHECKPOINT_DIR", run_dir / "checkpoints"))
-    metrics = Path(os.environ.get("TAU_METRICS_FILE", run_dir / "metrics.jsonl"))
     workers = int(os.environ.get("TAU_NUM_WORKERS", "1"))
-    for d in (ckpt_dir, metrics.parent):
-        d.mkdir(parents=True, exist_ok=True)
-
-    w, b, start = 0.0, 0.0, 0
-    resume = os.environ.get("TAU_RESUME_FROM")
-    if resume:
-        state = json.loads((Path(resume) / "state.json").read_text())
-        w, b, start = state["w"], state["b"], state["step"]
-        print(f"resumed from {resume} at step {start}", flush=True)
+    print(f"quickstart: fitting y = 3x + 2 on {workers} worker(s), {STEPS} steps", flush=True)
+    w, b = 0.0, 0.0
+    start = tau_run.resume_step()
+    if start:
+        state = json.loads((tau_run.resume_from() / "state.json").read_text())  # type: ignore[operator]
+        w, b = state["w"], state["b"]
+        print(f"resumed at step {start}", flush=True)
 
     grad = shard_gradient
     try:
@@ -62,18 +57,11 @@ def main() -> None:
         gw, gb, loss = grad(w, b, step)
         w -= 0.3 * gw
         b -= 0.3 * gb
-        with metrics.open("a") as f:
-            f.write(
-                json.dumps({"step": step, "ts": time.time(), "loss": loss, "w": w, "b": b}) + "\n"
-            )
+        tau_run.log(step, loss=loss, w=w, b=b)
         if step % 10 == 0:
-            target = ckpt_dir / f"step-{step:06d}"
-            target.mkdir(parents=True, exist_ok=True)
-            (target / "state.json").write_text(json.dumps({"w": w, "b": b, "step": step}))
-            print(
-                f"step {step}: loss={loss:.5f} w={w:.3f} b={b:.3f} (checkpoint {target.name})",
-                flush=True,
-            )
+            with tau_run.checkpoint(step) as d:
+                (d / "state.json").write_text(json.dumps({"w": w, "b": b, "step": step}))
+            print(f"step {step}: loss={loss:.5f} w={w:.3f} b={b:.3f} (checkpoint)", flush=True)
     print(f"done: w={w:.3f} b={b:.3f}", flush=True)
 
 

@@ -1,0 +1,67 @@
+"""Following a run: stream its log and status transitions until it ends (or the user detaches)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from typing import TextIO
+
+from taugrid.api.evidence import TERMINAL
+from taugrid.cli import raylocal
+from taugrid.cli.evidence import RunDir
+
+POLL_S = 0.1
+
+
+def follow(
+    rd: RunDir,
+    *,
+    out: TextIO = sys.stdout,
+    err: TextIO = sys.stderr,
+    logs: bool = True,
+    transitions: bool = True,
+    from_start: bool = True,
+    on_tick: Callable[[], None] | None = None,
+) -> str:
+    """Print new log bytes and history events until the run is terminal; return its phase."""
+    offset = 0 if from_start else (rd.driver_log.stat().st_size if rd.driver_log.exists() else 0)
+    seen = 0
+    pending = b""
+    while True:
+        if transitions:
+            hist = rd.read_history()
+            for ev in hist[seen:]:
+                note = f" ({ev.reason})" if ev.reason else ""
+                err.write(f"[{ev.phase.lower()}]{note}\n")
+                err.flush()
+            seen = len(hist)
+        if logs and rd.driver_log.exists():
+            with rd.driver_log.open("rb") as f:
+                f.seek(offset)
+                chunk = f.read()
+            if chunk:
+                offset += len(chunk)
+                data = pending + chunk
+                complete, _, pending = data.rpartition(b"\n")
+                if complete:
+                    out.write(complete.decode("utf-8", "replace") + "\n")
+                    out.flush()
+        rec = rd.read_record()
+        if rec.phase in TERMINAL:
+            if pending:
+                out.write(pending.decode("utf-8", "replace") + "\n")
+            if transitions:
+                for ev in rd.read_history()[seen:]:
+                    err.write(
+                        f"[{ev.phase.lower()}]" + (f" ({ev.reason})" if ev.reason else "") + "\n"
+                    )
+            return rec.phase
+        if rec.supervisor_pid and not raylocal.pid_alive(rec.supervisor_pid):
+            rec = rd.read_record()
+            if rec.phase not in TERMINAL:
+                err.write("the run's supervisor is gone without recording an end (killed?)\n")
+                return "Failed"
+        if on_tick:
+            on_tick()
+        time.sleep(POLL_S)

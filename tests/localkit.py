@@ -1,0 +1,108 @@
+"""Helpers and fixtures for the local-backend tests: real Ray (127.0.0.1), real processes, files.
+
+Imported by tests/conftest.py so the fixtures are available to test_local_*.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+TAU = str(Path(sys.executable).parent / "tau")
+
+
+def have_ray() -> bool:
+    return (Path(sys.executable).parent / "ray").exists()
+
+
+class Tau:
+    """Runs the real `tau` executable against one TAU_HOME."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.env = {**os.environ, "TAU_HOME": str(home), "TAU_TARGET": "local"}
+
+    def __call__(
+        self, *args: str, timeout: float = 180, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [TAU, *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={**self.env, **(env or {})},
+            check=False,
+        )
+
+    def spawn(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [TAU, *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**self.env, **(env or {})},
+        )
+
+    def run_dir(self, run_id: str) -> Path:
+        return self.home / "data" / "runs" / run_id
+
+    def record(self, run_id: str) -> dict[str, Any]:
+        return json.loads((self.run_dir(run_id) / "run.json").read_text())
+
+
+def text(path: Path) -> str:
+    """A file's text, or "" while it does not exist yet."""
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        return ""
+
+
+def wait_for(cond: Callable[[], bool], timeout: float = 60.0, what: str = "condition") -> None:
+    """Poll a condition until it holds (bounded): the event has no other way to be awaited."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+@pytest.fixture(scope="session")
+def tau(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tau]:
+    t = Tau(tmp_path_factory.mktemp("tauhome"))
+    yield t
+    t("local", "stop", timeout=60)
+
+
+@pytest.fixture()
+def project(tmp_path: Path) -> Callable[[str, str, str], Path]:
+    """A throw-away project folder: tau.yaml text + one script."""
+
+    def make(tau_yaml: str, script_name: str, script: str) -> Path:
+        (tmp_path / "tau.yaml").write_text(tau_yaml)
+        (tmp_path / script_name).write_text(script)
+        return tmp_path
+
+    return make
+
+
+@pytest.fixture()
+def example_copy(tmp_path: Path) -> Callable[[str], Path]:
+    def make(name: str) -> Path:
+        dst = tmp_path / name
+        shutil.copytree(EXAMPLES / name, dst)
+        return dst
+
+    return make
