@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat requirements/dev.lock pyproject.toml | sha256sum | cut -c1-12)
 
-.PHONY: setup run test lint fmt bench clean
+.PHONY: setup run render test lint fmt bench clean
 
 setup: $(STAMP)
 
@@ -15,8 +15,14 @@ $(STAMP): requirements/dev.lock pyproject.toml
 	$(BIN)/python -m pip install --quiet --no-deps -e .
 	@rm -f $(VENV)/.installed-* && touch $@
 
-# The main job: validate the quickstart and show what a cluster would receive.
+# The main job: run the quickstart on this machine (a local Ray head on 127.0.0.1), then
+# check its sealed evidence record.
 run: setup
+	$(BIN)/tau run examples/quickstart --target local
+	$(BIN)/tau run verify aks-gpu-quickstart
+
+# What a cluster would receive for the quickstart (offline, against example profiles).
+render: setup
 	$(BIN)/tau run validate examples/quickstart --profiles examples/profiles.yaml
 	$(BIN)/tau run examples/quickstart --dry-run --profiles examples/profiles.yaml
 
@@ -38,6 +44,7 @@ fmt: setup
 
 bench: setup
 	$(BIN)/python bench/bench_cli.py
+	$(BIN)/python bench/bench_local.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

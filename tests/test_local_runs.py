@@ -212,7 +212,7 @@ def test_ctrl_c_detaches_without_cancelling(
     assert proc.stdout is not None and proc.stderr is not None
     assert proc.stdout.readline().strip() == "started"
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=30)
+    _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130
     assert "detached" in err and "tau run status" in err and "tau run cancel" in err
     run_id = run_id_from(err)
@@ -307,3 +307,53 @@ def test_metrics_terminal_and_png(tau: Tau, tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert tau("run", "metrics", run_id, "-m", "nope").returncode == 2
+
+
+def _pids_of_run(run_id: str) -> list[int]:
+    """Processes whose environment carries TAU_RUN_ID=<run_id> (the driver and its Ray workers)."""
+    needle = f"TAU_RUN_ID={run_id}".encode()
+    pids = []
+    for env_file in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if needle in env_file.read_bytes().split(b"\0"):
+                pids.append(int(env_file.parent.name))
+        except OSError:
+            continue
+    return [p for p in pids if p != os.getpid()]
+
+
+def test_resume_from_checkpoint_end_to_end(tau: Tau, example_copy: Callable[[str], Path]) -> None:
+    folder = example_copy("multi-worker-gpu")
+    cfg = (folder / "tau.yaml").read_text()
+    (folder / "tau.yaml").write_text(cfg.replace("  pip:\n", "  env: {TRAIN_STEP_SLEEP: '0.25'}\n  pip:\n"))
+    parent = tau("run", str(folder), "-d").stdout.strip()
+    pdir = tau.run_dir(parent)
+    index = pdir / "checkpoints" / "index.json"
+    wait_for(lambda: '"step": 10' in text(index), timeout=120, what="checkpoint 10")
+    for pid in _pids_of_run(parent):
+        os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: tau.record(parent)["phase"] == "Failed", timeout=60, what="the killed run to fail")
+    parent_rows = [json.loads(x) for x in (pdir / "metrics.jsonl").read_text().splitlines()]
+    newest = max(e["step"] for e in json.loads(index.read_text())["complete"])
+    assert newest >= 10 and parent_rows[-1]["step"] < 30
+
+    res = tau("run", "resume", parent, timeout=300)
+    assert res.returncode == 0, res.stderr
+    child = run_id_from(res.stderr)
+    crec = tau.record(child)
+    assert crec["resumed_from"]["run_id"] == parent
+    assert crec["resumed_from"]["checkpoint"].endswith(f"step-{newest:08d}")
+    rows = [json.loads(x) for x in (tau.run_dir(child) / "metrics.jsonl").read_text().splitlines()]
+    assert rows[0]["step"] == newest + 1 and rows[-1]["step"] == 30
+    assert f"resuming at step {newest}" in (tau.run_dir(child) / "logs" / "driver.log").read_text()
+    lineage = [json.loads(x) for x in (pdir / "lineage.jsonl").read_text().splitlines()]
+    assert lineage[-1]["resumed_by"] == child
+    # the parent's record was re-sealed over the lineage entry, and both verify
+    assert tau("run", "verify", parent).returncode == 0
+    assert tau("run", "verify", child).returncode == 0
+
+
+def test_resume_needs_a_checkpoint(tau: Tau) -> None:
+    run_id = run_id_from(tau("run", str(EXAMPLES / "batch-job")).stderr)
+    res = tau("run", "resume", run_id)
+    assert res.returncode == 1 and "no complete checkpoint" in res.stderr
