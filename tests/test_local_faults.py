@@ -32,10 +32,16 @@ def test_ray_head_that_dies_fails_the_run_and_the_next_run_restarts_it(
         "import time\nprint('up', flush=True)\ntime.sleep(120)\n",
     )
     run_id = own_tau("run", str(folder), "-d").stdout.strip()
-    wait_for(lambda: "up" in text(own_tau.run_dir(run_id) / "logs" / "driver.log"), timeout=120, what="the driver")
+    wait_for(
+        lambda: "up" in text(own_tau.run_dir(run_id) / "logs" / "driver.log"),
+        timeout=120,
+        what="the driver",
+    )
     head = json.loads((own_tau.home / "ray" / "head.json").read_text())
     os.killpg(head["pid"], signal.SIGKILL)
-    wait_for(lambda: own_tau.record(run_id)["phase"] == "Failed", timeout=90, what="the run to notice")
+    wait_for(
+        lambda: own_tau.record(run_id)["phase"] == "Failed", timeout=90, what="the run to notice"
+    )
     rec = own_tau.record(run_id)
     assert "Ray head" in rec["reason"]
     st = json.loads(own_tau("run", "status", run_id, "-o", "json").stdout)
@@ -48,7 +54,11 @@ def test_ray_head_that_dies_fails_the_run_and_the_next_run_restarts_it(
 
 def _mount_tmpfs(path: Path, *opts: str) -> bool:
     path.mkdir(parents=True, exist_ok=True)
-    res = subprocess.run(["mount", "-t", "tmpfs", "-o", ",".join(opts), "tmpfs", str(path)], capture_output=True, check=False)
+    res = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", ",".join(opts), "tmpfs", str(path)],
+        capture_output=True,
+        check=False,
+    )
     return res.returncode == 0
 
 

@@ -325,14 +325,18 @@ def _pids_of_run(run_id: str) -> list[int]:
 def test_resume_from_checkpoint_end_to_end(tau: Tau, example_copy: Callable[[str], Path]) -> None:
     folder = example_copy("multi-worker-gpu")
     cfg = (folder / "tau.yaml").read_text()
-    (folder / "tau.yaml").write_text(cfg.replace("  pip:\n", "  env: {TRAIN_STEP_SLEEP: '0.25'}\n  pip:\n"))
+    (folder / "tau.yaml").write_text(
+        cfg.replace("  pip:\n", "  env: {TRAIN_STEP_SLEEP: '0.25'}\n  pip:\n")
+    )
     parent = tau("run", str(folder), "-d").stdout.strip()
     pdir = tau.run_dir(parent)
     index = pdir / "checkpoints" / "index.json"
     wait_for(lambda: '"step": 10' in text(index), timeout=120, what="checkpoint 10")
     for pid in _pids_of_run(parent):
         os.kill(pid, signal.SIGKILL)
-    wait_for(lambda: tau.record(parent)["phase"] == "Failed", timeout=60, what="the killed run to fail")
+    wait_for(
+        lambda: tau.record(parent)["phase"] == "Failed", timeout=60, what="the killed run to fail"
+    )
     parent_rows = [json.loads(x) for x in (pdir / "metrics.jsonl").read_text().splitlines()]
     newest = max(e["step"] for e in json.loads(index.read_text())["complete"])
     assert newest >= 10 and parent_rows[-1]["step"] < 30

@@ -37,7 +37,16 @@ def sig(st: Any, name: str) -> Any:
 
 
 def test_running_and_progressing() -> None:
-    st = compute(Snapshot(record=rec(), history=HIST, now=T0 + 100, supervisor_alive=True, last_metric_ts=T0 + 90, last_step=7))
+    st = compute(
+        Snapshot(
+            record=rec(),
+            history=HIST,
+            now=T0 + 100,
+            supervisor_alive=True,
+            last_metric_ts=T0 + 90,
+            last_step=7,
+        )
+    )
     assert st.phase == "Running"
     assert sig(st, "Progressing").state == "true" and "step 7" in sig(st, "Progressing").reason
     assert sig(st, "Scheduled").state == "true" and sig(st, "Admitted").state == "true"
@@ -45,12 +54,21 @@ def test_running_and_progressing() -> None:
 
 
 def test_stall_detected_from_metrics_and_log_heartbeat() -> None:
-    snap = Snapshot(record=rec(), history=HIST, now=T0 + 2000, supervisor_alive=True, last_metric_ts=T0 + 100, last_log_ts=T0 + 200)
+    snap = Snapshot(
+        record=rec(),
+        history=HIST,
+        now=T0 + 2000,
+        supervisor_alive=True,
+        last_metric_ts=T0 + 100,
+        last_log_ts=T0 + 200,
+    )
     st = compute(snap)
     prog = sig(st, "Progressing")
     assert prog.state == "false" and "stalled" in prog.reason and "30m" in prog.reason
     assert "Progressing" in st.summary
-    fresh = Snapshot(record=rec(), history=HIST, now=T0 + 2000, supervisor_alive=True, last_log_ts=T0 + 1900)
+    fresh = Snapshot(
+        record=rec(), history=HIST, now=T0 + 2000, supervisor_alive=True, last_log_ts=T0 + 1900
+    )
     assert sig(compute(fresh), "Progressing").state == "true"
 
 
@@ -61,12 +79,21 @@ def test_dead_supervisor_is_not_reported_as_running() -> None:
 
 
 def test_gpu_signal_on_a_cpu_machine() -> None:
-    st = compute(Snapshot(record=rec(gpus_per_worker=2, gpus_available=0), history=HIST, now=T0, supervisor_alive=True))
+    st = compute(
+        Snapshot(
+            record=rec(gpus_per_worker=2, gpus_available=0),
+            history=HIST,
+            now=T0,
+            supervisor_alive=True,
+        )
+    )
     assert sig(st, "GPUHealthy").state == "unknown" and "uses CPU" in sig(st, "GPUHealthy").reason
 
 
 def test_pending_before_start() -> None:
-    st = compute(Snapshot(record=rec(phase="Pending"), history=HIST[:1], now=T0 + 1, supervisor_alive=True))
+    st = compute(
+        Snapshot(record=rec(phase="Pending"), history=HIST[:1], now=T0 + 1, supervisor_alive=True)
+    )
     assert sig(st, "Admitted").state == "pending" and sig(st, "Scheduled").state == "pending"
     assert sig(st, "Progressing").state == "pending"
 
@@ -85,5 +112,12 @@ def test_failed_run_and_artifacts() -> None:
 
 def test_signal_names_and_order_are_the_contract() -> None:
     st = compute(Snapshot(record=rec(), history=HIST, now=T0, supervisor_alive=True))
-    assert [s.name for s in st.signals] == ["Admitted", "Scheduled", "GPUHealthy", "Progressing", "Completed", "ArtifactSaved"]
+    assert [s.name for s in st.signals] == [
+        "Admitted",
+        "Scheduled",
+        "GPUHealthy",
+        "Progressing",
+        "Completed",
+        "ArtifactSaved",
+    ]
     assert all(s.state in ("true", "false", "pending", "unknown") for s in st.signals)

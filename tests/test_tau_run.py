@@ -23,12 +23,23 @@ def test_log_rows(run_env: Path) -> None:
     tau_run.log(1, loss=0.5, acc=1)
     tau_run.log(2, loss=0.25)
     rows = [json.loads(x) for x in (run_env / "metrics.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in rows] == [1, 2] and rows[0]["loss"] == 0.5 and isinstance(rows[0]["ts"], float)
+    assert (
+        [r["step"] for r in rows] == [1, 2]
+        and rows[0]["loss"] == 0.5
+        and isinstance(rows[0]["ts"], float)
+    )
 
 
 @pytest.mark.parametrize(
     ("step", "metrics"),
-    [(-1, {"x": 1.0}), (1.5, {"x": 1.0}), (True, {}), (1, {"x": float("nan")}), (1, {"x": "a"}), (1, {"ts": 1.0})],
+    [
+        (-1, {"x": 1.0}),
+        (1.5, {"x": 1.0}),
+        (True, {}),
+        (1, {"x": float("nan")}),
+        (1, {"x": "a"}),
+        (1, {"ts": 1.0}),
+    ],
 )
 def test_log_rejects_bad_rows(step: object, metrics: dict[str, object]) -> None:
     with pytest.raises(ValueError):
