@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat requirements/dev.lock pyproject.toml | sha256sum | cut -c1-12)
 
-.PHONY: setup run render test lint fmt bench clean
+.PHONY: setup run render test controlplane e2e lint fmt bench clean
 
 setup: $(STAMP)
 
@@ -28,8 +28,17 @@ render: setup
 
 # pytest exits 5 when it collected nothing: say so, and fail.
 test: setup
-	@$(BIN)/python -m pytest -q; rc=$$?; \
+	@$(BIN)/python -m pytest -q -m "not e2e"; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; fi; exit $$rc
+
+# A real control plane (etcd, kube-apiserver, controller-manager, scheduler, KWOK), built once
+# from the upstream Go modules into ~/.cache/taugrid/controlplane.
+controlplane:
+	bash e2e/controlplane/build.sh
+
+e2e: setup controlplane
+	@$(BIN)/python -m pytest -q -m e2e; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no e2e tests"; fi; exit $$rc
 
 # mypy sees the folders under their import names through symlinks (package-dir mapping).
 lint: setup

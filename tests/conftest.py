@@ -1,9 +1,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from localkit import example_copy, project, tau  # noqa: F401  (fixtures for test_local_*.py)
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from controlplane import ControlPlane
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -18,3 +24,14 @@ def upstream_crds() -> Path:
     if not UPSTREAM_CRDS.is_dir():
         pytest.skip(f"{UPSTREAM_CRDS} is absent: the upstream CRD oracles live in ../shared")
     return UPSTREAM_CRDS
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[ControlPlane]:
+    """A real control plane on 127.0.0.1 for the whole session (skips when not built)."""
+    from controlplane import binaries_dir, running
+
+    if binaries_dir() is None:
+        pytest.skip("the control plane is not built: `make e2e` builds it (or `make controlplane`)")
+    with running() as cp:
+        yield cp

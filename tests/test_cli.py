@@ -116,9 +116,18 @@ def test_schema_is_json_schema_that_accepts_the_examples(
         jsonschema.validate({"schema_version": 1, "name": "x", "bogus": 1}, schema)
 
 
-def test_submit_without_backend_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+def test_backends_not_in_this_build_say_so(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", str(EXAMPLES / "quickstart"), "--target", "kube"]) == 2
+    err = capsys.readouterr().err
+    assert "kube backend is not part of this build" in err and "--target local" in err
+
+
+def test_bad_target_from_env(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TAU_TARGET", "mars")
     assert main(["run", str(EXAMPLES / "quickstart")]) == 2
-    assert "--dry-run" in capsys.readouterr().err
+    assert "TAU_TARGET='mars'" in capsys.readouterr().err
 
 
 def _modules_after(argv: list[str]) -> set[str]:

@@ -1,0 +1,724 @@
+"""The platform declaration: stack config `taugrid:platform`, validated; versions; invariants.
+
+One structured object per stack (stacks/Pulumi.<stack>.yaml) declares the cluster, its GPU and
+CPU pools, the components and their pinned versions, Kueue queues and priorities, and the
+workspaces. Everything the Pulumi program creates is derived from it. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from taugrid.api import constants as C
+from taugrid.api.manifest import Issue
+from taugrid.api.profiles import Toleration, WorkerSize, WorkloadProfile, WorkspaceRef
+from taugrid.api.quantity import QuantityError, format_cpu, format_memory, parse_cpu, parse_memory
+
+CONFIG_KEY = "taugrid:platform"
+SYSTEM_NAMESPACE = "taugrid-system"
+AKS_POOL_NAME = re.compile(r"^[a-z][a-z0-9]{0,11}$")  # AKS Linux agent pool names
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+# --- pinned versions: the one place chart locations and versions live -------------------------
+class Chart(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    chart: str
+    repo: str | None  # None: `chart` is an oci:// reference
+    version: str
+    namespace: str
+
+
+CHARTS: dict[str, Chart] = {
+    "gpuOperator": Chart(chart="gpu-operator", repo="https://helm.ngc.nvidia.com/nvidia", version="v26.7.0", namespace="gpu-operator"),
+    "dcgmExporter": Chart(chart="dcgm-exporter", repo="https://nvidia.github.io/dcgm-exporter/helm-charts", version="4.8.2", namespace="gpu-operator"),
+    "nodeProblemDetector": Chart(chart="oci://ghcr.io/deliveryhero/helm-charts/node-problem-detector", repo=None, version="2.4.1", namespace="node-problem-detector"),
+    "kueue": Chart(chart="oci://registry.k8s.io/kueue/charts/kueue", repo=None, version="0.19.2", namespace="kueue-system"),
+    "kuberay": Chart(chart="kuberay-operator", repo="https://ray-project.github.io/kuberay-helm/", version="1.7.0", namespace="kuberay-system"),
+}  # fmt: skip
+NPD_IMAGE_TAG = "v1.36.0"  # the chart's appVersion is v1.35.1; match Kubernetes 1.36
+
+# Azure VM sizes: vCPUs, memory (GiB), GPUs, GPU class. Allocatable is derived (see below).
+VM_SIZES: dict[str, tuple[int, int, int, str | None]] = {
+    "Standard_D4s_v5": (4, 16, 0, None),
+    "Standard_D8s_v5": (8, 32, 0, None),
+    "Standard_D16s_v5": (16, 64, 0, None),
+    "Standard_D32s_v5": (32, 128, 0, None),
+    "Standard_D4ds_v5": (4, 16, 0, None),
+    "Standard_D8ds_v5": (8, 32, 0, None),
+    "Standard_NC4as_T4_v3": (4, 28, 1, "t4-16gb"),
+    "Standard_NC8as_T4_v3": (8, 56, 1, "t4-16gb"),
+    "Standard_NC16as_T4_v3": (16, 110, 1, "t4-16gb"),
+    "Standard_NC64as_T4_v3": (64, 440, 4, "t4-16gb"),
+    "Standard_NV36ads_A10_v5": (36, 440, 1, "a10-24gb"),
+    "Standard_NC24ads_A100_v4": (24, 220, 1, "a100-80gb"),
+    "Standard_NC48ads_A100_v4": (48, 440, 2, "a100-80gb"),
+    "Standard_NC96ads_A100_v4": (96, 880, 4, "a100-80gb"),
+    "Standard_ND96asr_v4": (96, 900, 8, "a100-40gb"),
+    "Standard_ND96amsr_A100_v4": (96, 1900, 8, "a100-80gb"),
+    "Standard_NC40ads_H100_v5": (40, 320, 1, "h100-94gb"),
+    "Standard_NC80adis_H100_v5": (80, 640, 2, "h100-94gb"),
+    "Standard_ND96isr_H100_v5": (96, 1900, 8, "h100-80gb"),
+    "Standard_ND96isr_H200_v5": (96, 1850, 8, "h200-141gb"),
+}
+
+
+def derived_allocatable(vm_size: str) -> WorkerSize | None:
+    """What one node of a known size leaves for pods: AKS reserves CPU and ~10% of memory."""
+    spec = VM_SIZES.get(vm_size)
+    if spec is None:
+        return None
+    vcpu, mem_gib, _, _ = spec
+    cpu = vcpu - max(1, vcpu // 12)
+    mem = int(mem_gib * 0.9)
+    return WorkerSize(cpu=cpu, memory=f"{mem}Gi")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, defer_build=True)
+
+
+def _dns(v: str) -> str:
+    if not DNS_LABEL.match(v) or len(v) > 63:
+        raise ValueError("must be a DNS label: lowercase alphanumerics and '-', at most 63")
+    return v
+
+
+# --- cluster -------------------------------------------------------------------------------------
+class SystemPool(_Model):
+    vmSize: str = "Standard_D4s_v5"
+    minCount: int = Field(2, ge=1, le=100)
+    maxCount: int = Field(3, ge=1, le=100)
+
+
+class AksClusterSpec(_Model):
+    provider: Literal["aks"]
+    name: str
+    location: str
+    resourceGroup: str | None = Field(None, description="Default: <name>-rg")
+    kubernetesVersion: str = Field(pattern=r"^1\.\d+(\.\d+)?$")
+    systemPool: SystemPool = Field(default_factory=SystemPool)
+    tags: dict[str, str] = Field(default_factory=dict)
+
+    _v = field_validator("name")(_dns)
+
+
+class ExistingClusterSpec(_Model):
+    provider: Literal["existing"]
+    name: str
+    kubeconfigSecret: str | None = Field(
+        None,
+        description="Name of a secret stack config key holding the kubeconfig (pulumi config set --secret)",
+    )
+    context: str | None = Field(None, description="A context of the default kubeconfig")
+
+    _v = field_validator("name")(_dns)
+
+    @model_validator(mode="after")
+    def _one(self) -> ExistingClusterSpec:
+        if (self.kubeconfigSecret is None) == (self.context is None):
+            raise ValueError("set exactly one of kubeconfigSecret or context")
+        return self
+
+
+ClusterSpec = Annotated[AksClusterSpec | ExistingClusterSpec, Field(discriminator="provider")]
+
+
+# --- pools -----------------------------------------------------------------------------------------
+class Taint(_Model):
+    key: str
+    value: str = ""
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = "NoSchedule"
+
+    def render(self) -> str:
+        return (
+            f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
+        )
+
+
+class PoolBase(_Model):
+    name: str = Field(description="AKS agent pool name: a-z0-9, starts with a letter, at most 12")
+    vmSize: str
+    minCount: int = Field(0, ge=0, le=1000)
+    maxCount: int = Field(ge=1, le=1000)
+    spot: bool = False
+    zones: list[str] = Field(default_factory=list)
+    labels: dict[str, str] = Field(default_factory=dict)
+    taints: list[Taint] = Field(default_factory=list)
+    allocatable: WorkerSize | None = Field(None, description="Per node; derived for known VM sizes")
+    osDiskSizeGB: int = Field(128, ge=30, le=4096)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not AKS_POOL_NAME.match(v):
+            raise ValueError(
+                "must be 1-12 lowercase letters/digits starting with a letter (AKS pool name)"
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _counts(self) -> PoolBase:
+        if self.minCount > self.maxCount:
+            raise ValueError(f"minCount={self.minCount} is above maxCount={self.maxCount}")
+        return self
+
+    def node_allocatable(self) -> WorkerSize | None:
+        return self.allocatable or derived_allocatable(self.vmSize)
+
+
+class GpuPool(PoolBase):
+    gpuClass: str | None = Field(
+        None, description="tau.azure.com/gpu-class label; derived for known sizes"
+    )
+    gpusPerNode: int | None = Field(None, ge=1, le=16, description="Derived for known VM sizes")
+    migProfile: str | None = Field(
+        None, description="AKS MIG instance profile: MIG1g|MIG2g|MIG3g|MIG4g|MIG7g"
+    )
+    gpuDriver: Literal["install", "none"] | None = Field(
+        None,
+        description="AKS driver install; default: none when the GPU Operator installs the driver",
+    )
+
+    @field_validator("migProfile")
+    @classmethod
+    def _mig(cls, v: str | None) -> str | None:
+        if v is not None and v not in ("MIG1g", "MIG2g", "MIG3g", "MIG4g", "MIG7g"):
+            raise ValueError("must be one of MIG1g, MIG2g, MIG3g, MIG4g, MIG7g")
+        return v
+
+    def gpu_class(self) -> str | None:
+        return self.gpuClass or (VM_SIZES.get(self.vmSize, (0, 0, 0, None))[3])
+
+    def gpus(self) -> int | None:
+        return self.gpusPerNode or (VM_SIZES[self.vmSize][2] if self.vmSize in VM_SIZES else None)
+
+
+class CpuPool(PoolBase):
+    pass
+
+
+# --- components ------------------------------------------------------------------------------------
+class ComponentBase(_Model):
+    enabled: bool = True
+    version: str | None = Field(None, description="Chart version; default: the pinned one")
+
+
+class GpuOperatorSpec(ComponentBase):
+    installDriver: bool = Field(
+        True, description="The operator installs the driver (AKS pools skip it)"
+    )
+    migStrategy: Literal["single", "mixed"] = "single"
+
+
+class DcgmExporterSpec(ComponentBase):
+    source: Literal["operator", "standalone"] = Field(
+        "operator", description="The GPU Operator's exporter, or the standalone chart (never both)"
+    )
+
+
+class NodeProblemDetectorSpec(ComponentBase):
+    enabled: bool = False
+    fatalXids: list[int] = Field(default_factory=lambda: [48, 63, 64, 74, 79, 92, 94, 95, 119, 120])
+
+
+class KueueSpec(ComponentBase):
+    waitForPodsReadyTimeout: str = Field("30m", pattern=r"^\d+[smh]$")
+
+
+class Components(_Model):
+    gpuOperator: GpuOperatorSpec = Field(default_factory=GpuOperatorSpec)
+    dcgmExporter: DcgmExporterSpec = Field(default_factory=DcgmExporterSpec)
+    nodeProblemDetector: NodeProblemDetectorSpec = Field(default_factory=NodeProblemDetectorSpec)
+    kueue: KueueSpec = Field(default_factory=KueueSpec)
+    kuberay: ComponentBase = Field(default_factory=ComponentBase)
+
+    def version(self, name: str) -> str:
+        spec: ComponentBase = getattr(self, name)
+        return spec.version if spec.version is not None else CHARTS[name].version
+
+
+# --- queues ----------------------------------------------------------------------------------------
+Quantity = int | str
+
+
+class FlavorQuota(_Model):
+    pool: str = Field(description="A pool name: the ResourceFlavor")
+    nominalQuota: dict[str, Quantity] = Field(
+        description="resource -> quantity (cpu, memory, nvidia.com/gpu)"
+    )
+    borrowingLimit: dict[str, Quantity] | None = None
+    lendingLimit: dict[str, Quantity] | None = None
+
+
+class Preemption(_Model):
+    withinClusterQueue: Literal["Never", "LowerPriority", "LowerOrNewerEqualPriority"] = (
+        "LowerPriority"
+    )
+    reclaimWithinCohort: Literal["Never", "LowerPriority", "Any"] = "Any"
+    borrowWithinCohort: Literal["Never", "LowerPriority"] = "Never"
+
+
+class ClusterQueueSpec(_Model):
+    name: str
+    flavors: list[FlavorQuota] = Field(min_length=1)
+    cohort: str | None = Field(None, description="Default: queues.cohort")
+    preemption: Preemption = Field(default_factory=Preemption)
+    queueingStrategy: Literal["BestEffortFIFO", "StrictFIFO"] = "BestEffortFIFO"
+
+    _v = field_validator("name")(_dns)
+
+
+class Queues(_Model):
+    cohort: str = "taugrid"
+    clusterQueues: list[ClusterQueueSpec] = Field(default_factory=list)
+
+    _v = field_validator("cohort")(_dns)
+
+
+class PriorityClass(_Model):
+    name: str
+    value: int = Field(ge=-2147483648, le=1000000000)
+    description: str = ""
+
+    _v = field_validator("name")(_dns)
+
+
+def _default_priorities() -> list[PriorityClass]:
+    return [
+        PriorityClass(name="low", value=100, description="opportunistic; preempted first"),
+        PriorityClass(name="normal", value=1000, description="default"),
+        PriorityClass(name="high", value=10000, description="deadlines and interactive work"),
+    ]
+
+
+# --- workspaces ------------------------------------------------------------------------------------
+class Member(_Model):
+    kind: Literal["User", "Group", "ServiceAccount"]
+    name: str = Field(min_length=1)
+    namespace: str | None = None
+
+
+class WorkspaceStorage(_Model):
+    size: str = "1Ti"
+    storageClass: str | None = Field(
+        "azurefile-csi-premium", description="null: the cluster default"
+    )
+    accessMode: Literal["ReadWriteMany", "ReadWriteOnce"] = "ReadWriteMany"
+
+    @field_validator("size")
+    @classmethod
+    def _size(cls, v: str) -> str:
+        try:
+            parse_memory(v)
+        except QuantityError as e:
+            raise ValueError(
+                str(e).replace(
+                    "memory quantity like 512Mi or 64Gi", "storage size like 500Gi or 1Ti"
+                )
+            ) from None
+        return v
+
+
+class WorkspaceSpec(_Model):
+    name: str
+    namespace: str | None = Field(None, description="Default: the workspace name")
+    members: list[Member] = Field(default_factory=list)
+    queues: list[str] = Field(min_length=1, description="ClusterQueues this workspace submits to")
+    storage: WorkspaceStorage = Field(default_factory=WorkspaceStorage)
+
+    _v = field_validator("name")(_dns)
+
+    @property
+    def ns(self) -> str:
+        return self.namespace or self.name
+
+
+# --- the whole declaration ---------------------------------------------------------------------------
+class PlatformConfig(_Model):
+    cluster: ClusterSpec
+    gpuPools: list[GpuPool] = Field(default_factory=list)
+    cpuPools: list[CpuPool] = Field(default_factory=list)
+    components: Components = Field(default_factory=Components)
+    queues: Queues = Field(default_factory=Queues)
+    priorityClasses: list[PriorityClass] = Field(default_factory=_default_priorities)
+    defaultPriority: str | None = "normal"
+    workspaces: list[WorkspaceSpec] = Field(default_factory=list)
+    profiles: list[WorkloadProfile] | None = Field(
+        None, description="Explicit profiles; default: derived"
+    )
+    promotesTo: str | None = Field(
+        None, description="The stack this one's tested versions go to next"
+    )
+
+    def pool(self, name: str) -> GpuPool | CpuPool | None:
+        return next((p for p in [*self.gpuPools, *self.cpuPools] if p.name == name), None)
+
+    def cluster_queue(self, name: str) -> ClusterQueueSpec | None:
+        return next((q for q in self.queues.clusterQueues if q.name == name), None)
+
+
+def _q(v: Quantity, resource: str) -> Decimal:
+    if resource == "memory" or resource.endswith("storage"):
+        return Decimal(parse_memory(v))
+    if resource == "cpu":
+        return parse_cpu(v)
+    return Decimal(str(v))
+
+
+def invariants(cfg: PlatformConfig) -> list[Issue]:
+    """Cross-component rules, checked before any resource is declared. Empty: consistent."""
+    out: list[Issue] = []
+    pools = {p.name: p for p in [*cfg.gpuPools, *cfg.cpuPools]}
+    seen_names: set[str] = set()
+    for kind, plist in (("gpuPools", cfg.gpuPools), ("cpuPools", cfg.cpuPools)):
+        for i, p in enumerate(plist):
+            if p.name in seen_names:
+                out.append(Issue(f"{kind}[{i}].name", p.name, "is used by another pool", None))
+            seen_names.add(p.name)
+            if p.node_allocatable() is None:
+                out.append(
+                    Issue(
+                        f"{kind}[{i}].allocatable",
+                        None,
+                        f"is required: {p.vmSize} is not in the VM size catalog",
+                        "allocatable: {cpu: 22, memory: 200Gi}",
+                    )
+                )
+    op = cfg.components.gpuOperator
+    for i, gp in enumerate(cfg.gpuPools):
+        if gp.gpus() is None:
+            out.append(
+                Issue(
+                    f"gpuPools[{i}].gpusPerNode",
+                    None,
+                    f"is required: {gp.vmSize} is not in the VM size catalog",
+                    "gpusPerNode: 1",
+                )
+            )
+        if gp.gpu_class() is None:
+            out.append(
+                Issue(
+                    f"gpuPools[{i}].gpuClass",
+                    None,
+                    f"is required: {gp.vmSize} is not in the VM size catalog",
+                    "gpuClass: a100-80gb",
+                )
+            )
+        catalog = VM_SIZES.get(gp.vmSize)
+        if catalog and gp.gpusPerNode is not None and gp.gpusPerNode != catalog[2]:
+            out.append(
+                Issue(
+                    f"gpuPools[{i}].gpusPerNode",
+                    gp.gpusPerNode,
+                    f"contradicts {gp.vmSize}, which has {catalog[2]} GPU(s)",
+                    None,
+                )
+            )
+        if op.enabled and op.installDriver and gp.gpuDriver == "install":
+            out.append(
+                Issue(
+                    f"gpuPools[{i}].gpuDriver",
+                    "install",
+                    "the GPU Operator installs the driver (components.gpuOperator.installDriver); the pool must skip the AKS driver",
+                    "gpuDriver: none   # or components.gpuOperator.installDriver: false",
+                )
+            )
+        if (not op.enabled or not op.installDriver) and gp.gpuDriver == "none":
+            out.append(
+                Issue(
+                    f"gpuPools[{i}].gpuDriver",
+                    "none",
+                    "nothing would install the NVIDIA driver: AKS skips it and the GPU Operator does not install it",
+                    "gpuDriver: install",
+                )
+            )
+        if gp.migProfile and not op.enabled:
+            out.append(
+                Issue(
+                    f"gpuPools[{i}].migProfile",
+                    gp.migProfile,
+                    "MIG needs the GPU Operator (mig-manager)",
+                    None,
+                )
+            )
+    # GPU class labels mean one shape.
+    shapes: dict[str, tuple[int | None, str, int]] = {}
+    for i, gp in enumerate(cfg.gpuPools):
+        cls = gp.gpu_class()
+        if cls is None:
+            continue
+        shape = (gp.gpus(), gp.vmSize)
+        if cls in shapes and shapes[cls][:2] != shape:
+            first = cfg.gpuPools[shapes[cls][2]]
+            out.append(
+                Issue(
+                    f"gpuPools[{i}].gpuClass",
+                    cls,
+                    f"is also the class of pool {first.name} ({first.vmSize}, {first.gpus()} GPU/node) with a different shape "
+                    f"({gp.vmSize}, {gp.gpus()} GPU/node); give each shape its own class",
+                    f"gpuClass: {cls}-{gp.gpus()}x",
+                )
+            )
+        shapes.setdefault(cls, (*shape, i))
+    # Components: versions, DCGM source.
+    for name in ("gpuOperator", "dcgmExporter", "nodeProblemDetector", "kueue", "kuberay"):
+        spec: ComponentBase = getattr(cfg.components, name)
+        if spec.enabled and not cfg.components.version(name).strip():
+            out.append(
+                Issue(
+                    f"components.{name}.version",
+                    spec.version,
+                    "is empty; an enabled component needs a version",
+                    f"version: {CHARTS[name].version}",
+                )
+            )
+    dcgm = cfg.components.dcgmExporter
+    if dcgm.enabled and dcgm.source == "operator" and not op.enabled:
+        out.append(
+            Issue(
+                "components.dcgmExporter.source",
+                "operator",
+                "the GPU Operator is disabled; use source: standalone",
+                "source: standalone",
+            )
+        )
+    if cfg.workspaces and not cfg.components.kueue.enabled:
+        out.append(
+            Issue(
+                "components.kueue.enabled",
+                False,
+                "workspaces submit through Kueue LocalQueues; Kueue must be enabled",
+                None,
+            )
+        )
+    # Queues: flavors exist, quotas fit pool capacity.
+    used: dict[tuple[str, str], Decimal] = {}
+    qnames: set[str] = set()
+    for qi, cq in enumerate(cfg.queues.clusterQueues):
+        if cq.name == "default":
+            out.append(Issue(f"queues.clusterQueues[{qi}].name", cq.name,
+                             "a LocalQueue named default captures every job of a namespace; pick another name", "name: gpu"))  # fmt: skip
+        if cq.name in qnames:
+            out.append(
+                Issue(
+                    f"queues.clusterQueues[{qi}].name",
+                    cq.name,
+                    "is used by another ClusterQueue",
+                    None,
+                )
+            )
+        qnames.add(cq.name)
+        resources: set[frozenset[str]] = set()
+        for fi, fq in enumerate(cq.flavors):
+            path = f"queues.clusterQueues[{qi}].flavors[{fi}]"
+            pool = pools.get(fq.pool)
+            if pool is None:
+                out.append(
+                    Issue(
+                        f"{path}.pool",
+                        fq.pool,
+                        f"is not a pool; known: {', '.join(pools) or '(none)'}",
+                        None,
+                    )
+                )
+                continue
+            resources.add(frozenset(fq.nominalQuota))
+            for res, amount in fq.nominalQuota.items():
+                try:
+                    used[(fq.pool, res)] = used.get((fq.pool, res), Decimal(0)) + _q(amount, res)
+                except (QuantityError, ArithmeticError, ValueError) as e:
+                    out.append(Issue(f"{path}.nominalQuota.{res}", amount, str(e), None))
+            if fq.borrowingLimit and not (cq.cohort or cfg.queues.cohort):
+                out.append(
+                    Issue(f"{path}.borrowingLimit", fq.borrowingLimit, "needs a cohort", None)
+                )
+        if len(resources) > 1:
+            out.append(
+                Issue(
+                    f"queues.clusterQueues[{qi}].flavors",
+                    None,
+                    "every flavor of a queue must cover the same resources",
+                    None,
+                )
+            )
+    for (pool_name, res), total in used.items():
+        pool = pools[pool_name]
+        alloc = pool.node_allocatable()
+        cap: Decimal | None = None
+        if res == C.GPU_RESOURCE:
+            gpus = pool.gpus() if isinstance(pool, GpuPool) else 0
+            cap = Decimal((gpus or 0) * pool.maxCount)
+        elif res == "cpu" and alloc:
+            cap = parse_cpu(alloc.cpu) * pool.maxCount
+        elif res == "memory" and alloc:
+            cap = Decimal(parse_memory(alloc.memory) * pool.maxCount)
+        if cap is not None and total > cap:
+            shown = (
+                format_memory(int(total))
+                if res == "memory"
+                else (format_cpu(total) if res == "cpu" else str(total))
+            )
+            cap_s = (
+                format_memory(int(cap))
+                if res == "memory"
+                else (format_cpu(cap) if res == "cpu" else str(cap))
+            )
+            out.append(
+                Issue(
+                    "queues.clusterQueues",
+                    f"{pool_name}/{res}",
+                    f"nominal quota {shown} of {res} on pool {pool_name} exceeds its maximum capacity {cap_s} "
+                    f"({pool.maxCount} nodes)",
+                    None,
+                )
+            )
+    # Workspaces.
+    wnames: set[str] = set()
+    for wi, ws in enumerate(cfg.workspaces):
+        if ws.name in wnames:
+            out.append(
+                Issue(f"workspaces[{wi}].name", ws.name, "is used by another workspace", None)
+            )
+        wnames.add(ws.name)
+        for qi, qn in enumerate(ws.queues):
+            if qn not in qnames:
+                out.append(
+                    Issue(
+                        f"workspaces[{wi}].queues[{qi}]",
+                        qn,
+                        f"is not a ClusterQueue; known: {', '.join(sorted(qnames)) or '(none)'}",
+                        None,
+                    )
+                )
+    prio = {p.name for p in cfg.priorityClasses}
+    if cfg.defaultPriority and cfg.defaultPriority not in prio:
+        out.append(
+            Issue(
+                "defaultPriority",
+                cfg.defaultPriority,
+                f"is not a priority class; known: {', '.join(sorted(prio))}",
+                None,
+            )
+        )
+    return out
+
+
+# --- derived: pools -> node labels/taints -> profiles ---------------------------------------------------
+SPOT_TAINT = Taint(key="kubernetes.azure.com/scalesetpriority", value="spot", effect="NoSchedule")
+GPU_TAINT = Taint(key=C.GPU_TAINT_KEY, value=C.GPU_TAINT_VALUE, effect="NoSchedule")
+
+
+def pool_labels(pool: GpuPool | CpuPool) -> dict[str, str]:
+    labels = {C.LABEL_POOL: pool.name, **pool.labels}
+    if isinstance(pool, GpuPool):
+        cls = pool.gpu_class()
+        if cls:
+            labels[C.LABEL_GPU_CLASS] = cls
+    return labels
+
+
+def pool_taints(pool: GpuPool | CpuPool) -> list[Taint]:
+    """Taints TauGrid sets on the pool (AKS adds the spot taint itself on spot pools)."""
+    taints = [GPU_TAINT] if isinstance(pool, GpuPool) else []
+    return [*taints, *pool.taints]
+
+
+def pool_tolerations(pool: GpuPool | CpuPool) -> list[Toleration]:
+    tols = [
+        Toleration(key=t.key, operator="Equal", value=t.value or None, effect=t.effect)
+        for t in pool_taints(pool)
+    ]
+    if isinstance(pool, GpuPool):
+        tols.append(Toleration(key=C.GPU_RESOURCE, operator="Exists", effect="NoSchedule"))
+    if pool.spot:
+        tols.append(
+            Toleration(
+                key=SPOT_TAINT.key, operator="Equal", value=SPOT_TAINT.value, effect="NoSchedule"
+            )
+        )
+    return tols
+
+
+def gpu_driver(cfg: PlatformConfig, pool: GpuPool) -> Literal["install", "none"]:
+    if pool.gpuDriver is not None:
+        return pool.gpuDriver
+    op = cfg.components.gpuOperator
+    return "none" if op.enabled and op.installDriver else "install"
+
+
+def workspace_names_for_queue(cfg: PlatformConfig, queue: str) -> list[str]:
+    return [w.name for w in cfg.workspaces if queue in w.queues]
+
+
+def derive_profiles(cfg: PlatformConfig) -> list[WorkloadProfile]:
+    """One profile per (ClusterQueue, pool) it has quota on; named after the pool (or pool-queue)."""
+    if cfg.profiles is not None:
+        return list(cfg.profiles)
+
+    def serving(cq: ClusterQueueSpec) -> list[str]:
+        """Pools that get a profile in this queue (a CPU flavor in a GPU queue only hosts heads)."""
+        gpu_queue = any(C.GPU_RESOURCE in fq.nominalQuota for fq in cq.flavors)
+        return [
+            fq.pool for fq in cq.flavors if not gpu_queue or isinstance(cfg.pool(fq.pool), GpuPool)
+        ]
+
+    pool_queue_count: dict[str, int] = {}
+    for cq in cfg.queues.clusterQueues:
+        for name in serving(cq):
+            pool_queue_count[name] = pool_queue_count.get(name, 0) + 1
+    prios = [p.name for p in cfg.priorityClasses]
+    out: list[WorkloadProfile] = []
+    for cq in cfg.queues.clusterQueues:
+        for pool_name in serving(cq):
+            pool = cfg.pool(pool_name)
+            if pool is None:
+                continue
+            alloc = pool.node_allocatable()
+            assert alloc is not None  # guaranteed by invariants()
+            gpus = (pool.gpus() or 0) if isinstance(pool, GpuPool) else 0
+            name = pool.name if pool_queue_count[pool.name] == 1 else f"{pool.name}-{cq.name}"
+            desc = (
+                f"{pool.vmSize}"
+                + (f", {gpus}x {pool.gpu_class()}" if gpus else "")
+                + (", spot" if pool.spot else "")
+            )
+            out.append(
+                WorkloadProfile(
+                    name=name,
+                    description=desc,
+                    gpuClass=pool.gpu_class() if isinstance(pool, GpuPool) else None,
+                    gpusPerWorker=gpus,
+                    gpuResource=C.GPU_RESOURCE,
+                    allocatable=alloc,
+                    maxWorkers=pool.maxCount,
+                    nodeSelector={
+                        k: v
+                        for k, v in pool_labels(pool).items()
+                        if k in (C.LABEL_POOL, C.LABEL_GPU_CLASS)
+                    },
+                    tolerations=pool_tolerations(pool),
+                    flavor=pool.name,
+                    clusterQueue=cq.name,
+                    localQueue=cq.name,
+                    priorityClasses=prios,
+                    defaultPriority=cfg.defaultPriority,
+                    workspaces=workspace_names_for_queue(cfg, cq.name),
+                )
+            )
+    return out
+
+
+def workspace_refs(cfg: PlatformConfig) -> list[WorkspaceRef]:
+    return [
+        WorkspaceRef(name=w.name, namespace=w.ns, pvc=f"{w.name}-data", serviceAccount="tau-run")
+        for w in cfg.workspaces
+    ]
+
+
+def parse_platform(data: Any) -> PlatformConfig:
+    return PlatformConfig.model_validate(data)

@@ -1,0 +1,414 @@
+"""Pure functions: validated platform config -> the Kubernetes objects and Helm values.
+
+No Pulumi here: the Pulumi components wrap these, and tests, the CLI and the e2e suite call them
+directly. Every object is a plain dict as the API server would receive it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from taugrid.api import constants as C
+from taugrid.api.crds import render_crds
+from taugrid.api.platform import (
+    SPOT_TAINT,
+    SYSTEM_NAMESPACE,
+    ClusterQueueSpec,
+    CpuPool,
+    GpuPool,
+    PlatformConfig,
+    PriorityClass,
+    WorkspaceSpec,
+    derive_profiles,
+    pool_taints,
+)
+from taugrid.api.profiles import profile_set_hash
+
+KUEUE = "kueue.x-k8s.io/v1beta2"
+PART_OF = {"app.kubernetes.io/part-of": "taugrid", "app.kubernetes.io/managed-by": "pulumi"}
+WORKSPACE_SELECTOR = {"matchExpressions": [{"key": C.LABEL_WORKSPACE, "operator": "Exists"}]}
+RESEARCHER_ROLE = "tau-researcher"
+RESEARCHER_READ_CLUSTERROLE = "tau-researcher-read"
+RUN_SERVICE_ACCOUNT = "tau-run"
+
+
+def _meta(
+    name: str, namespace: str | None = None, labels: dict[str, str] | None = None
+) -> dict[str, Any]:
+    m: dict[str, Any] = {"name": name, "labels": {**PART_OF, **(labels or {})}}
+    if namespace:
+        m["namespace"] = namespace
+    return m
+
+
+def namespace(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(name, labels=labels)}
+
+
+# --- Kueue ----------------------------------------------------------------------------------------
+def resource_flavor(pool: GpuPool | CpuPool) -> dict[str, Any]:
+    """One flavor per pool. GPU pools carry their taints, so only pods that tolerate them
+    (the workers) are admitted to the GPU flavor; a Ray head lands on a CPU flavor."""
+    taints = [{"key": t.key, "value": t.value, "effect": t.effect} for t in pool_taints(pool)]
+    if pool.spot:
+        taints.append(
+            {"key": SPOT_TAINT.key, "value": SPOT_TAINT.value, "effect": SPOT_TAINT.effect}
+        )
+    spec: dict[str, Any] = {"nodeLabels": {C.LABEL_POOL: pool.name}}
+    if taints:
+        spec["nodeTaints"] = taints
+    return {
+        "apiVersion": KUEUE,
+        "kind": "ResourceFlavor",
+        "metadata": _meta(pool.name),
+        "spec": spec,
+    }
+
+
+def cohort(name: str) -> dict[str, Any]:
+    return {"apiVersion": KUEUE, "kind": "Cohort", "metadata": _meta(name), "spec": {}}
+
+
+def cluster_queue(cfg: PlatformConfig, cq: ClusterQueueSpec) -> dict[str, Any]:
+    covered: list[str] = []
+    for fq in cq.flavors:
+        for res in fq.nominalQuota:
+            if res not in covered:
+                covered.append(res)
+    flavors = []
+    for fq in cq.flavors:
+        resources = []
+        for res in covered:
+            r: dict[str, Any] = {"name": res, "nominalQuota": fq.nominalQuota.get(res, 0)}
+            if fq.borrowingLimit and res in fq.borrowingLimit:
+                r["borrowingLimit"] = fq.borrowingLimit[res]
+            if fq.lendingLimit and res in fq.lendingLimit:
+                r["lendingLimit"] = fq.lendingLimit[res]
+            resources.append(r)
+        flavors.append({"name": fq.pool, "resources": resources})
+    p = cq.preemption
+    return {
+        "apiVersion": KUEUE,
+        "kind": "ClusterQueue",
+        "metadata": _meta(cq.name),
+        "spec": {
+            "cohortName": cq.cohort or cfg.queues.cohort,
+            "namespaceSelector": WORKSPACE_SELECTOR,
+            "queueingStrategy": cq.queueingStrategy,
+            "preemption": {
+                "withinClusterQueue": p.withinClusterQueue,
+                "reclaimWithinCohort": p.reclaimWithinCohort,
+                "borrowWithinCohort": {"policy": p.borrowWithinCohort},
+            },
+            "resourceGroups": [{"coveredResources": covered, "flavors": flavors}],
+        },
+    }
+
+
+def workload_priority_class(p: PriorityClass) -> dict[str, Any]:
+    return {"apiVersion": KUEUE, "kind": "WorkloadPriorityClass", "metadata": _meta(p.name), "value": p.value,
+            "description": p.description}  # fmt: skip
+
+
+def local_queue(ws: WorkspaceSpec, queue: str) -> dict[str, Any]:
+    return {
+        "apiVersion": KUEUE,
+        "kind": "LocalQueue",
+        "metadata": _meta(queue, ws.ns),
+        "spec": {"clusterQueue": queue},
+    }
+
+
+def kueue_objects(cfg: PlatformConfig) -> list[dict[str, Any]]:
+    """Everything Kueue needs, in dependency order (flavors and cohorts before queues)."""
+    cohorts = sorted({cq.cohort or cfg.queues.cohort for cq in cfg.queues.clusterQueues})
+    return [
+        *(resource_flavor(p) for p in [*cfg.gpuPools, *cfg.cpuPools]),
+        *(cohort(c) for c in cohorts),
+        *(workload_priority_class(p) for p in cfg.priorityClasses),
+        *(cluster_queue(cfg, cq) for cq in cfg.queues.clusterQueues),
+    ]
+
+
+def kueue_values(cfg: PlatformConfig) -> dict[str, Any]:
+    manager = {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "health": {"healthProbeBindAddress": ":8081"},
+        "metrics": {"bindAddress": ":8443"},
+        "webhook": {"port": 9443},
+        "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
+        "manageJobsWithoutQueueName": False,
+        "managedJobsNamespaceSelector": WORKSPACE_SELECTOR,
+        "waitForPodsReady": {
+            "timeout": cfg.components.kueue.waitForPodsReadyTimeout,
+            "blockAdmission": False,
+        },
+        "integrations": {"frameworks": ["batch/job", "ray.io/rayjob", "ray.io/raycluster"]},
+    }
+    return {
+        "managerConfig": {"controllerManagerConfigYaml": json.dumps(manager, indent=2)},
+        "enablePrometheus": False,
+    }
+
+
+# --- GPU stack ------------------------------------------------------------------------------------
+def gpu_operator_values(cfg: PlatformConfig) -> dict[str, Any]:
+    op = cfg.components.gpuOperator
+    dcgm = cfg.components.dcgmExporter
+    return {
+        "driver": {"enabled": op.installDriver},
+        "toolkit": {"enabled": True},
+        "devicePlugin": {"enabled": True},
+        "dcgmExporter": {"enabled": dcgm.enabled and dcgm.source == "operator"},
+        "migManager": {"enabled": any(p.migProfile for p in cfg.gpuPools)},
+        "mig": {"strategy": op.migStrategy},
+        "daemonsets": {
+            "tolerations": [
+                {"key": C.GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"},
+                {
+                    "key": C.GPU_TAINT_KEY,
+                    "operator": "Equal",
+                    "value": C.GPU_TAINT_VALUE,
+                    "effect": "NoSchedule",
+                },
+                {
+                    "key": SPOT_TAINT.key,
+                    "operator": "Equal",
+                    "value": SPOT_TAINT.value,
+                    "effect": "NoSchedule",
+                },
+            ]
+        },
+        "node-feature-discovery": {
+            "worker": {"tolerations": [{"operator": "Exists", "effect": "NoSchedule"}]},
+        },
+    }
+
+
+def dcgm_exporter_values(cfg: PlatformConfig) -> dict[str, Any]:
+    return {
+        "tolerations": gpu_operator_values(cfg)["daemonsets"]["tolerations"],
+        "nodeSelector": {},
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": C.LABEL_GPU_CLASS, "operator": "Exists"}]}
+                    ]
+                }
+            }
+        },
+    }
+
+
+XID_MONITOR_FILE = "gpu-xid-monitor.json"
+XID_CONDITION = "GPUXidError"
+
+
+def xid_monitor(fatal_xids: list[int]) -> dict[str, Any]:
+    """An NPD kernel-log monitor: every XID makes an event; fatal XIDs set the GPUXidError condition."""
+    fatal = "|".join(str(x) for x in sorted(set(fatal_xids)))
+    return {
+        "plugin": "kmsg",
+        "logPath": "/dev/kmsg",
+        "lookback": "5m",
+        "bufferSize": 10,
+        "source": "gpu-xid-monitor",
+        "metricsReporting": True,
+        "conditions": [
+            {"type": XID_CONDITION, "reason": "NoGPUXidError", "message": "no fatal GPU XID seen"}
+        ],
+        "rules": [
+            {
+                "type": "temporary",
+                "reason": "GPUXid",
+                "pattern": r"NVRM: Xid \(PCI:[^)]*\): \d+,.*",
+            },
+            {
+                "type": "permanent",
+                "condition": XID_CONDITION,
+                "reason": "GPUXidFatal",
+                "pattern": rf"NVRM: Xid \(PCI:[^)]*\): ({fatal}),.*",
+            },
+        ],
+    }
+
+
+def npd_values(cfg: PlatformConfig) -> dict[str, Any]:
+    from taugrid.api.platform import NPD_IMAGE_TAG
+
+    npd = cfg.components.nodeProblemDetector
+    return {
+        "image": {"tag": NPD_IMAGE_TAG},
+        "settings": {
+            # Only our GPU monitor: AKS already runs NPD for the general conditions.
+            "log_monitors": [f"/custom-config/{XID_MONITOR_FILE}"],
+            "custom_monitor_definitions": {
+                XID_MONITOR_FILE: json.dumps(xid_monitor(npd.fatalXids), indent=2)
+            },
+        },
+        "nodeSelector": {},
+        "affinity": dcgm_exporter_values(cfg)["affinity"],
+        "tolerations": [{"operator": "Exists", "effect": "NoSchedule"}],
+    }
+
+
+def kuberay_values(cfg: PlatformConfig) -> dict[str, Any]:
+    return {
+        "batchScheduler": {"enabled": False},
+        "featureGates": [{"name": "RayJobDeletionPolicy", "enabled": True}],
+    }
+
+
+# --- TauGrid objects --------------------------------------------------------------------------------
+def tau_crds() -> list[dict[str, Any]]:
+    return render_crds()
+
+
+def tau_cluster(cfg: PlatformConfig, stack: str) -> dict[str, Any]:
+    profiles = derive_profiles(cfg)
+    versions = {name: cfg.components.version(name) for name in ("gpuOperator", "dcgmExporter", "nodeProblemDetector", "kueue", "kuberay")
+                if getattr(cfg.components, name).enabled}  # fmt: skip
+    return {
+        "apiVersion": C.API_VERSION,
+        "kind": "TauCluster",
+        "metadata": {
+            **_meta("cluster"),
+            "annotations": {C.ANN_PROFILE_SET_HASH: profile_set_hash(profiles)},
+        },
+        "spec": {
+            "stack": stack,
+            "workloadProfiles": [p.model_dump(mode="json", exclude_none=True) for p in profiles],
+            "components": versions,
+        },
+    }
+
+
+def profile_snapshot(cfg: PlatformConfig, stack: str) -> dict[str, Any]:
+    """What `tau run render --profiles` reads: the same data the TauCluster publishes."""
+    from taugrid.api.platform import workspace_refs
+
+    profiles = derive_profiles(cfg)
+    return {
+        "apiVersion": C.API_VERSION,
+        "kind": "TauWorkloadProfileSnapshot",
+        "cluster": stack,
+        "profileSetHash": profile_set_hash(profiles),
+        "workspaces": [w.model_dump(mode="json", exclude_none=True) for w in workspace_refs(cfg)],
+        "profiles": [p.model_dump(mode="json", exclude_none=True) for p in profiles],
+    }
+
+
+def researcher_read_clusterrole() -> dict[str, Any]:
+    """Cluster-wide reads a researcher needs: profiles, queue state, node health for status."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": _meta(RESEARCHER_READ_CLUSTERROLE),
+        "rules": [
+            {"apiGroups": [C.GROUP], "resources": ["clusters"], "verbs": ["get", "list", "watch"]},
+            {
+                "apiGroups": ["kueue.x-k8s.io"],
+                "resources": ["clusterqueues", "resourceflavors", "workloadpriorityclasses"],
+                "verbs": ["get", "list", "watch"],
+            },
+            {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+        ],
+    }
+
+
+RESEARCHER_RULES: list[dict[str, Any]] = [
+    {"apiGroups": ["ray.io"], "resources": ["rayjobs"], "verbs": ["create", "get", "list", "watch", "patch", "update", "delete"]},
+    {"apiGroups": ["ray.io"], "resources": ["rayclusters"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "get", "list", "watch", "patch", "update", "delete"]},
+    {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create", "get", "list", "watch", "patch", "update", "delete"]},
+    {"apiGroups": [""], "resources": ["pods", "pods/log", "events", "persistentvolumeclaims"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads", "localqueues"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [C.GROUP], "resources": ["runs", "quotarequests"], "verbs": ["create", "get", "list", "watch", "patch", "update", "delete"]},
+    {"apiGroups": [C.GROUP], "resources": ["runs/status"], "verbs": ["get", "patch", "update"]},
+]  # fmt: skip
+
+
+def _subjects(ws: WorkspaceSpec) -> list[dict[str, Any]]:
+    subjects = []
+    for m in ws.members:
+        s: dict[str, Any] = {"kind": m.kind, "name": m.name}
+        if m.kind == "ServiceAccount":
+            s["namespace"] = m.namespace or ws.ns
+        else:
+            s["apiGroup"] = "rbac.authorization.k8s.io"
+        subjects.append(s)
+    return subjects
+
+
+def workspace_objects(cfg: PlatformConfig, ws: WorkspaceSpec) -> list[dict[str, Any]]:
+    """Namespace, LocalQueues, ServiceAccount, researcher RBAC, the /data PVC, and the TauWorkspace."""
+    ns = ws.ns
+    labels = {C.LABEL_WORKSPACE: ws.name}
+    subjects = _subjects(ws)
+    pvc_spec: dict[str, Any] = {
+        "accessModes": [ws.storage.accessMode],
+        "resources": {"requests": {"storage": ws.storage.size}},
+    }
+    if ws.storage.storageClass:
+        pvc_spec["storageClassName"] = ws.storage.storageClass
+    objs: list[dict[str, Any]] = [
+        namespace(ns, labels),
+        *(local_queue(ws, q) for q in ws.queues),
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": _meta(RUN_SERVICE_ACCOUNT, ns, labels),
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": _meta(RESEARCHER_ROLE, ns, labels),
+            "rules": RESEARCHER_RULES,
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": _meta(f"{ws.name}-data", ns, labels),
+            "spec": pvc_spec,
+        },
+        {
+            "apiVersion": C.API_VERSION,
+            "kind": "TauWorkspace",
+            "metadata": _meta(ws.name, SYSTEM_NAMESPACE, labels),
+            "spec": {
+                "namespace": ns,
+                "members": [m.model_dump(mode="json", exclude_none=True) for m in ws.members],
+                "localQueues": list(ws.queues),
+                "profiles": [p.name for p in derive_profiles(cfg) if p.applies_to(ws.name)],
+                "storage": {
+                    "pvc": f"{ws.name}-data",
+                    "size": ws.storage.size,
+                    **(
+                        {"storageClass": ws.storage.storageClass} if ws.storage.storageClass else {}
+                    ),
+                },
+                "serviceAccount": RUN_SERVICE_ACCOUNT,
+            },
+        },
+    ]
+    if subjects:
+        objs += [
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": _meta(RESEARCHER_ROLE, ns, labels),
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": RESEARCHER_ROLE}, "subjects": subjects},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+             "metadata": _meta(f"tau-workspace-{ws.name}", SYSTEM_NAMESPACE, labels),
+             "rules": [{"apiGroups": [C.GROUP], "resources": ["workspaces"], "resourceNames": [ws.name], "verbs": ["get", "watch"]}]},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+             "metadata": _meta(f"tau-workspace-{ws.name}", SYSTEM_NAMESPACE, labels),
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": f"tau-workspace-{ws.name}"},
+             "subjects": subjects},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+             "metadata": _meta(f"{RESEARCHER_READ_CLUSTERROLE}-{ws.name}", labels=labels),
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": RESEARCHER_READ_CLUSTERROLE},
+             "subjects": subjects},
+        ]  # fmt: skip
+    return objs

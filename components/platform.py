@@ -1,0 +1,118 @@
+"""Platform: every component of one cluster stack, in dependency order, with explicit providers."""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_azure_native as azure
+import pulumi_kubernetes as k8s
+
+from taugrid.api.platform import (
+    SYSTEM_NAMESPACE,
+    AksClusterSpec,
+    ExistingClusterSpec,
+    PlatformConfig,
+    gpu_driver,
+)
+from taugrid.components.aks_cluster import AksCluster
+from taugrid.components.dcgm_exporter import DcgmExporter
+from taugrid.components.gpu_node_pool import CpuNodePool, GpuNodePool
+from taugrid.components.gpu_operator import GpuOperator
+from taugrid.components.kube import create_objects
+from taugrid.components.kuberay_operator import KubeRayOperator
+from taugrid.components.kueue import Kueue
+from taugrid.components.manifests import namespace
+from taugrid.components.node_problem_detector import NodeProblemDetector
+from taugrid.components.tau_cluster_profile import TauClusterProfile
+from taugrid.components.taugrid_crds import TauGridCrds
+from taugrid.components.workspace import Workspace
+
+
+class Platform(pulumi.ComponentResource):
+    kubeconfig: pulumi.Output[str] | None
+
+    def __init__(self, name: str, cfg: PlatformConfig, stack: str, kubeconfig_secret: pulumi.Input[str] | None = None,
+                 opts: pulumi.ResourceOptions | None = None) -> None:  # fmt: skip
+        super().__init__("taugrid:platform:Platform", name, None, opts)
+        me = pulumi.ResourceOptions(parent=self)
+        pools: list[pulumi.Resource] = []
+        self.kubeconfig = None
+        if isinstance(cfg.cluster, AksClusterSpec):
+            azure_provider = azure.Provider("azure", location=cfg.cluster.location, opts=me)
+            self.aks = AksCluster("cluster", cfg.cluster, azure_provider, opts=me)
+            self.kubeconfig = self.aks.kubeconfig
+            for gp in cfg.gpuPools:
+                pools.append(GpuNodePool(gp.name, gp, gpu_driver(cfg, gp), self.aks.cluster, self.aks.resource_group.name,
+                                         azure_provider, opts=me))  # fmt: skip
+            for cp in cfg.cpuPools:
+                pools.append(
+                    CpuNodePool(
+                        cp.name,
+                        cp,
+                        self.aks.cluster,
+                        self.aks.resource_group.name,
+                        azure_provider,
+                        opts=me,
+                    )
+                )
+            provider = k8s.Provider(
+                "k8s", kubeconfig=self.kubeconfig, enable_server_side_apply=True, opts=me
+            )
+        else:
+            assert isinstance(cfg.cluster, ExistingClusterSpec)
+            if cfg.cluster.kubeconfigSecret:
+                provider = k8s.Provider(
+                    "k8s", kubeconfig=kubeconfig_secret, enable_server_side_apply=True, opts=me
+                )
+                self.kubeconfig = (
+                    pulumi.Output.secret(kubeconfig_secret)
+                    if kubeconfig_secret is not None
+                    else None
+                )
+            else:
+                provider = k8s.Provider(
+                    "k8s", context=cfg.cluster.context, enable_server_side_apply=True, opts=me
+                )
+        self.provider = provider
+
+        (self.system_ns,) = create_objects([namespace(SYSTEM_NAMESPACE)], self, provider)
+        self.crds = TauGridCrds("taugrid-crds", provider, opts=me)
+        c = cfg.components
+        gpu_stack: list[pulumi.Resource] = []
+        if c.gpuOperator.enabled and cfg.gpuPools:
+            self.gpu_operator = GpuOperator(
+                "gpu-operator", cfg, provider, depends_on=pools, opts=me
+            )
+            gpu_stack.append(self.gpu_operator)
+        if c.dcgmExporter.enabled and cfg.gpuPools:
+            self.dcgm = DcgmExporter(
+                "dcgm-exporter", cfg, provider, depends_on=[*pools, *gpu_stack], opts=me
+            )
+        if c.nodeProblemDetector.enabled:
+            self.npd = NodeProblemDetector(
+                "node-problem-detector", cfg, provider, depends_on=pools, opts=me
+            )
+        if c.kuberay.enabled:
+            self.kuberay = KubeRayOperator(
+                "kuberay-operator", cfg, provider, depends_on=pools, opts=me
+            )
+        queue_deps: list[pulumi.Resource] = []
+        if c.kueue.enabled:
+            self.kueue = Kueue("kueue", cfg, provider, depends_on=pools, opts=me)
+            queue_deps.append(self.kueue)
+        self.profile = TauClusterProfile(
+            "tau-cluster", cfg, stack, provider, depends_on=[self.crds, *queue_deps], opts=me
+        )
+        self.workspaces = [
+            Workspace(
+                ws.name,
+                cfg,
+                ws,
+                provider,
+                depends_on=[self.crds, self.system_ns, *queue_deps],
+                opts=me,
+            )
+            for ws in cfg.workspaces
+        ]
+        self.register_outputs(
+            {"profiles": self.profile.profiles, "workspaces": [w.ns for w in cfg.workspaces]}
+        )

@@ -1,0 +1,210 @@
+"""Offline inventory: evaluate the program under Pulumi's mock engine, no credentials, no CLI.
+
+`tau platform plan --stack NAME` and `tau platform diff A B` use this, and so do the tests.
+Cloud-assigned values (ids, kubeconfig contents, IPs) are unknown offline and shown as such.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+STACKS_DIR = Path(__file__).resolve().parent.parent / "stacks"
+FAKE_KUBECONFIG = (
+    "apiVersion: v1\nkind: Config\n# offline plan: the real kubeconfig is assigned by Azure\n"
+)
+
+
+@dataclass
+class Resource:
+    type: str
+    name: str
+    inputs: dict[str, Any]
+    provider: str = ""
+
+    def key(self) -> str:
+        return f"{self.type}::{self.name}"
+
+
+@dataclass
+class Inventory:
+    stack: str
+    resources: list[Resource] = field(default_factory=list)
+    exports: dict[str, Any] = field(default_factory=dict)
+
+    def by_key(self) -> dict[str, Resource]:
+        return {r.key(): r for r in self.resources}
+
+
+def _mocks(inv: Inventory) -> Any:
+    import pulumi
+
+    class Mocks(pulumi.runtime.Mocks):
+        def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+            inv.resources.append(
+                Resource(args.typ, args.name, dict(args.inputs), args.provider or "")
+            )
+            state = dict(args.inputs)
+            if args.typ == "azure-native:containerservice:ManagedCluster":
+                state.setdefault("name", args.inputs.get("resourceName", args.name))
+            if args.typ == "azure-native:resources:ResourceGroup":
+                state.setdefault("name", args.inputs.get("resourceGroupName", args.name))
+            return f"{args.name}-id", state
+
+        def call(self, args: pulumi.runtime.MockCallArgs) -> Any:
+            if args.token == "azure-native:containerservice:listManagedClusterUserCredentials":
+                value = base64.b64encode(FAKE_KUBECONFIG.encode()).decode()
+                return {"kubeconfigs": [{"name": "clusterUser", "value": value}]}
+            return {}
+
+    return Mocks()
+
+
+def read_stack_config(stack: str, stacks_dir: Path = STACKS_DIR) -> tuple[Path, str, Any]:
+    """(path, text, the `taugrid:platform` object) of stacks/Pulumi.<stack>.yaml."""
+    from taugrid.api.manifest import Issue
+    from taugrid.cli.errors import ConfigError, TauError
+    from taugrid.cli.load import read_document
+
+    path = stacks_dir / f"Pulumi.{stack}.yaml"
+    if not path.is_file():
+        known = sorted(p.name.split(".")[1] for p in stacks_dir.glob("Pulumi.*.yaml"))
+        raise TauError(
+            f"no stack {stack!r}: {path} does not exist; stacks: {', '.join(known) or '(none)'}"
+        )
+    text, data = read_document(path, "stack file")
+    cfg = (data or {}).get("config") if isinstance(data, dict) else None
+    if not isinstance(cfg, dict) or "taugrid:platform" not in cfg:
+        raise ConfigError(
+            str(path),
+            [
+                Issue(
+                    "config.taugrid:platform",
+                    None,
+                    "is required: the platform declaration",
+                    "config:\n  taugrid:platform: {cluster: ...}",
+                )
+            ],
+        )
+    return path, text, cfg["taugrid:platform"]
+
+
+def validated(stack: str, stacks_dir: Path = STACKS_DIR) -> Any:
+    """The stack's PlatformConfig, or a ConfigError naming the stack file and key paths."""
+    from taugrid.api.manifest import Issue
+    from taugrid.cli.load import config_error
+    from taugrid.infra.program import PlatformConfigError, validate
+
+    path, text, data = read_stack_config(stack, stacks_dir)
+    try:
+        return validate(data)
+    except PlatformConfigError as e:
+        located = [
+            Issue(f"config.taugrid:platform.{i.path}", i.value, i.message, i.example)
+            for i in e.issues
+        ]
+        raise config_error(path, text, located) from None
+
+
+def evaluate(stack: str, cfg: Any) -> Inventory:
+    """Run the program for one validated config under mocks; return what it declares."""
+    import pulumi
+
+    from taugrid.infra.program import build
+
+    inv = Inventory(stack=stack)
+    pulumi.runtime.set_mocks(_mocks(inv), project="taugrid", stack=stack, preview=False)
+    captured: dict[str, Any] = {}
+    original_export = pulumi.export
+
+    def capture(name: str, value: Any) -> None:
+        captured[name] = value
+
+    @pulumi.runtime.test  # type: ignore[untyped-decorator]
+    def program() -> Any:
+        pulumi.export = capture  # type: ignore[assignment]
+        try:
+            build(cfg, stack, kubeconfig_secret=pulumi.Output.secret(FAKE_KUBECONFIG))
+        finally:
+            pulumi.export = original_export
+        names = sorted(captured)
+        return pulumi.Output.all(*[captured[n] for n in names]).apply(
+            lambda values: inv.exports.update(dict(zip(names, values, strict=True)))
+        )
+
+    program()
+    return inv
+
+
+KEY_INPUTS: dict[str, tuple[str, ...]] = {
+    "azure-native:containerservice:ManagedCluster": ("resourceName", "location", "kubernetesVersion"),
+    "azure-native:containerservice:AgentPool": ("vmSize", "minCount", "maxCount", "scaleSetPriority", "nodeTaints",
+                                                "gpuProfile", "availabilityZones"),
+    "azure-native:resources:ResourceGroup": ("resourceGroupName", "location"),
+    "kubernetes:helm.sh/v3:Release": ("chart", "version", "namespace"),
+}  # fmt: skip
+
+
+def summary(r: Resource) -> str:
+    keys = KEY_INPUTS.get(r.type)
+    if keys:
+        parts = [
+            f"{k}={_short(r.inputs[k])}"
+            for k in keys
+            if k in r.inputs and r.inputs[k] not in (None, [], {})
+        ]
+        return " ".join(parts)
+    if r.type.startswith("kubernetes:") and "metadata" in r.inputs:
+        meta = r.inputs.get("metadata") or {}
+        ns = meta.get("namespace")
+        return f"{ns}/{meta.get('name')}" if ns else str(meta.get("name", ""))
+    return ""
+
+
+def _short(v: Any) -> str:
+    if isinstance(v, (dict, list)):
+        return json.dumps(v, separators=(",", ":"), sort_keys=True)
+    return str(v)
+
+
+def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            out.update(flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    if (
+        isinstance(value, list)
+        and value
+        and all(isinstance(x, dict) and "name" in x for x in value)
+    ):
+        out = {}
+        for x in value:
+            out.update(flatten(x, f"{prefix}[{x['name']}]"))
+        return out
+    return {prefix: value}
+
+
+def diff(a: Inventory, b: Inventory) -> dict[str, Any]:
+    """What changes when stack A's declaration is promoted onto stack B (B -> A)."""
+    ra, rb = a.by_key(), b.by_key()
+    changed = []
+    for key in sorted(set(ra) & set(rb)):
+        fa, fb = flatten(ra[key].inputs), flatten(rb[key].inputs)
+        fields = [
+            {"field": f, b.stack: fb.get(f), a.stack: fa.get(f)}
+            for f in sorted(set(fa) | set(fb))
+            if fa.get(f) != fb.get(f)
+        ]
+        if fields:
+            changed.append({"resource": key, "changes": fields})
+    return {
+        "from": a.stack,
+        "to": b.stack,
+        "only_in_" + a.stack: sorted(set(ra) - set(rb)),
+        "only_in_" + b.stack: sorted(set(rb) - set(ra)),
+        "changed": changed,
+    }

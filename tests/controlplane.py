@@ -1,0 +1,400 @@
+"""A real Kubernetes control plane on 127.0.0.1 for the e2e tests (envtest-style).
+
+Binaries come from `make controlplane` (e2e/controlplane/build.sh), built from the upstream Go
+modules into a version-keyed cache. This module generates certificates (a CA, the API server's
+serving cert, an admin client and researcher client identities), starts etcd, kube-apiserver
+and, where built, kube-controller-manager and kube-scheduler on free loopback ports, waits for
+readiness, and tears everything down. Every process binds and advertises 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import ipaddress
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+HOST = "127.0.0.1"
+CACHE_ROOT = Path(
+    os.environ.get("TAUGRID_CP_CACHE") or Path.home() / ".cache" / "taugrid" / "controlplane"
+)
+READY_TIMEOUT_S = 90.0
+
+
+def binaries_dir() -> Path | None:
+    """The built binaries (`make controlplane`), or None."""
+    current = CACHE_ROOT / "current"
+    if (current / ".complete").is_file() and (current / "bin" / "kube-apiserver").is_file():
+        return current / "bin"
+    return None
+
+
+def versions() -> dict[str, str]:
+    d = binaries_dir()
+    if d is None:
+        return {}
+    data: dict[str, str] = json.loads((d.parent / "versions.json").read_text())
+    return data
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        return int(s.getsockname()[1])
+
+
+# --- certificates -----------------------------------------------------------------------------
+@dataclass
+class Pki:
+    dir: Path
+    ca_cert: Path = field(init=False)
+    ca_key: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        from cryptography import x509
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import NameOID
+
+        self.dir.mkdir(parents=True, exist_ok=True)
+        key = ec.generate_private_key(ec.SECP256R1())
+        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "taugrid-e2e-ca")])
+        now = dt.datetime.now(dt.UTC)
+        cert = (
+            x509.CertificateBuilder()
+            .subject_name(name)
+            .issuer_name(name)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5))
+            .not_valid_after(now + dt.timedelta(days=1))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .add_extension(
+                x509.KeyUsage(False, False, False, False, False, True, True, False, False),
+                critical=True,
+            )
+            .sign(key, _sha256())
+        )
+        self._ca = (cert, key)
+        self.ca_cert = self._write_cert("ca", cert)
+        self.ca_key = self._write_key("ca", key)
+
+    def _write_cert(self, stem: str, cert: Any) -> Path:
+        from cryptography.hazmat.primitives import serialization
+
+        p = self.dir / f"{stem}.crt"
+        p.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        return p
+
+    def _write_key(self, stem: str, key: Any) -> Path:
+        from cryptography.hazmat.primitives import serialization
+
+        p = self.dir / f"{stem}.key"
+        p.write_bytes(
+            key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.PKCS8,
+                serialization.NoEncryption(),
+            )
+        )
+        p.chmod(0o600)
+        return p
+
+    def issue(
+        self, stem: str, cn: str, orgs: tuple[str, ...] = (), server: bool = False
+    ) -> tuple[Path, Path]:
+        from cryptography import x509
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+        ca_cert, ca_key = self._ca
+        key = ec.generate_private_key(ec.SECP256R1())
+        attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in orgs]
+        attrs.append(x509.NameAttribute(NameOID.COMMON_NAME, cn))
+        now = dt.datetime.now(dt.UTC)
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name(attrs))
+            .issuer_name(ca_cert.subject)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5))
+            .not_valid_after(now + dt.timedelta(days=1))
+            .add_extension(
+                x509.ExtendedKeyUsage(
+                    [ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH]
+                ),
+                critical=False,
+            )
+        )
+        if server:
+            builder = builder.add_extension(
+                x509.SubjectAlternativeName(
+                    [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address(HOST))]
+                ),
+                critical=False,
+            )
+        cert = builder.sign(ca_key, _sha256())
+        return self._write_cert(stem, cert), self._write_key(stem, key)
+
+    def rsa_pair(self, stem: str) -> tuple[Path, Path]:
+        """A key pair for signing service-account tokens."""
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import rsa
+
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        priv = self._write_key(stem, key)
+        pub = self.dir / f"{stem}.pub"
+        pub.write_bytes(
+            key.public_key().public_bytes(
+                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+            )
+        )
+        return pub, priv
+
+
+def _sha256() -> Any:
+    from cryptography.hazmat.primitives import hashes
+
+    return hashes.SHA256()
+
+
+# --- the cluster -------------------------------------------------------------------------------
+@dataclass
+class Identity:
+    name: str
+    groups: tuple[str, ...]
+    kubeconfig: Path
+
+
+@dataclass
+class ControlPlane:
+    bin_dir: Path
+    work: Path
+    with_controllers: bool = True
+    procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    identities: dict[str, Identity] = field(default_factory=dict)
+    api_port: int = 0
+
+    @property
+    def url(self) -> str:
+        return f"https://{HOST}:{self.api_port}"
+
+    @property
+    def admin(self) -> Identity:
+        return self.identities["admin"]
+
+    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
+        log = (self.work / f"{name}.log").open("wb")
+        proc = subprocess.Popen(
+            args,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        self.procs[name] = proc
+        return proc
+
+    def log_tail(self, name: str, lines: int = 20) -> str:
+        p = self.work / f"{name}.log"
+        return "\n".join(p.read_text(errors="replace").splitlines()[-lines:]) if p.exists() else ""
+
+    def _wait(self, name: str, check: Any) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        proc = self.procs[name]
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{name} exited with {proc.returncode}:\n{self.log_tail(name)}")
+            if check():
+                return
+            time.sleep(0.1)
+        raise RuntimeError(
+            f"{name} not ready within {READY_TIMEOUT_S:.0f}s:\n{self.log_tail(name)}"
+        )
+
+    def kubeconfig_for(self, name: str, cert: Path, key: Path) -> Path:
+        cfg = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "e2e",
+                    "cluster": {"server": self.url, "certificate-authority": str(self.pki.ca_cert)},
+                }
+            ],
+            "users": [
+                {"name": name, "user": {"client-certificate": str(cert), "client-key": str(key)}}
+            ],
+            "contexts": [{"name": name, "context": {"cluster": "e2e", "user": name}}],
+            "current-context": name,
+        }
+        p = self.work / f"{name}.kubeconfig"
+        p.write_text(json.dumps(cfg))
+        return p
+
+    def add_identity(self, name: str, groups: tuple[str, ...] = ()) -> Identity:
+        cert, key = self.pki.issue(f"user-{name}", name, groups)
+        ident = Identity(name, groups, self.kubeconfig_for(name, cert, key))
+        self.identities[name] = ident
+        return ident
+
+    def start(self) -> None:
+        self.pki = Pki(self.work / "pki")
+        etcd_client, etcd_peer = free_port(), free_port()
+        self._spawn(
+            "etcd",
+            [
+                str(self.bin_dir / "etcd"),
+                "--name=e2e",
+                f"--data-dir={self.work / 'etcd'}",
+                f"--listen-client-urls=http://{HOST}:{etcd_client}",
+                f"--advertise-client-urls=http://{HOST}:{etcd_client}",
+                f"--listen-peer-urls=http://{HOST}:{etcd_peer}",
+                f"--initial-advertise-peer-urls=http://{HOST}:{etcd_peer}",
+                f"--initial-cluster=e2e=http://{HOST}:{etcd_peer}",
+                "--unsafe-no-fsync=true",
+                "--max-request-bytes=10485760",  # Kueue's Workload CRD alone is 1.4 MB
+                "--log-level=warn",
+            ],
+        )
+        self._wait("etcd", lambda: _http_ok(f"http://{HOST}:{etcd_client}/health"))
+
+        serving_cert, serving_key = self.pki.issue("apiserver", "kube-apiserver", server=True)
+        sa_pub, sa_priv = self.pki.rsa_pair("sa")
+        self.api_port = free_port()
+        self._spawn(
+            "kube-apiserver",
+            [
+                str(self.bin_dir / "kube-apiserver"),
+                f"--etcd-servers=http://{HOST}:{etcd_client}",
+                f"--bind-address={HOST}",
+                f"--advertise-address={HOST}",
+                f"--secure-port={self.api_port}",
+                f"--tls-cert-file={serving_cert}",
+                f"--tls-private-key-file={serving_key}",
+                f"--client-ca-file={self.pki.ca_cert}",
+                "--service-cluster-ip-range=10.0.0.0/24",
+                f"--service-account-issuer=https://{HOST}:{self.api_port}",
+                f"--service-account-key-file={sa_pub}",
+                f"--service-account-signing-key-file={sa_priv}",
+                "--authorization-mode=RBAC",
+                "--allow-privileged=true",
+                "--endpoint-reconciler-type=none",
+                f"--cert-dir={self.work / 'certs'}",
+                "--enable-priority-and-fairness=false",
+                "--v=1",
+            ],
+        )
+        admin_cert, admin_key = self.pki.issue("admin", "e2e-admin", ("system:masters",))
+        self.identities["admin"] = Identity(
+            "admin", ("system:masters",), self.kubeconfig_for("admin", admin_cert, admin_key)
+        )
+        ctx = ssl.create_default_context(cafile=str(self.pki.ca_cert))
+        ctx.load_cert_chain(str(admin_cert), str(admin_key))
+        self._wait("kube-apiserver", lambda: _http_ok(f"{self.url}/readyz", ctx))
+
+        if not self.with_controllers:
+            return
+        for name, extra in (
+            (
+                "kube-controller-manager",
+                [
+                    f"--service-account-private-key-file={sa_priv}",
+                    f"--root-ca-file={self.pki.ca_cert}",
+                    "--use-service-account-credentials=false",
+                    "--controllers=*,-nodeipam,-nodelifecycle,-service-lb-controller,-cloud-node-lifecycle",
+                ],
+            ),
+            ("kube-scheduler", []),
+        ):
+            binary = self.bin_dir / name
+            if not binary.is_file():
+                continue
+            port = free_port()
+            self._spawn(
+                name,
+                [
+                    str(binary),
+                    f"--kubeconfig={self.admin.kubeconfig}",
+                    f"--authentication-kubeconfig={self.admin.kubeconfig}",
+                    f"--authorization-kubeconfig={self.admin.kubeconfig}",
+                    f"--bind-address={HOST}",
+                    f"--secure-port={port}",
+                    "--leader-elect=false",
+                    f"--cert-dir={self.work / name}",
+                    *extra,
+                ],
+            )
+            self._wait(
+                name, lambda p=port: _http_ok(f"https://{HOST}:{p}/healthz", _insecure_ctx())
+            )
+
+    def stop(self) -> None:
+        for name in reversed(list(self.procs)):
+            proc = self.procs[name]
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+        self.procs.clear()
+
+    # --- clients -------------------------------------------------------------------------------
+    def api_client(self, who: str = "admin") -> Any:
+        from kubernetes import config
+
+        return config.new_client_from_config(config_file=str(self.identities[who].kubeconfig))
+
+    def dynamic(self, who: str = "admin") -> Any:
+        from kubernetes.dynamic import DynamicClient
+
+        return DynamicClient(self.api_client(who))
+
+
+def _insecure_ctx() -> ssl.SSLContext:
+    # Health ports of the controllers serve a self-signed cert; the check only needs liveness.
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    return ctx
+
+
+def _http_ok(url: str, ctx: ssl.SSLContext | None = None) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2, context=ctx) as resp:
+            return bool(resp.status == 200)
+    except (OSError, urllib.error.URLError):
+        return False
+
+
+@contextlib.contextmanager
+def running(with_controllers: bool = True) -> Iterator[ControlPlane]:
+    bin_dir = binaries_dir()
+    if bin_dir is None:
+        raise RuntimeError("control plane binaries are not built: run `make controlplane`")
+    work = Path(tempfile.mkdtemp(prefix="tau-cp-"))
+    cp = ControlPlane(bin_dir=bin_dir, work=work, with_controllers=with_controllers)
+    try:
+        cp.start()
+        yield cp
+    finally:
+        cp.stop()
+        shutil.rmtree(work, ignore_errors=True)
