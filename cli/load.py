@@ -7,6 +7,7 @@ value and an example of a good one; misspelled keys get a "did you mean".
 from __future__ import annotations
 
 import difflib
+import re
 import types
 import typing
 from collections.abc import Iterator, Sequence
@@ -212,15 +213,18 @@ def _path(loc: Sequence[int | str]) -> str:
 MINIMAL = "{schema_version: 1, name: my-run, run: {entrypoint: train.py}}"
 
 
-def _example_for(path: str) -> str:
+def _example_for(
+    path: str, examples: dict[str, str] | None = None, fallback: str | None = MINIMAL
+) -> str | None:
     """The closest example: the key's own, else its block's, else a minimal document."""
+    examples = EXAMPLES if examples is None else examples
     key = path
     while key:
-        stripped = key.split("[")[0]
-        if stripped in EXAMPLES:
-            return EXAMPLES[stripped]
+        stripped = re.sub(r"\[\d+\]", "", key)
+        if stripped in examples:
+            return examples[stripped]
         key = key.rpartition(".")[0]
-    return MINIMAL
+    return fallback
 
 
 def _did_you_mean(root: type[BaseModel], loc: Sequence[int | str]) -> str | None:
@@ -256,7 +260,12 @@ _TYPE_WORDS = {
 }
 
 
-def issues_from_validation(root: type[BaseModel], err: ValidationError) -> list[Issue]:
+def issues_from_validation(
+    root: type[BaseModel],
+    err: ValidationError,
+    examples: dict[str, str] | None = None,
+    fallback: str | None = MINIMAL,
+) -> list[Issue]:
     out: list[Issue] = []
     seen: set[str] = set()
     for e in err.errors(include_url=False):
@@ -273,14 +282,16 @@ def issues_from_validation(root: type[BaseModel], err: ValidationError) -> list[
         seen.add(path)
         kind, ctx = e["type"], e.get("ctx") or {}
         value = e.get("input")
-        example = _example_for(path)
+        example = _example_for(path, examples, fallback)
         if kind == "extra_forbidden":
             guess = _did_you_mean(root, loc)
             msg = "unknown key" + (f"; did you mean {guess!r}?" if guess else "")
             parent = _model_at(root, loc[:-1])
             if guess is None and parent is not None:
                 msg += f" (known here: {', '.join(parent.model_fields)})"
-            out.append(Issue(path, value, msg, _example_for(guess or _path(loc[:-1]))))
+            out.append(
+                Issue(path, value, msg, _example_for(guess or _path(loc[:-1]), examples, fallback))
+            )
             continue
         if kind == "missing":
             msg = "is required"

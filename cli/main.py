@@ -630,6 +630,102 @@ def run_schema() -> None:
     _out(_dump_json(Manifest.model_json_schema()))
 
 
+platform_app = typer.Typer(
+    help="Platform engineers: inspect stacks offline (no credentials, no Pulumi CLI).",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+app.add_typer(platform_app, name="platform")
+StackOpt = Annotated[
+    str, typer.Option("--stack", "-s", help="Stack name: stacks/Pulumi.<stack>.yaml")
+]
+StacksDirOpt = Annotated[
+    Path | None, typer.Option("--stacks-dir", help="Folder of the stack files")
+]
+
+
+def _evaluate(stack: str, stacks_dir: Path | None) -> Any:
+    try:
+        from taugrid.infra import plan
+    except ImportError as e:
+        raise TauError(f"the platform commands need Pulumi ({e.name} is missing)", exit_code=4,
+                       hint="pip install 'taugrid[platform]'") from None  # fmt: skip
+    kwargs = {"stacks_dir": stacks_dir} if stacks_dir else {}
+    cfg = plan.validated(stack, **kwargs)
+    return plan, plan.evaluate(stack, cfg)
+
+
+@platform_app.command("plan")
+def platform_plan(
+    stack: StackOpt, stacks_dir: StacksDirOpt = None, output: JsonOpt = ReportFormat.text
+) -> None:
+    """Every resource the stack would declare, with its key inputs (evaluated offline)."""
+    plan, inv = _evaluate(stack, stacks_dir)
+    if output is ReportFormat.json:
+        doc = {"stack": stack, "offline": True,
+               "resources": [{"type": r.type, "name": r.name, "inputs": r.inputs} for r in inv.resources],
+               "exports": {k: v for k, v in inv.exports.items() if k != "kubeconfig"}}  # fmt: skip
+        _out(_dump_json(doc))
+        return
+    lines = [f"stack {stack}: {len(inv.resources)} resources "
+             "(offline plan: cloud-assigned values such as ids and the kubeconfig are unknown)"]  # fmt: skip
+    width = max(len(r.type) for r in inv.resources)
+    nwidth = max(len(r.name) for r in inv.resources)
+    for r in inv.resources:
+        lines.append(f"{r.type:<{width}}  {r.name:<{nwidth}}  {plan.summary(r)}".rstrip())
+    lines.append(f"profiles: {', '.join(inv.exports.get('profiles', []))}")
+    _out("\n".join(lines))
+
+
+@platform_app.command("diff")
+def platform_diff(
+    source: Annotated[
+        str, typer.Argument(help="Stack whose declaration is promoted (e.g. staging)")
+    ],
+    target: Annotated[str, typer.Argument(help="Stack it is promoted onto (e.g. prod)")],
+    stacks_dir: StacksDirOpt = None,
+    output: JsonOpt = ReportFormat.text,
+) -> None:
+    """What promoting SOURCE's declaration onto TARGET would change (offline)."""
+    plan, a = _evaluate(source, stacks_dir)
+    _, b = _evaluate(target, stacks_dir)
+    d = plan.diff(a, b)
+    if output is ReportFormat.json:
+        _out(_dump_json(d))
+        return
+    lines = [f"promotion {source} -> {target} (offline; cloud-assigned values unknown)"]
+    for key in d[f"only_in_{source}"]:
+        lines.append(f"  + {key}")
+    for key in d[f"only_in_{target}"]:
+        lines.append(f"  - {key}")
+    for c in d["changed"]:
+        lines.append(f"  ~ {c['resource']}")
+        for f in c["changes"][:20]:
+            lines.append(f"      {f['field']}: {f[target]!r} -> {f[source]!r}")
+        if len(c["changes"]) > 20:
+            lines.append(f"      ... {len(c['changes']) - 20} more")
+    if len(lines) == 1:
+        lines.append("  no differences")
+    _out("\n".join(lines))
+
+
+@platform_app.command("snapshot")
+def platform_snapshot(stack: StackOpt, stacks_dir: StacksDirOpt = None) -> None:
+    """The stack's workload profiles as a snapshot file for `tau run render --profiles`."""
+    try:
+        from taugrid.components.manifests import profile_snapshot
+        from taugrid.infra import plan
+    except ImportError as e:
+        raise TauError(
+            f"the platform commands need Pulumi ({e.name} is missing)", exit_code=4
+        ) from None
+    kwargs = {"stacks_dir": stacks_dir} if stacks_dir else {}
+    cfg = plan.validated(stack, **kwargs)
+    from taugrid.cli.yamlio import dump
+
+    _out(dump(profile_snapshot(cfg, stack)))
+
+
 @app.command("crds")
 def crds(
     output: Annotated[RenderFormat, typer.Option("--output", "-o")] = RenderFormat.yaml,

@@ -42,6 +42,24 @@ def create_objects(
     return [KubeObject(object_name(m), m, opts) for m in manifests]
 
 
+def config_group(
+    name: str,
+    manifests: list[dict[str, Any]],
+    parent: pulumi.Resource,
+    provider: pulumi.ProviderResource,
+    depends_on: list[pulumi.Resource] | None = None,
+) -> k8s.yaml.v2.ConfigGroup:
+    """A set of objects applied together. The provider orders them (CRDs and namespaces before
+    what uses them) and each object is still its own resource in the stack's state."""
+    return k8s.yaml.v2.ConfigGroup(
+        name,
+        objs=manifests,
+        opts=pulumi.ResourceOptions(
+            parent=parent, providers=[provider], depends_on=depends_on or []
+        ),
+    )
+
+
 def helm_release(
     name: str,
     chart: Any,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pulumi
 
 from taugrid.api.platform import CHARTS, PlatformConfig
-from taugrid.components.kube import create_objects, helm_release
+from taugrid.components.kube import config_group, helm_release
 from taugrid.components.manifests import kueue_objects, kueue_values
 
 
@@ -18,7 +18,9 @@ class Kueue(pulumi.ComponentResource):
             "kueue", CHARTS["kueue"], version, kueue_values(cfg), self, provider, depends_on
         )
         # The release waits for the controller (and so its webhooks) before these are created.
-        self.objects = create_objects(kueue_objects(cfg), self, provider, depends_on=[self.release])
+        self.objects = config_group(
+            "kueue-queues", kueue_objects(cfg), self, provider, depends_on=[self.release]
+        )
         self.register_outputs(
             {"version": version, "clusterQueues": [q.name for q in cfg.queues.clusterQueues]}
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pulumi
 
 from taugrid.api.platform import PlatformConfig, derive_profiles
-from taugrid.components.kube import create_objects
+from taugrid.components.kube import config_group
 from taugrid.components.manifests import researcher_read_clusterrole, tau_cluster
 
 
@@ -13,8 +13,7 @@ class TauClusterProfile(pulumi.ComponentResource):
     def __init__(self, name: str, cfg: PlatformConfig, stack: str, provider: pulumi.ProviderResource,
                  depends_on: list[pulumi.Resource] | None = None, opts: pulumi.ResourceOptions | None = None) -> None:  # fmt: skip
         super().__init__("taugrid:platform:TauClusterProfile", name, None, opts)
-        self.objects = create_objects(
-            [tau_cluster(cfg, stack), researcher_read_clusterrole()], self, provider, depends_on
-        )
+        objs = [tau_cluster(cfg, stack), researcher_read_clusterrole()]
+        self.objects = config_group("tau-cluster", objs, self, provider, depends_on)
         self.profiles = [p.name for p in derive_profiles(cfg)]
         self.register_outputs({"profiles": self.profiles})

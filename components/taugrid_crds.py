@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pulumi
 
-from taugrid.components.kube import create_objects
+from taugrid.components.kube import config_group
 from taugrid.components.manifests import tau_crds
 
 
@@ -17,5 +17,5 @@ class TauGridCrds(pulumi.ComponentResource):
     ) -> None:
         super().__init__("taugrid:platform:TauGridCrds", name, None, opts)
         crds = tau_crds()
-        self.objects = create_objects(crds, self, provider)
+        self.objects = config_group("taugrid-crds", crds, self, provider)
         self.register_outputs({"crds": [c["metadata"]["name"] for c in crds]})

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 STACKS_DIR = Path(__file__).resolve().parent.parent / "stacks"
+CONFIG_GROUP = "kubernetes:yaml/v2:ConfigGroup"
 FAKE_KUBECONFIG = (
     "apiVersion: v1\nkind: Config\n# offline plan: the real kubeconfig is assigned by Azure\n"
 )
@@ -24,6 +26,16 @@ class Resource:
     name: str
     inputs: dict[str, Any]
     provider: str = ""
+    parent: str = ""  # URN
+    depends_on: list[str] = field(default_factory=list)  # URNs
+    urn: str = ""
+
+    @property
+    def parent_name(self) -> str:
+        return self.parent.rsplit("::", 1)[-1] if self.parent else ""
+
+    def depends_on_names(self) -> set[str]:
+        return {u.rsplit("::", 1)[-1] for u in self.depends_on}
 
     def key(self) -> str:
         return f"{self.type}::{self.name}"
@@ -39,19 +51,25 @@ class Inventory:
         return {r.key(): r for r in self.resources}
 
 
+_lock = threading.Lock()
+_current = threading.local()  # the resource being registered on this thread (mocks -> monitor)
+
+
 def _mocks(inv: Inventory) -> Any:
     import pulumi
 
     class Mocks(pulumi.runtime.Mocks):
         def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
-            inv.resources.append(
-                Resource(args.typ, args.name, dict(args.inputs), args.provider or "")
+            _current.resource = Resource(
+                args.typ, args.name, dict(args.inputs), args.provider or ""
             )
-            state = dict(args.inputs)
+            # Echo back only what the program reads (names); echoing every input costs a
+            # full serialisation per resource.
+            state: dict[str, Any] = {}
             if args.typ == "azure-native:containerservice:ManagedCluster":
-                state.setdefault("name", args.inputs.get("resourceName", args.name))
+                state["name"] = args.inputs.get("resourceName", args.name)
             if args.typ == "azure-native:resources:ResourceGroup":
-                state.setdefault("name", args.inputs.get("resourceGroupName", args.name))
+                state["name"] = args.inputs.get("resourceGroupName", args.name)
             return f"{args.name}-id", state
 
         def call(self, args: pulumi.runtime.MockCallArgs) -> Any:
@@ -61,6 +79,42 @@ def _mocks(inv: Inventory) -> Any:
             return {}
 
     return Mocks()
+
+
+def _monitor(inv: Inventory, mocks: Any) -> Any:
+    """The SDK's mock monitor, also recording each resource's parent and dependencies."""
+    from pulumi.runtime.mocks import MockMonitor
+
+    from taugrid.components.kube import object_name, type_token
+
+    class Monitor(MockMonitor):  # type: ignore[misc]
+        def RegisterResource(self, request: Any) -> Any:
+            _current.resource = None
+            response = super().RegisterResource(request)
+            r: Resource | None = _current.resource
+            if r is not None:
+                r.parent = request.parent
+                r.depends_on = list(request.dependencies)
+                r.urn = response.urn
+                found = [r]
+                if r.type == CONFIG_GROUP:
+                    # The provider expands a ConfigGroup into one resource per object: list them.
+                    found += [
+                        Resource(
+                            type_token(o["apiVersion"], o["kind"]),
+                            object_name(o),
+                            o,
+                            r.provider,
+                            r.urn,
+                            r.depends_on,
+                        )
+                        for o in r.inputs.get("objs") or []
+                    ]
+                with _lock:
+                    inv.resources.extend(found)
+            return response
+
+    return Monitor(mocks)
 
 
 def read_stack_config(stack: str, stacks_dir: Path = STACKS_DIR) -> tuple[Path, str, Any]:
@@ -116,7 +170,10 @@ def evaluate(stack: str, cfg: Any) -> Inventory:
     from taugrid.infra.program import build
 
     inv = Inventory(stack=stack)
-    pulumi.runtime.set_mocks(_mocks(inv), project="taugrid", stack=stack, preview=False)
+    mocks = _mocks(inv)
+    pulumi.runtime.set_mocks(
+        mocks, project="taugrid", stack=stack, preview=False, monitor=_monitor(inv, mocks)
+    )
     captured: dict[str, Any] = {}
     original_export = pulumi.export
 

@@ -17,6 +17,16 @@ from taugrid.api.platform import (
 from taugrid.components.manifests import profile_snapshot
 from taugrid.components.platform import Platform
 
+PLATFORM_EXAMPLES = {
+    "cluster": "cluster: {provider: aks, name: prod, location: eastus2, kubernetesVersion: '1.36'}",
+    "gpuPools": "gpuPools: [{name: a100x1, vmSize: Standard_NC24ads_A100_v4, maxCount: 8}]",
+    "cpuPools": "cpuPools: [{name: cpu, vmSize: Standard_D16s_v5, maxCount: 4}]",
+    "queues.clusterQueues": "clusterQueues: [{name: gpu, flavors: [{pool: a100x1, nominalQuota: {nvidia.com/gpu: 8}}]}]",
+    "workspaces": "workspaces: [{name: research, queues: [gpu], members: [{kind: Group, name: team}]}]",
+    "workspaces.storage.size": "storage: {size: 1Ti}",
+    "components": "components: {gpuOperator: {installDriver: true}, nodeProblemDetector: {enabled: true}}",
+}
+
 
 class PlatformConfigError(Exception):
     def __init__(self, issues: list[Issue]) -> None:
@@ -38,7 +48,9 @@ def validate(data: Any) -> PlatformConfig:
     try:
         cfg = parse_platform(data)
     except ValidationError as e:
-        raise PlatformConfigError(issues_from_validation(PlatformConfig, e)) from None
+        raise PlatformConfigError(
+            issues_from_validation(PlatformConfig, e, PLATFORM_EXAMPLES, None)
+        ) from None
     problems = invariants(cfg)
     if problems:
         raise PlatformConfigError(problems)

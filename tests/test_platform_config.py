@@ -1,0 +1,148 @@
+"""Bad stack configs: exit code 2, the stack file and the key path, never a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from taugrid.cli.main import main
+
+pytest.importorskip("pulumi", reason="the platform extra (pulumi) is not installed")
+
+GOOD: dict[str, object] = {
+    "cluster": {"provider": "aks", "name": "c", "location": "westus3", "kubernetesVersion": "1.36"},
+    "gpuPools": [{"name": "a100", "vmSize": "Standard_NC24ads_A100_v4", "maxCount": 2}],
+    "cpuPools": [{"name": "cpu", "vmSize": "Standard_D4s_v5", "maxCount": 2}],
+    "queues": {"clusterQueues": [
+        {"name": "gpu", "flavors": [{"pool": "a100", "nominalQuota": {"nvidia.com/gpu": 2}}]},
+    ]},
+    "workspaces": [{"name": "w", "queues": ["gpu"]}],
+}  # fmt: skip
+
+
+def variant(path: str, value: object) -> dict[str, object]:
+    doc = yaml.safe_load(yaml.safe_dump(GOOD))
+    node = doc
+    parts = path.split(".")
+    for p in parts[:-1]:
+        node = node[int(p)] if p.isdigit() else node[p]
+    last = parts[-1]
+    if value is DELETE:
+        del node[int(last) if last.isdigit() else last]
+    elif last.isdigit():
+        node[int(last)] = value
+    else:
+        node[last] = value
+    return doc
+
+
+DELETE = object()
+BAD = [
+    ("cluster.provider", "gke", "cluster", "aks"),
+    ("cluster.kubernetesVersion", "latest", "cluster.aks.kubernetesVersion", "latest"),
+    ("gpuPools.0.name", "A100_Pool", "gpuPools[0].name", "AKS pool name"),
+    (
+        "gpuPools.0.vmSize",
+        "Standard_Weird_v9",
+        "gpuPools[0].allocatable",
+        "not in the VM size catalog",
+    ),
+    (
+        "gpuPools.0.gpuDriver",
+        "install",
+        "gpuPools[0].gpuDriver",
+        "GPU Operator installs the driver",
+    ),
+    ("gpuPools.0.minCount", 5, "gpuPools[0]", "minCount=5 is above maxCount=2"),
+    ("gpuPools.0.gpusPerNode", 4, "gpuPools[0].gpusPerNode", "has 1 GPU"),
+    ("gpuPools.0.migProfile", "MIG9g", "gpuPools[0].migProfile", "MIG1g"),
+    ("gpuPools.0.spott", True, "gpuPools[0].spott", "did you mean 'gpuPools[0].spot'"),
+    ("queues.clusterQueues.0.flavors.0.pool", "h100", "flavors[0].pool", "is not a pool"),
+    (
+        "queues.clusterQueues.0.flavors.0.nominalQuota",
+        {"nvidia.com/gpu": 3},
+        "queues.clusterQueues",
+        "exceeds its maximum capacity 2",
+    ),
+    ("queues.clusterQueues.0.name", "default", "clusterQueues[0].name", "captures every job"),
+    ("workspaces.0.queues", ["cpu-only"], "workspaces[0].queues[0]", "is not a ClusterQueue"),
+    ("workspaces.0.storage", {"size": "lots"}, "workspaces[0].storage.size", "storage size"),
+    ("components", {"kueue": {"version": ""}}, "components.kueue.version", "needs a version"),
+    (
+        "components",
+        {"gpuOperator": {"enabled": False}},
+        "components.dcgmExporter.source",
+        "GPU Operator is disabled",
+    ),
+    (
+        "cluster",
+        {"provider": "existing", "name": "x", "context": "a", "kubeconfigSecret": "k"},
+        "cluster.existing",
+        "exactly one",
+    ),
+    ("workspaces", DELETE, None, None),
+]
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "key", "needle"),
+    [b for b in BAD if b[2]],
+    ids=[b[0] + "=" + str(b[1])[:12] for b in BAD if b[2]],
+)
+def test_bad_stack_config(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    path: str,
+    value: object,
+    key: str,
+    needle: str,
+) -> None:
+    stack = tmp_path / "Pulumi.bad.yaml"
+    stack.write_text(yaml.safe_dump({"config": {"taugrid:platform": variant(path, value)}}))
+    code = main(["platform", "plan", "--stack", "bad", "--stacks-dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert str(stack) in err and "config.taugrid:platform." in err
+    assert key in err and needle in err
+    assert "Traceback" not in err
+
+
+def test_duplicate_gpu_class_with_different_shapes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = variant("gpuPools", [
+        {"name": "a100a", "vmSize": "Standard_NC24ads_A100_v4", "maxCount": 2},
+        {"name": "a100b", "vmSize": "Standard_NC48ads_A100_v4", "maxCount": 2},
+    ])  # fmt: skip
+    doc["queues"]["clusterQueues"][0]["flavors"][0]["pool"] = "a100a"  # type: ignore[index]
+    (tmp_path / "Pulumi.bad.yaml").write_text(yaml.safe_dump({"config": {"taugrid:platform": doc}}))
+    assert main(["platform", "plan", "--stack", "bad", "--stacks-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "gpuPools[1].gpuClass" in err and "different shape" in err
+
+
+def test_good_variant_plans(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "Pulumi.ok.yaml").write_text(yaml.safe_dump({"config": {"taugrid:platform": GOOD}}))
+    assert main(["platform", "plan", "--stack", "ok", "--stacks-dir", str(tmp_path)]) == 0
+    assert "profiles: a100" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("config: {}\n", "config.taugrid:platform"),
+        ("not: [yaml\n", "not valid YAML"),
+        ("", "is empty"),
+        ("config:\n  taugrid:platform: 3\n", "must be a mapping"),
+    ],
+    ids=["missing-key", "not-yaml", "empty", "scalar"],
+)
+def test_bad_stack_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, needle: str
+) -> None:
+    (tmp_path / "Pulumi.bad.yaml").write_text(text)
+    assert main(["platform", "plan", "--stack", "bad", "--stacks-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and "Traceback" not in err
