@@ -356,7 +356,8 @@ class PlatformConfig(_Model):
     )
 
     def pool(self, name: str) -> GpuPool | CpuPool | None:
-        return next((p for p in [*self.gpuPools, *self.cpuPools] if p.name == name), None)
+        pools: list[GpuPool | CpuPool] = [*self.gpuPools, *self.cpuPools]
+        return next((p for p in pools if p.name == name), None)
 
     def cluster_queue(self, name: str) -> ClusterQueueSpec | None:
         return next((q for q in self.queues.clusterQueues if q.name == name), None)
@@ -684,7 +685,7 @@ def derive_profiles(cfg: PlatformConfig) -> list[WorkloadProfile]:
             name = pool.name if pool_queue_count[pool.name] == 1 else f"{pool.name}-{cq.name}"
             desc = (
                 f"{pool.vmSize}"
-                + (f", {gpus}x {pool.gpu_class()}" if gpus else "")
+                + (f", {gpus}x {pool.gpu_class()}" if isinstance(pool, GpuPool) and gpus else "")
                 + (", spot" if pool.spot else "")
             )
             out.append(

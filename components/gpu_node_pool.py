@@ -6,6 +6,8 @@ driver install is skipped (`gpuProfile.driver: None`) when the GPU Operator inst
 
 from __future__ import annotations
 
+from typing import Any
+
 import pulumi
 import pulumi_azure_native as azure
 
@@ -22,7 +24,7 @@ def _agent_pool(
     provider: pulumi.ProviderResource,
     driver: str | None,
 ) -> CS.AgentPool:
-    extra: dict[str, object] = {}
+    extra: dict[str, Any] = {}
     if pool.spot:
         extra.update(
             scale_set_priority=CS.ScaleSetPriority.SPOT,
@@ -53,7 +55,7 @@ def _agent_pool(
         node_taints=[t.render() for t in pool_taints(pool)],
         os_disk_size_gb=pool.osDiskSizeGB,
         opts=pulumi.ResourceOptions(parent=component, provider=provider),
-        **extra,  # type: ignore[arg-type]
+        **extra,
     )
 
 

@@ -21,7 +21,8 @@ class KubeObject(pulumi.CustomResource):
         props = dict(manifest)
         props.setdefault("metadata", {})
         opts = pulumi.ResourceOptions.merge(
-            opts, pulumi.ResourceOptions(version=k8s._utilities.get_version())
+            opts,
+            pulumi.ResourceOptions(version=k8s._utilities.get_version()),  # type: ignore[no-untyped-call]
         )
         super().__init__(type_token(manifest["apiVersion"], manifest["kind"]), name, props, opts)
 

@@ -123,8 +123,9 @@ def local_queue(ws: WorkspaceSpec, queue: str) -> dict[str, Any]:
 def kueue_objects(cfg: PlatformConfig) -> list[dict[str, Any]]:
     """Everything Kueue needs, in dependency order (flavors and cohorts before queues)."""
     cohorts = sorted({cq.cohort or cfg.queues.cohort for cq in cfg.queues.clusterQueues})
+    pools: list[GpuPool | CpuPool] = [*cfg.gpuPools, *cfg.cpuPools]
     return [
-        *(resource_flavor(p) for p in [*cfg.gpuPools, *cfg.cpuPools]),
+        *(resource_flavor(p) for p in pools),
         *(cohort(c) for c in cohorts),
         *(workload_priority_class(p) for p in cfg.priorityClasses),
         *(cluster_queue(cfg, cq) for cq in cfg.queues.clusterQueues),

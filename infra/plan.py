@@ -87,10 +87,10 @@ def _monitor(inv: Inventory, mocks: Any) -> Any:
 
     from taugrid.components.kube import object_name, type_token
 
-    class Monitor(MockMonitor):  # type: ignore[misc]
+    class Monitor(MockMonitor):
         def RegisterResource(self, request: Any) -> Any:
             _current.resource = None
-            response = super().RegisterResource(request)
+            response = super().RegisterResource(request)  # type: ignore[no-untyped-call]
             r: Resource | None = _current.resource
             if r is not None:
                 r.parent = request.parent
@@ -182,7 +182,7 @@ def evaluate(stack: str, cfg: Any) -> Inventory:
 
     @pulumi.runtime.test  # type: ignore[untyped-decorator]
     def program() -> Any:
-        pulumi.export = capture  # type: ignore[assignment]
+        pulumi.export = capture
         try:
             build(cfg, stack, kubeconfig_secret=pulumi.Output.secret(FAKE_KUBECONFIG))
         finally:
