@@ -33,6 +33,7 @@ CACHE_ROOT = Path(
     os.environ.get("TAUGRID_CP_CACHE") or Path.home() / ".cache" / "taugrid" / "controlplane"
 )
 READY_TIMEOUT_S = 90.0
+KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 
 
 def binaries_dir() -> Path | None:
@@ -316,7 +317,7 @@ class ControlPlane:
                     f"--service-account-private-key-file={sa_priv}",
                     f"--root-ca-file={self.pki.ca_cert}",
                     "--use-service-account-credentials=false",
-                    "--controllers=*,-nodeipam,-nodelifecycle,-service-lb-controller,-cloud-node-lifecycle",
+                    "--controllers=*,-nodeipam,-service-lb-controller,-cloud-node-lifecycle",
                 ],
             ),
             ("kube-scheduler", []),
@@ -342,6 +343,51 @@ class ControlPlane:
             self._wait(
                 name, lambda p=port: _http_ok(f"https://{HOST}:{p}/healthz", _insecure_ctx())
             )
+
+        kwok = self.bin_dir / "kwok"
+        stages = sorted((self.bin_dir.parent / "kwok-stages").glob("*.yaml"))
+        if kwok.is_file() and stages:
+            port = free_port()
+            self._spawn(
+                "kwok",
+                [
+                    str(kwok),
+                    f"--kubeconfig={self.admin.kubeconfig}",
+                    f"--manage-nodes-with-annotation-selector={KWOK_ANNOTATION}=fake",
+                    f"--server-address={HOST}:{port}",
+                    f"--node-ip={HOST}",
+                    f"--node-port={free_port()}",
+                    "--cidr=10.250.0.0/24",
+                    *(f"--config={p}" for p in stages),
+                ],
+            )
+            self._wait("kwok", lambda p=port: _http_ok(f"http://{HOST}:{p}/healthz"))
+
+    @property
+    def has_kwok(self) -> bool:
+        return "kwok" in self.procs
+
+    def add_fake_node(self, name: str, gpus: int = 0, labels: dict[str, str] | None = None,
+                      taints: list[dict[str, str]] | None = None, cpu: str = "32", memory: str = "256Gi") -> dict[str, Any]:  # fmt: skip
+        """A Node that KWOK keeps Ready and whose pods it runs (no kubelet, no real containers)."""
+        capacity = {"cpu": cpu, "memory": memory, "pods": "110"}
+        if gpus:
+            capacity["nvidia.com/gpu"] = str(gpus)
+        node = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": name,
+                "annotations": {KWOK_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"},
+                "labels": {"kubernetes.io/hostname": name, "type": "kwok", **(labels or {})},
+            },
+            "spec": {"taints": taints or []},
+            "status": {"allocatable": capacity, "capacity": capacity},
+        }
+        from kubernetes import client
+
+        client.CoreV1Api(self.api_client()).create_node(node)
+        return node
 
     def stop(self) -> None:
         for name in reversed(list(self.procs)):

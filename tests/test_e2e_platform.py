@@ -50,7 +50,12 @@ def platform_ready(cluster: Any) -> Any:
 def test_kueue_objects_of_every_stack_are_accepted(platform_ready: Any, stack: str) -> None:
     cfg = stack_cfg(stack)
     objs = manifests.kueue_objects(cfg)
-    assert {o["kind"] for o in objs} >= {"ResourceFlavor", "Cohort", "WorkloadPriorityClass", "ClusterQueue"}
+    assert {o["kind"] for o in objs} >= {
+        "ResourceFlavor",
+        "Cohort",
+        "WorkloadPriorityClass",
+        "ClusterQueue",
+    }
     for obj in objs:
         got = apply(platform_ready, obj, dry_run=True)
         assert got.metadata.name == obj["metadata"]["name"]
@@ -65,19 +70,34 @@ def test_prod_workspaces_and_profile_are_accepted(platform_ready: Any) -> None:
             apply(platform_ready, obj)
     apply(platform_ready, manifests.researcher_read_clusterrole())
     tc = apply(platform_ready, manifests.tau_cluster(cfg, "prod"))
-    assert [p["name"] for p in tc.to_dict()["spec"]["workloadProfiles"]] == ["h100x8", "a100x1", "cpu"]
-    lq = platform_ready.resources.get(api_version="kueue.x-k8s.io/v1beta2", kind="LocalQueue").get(name="llm", namespace="llm")
+    assert [p["name"] for p in tc.to_dict()["spec"]["workloadProfiles"]] == [
+        "h100x8",
+        "a100x1",
+        "cpu",
+    ]
+    lq = platform_ready.resources.get(api_version="kueue.x-k8s.io/v1beta2", kind="LocalQueue").get(
+        name="llm", namespace="llm"
+    )
     assert lq.spec.clusterQueue == "llm"
 
 
 def test_wrong_platform_objects_are_rejected(platform_ready: Any) -> None:
-    cq = copy.deepcopy(manifests.cluster_queue(stack_cfg("prod"), stack_cfg("prod").queues.clusterQueues[0]))
+    cq = copy.deepcopy(
+        manifests.cluster_queue(stack_cfg("prod"), stack_cfg("prod").queues.clusterQueues[0])
+    )
     cq["metadata"]["name"] = "broken"
     cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"].pop()  # fewer resources than covered
     with pytest.raises(Exception) as e:
         apply(platform_ready, cq, dry_run=True)
-    assert "flavors must have the same number of resources as the coveredResources" in error_message(e.value)
-    ws = next(o for o in manifests.workspace_objects(stack_cfg("prod"), stack_cfg("prod").workspaces[0]) if o["kind"] == "TauWorkspace")
+    assert (
+        "flavors must have the same number of resources as the coveredResources"
+        in error_message(e.value)
+    )
+    ws = next(
+        o
+        for o in manifests.workspace_objects(stack_cfg("prod"), stack_cfg("prod").workspaces[0])
+        if o["kind"] == "TauWorkspace"
+    )
     bad = copy.deepcopy(ws)
     bad["spec"]["members"] = [{"kind": "Robot", "name": "r2"}]
     with pytest.raises(Exception) as e:
@@ -97,7 +117,9 @@ def _allowed(cp: Any, who: str, obj: dict[str, Any]) -> bool:
         raise
 
 
-def test_workspace_rbac_lets_members_work_in_their_namespace_only(cluster: Any, platform_ready: Any) -> None:
+def test_workspace_rbac_lets_members_work_in_their_namespace_only(
+    cluster: Any, platform_ready: Any
+) -> None:
     test_prod_workspaces_and_profile_are_accepted(platform_ready)  # idempotent (server-side apply)
     cluster.add_identity("alice@example.com")  # a User member of llm
     cluster.add_identity("bob", ("team-research",))  # a Group member of research
@@ -107,7 +129,11 @@ def test_workspace_rbac_lets_members_work_in_their_namespace_only(cluster: Any, 
     def rayjob(workspace: str) -> dict[str, Any]:
         loaded = load.load_manifest(EXAMPLES / "quickstart")
         r = resolve.resolve(loaded.manifest, snap, workspace=workspace)
-        return render.render(r, render.RunMeta(run_id="tau-aks-gpu-quickstart-rbac1"), codebundle.collect(loaded.folder))[1]
+        return render.render(
+            r,
+            render.RunMeta(run_id="tau-aks-gpu-quickstart-rbac1"),
+            codebundle.collect(loaded.folder),
+        )[1]
 
     def quota(ns: str) -> dict[str, Any]:
         return {"apiVersion": "tau.azure.com/v1alpha1", "kind": "TauQuotaRequest", "metadata": {"name": "more-gpus", "namespace": ns},
@@ -123,12 +149,16 @@ def test_workspace_rbac_lets_members_work_in_their_namespace_only(cluster: Any, 
     # Reading: own TauWorkspace yes, another's no; the TauCluster profiles yes; Roles no.
     from kubernetes.client.exceptions import ApiException
 
-    tw = cluster.dynamic("alice@example.com").resources.get(api_version="tau.azure.com/v1alpha1", kind="TauWorkspace")
+    tw = cluster.dynamic("alice@example.com").resources.get(
+        api_version="tau.azure.com/v1alpha1", kind="TauWorkspace"
+    )
     assert tw.get(name="llm", namespace=SYSTEM_NAMESPACE).spec.namespace == "llm"
     with pytest.raises(ApiException) as e:
         tw.get(name="research", namespace=SYSTEM_NAMESPACE)
     assert e.value.status == 403
-    tc = cluster.dynamic("bob").resources.get(api_version="tau.azure.com/v1alpha1", kind="TauCluster")
+    tc = cluster.dynamic("bob").resources.get(
+        api_version="tau.azure.com/v1alpha1", kind="TauCluster"
+    )
     assert tc.get(name="cluster").spec.stack == "prod"
     role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "sneaky", "namespace": "llm"},
             "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]}  # fmt: skip
@@ -138,9 +168,13 @@ def test_workspace_rbac_lets_members_work_in_their_namespace_only(cluster: Any, 
 def test_render_for_prod_uses_the_workspace_pvc(platform_ready: Any, tmp_path: Path) -> None:
     snap = ProfileSnapshot.model_validate(manifests.profile_snapshot(stack_cfg("prod"), "prod"))
     loaded = load.load_manifest(EXAMPLES / "multi-worker-gpu")
-    with pytest.raises(resolve.ResolutionError, match="compute.gpus=2 exceeds profile a100x1: nodes have 1 GPU"):
+    with pytest.raises(
+        resolve.ResolutionError, match="compute.gpus=2 exceeds profile a100x1: nodes have 1 GPU"
+    ):
         resolve.resolve(loaded.manifest, snap, workspace="research")
     r = resolve.resolve(loaded.manifest, snap, workspace="llm")
     assert r.profile.name == "h100x8" and r.pvc == "llm-data"
-    for obj in render.render(r, render.RunMeta(run_id="multi-worker-gpu-e2e01"), codebundle.collect(loaded.folder)):
+    for obj in render.render(
+        r, render.RunMeta(run_id="multi-worker-gpu-e2e01"), codebundle.collect(loaded.folder)
+    ):
         apply(platform_ready, obj)

@@ -9,10 +9,26 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 K8S_VERSION=v1.36.3
 ROOT=${TAUGRID_CP_CACHE:-$HOME/.cache/taugrid/controlplane}
-KEY=$(cat "$HERE"/*/go.mod "$HERE"/*/go.sum "$HERE/build.sh" | sha256sum | cut -c1-16)
+# The cache key covers what the binaries are built from: the pinned modules and the version.
+KEY=$(cat "$HERE"/*/go.mod "$HERE"/*/go.sum <(echo "$K8S_VERSION") | sha256sum | cut -c1-16)
 OUT="$ROOT/$K8S_VERSION-$KEY"
 
+# KWOK's stock node and pod lifecycle stages ship inside its module: use them from the module
+# cache at test time (nothing is copied into this repository).
+kwok_stages() {
+  [ -x "$OUT/bin/kwok" ] || return 0
+  [ -d "$OUT/kwok-stages" ] && return 0
+  local dir
+  dir=$(cd "$HERE/kwok" && go mod download -json sigs.k8s.io/kwok | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+  rm -rf "$OUT/kwok-stages.tmp" && mkdir -p "$OUT/kwok-stages.tmp"
+  cp "$dir"/kustomize/stage/node/fast/node-initialize.yaml "$dir"/kustomize/stage/node/heartbeat/node-heartbeat.yaml \
+     "$dir"/kustomize/stage/pod/fast/pod-ready.yaml "$dir"/kustomize/stage/pod/fast/pod-complete.yaml \
+     "$dir"/kustomize/stage/pod/fast/pod-delete.yaml "$OUT/kwok-stages.tmp/"
+  mv "$OUT/kwok-stages.tmp" "$OUT/kwok-stages"
+}
+
 if [ -f "$OUT/.complete" ]; then
+  kwok_stages
   ln -sfn "$OUT" "$ROOT/current"
   echo "control plane: cached at $OUT"
   exit 0
@@ -46,6 +62,7 @@ fi
 
 etcd=$(cd "$HERE/etcd" && go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)
 printf '{"kubernetes": "%s", "etcd": "%s", "kwok": "%s"}\n' "$K8S_VERSION" "$etcd" "$kwok" > "$OUT/versions.json"
+kwok_stages
 touch "$OUT/.complete"
 ln -sfn "$OUT" "$ROOT/current"
 echo "control plane: built in $(( $(date +%s) - start ))s at $OUT"

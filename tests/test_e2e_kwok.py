@@ -1,0 +1,135 @@
+"""Fake GPU nodes (KWOK) and pod lifecycles: scheduling against the GPU taint and nvidia.com/gpu."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from conftest import EXAMPLES, PROFILES
+from kube import apply
+
+from taugrid.api import constants as C
+from taugrid.cli import codebundle, load, render, resolve
+
+pytestmark = pytest.mark.e2e
+GPU_TAINT = {"key": "sku", "value": "gpu", "effect": "NoSchedule"}
+
+
+def wait(cond: Any, timeout: float = 60.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = cond()
+        if got:
+            return got
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture(scope="module")
+def nodes(cluster: Any) -> Any:
+    if not cluster.has_kwok:
+        pytest.skip("KWOK is not built; see e2e/controlplane/build.sh")
+    if "kube-scheduler" not in cluster.procs:
+        pytest.skip("kube-scheduler is not built")
+    from kubernetes import client
+
+    core = client.CoreV1Api(cluster.api_client())
+    cluster.add_fake_node("gpu-a100-0", gpus=1, labels={C.LABEL_POOL: "a100-1x", C.LABEL_GPU_CLASS: "a100-80gb"},
+                          taints=[GPU_TAINT], cpu="24", memory="220Gi")  # fmt: skip
+    cluster.add_fake_node("cpu-0", labels={C.LABEL_POOL: "cpu"}, cpu="16", memory="64Gi")
+    for name in ("gpu-a100-0", "cpu-0"):
+        wait(lambda n=name: any(c.type == "Ready" and c.status == "True" for c in (core.read_node(n).status.conditions or [])),
+             what=f"{name} Ready")  # fmt: skip
+    for ns in ("research",):
+        apply(
+            cluster.dynamic(), {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+        )
+    return core
+
+
+def _pod(name: str, gpus: int, tolerate: bool) -> dict[str, Any]:
+    res = {"limits": {"nvidia.com/gpu": str(gpus)}} if gpus else {"requests": {"cpu": "100m"}}
+    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "fake", "resources": res}]}
+    if tolerate:
+        spec["tolerations"] = [{**GPU_TAINT, "operator": "Equal"}]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "research"},
+        "spec": spec,
+    }
+
+
+def test_gpu_nodes_are_ready_with_gpus(nodes: Any) -> None:
+    node = nodes.read_node("gpu-a100-0")
+    assert node.status.allocatable["nvidia.com/gpu"] == "1"
+    assert node.spec.taints[0].key == "sku"
+
+
+def test_gpu_pod_lands_on_the_gpu_node_and_runs(cluster: Any, nodes: Any) -> None:
+    apply(cluster.dynamic(), _pod("trainer", gpus=1, tolerate=True))
+    pod = wait(
+        lambda: (
+            (p := nodes.read_namespaced_pod("trainer", "research")).status.phase == "Running" and p
+        ),
+        what="Running",
+    )
+    assert pod.spec.node_name == "gpu-a100-0"
+
+
+def test_pod_without_toleration_is_not_scheduled_on_gpus(cluster: Any, nodes: Any) -> None:
+    apply(cluster.dynamic(), _pod("untolerated", gpus=1, tolerate=False))
+
+    def unschedulable() -> bool:
+        p = nodes.read_namespaced_pod("untolerated", "research")
+        return any(
+            c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable"
+            for c in (p.status.conditions or [])
+        )
+
+    wait(unschedulable, what="Unschedulable")
+    events = nodes.list_namespaced_event(
+        "research", field_selector="involvedObject.name=untolerated"
+    ).items
+    assert any(e.reason == "FailedScheduling" for e in events)
+
+
+def test_rendered_job_runs_to_completion_once_admitted(cluster: Any, nodes: Any) -> None:
+    """Unsuspending (what Kueue does on admission) runs the rendered Job's pod on a fake node."""
+    loaded = load.load_manifest(EXAMPLES / "batch-job")
+    r = resolve.resolve(loaded.manifest, load.load_snapshot(PROFILES))
+    cm, job = render.render(
+        r, render.RunMeta(run_id="batch-score-kwok1"), codebundle.collect(loaded.folder)
+    )
+    pod_spec = job["spec"]["template"]["spec"]
+    pod_spec.pop("serviceAccountName", None)  # no such ServiceAccount in this bare namespace
+    pod_spec["nodeSelector"] = {C.LABEL_POOL: "cpu"}
+    # The workspace's /data volume: a PVC bound to a pre-made PV (no provisioner, no kubelet).
+    apply(cluster.dynamic(), {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "research-data-pv"},
+                              "spec": {"capacity": {"storage": "1Ti"}, "accessModes": ["ReadWriteMany"],
+                                       "hostPath": {"path": "/nonexistent/kwok"}, "storageClassName": "",
+                                       "claimRef": {"namespace": "research", "name": r.pvc}}})  # fmt: skip
+    apply(cluster.dynamic(), {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": r.pvc, "namespace": "research"},
+                              "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": "research-data-pv",
+                                       "resources": {"requests": {"storage": "1Ti"}}}})  # fmt: skip
+    apply(cluster.dynamic(), cm)
+    apply(cluster.dynamic(), job)
+    from kubernetes import client
+
+    batch = client.BatchV1Api(cluster.api_client())
+    assert not nodes.list_namespaced_pod(
+        "research", label_selector=f"{C.LABEL_RUN_ID}=batch-score-kwok1"
+    ).items
+    batch.patch_namespaced_job("batch-score-kwok1", "research", {"spec": {"suspend": False}})
+    pod = wait(lambda: next(iter(nodes.list_namespaced_pod("research", label_selector=f"{C.LABEL_RUN_ID}=batch-score-kwok1").items), None),
+               what="the Job's pod")  # fmt: skip
+    assert pod.metadata.labels[C.KUEUE_QUEUE_LABEL] == "cpu"  # run labels reach the pod
+    done = wait(
+        lambda: (
+            (j := batch.read_namespaced_job("batch-score-kwok1", "research")).status.succeeded and j
+        ),
+        timeout=90,
+        what="Complete",
+    )
+    assert done.status.succeeded == 1
