@@ -169,7 +169,7 @@ def test_render_for_prod_uses_the_workspace_pvc(platform_ready: Any, tmp_path: P
     snap = ProfileSnapshot.model_validate(manifests.profile_snapshot(stack_cfg("prod"), "prod"))
     loaded = load.load_manifest(EXAMPLES / "multi-worker-gpu")
     with pytest.raises(
-        resolve.ResolutionError, match="compute.gpus=2 exceeds profile a100x1: nodes have 1 GPU"
+        resolve.ResolutionError, match=r"compute\.gpus=2 exceeds profile a100x1: nodes have 1 GPU"
     ):
         resolve.resolve(loaded.manifest, snap, workspace="research")
     r = resolve.resolve(loaded.manifest, snap, workspace="llm")
