@@ -34,6 +34,7 @@ CACHE_ROOT = Path(
 )
 READY_TIMEOUT_S = 90.0
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
+KUEUE_METRICS_CERTS = "/etc/kueue/metrics/certs"
 
 
 def binaries_dir() -> Path | None:
@@ -362,6 +363,102 @@ class ControlPlane:
                 ],
             )
             self._wait("kwok", lambda p=port: _http_ok(f"http://{HOST}:{p}/healthz"))
+
+    @property
+    def has_kueue(self) -> bool:
+        return (
+            (self.bin_dir / "kueue").is_file()
+            and os.geteuid() == 0
+            and shutil.which("unshare") is not None
+        )
+
+    def start_kueue(self, namespace_label: str) -> None:
+        """Kueue out of cluster: webhooks served on 127.0.0.1 and registered by loopback URL.
+
+        Its CRDs must be installed first. Only the batch/v1 Job integration's webhooks are
+        registered (the tests submit Jobs); Kueue's own CRD webhooks are not needed for them.
+        """
+        if "kueue" in self.procs:
+            return
+        import yaml as _yaml
+
+        wh_port, health_port = free_port(), free_port()
+        cert_dir = self.work / "kueue-certs"
+        cert_dir.mkdir()
+        crt, key = self.pki.issue("kueue-webhook", "kueue-webhook", server=True)
+        shutil.copy(crt, cert_dir / "tls.crt")
+        shutil.copy(key, cert_dir / "tls.key")
+        selector = {"matchExpressions": [{"key": namespace_label, "operator": "Exists"}]}
+        config = {
+            "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+            "kind": "Configuration",
+            "namespace": "kueue-system",
+            "health": {"healthProbeBindAddress": f"{HOST}:{health_port}"},
+            "metrics": {"bindAddress": "0"},
+            "webhook": {"host": HOST, "port": wh_port, "certDir": str(cert_dir)},
+            "leaderElection": {"leaderElect": False},
+            "internalCertManagement": {"enable": False},
+            "manageJobsWithoutQueueName": False,
+            "managedJobsNamespaceSelector": selector,
+            "integrations": {"frameworks": ["batch/job"]},
+        }
+        cfg_file = self.work / "kueue-config.yaml"
+        cfg_file.write_text(_yaml.safe_dump(config))
+        import base64
+
+        ca = base64.b64encode(self.pki.ca_cert.read_bytes()).decode()
+
+        def hook(name: str, path: str, verbs: list[str]) -> dict[str, Any]:
+            return {
+                "name": name,
+                "admissionReviewVersions": ["v1"],
+                "sideEffects": "None",
+                "failurePolicy": "Fail",
+                "namespaceSelector": selector,
+                "clientConfig": {"url": f"https://{HOST}:{wh_port}{path}", "caBundle": ca},
+                "rules": [
+                    {
+                        "apiGroups": ["batch"],
+                        "apiVersions": ["v1"],
+                        "operations": verbs,
+                        "resources": ["jobs"],
+                    }
+                ],
+            }
+
+        from kubernetes import client
+
+        api = self.api_client()
+        client.CoreV1Api(api).create_namespace({"metadata": {"name": "kueue-system"}})
+        env = {**os.environ, "KUBECONFIG": str(self.admin.kubeconfig)}
+        # Kueue reads its metrics certificate from a fixed path: give it ours through a bind
+        # mount in a private mount namespace (only an empty mount point is created on the host).
+        metrics_dir = self.work / "kueue-metrics-certs"
+        metrics_dir.mkdir()
+        shutil.copy(crt, metrics_dir / "tls.crt")
+        shutil.copy(key, metrics_dir / "tls.key")
+        Path(KUEUE_METRICS_CERTS).mkdir(parents=True, exist_ok=True)
+        script = (f"mount --bind {metrics_dir} {KUEUE_METRICS_CERTS} && exec {self.bin_dir / 'kueue'} "
+                  f"--config={cfg_file} --feature-gates=VisibilityOnDemand=false")  # fmt: skip
+        log = (self.work / "kueue.log").open("wb")
+        self.procs["kueue"] = subprocess.Popen(
+            ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True, env=env,
+        )  # fmt: skip
+        self._wait("kueue", lambda: _http_ok(f"http://{HOST}:{health_port}/readyz"))
+        adm = client.AdmissionregistrationV1Api(api)
+        adm.create_mutating_webhook_configuration(
+            {
+                "metadata": {"name": "kueue-e2e"},
+                "webhooks": [hook("mjob.kb.io", "/mutate-batch-v1-job", ["CREATE"])],
+            }
+        )
+        adm.create_validating_webhook_configuration(
+            {
+                "metadata": {"name": "kueue-e2e"},
+                "webhooks": [hook("vjob.kb.io", "/validate-batch-v1-job", ["CREATE", "UPDATE"])],
+            }
+        )
 
     @property
     def has_kwok(self) -> bool:
