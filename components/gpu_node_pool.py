@@ -9,11 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 import pulumi
-import pulumi_azure_native as azure
+import pulumi_azure_native.containerservice as CS
 
 from taugrid.api.platform import CpuPool, GpuPool, pool_labels, pool_taints
-
-CS = azure.containerservice
 
 
 def _agent_pool(

@@ -22,7 +22,7 @@ class KubeObject(pulumi.CustomResource):
         props.setdefault("metadata", {})
         opts = pulumi.ResourceOptions.merge(
             opts,
-            pulumi.ResourceOptions(version=k8s._utilities.get_version()),  # type: ignore[no-untyped-call]
+            pulumi.ResourceOptions(version=k8s._utilities.get_version()),
         )
         super().__init__(type_token(manifest["apiVersion"], manifest["kind"]), name, props, opts)
 
