@@ -14,6 +14,7 @@ from taugrid.cli import codebundle, load, render, resolve
 
 pytestmark = pytest.mark.e2e
 GPU_TAINT = {"key": "sku", "value": "gpu", "effect": "NoSchedule"}
+NS = "kwok-e2e"  # this module's own namespace: other modules apply the workspace objects
 
 
 def wait(cond: Any, timeout: float = 60.0, what: str = "condition") -> Any:
@@ -41,10 +42,7 @@ def nodes(cluster: Any) -> Any:
     for name in ("gpu-a100-0", "cpu-0"):
         wait(lambda n=name: any(c.type == "Ready" and c.status == "True" for c in (core.read_node(n).status.conditions or [])),
              what=f"{name} Ready")  # fmt: skip
-    for ns in ("research",):
-        apply(
-            cluster.dynamic(), {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
-        )
+    apply(cluster.dynamic(), {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
     return core
 
 
@@ -56,7 +54,7 @@ def _pod(name: str, gpus: int, tolerate: bool) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "namespace": "research"},
+        "metadata": {"name": name, "namespace": NS},
         "spec": spec,
     }
 
@@ -70,9 +68,7 @@ def test_gpu_nodes_are_ready_with_gpus(nodes: Any) -> None:
 def test_gpu_pod_lands_on_the_gpu_node_and_runs(cluster: Any, nodes: Any) -> None:
     apply(cluster.dynamic(), _pod("trainer", gpus=1, tolerate=True))
     pod = wait(
-        lambda: (
-            (p := nodes.read_namespaced_pod("trainer", "research")).status.phase == "Running" and p
-        ),
+        lambda: (p := nodes.read_namespaced_pod("trainer", NS)).status.phase == "Running" and p,
         what="Running",
     )
     assert pod.spec.node_name == "gpu-a100-0"
@@ -82,16 +78,14 @@ def test_pod_without_toleration_is_not_scheduled_on_gpus(cluster: Any, nodes: An
     apply(cluster.dynamic(), _pod("untolerated", gpus=1, tolerate=False))
 
     def unschedulable() -> bool:
-        p = nodes.read_namespaced_pod("untolerated", "research")
+        p = nodes.read_namespaced_pod("untolerated", NS)
         return any(
             c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable"
             for c in (p.status.conditions or [])
         )
 
     wait(unschedulable, what="Unschedulable")
-    events = nodes.list_namespaced_event(
-        "research", field_selector="involvedObject.name=untolerated"
-    ).items
+    events = nodes.list_namespaced_event(NS, field_selector="involvedObject.name=untolerated").items
     assert any(e.reason == "FailedScheduling" for e in events)
 
 
@@ -102,16 +96,17 @@ def test_rendered_job_runs_to_completion_once_admitted(cluster: Any, nodes: Any)
     cm, job = render.render(
         r, render.RunMeta(run_id="batch-score-kwok1"), codebundle.collect(loaded.folder)
     )
+    cm["metadata"]["namespace"] = job["metadata"]["namespace"] = NS
     pod_spec = job["spec"]["template"]["spec"]
     pod_spec.pop("serviceAccountName", None)  # no such ServiceAccount in this bare namespace
     pod_spec["nodeSelector"] = {C.LABEL_POOL: "cpu"}
     # The workspace's /data volume: a PVC bound to a pre-made PV (no provisioner, no kubelet).
-    apply(cluster.dynamic(), {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "research-data-pv"},
+    apply(cluster.dynamic(), {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "kwok-e2e-data-pv"},
                               "spec": {"capacity": {"storage": "1Ti"}, "accessModes": ["ReadWriteMany"],
                                        "hostPath": {"path": "/nonexistent/kwok"}, "storageClassName": "",
-                                       "claimRef": {"namespace": "research", "name": r.pvc}}})  # fmt: skip
-    apply(cluster.dynamic(), {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": r.pvc, "namespace": "research"},
-                              "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": "research-data-pv",
+                                       "claimRef": {"namespace": NS, "name": r.pvc}}})  # fmt: skip
+    apply(cluster.dynamic(), {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": r.pvc, "namespace": NS},
+                              "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": "kwok-e2e-data-pv",
                                        "resources": {"requests": {"storage": "1Ti"}}}})  # fmt: skip
     apply(cluster.dynamic(), cm)
     apply(cluster.dynamic(), job)
@@ -119,16 +114,14 @@ def test_rendered_job_runs_to_completion_once_admitted(cluster: Any, nodes: Any)
 
     batch = client.BatchV1Api(cluster.api_client())
     assert not nodes.list_namespaced_pod(
-        "research", label_selector=f"{C.LABEL_RUN_ID}=batch-score-kwok1"
+        NS, label_selector=f"{C.LABEL_RUN_ID}=batch-score-kwok1"
     ).items
-    batch.patch_namespaced_job("batch-score-kwok1", "research", {"spec": {"suspend": False}})
-    pod = wait(lambda: next(iter(nodes.list_namespaced_pod("research", label_selector=f"{C.LABEL_RUN_ID}=batch-score-kwok1").items), None),
+    batch.patch_namespaced_job("batch-score-kwok1", NS, {"spec": {"suspend": False}})
+    pod = wait(lambda: next(iter(nodes.list_namespaced_pod(NS, label_selector=f"{C.LABEL_RUN_ID}=batch-score-kwok1").items), None),
                what="the Job's pod")  # fmt: skip
     assert pod.metadata.labels[C.KUEUE_QUEUE_LABEL] == "cpu"  # run labels reach the pod
     done = wait(
-        lambda: (
-            (j := batch.read_namespaced_job("batch-score-kwok1", "research")).status.succeeded and j
-        ),
+        lambda: (j := batch.read_namespaced_job("batch-score-kwok1", NS)).status.succeeded and j,
         timeout=90,
         what="Complete",
     )
