@@ -361,3 +361,28 @@ def test_resume_needs_a_checkpoint(tau: Tau) -> None:
     run_id = run_id_from(tau("run", str(EXAMPLES / "batch-job")).stderr)
     res = tau("run", "resume", run_id)
     assert res.returncode == 1 and "no complete checkpoint" in res.stderr
+
+
+def test_secret_values_never_enter_the_record(
+    tau: Tau, project: Callable[[str, str, str], Path]
+) -> None:
+    folder = project(
+        "schema_version: 1\nname: secretive\nrun: {entrypoint: s.py, workload_kind: job}\n"
+        "runtime: {env_from_secret: {HF_TOKEN: 'hf-secret:token'}}\n",
+        "s.py",
+        "import os\nprint('token length', len(os.environ['HF_TOKEN']), flush=True)\n",
+    )
+    secret = "hf_SuperSecretValue_42"
+    res = tau("run", str(folder), env={"HF_TOKEN": secret})
+    assert res.returncode == 0, res.stderr
+    run_id = run_id_from(res.stderr)
+    rd = tau.run_dir(run_id)
+    assert (
+        f"token length {len(secret)}" in (rd / "logs" / "driver.log").read_text()
+    )  # it reached the process
+    for f in rd.rglob("*"):
+        if f.is_file():
+            assert secret.encode() not in f.read_bytes(), f"secret written to {f.relative_to(rd)}"
+    assert (
+        "hf-secret:token" in (rd / "config" / "resolved.yaml").read_text()
+    )  # the reference is kept
