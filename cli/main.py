@@ -66,6 +66,13 @@ ProfilesOpt = Annotated[
 WorkspaceOpt = Annotated[
     str | None, typer.Option("--workspace", "-w", help="Workspace (overrides policy.workspace)")
 ]
+RenderOutOpt = Annotated[RenderFormat, typer.Option("--output", "-o", help="yaml or json")]
+RunIdOpt = Annotated[
+    str | None, typer.Option("--run-id", help="Use this run id (default: a new one)")
+]
+RayPipOpt = Annotated[
+    bool, typer.Option("--ray-pip", help="Let Ray install runtime.pip (local rayjob)")
+]
 ProfileOpt = Annotated[
     str | None, typer.Option("--profile", help="Workload profile (overrides policy.profile)")
 ]
@@ -226,10 +233,8 @@ def run_render(
     profiles: ProfilesOpt = None,
     workspace: WorkspaceOpt = None,
     profile: ProfileOpt = None,
-    run_id: Annotated[
-        str | None, typer.Option("--run-id", help="Use this run id (default: a new one)")
-    ] = None,
-    output: Annotated[RenderFormat, typer.Option("--output", "-o")] = RenderFormat.yaml,
+    run_id: RunIdOpt = None,
+    output: RenderOutOpt = RenderFormat.yaml,
 ) -> None:
     """Print the exact Kubernetes objects a run would submit (nothing is sent)."""
     objs = _render_objects(file, profiles, workspace, profile, run_id)
@@ -308,16 +313,12 @@ def run_submit(
     strict: Annotated[
         bool, typer.Option("--strict", help="Fail instead of running GPU work on CPU")
     ] = False,
-    ray_pip: Annotated[
-        bool, typer.Option("--ray-pip", help="Let Ray install runtime.pip (local rayjob)")
-    ] = False,
+    ray_pip: RayPipOpt = False,
     profiles: ProfilesOpt = None,
     workspace: WorkspaceOpt = None,
     profile: ProfileOpt = None,
-    run_id: Annotated[
-        str | None, typer.Option("--run-id", help="Use this run id (default: a new one)")
-    ] = None,
-    output: Annotated[RenderFormat, typer.Option("--output", "-o")] = RenderFormat.yaml,
+    run_id: RunIdOpt = None,
+    output: RenderOutOpt = RenderFormat.yaml,
 ) -> None:
     """Submit a run and follow it (with --dry-run: render it)."""
     if dry_run:
@@ -495,9 +496,7 @@ def run_resume(
     detach: Annotated[
         bool, typer.Option("--detach", "-d", help="Return at once with the new run id")
     ] = False,
-    ray_pip: Annotated[
-        bool, typer.Option("--ray-pip", help="Let Ray install runtime.pip (local rayjob)")
-    ] = False,
+    ray_pip: RayPipOpt = False,
 ) -> None:
     """Start a new run from the newest complete checkpoint of RUN (lineage kept in both)."""
     from taugrid.cli import load, local
@@ -728,7 +727,7 @@ def platform_snapshot(stack: StackOpt, stacks_dir: StacksDirOpt = None) -> None:
 
 @app.command("crds")
 def crds(
-    output: Annotated[RenderFormat, typer.Option("--output", "-o")] = RenderFormat.yaml,
+    output: RenderOutOpt = RenderFormat.yaml,
 ) -> None:
     """Print TauGrid's CustomResourceDefinitions (TauCluster, TauWorkspace, TauQuotaRequest, TauRun)."""
     from taugrid.api.crds import render_crds

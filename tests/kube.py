@@ -42,3 +42,33 @@ def error_message(exc: BaseException) -> str:
     if isinstance(body, bytes):
         body = body.decode("utf-8", "replace")
     return f"{exc} {body or ''}"
+
+
+def install_crds(dyn: Any, upstream: Any, groups: tuple[str, ...] = ("kueue", "kuberay")) -> None:
+    """Upstream CRDs (from ../shared/upstream-crds) and TauGrid's, applied and established."""
+    import yaml
+
+    from taugrid.api.crds import render_crds
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    names = []
+    crds = [
+        yaml.load(f.read_text(), Loader=loader)
+        for g in groups
+        for f in sorted((upstream / g).glob("*.yaml"))
+    ]
+    for crd in [*crds, *render_crds()]:
+        apply(dyn, crd)
+        names.append(crd["metadata"]["name"])
+    wait_established(dyn, names)
+
+
+def wait_until(cond: Any, timeout: float = 90.0, what: str = "condition") -> Any:
+    """Poll a cluster condition (bounded): the API offers no cheaper way to await these here."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = cond()
+        if got:
+            return got
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")

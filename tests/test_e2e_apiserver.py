@@ -9,9 +9,8 @@ from typing import Any
 import pytest
 import yaml
 from conftest import EXAMPLE_DIRS, PROFILES, UPSTREAM_CRDS
-from kube import apply, error_message, wait_established
+from kube import apply, error_message, install_crds
 
-from taugrid.api.crds import render_crds
 from taugrid.cli import codebundle, load, render, resolve
 
 pytestmark = pytest.mark.e2e
@@ -24,16 +23,7 @@ def crds_installed(cluster: Any) -> Any:
     if not UPSTREAM_CRDS.is_dir():
         pytest.skip(f"{UPSTREAM_CRDS} is absent: the upstream CRDs live in ../shared")
     dyn = cluster.dynamic()
-    names = []
-    for group in UPSTREAM:
-        for f in sorted((UPSTREAM_CRDS / group).glob("*.yaml")):
-            crd = yaml.load(f.read_text(), Loader=_Loader)
-            apply(dyn, crd)
-            names.append(crd["metadata"]["name"])
-    for crd in render_crds():
-        apply(dyn, crd)
-        names.append(crd["metadata"]["name"])
-    wait_established(dyn, names)
+    install_crds(dyn, UPSTREAM_CRDS)
     for ns in ("research", "llm"):
         apply(dyn, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     return dyn

@@ -7,17 +7,15 @@ node from KWOK: quota admits the first run (which then completes) and holds the 
 from __future__ import annotations
 
 import copy
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from conftest import EXAMPLES, UPSTREAM_CRDS
-from kube import apply, wait_established
+from kube import apply, install_crds, wait_until
 
 from taugrid.api import constants as C
-from taugrid.api.crds import render_crds
 from taugrid.api.platform import SYSTEM_NAMESPACE, parse_platform
 from taugrid.api.profiles import ProfileSnapshot
 from taugrid.cli import codebundle, load, render, resolve
@@ -36,14 +34,7 @@ CFG = parse_platform(
 )  # fmt: skip
 
 
-def wait(cond: Any, timeout: float = 90.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = cond()
-        if got:
-            return got
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
+wait = wait_until
 
 
 @pytest.fixture(scope="module")
@@ -55,16 +46,7 @@ def kueue(cluster: Any) -> Any:
     if not UPSTREAM_CRDS.is_dir():
         pytest.skip(f"{UPSTREAM_CRDS} is absent")
     dyn = cluster.dynamic()
-    names = []
-    for group in ("kueue", "kuberay"):
-        for f in sorted((UPSTREAM_CRDS / group).glob("*.yaml")):
-            crd = yaml.load(f.read_text(), Loader=_Loader)
-            apply(dyn, crd)
-            names.append(crd["metadata"]["name"])
-    for crd in render_crds():
-        apply(dyn, crd)
-        names.append(crd["metadata"]["name"])
-    wait_established(dyn, names)
+    install_crds(dyn, UPSTREAM_CRDS)
     apply(dyn, manifests.namespace(SYSTEM_NAMESPACE))
     cluster.start_kueue(C.LABEL_WORKSPACE)
     cluster.add_fake_node("kq-cpu-0", labels={C.LABEL_POOL: "kqcpu"}, cpu="16", memory="64Gi")

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
 from conftest import EXAMPLES, PROFILES
-from kube import apply
+from kube import apply, wait_until
 
 from taugrid.api import constants as C
 from taugrid.cli import codebundle, load, render, resolve
@@ -17,14 +16,7 @@ GPU_TAINT = {"key": "sku", "value": "gpu", "effect": "NoSchedule"}
 NS = "kwok-e2e"  # this module's own namespace: other modules apply the workspace objects
 
 
-def wait(cond: Any, timeout: float = 60.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = cond()
-        if got:
-            return got
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
+wait = wait_until
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,8 @@ from typing import Any
 import pytest
 import yaml
 from conftest import EXAMPLES, ROOT, UPSTREAM_CRDS
-from kube import apply, error_message, wait_established
+from kube import apply, error_message, install_crds
 
-from taugrid.api.crds import render_crds
 from taugrid.api.platform import SYSTEM_NAMESPACE, parse_platform
 from taugrid.api.profiles import ProfileSnapshot
 from taugrid.cli import codebundle, load, render, resolve
@@ -32,16 +31,7 @@ def platform_ready(cluster: Any) -> Any:
     if not UPSTREAM_CRDS.is_dir():
         pytest.skip(f"{UPSTREAM_CRDS} is absent")
     dyn = cluster.dynamic()
-    names = []
-    for group in ("kueue", "kuberay"):
-        for f in sorted((UPSTREAM_CRDS / group).glob("*.yaml")):
-            crd = yaml.load(f.read_text(), Loader=_Loader)
-            apply(dyn, crd)
-            names.append(crd["metadata"]["name"])
-    for crd in render_crds():
-        apply(dyn, crd)
-        names.append(crd["metadata"]["name"])
-    wait_established(dyn, names)
+    install_crds(dyn, UPSTREAM_CRDS)
     apply(dyn, manifests.namespace(SYSTEM_NAMESPACE))
     return dyn
 
