@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from taugrid.api import constants as C
-from taugrid.api.quantity import QuantityError, parse_cpu, parse_memory
+from taugrid.api.quantity import cpu_field, memory_field, parse_cpu, parse_memory
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")  # RayJob names must start with a letter
@@ -36,24 +36,6 @@ Memory = Annotated[str, Field(description="Kubernetes memory quantity, e.g. 64Gi
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, defer_build=True)
-
-
-def _cpu(v: Any) -> Any:
-    if v is not None:
-        try:
-            parse_cpu(v)
-        except QuantityError as e:
-            raise ValueError(str(e)) from None
-    return v
-
-
-def _mem(v: Any) -> Any:
-    if v is not None:
-        try:
-            parse_memory(v)
-        except QuantityError as e:
-            raise ValueError(str(e)) from None
-    return v
 
 
 def _rel_path(v: str | None) -> str | None:
@@ -114,8 +96,10 @@ class Compute(_Model):
     gpu_resource_mode: Literal["device-plugin", "mig"] | None = None
     mig_profile: str | None = Field(None, description="MIG slice such as 1g.10gb (forces mig mode)")
 
-    _v_cpu = field_validator("cpus", "cpu_limit", "worker_cpus", "worker_cpu_limit")(_cpu)
-    _v_mem = field_validator("memory", "memory_limit", "worker_memory", "worker_memory_limit")(_mem)
+    _v_cpu = field_validator("cpus", "cpu_limit", "worker_cpus", "worker_cpu_limit")(cpu_field)
+    _v_mem = field_validator("memory", "memory_limit", "worker_memory", "worker_memory_limit")(
+        memory_field
+    )
 
     @field_validator("mig_profile")
     @classmethod

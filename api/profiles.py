@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from taugrid.api import constants as C
 from taugrid.api.manifest import DNS_LABEL
-from taugrid.api.quantity import QuantityError, parse_cpu, parse_memory
+from taugrid.api.quantity import cpu_field, memory_field
 
 
 class _Model(BaseModel):
@@ -37,23 +37,8 @@ class WorkerSize(_Model):
     cpu: int | float | str = Field(description="cores: 4, 0.5 or 500m")
     memory: str = Field(description="Kubernetes memory quantity")
 
-    @field_validator("cpu")
-    @classmethod
-    def _cpu(cls, v: Any) -> Any:
-        try:
-            parse_cpu(v)
-        except QuantityError as e:
-            raise ValueError(str(e)) from None
-        return v
-
-    @field_validator("memory")
-    @classmethod
-    def _mem(cls, v: str) -> str:
-        try:
-            parse_memory(v)
-        except QuantityError as e:
-            raise ValueError(str(e)) from None
-        return v
+    _v_cpu = field_validator("cpu")(cpu_field)
+    _v_mem = field_validator("memory")(memory_field)
 
 
 class WorkloadProfile(_Model):

@@ -111,3 +111,23 @@ def format_memory(n_bytes: int) -> str:
         if n_bytes % mult == 0:
             return f"{n_bytes // mult}{suffix}"
     return str(n_bytes)
+
+
+def cpu_field(value: object) -> object:
+    """pydantic field validator: a CPU amount, or ValueError with the reason."""
+    if value is not None:
+        try:
+            parse_cpu(value)
+        except QuantityError as e:
+            raise ValueError(str(e)) from None
+    return value
+
+
+def memory_field(value: object) -> object:
+    """pydantic field validator: a memory quantity, or ValueError with the reason."""
+    if value is not None:
+        try:
+            parse_memory(value)
+        except QuantityError as e:
+            raise ValueError(str(e)) from None
+    return value
