@@ -211,15 +211,9 @@ def _describe_rc(rc: int) -> str:
 
 
 def _failure_kind(rc: int, reason: str) -> str:
-    if reason.startswith("NodeFailure"):
-        return "NodeFailure"
-    if rc in (-9, 137) and "SIGKILL" in reason:
-        return "OOMKilled" if _recent_oom() else "Failed"
-    return "Failed"
-
-
-def _recent_oom() -> bool:
-    return False  # the kernel's OOM log is not readable portably; a SIGKILL counts as a failure
+    """Locally a lost Ray head is NodeFailure; anything else (a SIGKILL included: the kernel's
+    OOM log is not portably readable) is Failed."""
+    return "NodeFailure" if reason.startswith("NodeFailure") else "Failed"
 
 
 def _kill_group(pgid: int) -> None:

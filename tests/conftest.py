@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from localkit import example_copy, project, tau  # noqa: F401  (fixtures for test_local_*.py)
@@ -35,3 +35,15 @@ def cluster() -> Iterator[ControlPlane]:
         pytest.skip("the control plane is not built: `make e2e` builds it (or `make controlplane`)")
     with running() as cp:
         yield cp
+
+
+@pytest.fixture(scope="session")
+def cluster_crds(cluster: ControlPlane) -> Any:
+    """The cluster with the upstream Kueue/KubeRay CRDs and TauGrid's installed (once)."""
+    from kube import install_crds
+
+    if not UPSTREAM_CRDS.is_dir():
+        pytest.skip(f"{UPSTREAM_CRDS} is absent: the upstream CRDs live in ../shared")
+    dyn = cluster.dynamic()
+    install_crds(dyn, UPSTREAM_CRDS)
+    return dyn

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import EXAMPLE_DIRS, PROFILES, UPSTREAM_CRDS
-from kube import apply, error_message, install_crds
+from conftest import EXAMPLE_DIRS, PROFILES
+from kube import apply, error_message
 
 from taugrid.cli import codebundle, load, render, resolve
 
@@ -19,11 +19,8 @@ UPSTREAM = ["kueue", "kuberay"]
 
 
 @pytest.fixture(scope="module")
-def crds_installed(cluster: Any) -> Any:
-    if not UPSTREAM_CRDS.is_dir():
-        pytest.skip(f"{UPSTREAM_CRDS} is absent: the upstream CRDs live in ../shared")
-    dyn = cluster.dynamic()
-    install_crds(dyn, UPSTREAM_CRDS)
+def crds_installed(cluster_crds: Any) -> Any:
+    dyn = cluster_crds
     for ns in ("research", "llm"):
         apply(dyn, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     return dyn

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import EXAMPLES, UPSTREAM_CRDS
-from kube import apply, install_crds, wait_until
+from conftest import EXAMPLES
+from kube import apply, wait_until
 
 from taugrid.api import constants as C
 from taugrid.api.platform import SYSTEM_NAMESPACE, parse_platform
@@ -38,15 +38,12 @@ wait = wait_until
 
 
 @pytest.fixture(scope="module")
-def kueue(cluster: Any) -> Any:
+def kueue(cluster: Any, cluster_crds: Any) -> Any:
     if not cluster.has_kueue:
         pytest.skip("Kueue is not built (see e2e/controlplane/build.sh)")
     if not cluster.has_kwok:
         pytest.skip("KWOK is not built")
-    if not UPSTREAM_CRDS.is_dir():
-        pytest.skip(f"{UPSTREAM_CRDS} is absent")
-    dyn = cluster.dynamic()
-    install_crds(dyn, UPSTREAM_CRDS)
+    dyn = cluster_crds
     apply(dyn, manifests.namespace(SYSTEM_NAMESPACE))
     cluster.start_kueue(C.LABEL_WORKSPACE)
     cluster.add_fake_node("kq-cpu-0", labels={C.LABEL_POOL: "kqcpu"}, cpu="16", memory="64Gi")

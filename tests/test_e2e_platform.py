@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import EXAMPLES, ROOT, UPSTREAM_CRDS
-from kube import apply, error_message, install_crds
+from conftest import EXAMPLES, ROOT
+from kube import apply, error_message
 
 from taugrid.api.platform import SYSTEM_NAMESPACE, parse_platform
 from taugrid.api.profiles import ProfileSnapshot
@@ -27,11 +27,8 @@ def stack_cfg(stack: str) -> Any:
 
 
 @pytest.fixture(scope="module")
-def platform_ready(cluster: Any) -> Any:
-    if not UPSTREAM_CRDS.is_dir():
-        pytest.skip(f"{UPSTREAM_CRDS} is absent")
-    dyn = cluster.dynamic()
-    install_crds(dyn, UPSTREAM_CRDS)
+def platform_ready(cluster_crds: Any) -> Any:
+    dyn = cluster_crds
     apply(dyn, manifests.namespace(SYSTEM_NAMESPACE))
     return dyn
 
