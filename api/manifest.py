@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from taugrid.api import constants as C
+from taugrid.api import naming
 from taugrid.api.quantity import cpu_field, memory_field, parse_cpu, parse_memory
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -305,8 +306,7 @@ class Manifest(_Model):
 
     @property
     def run_id_stem(self) -> str:
-        prefix = self.resource_naming.prefix
-        return f"{prefix}-{self.name}" if prefix else self.name
+        return naming.run_id_stem(self.resource_naming.prefix, self.name)
 
     def config_hash(self) -> str:
         """sha256 of the validated config (canonical JSON): stamps every submission."""
@@ -315,12 +315,12 @@ class Manifest(_Model):
 
     def workload_kind(self) -> WorkloadKind:
         """Explicit kind, else TauGrid's inference: CPU-only or multi-worker -> rayjob, else job."""
-        explicit = self.run.workload_kind or self.compute.workload_kind
-        if explicit:
-            return explicit
-        if self.compute.gpus == 0 or self.compute.workers > 1:
-            return "rayjob"
-        return "job"
+        kind = naming.infer_workload_kind(
+            self.run.workload_kind or self.compute.workload_kind,
+            self.compute.gpus,
+            self.compute.workers,
+        )
+        return "rayjob" if kind == "rayjob" else "job"
 
 
 @dataclass(frozen=True)

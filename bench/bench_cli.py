@@ -41,6 +41,7 @@ def cold_start(args: list[str], runs: int = 15) -> float:
 
 
 def renders_per_second(seconds: float = 3.0) -> tuple[float, float]:
+    from taugrid.api import naming
     from taugrid.cli import codebundle, load, render, resolve
 
     snap = load.load_snapshot(PROFILES)
@@ -50,7 +51,7 @@ def renders_per_second(seconds: float = 3.0) -> tuple[float, float]:
         r = resolve.resolve(loaded.manifest, snap)
         bundle = codebundle.collect(loaded.folder)
         render.render(
-            r, render.RunMeta(run_id=render.new_run_id(loaded.manifest.run_id_stem)), bundle
+            r, render.RunMeta(run_id=naming.new_run_id(loaded.manifest.run_id_stem)), bundle
         )
         n += 1
     full = n / (time.perf_counter() - t0)
@@ -60,7 +61,7 @@ def renders_per_second(seconds: float = 3.0) -> tuple[float, float]:
     while time.perf_counter() - t0 < seconds:
         r = resolve.resolve(loaded.manifest, snap)
         render.render(
-            r, render.RunMeta(run_id=render.new_run_id(loaded.manifest.run_id_stem)), bundle
+            r, render.RunMeta(run_id=naming.new_run_id(loaded.manifest.run_id_stem)), bundle
         )
         n += 1
     return full, n / (time.perf_counter() - t0)

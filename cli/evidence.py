@@ -13,7 +13,6 @@ import contextlib
 import hashlib
 import json
 import os
-import tempfile
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -23,38 +22,11 @@ from typing import Any
 from taugrid.api import constants as C
 from taugrid.api.evidence import HistoryEvent, RunRecord
 from taugrid.cli.errors import EXIT_PLATFORM, EXIT_RUN_FAILED, TauError
+from taugrid.cli.paths import runs_root, write_atomic
 
 
 def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
-
-
-def tau_home() -> Path:
-    return Path(os.environ.get("TAU_HOME") or Path.home() / ".tau").expanduser()
-
-
-def data_root() -> Path:
-    """The local stand-in for /data."""
-    return tau_home() / "data"
-
-
-def runs_root() -> Path:
-    return data_root() / C.RUNS_SUBDIR
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
 
 
 class RunDir:

@@ -11,7 +11,8 @@ from taugrid.api.evidence import TERMINAL
 from taugrid.cli import raylocal
 from taugrid.cli.evidence import RunDir
 
-POLL_S = 0.1
+LOG_POLL_S = 0.02  # new log bytes show within this (a stat and a read of one file)
+STATE_POLL_S = 0.1  # history and record (parsed and validated) this often
 
 
 def follow(
@@ -28,7 +29,28 @@ def follow(
     offset = 0 if from_start else (rd.driver_log.stat().st_size if rd.driver_log.exists() else 0)
     seen = 0
     pending = b""
+    next_state = 0.0
+
+    def drain() -> None:
+        nonlocal offset, pending
+        if not (logs and rd.driver_log.exists()):
+            return
+        with rd.driver_log.open("rb") as f:
+            f.seek(offset)
+            chunk = f.read()
+        if chunk:
+            offset += len(chunk)
+            complete, _, pending = (pending + chunk).rpartition(b"\n")
+            if complete:
+                out.write(complete.decode("utf-8", "replace") + "\n")
+                out.flush()
+
     while True:
+        drain()
+        if time.monotonic() < next_state:
+            time.sleep(LOG_POLL_S)
+            continue
+        next_state = time.monotonic() + STATE_POLL_S
         if transitions:
             hist = rd.read_history()
             for ev in hist[seen:]:
@@ -36,19 +58,9 @@ def follow(
                 err.write(f"[{ev.phase.lower()}]{note}\n")
                 err.flush()
             seen = len(hist)
-        if logs and rd.driver_log.exists():
-            with rd.driver_log.open("rb") as f:
-                f.seek(offset)
-                chunk = f.read()
-            if chunk:
-                offset += len(chunk)
-                data = pending + chunk
-                complete, _, pending = data.rpartition(b"\n")
-                if complete:
-                    out.write(complete.decode("utf-8", "replace") + "\n")
-                    out.flush()
         rec = rd.read_record()
         if rec.phase in TERMINAL:
+            drain()  # what the driver wrote between the last read and its end
             if pending:
                 out.write(pending.decode("utf-8", "replace") + "\n")
             if transitions:
@@ -64,4 +76,4 @@ def follow(
                 return "Failed"
         if on_tick:
             on_tick()
-        time.sleep(POLL_S)
+        time.sleep(LOG_POLL_S)

@@ -20,9 +20,9 @@ from pydantic import BaseModel, ValidationError
 
 from taugrid.api.manifest import Issue, Manifest, semantic_issues
 from taugrid.cli.errors import ConfigError, TauError
+from taugrid.cli.paths import DISCOVERY, find_manifest
 
 MAX_DOCUMENT_BYTES = 1024 * 1024
-DISCOVERY = ("tau.yaml", "tau.yml", ".tau.yaml")
 
 _Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -98,9 +98,9 @@ def resolve_manifest_path(arg: str | None) -> Path:
     """A file, a folder holding tau.yaml, or nothing (the current folder)."""
     p = Path(arg) if arg else Path.cwd()
     if p.is_dir():
-        for name in DISCOVERY:
-            if (p / name).is_file():
-                return p / name
+        found = find_manifest(p)
+        if found:
+            return found
         raise TauError(
             f"{p}: is a directory with no {' / '.join(DISCOVERY)} in it",
             hint="pass the path of a tau.yaml file, e.g. tau run validate examples/quickstart/tau.yaml",

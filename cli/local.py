@@ -23,17 +23,12 @@ from taugrid.api import constants as C
 from taugrid.api.evidence import TERMINAL, Lineage, RunRecord
 from taugrid.api.manifest import Manifest
 from taugrid.api.profiles import ProfileSnapshot, WorkerSize, WorkloadProfile, WorkspaceRef
-from taugrid.cli import raylocal
+from taugrid.cli import paths, raylocal
 from taugrid.cli.errors import EXIT_PLATFORM, EXIT_USAGE, TauError
-from taugrid.cli.evidence import (
-    RunDir,
-    data_root,
-    ensure_writable,
-    now_iso,
-    runs_root,
-    write_atomic,
-)
+from taugrid.cli.evidence import RunDir, ensure_writable, now_iso
 from taugrid.cli.load import LoadedManifest
+from taugrid.cli.paths import data_root, runs_root, write_atomic
+from taugrid.cli.prelaunch import Early
 from taugrid.cli.status import Snapshot
 
 Say = Callable[[str], None]
@@ -103,11 +98,18 @@ def submit(
     parent: str | None = None,
     submitter: str = "unknown",
     code_revision: str = "unknown",
+    early: Early | None = None,
 ) -> RunDir:
+    """Record the run and start it. With `early` (cli/prelaunch.py), its Ray job is already
+    submitted and waits for the plan; the caller stops it if this raises."""
+    from taugrid.api import naming
     from taugrid.cli import codebundle, render, resolve
 
     m = loaded.manifest
     kind = m.workload_kind()
+    if early is not None and not _early_fits(early, loaded, kind, ray_pip):
+        early.abort()
+        early = None
     if ray_pip and kind != "rayjob":
         raise TauError(
             "--ray-pip lets Ray build the environment; a `job` runs as a plain subprocess",
@@ -144,7 +146,7 @@ def submit(
     r = resolve.resolve(m, local_snapshot(m), workspace=LOCAL, profile=LOCAL)
     root = runs_root()
     ensure_writable(root)
-    run_id = render.new_run_id(m.run_id_stem)
+    run_id = early.run_id if early else naming.new_run_id(m.run_id_stem)
     rd = RunDir(root / run_id)
     try:
         rd.path.mkdir(parents=True)
@@ -180,7 +182,7 @@ def submit(
     }
     head = None
     if kind == "rayjob":
-        head = raylocal.ensure_head(num_gpus=gpus_here, say=say)
+        head = early.head if early else raylocal.ensure_head(num_gpus=gpus_here, say=say)
         plan["ray_dashboard"] = head.dashboard
     # The record, written before anything runs: a run that never starts still has evidence.
     write_atomic(rd.path / "config" / "tau.yaml", loaded.text.encode())
@@ -201,9 +203,6 @@ def submit(
     from taugrid.cli.yamlio import dump
 
     write_atomic(rd.path / "config" / "resolved.yaml", dump(resolved).encode())
-    write_atomic(
-        rd.path / "config" / "manifests" / f"local-{kind}.json", json.dumps(plan, indent=2).encode()
-    )
     rec = RunRecord(
         run_id=run_id,
         name=m.name,
@@ -228,21 +227,24 @@ def submit(
         warnings=warnings,
         resumed_from=Lineage(run_id=parent, checkpoint=resume_from) if parent else None,
         ray_address=head.dashboard if head else None,
+        ray_submission_id=run_id if head else None,
     )
     rd.write_record(rec)
     rd.append_history("Pending", "submitted")
-    if head is not None:
+    # Last, the plan: for a rayjob its presence is the launcher's go signal (cli/launch.py).
+    write_atomic(paths.plan_path(rd.path, kind), json.dumps(plan, indent=2).encode())
+    if early is not None:
+        early.done = True  # the record and the supervisor own the job from here
+    elif head is not None:
         # Submit attempt 0 right away (the supervisor would take ~0.5 s more to start).
-        from taugrid.cli import supervisor
+        from taugrid.cli import launch
 
-        sub_id = supervisor.ray_submission_id(run_id, 0)
-        env0 = supervisor.attempt_env(plan, 0, resume_from)
         try:
             raylocal.submit_job(
                 head,
-                sub_id,
-                supervisor.ray_entrypoint(plan),
-                supervisor.ray_runtime_env(plan, env0),
+                run_id,
+                launch.entrypoint(rd.path),
+                ray_runtime_env(plan, launch.secret_env(plan)),
             )
         except (OSError, ValueError) as e:
             rd.append_history("Failed", f"NodeFailure: could not submit to the local Ray head: {e}")
@@ -255,10 +257,10 @@ def submit(
             raise TauError(
                 f"could not submit to the local Ray head: {e}", exit_code=EXIT_PLATFORM
             ) from None
-        rd.update(ray_submission_id=sub_id)
     with (rd.logs / "supervisor.log").open("ab") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "taugrid.cli.supervisor", str(rd.path)],
+            (["nice", "-n", "10"] if kind == "rayjob" else [])
+            + [sys.executable, "-m", "taugrid.cli.supervisor", str(rd.path)],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -267,6 +269,27 @@ def submit(
         )
     rd.update(supervisor_pid=proc.pid)
     return rd
+
+
+def _early_fits(early: Early, loaded: LoadedManifest, kind: str, ray_pip: bool) -> bool:
+    """Whether the job submitted early is the one this validated run would have submitted."""
+    m = loaded.manifest
+    return (
+        kind == "rayjob"
+        and not ray_pip
+        and early.manifest == loaded.path.resolve()
+        and early.run_id.rsplit("-", 1)[0] == m.run_id_stem
+        and early.secret_names == frozenset(m.runtime.env_from_secret)
+    )
+
+
+def ray_runtime_env(plan: dict[str, Any], secrets: dict[str, str]) -> dict[str, Any]:
+    """The job's runtime_env: secrets only (the run's env travels in the plan), plus pip with
+    --ray-pip."""
+    runtime_env: dict[str, Any] = {"env_vars": secrets} if secrets else {}
+    if plan.get("pip"):
+        runtime_env["pip"] = plan["pip"]
+    return runtime_env
 
 
 # --- reading runs back ------------------------------------------------------------------------
@@ -293,9 +316,7 @@ def snapshot(rd: RunDir, now: float | None = None) -> Snapshot:
     ckpts = []
     with contextlib.suppress(OSError):
         sub = Path(
-            json.loads(
-                (rd.path / "config" / "manifests" / f"local-{rec.workload_kind}.json").read_text()
-            )["checkpoint_subdir"]
+            json.loads(paths.plan_path(rd.path, rec.workload_kind).read_text())["checkpoint_subdir"]
         )
         ckpts = rd.complete_checkpoints(str(sub))
     out_dir = rd.path / "outputs"

@@ -101,6 +101,7 @@ def _render_objects(
     profile: str | None,
     run_id: str | None,
 ) -> list[dict[str, Any]]:
+    from taugrid.api import naming
     from taugrid.cli import codebundle, load, render, resolve
 
     loaded = load.load_manifest(file)
@@ -112,7 +113,7 @@ def _render_objects(
     snap = load.load_snapshot(profiles)
     resolved = resolve.resolve(loaded.manifest, snap, workspace=workspace, profile=profile)
     bundle = codebundle.collect(loaded.folder)
-    rid = run_id or render.new_run_id(loaded.manifest.run_id_stem)
+    rid = run_id or naming.new_run_id(loaded.manifest.run_id_stem)
     if run_id is not None:
         from taugrid.api.manifest import DNS_1035
 
@@ -275,7 +276,7 @@ def _follow_up(run_id: str) -> str:
 
 
 def _run_dir_hint(run_id: str) -> str:
-    from taugrid.cli.evidence import runs_root
+    from taugrid.cli.paths import runs_root
 
     return str(runs_root() / run_id)
 
@@ -330,17 +331,27 @@ def run_submit(
             f"the {where.value} backend is not part of this build yet",
             hint="run locally (--target local), or render with --dry-run --profiles SNAPSHOT",
         )
-    from taugrid.cli import load, local
+    from taugrid.cli import prelaunch
 
-    loaded = load.load_manifest(file)
-    rd = local.submit(
-        loaded,
-        say=_say,
-        strict=strict,
-        ray_pip=ray_pip,
-        submitter=_submitter(),
-        code_revision=_code_revision(loaded.folder),
-    )
+    # A warm local head gets the job now: Ray starts its job supervisor while tau validates.
+    early = None if ray_pip else prelaunch.claim(file)
+    try:
+        from taugrid.cli import load, local
+
+        loaded = load.load_manifest(file)
+        rd = local.submit(
+            loaded,
+            say=_say,
+            strict=strict,
+            ray_pip=ray_pip,
+            submitter=_submitter(),
+            code_revision=_code_revision(loaded.folder),
+            early=early,
+        )
+    except BaseException:
+        if early is not None:
+            early.abort()
+        raise
     _attach(rd, detach)
 
 

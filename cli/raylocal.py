@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from taugrid.cli.errors import EXIT_PLATFORM, TauError
-from taugrid.cli.evidence import tau_home, write_atomic
+from taugrid.cli.paths import tau_home, write_atomic
 
 HOST = "127.0.0.1"
 START_TIMEOUT_S = 90.0
@@ -208,16 +208,66 @@ def _start(num_gpus: int, say: Callable[[str], None]) -> Head:
     )
 
 
-def _terminate(pid: int, grace: float = 15.0) -> None:
+def _group_alive(pgid: int) -> bool:
+    """Whether any process of the group still runs (zombies do not count)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return True
+    for stat in proc.glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            return True
+    return False
+
+
+def _terminate(pid: int, grace: float = 5.0) -> None:
+    """SIGTERM the head's process group, SIGKILL whatever is left after `grace` seconds.
+
+    (`ray start --block` itself can take most of a minute to exit on SIGTERM; its servers are
+    gone within a second or two, and they are what matters.)
+    """
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and pid_alive(pid):
+    while time.monotonic() < deadline and _group_alive(pid):
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)
-        time.sleep(0.2)
+        time.sleep(0.1)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pid, signal.SIGKILL)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def _stop_active_jobs(head: Head, wait_s: float = 10.0) -> None:
+    """Stop the jobs still running on the head, so that their drivers end cleanly."""
+    try:
+        active = [
+            j["submission_id"]
+            for j in list_jobs(head.dashboard)
+            if j.get("status") in ("PENDING", "RUNNING") and j.get("submission_id")
+        ]
+        for sub_id in active:
+            stop_job(head.dashboard, sub_id)
+        deadline = time.monotonic() + wait_s
+        while active and time.monotonic() < deadline:
+            active = [
+                a
+                for a in active
+                if job_info(head.dashboard, a).get("status") in ("PENDING", "RUNNING")
+            ]
+            time.sleep(0.2)
+    except (OSError, ValueError):
+        return  # the head does not answer: the signals below are all there is
 
 
 def stop_head() -> Head | None:
@@ -225,6 +275,8 @@ def stop_head() -> Head | None:
         head = read_head()
         if head is None:
             return None
+        if healthy(head):
+            _stop_active_jobs(head)
         _terminate(head.pid)
         with contextlib.suppress(FileNotFoundError):
             _state_file().unlink()
@@ -241,6 +293,14 @@ def submit_job(
         {"entrypoint": entrypoint, "submission_id": submission_id, "runtime_env": runtime_env,
          "metadata": {"tau_run_id": submission_id}},
     )  # fmt: skip
+
+
+def list_jobs(dashboard: str) -> list[dict[str, Any]]:
+    return _http("GET", f"{dashboard}/api/jobs/")  # type: ignore[no-any-return]
+
+
+def job_logs(dashboard: str, submission_id: str) -> str:
+    return str(_http("GET", f"{dashboard}/api/jobs/{submission_id}/logs").get("logs", ""))
 
 
 def job_info(dashboard: str, submission_id: str) -> dict[str, Any]:

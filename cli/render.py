@@ -11,9 +11,7 @@ from __future__ import annotations
 import base64
 import copy
 import re
-import secrets
 import shlex
-import string
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,18 +23,8 @@ from taugrid.api.quantity import format_memory
 from taugrid.cli.codebundle import CodeBundle
 from taugrid.cli.resolve import Resolved
 
-_ALPHABET = string.ascii_lowercase + string.digits
 _RAY_VERSION = re.compile(r"ray[-_]?(\d+\.\d+\.\d+)")
 DSHM_MAX = 16 * 2**30
-
-
-def new_run_id(stem: str) -> str:
-    """`<stem>-<5 random chars>`: unique per submission, DNS-1035, within KubeRay's 47."""
-    suffix = "".join(secrets.choice(_ALPHABET) for _ in range(C.RUN_ID_SUFFIX_LEN))
-    run_id = f"{stem}-{suffix}"
-    if len(run_id) > C.KUBERAY_NAME_LIMIT:  # guarded by manifest validation; never silently cut
-        raise ValueError(f"run id {run_id!r} is longer than {C.KUBERAY_NAME_LIMIT} characters")
-    return run_id
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from typing import Any
 from taugrid.api import constants as C
 from taugrid.cli import raylocal
 from taugrid.cli.evidence import RunDir, now_iso
+from taugrid.cli.launch import attempt_env, entrypoint, secret_env
 
 POLL_S = 0.2
 HEAD_LOST_AFTER_S = 10.0
@@ -48,7 +49,7 @@ class Supervisor:
     # --- one attempt ----------------------------------------------------------------------------
     def _env(self, attempt: int, resume_from: str | None) -> dict[str, str]:
         base = {k: v for k, v in os.environ.items() if not k.startswith("TAU_") or k == "TAU_HOME"}
-        return {**base, **attempt_env(self.plan, attempt, resume_from)}
+        return {**base, **attempt_env(self.plan, attempt, resume_from), **secret_env(self.plan)}
 
     def run_subprocess(self, env: dict[str, str], attempt: int) -> tuple[int, str]:
         proc = subprocess.Popen(
@@ -80,10 +81,14 @@ class Supervisor:
             head = raylocal.read_head()
             if head is None or head.dashboard != dashboard:
                 return 1, "NodeFailure: the local Ray head is gone"
-            ray_env = attempt_env(self.plan, attempt, env.get(C.ENV_RESUME_FROM))
+            from taugrid.cli.local import ray_runtime_env
+
             try:
                 raylocal.submit_job(
-                    head, sub_id, ray_entrypoint(self.plan), ray_runtime_env(self.plan, ray_env)
+                    head,
+                    sub_id,
+                    entrypoint(self.rd.path, attempt, env.get(C.ENV_RESUME_FROM)),
+                    ray_runtime_env(self.plan, secret_env(self.plan)),
                 )
             except (OSError, ValueError) as e:
                 return 1, f"NodeFailure: could not submit to the local Ray head: {e}"
@@ -170,35 +175,8 @@ class Supervisor:
         return 0 if phase == "Succeeded" else 1
 
 
-def attempt_env(plan: dict[str, Any], attempt: int, resume_from: str | None) -> dict[str, str]:
-    """The run's own env for one attempt: the contract, user env, attempt, resume point, secrets."""
-    env = dict(plan["env"])
-    env[C.ENV_ATTEMPT] = str(attempt)
-    if resume_from:
-        env[C.ENV_RESUME_FROM] = resume_from
-    else:
-        env.pop(C.ENV_RESUME_FROM, None)
-    for name in plan.get("secret_env", []):
-        if name in os.environ:
-            env[name] = os.environ[name]
-    return env
-
-
 def ray_submission_id(run_id: str, attempt: int) -> str:
     return run_id if attempt == 0 else f"{run_id}-a{attempt}"
-
-
-def ray_entrypoint(plan: dict[str, Any]) -> str:
-    import shlex
-
-    return "bash -c " + shlex.quote(plan["script"])
-
-
-def ray_runtime_env(plan: dict[str, Any], env: dict[str, str]) -> dict[str, Any]:
-    runtime_env: dict[str, Any] = {"env_vars": env}
-    if plan.get("pip"):
-        runtime_env["pip"] = plan["pip"]
-    return runtime_env
 
 
 def _describe_rc(rc: int) -> str:

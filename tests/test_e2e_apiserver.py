@@ -11,6 +11,7 @@ import yaml
 from conftest import EXAMPLE_DIRS, PROFILES
 from kube import apply, error_message
 
+from taugrid.api import naming
 from taugrid.cli import codebundle, load, render, resolve
 
 pytestmark = pytest.mark.e2e
@@ -29,7 +30,7 @@ def crds_installed(cluster_crds: Any) -> Any:
 def rendered(folder: Path) -> list[dict[str, Any]]:
     loaded = load.load_manifest(folder)
     r = resolve.resolve(loaded.manifest, load.load_snapshot(PROFILES))
-    meta = render.RunMeta(run_id=render.new_run_id(loaded.manifest.run_id_stem), submitter="e2e")
+    meta = render.RunMeta(run_id=naming.new_run_id(loaded.manifest.run_id_stem), submitter="e2e")
     return render.render(r, meta, codebundle.collect(loaded.folder))
 
 

@@ -386,3 +386,76 @@ def test_secret_values_never_enter_the_record(
     assert (
         "hf-secret:token" in (rd / "config" / "resolved.yaml").read_text()
     )  # the reference is kept
+
+
+# --- early submission (cli/prelaunch.py) and the launcher (cli/launch.py) -------------------
+def _warm_head(tau: Tau) -> str:
+    res = tau("run", str(EXAMPLES / "quickstart"))
+    assert res.returncode == 0, res.stderr
+    return str(tau.record(run_id_from(res.stderr))["ray_address"])
+
+
+def test_a_warm_run_reaches_ray_before_tau_has_recorded_it(tau: Tau) -> None:
+    from datetime import datetime
+
+    from taugrid.cli import raylocal
+
+    dashboard = _warm_head(tau)
+    res = tau("run", str(EXAMPLES / "quickstart"))
+    assert res.returncode == 0, res.stderr
+    run_id = run_id_from(res.stderr)
+    rec = tau.record(run_id)
+    info = raylocal.job_info(dashboard, run_id)
+    assert "taugrid.cli.launch" in info["entrypoint"] and info["status"] == "SUCCEEDED"
+    created = datetime.fromisoformat(rec["created_at"]).timestamp()
+    assert info["start_time"] / 1000 < created, "the job was submitted after the record"
+    assert "quickstart: fitting" in text(tau.run_dir(run_id) / "logs" / "driver.log")
+
+
+def test_a_run_refused_after_early_submission_runs_nothing(
+    tau: Tau, example_copy: Callable[[str], Path]
+) -> None:
+    from taugrid.cli import raylocal
+
+    dashboard = _warm_head(tau)
+    folder = example_copy("quickstart")
+    manifest = folder / "tau.yaml"
+    manifest.write_text(manifest.read_text().replace("  workers: 1", "  workers: 1\n  gpuz: 2"))
+    before = {j["submission_id"] for j in raylocal.list_jobs(dashboard)}
+    res = tau("run", str(folder))
+    assert res.returncode == 2 and "gpuz" in res.stderr
+    new = [j for j in raylocal.list_jobs(dashboard) if j["submission_id"] not in before]
+    assert len(new) == 1, "the early submission did not happen (is the head warm?)"
+    sub_id = new[0]["submission_id"]
+    wait_for(
+        lambda: raylocal.job_info(dashboard, sub_id)["status"] in ("STOPPED", "FAILED"),
+        what="the early job to stop",
+    )
+    assert "quickstart: fitting" not in raylocal.job_logs(dashboard, sub_id)
+    assert not tau.run_dir(sub_id).exists()
+
+
+def test_rayjob_env_and_secrets_reach_the_runs_ray_tasks(
+    tau: Tau, project: Callable[[str, str, str], Path]
+) -> None:
+    folder = project(
+        "schema_version: 1\nname: envprobe\nrun: {entrypoint: s.py, workload_kind: rayjob}\n"
+        "runtime:\n  env: {PROBE_VAR: hello}\n"
+        "  env_from_secret: {HF_TOKEN: 'hf-secret:token'}\n",
+        "s.py",
+        "import os, ray\nray.init()\n"
+        "@ray.remote(num_cpus=0)\n"
+        "def probe():\n"
+        "    e = os.environ\n"
+        "    return e.get('TAU_RUN_ID'), e.get('PROBE_VAR'), len(e.get('HF_TOKEN', ''))\n"
+        "print('task sees', *ray.get(probe.remote()), flush=True)\n",
+    )
+    secret = "hf_AnotherSecret_7"
+    _warm_head(tau)
+    res = tau("run", str(folder), env={"HF_TOKEN": secret})
+    assert res.returncode == 0, res.stderr
+    run_id = run_id_from(res.stderr)
+    assert f"task sees {run_id} hello {len(secret)}" in res.stdout
+    for f in tau.run_dir(run_id).rglob("*"):
+        if f.is_file():
+            assert secret.encode() not in f.read_bytes(), f"secret written to {f}"

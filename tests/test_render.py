@@ -10,6 +10,7 @@ from conftest import EXAMPLE_DIRS, PROFILES
 from k8s_schemas import crd_errors, k8s_errors, pod_template_errors
 
 from taugrid.api import constants as C
+from taugrid.api import naming
 from taugrid.cli import codebundle, load, render, resolve
 
 
@@ -17,7 +18,7 @@ def render_example(folder: Path, **kw: Any) -> tuple[resolve.Resolved, list[dict
     loaded = load.load_manifest(folder)
     snap = load.load_snapshot(PROFILES)
     r = resolve.resolve(loaded.manifest, snap, **kw)
-    run_id = render.new_run_id(loaded.manifest.run_id_stem)
+    run_id = naming.new_run_id(loaded.manifest.run_id_stem)
     meta = render.RunMeta(run_id=run_id, submitter="alice@laptop", code_revision="abc123")
     return r, render.render(r, meta, codebundle.collect(loaded.folder))
 
@@ -195,7 +196,7 @@ def test_code_configmap_carries_the_folder(
 def test_run_ids_are_unique_and_dns_safe() -> None:
     import re
 
-    ids = {render.new_run_id("tau-aks-gpu-quickstart") for _ in range(2000)}
+    ids = {naming.new_run_id("tau-aks-gpu-quickstart") for _ in range(2000)}
     assert len(ids) == 2000
     assert all(re.fullmatch(r"tau-aks-gpu-quickstart-[a-z0-9]{5}", i) for i in ids)
 
@@ -211,7 +212,7 @@ def test_longest_allowed_name_renders_within_47(tmp_path: Path) -> None:
     )
     loaded = load.load_manifest(tmp_path)
     r = resolve.resolve(loaded.manifest, load.load_snapshot(PROFILES))
-    rid = render.new_run_id(loaded.manifest.run_id_stem)
+    rid = naming.new_run_id(loaded.manifest.run_id_stem)
     objs = render.render(r, render.RunMeta(run_id=rid), codebundle.collect(tmp_path))
     assert len(objs[1]["metadata"]["name"]) == 47
 

@@ -1,0 +1,117 @@
+"""The entrypoint of every local Ray job: waits for the run's plan, then becomes its driver.
+
+    python -m taugrid.cli.launch RUN_DIR [--attempt N] [--resume-from PATH]
+
+`tau run` submits the Ray job *before* it has finished validating and recording the run, so
+that Ray starts its job supervisor (a new Python worker: over a second) while tau works. The
+user's code does not start until tau writes the plan (config/manifests/local-rayjob.json),
+which it does last, after the evidence record; if tau refuses the run instead, it stops the
+job and this process never runs anything.
+
+The run's environment travels in the plan, not in the job's runtime_env (tau does not know it
+yet at submission). So that Ray tasks and actors of the run see the same environment as on a
+cluster, it is also added to the job config that Ray hands the driver. Secrets come in the
+runtime_env (never on disk). Stdlib only: this runs on every attempt's critical path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from taugrid.api import constants as C
+from taugrid.cli.paths import plan_path
+
+PLAN_WAIT_S = 120.0
+# Set by Ray's job supervisor for the driver: the job's config, whose runtime_env the driver's
+# ray.init() applies to every task and actor of the job.
+RAY_JOB_CONFIG_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"
+EXIT_NO_PLAN = 3
+
+
+def entrypoint(run_dir: Path, attempt: int = 0, resume_from: str | None = None) -> str:
+    """The shell command Ray runs for one attempt of a local rayjob."""
+    argv = [sys.executable, "-m", "taugrid.cli.launch", str(run_dir), "--attempt", str(attempt)]
+    if resume_from:
+        argv += ["--resume-from", resume_from]
+    return "exec " + " ".join(shlex.quote(a) for a in argv)
+
+
+def attempt_env(plan: dict[str, Any], attempt: int, resume_from: str | None) -> dict[str, str]:
+    """The run's own env for one attempt: the contract, user env, attempt and resume point."""
+    env = dict(plan["env"])
+    env[C.ENV_ATTEMPT] = str(attempt)
+    if resume_from:
+        env[C.ENV_RESUME_FROM] = resume_from
+    else:
+        env.pop(C.ENV_RESUME_FROM, None)
+    return env
+
+
+def secret_env(plan: dict[str, Any], environ: dict[str, str] | None = None) -> dict[str, str]:
+    """Secret values by name from the submitter's environment (they never enter the record)."""
+    source = os.environ if environ is None else environ
+    return {n: source[n] for n in plan.get("secret_env", []) if n in source}
+
+
+def wait_for_plan(path: Path, timeout_s: float) -> dict[str, Any] | None:
+    deadline = time.monotonic() + timeout_s
+    delay = 0.005
+    while True:
+        try:
+            return json.loads(path.read_bytes())  # type: ignore[no-any-return]
+        except (FileNotFoundError, ValueError):  # not there yet (tau writes it atomically)
+            pass
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)
+
+
+def driver_env(environ: dict[str, str], run_env: dict[str, str]) -> dict[str, str]:
+    """The driver's environment: Ray's (and the secrets) plus the run's, also in the job config."""
+    env = {**environ, **run_env}
+    raw = environ.get(RAY_JOB_CONFIG_ENV)
+    if raw:
+        try:
+            cfg = json.loads(raw)
+        except ValueError:
+            return env
+        runtime_env = cfg.get("runtime_env") or {}
+        runtime_env["env_vars"] = {**(runtime_env.get("env_vars") or {}), **run_env}
+        cfg["runtime_env"] = runtime_env
+        env[RAY_JOB_CONFIG_ENV] = json.dumps(cfg)
+    return env
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m taugrid.cli.launch")
+    ap.add_argument("run_dir", type=Path)
+    ap.add_argument("--attempt", type=int, default=0)
+    ap.add_argument("--resume-from", default=None)
+    args = ap.parse_args(argv)
+    path = plan_path(args.run_dir, "rayjob")
+    plan = wait_for_plan(path, PLAN_WAIT_S)
+    if plan is None:
+        print(
+            f"tau: no plan at {path} after {PLAN_WAIT_S:.0f}s: the submission was not completed "
+            "(tau was killed, or refused the run); nothing was run",
+            file=sys.stderr,
+            flush=True,
+        )
+        return EXIT_NO_PLAN
+    resume = args.resume_from if args.attempt else (args.resume_from or plan.get("resume_from"))
+    env = driver_env(dict(os.environ), attempt_env(plan, args.attempt, resume))
+    os.chdir(plan["cwd"])
+    os.execvpe("bash", ["bash", "-c", plan["script"]], env)
+    return 0  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""Where tau keeps things, and atomic writes: stdlib only, so the early steps of `tau run`
+(cli/prelaunch.py) and the run launcher can use them without loading the models."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+from taugrid.api import constants as C
+
+DISCOVERY = ("tau.yaml", "tau.yml", ".tau.yaml")
+
+
+def tau_home() -> Path:
+    return Path(os.environ.get("TAU_HOME") or Path.home() / ".tau").expanduser()
+
+
+def data_root() -> Path:
+    """The local stand-in for /data."""
+    return tau_home() / "data"
+
+
+def runs_root() -> Path:
+    return data_root() / C.RUNS_SUBDIR
+
+
+def plan_path(run_dir: Path, kind: str) -> Path:
+    """The local execution plan of a run; for a rayjob, its presence is the go signal."""
+    return run_dir / "config" / "manifests" / f"local-{kind}.json"
+
+
+def find_manifest(p: Path) -> Path | None:
+    """The tau.yaml in folder `p` (first of DISCOVERY), or None."""
+    for name in DISCOVERY:
+        if (p / name).is_file():
+            return p / name
+    return None
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise

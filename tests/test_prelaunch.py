@@ -1,0 +1,293 @@
+"""Early submission and the run launcher, without Ray: argv eligibility, the cheap manifest read,
+the launcher's environment and its waiting, and that a refused or interrupted run stops the job
+it submitted early. The real-Ray behaviour is in test_local_runs.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import EXAMPLE_DIRS as _DIRS
+
+from taugrid.api import naming
+from taugrid.cli import entry, launch, prelaunch
+from taugrid.cli.main import main as cli_main
+
+EXAMPLE_DIRS = {p.name: p for p in _DIRS}
+
+
+# --- which command lines submit early -------------------------------------------------------
+@pytest.mark.parametrize(
+    ("argv", "env_target", "file"),
+    [
+        (["run", "examples/quickstart"], None, "examples/quickstart"),
+        (["run", "submit", "x/tau.yaml", "-d"], None, "x/tau.yaml"),
+        (["run"], None, None),
+        (["run", "--strict", "--detach", "f"], "local", "f"),
+        (["run", "f", "-t", "local"], "kube", "f"),
+        (["run", "f", "--target=local"], None, "f"),
+    ],
+)
+def test_plain_local_submissions_are_eligible(
+    argv: list[str], env_target: str | None, file: str | None
+) -> None:
+    assert entry.early_file(argv, env_target) == (file,)
+
+
+@pytest.mark.parametrize(
+    ("argv", "env_target"),
+    [
+        ([], None),
+        (["--help"], None),
+        (["run", "validate", "f"], None),
+        (["run", "status", "some-run"], None),
+        (["run", "--help"], None),
+        (["run", "f", "--dry-run"], None),
+        (["run", "f", "--ray-pip"], None),
+        (["run", "f", "--profiles", "p.yaml"], None),
+        (["run", "f", "g"], None),  # two files: let the CLI say what is wrong
+        (["run", "f"], "kube"),
+        (["run", "f", "-t", "pulumi"], None),
+        (["run", "f", "-t"], None),  # option without its value
+        (["platform", "plan"], None),
+    ],
+)
+def test_everything_else_is_not(argv: list[str], env_target: str | None) -> None:
+    with pytest.raises(entry._Ineligible):
+        entry.early_file(argv, env_target)
+
+
+# --- the cheap read of tau.yaml ---------------------------------------------------------------
+def _doc(name: str) -> dict[str, Any]:
+    return yaml.safe_load((EXAMPLE_DIRS[name] / "tau.yaml").read_text())  # type: ignore[no-any-return]
+
+
+def test_plan_early_agrees_with_the_validated_manifest_on_every_example() -> None:
+    from taugrid.cli import load
+
+    for name, folder in EXAMPLE_DIRS.items():
+        m = load.load_manifest(str(folder)).manifest
+        planned = prelaunch.plan_early(_doc(name))
+        if m.workload_kind() == "rayjob":
+            assert planned == (m.run_id_stem, frozenset(m.runtime.env_from_secret)), name
+        else:
+            assert planned is None, name
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {"compute": {"gpus": 0}},  # no name
+        {"name": 5, "compute": {"gpus": 0}},
+        {"name": "a", "compute": {"gpus": "zero"}},
+        {"name": "a", "compute": {"gpus": 1, "workers": 1}},  # inferred: job
+        {"name": "a", "run": {"workload_kind": "job"}},
+        {"name": "a", "run": {"workload_kind": "spark"}},
+        {"name": "a", "resource_naming": {"prefix": 3}},
+        {"name": "a", "runtime": {"env_from_secret": ["X"]}},
+        {"name": "a", "run": "train.py"},  # wrong shape: treated as missing, still a rayjob?
+    ],
+)
+def test_plan_early_declines_or_reads_odd_documents_without_raising(doc: dict[str, Any]) -> None:
+    planned = prelaunch.plan_early(doc)
+    if doc.get("run") == "train.py":
+        assert planned == ("a", frozenset())  # validation refuses it later, and the job is stopped
+    else:
+        assert planned is None
+
+
+def test_explicit_rayjob_with_prefix_and_secrets() -> None:
+    doc = {
+        "name": "exp",
+        "resource_naming": {"prefix": "tg"},
+        "compute": {"gpus": 8, "workers": 1},
+        "run": {"workload_kind": "rayjob"},
+        "runtime": {"env_from_secret": {"HF_TOKEN": "hf:token"}},
+    }
+    assert prelaunch.plan_early(doc) == (naming.run_id_stem("tg", "exp"), frozenset({"HF_TOKEN"}))
+
+
+def test_no_early_submission_without_a_running_head(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TAU_HOME", str(tmp_path))
+    calls: list[Any] = []
+    monkeypatch.setattr(prelaunch.raylocal, "submit_job", lambda *a: calls.append(a))
+    assert prelaunch.submit_early(str(EXAMPLE_DIRS["quickstart"]), keep=False) is None
+    assert calls == []
+
+
+def test_unreadable_or_missing_files_mean_no_early_submission(tmp_path: Path) -> None:
+    (tmp_path / "tau.yaml").write_text("name: [unclosed\n")
+    assert prelaunch.submit_early(str(tmp_path), keep=False) is None
+    assert prelaunch.submit_early(str(tmp_path / "nope.yaml"), keep=False) is None
+    assert prelaunch.submit_early(str(tmp_path / "empty-dir-does-not-exist"), keep=False) is None
+
+
+# --- a refused or interrupted run stops the job it submitted early ----------------------------
+class _FakeEarly:
+    def __init__(self) -> None:
+        self.aborted = 0
+        self.done = False
+        self.run_id = "tau-aks-gpu-quickstart-zzzzz"
+
+    def abort(self) -> None:
+        self.aborted += 1
+
+
+@pytest.mark.parametrize(("failure", "code"), [(KeyboardInterrupt, 130), (RuntimeError("boom"), 1)])
+def test_the_early_job_is_stopped_when_tau_fails_before_the_plan(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, failure: BaseException, code: int
+) -> None:
+    fake = _FakeEarly()
+    monkeypatch.setenv("TAU_HOME", str(tmp_path))
+    monkeypatch.setattr(prelaunch, "claim", lambda file: fake)
+
+    def boom(_file: Any) -> None:
+        raise failure
+
+    from taugrid.cli import load
+
+    monkeypatch.setattr(load, "load_manifest", boom)
+    assert cli_main(["run", str(EXAMPLE_DIRS["quickstart"]), "-t", "local"]) == code
+    assert fake.aborted == 1
+
+
+def test_an_invalid_manifest_stops_the_early_job(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    fake = _FakeEarly()
+    monkeypatch.setenv("TAU_HOME", str(tmp_path))
+    monkeypatch.setattr(prelaunch, "claim", lambda file: fake)
+    (tmp_path / "tau.yaml").write_text("schema_version: 1\nname: x\ncompute: {gpuz: 1}\n")
+    assert cli_main(["run", str(tmp_path), "-t", "local"]) == 2
+    assert fake.aborted == 1
+    assert not (tmp_path / "data" / "runs").exists() or not any(
+        (tmp_path / "data" / "runs").iterdir()
+    )
+
+
+def test_claim_hands_over_the_console_scripts_submission_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    made: list[str | None] = []
+
+    def fake_submit(file: str | None) -> None:
+        made.append(file)
+
+    monkeypatch.setattr(prelaunch, "_submit_early", fake_submit)
+    monkeypatch.setattr(prelaunch, "_pending", [])
+    prelaunch.submit_early("a")  # the console script, before the CLI loads
+    assert prelaunch.claim("a") is None and made == ["a"]  # no second attempt for "a"
+    assert prelaunch.claim("b") is None and made == ["a", "b"]  # nothing pending: tries now
+
+
+# --- the launcher -----------------------------------------------------------------------------
+PLAN = {
+    "env": {"TAU_RUN_ID": "r-1", "TAU_RESUME_FROM": "/old", "USER_VAR": "u"},
+    "cwd": "/",
+    "script": "true",
+    "secret_env": ["HF_TOKEN"],
+    "resume_from": None,
+}
+
+
+def test_attempt_env_sets_attempt_and_resume_point() -> None:
+    env = launch.attempt_env(PLAN, 2, "/ckpt/3")
+    assert env["TAU_ATTEMPT"] == "2" and env["TAU_RESUME_FROM"] == "/ckpt/3"
+    assert "TAU_RESUME_FROM" not in launch.attempt_env(PLAN, 0, None)
+    assert PLAN["env"]["TAU_RESUME_FROM"] == "/old"  # the plan is not modified
+
+
+def test_secrets_come_from_the_environment_by_name_only() -> None:
+    assert launch.secret_env(PLAN, {"HF_TOKEN": "s", "OTHER": "o"}) == {"HF_TOKEN": "s"}
+    assert launch.secret_env(PLAN, {}) == {}
+
+
+def test_the_run_env_also_reaches_the_jobs_tasks_through_the_job_config() -> None:
+    cfg = {"runtime_env": {"env_vars": {"HF_TOKEN": "s"}}, "metadata": {"k": "v"}}
+    environ = {"PATH": "/bin", launch.RAY_JOB_CONFIG_ENV: json.dumps(cfg)}
+    env = launch.driver_env(environ, {"TAU_RUN_ID": "r-1"})
+    assert env["TAU_RUN_ID"] == "r-1" and env["PATH"] == "/bin"
+    got = json.loads(env[launch.RAY_JOB_CONFIG_ENV])
+    assert got["runtime_env"]["env_vars"] == {"HF_TOKEN": "s", "TAU_RUN_ID": "r-1"}
+    assert got["metadata"] == {"k": "v"}
+
+
+@pytest.mark.parametrize("raw", [None, "", "not json", json.dumps({"runtime_env": None})])
+def test_driver_env_without_a_usable_job_config(raw: str | None) -> None:
+    environ = {} if raw is None else {launch.RAY_JOB_CONFIG_ENV: raw}
+    env = launch.driver_env(environ, {"A": "1"})
+    assert env["A"] == "1"
+    if raw and raw.startswith("{"):
+        assert json.loads(env[launch.RAY_JOB_CONFIG_ENV])["runtime_env"]["env_vars"] == {"A": "1"}
+
+
+def test_entrypoint_quotes_paths(tmp_path: Path) -> None:
+    odd = tmp_path / "a dir; rm -rf x"
+    cmd = launch.entrypoint(odd, 1, "/ck pt/'3'")
+    out = subprocess.run(
+        ["bash", "-c", cmd.replace("exec ", "printf '%s\\n' ", 1)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    assert out[-5:] == [str(odd), "--attempt", "1", "--resume-from", "/ck pt/'3'"]
+
+
+def test_launcher_runs_the_plan_in_its_folder_with_the_run_env(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    plan = {
+        **PLAN,
+        "cwd": str(tmp_path),
+        "script": 'echo "$PWD $TAU_RUN_ID $TAU_ATTEMPT $HF_TOKEN"',
+    }
+    launch_plan = run_dir / "config" / "manifests" / "local-rayjob.json"
+    launch_plan.parent.mkdir(parents=True)
+    launch_plan.write_text(json.dumps(plan))
+    res = subprocess.run(
+        [sys.executable, "-m", "taugrid.cli.launch", str(run_dir), "--attempt", "1"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HF_TOKEN": "tok"},
+        timeout=60,
+        check=False,
+    )
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == [str(tmp_path), "r-1", "1", "tok"]
+
+
+def test_launcher_gives_up_without_a_plan_and_runs_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(launch, "PLAN_WAIT_S", 0.05)
+    monkeypatch.setattr(
+        launch.os, "execvpe", lambda *a: pytest.fail("ran something without a plan")
+    )
+    assert launch.main([str(tmp_path / "never-written")]) == launch.EXIT_NO_PLAN
+    assert "no plan" in capsys.readouterr().err
+
+
+def test_wait_for_plan_sees_a_plan_written_while_waiting(tmp_path: Path) -> None:
+    import threading
+
+    path = tmp_path / "plan.json"
+
+    def write() -> None:  # first a torn write, then the whole file (as tau writes it)
+        path.write_text('{"ok"')
+        tmp = tmp_path / "tmp.json"
+        tmp.write_text('{"ok": 1}')
+        tmp.replace(path)
+
+    timer = threading.Timer(0.05, write)
+    timer.start()
+    try:
+        assert launch.wait_for_plan(path, timeout_s=30) == {"ok": 1}
+    finally:
+        timer.cancel()
