@@ -12,6 +12,13 @@ The run's environment travels in the plan, not in the job's runtime_env (tau doe
 yet at submission). So that Ray tasks and actors of the run see the same environment as on a
 cluster, it is also added to the job config that Ray hands the driver. Secrets come in the
 runtime_env (never on disk). Stdlib only: this runs on every attempt's critical path.
+
+    python -m taugrid.cli.launch --standby STANDBY_DIR/ID
+
+A standby: a job submitted ahead of time (after a run starts, for the next one), so that even
+Ray's job start-up is off the path of a warm `tau run`. It announces itself with ID.ready (its
+pid), waits for tau to claim it (tau renames ID.ready to ID.taken, then writes ID.claim naming
+the run folder), and from there goes on as above. Unclaimed for STANDBY_IDLE_S, it leaves.
 """
 
 from __future__ import annotations
@@ -26,9 +33,11 @@ from pathlib import Path
 from typing import Any
 
 from taugrid.api import constants as C
-from taugrid.cli.paths import plan_path
+from taugrid.cli.paths import plan_path, write_atomic
 
 PLAN_WAIT_S = 120.0
+STANDBY_IDLE_S = 30 * 60.0
+CLAIM_POLL_S = 0.02  # an idle standby costs ~1% of a core
 # Set by Ray's job supervisor for the driver: the job's config, whose runtime_env the driver's
 # ray.init() applies to every task and actor of the job.
 RAY_JOB_CONFIG_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"
@@ -58,6 +67,44 @@ def secret_env(plan: dict[str, Any], environ: dict[str, str] | None = None) -> d
     """Secret values by name from the submitter's environment (they never enter the record)."""
     source = os.environ if environ is None else environ
     return {n: source[n] for n in plan.get("secret_env", []) if n in source}
+
+
+def standby_entrypoint(base: Path) -> str:
+    argv = [sys.executable, "-m", "taugrid.cli.launch", "--standby", str(base)]
+    return "exec " + " ".join(shlex.quote(a) for a in argv)
+
+
+def _suffixed(base: Path, suffix: str) -> Path:
+    return base.parent / f"{base.name}.{suffix}"
+
+
+def wait_for_claim(base: Path, idle_s: float) -> Path | None:
+    """Announce this standby and wait to be claimed: the claimed run's folder, or None."""
+    ready, claim = _suffixed(base, "ready"), _suffixed(base, "claim")
+    write_atomic(ready, json.dumps({"pid": os.getpid()}).encode())
+    _suffixed(base, "submitted").unlink(missing_ok=True)
+    deadline = time.monotonic() + idle_s
+    expired = False
+    while True:
+        try:
+            run_dir = Path(json.loads(claim.read_bytes())["run_dir"])
+        except (FileNotFoundError, ValueError, KeyError, TypeError):
+            pass
+        else:
+            for leftover in (claim, _suffixed(base, "taken")):
+                leftover.unlink(missing_ok=True)
+            return run_dir
+        if time.monotonic() >= deadline:
+            if expired:
+                return None  # taken, but the claim never came (tau was killed)
+            try:
+                os.rename(ready, _suffixed(base, "expired"))  # atomic: a claim cannot win too
+            except FileNotFoundError:
+                expired, deadline = True, time.monotonic() + 10.0  # just taken: the claim follows
+                continue
+            _suffixed(base, "expired").unlink(missing_ok=True)
+            return None
+        time.sleep(CLAIM_POLL_S)
 
 
 def wait_for_plan(path: Path, timeout_s: float) -> dict[str, Any] | None:
@@ -92,10 +139,18 @@ def driver_env(environ: dict[str, str], run_env: dict[str, str]) -> dict[str, st
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m taugrid.cli.launch")
-    ap.add_argument("run_dir", type=Path)
+    ap.add_argument("run_dir", type=Path, nargs="?")
     ap.add_argument("--attempt", type=int, default=0)
     ap.add_argument("--resume-from", default=None)
+    ap.add_argument("--standby", type=Path, default=None)
     args = ap.parse_args(argv)
+    if args.standby is not None:
+        args.run_dir = wait_for_claim(args.standby, STANDBY_IDLE_S)
+        if args.run_dir is None:
+            print("tau: standby not claimed; leaving", file=sys.stderr, flush=True)
+            return 0
+    if args.run_dir is None:
+        ap.error("RUN_DIR or --standby is required")
     path = plan_path(args.run_dir, "rayjob")
     plan = wait_for_plan(path, PLAN_WAIT_S)
     if plan is None:

@@ -227,7 +227,7 @@ def submit(
         warnings=warnings,
         resumed_from=Lineage(run_id=parent, checkpoint=resume_from) if parent else None,
         ray_address=head.dashboard if head else None,
-        ray_submission_id=run_id if head else None,
+        ray_submission_id=(early.submission_id if early else run_id) if head else None,
     )
     rd.write_record(rec)
     rd.append_history("Pending", "submitted")

@@ -600,20 +600,22 @@ def local_status(output: JsonOpt = ReportFormat.text) -> None:
     """Is the local Ray head running, and where."""
     import time
 
-    from taugrid.cli import raylocal
+    from taugrid.cli import prelaunch, raylocal
 
     head = raylocal.read_head()
     up = bool(head and raylocal.healthy(head))
     doc: dict[str, Any] = {"running": up}
     if head and up:
         doc.update(pid=head.pid, address=head.address, dashboard=head.dashboard, cpus=head.num_cpus,
-                   gpus=head.num_gpus, uptime_s=round(time.time() - head.started_at))  # fmt: skip
+                   gpus=head.num_gpus, uptime_s=round(time.time() - head.started_at),
+                   standby_ready=prelaunch.standby_count(head))  # fmt: skip
     if output is ReportFormat.json:
         _out(_dump_json(doc))
     elif up:
         assert head is not None
         _out(
             f"running: pid {head.pid}, {head.address}, dashboard {head.dashboard}, up {doc['uptime_s']}s"
+            f"\nstandby jobs ready for the next run: {doc['standby_ready']}"
         )
     else:
         _out("not running (the next local rayjob starts it)")

@@ -276,8 +276,9 @@ def stop_head() -> Head | None:
         if head is None:
             return None
         if healthy(head):
-            _stop_active_jobs(head)
+            _stop_active_jobs(head)  # runs and standbys
         _terminate(head.pid)
+        shutil.rmtree(ray_dir() / "standby", ignore_errors=True)
         with contextlib.suppress(FileNotFoundError):
             _state_file().unlink()
         return head
@@ -285,13 +286,17 @@ def stop_head() -> Head | None:
 
 # --- Jobs REST API ------------------------------------------------------------------------
 def submit_job(
-    head: Head, submission_id: str, entrypoint: str, runtime_env: dict[str, Any]
+    head: Head,
+    submission_id: str,
+    entrypoint: str,
+    runtime_env: dict[str, Any],
+    metadata: dict[str, str] | None = None,
 ) -> None:
     _http(
         "POST",
         f"{head.dashboard}/api/jobs/",
         {"entrypoint": entrypoint, "submission_id": submission_id, "runtime_env": runtime_env,
-         "metadata": {"tau_run_id": submission_id}},
+         "metadata": metadata if metadata is not None else {"tau_run_id": submission_id}},
     )  # fmt: skip
 
 

@@ -75,9 +75,11 @@ class Supervisor:
 
     def run_ray(self, env: dict[str, str], attempt: int) -> tuple[int, str]:
         dashboard = self.plan["ray_dashboard"]
-        sub_id = ray_submission_id(self.rd.run_id, attempt)
         rec = self.rd.read_record()
-        if rec.ray_submission_id != sub_id:  # attempt 0 was submitted by `tau run` itself
+        # Attempt 0 was submitted (or a standby claimed) by `tau run` itself.
+        sub_id = (rec.ray_submission_id or "") if attempt == 0 else ""
+        if not sub_id:
+            sub_id = ray_submission_id(self.rd.run_id, attempt)
             head = raylocal.read_head()
             if head is None or head.dashboard != dashboard:
                 return 1, "NodeFailure: the local Ray head is gone"
@@ -112,6 +114,7 @@ class Supervisor:
             if status == "RUNNING" and not running:
                 running = True
                 self._transition("Running", "Ray job running", attempt)
+                self._prepare_standby(dashboard)
             if status in ("SUCCEEDED", "FAILED", "STOPPED"):
                 code = info.get("driver_exit_code")
                 if status == "SUCCEEDED":
@@ -124,6 +127,21 @@ class Supervisor:
                     f" ({msg[-1][:200]})" if msg and code is None else ""
                 )
             time.sleep(POLL_S)
+
+    def _prepare_standby(self, dashboard: str) -> None:
+        """A standby job for the next warm `tau run` (cli/prelaunch.py), best effort."""
+        from taugrid.cli import prelaunch
+
+        head = raylocal.read_head()
+        if head is None or head.dashboard != dashboard:
+            return
+        try:
+            made = prelaunch.ensure_standby(head)
+        except (OSError, ValueError) as e:
+            self.log(f"no standby for the next run: {e}")
+            return
+        if made:
+            self.log(f"submitted standby {made} for the next run")
 
     # --- the run ------------------------------------------------------------------------------
     def _transition(self, phase: str, reason: str, attempt: int) -> None:

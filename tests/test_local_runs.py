@@ -395,16 +395,33 @@ def _warm_head(tau: Tau) -> str:
     return str(tau.record(run_id_from(res.stderr))["ray_address"])
 
 
-def test_a_warm_run_reaches_ray_before_tau_has_recorded_it(tau: Tau) -> None:
-    from datetime import datetime
-
+def test_a_warm_run_claims_the_standby_the_previous_run_prepared(tau: Tau) -> None:
     from taugrid.cli import raylocal
 
     dashboard = _warm_head(tau)
     res = tau("run", str(EXAMPLES / "quickstart"))
     assert res.returncode == 0, res.stderr
     run_id = run_id_from(res.stderr)
+    sub_id = tau.record(run_id)["ray_submission_id"]
+    assert sub_id.startswith("tau-standby-")
+    info = raylocal.job_info(dashboard, sub_id)
+    assert "--standby" in info["entrypoint"] and info["status"] == "SUCCEEDED"
+    assert "quickstart: fitting" in res.stdout
+    assert "quickstart: fitting" in raylocal.job_logs(dashboard, sub_id)
+    assert tau("run", "verify", run_id).returncode == 0
+
+
+def test_without_standbys_a_warm_run_reaches_ray_before_tau_has_recorded_it(tau: Tau) -> None:
+    from datetime import datetime
+
+    from taugrid.cli import raylocal
+
+    dashboard = _warm_head(tau)
+    res = tau("run", str(EXAMPLES / "quickstart"), env={"TAU_LOCAL_STANDBY": "0"})
+    assert res.returncode == 0, res.stderr
+    run_id = run_id_from(res.stderr)
     rec = tau.record(run_id)
+    assert rec["ray_submission_id"] == run_id
     info = raylocal.job_info(dashboard, run_id)
     assert "taugrid.cli.launch" in info["entrypoint"] and info["status"] == "SUCCEEDED"
     created = datetime.fromisoformat(rec["created_at"]).timestamp()
@@ -412,36 +429,48 @@ def test_a_warm_run_reaches_ray_before_tau_has_recorded_it(tau: Tau) -> None:
     assert "quickstart: fitting" in text(tau.run_dir(run_id) / "logs" / "driver.log")
 
 
+def _ready_standbys(tau: Tau) -> set[str]:
+    return {p.name.removesuffix(".ready") for p in (tau.home / "ray").glob("standby/*/*.ready")}
+
+
+@pytest.mark.parametrize("standby", ["1", "0"])
 def test_a_run_refused_after_early_submission_runs_nothing(
-    tau: Tau, example_copy: Callable[[str], Path]
+    tau: Tau, example_copy: Callable[[str], Path], standby: str
 ) -> None:
     from taugrid.cli import raylocal
 
-    dashboard = _warm_head(tau)
+    dashboard = _warm_head(tau)  # its supervisor leaves a standby behind
     folder = example_copy("quickstart")
     manifest = folder / "tau.yaml"
     manifest.write_text(manifest.read_text().replace("  workers: 1", "  workers: 1\n  gpuz: 2"))
-    before = {j["submission_id"] for j in raylocal.list_jobs(dashboard)}
-    res = tau("run", str(folder))
+    jobs_before = {j["submission_id"] for j in raylocal.list_jobs(dashboard)}
+    ready_before = _ready_standbys(tau)
+    runs_before = set(os.listdir(tau.home / "data" / "runs"))
+    res = tau("run", str(folder), env={"TAU_LOCAL_STANDBY": standby})
     assert res.returncode == 2 and "gpuz" in res.stderr
-    new = [j for j in raylocal.list_jobs(dashboard) if j["submission_id"] not in before]
-    assert len(new) == 1, "the early submission did not happen (is the head warm?)"
-    sub_id = new[0]["submission_id"]
+    if standby == "1":  # a standby was claimed, then stopped
+        claimed = ready_before - _ready_standbys(tau)
+    else:  # a job was submitted, then stopped
+        claimed = {j["submission_id"] for j in raylocal.list_jobs(dashboard)} - jobs_before
+    assert len(claimed) == 1, (ready_before, claimed)
+    sub_id = claimed.pop()
     wait_for(
         lambda: raylocal.job_info(dashboard, sub_id)["status"] in ("STOPPED", "FAILED"),
         what="the early job to stop",
     )
     assert "quickstart: fitting" not in raylocal.job_logs(dashboard, sub_id)
-    assert not tau.run_dir(sub_id).exists()
+    assert set(os.listdir(tau.home / "data" / "runs")) == runs_before
 
 
+@pytest.mark.parametrize("with_secret", [True, False])
 def test_rayjob_env_and_secrets_reach_the_runs_ray_tasks(
-    tau: Tau, project: Callable[[str, str, str], Path]
+    tau: Tau, project: Callable[[str, str, str], Path], with_secret: bool
 ) -> None:
+    """With a secret the job is submitted early; without, a standby is claimed."""
     folder = project(
         "schema_version: 1\nname: envprobe\nrun: {entrypoint: s.py, workload_kind: rayjob}\n"
         "runtime:\n  env: {PROBE_VAR: hello}\n"
-        "  env_from_secret: {HF_TOKEN: 'hf-secret:token'}\n",
+        + ("  env_from_secret: {HF_TOKEN: 'hf-secret:token'}\n" if with_secret else ""),
         "s.py",
         "import os, ray\nray.init()\n"
         "@ray.remote(num_cpus=0)\n"
@@ -455,7 +484,8 @@ def test_rayjob_env_and_secrets_reach_the_runs_ray_tasks(
     res = tau("run", str(folder), env={"HF_TOKEN": secret})
     assert res.returncode == 0, res.stderr
     run_id = run_id_from(res.stderr)
-    assert f"task sees {run_id} hello {len(secret)}" in res.stdout
+    assert f"task sees {run_id} hello {len(secret) if with_secret else 0}" in res.stdout
+    assert tau.record(run_id)["ray_submission_id"].startswith("tau-standby-") != with_secret
     for f in tau.run_dir(run_id).rglob("*"):
         if f.is_file():
             assert secret.encode() not in f.read_bytes(), f"secret written to {f}"

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -291,3 +292,101 @@ def test_wait_for_plan_sees_a_plan_written_while_waiting(tmp_path: Path) -> None
         assert launch.wait_for_plan(path, timeout_s=30) == {"ok": 1}
     finally:
         timer.cancel()
+
+
+# --- standbys ---------------------------------------------------------------------------------
+def _head(pid: int = 4242) -> Any:
+    from taugrid.cli import raylocal
+
+    return raylocal.Head(
+        pid=pid, gcs_port=1, dashboard_port=2, temp_dir="/tmp", started_at=0.0, num_cpus=2,
+        num_gpus=0,
+    )  # fmt: skip
+
+
+def _later(delay: float, fn: Any) -> Any:
+    import threading
+
+    t = threading.Timer(delay, fn)
+    t.start()
+    return t
+
+
+def test_a_standby_announces_itself_and_returns_the_run_it_is_claimed_for(tmp_path: Path) -> None:
+    base = tmp_path / "tau-standby-aaaaa"
+    (tmp_path / "tau-standby-aaaaa.submitted").touch()
+
+    def claim() -> None:
+        assert json.loads((tmp_path / "tau-standby-aaaaa.ready").read_text())["pid"] == os.getpid()
+        (tmp_path / "tau-standby-aaaaa.ready").rename(tmp_path / "tau-standby-aaaaa.taken")
+        (tmp_path / "tau-standby-aaaaa.claim").write_text(json.dumps({"run_dir": "/runs/r-1"}))
+
+    t = _later(0.1, claim)
+    try:
+        assert launch.wait_for_claim(base, idle_s=30) == Path("/runs/r-1")
+    finally:
+        t.cancel()
+    assert list(tmp_path.iterdir()) == []  # ready, submitted, taken, claim: all cleaned up
+
+
+def test_an_unclaimed_standby_leaves(tmp_path: Path) -> None:
+    assert launch.wait_for_claim(tmp_path / "tau-standby-bbbbb", idle_s=0.05) is None
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_standby_taken_at_its_deadline_waits_for_the_claim(tmp_path: Path) -> None:
+    ready = tmp_path / "tau-standby-ccccc.ready"
+
+    def take_then_claim_late() -> None:
+        ready.rename(tmp_path / "tau-standby-ccccc.taken")
+        _later(0.3, lambda: (tmp_path / "tau-standby-ccccc.claim").write_text('{"run_dir": "/r"}'))
+
+    t = _later(0.02, take_then_claim_late)  # taken before the 0.1 s deadline, claimed after it
+    try:
+        assert launch.wait_for_claim(tmp_path / "tau-standby-ccccc", idle_s=0.1) == Path("/r")
+    finally:
+        t.cancel()
+
+
+def test_claim_skips_dead_standbys_and_takes_a_live_one_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TAU_HOME", str(tmp_path))
+    d = prelaunch.standby_dir(_head())
+    d.mkdir(parents=True)
+    (d / "tau-standby-00000.ready").write_text(json.dumps({"pid": 2**22 + 12345}))  # no such pid
+    (d / "tau-standby-11111.ready").write_text("{broken")
+    (d / "tau-standby-22222.ready").write_text(json.dumps({"pid": os.getpid()}))
+    run_dir = tmp_path / "runs" / "r-1"
+    assert prelaunch.claim_standby(_head(), run_dir) == "tau-standby-22222"
+    assert not (d / "tau-standby-00000.ready").exists()  # cleaned up
+    assert (d / "tau-standby-22222.taken").exists()
+    assert json.loads((d / "tau-standby-22222.claim").read_text()) == {"run_dir": str(run_dir)}
+    assert prelaunch.claim_standby(_head(), run_dir) is None  # nothing live is left
+    monkeypatch.setenv("TAU_LOCAL_STANDBY", "0")
+    (d / "tau-standby-33333.ready").write_text(json.dumps({"pid": os.getpid()}))
+    assert prelaunch.claim_standby(_head(), run_dir) is None
+
+
+def test_ensure_standby_submits_one_only_when_none_is_ready_or_starting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TAU_HOME", str(tmp_path))
+    submitted: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(prelaunch.raylocal, "submit_job", lambda *a, **k: submitted.append((*a, k)))
+    first = prelaunch.ensure_standby(_head())
+    assert first and first.startswith("tau-standby-") and len(submitted) == 1
+    assert "--standby" in submitted[0][2] and submitted[0][-1]["metadata"]["tau_standby"]
+    assert prelaunch.ensure_standby(_head()) is None  # one is starting
+    d = prelaunch.standby_dir(_head())
+    old = time.time() - 2 * prelaunch.STANDBY_START_S
+    os.utime(d / f"{first}.submitted", (old, old))  # ...that never started
+    second = prelaunch.ensure_standby(_head())
+    assert second and second != first and len(submitted) == 2
+    (d / f"{second}.submitted").unlink()
+    (d / f"{second}.ready").write_text(json.dumps({"pid": os.getpid()}))
+    assert prelaunch.ensure_standby(_head()) is None  # one is ready
+    assert len(submitted) == 2
+    monkeypatch.setenv("TAU_LOCAL_STANDBY", "0")
+    (d / f"{second}.ready").unlink()
+    assert prelaunch.ensure_standby(_head()) is None and len(submitted) == 2
