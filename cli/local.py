@@ -257,10 +257,13 @@ def submit(
             raise TauError(
                 f"could not submit to the local Ray head: {e}", exit_code=EXIT_PLATFORM
             ) from None
+    # A rayjob's supervisor only does bookkeeping (the driver is Ray's child, not its own), so
+    # it yields the CPU to Ray while the run starts. A job's supervisor is the process's parent
+    # (children inherit niceness), so it keeps the normal priority.
+    nice = ["nice", "-n", "10"] if kind == "rayjob" and shutil.which("nice") else []
     with (rd.logs / "supervisor.log").open("ab") as log:
         proc = subprocess.Popen(
-            (["nice", "-n", "10"] if kind == "rayjob" else [])
-            + [sys.executable, "-m", "taugrid.cli.supervisor", str(rd.path)],
+            [*nice, sys.executable, "-m", "taugrid.cli.supervisor", str(rd.path)],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
