@@ -56,6 +56,9 @@ class Early:
         self.done = True
         with contextlib.suppress(OSError, ValueError):
             raylocal.stop_job(self.head.dashboard, self.submission_id)
+        if self.submission_id != self.run_id:  # a claimed standby: its files go with it
+            for suffix in ("taken", "claim"):
+                (standby_dir(self.head) / f"{self.submission_id}.{suffix}").unlink(missing_ok=True)
 
 
 def _raw_manifest(file: str | None) -> tuple[Path, dict[str, Any]] | None:

@@ -390,3 +390,20 @@ def test_ensure_standby_submits_one_only_when_none_is_ready_or_starting(
     monkeypatch.setenv("TAU_LOCAL_STANDBY", "0")
     (d / f"{second}.ready").unlink()
     assert prelaunch.ensure_standby(_head()) is None and len(submitted) == 2
+
+
+def test_aborting_a_claimed_standby_stops_its_job_and_removes_its_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TAU_HOME", str(tmp_path))
+    stopped: list[tuple[str, str]] = []
+    monkeypatch.setattr(prelaunch.raylocal, "stop_job", lambda d, s: stopped.append((d, s)))
+    d = prelaunch.standby_dir(_head())
+    d.mkdir(parents=True)
+    (d / "tau-standby-44444.ready").write_text(json.dumps({"pid": os.getpid()}))
+    sub_id = prelaunch.claim_standby(_head(), tmp_path / "runs" / "r-1")
+    early = prelaunch.Early("r-1", str(sub_id), _head(), tmp_path / "tau.yaml", frozenset())
+    early.abort()
+    early.abort()  # once only
+    assert stopped == [(_head().dashboard, "tau-standby-44444")]
+    assert list(d.iterdir()) == []
