@@ -44,12 +44,28 @@ RAY_JOB_CONFIG_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"
 EXIT_NO_PLAN = 3
 
 
+def _command(*args: str) -> str:
+    argv = [sys.executable, "-m", "taugrid.cli.launch", *args]
+    return "exec " + " ".join(shlex.quote(a) for a in argv)
+
+
 def entrypoint(run_dir: Path, attempt: int = 0, resume_from: str | None = None) -> str:
     """The shell command Ray runs for one attempt of a local rayjob."""
-    argv = [sys.executable, "-m", "taugrid.cli.launch", str(run_dir), "--attempt", str(attempt)]
-    if resume_from:
-        argv += ["--resume-from", resume_from]
-    return "exec " + " ".join(shlex.quote(a) for a in argv)
+    resume = ["--resume-from", resume_from] if resume_from else []
+    return _command(str(run_dir), "--attempt", str(attempt), *resume)
+
+
+def standby_entrypoint(base: Path) -> str:
+    return _command("--standby", str(base))
+
+
+def ray_runtime_env(plan: dict[str, Any], secrets: dict[str, str]) -> dict[str, Any]:
+    """The job's runtime_env: the secrets only (the run's env travels in the plan), and pip
+    with --ray-pip."""
+    runtime_env: dict[str, Any] = {"env_vars": secrets} if secrets else {}
+    if plan.get("pip"):
+        runtime_env["pip"] = plan["pip"]
+    return runtime_env
 
 
 def attempt_env(plan: dict[str, Any], attempt: int, resume_from: str | None) -> dict[str, str]:
@@ -67,11 +83,6 @@ def secret_env(plan: dict[str, Any], environ: dict[str, str] | None = None) -> d
     """Secret values by name from the submitter's environment (they never enter the record)."""
     source = os.environ if environ is None else environ
     return {n: source[n] for n in plan.get("secret_env", []) if n in source}
-
-
-def standby_entrypoint(base: Path) -> str:
-    argv = [sys.executable, "-m", "taugrid.cli.launch", "--standby", str(base)]
-    return "exec " + " ".join(shlex.quote(a) for a in argv)
 
 
 def _suffixed(base: Path, suffix: str) -> Path:

@@ -244,7 +244,7 @@ def submit(
                 head,
                 run_id,
                 launch.entrypoint(rd.path),
-                ray_runtime_env(plan, launch.secret_env(plan)),
+                launch.ray_runtime_env(plan, launch.secret_env(plan)),
             )
         except (OSError, ValueError) as e:
             rd.append_history("Failed", f"NodeFailure: could not submit to the local Ray head: {e}")
@@ -284,15 +284,6 @@ def _early_fits(early: Early, loaded: LoadedManifest, kind: str, ray_pip: bool) 
         and early.run_id.rsplit("-", 1)[0] == m.run_id_stem
         and early.secret_names == frozenset(m.runtime.env_from_secret)
     )
-
-
-def ray_runtime_env(plan: dict[str, Any], secrets: dict[str, str]) -> dict[str, Any]:
-    """The job's runtime_env: secrets only (the run's env travels in the plan), plus pip with
-    --ray-pip."""
-    runtime_env: dict[str, Any] = {"env_vars": secrets} if secrets else {}
-    if plan.get("pip"):
-        runtime_env["pip"] = plan["pip"]
-    return runtime_env
 
 
 # --- reading runs back ------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from typing import Any
 from taugrid.api import constants as C
 from taugrid.cli import raylocal
 from taugrid.cli.evidence import RunDir, now_iso
-from taugrid.cli.launch import attempt_env, entrypoint, secret_env
+from taugrid.cli.launch import attempt_env, entrypoint, ray_runtime_env, secret_env
 
 POLL_S = 0.2
 HEAD_LOST_AFTER_S = 10.0
@@ -83,8 +83,6 @@ class Supervisor:
             head = raylocal.read_head()
             if head is None or head.dashboard != dashboard:
                 return 1, "NodeFailure: the local Ray head is gone"
-            from taugrid.cli.local import ray_runtime_env
-
             try:
                 raylocal.submit_job(
                     head,

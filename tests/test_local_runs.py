@@ -489,3 +489,32 @@ def test_rayjob_env_and_secrets_reach_the_runs_ray_tasks(
     for f in tau.run_dir(run_id).rglob("*"):
         if f.is_file():
             assert secret.encode() not in f.read_bytes(), f"secret written to {f}"
+
+
+def test_a_rayjob_retry_goes_through_the_launcher_with_its_attempt_and_resume_point(
+    tau: Tau, project: Callable[[str, str, str], Path]
+) -> None:
+    folder = project(
+        "schema_version: 1\nname: flaky-ray\nrun: {entrypoint: f.py, workload_kind: rayjob}\n"
+        "resilience: {max_retries: 1, retry_on: [Failed], auto_resume: true}\n",
+        "f.py",
+        "import os, sys, ray, tau_run\n"
+        "attempt = int(os.environ['TAU_ATTEMPT'])\n"
+        "ray.init()\n"
+        "@ray.remote(num_cpus=0)\n"
+        "def seen():\n    return os.environ.get('TAU_ATTEMPT')\n"
+        "print('attempt', attempt, 'task', ray.get(seen.remote()),\n"
+        "      'resume', os.path.basename(os.environ.get('TAU_RESUME_FROM', '-')), flush=True)\n"
+        "if attempt == 0:\n"
+        "    with tau_run.checkpoint(5) as d:\n"
+        "        (d / 'state').write_text('5')\n"
+        "    sys.exit(1)\n",
+    )
+    res = tau("run", str(folder))
+    assert res.returncode == 0, res.stderr
+    run_id = run_id_from(res.stderr)
+    log = (tau.run_dir(run_id) / "logs" / "driver.log").read_text()
+    assert "attempt 0 task 0 resume -" in log
+    assert "attempt 1 task 1 resume step-00000005" in log
+    rec = tau.record(run_id)
+    assert rec["attempt"] == 1 and rec["ray_submission_id"] == f"{run_id}-a1"

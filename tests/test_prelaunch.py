@@ -407,3 +407,9 @@ def test_aborting_a_claimed_standby_stops_its_job_and_removes_its_files(
     early.abort()  # once only
     assert stopped == [(_head().dashboard, "tau-standby-44444")]
     assert list(d.iterdir()) == []
+
+
+def test_the_jobs_runtime_env_carries_secrets_and_pip_only() -> None:
+    assert launch.ray_runtime_env(PLAN, {}) == {}
+    assert launch.ray_runtime_env(PLAN, {"HF_TOKEN": "s"}) == {"env_vars": {"HF_TOKEN": "s"}}
+    assert launch.ray_runtime_env({**PLAN, "pip": ["rich>=13"]}, {}) == {"pip": ["rich>=13"]}
