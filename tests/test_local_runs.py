@@ -389,16 +389,24 @@ def test_secret_values_never_enter_the_record(
 
 
 # --- early submission (cli/prelaunch.py) and the launcher (cli/launch.py) -------------------
-def _warm_head(tau: Tau) -> str:
+def _ready_standbys(tau: Tau) -> set[str]:
+    return {p.name.removesuffix(".ready") for p in (tau.home / "ray").glob("standby/*/*.ready")}
+
+
+def _warm_head(tau: Tau, standby: bool = False) -> str:
+    """Run the quickstart (starting the head if needed); with `standby`, also wait until the
+    standby its supervisor submitted is ready to be claimed."""
     res = tau("run", str(EXAMPLES / "quickstart"))
     assert res.returncode == 0, res.stderr
+    if standby:
+        wait_for(lambda: bool(_ready_standbys(tau)), what="a standby to be ready")
     return str(tau.record(run_id_from(res.stderr))["ray_address"])
 
 
 def test_a_warm_run_claims_the_standby_the_previous_run_prepared(tau: Tau) -> None:
     from taugrid.cli import raylocal
 
-    dashboard = _warm_head(tau)
+    dashboard = _warm_head(tau, standby=True)
     res = tau("run", str(EXAMPLES / "quickstart"))
     assert res.returncode == 0, res.stderr
     run_id = run_id_from(res.stderr)
@@ -429,17 +437,13 @@ def test_without_standbys_a_warm_run_reaches_ray_before_tau_has_recorded_it(tau:
     assert "quickstart: fitting" in text(tau.run_dir(run_id) / "logs" / "driver.log")
 
 
-def _ready_standbys(tau: Tau) -> set[str]:
-    return {p.name.removesuffix(".ready") for p in (tau.home / "ray").glob("standby/*/*.ready")}
-
-
 @pytest.mark.parametrize("standby", ["1", "0"])
 def test_a_run_refused_after_early_submission_runs_nothing(
     tau: Tau, example_copy: Callable[[str], Path], standby: str
 ) -> None:
     from taugrid.cli import raylocal
 
-    dashboard = _warm_head(tau)  # its supervisor leaves a standby behind
+    dashboard = _warm_head(tau, standby=standby == "1")
     folder = example_copy("quickstart")
     manifest = folder / "tau.yaml"
     manifest.write_text(manifest.read_text().replace("  workers: 1", "  workers: 1\n  gpuz: 2"))
@@ -480,7 +484,7 @@ def test_rayjob_env_and_secrets_reach_the_runs_ray_tasks(
         "print('task sees', *ray.get(probe.remote()), flush=True)\n",
     )
     secret = "hf_AnotherSecret_7"
-    _warm_head(tau)
+    _warm_head(tau, standby=not with_secret)
     res = tau("run", str(folder), env={"HF_TOKEN": secret})
     assert res.returncode == 0, res.stderr
     run_id = run_id_from(res.stderr)
