@@ -27,6 +27,14 @@ def run_id_from(stderr: str) -> str:
     return next(line.split()[1] for line in stderr.splitlines() if line.startswith("run "))
 
 
+def assert_not_written(run_dir: Path, secret: str) -> None:
+    for f in run_dir.rglob("*"):
+        if f.is_file():
+            assert secret.encode() not in f.read_bytes(), (
+                f"secret written to {f.relative_to(run_dir)}"
+            )
+
+
 def history(tau: Tau, run_id: str) -> list[dict[str, object]]:
     lines = (tau.run_dir(run_id) / "history.jsonl").read_text().splitlines()
     return [json.loads(x) for x in lines]
@@ -380,9 +388,7 @@ def test_secret_values_never_enter_the_record(
     assert (
         f"token length {len(secret)}" in (rd / "logs" / "driver.log").read_text()
     )  # it reached the process
-    for f in rd.rglob("*"):
-        if f.is_file():
-            assert secret.encode() not in f.read_bytes(), f"secret written to {f.relative_to(rd)}"
+    assert_not_written(rd, secret)
     assert (
         "hf-secret:token" in (rd / "config" / "resolved.yaml").read_text()
     )  # the reference is kept
@@ -490,9 +496,7 @@ def test_rayjob_env_and_secrets_reach_the_runs_ray_tasks(
     run_id = run_id_from(res.stderr)
     assert f"task sees {run_id} hello {len(secret) if with_secret else 0}" in res.stdout
     assert tau.record(run_id)["ray_submission_id"].startswith("tau-standby-") != with_secret
-    for f in tau.run_dir(run_id).rglob("*"):
-        if f.is_file():
-            assert secret.encode() not in f.read_bytes(), f"secret written to {f}"
+    assert_not_written(tau.run_dir(run_id), secret)
 
 
 def test_a_rayjob_retry_goes_through_the_launcher_with_its_attempt_and_resume_point(
