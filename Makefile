@@ -18,7 +18,7 @@ $(STAMP): requirements/dev.lock pyproject.toml
 # Byte-compile the sources (pip does this for installed packages; with PYTHONDONTWRITEBYTECODE
 # set, an editable checkout would otherwise recompile every module on every `tau` start, +0.1 s).
 pyc:
-	@$(BIN)/python -m compileall -q api cli components infra runlib > /dev/null
+	@$(BIN)/python -m compileall -q api runs cli components infra runlib > /dev/null
 
 # The main job: run the quickstart on this machine (a local Ray head on 127.0.0.1), then
 # check its sealed evidence record.
@@ -45,12 +45,14 @@ e2e: setup controlplane
 	@$(BIN)/python -m pytest -q -m e2e; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no e2e tests"; fi; exit $$rc
 
-# mypy sees the folders under their import names through symlinks (package-dir mapping).
+# mypy and import-linter see the folders under their import names through symlinks (the
+# package-dir mapping); the import contracts are in pyproject.toml ([tool.importlinter]).
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	@mkdir -p .typecheck/taugrid && for d in api cli components infra; do ln -sfn ../../$$d .typecheck/taugrid/$$d; done; ln -sfn ../runlib/tau_run.py .typecheck/tau_run.py
-	$(BIN)/mypy -p taugrid.api -p taugrid.cli
+	@mkdir -p .typecheck/taugrid && for d in api runs cli components infra; do ln -sfn ../../$$d .typecheck/taugrid/$$d; done; ln -sfn ../runlib/tau_run.py .typecheck/tau_run.py
+	$(BIN)/mypy -p taugrid.api -p taugrid.runs -p taugrid.cli -p taugrid.components -p taugrid.infra
+	PYTHONPATH=.typecheck $(BIN)/lint-imports --no-cache
 
 fmt: setup
 	$(BIN)/ruff format .

@@ -34,6 +34,7 @@ ANN_RESUME_FROM: Final = f"{GROUP}/resume-from"
 GPU_RESOURCE: Final = "nvidia.com/gpu"
 GPU_TAINT_KEY: Final = "sku"
 GPU_TAINT_VALUE: Final = "gpu"
+XID_CONDITION: Final = "GPUXidError"  # node condition set by the platform's XID monitor (NPD)
 
 # --- /data layout --------------------------------------------------------------------------
 DATA_DIR: Final = "/data"

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from taugrid.api import constants as C
 from taugrid.api.profiles import WorkloadProfile
+from taugrid.api.vocabulary import Phase, Signal, TerminationReason
 
 
 class _Model(BaseModel):
@@ -125,18 +126,10 @@ class TauRunSpec(_Model):
     )
 
 
-class Signal(_Model):
-    name: Literal[
-        "Admitted", "Scheduled", "GPUHealthy", "Progressing", "Completed", "ArtifactSaved"
-    ]
-    state: Literal["true", "false", "pending", "unknown"]
-    since: str | None = Field(None, json_schema_extra={"format": "date-time"})
-    reason: str | None = None
-    evidence: str | None = None
-
-
 class TauRunStatus(_Model):
-    phase: Literal["Pending", "Queued", "Running", "Succeeded", "Failed", "Cancelled"] | None = None
+    phase: Phase | None = None
+    attempt: int = Field(0, ge=0)
+    terminationReason: TerminationReason | None = None
     startTime: str | None = Field(None, json_schema_extra={"format": "date-time"})
     completionTime: str | None = Field(None, json_schema_extra={"format": "date-time"})
     runDir: str | None = None

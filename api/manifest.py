@@ -11,18 +11,19 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass
 from decimal import Decimal
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from taugrid.api import constants as C
 from taugrid.api import naming
+from taugrid.api.issues import Issue
 from taugrid.api.quantity import cpu_field, memory_field, parse_cpu, parse_memory
+from taugrid.api.vocabulary import DEFAULT_RETRY_ON, RetryReason
 
-DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")  # RayJob names must start with a letter
+DNS_LABEL = naming.DNS_LABEL
+DNS_1035 = naming.DNS_1035
 ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 MIG_PROFILE = re.compile(r"^\d+g\.\d+gb$")
@@ -200,10 +201,6 @@ class Policy(_Model):
     lane: str | None = None
 
 
-RetryReason = Literal["Preempted", "Evicted", "NodeFailure", "OOMKilled", "Failed"]
-DEFAULT_RETRY_ON: tuple[RetryReason, ...] = ("Preempted", "Evicted", "NodeFailure")
-
-
 def _default_retry_on() -> list[RetryReason]:
     return list(DEFAULT_RETRY_ON)
 
@@ -323,19 +320,7 @@ class Manifest(_Model):
         return "rayjob" if kind == "rayjob" else "job"
 
 
-@dataclass(frozen=True)
-class Issue:
-    """One problem in a document: where, what was there, what is wrong, what would be right."""
-
-    path: str
-    value: Any
-    message: str
-    example: str | None = None
-
-
-def max_name_length(prefix: str | None) -> int:
-    used = (len(prefix) + 1) if prefix else 0
-    return C.KUBERAY_NAME_LIMIT - C.RUN_ID_SUFFIX_LEN - 1 - used
+max_name_length = naming.max_name_length
 
 
 def semantic_issues(m: Manifest) -> list[Issue]:
@@ -556,3 +541,41 @@ def semantic_issues(m: Manifest) -> list[Issue]:
             )
         )
     return issues
+
+
+# Good examples per key path, for error messages (api/issues.py picks the closest).
+EXAMPLES: dict[str, str] = {
+    "schema_version": "schema_version: 1",
+    "name": "name: my-run",
+    "run": "run: {entrypoint: train.py, workload_kind: rayjob}",
+    "run.entrypoint": "run: {entrypoint: train.py}",
+    "run.workload_kind": "run: {workload_kind: rayjob}   # rayjob | job",
+    "run.args": "run: {args: ['--epochs', '3']}",
+    "compute": "compute: {gpus: 1, workers: 1, cpus: 16, memory: 64Gi}",
+    "compute.gpus": "compute: {gpus: 1}   # per worker, 0..8",
+    "compute.workers": "compute: {workers: 2}   # worker pods, 1..256",
+    "compute.cpus": "compute: {cpus: 8}   # or 0.5, or 500m",
+    "compute.memory": "compute: {memory: 64Gi}",
+    "compute.worker_cpus": "compute: {worker_cpus: 8}",
+    "compute.worker_memory": "compute: {worker_memory: 32Gi}",
+    "compute.cpu_limit": "compute: {cpus: 8, cpu_limit: 16}",
+    "compute.memory_limit": "compute: {memory: 64Gi, memory_limit: 128Gi}",
+    "compute.mig_profile": "compute: {mig_profile: 1g.10gb}",
+    "runtime": "runtime: {image: rayproject/ray:2.56.0-py312, pip: ['torch>=2.4.0']}",
+    "runtime.image": "runtime: {image: rayproject/ray:2.56.0-py312}",
+    "runtime.pip": "runtime: {pip: ['torch>=2.4.0', 'transformers']}",
+    "runtime.env": "runtime: {env: [{name: MY_FLAG, value: '1'}]}",
+    "runtime.env_from_secret": "runtime: {env_from_secret: {HF_TOKEN: 'hf-secret:token'}}",
+    "storage": "storage: {checkpoint: checkpoints, output: outputs}",
+    "storage.data_pvc": "storage: {data_pvc: team-a-data}",
+    "storage.checkpoint": "storage: {checkpoint: checkpoints}",
+    "storage.output": "storage: {output: outputs}",
+    "policy": "policy: {workspace: team-a, profile: a100-1x, priority: normal}",
+    "policy.profile": "policy: {profile: a100-1x}",
+    "policy.workspace": "policy: {workspace: team-a}",
+    "resilience": "resilience: {max_retries: 2, retry_on: [Preempted, Evicted]}",
+    "resilience.max_retries": "resilience: {max_retries: 2}   # 0..20",
+    "resilience.retry_on": "resilience: {retry_on: [Preempted, Evicted, NodeFailure]}",
+    "metrics.stall_after_seconds": "metrics: {stall_after_seconds: 900}",
+    "resource_naming.prefix": "resource_naming: {prefix: tau}",
+}

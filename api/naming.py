@@ -1,17 +1,28 @@
-"""Run naming and workload-kind inference: pure and import-light (stdlib only).
-
-`tau run` uses these before the full models are loaded (to submit early, see
-cli/prelaunch.py) and the models use the same functions, so both always agree.
+"""Names: run ids, workload-kind inference, Kubernetes name rules and the names the platform
+gives per-workspace objects. Each is spelled here once. Pure and import-light (stdlib only):
+the run launcher and the models use the same functions, so both always agree.
 """
 
 from __future__ import annotations
 
+import re
 import secrets
 import string
 
 from taugrid.api import constants as C
 
 _ALPHABET = string.ascii_lowercase + string.digits
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")  # RFC 1123 label
+DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")  # RFC 1035: starts with a letter
+RUN_ID_LIMIT = C.KUBERAY_NAME_LIMIT  # RayJob names (KubeRay validation)
+
+
+def is_dns_label(value: str, limit: int = C.K8S_NAME_LIMIT) -> bool:
+    return bool(DNS_LABEL.match(value)) and len(value) <= limit
+
+
+def is_run_id(value: str) -> bool:
+    return bool(DNS_1035.match(value)) and len(value) <= RUN_ID_LIMIT
 
 
 def run_id_stem(prefix: str | None, name: str) -> str:
@@ -19,12 +30,18 @@ def run_id_stem(prefix: str | None, name: str) -> str:
 
 
 def new_run_id(stem: str) -> str:
-    """`<stem>-<5 random chars>`: unique per submission, DNS-1035, within KubeRay's 47."""
+    """`<stem>-<5 random chars>`: unique per submission, DNS-1035, within KubeRay's limit."""
     suffix = "".join(secrets.choice(_ALPHABET) for _ in range(C.RUN_ID_SUFFIX_LEN))
     run_id = f"{stem}-{suffix}"
-    if len(run_id) > C.KUBERAY_NAME_LIMIT:  # guarded by manifest validation; never silently cut
-        raise ValueError(f"run id {run_id!r} is longer than {C.KUBERAY_NAME_LIMIT} characters")
+    if len(run_id) > RUN_ID_LIMIT:  # guarded by manifest validation; never silently cut
+        raise ValueError(f"run id {run_id!r} is longer than {RUN_ID_LIMIT} characters")
     return run_id
+
+
+def max_name_length(prefix: str | None) -> int:
+    """The longest tau.yaml `name` whose run ids stay within the limit."""
+    used = (len(prefix) + 1) if prefix else 0
+    return RUN_ID_LIMIT - C.RUN_ID_SUFFIX_LEN - 1 - used
 
 
 def infer_workload_kind(explicit: str | None, gpus: int, workers: int) -> str:
@@ -34,3 +51,17 @@ def infer_workload_kind(explicit: str | None, gpus: int, workers: int) -> str:
     if gpus == 0 or workers > 1:
         return "rayjob"
     return "job"
+
+
+# --- per-workspace objects the platform creates (components/) and runs use (runs/) ----------
+RUN_SERVICE_ACCOUNT = "tau-run"  # the identity of a run's pods in its workspace namespace
+
+
+def workspace_pvc(workspace: str) -> str:
+    """The workspace's /data PersistentVolumeClaim."""
+    return f"{workspace}-data"
+
+
+def code_configmap(run_id: str) -> str:
+    """The immutable ConfigMap that carries a run's code."""
+    return f"{run_id}-code"

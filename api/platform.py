@@ -14,14 +14,20 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from taugrid.api import constants as C
-from taugrid.api.manifest import Issue
-from taugrid.api.profiles import Toleration, WorkerSize, WorkloadProfile, WorkspaceRef
+from taugrid.api import naming
+from taugrid.api.issues import Issue
+from taugrid.api.profiles import (
+    Toleration,
+    WorkerSize,
+    WorkloadProfile,
+    WorkspaceRef,
+    profile_set_hash,
+)
 from taugrid.api.quantity import QuantityError, format_cpu, format_memory, parse_cpu, parse_memory
 
 CONFIG_KEY = "taugrid:platform"
 SYSTEM_NAMESPACE = "taugrid-system"
 AKS_POOL_NAME = re.compile(r"^[a-z][a-z0-9]{0,11}$")  # AKS Linux agent pool names
-DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
 # --- pinned versions: the one place chart locations and versions live -------------------------
@@ -83,7 +89,7 @@ class _Model(BaseModel):
 
 
 def _dns(v: str) -> str:
-    if not DNS_LABEL.match(v) or len(v) > 63:
+    if not naming.is_dns_label(v):
         raise ValueError("must be a DNS label: lowercase alphanumerics and '-', at most 63")
     return v
 
@@ -716,10 +722,71 @@ def derive_profiles(cfg: PlatformConfig) -> list[WorkloadProfile]:
 
 def workspace_refs(cfg: PlatformConfig) -> list[WorkspaceRef]:
     return [
-        WorkspaceRef(name=w.name, namespace=w.ns, pvc=f"{w.name}-data", serviceAccount="tau-run")
+        WorkspaceRef(
+            name=w.name,
+            namespace=w.ns,
+            pvc=naming.workspace_pvc(w.name),
+            serviceAccount=naming.RUN_SERVICE_ACCOUNT,
+        )
         for w in cfg.workspaces
     ]
 
 
 def parse_platform(data: Any) -> PlatformConfig:
     return PlatformConfig.model_validate(data)
+
+
+def profile_snapshot(cfg: PlatformConfig, stack: str) -> dict[str, Any]:
+    """What `tau run render --profiles` reads: the same data the TauCluster publishes."""
+    profiles = derive_profiles(cfg)
+    return {
+        "apiVersion": C.API_VERSION,
+        "kind": "TauWorkloadProfileSnapshot",
+        "cluster": stack,
+        "profileSetHash": profile_set_hash(profiles),
+        "workspaces": [w.model_dump(mode="json", exclude_none=True) for w in workspace_refs(cfg)],
+        "profiles": [p.model_dump(mode="json", exclude_none=True) for p in profiles],
+    }
+
+
+# --- validation: schema and cross-component invariants, every problem at once -----------------
+PLATFORM_EXAMPLES = {
+    "cluster": "cluster: {provider: aks, name: prod, location: eastus2, kubernetesVersion: '1.36'}",
+    "gpuPools": "gpuPools: [{name: a100x1, vmSize: Standard_NC24ads_A100_v4, maxCount: 8}]",
+    "cpuPools": "cpuPools: [{name: cpu, vmSize: Standard_D16s_v5, maxCount: 4}]",
+    "queues.clusterQueues": "clusterQueues: [{name: gpu, flavors: [{pool: a100x1, nominalQuota: {nvidia.com/gpu: 8}}]}]",
+    "workspaces": "workspaces: [{name: research, queues: [gpu], members: [{kind: Group, name: team}]}]",
+    "workspaces.storage.size": "storage: {size: 1Ti}",
+    "components": "components: {gpuOperator: {installDriver: true}, nodeProblemDetector: {enabled: true}}",
+}
+
+
+class PlatformConfigError(Exception):
+    """The stack config is invalid; `issues` has every problem (paths below CONFIG_KEY)."""
+
+    def __init__(self, issues: list[Issue]) -> None:
+        self.issues = issues
+        lines = [
+            f"{CONFIG_KEY}.{i.path} = {i.value!r}: {i.message}"
+            + (f"\n  example: {i.example}" if i.example else "")
+            for i in issues
+        ]
+        super().__init__("\n".join(lines))
+
+
+def validate_platform(data: Any) -> PlatformConfig:
+    """Validate the stack config; every problem (schema or cross-component) at once."""
+    from pydantic import ValidationError
+
+    from taugrid.api.issues import issues_from_validation
+
+    try:
+        cfg = parse_platform(data)
+    except ValidationError as e:
+        raise PlatformConfigError(
+            issues_from_validation(PlatformConfig, e, PLATFORM_EXAMPLES, None)
+        ) from None
+    problems = invariants(cfg)
+    if problems:
+        raise PlatformConfigError(problems)
+    return cfg

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from taugrid.api import constants as C
-from taugrid.api.manifest import DNS_LABEL
+from taugrid.api import naming
 from taugrid.api.quantity import cpu_field, memory_field
 
 
@@ -82,7 +82,7 @@ class WorkloadProfile(_Model):
     @field_validator("name", "flavor", "clusterQueue", "localQueue")
     @classmethod
     def _dns(cls, v: str) -> str:
-        if not DNS_LABEL.match(v) or len(v) > 63:
+        if not naming.is_dns_label(v):
             raise ValueError("must be a DNS label (lowercase alphanumerics and hyphens)")
         return v
 
@@ -113,7 +113,7 @@ class WorkspaceRef(_Model):
     @field_validator("name", "namespace", "pvc")
     @classmethod
     def _dns(cls, v: str) -> str:
-        if not DNS_LABEL.match(v) or len(v) > 63:
+        if not naming.is_dns_label(v):
             raise ValueError("must be a DNS label (lowercase alphanumerics and hyphens)")
         return v
 

@@ -42,7 +42,7 @@ def cold_start(args: list[str], runs: int = 15) -> float:
 
 def renders_per_second(seconds: float = 3.0) -> tuple[float, float]:
     from taugrid.api import naming
-    from taugrid.cli import codebundle, load, render, resolve
+    from taugrid.runs import codebundle, load, render, resolve
 
     snap = load.load_snapshot(PROFILES)
     n, t0 = 0, time.perf_counter()

@@ -62,8 +62,8 @@ def generated(pools: int, workspaces: int) -> dict[str, Any]:
 
 def main() -> int:
     t0 = time.perf_counter()
+    from taugrid.api.platform import validate_platform as validate
     from taugrid.infra import plan
-    from taugrid.infra.program import validate
 
     import_s = time.perf_counter() - t0
     plan.evaluate("warmup", validate(generated(2, 2)))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from taugrid.cli.errors import EXIT_PLATFORM, TauError
+from taugrid.api.errors import EXIT_PLATFORM, TauError
 
 RESERVED = ("step", "ts")
 

@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from taugrid.api import constants as C
+from taugrid.api import naming
 from taugrid.api.crds import render_crds
 from taugrid.api.platform import (
     SPOT_TAINT,
@@ -30,7 +31,6 @@ PART_OF = {"app.kubernetes.io/part-of": "taugrid", "app.kubernetes.io/managed-by
 WORKSPACE_SELECTOR = {"matchExpressions": [{"key": C.LABEL_WORKSPACE, "operator": "Exists"}]}
 RESEARCHER_ROLE = "tau-researcher"
 RESEARCHER_READ_CLUSTERROLE = "tau-researcher-read"
-RUN_SERVICE_ACCOUNT = "tau-run"
 
 
 def _meta(
@@ -205,7 +205,6 @@ def dcgm_exporter_values(cfg: PlatformConfig) -> dict[str, Any]:
 
 
 XID_MONITOR_FILE = "gpu-xid-monitor.json"
-XID_CONDITION = "GPUXidError"
 
 
 def xid_monitor(fatal_xids: list[int]) -> dict[str, Any]:
@@ -219,7 +218,7 @@ def xid_monitor(fatal_xids: list[int]) -> dict[str, Any]:
         "source": "gpu-xid-monitor",
         "metricsReporting": True,
         "conditions": [
-            {"type": XID_CONDITION, "reason": "NoGPUXidError", "message": "no fatal GPU XID seen"}
+            {"type": C.XID_CONDITION, "reason": "NoGPUXidError", "message": "no fatal GPU XID seen"}
         ],
         "rules": [
             {
@@ -229,7 +228,7 @@ def xid_monitor(fatal_xids: list[int]) -> dict[str, Any]:
             },
             {
                 "type": "permanent",
-                "condition": XID_CONDITION,
+                "condition": C.XID_CONDITION,
                 "reason": "GPUXidFatal",
                 "pattern": rf"NVRM: Xid \(PCI:[^)]*\): ({fatal}),.*",
             },
@@ -284,21 +283,6 @@ def tau_cluster(cfg: PlatformConfig, stack: str) -> dict[str, Any]:
             "workloadProfiles": [p.model_dump(mode="json", exclude_none=True) for p in profiles],
             "components": versions,
         },
-    }
-
-
-def profile_snapshot(cfg: PlatformConfig, stack: str) -> dict[str, Any]:
-    """What `tau run render --profiles` reads: the same data the TauCluster publishes."""
-    from taugrid.api.platform import workspace_refs
-
-    profiles = derive_profiles(cfg)
-    return {
-        "apiVersion": C.API_VERSION,
-        "kind": "TauWorkloadProfileSnapshot",
-        "cluster": stack,
-        "profileSetHash": profile_set_hash(profiles),
-        "workspaces": [w.model_dump(mode="json", exclude_none=True) for w in workspace_refs(cfg)],
-        "profiles": [p.model_dump(mode="json", exclude_none=True) for p in profiles],
     }
 
 
@@ -362,7 +346,7 @@ def workspace_objects(cfg: PlatformConfig, ws: WorkspaceSpec) -> list[dict[str, 
         {
             "apiVersion": "v1",
             "kind": "ServiceAccount",
-            "metadata": _meta(RUN_SERVICE_ACCOUNT, ns, labels),
+            "metadata": _meta(naming.RUN_SERVICE_ACCOUNT, ns, labels),
         },
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -373,7 +357,7 @@ def workspace_objects(cfg: PlatformConfig, ws: WorkspaceSpec) -> list[dict[str, 
         {
             "apiVersion": "v1",
             "kind": "PersistentVolumeClaim",
-            "metadata": _meta(f"{ws.name}-data", ns, labels),
+            "metadata": _meta(naming.workspace_pvc(ws.name), ns, labels),
             "spec": pvc_spec,
         },
         {
@@ -386,13 +370,13 @@ def workspace_objects(cfg: PlatformConfig, ws: WorkspaceSpec) -> list[dict[str, 
                 "localQueues": list(ws.queues),
                 "profiles": [p.name for p in derive_profiles(cfg) if p.applies_to(ws.name)],
                 "storage": {
-                    "pvc": f"{ws.name}-data",
+                    "pvc": naming.workspace_pvc(ws.name),
                     "size": ws.storage.size,
                     **(
                         {"storageClass": ws.storage.storageClass} if ws.storage.storageClass else {}
                     ),
                 },
-                "serviceAccount": RUN_SERVICE_ACCOUNT,
+                "serviceAccount": naming.RUN_SERVICE_ACCOUNT,
             },
         },
     ]

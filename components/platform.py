@@ -14,14 +14,10 @@ from taugrid.api.platform import (
     gpu_driver,
 )
 from taugrid.components.aks_cluster import AksCluster
-from taugrid.components.dcgm_exporter import DcgmExporter
 from taugrid.components.gpu_node_pool import CpuNodePool, GpuNodePool
-from taugrid.components.gpu_operator import GpuOperator
+from taugrid.components.helm import HELM, HelmComponent, Kueue
 from taugrid.components.kube import create_objects
-from taugrid.components.kuberay_operator import KubeRayOperator
-from taugrid.components.kueue import Kueue
 from taugrid.components.manifests import namespace
-from taugrid.components.node_problem_detector import NodeProblemDetector
 from taugrid.components.tau_cluster_profile import TauClusterProfile
 from taugrid.components.taugrid_crds import TauGridCrds
 from taugrid.components.workspace import Workspace
@@ -79,25 +75,23 @@ class Platform(pulumi.ComponentResource):
         c = cfg.components
         gpu_stack: list[pulumi.Resource] = []
         if c.gpuOperator.enabled and cfg.gpuPools:
-            self.gpu_operator = GpuOperator(
-                "gpu-operator", cfg, provider, depends_on=pools, opts=me
+            self.gpu_operator = HelmComponent(
+                HELM["gpuOperator"], cfg, provider, depends_on=pools, opts=me
             )
             gpu_stack.append(self.gpu_operator)
         if c.dcgmExporter.enabled and cfg.gpuPools:
-            self.dcgm = DcgmExporter(
-                "dcgm-exporter", cfg, provider, depends_on=[*pools, *gpu_stack], opts=me
+            self.dcgm = HelmComponent(
+                HELM["dcgmExporter"], cfg, provider, depends_on=[*pools, *gpu_stack], opts=me
             )
         if c.nodeProblemDetector.enabled:
-            self.npd = NodeProblemDetector(
-                "node-problem-detector", cfg, provider, depends_on=pools, opts=me
+            self.npd = HelmComponent(
+                HELM["nodeProblemDetector"], cfg, provider, depends_on=pools, opts=me
             )
         if c.kuberay.enabled:
-            self.kuberay = KubeRayOperator(
-                "kuberay-operator", cfg, provider, depends_on=pools, opts=me
-            )
+            self.kuberay = HelmComponent(HELM["kuberay"], cfg, provider, depends_on=pools, opts=me)
         queue_deps: list[pulumi.Resource] = []
         if c.kueue.enabled:
-            self.kueue = Kueue("kueue", cfg, provider, depends_on=pools, opts=me)
+            self.kueue = Kueue(cfg, provider, depends_on=pools, opts=me)
             queue_deps.append(self.kueue)
         self.profile = TauClusterProfile(
             "tau-cluster", cfg, stack, provider, depends_on=[self.crds, *queue_deps], opts=me

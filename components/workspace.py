@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pulumi
 
+from taugrid.api import naming
 from taugrid.api.platform import PlatformConfig, WorkspaceSpec
 from taugrid.components.kube import config_group
 from taugrid.components.manifests import workspace_objects
@@ -18,5 +19,5 @@ class Workspace(pulumi.ComponentResource):
             f"workspace-{ws.name}", workspace_objects(cfg, ws), self, provider, depends_on
         )
         self.register_outputs(
-            {"namespace": ws.ns, "pvc": f"{ws.name}-data", "queues": list(ws.queues)}
+            {"namespace": ws.ns, "pvc": naming.workspace_pvc(ws.name), "queues": list(ws.queues)}
         )

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pulumi
 
-from taugrid.api.platform import ExistingClusterSpec
-from taugrid.infra.program import PlatformConfigError, build, validate
+from taugrid.api.platform import ExistingClusterSpec, PlatformConfigError, validate_platform
+from taugrid.infra.program import build
 
 config = pulumi.Config("taugrid")
 try:
-    cfg = validate(config.require_object("platform"))
+    cfg = validate_platform(config.require_object("platform"))
 except PlatformConfigError as e:
     raise pulumi.RunError(
         f"invalid stack config (stacks/Pulumi.{pulumi.get_stack()}.yaml):\n{e}"

@@ -10,10 +10,8 @@ import base64
 import json
 import threading
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-STACKS_DIR = Path(__file__).resolve().parent.parent / "stacks"
 CONFIG_GROUP = "kubernetes:yaml/v2:ConfigGroup"
 FAKE_KUBECONFIG = (
     "apiVersion: v1\nkind: Config\n# offline plan: the real kubeconfig is assigned by Azure\n"
@@ -115,52 +113,6 @@ def _monitor(inv: Inventory, mocks: Any) -> Any:
             return response
 
     return Monitor(mocks)
-
-
-def read_stack_config(stack: str, stacks_dir: Path = STACKS_DIR) -> tuple[Path, str, Any]:
-    """(path, text, the `taugrid:platform` object) of stacks/Pulumi.<stack>.yaml."""
-    from taugrid.api.manifest import Issue
-    from taugrid.cli.errors import ConfigError, TauError
-    from taugrid.cli.load import read_document
-
-    path = stacks_dir / f"Pulumi.{stack}.yaml"
-    if not path.is_file():
-        known = sorted(p.name.split(".")[1] for p in stacks_dir.glob("Pulumi.*.yaml"))
-        raise TauError(
-            f"no stack {stack!r}: {path} does not exist; stacks: {', '.join(known) or '(none)'}"
-        )
-    text, data = read_document(path, "stack file")
-    cfg = (data or {}).get("config") if isinstance(data, dict) else None
-    if not isinstance(cfg, dict) or "taugrid:platform" not in cfg:
-        raise ConfigError(
-            str(path),
-            [
-                Issue(
-                    "config.taugrid:platform",
-                    None,
-                    "is required: the platform declaration",
-                    "config:\n  taugrid:platform: {cluster: ...}",
-                )
-            ],
-        )
-    return path, text, cfg["taugrid:platform"]
-
-
-def validated(stack: str, stacks_dir: Path = STACKS_DIR) -> Any:
-    """The stack's PlatformConfig, or a ConfigError naming the stack file and key paths."""
-    from taugrid.api.manifest import Issue
-    from taugrid.cli.load import config_error
-    from taugrid.infra.program import PlatformConfigError, validate
-
-    path, text, data = read_stack_config(stack, stacks_dir)
-    try:
-        return validate(data)
-    except PlatformConfigError as e:
-        located = [
-            Issue(f"config.taugrid:platform.{i.path}", i.value, i.message, i.example)
-            for i in e.issues
-        ]
-        raise config_error(path, text, located) from None
 
 
 def evaluate(stack: str, cfg: Any) -> Inventory:
@@ -265,3 +217,42 @@ def diff(a: Inventory, b: Inventory) -> dict[str, Any]:
         "only_in_" + b.stack: sorted(set(rb) - set(ra)),
         "changed": changed,
     }
+
+
+def inventory_doc(inv: Inventory) -> dict[str, Any]:
+    """`tau platform plan -o json`."""
+    return {
+        "stack": inv.stack,
+        "offline": True,
+        "resources": [{"type": r.type, "name": r.name, "inputs": r.inputs} for r in inv.resources],
+        "exports": {k: v for k, v in inv.exports.items() if k != "kubeconfig"},
+    }
+
+
+def format_inventory(inv: Inventory) -> list[str]:
+    """`tau platform plan`: one line per resource, with its key inputs."""
+    lines = [f"stack {inv.stack}: {len(inv.resources)} resources "
+             "(offline plan: cloud-assigned values such as ids and the kubeconfig are unknown)"]  # fmt: skip
+    width = max((len(r.type) for r in inv.resources), default=0)
+    nwidth = max((len(r.name) for r in inv.resources), default=0)
+    for r in inv.resources:
+        lines.append(f"{r.type:<{width}}  {r.name:<{nwidth}}  {summary(r)}".rstrip())
+    lines.append(f"profiles: {', '.join(inv.exports.get('profiles', []))}")
+    return lines
+
+
+def format_diff(d: dict[str, Any], max_fields: int = 20) -> list[str]:
+    """`tau platform diff`: what promotion would add (+), remove (-) and change (~)."""
+    source, target = d["from"], d["to"]
+    lines = [f"promotion {source} -> {target} (offline; cloud-assigned values unknown)"]
+    lines += [f"  + {key}" for key in d[f"only_in_{source}"]]
+    lines += [f"  - {key}" for key in d[f"only_in_{target}"]]
+    for c in d["changed"]:
+        lines.append(f"  ~ {c['resource']}")
+        for f in c["changes"][:max_fields]:
+            lines.append(f"      {f['field']}: {f[target]!r} -> {f[source]!r}")
+        if len(c["changes"]) > max_fields:
+            lines.append(f"      ... {len(c['changes']) - max_fields} more")
+    if len(lines) == 1:
+        lines.append("  no differences")
+    return lines

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from conftest import EXAMPLES, PROFILES, ROOT
 
-from taugrid.cli.main import main
+from taugrid.cli.app import main
 
 HEAVY = ("ray", "pulumi", "kubernetes", "pulumi_kubernetes", "pulumi_azure_native")
 
@@ -140,7 +140,7 @@ def _modules_after(argv: list[str]) -> set[str]:
         "        attempts.add(name.split('.')[0])\n"
         "        return None\n"
         "sys.meta_path.insert(0, Spy())\n"
-        "from taugrid.cli.main import main\n"
+        "from taugrid.cli.app import main\n"
         f"rc = main({argv!r})\n"
         "import json\nseen = attempts | {m.split('.')[0] for m in sys.modules}\n"
         "print(json.dumps(sorted(seen)), file=sys.stderr)\n"

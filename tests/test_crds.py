@@ -11,7 +11,7 @@ from conftest import PROFILES
 from k8s_schemas import k8s_errors
 
 from taugrid.api.crds import CRD_TYPES, render_crds
-from taugrid.cli import load
+from taugrid.runs import load
 
 ALLOWED = {
     "type",
@@ -186,7 +186,7 @@ def test_objects_built_from_models_validate_against_generated_schema(
 def test_cli_prints_crds(capsys: pytest.CaptureFixture[str]) -> None:
     import yaml
 
-    from taugrid.cli.main import main
+    from taugrid.cli.app import main
 
     assert main(["crds"]) == 0
     docs = list(yaml.safe_load_all(capsys.readouterr().out))

@@ -12,7 +12,7 @@ from conftest import EXAMPLE_DIRS, PROFILES
 from kube import apply, error_message
 
 from taugrid.api import naming
-from taugrid.cli import codebundle, load, render, resolve
+from taugrid.runs import codebundle, load, render, resolve
 
 pytestmark = pytest.mark.e2e
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

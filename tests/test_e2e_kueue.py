@@ -16,10 +16,10 @@ from conftest import EXAMPLES
 from kube import apply, wait_until
 
 from taugrid.api import constants as C
-from taugrid.api.platform import SYSTEM_NAMESPACE, parse_platform
+from taugrid.api.platform import SYSTEM_NAMESPACE, parse_platform, profile_snapshot
 from taugrid.api.profiles import ProfileSnapshot
-from taugrid.cli import codebundle, load, render, resolve
 from taugrid.components import manifests
+from taugrid.runs import codebundle, load, render, resolve
 
 pytestmark = pytest.mark.e2e
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -63,7 +63,7 @@ def kueue(cluster: Any, cluster_crds: Any) -> Any:
 
 
 def _job(run_id: str, tmp: Path, cpus: int) -> list[dict[str, Any]]:
-    snap = ProfileSnapshot.model_validate(manifests.profile_snapshot(CFG, "e2e"))
+    snap = ProfileSnapshot.model_validate(profile_snapshot(CFG, "e2e"))
     folder = tmp / run_id
     folder.mkdir()
     for f in (EXAMPLES / "batch-job").iterdir():

@@ -9,7 +9,7 @@ from conftest import EXAMPLES, PROFILES
 from kube import apply, wait_until
 
 from taugrid.api import constants as C
-from taugrid.cli import codebundle, load, render, resolve
+from taugrid.runs import codebundle, load, render, resolve
 
 pytestmark = pytest.mark.e2e
 GPU_TAINT = {"key": "sku", "value": "gpu", "effect": "NoSchedule"}

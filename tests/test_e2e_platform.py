@@ -11,10 +11,10 @@ import yaml
 from conftest import EXAMPLES, ROOT
 from kube import apply, error_message
 
-from taugrid.api.platform import SYSTEM_NAMESPACE, parse_platform
+from taugrid.api.platform import SYSTEM_NAMESPACE, parse_platform, profile_snapshot
 from taugrid.api.profiles import ProfileSnapshot
-from taugrid.cli import codebundle, load, render, resolve
 from taugrid.components import manifests
+from taugrid.runs import codebundle, load, render, resolve
 
 pytestmark = pytest.mark.e2e
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -111,7 +111,7 @@ def test_workspace_rbac_lets_members_work_in_their_namespace_only(
     cluster.add_identity("alice@example.com")  # a User member of llm
     cluster.add_identity("bob", ("team-research",))  # a Group member of research
     cluster.add_identity("mallory", ("nobody",))
-    snap = ProfileSnapshot.model_validate(manifests.profile_snapshot(stack_cfg("prod"), "prod"))
+    snap = ProfileSnapshot.model_validate(profile_snapshot(stack_cfg("prod"), "prod"))
 
     def rayjob(workspace: str) -> dict[str, Any]:
         loaded = load.load_manifest(EXAMPLES / "quickstart")
@@ -153,7 +153,7 @@ def test_workspace_rbac_lets_members_work_in_their_namespace_only(
 
 
 def test_render_for_prod_uses_the_workspace_pvc(platform_ready: Any, tmp_path: Path) -> None:
-    snap = ProfileSnapshot.model_validate(manifests.profile_snapshot(stack_cfg("prod"), "prod"))
+    snap = ProfileSnapshot.model_validate(profile_snapshot(stack_cfg("prod"), "prod"))
     loaded = load.load_manifest(EXAMPLES / "multi-worker-gpu")
     with pytest.raises(
         resolve.ResolutionError, match=r"compute\.gpus=2 exceeds profile a100x1: nodes have 1 GPU"

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from taugrid.api.manifest import Manifest, semantic_issues
-from taugrid.cli.main import main
+from taugrid.cli.app import main
 
 SEED = """\
 schema_version: 1

@@ -15,7 +15,8 @@ from taugrid.api import constants as C
 from taugrid.api.crds import render_crds
 from taugrid.api.platform import CHARTS, derive_profiles
 from taugrid.api.profiles import ProfileSnapshot
-from taugrid.cli import codebundle, load, render, resolve
+from taugrid.infra.stackfile import validated
+from taugrid.runs import codebundle, load, render, resolve
 
 pulumi = pytest.importorskip("pulumi", reason="the platform extra (pulumi) is not installed")
 from taugrid.components import manifests  # noqa: E402
@@ -26,7 +27,7 @@ STACKS = sorted(p.name.split(".")[1] for p in (ROOT / "stacks").glob("Pulumi.*.y
 
 @cache
 def inventory(stack: str) -> plan.Inventory:
-    return plan.evaluate(stack, plan.validated(stack))
+    return plan.evaluate(stack, validated(stack))
 
 
 def of_type(inv: plan.Inventory, suffix: str) -> list[plan.Resource]:
@@ -143,10 +144,10 @@ def test_helm_values_that_matter() -> None:
 
 
 def test_dcgm_exporter_never_twice() -> None:
-    cfg = plan.validated("prod").model_copy(deep=True)
+    cfg = validated("prod").model_copy(deep=True)
     data = json.loads(cfg.model_dump_json())
     data["components"]["dcgmExporter"]["source"] = "standalone"
-    from taugrid.infra.program import validate
+    from taugrid.api.platform import validate_platform as validate
 
     inv = plan.evaluate("prod-standalone", validate(data))
     releases = {r.name: r.inputs for r in of_type(inv, "helm.sh/v3:Release")}
@@ -290,14 +291,14 @@ def test_quickstart_renders_against_prod_profiles(tmp_path: Path) -> None:
     tc = one(k8s_kind(inventory("prod"), "TauCluster"))
     assert tc["metadata"]["annotations"][C.ANN_PROFILE_SET_HASH] == snap.profileSetHash
     assert [p["name"] for p in tc["spec"]["workloadProfiles"]] == [
-        p.name for p in derive_profiles(plan.validated("prod"))
+        p.name for p in derive_profiles(validated("prod"))
     ]
 
 
 def test_profiles_are_the_cli_snapshot(capsys: pytest.CaptureFixture[str]) -> None:
     import yaml
 
-    from taugrid.cli.main import main
+    from taugrid.cli.app import main
 
     assert main(["platform", "snapshot", "--stack", "prod"]) == 0
     doc = yaml.safe_load(capsys.readouterr().out)
@@ -306,7 +307,7 @@ def test_profiles_are_the_cli_snapshot(capsys: pytest.CaptureFixture[str]) -> No
 
 
 def test_plan_and_diff_commands(capsys: pytest.CaptureFixture[str]) -> None:
-    from taugrid.cli.main import main
+    from taugrid.cli.app import main
 
     assert main(["platform", "plan", "--stack", "ci", "-o", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)

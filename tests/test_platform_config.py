@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from taugrid.cli.main import main
+from taugrid.cli.app import main
 
 pytest.importorskip("pulumi", reason="the platform extra (pulumi) is not installed")
 

@@ -11,7 +11,7 @@ from k8s_schemas import crd_errors, k8s_errors, pod_template_errors
 
 from taugrid.api import constants as C
 from taugrid.api import naming
-from taugrid.cli import codebundle, load, render, resolve
+from taugrid.runs import codebundle, load, render, resolve
 
 
 def render_example(folder: Path, **kw: Any) -> tuple[resolve.Resolved, list[dict[str, Any]]]:

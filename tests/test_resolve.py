@@ -8,7 +8,7 @@ import pytest
 
 from taugrid.api.manifest import Manifest
 from taugrid.api.profiles import ProfileSnapshot, profile_set_hash
-from taugrid.cli.resolve import ResolutionError, resolve
+from taugrid.runs.resolve import ResolutionError, resolve
 
 
 def prof(name: str, gpus: int, cpu: int = 22, mem: str = "200Gi", **kw: Any) -> dict[str, Any]:

@@ -1,12 +1,17 @@
-"""Status is a pure function of a snapshot: each signal, stall detection, contradictions."""
+"""Status is a pure function of observations: each signal from hand-built observations, stall
+detection, a lost supervisor, the configured output folder, and the summary sentence."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
+
 from taugrid.api.evidence import HistoryEvent, RunRecord
-from taugrid.cli.status import Snapshot, compute
+from taugrid.api.vocabulary import SIGNALS, Phase, SignalState, TerminationReason
+from taugrid.runs import status
+from taugrid.runs.status import Observations, compute
 
 T0 = datetime(2026, 11, 29, 10, 0, tzinfo=UTC).timestamp()
 
@@ -17,107 +22,133 @@ def iso(t: float) -> str:
 
 def rec(**kw: Any) -> RunRecord:
     base: dict[str, Any] = dict(
-        run_id="r-abcde", name="r", workspace="local", profile="local", workload_kind="job", target="local",
-        submitter="a", code_folder="/x", code_revision="u", code_digest="d", config_hash="h", image="i",
-        entrypoint="t.py", created_at=iso(T0), phase="Running", stall_after_seconds=600,
+        run_id="r-abcde", name="r", workspace="local", profile="local", workload_kind="job",
+        handle={"target": "local"}, submitter="a", code_folder="/x", code_revision="u",
+        code_digest="d", config_hash="h", image="i", entrypoint="t.py", created_at=iso(T0),
+        phase="Running", stall_after_seconds=600,
     )  # fmt: skip
     base.update(kw)
     return RunRecord.model_validate(base)
 
 
 HIST = [
-    HistoryEvent(ts=iso(T0), phase="Pending"),
-    HistoryEvent(ts=iso(T0 + 1), phase="Starting"),
-    HistoryEvent(ts=iso(T0 + 2), phase="Running"),
+    HistoryEvent(ts=iso(T0), phase=Phase.Pending),
+    HistoryEvent(ts=iso(T0 + 1), phase=Phase.Starting),
+    HistoryEvent(ts=iso(T0 + 2), phase=Phase.Running),
 ]
 
 
-def sig(st: Any, name: str) -> Any:
-    return next(s for s in st.signals if s.name == name)
-
-
-def test_running_and_progressing() -> None:
-    st = compute(
-        Snapshot(
-            record=rec(),
-            history=HIST,
-            now=T0 + 100,
-            supervisor_alive=True,
-            last_metric_ts=T0 + 90,
-            last_step=7,
-        )
+def obs(record: RunRecord | None = None, **kw: Any) -> Observations:
+    base: dict[str, Any] = dict(
+        record=record or rec(), history=HIST, now=T0 + 100, owner_alive=True
     )
-    assert st.phase == "Running"
-    assert sig(st, "Progressing").state == "true" and "step 7" in sig(st, "Progressing").reason
-    assert sig(st, "Scheduled").state == "true" and sig(st, "Admitted").state == "true"
-    assert sig(st, "Completed").state == "pending"
+    base.update(kw)
+    return Observations(**base)
+
+
+# --- Admitted ----------------------------------------------------------------------------------
+def test_admitted_once_started_and_pending_before() -> None:
+    assert status.admitted(obs()).state == SignalState.true
+    assert status.admitted(obs()).since == iso(T0 + 1)
+    pending = obs(rec(phase="Pending"), history=HIST[:1])
+    assert status.admitted(pending).state == SignalState.pending
+
+
+# --- Scheduled ---------------------------------------------------------------------------------
+def test_scheduled_true_pending_and_false_when_it_ended_before_starting() -> None:
+    assert status.scheduled(obs()).state == SignalState.true
+    assert status.scheduled(obs(rec(phase="Starting"), history=HIST[:2])).state == "pending"
+    ended = rec(phase="Failed", reason="could not submit", finished_at=iso(T0 + 3))
+    s = status.scheduled(obs(ended, history=HIST[:2], owner_alive=None))
+    assert s.state == SignalState.false and s.reason == "could not submit"
+
+
+# --- GPUHealthy --------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("gpus", "available", "state", "words"),
+    [(0, 0, "true", "no GPUs"), (2, 0, "unknown", "uses CPU"), (1, 4, "true", "4 GPU(s) visible")],
+)
+def test_gpu_healthy(gpus: int, available: int, state: str, words: str) -> None:
+    s = status.gpu_healthy(obs(rec(gpus_per_worker=gpus, gpus_available=available)))
+    assert s.state == state and words in s.reason
+
+
+# --- Progressing -------------------------------------------------------------------------------
+def test_progressing_from_the_newest_heartbeat() -> None:
+    s = status.progressing(obs(last_metric_ts=T0 + 90, last_step=7))
+    assert s.state == SignalState.true and "step 7" in s.reason
 
 
 def test_stall_detected_from_metrics_and_log_heartbeat() -> None:
-    snap = Snapshot(
-        record=rec(),
-        history=HIST,
-        now=T0 + 2000,
-        supervisor_alive=True,
-        last_metric_ts=T0 + 100,
-        last_log_ts=T0 + 200,
+    stalled = status.progressing(obs(now=T0 + 2000, last_metric_ts=T0 + 100, last_log_ts=T0 + 200))
+    assert stalled.state == SignalState.false and "stalled" in stalled.reason
+    assert "30m" in stalled.reason  # 1800 s without a line
+    fresh = status.progressing(obs(now=T0 + 2000, last_log_ts=T0 + 1900))
+    assert fresh.state == SignalState.true
+
+
+def test_progressing_pending_before_running_and_false_after_the_end() -> None:
+    assert status.progressing(obs(rec(phase="Starting"), history=HIST[:2])).state == "pending"
+    done = rec(phase="Succeeded", finished_at=iso(T0 + 50))
+    s = status.progressing(obs(done, owner_alive=None, metric_rows=3, last_step=2))
+    assert s.state == SignalState.false and "3 metric rows" in s.reason
+
+
+# --- Completed ---------------------------------------------------------------------------------
+def test_completed_true_false_pending() -> None:
+    ok = rec(phase="Succeeded", finished_at=iso(T0 + 50))
+    assert status.completed(obs(ok, owner_alive=None)).state == SignalState.true
+    bad = rec(phase="Failed", reason="exit code 3", exit_code=3, finished_at=iso(T0 + 50))
+    s = status.completed(obs(bad, owner_alive=None))
+    assert s.state == SignalState.false and s.reason == "Failed: exit code 3"
+    assert status.completed(obs()).state == SignalState.pending
+
+
+def test_a_lost_supervisor_is_not_reported_as_running() -> None:
+    st = compute(obs(owner_alive=False))
+    assert st.phase == Phase.Failed and "supervisor" in st.summary
+    assert st.termination_reason == TerminationReason.SupervisorLost
+    assert status.completed(obs(owner_alive=False)).state == SignalState.false
+
+
+# --- ArtifactSaved -----------------------------------------------------------------------------
+def test_artifacts_from_checkpoints_and_the_configured_output_folder() -> None:
+    done = rec(
+        phase="Failed", reason="exit code 3", finished_at=iso(T0 + 50), output_subdir="results"
     )
-    st = compute(snap)
-    prog = sig(st, "Progressing")
-    assert prog.state == "false" and "stalled" in prog.reason and "30m" in prog.reason
-    assert "Progressing" in st.summary
-    fresh = Snapshot(
-        record=rec(), history=HIST, now=T0 + 2000, supervisor_alive=True, last_log_ts=T0 + 1900
+    s = status.artifact_saved(obs(done, owner_alive=None, checkpoints=2,
+                                  newest_checkpoint="step-00000020", sealed=True))  # fmt: skip
+    assert s.state == SignalState.true and "step-00000020" in s.reason and "sealed" in s.reason
+    outputs = status.artifact_saved(obs(done, owner_alive=None, outputs=3))
+    assert outputs.state == SignalState.true and "results/" in outputs.reason
+    assert "results/" in outputs.evidence and "outputs" not in outputs.evidence
+    none = status.artifact_saved(obs(done, owner_alive=None))
+    assert none.state == SignalState.false
+    assert status.artifact_saved(obs()).state == SignalState.pending
+
+
+# --- the whole ---------------------------------------------------------------------------------
+def test_summary_names_the_cause() -> None:
+    failed = rec(phase="Failed", reason="exit code 3", exit_code=3, finished_at=iso(T0 + 50))
+    assert compute(obs(failed, owner_alive=None)).summary == "failed: exit code 3"
+    stalled = compute(obs(now=T0 + 2000, last_log_ts=T0 + 100))
+    assert stalled.summary.startswith("running, but Progressing: stalled")
+    assert (
+        compute(obs(rec(phase="Succeeded", finished_at=iso(T0 + 9)), owner_alive=None)).summary
+        == "succeeded"
     )
-    assert sig(compute(fresh), "Progressing").state == "true"
-
-
-def test_dead_supervisor_is_not_reported_as_running() -> None:
-    st = compute(Snapshot(record=rec(), history=HIST, now=T0 + 10, supervisor_alive=False))
-    assert st.phase == "Failed" and "supervisor" in st.summary
-    assert sig(st, "Completed").state == "false"
-
-
-def test_gpu_signal_on_a_cpu_machine() -> None:
-    st = compute(
-        Snapshot(
-            record=rec(gpus_per_worker=2, gpus_available=0),
-            history=HIST,
-            now=T0,
-            supervisor_alive=True,
-        )
-    )
-    assert sig(st, "GPUHealthy").state == "unknown" and "uses CPU" in sig(st, "GPUHealthy").reason
-
-
-def test_pending_before_start() -> None:
-    st = compute(
-        Snapshot(record=rec(phase="Pending"), history=HIST[:1], now=T0 + 1, supervisor_alive=True)
-    )
-    assert sig(st, "Admitted").state == "pending" and sig(st, "Scheduled").state == "pending"
-    assert sig(st, "Progressing").state == "pending"
-
-
-def test_failed_run_and_artifacts() -> None:
-    done = rec(phase="Failed", reason="exit code 3", exit_code=3, finished_at=iso(T0 + 50))
-    hist = [*HIST, HistoryEvent(ts=iso(T0 + 50), phase="Failed", reason="exit code 3")]
-    st = compute(Snapshot(record=done, history=hist, now=T0 + 60, supervisor_alive=None, checkpoints=2,
-                          newest_checkpoint="step-00000020", sealed=True))  # fmt: skip
-    assert st.summary == "failed: exit code 3"
-    art = sig(st, "ArtifactSaved")
-    assert art.state == "true" and "step-00000020" in art.reason and "sealed" in art.reason
-    none = compute(Snapshot(record=done, history=hist, now=T0 + 60, supervisor_alive=None))
-    assert sig(none, "ArtifactSaved").state == "false"
 
 
 def test_signal_names_and_order_are_the_contract() -> None:
-    st = compute(Snapshot(record=rec(), history=HIST, now=T0, supervisor_alive=True))
-    assert [s.name for s in st.signals] == [
-        "Admitted",
-        "Scheduled",
-        "GPUHealthy",
-        "Progressing",
-        "Completed",
-        "ArtifactSaved",
-    ]
+    st = compute(obs())
+    assert [s.name for s in st.signals] == list(SIGNALS)
+    assert [str(s) for s in SIGNALS] == [
+        "Admitted", "Scheduled", "GPUHealthy", "Progressing", "Completed", "ArtifactSaved",
+    ]  # fmt: skip
     assert all(s.state in ("true", "false", "pending", "unknown") for s in st.signals)
+
+
+def test_status_json_uses_the_plain_words() -> None:
+    doc = compute(obs()).model_dump(mode="json")
+    assert doc["phase"] == "Running" and doc["target"] == "local"
+    assert {s["state"] for s in doc["signals"]} <= {"true", "false", "pending", "unknown"}

@@ -1,5 +1,5 @@
-"""Where tau keeps things, and atomic writes: stdlib only, so the early steps of `tau run`
-(cli/prelaunch.py) and the run launcher can use them without loading the models."""
+"""Where tau keeps things, and atomic writes: stdlib only, so the run launcher
+(runs/backends/local/launch.py) can use them without loading the models."""
 
 from __future__ import annotations
 
@@ -24,11 +24,6 @@ def data_root() -> Path:
 
 def runs_root() -> Path:
     return data_root() / C.RUNS_SUBDIR
-
-
-def plan_path(run_dir: Path, kind: str) -> Path:
-    """The local execution plan of a run; for a rayjob, its presence is the go signal."""
-    return run_dir / "config" / "manifests" / f"local-{kind}.json"
 
 
 def find_manifest(p: Path) -> Path | None:

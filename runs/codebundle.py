@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from taugrid.api import constants as C
-from taugrid.cli.errors import TauError
+from taugrid.api.errors import TauError
 
 SKIP_DIRS = {
     "__pycache__",

@@ -7,9 +7,9 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
-from taugrid.api.evidence import TERMINAL
-from taugrid.cli import raylocal
-from taugrid.cli.evidence import RunDir
+from taugrid.api.vocabulary import TERMINAL, Phase
+from taugrid.runs.backends.local import rayhead
+from taugrid.runs.evidence import RunDir
 
 LOG_POLL_S = 0.02  # new log bytes show within this (a stat and a read of one file)
 STATE_POLL_S = 0.1  # history and record (parsed and validated) this often
@@ -24,7 +24,7 @@ def follow(
     transitions: bool = True,
     from_start: bool = True,
     on_tick: Callable[[], None] | None = None,
-) -> str:
+) -> Phase:
     """Print new log bytes and history events until the run is terminal; return its phase."""
     offset = 0 if from_start else (rd.driver_log.stat().st_size if rd.driver_log.exists() else 0)
     seen = 0
@@ -69,11 +69,11 @@ def follow(
                         f"[{ev.phase.lower()}]" + (f" ({ev.reason})" if ev.reason else "") + "\n"
                     )
             return rec.phase
-        if rec.supervisor_pid and not raylocal.pid_alive(rec.supervisor_pid):
+        if rec.local.supervisor_pid and not rayhead.pid_alive(rec.local.supervisor_pid):
             rec = rd.read_record()
             if rec.phase not in TERMINAL:
                 err.write("the run's supervisor is gone without recording an end (killed?)\n")
-                return "Failed"
+                return Phase.Failed
         if on_tick:
             on_tick()
         time.sleep(LOG_POLL_S)

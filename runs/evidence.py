@@ -4,7 +4,8 @@ Layout under TAU_RUN_DIR (api/constants.py names the files):
   run.json  config/tau.yaml  config/resolved.yaml  config/manifests/  logs/  metrics.jsonl
   checkpoints/ (+ index.json)  outputs/  history.jsonl  MANIFEST.sha256 (last)
 Every write of a JSON document is atomic (temp file + rename), and history is append-only,
-so a run killed at any moment leaves a readable record.
+so a run killed at any moment leaves a readable record. A run changes phase only through
+`RunDir.transition` (api/evidence.py's `transition`, under a lock, then history and seal).
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from taugrid.api import constants as C
-from taugrid.api.evidence import HistoryEvent, RunRecord
-from taugrid.cli.errors import EXIT_PLATFORM, EXIT_RUN_FAILED, TauError
-from taugrid.cli.paths import runs_root, write_atomic
+from taugrid.api.errors import EXIT_PLATFORM, EXIT_RUN_FAILED, TauError
+from taugrid.api.evidence import HistoryEvent, RunRecord, transition
+from taugrid.api.vocabulary import TERMINAL, Phase, TerminationReason
+from taugrid.runs.paths import write_atomic
 
 
 def now_iso() -> str:
@@ -78,28 +80,67 @@ class RunDir:
     def write_record(self, rec: RunRecord) -> None:
         write_atomic(self.record_path, rec.model_dump_json(indent=2).encode() + b"\n")
 
-    def update(self, **changes: Any) -> RunRecord:
-        """Read-modify-write of run.json under a lock (the CLI and the supervisor both write)."""
+    def create(self, rec: RunRecord, reason: str = "submitted") -> None:
+        """The first write of a new run: its record, and history's first line."""
+        self.write_record(rec)
+        self._append(HistoryEvent(ts=now_iso(), phase=rec.phase, reason=reason))
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
         import fcntl
 
         with (self.path / ".lock").open("a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            rec = self.read_record().model_copy(update=changes)
+            yield
+
+    def transition(
+        self,
+        phase: Phase,
+        reason: str | None,
+        *,
+        attempt: int | None = None,
+        termination: TerminationReason | None = None,
+        exit_code: int | None = None,
+        **fields: Any,
+    ) -> RunRecord:
+        """The one way a run changes phase: refuses to leave a terminal phase
+        (TerminalStateError), stamps times, appends history once per change, and seals the
+        record when the run ends. The CLI and the supervisor may both call it (a lock)."""
+        with self._locked():
+            rec, event = transition(
+                self.read_record(),
+                phase,
+                reason,
+                now=now_iso(),
+                attempt=attempt,
+                termination=termination,
+                exit_code=exit_code,
+                **fields,
+            )
+            if event is not None:
+                self._append(event)
+            self.write_record(rec)
+            if event is not None and phase in TERMINAL:
+                self.seal()
+        return rec
+
+    def update(self, **changes: Any) -> RunRecord:
+        """Read-modify-write of fields other than the phase (those go through transition)."""
+        if {"phase", "reason", "finished_at"} & set(changes):
+            raise ValueError("a change of phase goes through RunDir.transition")
+        with self._locked():
+            rec = self.read_record()
+            if "handle" in changes and isinstance(changes["handle"], dict):
+                changes["handle"] = rec.handle.model_copy(update=changes["handle"])
+            rec = rec.model_copy(update=changes)
             self.write_record(rec)
         return rec
 
-    def append_history(
-        self, phase: str, reason: str | None = None, message: str | None = None, attempt: int = 0
-    ) -> None:
-        ev = HistoryEvent.model_validate(
-            {
-                "ts": now_iso(),
-                "phase": phase,
-                "reason": reason,
-                "message": message,
-                "attempt": attempt,
-            }
-        )
+    def update_handle(self, **changes: Any) -> RunRecord:
+        """Update fields of the run's backend handle (e.g. the supervisor's pid)."""
+        return self.update(handle=changes)
+
+    def _append(self, ev: HistoryEvent) -> None:
         line = ev.model_dump_json(exclude_none=True) + "\n"
         with self.history_path.open("a", encoding="utf-8") as f:
             f.write(line)
@@ -116,14 +157,6 @@ class RunDir:
             with contextlib.suppress(ValueError):
                 out.append(HistoryEvent.model_validate_json(line))
         return out
-
-    def plan(self) -> dict[str, Any]:
-        """What a local run was submitted as (config/manifests/local-<kind>.json)."""
-        found = sorted((self.path / "config" / "manifests").glob("local-*.json"))
-        if not found:
-            raise TauError(f"{self.path}: no local submission in config/manifests/")
-        data: dict[str, Any] = json.loads(found[0].read_text())
-        return data
 
     # --- metrics and checkpoints ------------------------------------------------------------
     def metric_rows(self) -> list[dict[str, Any]]:
@@ -152,6 +185,15 @@ class RunDir:
         found: list[dict[str, Any]] = tau_run.complete_checkpoints(self.checkpoint_dir(subdir))
         return found
 
+    def newest_checkpoint(self, subdir: str = C.DEFAULT_CHECKPOINT_SUBDIR) -> str | None:
+        """The path of the newest complete checkpoint, or None."""
+        ckpts = self.complete_checkpoints(subdir)
+        return str(self.checkpoint_dir(subdir) / ckpts[-1]["path"]) if ckpts else None
+
+    def output_files(self, subdir: str = C.DEFAULT_OUTPUT_SUBDIR) -> int:
+        out = self.path / subdir
+        return sum(1 for p in out.rglob("*") if p.is_file()) if out.is_dir() else 0
+
     # --- sealing ----------------------------------------------------------------------------
     def _files(self) -> Iterator[Path]:
         for p in sorted(self.path.rglob("*")):
@@ -173,6 +215,22 @@ class RunDir:
         )
         write_atomic(self.manifest_path, body.encode())
         return len(lines)
+
+    def record_child(self, child_id: str, checkpoint: str | None) -> None:
+        """Lineage: a run resumed from this one (lineage.jsonl; the seal is renewed over it)."""
+        line = json.dumps({"ts": now_iso(), "resumed_by": child_id, "checkpoint": checkpoint})
+        with (self.path / "lineage.jsonl").open("a", encoding="utf-8") as f:
+            f.write(line + "\n")
+        self.reseal_if_sealed()
+
+    @property
+    def sealed(self) -> bool:
+        return self.manifest_path.exists()
+
+    def reseal_if_sealed(self) -> None:
+        """After an addition to an ended run's record (e.g. lineage), renew its seal."""
+        if self.sealed:
+            self.seal()
 
     def verify(self) -> tuple[int, list[str]]:
         """(files checked, problems). Missing, changed and unlisted files are problems."""
@@ -209,39 +267,6 @@ def _sha256(p: Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
-
-
-def list_runs() -> list[RunDir]:
-    root = runs_root()
-    if not root.is_dir():
-        return []
-    dirs = [
-        RunDir(p) for p in root.iterdir() if p.is_dir() and (p / C.RUN_RECORD_FILENAME).is_file()
-    ]
-    return sorted(dirs, key=lambda d: d.record_path.stat().st_mtime)
-
-
-def find_run(ref: str) -> RunDir:
-    """A run by id, unique id prefix, or name (the newest run of that name)."""
-    root = runs_root()
-    exact = root / ref
-    if (exact / C.RUN_RECORD_FILENAME).is_file():
-        return RunDir(exact)
-    runs = list_runs()
-    # A run name (with or without its resource_naming prefix): the newest run of that name.
-    by_name = [
-        r for r in runs if (stem := r.run_id.rsplit("-", 1)[0]) == ref or stem.endswith("-" + ref)
-    ]
-    if by_name:
-        return by_name[-1]
-    by_prefix = [r for r in runs if r.run_id.startswith(ref)]
-    if len(by_prefix) == 1:
-        return by_prefix[0]
-    if len(by_prefix) > 1:
-        raise TauError(
-            f"{ref!r} matches several runs: {', '.join(r.run_id for r in by_prefix[:8])}"
-        )
-    raise TauError(f"no run {ref!r} under {root}", hint="`tau run list` shows the runs")
 
 
 def ensure_writable(root: Path) -> None:

@@ -1,19 +1,17 @@
 """The entrypoint of every local Ray job: waits for the run's plan, then becomes its driver.
 
-    python -m taugrid.cli.launch RUN_DIR [--attempt N] [--resume-from PATH]
+    python -m taugrid.runs.backends.local.launch RUN_DIR [--attempt N] [--resume-from PATH]
 
-`tau run` submits the Ray job *before* it has finished validating and recording the run, so
-that Ray starts its job supervisor (a new Python worker: over a second) while tau works. The
-user's code does not start until tau writes the plan (config/manifests/local-rayjob.json),
+The user's code does not start until tau writes the plan (config/manifests/local-rayjob.json),
 which it does last, after the evidence record; if tau refuses the run instead, it stops the
 job and this process never runs anything.
 
-The run's environment travels in the plan, not in the job's runtime_env (tau does not know it
-yet at submission). So that Ray tasks and actors of the run see the same environment as on a
+The run's environment travels in the plan, not in the job's runtime_env (a standby job was
+submitted before the run existed). So that Ray tasks and actors of the run see the same environment as on a
 cluster, it is also added to the job config that Ray hands the driver. Secrets come in the
 runtime_env (never on disk). Stdlib only: this runs on every attempt's critical path.
 
-    python -m taugrid.cli.launch --standby STANDBY_DIR/ID
+    python -m taugrid.runs.backends.local.launch --standby STANDBY_DIR/ID
 
 A standby: a job submitted ahead of time (after a run starts, for the next one), so that even
 Ray's job start-up is off the path of a warm `tau run`. It announces itself with ID.ready (its
@@ -33,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from taugrid.api import constants as C
-from taugrid.cli.paths import plan_path, write_atomic
+from taugrid.runs.backends.local.plan import LocalPlan, plan_path
+from taugrid.runs.paths import write_atomic
 
 PLAN_WAIT_S = 120.0
 STANDBY_IDLE_S = 30 * 60.0
@@ -45,7 +44,7 @@ EXIT_NO_PLAN = 3
 
 
 def _command(*args: str) -> str:
-    argv = [sys.executable, "-m", "taugrid.cli.launch", *args]
+    argv = [sys.executable, "-m", "taugrid.runs.backends.local.launch", *args]
     return "exec " + " ".join(shlex.quote(a) for a in argv)
 
 
@@ -59,18 +58,18 @@ def standby_entrypoint(base: Path) -> str:
     return _command("--standby", str(base))
 
 
-def ray_runtime_env(plan: dict[str, Any], secrets: dict[str, str]) -> dict[str, Any]:
+def ray_runtime_env(plan: LocalPlan, secrets: dict[str, str]) -> dict[str, Any]:
     """The job's runtime_env: the secrets only (the run's env travels in the plan), and pip
     with --ray-pip."""
     runtime_env: dict[str, Any] = {"env_vars": secrets} if secrets else {}
-    if plan.get("pip"):
-        runtime_env["pip"] = plan["pip"]
+    if plan.pip:
+        runtime_env["pip"] = plan.pip
     return runtime_env
 
 
-def attempt_env(plan: dict[str, Any], attempt: int, resume_from: str | None) -> dict[str, str]:
+def attempt_env(plan: LocalPlan, attempt: int, resume_from: str | None) -> dict[str, str]:
     """The run's own env for one attempt: the contract, user env, attempt and resume point."""
-    env = dict(plan["env"])
+    env = dict(plan.env)
     env[C.ENV_ATTEMPT] = str(attempt)
     if resume_from:
         env[C.ENV_RESUME_FROM] = resume_from
@@ -79,10 +78,10 @@ def attempt_env(plan: dict[str, Any], attempt: int, resume_from: str | None) -> 
     return env
 
 
-def secret_env(plan: dict[str, Any], environ: dict[str, str] | None = None) -> dict[str, str]:
+def secret_env(plan: LocalPlan, environ: dict[str, str] | None = None) -> dict[str, str]:
     """Secret values by name from the submitter's environment (they never enter the record)."""
     source = os.environ if environ is None else environ
-    return {n: source[n] for n in plan.get("secret_env", []) if n in source}
+    return {n: source[n] for n in plan.secret_env if n in source}
 
 
 def _suffixed(base: Path, suffix: str) -> Path:
@@ -118,12 +117,12 @@ def wait_for_claim(base: Path, idle_s: float) -> Path | None:
         time.sleep(CLAIM_POLL_S)
 
 
-def wait_for_plan(path: Path, timeout_s: float) -> dict[str, Any] | None:
+def wait_for_plan(path: Path, timeout_s: float) -> LocalPlan | None:
     deadline = time.monotonic() + timeout_s
     delay = 0.005
     while True:
         try:
-            return json.loads(path.read_bytes())  # type: ignore[no-any-return]
+            return LocalPlan.from_json(json.loads(path.read_bytes()))
         except (FileNotFoundError, ValueError):  # not there yet (tau writes it atomically)
             pass
         if time.monotonic() >= deadline:
@@ -149,7 +148,7 @@ def driver_env(environ: dict[str, str], run_env: dict[str, str]) -> dict[str, st
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m taugrid.cli.launch")
+    ap = argparse.ArgumentParser(prog="python -m taugrid.runs.backends.local.launch")
     ap.add_argument("run_dir", type=Path, nargs="?")
     ap.add_argument("--attempt", type=int, default=0)
     ap.add_argument("--resume-from", default=None)
@@ -172,10 +171,10 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
         return EXIT_NO_PLAN
-    resume = args.resume_from if args.attempt else (args.resume_from or plan.get("resume_from"))
+    resume = args.resume_from if args.attempt else (args.resume_from or plan.resume_from)
     env = driver_env(dict(os.environ), attempt_env(plan, args.attempt, resume))
-    os.chdir(plan["cwd"])
-    os.execvpe("bash", ["bash", "-c", plan["script"]], env)
+    os.chdir(plan.cwd)
+    os.execvpe("bash", ["bash", "-c", plan.script], env)
     return 0  # not reached
 
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # keep `tau --help` free of pydantic
-    from taugrid.api.manifest import Issue
+    from taugrid.api.issues import Issue
 
 # Exit codes (DESIGN.md): 0 ok, 1 run failed, 2 invalid config/usage, 3 not admitted/timed out,
 # 4 platform error, 130 interrupted.

@@ -25,8 +25,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from taugrid.cli.errors import EXIT_PLATFORM, TauError
-from taugrid.cli.paths import tau_home, write_atomic
+from taugrid.api.errors import EXIT_PLATFORM, TauError
+from taugrid.runs.paths import tau_home, write_atomic
 
 HOST = "127.0.0.1"
 START_TIMEOUT_S = 90.0

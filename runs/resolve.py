@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from decimal import ROUND_FLOOR, Decimal
 
 from taugrid.api import constants as C
+from taugrid.api.errors import TauError
 from taugrid.api.manifest import Manifest, WorkloadKind
 from taugrid.api.profiles import ProfileSnapshot, WorkloadProfile, WorkspaceRef
 from taugrid.api.quantity import format_cpu, format_memory, parse_cpu, parse_memory
-from taugrid.cli.errors import TauError
 
 MI = 2**20
 CPU_RUN_DEFAULT_CPU = Decimal(1)

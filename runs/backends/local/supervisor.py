@@ -1,6 +1,6 @@
 """The local run supervisor: a detached process that owns one run from start to seal.
 
-    python -m taugrid.cli.supervisor RUN_DIR
+    python -m taugrid.runs.backends.local.supervisor RUN_DIR
 
 It executes attempts (a subprocess for `job`, a Ray job for `rayjob`), records every status
 transition in history.jsonl and run.json as it happens, retries per `resilience`, and seals the
@@ -18,13 +18,17 @@ import sys
 import time
 import traceback
 import urllib.error
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from taugrid.api import constants as C
-from taugrid.cli import raylocal
-from taugrid.cli.evidence import RunDir, now_iso
-from taugrid.cli.launch import attempt_env, entrypoint, ray_runtime_env, secret_env
+from taugrid.api.evidence import TerminalStateError
+from taugrid.api.vocabulary import Phase, TerminationReason
+from taugrid.runs.backends.local import rayhead
+from taugrid.runs.backends.local.launch import attempt_env, entrypoint, ray_runtime_env, secret_env
+from taugrid.runs.backends.local.plan import LocalPlan
+from taugrid.runs.evidence import RunDir, now_iso
 
 POLL_S = 0.2
 HEAD_LOST_AFTER_S = 10.0
@@ -34,7 +38,7 @@ KILL_GRACE_S = 10.0
 class Supervisor:
     def __init__(self, run_dir: Path) -> None:
         self.rd = RunDir(run_dir)
-        self.plan: dict[str, Any] = self.rd.plan()
+        self.plan = LocalPlan.read(run_dir)
         self.cancelled = False
         signal.signal(signal.SIGTERM, self._on_term)
         signal.signal(signal.SIGINT, self._on_term)
@@ -51,90 +55,89 @@ class Supervisor:
         base = {k: v for k, v in os.environ.items() if not k.startswith("TAU_") or k == "TAU_HOME"}
         return {**base, **attempt_env(self.plan, attempt, resume_from), **secret_env(self.plan)}
 
-    def run_subprocess(self, env: dict[str, str], attempt: int) -> tuple[int, str]:
+    def run_subprocess(self, env: dict[str, str], attempt: int) -> Outcome:
         proc = subprocess.Popen(
-            ["bash", "-c", self.plan["script"]],
-            cwd=self.plan["cwd"],
+            ["bash", "-c", self.plan.script],
+            cwd=self.plan.cwd,
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
-        self.rd.update(process_group=proc.pid)
-        self._transition("Running", "process started", attempt)
+        self.rd.update_handle(process_group=proc.pid)
+        self._transition(Phase.Running, "process started", attempt)
         while True:
             rc = proc.poll()
             if rc is not None:
-                return rc, _describe_rc(rc)
+                return Outcome.of_exit(rc)
             if self.cancelled:
                 _kill_group(proc.pid)
                 proc.wait()
-                return -15, "cancelled"
+                return Outcome.cancelled()
             time.sleep(POLL_S)
 
-    def run_ray(self, env: dict[str, str], attempt: int) -> tuple[int, str]:
-        dashboard = self.plan["ray_dashboard"]
+    def run_ray(self, env: dict[str, str], attempt: int) -> Outcome:
+        dashboard = self.plan.ray_dashboard or ""
         rec = self.rd.read_record()
         # Attempt 0 was submitted (or a standby claimed) by `tau run` itself.
-        sub_id = (rec.ray_submission_id or "") if attempt == 0 else ""
+        sub_id = (rec.local.ray_submission_id or "") if attempt == 0 else ""
         if not sub_id:
             sub_id = ray_submission_id(self.rd.run_id, attempt)
-            head = raylocal.read_head()
+            head = rayhead.read_head()
             if head is None or head.dashboard != dashboard:
-                return 1, "NodeFailure: the local Ray head is gone"
+                return Outcome.node_failure("the local Ray head is gone")
             try:
-                raylocal.submit_job(
+                rayhead.submit_job(
                     head,
                     sub_id,
                     entrypoint(self.rd.path, attempt, env.get(C.ENV_RESUME_FROM)),
                     ray_runtime_env(self.plan, secret_env(self.plan)),
                 )
             except (OSError, ValueError) as e:
-                return 1, f"NodeFailure: could not submit to the local Ray head: {e}"
-            self.rd.update(ray_submission_id=sub_id, ray_address=dashboard)
+                return Outcome.node_failure(f"could not submit to the local Ray head: {e}")
+            self.rd.update_handle(ray_submission_id=sub_id, ray_address=dashboard)
         running = False
         lost_since: float | None = None
         stop_sent = False
         while True:
             if self.cancelled and not stop_sent:
-                stop_sent = raylocal.stop_job(dashboard, sub_id) or True
+                stop_sent = rayhead.stop_job(dashboard, sub_id) or True
             try:
-                info = raylocal.job_info(dashboard, sub_id)
+                info = rayhead.job_info(dashboard, sub_id)
                 lost_since = None
             except (OSError, ValueError, urllib.error.HTTPError):
                 lost_since = lost_since or time.monotonic()
                 if time.monotonic() - lost_since > HEAD_LOST_AFTER_S:
-                    return 1, "NodeFailure: the local Ray head stopped answering (died?)"
+                    return Outcome.node_failure("the local Ray head stopped answering (died?)")
                 time.sleep(POLL_S)
                 continue
             status = info.get("status")
             if status == "RUNNING" and not running:
                 running = True
-                self._transition("Running", "Ray job running", attempt)
+                self._transition(Phase.Running, "Ray job running", attempt)
                 self._prepare_standby(dashboard)
             if status in ("SUCCEEDED", "FAILED", "STOPPED"):
                 code = info.get("driver_exit_code")
                 if status == "SUCCEEDED":
-                    return 0, "exit code 0"
+                    return Outcome.of_exit(0)
                 if status == "STOPPED" or self.cancelled:
-                    return -15, "cancelled"
+                    return Outcome.cancelled()
                 rc = int(code) if isinstance(code, int) else 1
                 msg = (info.get("message") or "").strip().splitlines()
-                return rc, _describe_rc(rc) + (
-                    f" ({msg[-1][:200]})" if msg and code is None else ""
-                )
+                detail = f" ({msg[-1][:200]})" if msg and code is None else ""
+                return Outcome(rc, _describe_rc(rc) + detail, TerminationReason.Failed)
             time.sleep(POLL_S)
 
     def _prepare_standby(self, dashboard: str) -> None:
         """A standby job for the next warm `tau run` (cli/prelaunch.py), best effort."""
-        from taugrid.cli import prelaunch
+        from taugrid.runs.backends.local import standby
 
-        head = raylocal.read_head()
+        head = rayhead.read_head()
         if head is None or head.dashboard != dashboard:
             return
         try:
-            made = prelaunch.ensure_standby(head)
+            made = standby.ensure_standby(head)
         except (OSError, ValueError) as e:
             self.log(f"no standby for the next run: {e}")
             return
@@ -142,53 +145,69 @@ class Supervisor:
             self.log(f"submitted standby {made} for the next run")
 
     # --- the run ------------------------------------------------------------------------------
-    def _transition(self, phase: str, reason: str, attempt: int) -> None:
-        self.rd.append_history(phase, reason, attempt=attempt)
-        self.rd.update(phase=phase, reason=reason, attempt=attempt)
+    def _transition(self, phase: Phase, reason: str, attempt: int) -> None:
+        self.rd.transition(phase, reason, attempt=attempt)
         self.log(f"{phase}: {reason}")
 
     def _resume_point(self, attempt: int) -> str | None:
-        if attempt == 0:
-            return self.plan.get("resume_from")
-        if not self.plan.get("auto_resume", True):
-            return self.plan.get("resume_from")
-        ckpts = self.rd.complete_checkpoints(self.plan["checkpoint_subdir"])
-        if ckpts:
-            return str(self.rd.checkpoint_dir(self.plan["checkpoint_subdir"]) / ckpts[-1]["path"])
-        return self.plan.get("resume_from")
+        if attempt == 0 or not self.plan.auto_resume:
+            return self.plan.resume_from
+        return self.rd.newest_checkpoint(self.plan.checkpoint_subdir) or self.plan.resume_from
 
     def run(self) -> int:
         rec = self.rd.read_record()
         attempt = rec.attempt
-        self.rd.update(supervisor_pid=os.getpid(), started_at=now_iso())
-        self._transition("Starting", "supervisor started", attempt)
-        retry_on = set(self.plan.get("retry_on", []))
-        rc, reason = 1, "not started"
+        self.rd.update_handle(supervisor_pid=os.getpid())
+        self._transition(Phase.Starting, "supervisor started", attempt)
         while True:
             env = self._env(attempt, self._resume_point(attempt))
-            runner = self.run_ray if self.plan["kind"] == "rayjob" else self.run_subprocess
-            rc, reason = runner(env, attempt)
-            if self.cancelled or reason == "cancelled":
-                return self._finish("Cancelled", "cancelled by the user", rc, attempt)
-            if rc == 0:
-                return self._finish("Succeeded", "exit code 0", rc, attempt)
-            kind = _failure_kind(rc, reason)
-            if attempt < rec.max_retries and kind in retry_on:
+            runner = self.run_ray if self.plan.kind == "rayjob" else self.run_subprocess
+            out = runner(env, attempt)
+            if self.cancelled or out.reason is TerminationReason.Cancelled:
+                out = Outcome(out.exit_code, "cancelled", TerminationReason.Cancelled)
+                return self._finish(Phase.Cancelled, "cancelled by the user", out, attempt)
+            if out.reason is TerminationReason.Completed:
+                return self._finish(Phase.Succeeded, out.message, out, attempt)
+            if attempt < rec.max_retries and out.reason.retried_by(self.plan.retry_on):
                 attempt += 1
-                self._transition(
-                    "Retrying", f"{kind}: {reason}; attempt {attempt} of {rec.max_retries}", attempt
-                )
+                why = f"{out.reason}: {out.message}; attempt {attempt} of {rec.max_retries}"
+                self.rd.transition(Phase.Retrying, why, attempt=attempt, termination=out.reason)
+                self.log(f"Retrying: {why}")
                 continue
-            return self._finish("Failed", reason, rc, attempt)
+            return self._finish(Phase.Failed, out.message, out, attempt)
 
-    def _finish(self, phase: str, reason: str, rc: int, attempt: int) -> int:
+    def _finish(self, phase: Phase, reason: str, out: Outcome, attempt: int) -> int:
         self.log(f"{phase}: {reason}")
-        self.rd.append_history(phase, reason, attempt=attempt)
-        self.rd.update(
-            phase=phase, reason=reason, exit_code=rc, finished_at=now_iso(), attempt=attempt
+        self.rd.transition(
+            phase, reason, attempt=attempt, termination=out.reason, exit_code=out.exit_code
         )
-        self.rd.seal()
-        return 0 if phase == "Succeeded" else 1
+        return 0 if phase == Phase.Succeeded else 1
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one attempt ended."""
+
+    exit_code: int
+    message: str
+    reason: TerminationReason
+
+    @classmethod
+    def of_exit(cls, rc: int) -> Outcome:
+        ok = rc == 0
+        return cls(
+            rc, _describe_rc(rc), TerminationReason.Completed if ok else TerminationReason.Failed
+        )
+
+    @classmethod
+    def cancelled(cls) -> Outcome:
+        return cls(-15, "cancelled", TerminationReason.Cancelled)
+
+    @classmethod
+    def node_failure(cls, message: str) -> Outcome:
+        # Locally a lost Ray head is NodeFailure; anything else (a SIGKILL included: the
+        # kernel's OOM log is not portably readable) is Failed.
+        return cls(1, message, TerminationReason.NodeFailure)
 
 
 def ray_submission_id(run_id: str, attempt: int) -> str:
@@ -202,12 +221,6 @@ def _describe_rc(rc: int) -> str:
     if rc > 128 and (rc - 128) in signal.Signals._value2member_map_:
         return f"exit code {rc} (killed by {signal.Signals(rc - 128).name})"
     return f"exit code {rc}"
-
-
-def _failure_kind(rc: int, reason: str) -> str:
-    """Locally a lost Ray head is NodeFailure; anything else (a SIGKILL included: the kernel's
-    OOM log is not portably readable) is Failed."""
-    return "NodeFailure" if reason.startswith("NodeFailure") else "Failed"
 
 
 def _kill_group(pgid: int) -> None:
@@ -230,13 +243,10 @@ def main(argv: list[str]) -> int:
         return Supervisor(run_dir).run()
     except Exception:
         traceback.print_exc()
-        rd = RunDir(run_dir)
-        with contextlib.suppress(Exception):
-            rd.append_history("Failed", "the supervisor crashed (see logs/supervisor.log)")
-            rd.update(
-                phase="Failed",
-                reason="the supervisor crashed (see logs/supervisor.log)",
-                finished_at=now_iso(),
+        why = "the supervisor crashed (see logs/supervisor.log)"
+        with contextlib.suppress(TerminalStateError, OSError, ValueError):
+            RunDir(run_dir).transition(
+                Phase.Failed, why, termination=TerminationReason.SupervisorLost
             )
         return 1
 

@@ -20,8 +20,8 @@ import yaml
 from taugrid.api import constants as C
 from taugrid.api.manifest import Manifest
 from taugrid.api.quantity import format_memory
-from taugrid.cli.codebundle import CodeBundle
-from taugrid.cli.resolve import Resolved
+from taugrid.runs.codebundle import CodeBundle
+from taugrid.runs.resolve import Resolved
 
 _RAY_VERSION = re.compile(r"ray[-_]?(\d+\.\d+\.\d+)")
 DSHM_MAX = 16 * 2**30

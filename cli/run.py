@@ -1,0 +1,425 @@
+"""`tau run ...`: validate, render, submit, and follow up on runs (any target)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from typer.core import TyperGroup
+
+from taugrid.api.errors import EXIT_INTERRUPTED, EXIT_RUN_FAILED, TauError
+from taugrid.cli.options import (
+    DetachOpt,
+    FileArg,
+    JsonOpt,
+    ProfileOpt,
+    ProfilesOpt,
+    RayPipOpt,
+    RenderFormat,
+    RenderOutOpt,
+    ReportFormat,
+    RunArg,
+    RunIdOpt,
+    WorkspaceOpt,
+)
+from taugrid.cli.output import dump_json, error_items, object_list, out, print_status, say
+
+if TYPE_CHECKING:
+    from taugrid.runs.backends.base import Backend
+    from taugrid.runs.evidence import RunDir
+
+
+class _RunGroup(TyperGroup):
+    """`tau run FILE ...` is shorthand for `tau run submit FILE ...`."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+            args = ["submit", *args]
+        return super().parse_args(ctx, args)
+
+
+app = typer.Typer(
+    cls=_RunGroup,
+    rich_markup_mode=None,
+    help="Validate, render and submit runs. `tau run FILE` submits; `tau run FILE --dry-run` renders.",
+    no_args_is_help=True,
+)
+
+
+def _render_objects(
+    file: str | None,
+    profiles: Any,
+    workspace: str | None,
+    profile: str | None,
+    run_id: str | None,
+) -> list[dict[str, Any]]:
+    from taugrid.runs import load
+    from taugrid.runs.prepare import RunRequest, prepare
+
+    loaded = load.load_manifest(file)
+    if profiles is None:
+        raise TauError(
+            "rendering for a cluster needs the cluster's workload profiles",
+            hint="pass --profiles FILE (a TauWorkloadProfileSnapshot, e.g. examples/profiles.yaml)",
+        )
+    request = RunRequest(loaded, workspace=workspace, profile=profile, run_id=run_id)
+    return prepare(request, load.load_snapshot(profiles)).objects()
+
+
+@app.command("validate")
+def run_validate(
+    file: FileArg = None,
+    profiles: ProfilesOpt = None,
+    workspace: WorkspaceOpt = None,
+    profile: ProfileOpt = None,
+    output: JsonOpt = ReportFormat.text,
+) -> None:
+    """Check a tau.yaml (and, with --profiles, that the cluster can place it)."""
+    from taugrid.runs import load
+
+    try:
+        loaded = load.load_manifest(file)
+        m = loaded.manifest
+        placed = None
+        if profiles is not None:
+            from taugrid.runs import resolve
+
+            placed = resolve.resolve(
+                m, load.load_snapshot(profiles), workspace=workspace, profile=profile
+            )
+    except TauError as e:
+        if output is ReportFormat.json:
+            out(dump_json({"valid": False, "file": file, "errors": error_items(e)}))
+            raise typer.Exit(e.exit_code) from None
+        raise
+    summary: dict[str, Any] = {
+        "valid": True,
+        "file": str(loaded.path),
+        "name": m.name,
+        "workload_kind": m.workload_kind(),
+        "workers": m.compute.workers,
+        "gpus_per_worker": m.compute.gpus,
+        "config_hash": m.config_hash(),
+    }
+    if placed is not None:
+        summary.update(
+            profile=placed.profile.name,
+            workspace=placed.workspace.name,
+            queue=placed.queue,
+            priority=placed.priority,
+            worker=placed.worker.resources(),
+        )
+    if output is ReportFormat.json:
+        out(dump_json(summary))
+        return
+    kind = summary["workload_kind"]
+    what = (
+        f"{m.compute.workers} worker(s) x {m.compute.gpus} GPU"
+        if m.compute.gpus
+        else f"{m.compute.workers} CPU worker(s)"
+    )
+    line = f"ok: {loaded.path} is valid ({kind}, {what})"
+    if placed is not None:
+        res = placed.worker.resources()["requests"]
+        line += (
+            f"\n    profile {placed.profile.name}, workspace {placed.workspace.name}, queue {placed.queue}, "
+            f"{res['cpu']} CPU / {res['memory']} per worker"
+        )
+    out(line)
+
+
+@app.command("render")
+def run_render(
+    file: FileArg = None,
+    profiles: ProfilesOpt = None,
+    workspace: WorkspaceOpt = None,
+    profile: ProfileOpt = None,
+    run_id: RunIdOpt = None,
+    output: RenderOutOpt = RenderFormat.yaml,
+) -> None:
+    """Print the exact Kubernetes objects a run would submit (nothing is sent)."""
+    objs = _render_objects(file, profiles, workspace, profile, run_id)
+    out(object_list(objs, output is RenderFormat.json))
+
+
+def _follow_up(run_id: str, path: Any) -> str:
+    return (
+        f"  tau run status {run_id}\n  tau run logs -f {run_id}\n  tau run cancel {run_id}\n"
+        f"  evidence: {path}"
+    )
+
+
+def _attach(backend: Backend, rd: RunDir, detach: bool) -> None:
+    """Follow a run to its end; Ctrl-C detaches (the run goes on)."""
+    from taugrid.api.vocabulary import Phase
+    from taugrid.runs.backends.base import Follows
+
+    sys.stderr.write(f"run {rd.run_id}\n")
+    if detach or not isinstance(backend, Follows):
+        out(rd.run_id)
+        return
+    try:
+        phase = backend.follow(rd, sys.stdout, sys.stderr)
+    except KeyboardInterrupt:
+        follow_up = _follow_up(rd.run_id, rd.path)
+        sys.stderr.write(f"\ndetached; the run goes on. Follow up with:\n{follow_up}\n")
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    rec = rd.read_record()
+    sys.stderr.write(f"{phase.lower()}: {rec.reason or ''}\nevidence: {rd.path}\n")
+    raise typer.Exit(0 if phase == Phase.Succeeded else EXIT_RUN_FAILED)
+
+
+@app.command("submit")
+def run_submit(
+    file: FileArg = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Render instead of submitting")
+    ] = False,
+    target: Annotated[
+        str | None,
+        typer.Option("--target", "-t", help="Where to run: local, kube or pulumi (default: local)"),
+    ] = None,
+    detach: DetachOpt = False,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Fail instead of running GPU work on CPU")
+    ] = False,
+    ray_pip: RayPipOpt = False,
+    profiles: ProfilesOpt = None,
+    workspace: WorkspaceOpt = None,
+    profile: ProfileOpt = None,
+    run_id: RunIdOpt = None,
+    output: RenderOutOpt = RenderFormat.yaml,
+) -> None:
+    """Submit a run and follow it (with --dry-run: render it)."""
+    if dry_run:
+        run_render(file, profiles, workspace, profile, run_id, output)
+        return
+    from taugrid.runs import load
+    from taugrid.runs.backends import base
+    from taugrid.runs.prepare import RunRequest
+
+    backend = base.get(base.pick_target(target, os.environ, say))
+    loaded = load.load_manifest(file)
+    request = RunRequest(loaded, workspace=workspace, profile=profile, run_id=run_id)
+    prepared = backend.prepare(request)
+    options = base.SubmitOptions(strict=strict, ray_pip=ray_pip)
+    rd = backend.submit(prepared, options, say)
+    _attach(backend, rd, detach)
+
+
+@app.command("status")
+def run_status(
+    run: RunArg,
+    watch: Annotated[
+        bool, typer.Option("--watch", "-w", help="Keep watching until the run ends")
+    ] = False,
+    output: JsonOpt = ReportFormat.text,
+) -> None:
+    """Where is the run, and if it is stuck, why: six signals with their evidence."""
+    import json
+    import time
+
+    from taugrid.api.vocabulary import TERMINAL, Phase
+    from taugrid.runs import status
+    from taugrid.runs.backends import base
+    from taugrid.runs.index import find_run
+
+    rd = find_run(run)
+    backend = base.for_record(rd.read_record())
+    last = None
+    while True:
+        (obs,) = backend.observe([rd])
+        st = status.compute(obs)
+        doc = st.model_dump(mode="json")
+        if output is ReportFormat.json:
+            if watch:
+                if doc != last:
+                    out(json.dumps(doc))
+            else:
+                out(dump_json(doc))
+        elif doc != last:
+            print_status(st)
+        last = doc
+        if not watch or st.phase in TERMINAL:
+            break
+        try:
+            time.sleep(1.0)
+        except KeyboardInterrupt:
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+    failed = st.phase in (Phase.Failed, Phase.Cancelled)
+    raise typer.Exit(EXIT_RUN_FAILED if failed else 0)
+
+
+@app.command("logs")
+def run_logs(
+    run: RunArg,
+    follow_: Annotated[
+        bool, typer.Option("--follow", "-f", help="Keep printing until the run ends")
+    ] = False,
+) -> None:
+    """Print a run's log (live while it runs, from the evidence record after)."""
+    from taugrid.runs.backends import base
+    from taugrid.runs.index import find_run
+
+    rd = find_run(run)
+    backend = base.for_record(rd.read_record())
+    if follow_ and isinstance(backend, base.Follows):
+        try:
+            backend.follow(rd, sys.stdout, sys.stderr, transitions=False)
+        except KeyboardInterrupt:
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+        return
+    backend.logs(rd, sys.stdout)
+
+
+@app.command("list")
+def run_list(output: JsonOpt = ReportFormat.text) -> None:
+    """List the runs submitted from this machine, newest last."""
+    from collections import defaultdict
+
+    from taugrid.runs import status
+    from taugrid.runs.backends import base
+    from taugrid.runs.index import list_runs
+
+    by_target: dict[str, list[RunDir]] = defaultdict(list)
+    for rd in list_runs():
+        try:
+            by_target[rd.read_record().target].append(rd)
+        except TauError:
+            continue
+    rows: list[dict[str, Any]] = []
+    for target, runs in by_target.items():
+        for obs in base.get(target).observe(runs):
+            phase, _ = status.effective_phase(obs)
+            rec = obs.record
+            rows.append(
+                {"run_id": rec.run_id, "name": rec.name, "kind": rec.workload_kind,
+                 "target": rec.target, "phase": phase, "attempt": rec.attempt,
+                 "created_at": rec.created_at, "finished_at": rec.finished_at,
+                 "last_step": obs.last_step}
+            )  # fmt: skip
+    rows.sort(key=lambda r: r["created_at"])
+    if output is ReportFormat.json:
+        out(dump_json(rows))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(box=None, show_edge=False)
+    for col in ("RUN", "KIND", "PHASE", "STEP", "CREATED"):
+        table.add_column(col)
+    for r in rows:
+        step = "" if r["last_step"] is None else str(r["last_step"])
+        table.add_row(r["run_id"], r["kind"], r["phase"], step, r["created_at"][:19])
+    Console().print(table if rows else "no runs yet (tau run FILE starts one)")
+
+
+@app.command("cancel")
+def run_cancel(run: RunArg) -> None:
+    """Stop a run; its evidence is sealed as Cancelled."""
+    from taugrid.api.vocabulary import TERMINAL
+    from taugrid.runs.backends import base
+    from taugrid.runs.index import find_run
+
+    rd = find_run(run)
+    before = rd.read_record()
+    phase = base.for_record(before).cancel(rd)
+    if before.phase in TERMINAL:
+        out(f"{rd.run_id} had already ended: {phase}")
+    else:
+        out(f"{rd.run_id} cancelled")
+
+
+@app.command("resume")
+def run_resume(run: RunArg, detach: DetachOpt = False, ray_pip: RayPipOpt = False) -> None:
+    """Start a new run from the newest complete checkpoint of RUN (lineage kept in both)."""
+    from pathlib import Path
+
+    from taugrid.api.vocabulary import TERMINAL
+    from taugrid.runs import load
+    from taugrid.runs.backends import base
+    from taugrid.runs.index import find_run
+    from taugrid.runs.prepare import RunRequest
+
+    parent = find_run(run)
+    rec = parent.read_record()
+    if rec.phase not in TERMINAL:
+        raise TauError(
+            f"{parent.run_id} is still {rec.phase.lower()}",
+            hint=f"tau run cancel {parent.run_id} first",
+        )
+    backend = base.for_record(rec)
+    if not isinstance(backend, base.Resumes):
+        raise TauError(f"runs on {rec.target} cannot be resumed by this build")
+    ckpt = backend.newest_checkpoint(parent)
+    if ckpt is None:
+        raise TauError(
+            f"{parent.run_id} has no complete checkpoint to resume from", exit_code=EXIT_RUN_FAILED
+        )
+    loaded = load.load_manifest(Path(rec.code_folder))
+    if loaded.manifest.config_hash() != rec.config_hash:
+        sys.stderr.write("note: tau.yaml changed since the original run; the current one is used\n")
+    sys.stderr.write(f"resuming {parent.run_id} from {ckpt}\n")
+    request = RunRequest(loaded, resume_from=ckpt, parent=parent.run_id)
+    rd = backend.submit(backend.prepare(request), base.SubmitOptions(ray_pip=ray_pip), say)
+    parent.record_child(rd.run_id, ckpt)
+    _attach(backend, rd, detach)
+
+
+@app.command("verify")
+def run_verify(run: RunArg) -> None:
+    """Check a run's sealed evidence record against its MANIFEST.sha256."""
+    from taugrid.runs.index import find_run
+
+    rd = find_run(run)
+    n, problems = rd.verify()
+    if problems:
+        sys.stderr.write(
+            f"{rd.run_id}: evidence record does NOT verify ({len(problems)} problem(s)):\n"
+        )
+        for p in problems:
+            sys.stderr.write(f"  {p}\n")
+        raise typer.Exit(EXIT_RUN_FAILED)
+    out(f"ok: {rd.run_id}: {n} files match {rd.manifest_path.name}")
+
+
+@app.command("metrics")
+def run_metrics(
+    run: RunArg,
+    metric: Annotated[
+        list[str] | None, typer.Option("--metric", "-m", help="Metric(s) to plot")
+    ] = None,
+    png: Annotated[str | None, typer.Option("--png", help="Write the plot to a PNG file")] = None,
+    output: JsonOpt = ReportFormat.text,
+) -> None:
+    """Plot a run's metrics in the terminal (or to a PNG)."""
+    from pathlib import Path
+
+    from taugrid.cli import plots
+    from taugrid.runs.index import find_run
+
+    rd = find_run(run)
+    rows = rd.metric_rows()
+    if output is ReportFormat.json:
+        out(dump_json(rows))
+        return
+    if not rows:
+        raise TauError(
+            f"{rd.run_id} has no metrics yet ({rd.metrics_path})", exit_code=EXIT_RUN_FAILED
+        )
+    names = plots.pick_metrics(rows, metric, rd.read_record().primary_metric)
+    if png is not None:
+        plots.to_png(rows, names, Path(png), title=rd.run_id)
+        out(f"wrote {png}")
+    else:
+        out(plots.to_text(rows, names, title=rd.run_id))
+
+
+@app.command("schema")
+def run_schema() -> None:
+    """Print the JSON Schema of tau.yaml (for editors: yaml-language-server)."""
+    from taugrid.api.manifest import Manifest
+
+    out(dump_json(Manifest.model_json_schema()))

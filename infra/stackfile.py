@@ -1,0 +1,80 @@
+"""Stack files: finding a project's stacks and reading one stack's `taugrid:platform` config.
+
+No Pulumi import: `tau platform snapshot` and validation work without the `platform` extra.
+The stacks are the project's (Pulumi.yaml's `stackConfigDir`, found from the current folder
+upwards, as the Pulumi CLI does), never files inside the installed package.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from taugrid.api.documents import parse_yaml
+from taugrid.api.errors import ConfigError, TauError
+from taugrid.api.issues import Issue, config_error
+from taugrid.api.platform import CONFIG_KEY, PlatformConfig, PlatformConfigError, validate_platform
+
+PROJECT_FILES = ("Pulumi.yaml", "Pulumi.yml")
+
+
+def find_stacks_dir(start: Path | None = None) -> Path:
+    """The stack folder of the Pulumi project that holds `start` (default: the current folder)."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        for name in PROJECT_FILES:
+            project = folder / name
+            if project.is_file():
+                data = _read_yaml(project, "Pulumi project file")
+                sub = data.get("stackConfigDir") if isinstance(data, dict) else None
+                return folder / sub if isinstance(sub, str) and sub else folder
+    raise TauError(
+        f"no Pulumi project in {here} or its parents (looked for {' / '.join(PROJECT_FILES)})",
+        hint="run this inside the platform project (where Pulumi.yaml is), or pass --stacks-dir",
+    )
+
+
+def _read_yaml(path: Path, what: str) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise TauError(f"{path}: cannot read this {what} ({e})") from None
+    return parse_yaml(text, str(path))
+
+
+def stack_names(stacks_dir: Path) -> list[str]:
+    return sorted(p.name.split(".")[1] for p in stacks_dir.glob("Pulumi.*.yaml"))
+
+
+def read_stack_config(stack: str, stacks_dir: Path | None = None) -> tuple[Path, str, Any]:
+    """(path, text, the `taugrid:platform` object) of <stacks>/Pulumi.<stack>.yaml."""
+    stacks_dir = stacks_dir or find_stacks_dir()
+    path = stacks_dir / f"Pulumi.{stack}.yaml"
+    if not path.is_file():
+        known = ", ".join(stack_names(stacks_dir)) or "(none)"
+        raise TauError(f"no stack {stack!r}: {path} does not exist; stacks: {known}")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise TauError(f"{path}: cannot read this stack file ({e})") from None
+    data = parse_yaml(text, str(path))
+    cfg = (data or {}).get("config") if isinstance(data, dict) else None
+    if not isinstance(cfg, dict) or CONFIG_KEY not in cfg:
+        example = f"config:\n  {CONFIG_KEY}: {{cluster: ...}}"
+        issue = Issue(
+            f"config.{CONFIG_KEY}", None, "is required: the platform declaration", example
+        )
+        raise ConfigError(str(path), [issue])
+    return path, text, cfg[CONFIG_KEY]
+
+
+def validated(stack: str, stacks_dir: Path | None = None) -> PlatformConfig:
+    """The stack's PlatformConfig, or a ConfigError naming the stack file and key paths."""
+    path, text, data = read_stack_config(stack, stacks_dir)
+    try:
+        return validate_platform(data)
+    except PlatformConfigError as e:
+        located = [
+            Issue(f"config.{CONFIG_KEY}.{i.path}", i.value, i.message, i.example) for i in e.issues
+        ]
+        raise config_error(str(path), text, located) from None

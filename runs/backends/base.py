@@ -1,0 +1,124 @@
+"""The backend interface: what every target (local, kube, pulumi) does, and the registry.
+
+A backend prepares a run against its platform's profiles, submits it, gathers observations
+for status (one gather for many runs), prints logs, and cancels. Everything else (reading
+tau.yaml, resolve, render, the evidence store, status) is the backend-neutral engine in
+`taugrid.runs`. Optional abilities are small protocols a backend may also implement; the CLI
+checks for them with isinstance. Adding a backend: a module with a class that satisfies
+`Backend`, and one line in `REGISTRY`; no command changes.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, TextIO, runtime_checkable
+
+from taugrid.api.errors import EXIT_USAGE, TauError
+
+if TYPE_CHECKING:
+    from taugrid.api.evidence import RunRecord
+    from taugrid.api.vocabulary import Phase
+    from taugrid.runs.evidence import RunDir
+    from taugrid.runs.prepare import PreparedRun, RunRequest
+    from taugrid.runs.status import Observations
+
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class SubmitOptions:
+    strict: bool = False  # fail instead of degrading (e.g. GPU work on CPU)
+    ray_pip: bool = False  # local rayjob: let Ray build runtime.pip
+    python: str | None = None  # local: the interpreter that runs the entrypoint
+
+
+@runtime_checkable
+class Backend(Protocol):
+    name: str
+
+    def prepare(self, request: RunRequest) -> PreparedRun:
+        """Resolve the request against this target's profiles (invalid: TauError, exit 2)."""
+        ...
+
+    def submit(self, prepared: PreparedRun, options: SubmitOptions, say: Say) -> RunDir:
+        """Record the run (its evidence record exists before anything runs) and start it."""
+        ...
+
+    def observe(self, runs: Sequence[RunDir], now: float | None = None) -> list[Observations]:
+        """Observations of many runs, gathered at once (never one call per run)."""
+        ...
+
+    def logs(self, run: RunDir, out: TextIO) -> None:
+        """Print what the run has logged so far."""
+        ...
+
+    def cancel(self, run: RunDir) -> Phase:
+        """Stop the run; the phase it ended in."""
+        ...
+
+
+@runtime_checkable
+class Follows(Protocol):
+    """Streams a run's log and transitions until it ends."""
+
+    def follow(
+        self, run: RunDir, out: TextIO, err: TextIO, *, transitions: bool = True
+    ) -> Phase: ...
+
+
+@runtime_checkable
+class Resumes(Protocol):
+    """Starts a new run from a checkpoint of an ended one."""
+
+    def newest_checkpoint(self, run: RunDir) -> str | None: ...
+
+
+# target -> "module:Class"; None: planned, not in this build.
+REGISTRY: Mapping[str, str | None] = {
+    "local": "taugrid.runs.backends.local.backend:LocalBackend",
+    "kube": None,
+    "pulumi": None,
+}
+TARGET_ENV = "TAU_TARGET"
+DEFAULT_TARGET = "local"
+
+
+def targets() -> list[str]:
+    return list(REGISTRY)
+
+
+def get(target: str) -> Backend:
+    """The backend of a target (its module is imported now, not before)."""
+    if target not in REGISTRY:
+        raise TauError(
+            f"unknown target {target!r}; targets: {', '.join(REGISTRY)}", exit_code=EXIT_USAGE
+        )
+    ref = REGISTRY[target]
+    if ref is None:
+        raise TauError(
+            f"the {target} backend is not part of this build yet",
+            hint="run locally (--target local), or render with --dry-run --profiles SNAPSHOT",
+        )
+    module, _, cls = ref.partition(":")
+    backend: Backend = getattr(importlib.import_module(module), cls)()
+    return backend
+
+
+def for_record(rec: RunRecord) -> Backend:
+    """The backend that owns a recorded run."""
+    return get(rec.target)
+
+
+def pick_target(explicit: str | None, environ: Mapping[str, str], say: Say) -> str:
+    """--target, else $TAU_TARGET, else local (said, so nobody is surprised)."""
+    if explicit:
+        return explicit
+    env = environ.get(TARGET_ENV)
+    if env:
+        if env not in REGISTRY:
+            raise TauError(f"{TARGET_ENV}={env!r} is not one of: {', '.join(REGISTRY)}")
+        return env
+    say(f"no cluster is configured ({TARGET_ENV} / --target): running locally")
+    return DEFAULT_TARGET

@@ -1,0 +1,377 @@
+"""The local backend: the same resolved run, on this machine, with the same contract.
+
+`rayjob` runs go to a local Ray head (started on first use, then reused) through Ray's job API;
+`job` runs are a subprocess. A detached supervisor (supervisor.py) owns each run; this module
+prepares the evidence record, starts the supervisor, and reads runs back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TextIO
+
+from taugrid.api.errors import EXIT_PLATFORM, EXIT_USAGE, TauError
+from taugrid.api.evidence import Lineage, LocalHandle, RunRecord, TerminalStateError
+from taugrid.api.manifest import Manifest
+from taugrid.api.profiles import ProfileSnapshot, WorkerSize, WorkloadProfile, WorkspaceRef
+from taugrid.api.vocabulary import TERMINAL, Phase, TerminationReason
+from taugrid.runs.backends.base import Say, SubmitOptions
+from taugrid.runs.backends.local import rayhead
+from taugrid.runs.backends.local.plan import LocalPlan
+from taugrid.runs.evidence import RunDir, ensure_writable, now_iso
+from taugrid.runs.paths import data_root, runs_root, write_atomic
+from taugrid.runs.prepare import PreparedRun, RunRequest, prepare
+from taugrid.runs.status import Observations
+
+LOCAL = "local"
+
+
+def detect_gpus() -> int:
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return 0
+    try:
+        out = subprocess.run(
+            [smi, "-L"], capture_output=True, text=True, timeout=10, check=False
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
+
+
+def missing_requirements(reqs: list[str]) -> list[str]:
+    """Requirements of runtime.pip that the current environment does not satisfy."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    missing = []
+    for raw in reqs:
+        try:
+            req = Requirement(raw)
+        except InvalidRequirement:
+            missing.append(raw)
+            continue
+        try:
+            have = version(req.name)
+        except PackageNotFoundError:
+            missing.append(raw)
+            continue
+        if req.specifier and not req.specifier.contains(have, prereleases=True):
+            missing.append(f"{raw} (have {have})")
+    return missing
+
+
+def local_snapshot(m: Manifest) -> ProfileSnapshot:
+    """The local machine as a platform: one workspace, one profile that fits any request."""
+    prof = WorkloadProfile(
+        name=LOCAL,
+        description="this machine",
+        gpusPerWorker=8,
+        allocatable=WorkerSize(cpu=1024, memory="64Ti"),
+        flavor=LOCAL,
+        clusterQueue=LOCAL,
+        localQueue=LOCAL,
+        priorityClasses=[m.policy.priority] if m.policy.priority else [],
+        image=LOCAL,
+    )
+    ws = WorkspaceRef(name=LOCAL, namespace=LOCAL, pvc="local-data")
+    return ProfileSnapshot(cluster=LOCAL, profiles=[prof], workspaces=[ws])
+
+
+class LocalBackend:
+    name = LOCAL
+
+    # --- submitting -----------------------------------------------------------------------------
+    def prepare(self, request: RunRequest) -> PreparedRun:
+        m = request.loaded.manifest
+        local = replace(request, workspace=LOCAL, profile=LOCAL)
+        return prepare(local, local_snapshot(m), include_helper=False)
+
+    def submit(self, prepared: PreparedRun, options: SubmitOptions, say: Say) -> RunDir:
+        """Record the run and start it (the record exists before anything runs)."""
+        m, kind = prepared.manifest, prepared.kind
+        if options.ray_pip and kind != "rayjob":
+            raise TauError(
+                "--ray-pip lets Ray build the environment; a `job` runs as a plain subprocess",
+                exit_code=EXIT_USAGE,
+            )
+        gpus_here = detect_gpus()
+        warnings = _warnings(m, gpus_here, options, kind, say)
+        root = runs_root()
+        ensure_writable(root)
+        rd = RunDir(root / prepared.run_id)
+        try:
+            rd.path.mkdir(parents=True)
+            for sub in ("config/manifests", "logs", m.checkpoint_subdir, m.output_subdir):
+                (rd.path / sub).mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise TauError(
+                f"cannot create {rd.path}: {e.strerror or e}", exit_code=EXIT_PLATFORM
+            ) from None
+        plan = _plan(prepared, options)
+        head = claim = None
+        if kind == "rayjob":
+            head = rayhead.ensure_head(num_gpus=gpus_here, say=say)
+            plan = replace(plan, ray_dashboard=head.dashboard)
+            if not m.runtime.env_from_secret and not options.ray_pip:
+                from taugrid.runs.backends.local import standby
+
+                claim = standby.claim_standby(head, rd.path)
+        try:
+            self._record(prepared, rd, plan, gpus_here, warnings, head, claim)
+            # Last, the plan: for a rayjob its presence is the launcher's go signal.
+            plan.write(rd.path)
+        except BaseException:
+            if claim is not None:
+                claim.abort()
+            raise
+        if claim is not None:
+            claim.done = True  # the record and the supervisor own the job from here
+        elif head is not None:
+            self._submit_attempt0(rd, head, plan)
+        self._start_supervisor(rd, kind)
+        return rd
+
+    def _record(
+        self,
+        prepared: PreparedRun,
+        rd: RunDir,
+        plan: LocalPlan,
+        gpus_here: int,
+        warnings: list[str],
+        head: rayhead.Head | None,
+        claim: object | None,
+    ) -> None:
+        from taugrid.runs.yamlio import dump
+
+        m, r = prepared.manifest, prepared.resolved
+        write_atomic(rd.path / "config" / "tau.yaml", prepared.loaded.text.encode())
+        resolved = {
+            "run_id": prepared.run_id,
+            "target": LOCAL,
+            "workload_kind": prepared.kind,
+            "workers": r.workers,
+            "gpus_per_worker": r.gpus,
+            "gpus_available": gpus_here,
+            "worker": r.worker.resources(),
+            "env": plan.env,
+            "secret_env": {n: f"<secret {ref}>" for n, ref in m.runtime.env_from_secret.items()},
+            "resume_from": prepared.meta.resume_from,
+            "config_hash": m.config_hash(),
+            "code_digest": prepared.bundle.digest,
+        }
+        write_atomic(rd.path / "config" / "resolved.yaml", dump(resolved).encode())
+        sub_id = getattr(claim, "submission_id", None) or prepared.run_id
+        handle = LocalHandle(
+            ray_address=head.dashboard if head else None,
+            ray_submission_id=sub_id if head else None,
+        )
+        parent = prepared.parent
+        rd.create(
+            RunRecord(
+                run_id=prepared.run_id,
+                name=m.name,
+                workspace=LOCAL,
+                profile=LOCAL,
+                workload_kind=prepared.kind,
+                handle=handle,
+                submitter=prepared.meta.submitter,
+                code_folder=str(prepared.loaded.folder.resolve()),
+                code_revision=prepared.meta.code_revision,
+                code_digest=prepared.bundle.digest,
+                config_hash=m.config_hash(),
+                image=m.image_ref or "(local python)",
+                entrypoint=m.entrypoint_path or "",
+                created_at=now_iso(),
+                max_retries=m.resilience.max_retries,
+                workers=r.workers,
+                gpus_per_worker=r.gpus,
+                gpus_available=gpus_here,
+                stall_after_seconds=m.metrics.stall_after_seconds,
+                primary_metric=m.metrics.primary,
+                checkpoint_subdir=m.checkpoint_subdir,
+                output_subdir=m.output_subdir,
+                warnings=warnings,
+                resumed_from=Lineage(run_id=parent, checkpoint=prepared.meta.resume_from)
+                if parent
+                else None,
+            )
+        )
+
+    def _submit_attempt0(self, rd: RunDir, head: rayhead.Head, plan: LocalPlan) -> None:
+        """Submit attempt 0 right away (the supervisor would take ~0.5 s more to start)."""
+        from taugrid.runs.backends.local import launch
+
+        try:
+            rayhead.submit_job(
+                head,
+                rd.run_id,
+                launch.entrypoint(rd.path),
+                launch.ray_runtime_env(plan, launch.secret_env(plan)),
+            )
+        except (OSError, ValueError) as e:
+            why = f"could not submit to the local Ray head: {e}"
+            rd.transition(Phase.Failed, why, termination=TerminationReason.NodeFailure)
+            raise TauError(why, exit_code=EXIT_PLATFORM) from None
+
+    def _start_supervisor(self, rd: RunDir, kind: str) -> None:
+        # A rayjob's supervisor only does bookkeeping (the driver is Ray's child, not its own),
+        # so it yields the CPU to Ray while the run starts. A job's supervisor is the process's
+        # parent (children inherit niceness), so it keeps the normal priority.
+        nice = ["nice", "-n", "10"] if kind == "rayjob" and shutil.which("nice") else []
+        module = "taugrid.runs.backends.local.supervisor"
+        with (rd.logs / "supervisor.log").open("ab") as log:
+            proc = subprocess.Popen(
+                [*nice, sys.executable, "-m", module, str(rd.path)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        rd.update_handle(supervisor_pid=proc.pid)
+
+    # --- reading runs back ------------------------------------------------------------------------
+    def observe(self, runs: Sequence[RunDir], now: float | None = None) -> list[Observations]:
+        t = now if now is not None else time.time()
+        return [_observe(rd, t) for rd in runs]
+
+    def logs(self, run: RunDir, out: TextIO) -> None:
+        if not run.driver_log.exists():
+            sys.stderr.write(f"no log yet for {run.run_id}\n")
+            return
+        with run.driver_log.open("rb") as f:
+            while chunk := f.read(1 << 16):
+                out.write(chunk.decode("utf-8", "replace"))
+
+    def follow(self, run: RunDir, out: TextIO, err: TextIO, *, transitions: bool = True) -> Phase:
+        from taugrid.runs.backends.local.follow import follow
+
+        return follow(run, out=out, err=err, transitions=transitions)
+
+    def newest_checkpoint(self, run: RunDir) -> str | None:
+        return run.newest_checkpoint(run.read_record().checkpoint_subdir)
+
+    def cancel(self, run: RunDir, wait_s: float = 30.0) -> Phase:
+        """Stop a run. Returns the phase it ended in."""
+        rec = run.read_record()
+        if rec.phase in TERMINAL:
+            return rec.phase
+        h = rec.local
+        if rayhead.pid_alive(h.supervisor_pid):
+            assert h.supervisor_pid is not None
+            os.kill(h.supervisor_pid, signal.SIGTERM)
+            deadline = time.monotonic() + wait_s
+            while time.monotonic() < deadline:
+                rec = run.read_record()
+                if rec.phase in TERMINAL:
+                    return rec.phase
+                time.sleep(0.1)
+            raise TauError(
+                f"run {run.run_id} did not stop within {wait_s:.0f}s", exit_code=EXIT_PLATFORM
+            )
+        # The supervisor is gone: stop what it left behind, then close the record ourselves.
+        if rec.workload_kind == "job" and h.process_group:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(h.process_group, signal.SIGKILL)
+        elif h.ray_submission_id and h.ray_address:
+            with contextlib.suppress(OSError, ValueError):
+                rayhead.stop_job(h.ray_address, h.ray_submission_id)
+        try:
+            rec = run.transition(
+                Phase.Cancelled, "cancelled by the user (the supervisor was already gone)"
+            )
+        except TerminalStateError as e:
+            return e.phase
+        return rec.phase
+
+
+def _warnings(
+    m: Manifest, gpus_here: int, options: SubmitOptions, kind: str, say: Say
+) -> list[str]:
+    warnings: list[str] = []
+    if m.compute.gpus > gpus_here:
+        msg = (
+            f"compute.gpus={m.compute.gpus} but this machine has {gpus_here or 'no'} GPU(s): "
+            "the run uses CPU"
+        )
+        if options.strict:
+            raise TauError(
+                msg.replace("the run uses CPU", "refusing (--strict)"), exit_code=EXIT_PLATFORM
+            )
+        warnings.append(msg)
+        say(f"warning: {msg} (--strict fails instead)")
+    if m.runtime.pip and not options.ray_pip:
+        missing = missing_requirements(list(m.runtime.pip))
+        if missing:
+            msg = f"runtime.pip not installed here: {', '.join(missing)}"
+            warnings.append(msg)
+            hint = "pip install them" + (
+                ", or pass --ray-pip to let Ray build the env" if kind == "rayjob" else ""
+            )
+            say(f"warning: {msg}; tau does not install them locally ({hint})")
+    missing_secrets = [n for n in m.runtime.env_from_secret if n not in os.environ]
+    if missing_secrets:
+        msg = f"{', '.join(missing_secrets)} come from Kubernetes Secrets on a cluster; set them in your environment to pass them locally"
+        warnings.append(msg)
+        say(f"warning: {msg}")
+    return warnings
+
+
+def _plan(prepared: PreparedRun, options: SubmitOptions) -> LocalPlan:
+    from taugrid.runs import render
+
+    m = prepared.manifest
+    env = render.contract_env(prepared.resolved, prepared.meta, data_dir=str(data_root()))
+    folder = prepared.loaded.folder.resolve()
+    user_env = {e.name: e.value for e in m.runtime.env_items() if e.value is not None}
+    pythonpath = os.pathsep.join(p for p in (str(folder), user_env.pop("PYTHONPATH", None)) if p)
+    env.update({"PYTHONPATH": pythonpath, "PYTHONUNBUFFERED": "1", **user_env})
+    python = options.python or sys.executable
+    return LocalPlan(
+        kind=prepared.kind,
+        script=render.command_script(m, code_dir=str(folder), python=python),
+        cwd=str(folder),
+        env=env,
+        checkpoint_subdir=m.checkpoint_subdir,
+        secret_env=sorted(m.runtime.env_from_secret),
+        max_retries=m.resilience.max_retries,
+        retry_on=list(m.resilience.retry_on),
+        auto_resume=m.resilience.auto_resume,
+        resume_from=prepared.meta.resume_from,
+        pip=list(m.runtime.pip) if options.ray_pip else None,
+    )
+
+
+def _observe(rd: RunDir, now: float) -> Observations:
+    rec = rd.read_record()
+    alive = None if rec.phase in TERMINAL else rayhead.pid_alive(rec.local.supervisor_pid)
+    rows = rd.metric_rows()
+    ckpts = rd.complete_checkpoints(rec.checkpoint_subdir)
+    log_ts = max(
+        (p.stat().st_mtime for p in rd.logs.glob("*.log") if p.name != "supervisor.log"),
+        default=None,
+    )
+    return Observations(
+        record=rec,
+        history=rd.read_history(),
+        now=now,
+        owner_alive=alive,
+        last_metric_ts=rd.metrics_path.stat().st_mtime if rd.metrics_path.exists() else None,
+        last_log_ts=log_ts,
+        metric_rows=len(rows),
+        last_step=rows[-1]["step"] if rows else None,
+        checkpoints=len(ckpts),
+        newest_checkpoint=ckpts[-1]["path"] if ckpts else None,
+        sealed=rd.sealed,
+        outputs=rd.output_files(rec.output_subdir),
+    )

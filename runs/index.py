@@ -1,0 +1,46 @@
+"""The run index: every run submitted from this machine, found by id, id prefix or name.
+
+A run's evidence record (runs/evidence.py) lives under $TAU_HOME/data/runs/<run-id>/ whatever
+its target; its run.json names the target and the backend's handle, so each command finds the
+backend that owns the run from the record alone.
+"""
+
+from __future__ import annotations
+
+from taugrid.api import constants as C
+from taugrid.api.errors import TauError
+from taugrid.runs.evidence import RunDir
+from taugrid.runs.paths import runs_root
+
+
+def list_runs() -> list[RunDir]:
+    root = runs_root()
+    if not root.is_dir():
+        return []
+    dirs = [
+        RunDir(p) for p in root.iterdir() if p.is_dir() and (p / C.RUN_RECORD_FILENAME).is_file()
+    ]
+    return sorted(dirs, key=lambda d: d.record_path.stat().st_mtime)
+
+
+def find_run(ref: str) -> RunDir:
+    """A run by id, unique id prefix, or name (the newest run of that name)."""
+    root = runs_root()
+    exact = root / ref
+    if (exact / C.RUN_RECORD_FILENAME).is_file():
+        return RunDir(exact)
+    runs = list_runs()
+    # A run name (with or without its resource_naming prefix): the newest run of that name.
+    by_name = [
+        r for r in runs if (stem := r.run_id.rsplit("-", 1)[0]) == ref or stem.endswith("-" + ref)
+    ]
+    if by_name:
+        return by_name[-1]
+    by_prefix = [r for r in runs if r.run_id.startswith(ref)]
+    if len(by_prefix) == 1:
+        return by_prefix[0]
+    if len(by_prefix) > 1:
+        raise TauError(
+            f"{ref!r} matches several runs: {', '.join(r.run_id for r in by_prefix[:8])}"
+        )
+    raise TauError(f"no run {ref!r} under {root}", hint="`tau run list` shows the runs")

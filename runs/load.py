@@ -1,0 +1,115 @@
+"""Reading documents (tau.yaml, profile snapshots) from disk into validated models.
+
+Every failure becomes a `ConfigError` naming the file, the key path (and its line), the bad
+value and an example of a good one; misspelled keys get a "did you mean" (api/issues.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from taugrid.api.documents import parse_yaml, validate_document
+from taugrid.api.errors import ConfigError, TauError
+from taugrid.api.issues import Issue, config_error
+from taugrid.api.manifest import EXAMPLES, Manifest, semantic_issues
+from taugrid.runs.paths import DISCOVERY, find_manifest
+
+if TYPE_CHECKING:
+    from taugrid.api.profiles import ProfileSnapshot
+
+MAX_DOCUMENT_BYTES = 1024 * 1024
+EMPTY_EXAMPLE = "schema_version: 1\nname: my-run\nrun: {entrypoint: train.py}"
+
+
+@dataclass(frozen=True)
+class LoadedManifest:
+    path: Path
+    text: str
+    manifest: Manifest
+
+    @property
+    def folder(self) -> Path:
+        return self.path.parent
+
+
+def resolve_manifest_path(arg: str | None) -> Path:
+    """A file, a folder holding tau.yaml, or nothing (the current folder)."""
+    p = Path(arg) if arg else Path.cwd()
+    if p.is_dir():
+        found = find_manifest(p)
+        if found:
+            return found
+        raise TauError(
+            f"{p}: is a directory with no {' / '.join(DISCOVERY)} in it",
+            hint="pass the path of a tau.yaml file, e.g. tau run validate examples/quickstart/tau.yaml",
+        )
+    return p
+
+
+def read_text(path: Path, what: str = "file") -> str:
+    """A user's document as text: missing, unreadable, too large or binary are clear errors."""
+    try:
+        if not path.exists():
+            raise TauError(
+                f"{path}: no such {what}", hint="check the path; tau.yaml lives beside your code"
+            )
+        if path.is_dir():
+            raise TauError(f"{path}: is a directory, not a {what}")
+        size = path.stat().st_size
+        if size > MAX_DOCUMENT_BYTES:
+            raise TauError(
+                f"{path}: is {size} bytes; a {what} is at most {MAX_DOCUMENT_BYTES} bytes"
+            )
+        raw = path.read_bytes()
+    except PermissionError:
+        raise TauError(f"{path}: permission denied") from None
+    except OSError as e:
+        raise TauError(f"{path}: cannot read ({e.strerror or e})") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise TauError(f"{path}: is not UTF-8 text (is it a binary file?)") from None
+
+
+def read_document(path: Path, what: str = "file") -> tuple[str, Any]:
+    """Read and YAML-parse one document. Returns (text, data)."""
+    text = read_text(path, what)
+    return text, parse_yaml(text, str(path), EMPTY_EXAMPLE)
+
+
+def load_manifest(arg: str | Path | None) -> LoadedManifest:
+    path = resolve_manifest_path(str(arg) if arg is not None else None)
+    text, data = read_document(path, "tau.yaml")
+    if isinstance(data, dict) and "schema_version" not in data and "engine" in data:
+        hint = (
+            "this looks like a direct run config (engine: ...); tau.yaml schema_version 1 is the "
+            "supported format: add `schema_version: 1` and use run.workload_kind instead of engine"
+        )
+        raise ConfigError(
+            str(path), [Issue("engine", data["engine"], hint, "run: {workload_kind: rayjob}")]
+        )
+    manifest = validate_document(Manifest, data, str(path), text, "tau.yaml", EXAMPLES)
+    problems = semantic_issues(manifest)
+    ep = manifest.entrypoint_path
+    if not problems and ep and not (path.parent / ep).is_file():
+        problems.append(
+            Issue(
+                "run.entrypoint",
+                ep,
+                f"no such file in {path.parent}",
+                "run: {entrypoint: train.py}",
+            )
+        )
+    if problems:
+        raise config_error(str(path), text, problems)
+    return LoadedManifest(path=path, text=text, manifest=manifest)
+
+
+def load_snapshot(arg: str | Path) -> ProfileSnapshot:
+    from taugrid.api.profiles import ProfileSnapshot
+
+    path = Path(arg)
+    text, data = read_document(path, "profile snapshot")
+    return validate_document(ProfileSnapshot, data, str(path), text, "profile snapshot", None, None)

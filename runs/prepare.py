@@ -1,0 +1,99 @@
+"""Preparing a run: everything a backend needs to submit it, checked, as one typed object.
+
+`prepare` validates the request against the target's profiles (resolve), fixes the run's
+identity (run id, submitter, code revision), and snapshots its code. A backend never reads
+tau.yaml itself: it receives a `PreparedRun`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from taugrid.api import naming
+from taugrid.api.errors import TauError
+from taugrid.api.manifest import Manifest, WorkloadKind
+from taugrid.runs import provenance
+from taugrid.runs.codebundle import CodeBundle, collect
+from taugrid.runs.load import LoadedManifest
+from taugrid.runs.render import RunMeta, render
+from taugrid.runs.resolve import Resolved, resolve
+
+if TYPE_CHECKING:
+    from taugrid.api.profiles import ProfileSnapshot
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """What a person asked for: a tau.yaml, and the choices the command line overrides."""
+
+    loaded: LoadedManifest
+    workspace: str | None = None
+    profile: str | None = None
+    run_id: str | None = None
+    resume_from: str | None = None  # a checkpoint path
+    parent: str | None = None  # the run id this one resumes
+
+
+@dataclass(frozen=True)
+class PreparedRun:
+    request: RunRequest
+    resolved: Resolved
+    meta: RunMeta
+    bundle: CodeBundle
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def run_id(self) -> str:
+        return self.meta.run_id
+
+    @property
+    def loaded(self) -> LoadedManifest:
+        return self.request.loaded
+
+    @property
+    def manifest(self) -> Manifest:
+        return self.request.loaded.manifest
+
+    @property
+    def kind(self) -> WorkloadKind:
+        return self.resolved.kind
+
+    @property
+    def parent(self) -> str | None:
+        return self.request.parent
+
+    def objects(self) -> list[dict[str, Any]]:
+        """The Kubernetes objects a cluster receives for this run (code ConfigMap first)."""
+        return render(self.resolved, self.meta, self.bundle)
+
+
+def check_run_id(run_id: str) -> str:
+    if not naming.is_run_id(run_id):
+        raise TauError(
+            f"--run-id {run_id!r} must be a DNS-1035 label of at most "
+            f"{naming.RUN_ID_LIMIT} characters (lowercase letters, digits, '-'; a letter first)"
+        )
+    return run_id
+
+
+def prepare(
+    request: RunRequest,
+    snapshot: ProfileSnapshot,
+    *,
+    include_helper: bool = True,
+    submitter: str | None = None,
+) -> PreparedRun:
+    """Resolve, name and snapshot one run against a platform's profiles (no I/O but reading
+    the code folder and its git revision)."""
+    m = request.loaded.manifest
+    resolved = resolve(m, snapshot, workspace=request.workspace, profile=request.profile)
+    run_id = check_run_id(request.run_id) if request.run_id else naming.new_run_id(m.run_id_stem)
+    meta = RunMeta(
+        run_id=run_id,
+        submitter=submitter or provenance.submitter(),
+        code_revision=provenance.code_revision(request.loaded.folder),
+        resume_from=request.resume_from,
+    )
+    bundle = collect(request.loaded.folder, include_helper=include_helper)
+    return PreparedRun(request=request, resolved=resolved, meta=meta, bundle=bundle)
