@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from taugrid.api.errors import EXIT_INTERRUPTED, EXIT_RUN_FAILED, TauError
+from taugrid.api.errors import EXIT_INTERRUPTED, EXIT_PLATFORM, EXIT_RUN_FAILED, TauError
 from taugrid.cli.options import (
     DetachOpt,
     FileArg,
@@ -153,7 +153,7 @@ def _follow_up(run_id: str, path: Any) -> str:
 
 def _attach(backend: Backend, rd: RunDir, detach: bool) -> None:
     """Follow a run to its end; Ctrl-C detaches (the run goes on)."""
-    from taugrid.api.vocabulary import Phase
+    from taugrid.api.vocabulary import TERMINAL, Phase
     from taugrid.runs.backends.base import Follows
 
     sys.stderr.write(f"run {rd.run_id}\n")
@@ -166,6 +166,8 @@ def _attach(backend: Backend, rd: RunDir, detach: bool) -> None:
         follow_up = _follow_up(rd.run_id, rd.path)
         sys.stderr.write(f"\ndetached; the run goes on. Follow up with:\n{follow_up}\n")
         raise typer.Exit(EXIT_INTERRUPTED) from None
+    if phase not in TERMINAL:  # its owner is gone, but the run is not over
+        raise typer.Exit(EXIT_PLATFORM)
     rec = rd.read_record()
     sys.stderr.write(f"{phase.lower()}: {rec.reason or ''}\nevidence: {rd.path}\n")
     raise typer.Exit(0 if phase == Phase.Succeeded else EXIT_RUN_FAILED)
@@ -330,6 +332,28 @@ def run_cancel(run: RunArg) -> None:
         out(f"{rd.run_id} had already ended: {phase}")
     else:
         out(f"{rd.run_id} cancelled")
+
+
+@app.command("attach")
+def run_attach(run: RunArg, detach: DetachOpt = False) -> None:
+    """Re-attach a run whose supervisor died: a new one adopts it if the run still runs
+    (else its record is closed as Failed), then follow it like `tau run`."""
+    from taugrid.api.vocabulary import TERMINAL
+    from taugrid.runs.backends import base
+    from taugrid.runs.index import find_run
+
+    rd = find_run(run)
+    rec = rd.read_record()
+    backend = base.for_record(rec)
+    if rec.phase in TERMINAL:
+        out(f"{rd.run_id} has already ended: {rec.phase}")
+        raise typer.Exit(0 if rec.phase == "Succeeded" else EXIT_RUN_FAILED)
+    if not isinstance(backend, base.Attaches):
+        raise TauError(f"runs on {rec.target} cannot be re-attached by this build")
+    if not backend.attach(rd, say):
+        out(f"{rd.run_id}: {rd.read_record().phase}: {rd.read_record().reason}")
+        raise typer.Exit(EXIT_RUN_FAILED)
+    _attach(backend, rd, detach)
 
 
 @app.command("resume")

@@ -26,8 +26,10 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import operator
 import os
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -71,26 +73,80 @@ def metrics_file() -> Path:
     return _env_path("TAU_METRICS_FILE", str(run_dir() / "metrics.jsonl"))
 
 
-def log(step: int, **metrics: float) -> None:
-    """Append one metrics row. Values must be finite numbers; the write is one line, flushed."""
-    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
-        raise ValueError(f"step must be a non-negative int, got {step!r}")
-    row: dict[str, Any] = {"step": step, "ts": round(time.time(), 3)}
-    for name, value in metrics.items():
+# Non-finite values are kept, as JSON strings (JSON has no NaN): a diverging loss is evidence.
+NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+_warned: set[str] = set()
+
+
+def _warn_once(key: str, message: str) -> None:
+    if key not in _warned:
+        _warned.add(key)
+        print(f"tau_run: {message} (said once)", file=sys.stderr, flush=True)
+
+
+def _scalar(value: Any) -> Any:
+    """A plain Python number from anything number-like: numpy and torch scalars (and 1-element
+    arrays/tensors) through .item(), others through __index__ / __float__."""
+    if isinstance(value, bool):
+        raise TypeError("a bool is not a metric")
+    if isinstance(value, (int, float)):
+        return value
+    item = getattr(value, "item", None)
+    if callable(item):
+        return _scalar(item())
+    if hasattr(value, "__index__"):
+        return operator.index(value)
+    if hasattr(value, "__float__"):
+        return float(value)
+    raise TypeError(f"{type(value).__name__} is not a number")
+
+
+def _step(step: Any) -> int | None:
+    try:
+        value = _scalar(step)
+    except (TypeError, ValueError):
+        return None
+    if isinstance(value, float):
+        if not value.is_integer():
+            return None
+        value = int(value)
+    return value if value >= 0 else None
+
+
+def log(step: Any, **metrics: Any) -> None:
+    """Append one metrics row `{"step": N, "ts": T, name: value, ...}`, one line, flushed.
+
+    `step` is a non-negative whole number (numpy/torch integers too). Values are anything
+    number-like (int, float, numpy and torch scalars, Decimal, ...). NaN and infinities are
+    recorded as the strings "NaN", "Infinity", "-Infinity", with a warning. A value that is not
+    a number is left out with a warning: this never raises, so a metric never stops training.
+    """
+    n = _step(step)
+    if n is None:
+        _warn_once("step", f"step must be a non-negative whole number, got {step!r}: row skipped")
+        return
+    row: dict[str, Any] = {"step": n, "ts": round(time.time(), 3)}
+    for name, raw in metrics.items():
         if name in ("step", "ts"):
-            raise ValueError(f"{name!r} is reserved in a metrics row")
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, (int, float))
-            or not math.isfinite(value)
-        ):
-            raise ValueError(f"metric {name}={value!r} must be a finite number")
+            _warn_once(f"reserved:{name}", f"{name!r} is reserved in a metrics row: left out")
+            continue
+        try:
+            value = _scalar(raw)
+        except (TypeError, ValueError) as e:
+            _warn_once(f"type:{name}", f"metric {name}={raw!r} is not a number ({e}): left out")
+            continue
+        if isinstance(value, float) and not math.isfinite(value):
+            _warn_once(f"nonfinite:{name}", f"metric {name} is {value}: recorded as a string")
+            value = NON_FINITE[str(value)]
         row[name] = value
     path = metrics_file()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a", encoding="utf-8") as f:
-        f.write(json.dumps(row) + "\n")
-        f.flush()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(row, allow_nan=False) + "\n")
+            f.flush()
+    except OSError as e:
+        _warn_once("write", f"cannot write metrics to {path}: {e}")
 
 
 def _read_index(ckpt: Path) -> list[dict[str, Any]]:

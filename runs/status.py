@@ -31,6 +31,7 @@ class Observations:
     history: list[HistoryEvent]
     now: float  # unix seconds
     owner_alive: bool | None  # the process that owns the run (local supervisor); None: n/a
+    orphans: int = 0  # processes of the run still alive while its owner is gone
     last_metric_ts: float | None = None  # mtime of metrics.jsonl
     last_log_ts: float | None = None  # mtime of the newest log
     metric_rows: int = 0
@@ -61,14 +62,20 @@ def ago(seconds: float) -> str:
     return f"{s // 3600}h{(s % 3600) // 60:02d}m"
 
 
+SUPERVISOR_LOST_RUNNING = (
+    "its supervisor is gone (killed?) but {n} process(es) of the run still run"
+)
+SUPERVISOR_LOST = "the local supervisor process is gone without recording an end (killed?)"
+
+
 def effective_phase(o: Observations) -> tuple[Phase, str | None]:
-    """The phase, corrected when the run's owner died without recording an end."""
+    """The phase, corrected when the run's owner died without recording an end: Failed if
+    nothing of the run is left, else what is true: it still runs, without a supervisor."""
     rec = o.record
     if rec.phase not in TERMINAL and o.owner_alive is False:
-        return (
-            Phase.Failed,
-            "the local supervisor process is gone without recording an end (killed?)",
-        )
+        if o.orphans:
+            return rec.phase, SUPERVISOR_LOST_RUNNING.format(n=o.orphans)
+        return Phase.Failed, SUPERVISOR_LOST
     return rec.phase, rec.reason
 
 
@@ -187,13 +194,19 @@ SIGNAL_FUNCTIONS: tuple[Callable[[Observations], Signal], ...] = (
 )
 
 
-def summarize(phase: Phase, signals: list[Signal]) -> str:
+def summarize(phase: Phase, signals: list[Signal], o: Observations | None = None) -> str:
     """The first line of `tau run status`: the cause in one sentence."""
     by_name = {s.name: s for s in signals}
     if phase == Phase.Succeeded:
         return "succeeded"
     if phase in (Phase.Failed, Phase.Cancelled):
         return f"{phase.lower()}: {by_name[SignalName.Completed].reason.split(': ', 1)[-1]}"
+    if o is not None and o.owner_alive is False and o.orphans and phase not in TERMINAL:
+        rid = o.record.run_id
+        return (
+            f"{phase.lower()}, but {SUPERVISOR_LOST_RUNNING.format(n=o.orphans)}: "
+            f"`tau run attach {rid}` re-attaches it, `tau run cancel {rid}` stops it"
+        )
     stuck = next((x for x in signals if x.state == SignalState.false), None)
     if stuck is not None:
         return f"{phase.lower()}, but {stuck.name}: {stuck.reason}"
@@ -221,6 +234,6 @@ def compute(o: Observations) -> RunStatus:
         finished_at=rec.finished_at,
         termination_reason=termination,
         signals=signals,
-        summary=summarize(phase, signals),
+        summary=summarize(phase, signals, o),
         exit_code=rec.exit_code,
     )

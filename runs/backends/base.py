@@ -75,6 +75,13 @@ class Resumes(Protocol):
     def newest_checkpoint(self, run: RunDir) -> str | None: ...
 
 
+@runtime_checkable
+class Attaches(Protocol):
+    """Gives a run whose owner died a new owner (or closes its record when nothing is left)."""
+
+    def attach(self, run: RunDir, say: Say) -> bool: ...
+
+
 # target -> "module:Class"; None: planned, not in this build.
 REGISTRY: Mapping[str, str | None] = {
     "local": "taugrid.runs.backends.local.backend:LocalBackend",

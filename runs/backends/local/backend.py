@@ -24,7 +24,7 @@ from taugrid.api.manifest import Manifest
 from taugrid.api.profiles import ProfileSnapshot, WorkerSize, WorkloadProfile, WorkspaceRef
 from taugrid.api.vocabulary import TERMINAL, Phase, TerminationReason
 from taugrid.runs.backends.base import Say, SubmitOptions
-from taugrid.runs.backends.local import rayhead
+from taugrid.runs.backends.local import procs, rayhead
 from taugrid.runs.backends.local.plan import LocalPlan
 from taugrid.runs.evidence import RunDir, ensure_writable, now_iso
 from taugrid.runs.paths import data_root, runs_root, write_atomic
@@ -223,7 +223,7 @@ class LocalBackend:
             rd.transition(Phase.Failed, why, termination=TerminationReason.NodeFailure)
             raise TauError(why, exit_code=EXIT_PLATFORM) from None
 
-    def _start_supervisor(self, rd: RunDir, kind: str) -> None:
+    def _start_supervisor(self, rd: RunDir, kind: str, adopt: bool = False) -> None:
         # A rayjob's supervisor only does bookkeeping (the driver is Ray's child, not its own),
         # so it yields the CPU to Ray while the run starts. A job's supervisor is the process's
         # parent (children inherit niceness), so it keeps the normal priority.
@@ -231,7 +231,14 @@ class LocalBackend:
         module = "taugrid.runs.backends.local.supervisor"
         with (rd.logs / "supervisor.log").open("ab") as log:
             proc = subprocess.Popen(
-                [*nice, sys.executable, "-m", module, str(rd.path)],
+                [
+                    *nice,
+                    sys.executable,
+                    "-m",
+                    module,
+                    str(rd.path),
+                    *(["--adopt"] if adopt else []),
+                ],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -258,6 +265,31 @@ class LocalBackend:
 
         return follow(run, out=out, err=err, transitions=transitions)
 
+    def attach(self, run: RunDir, say: Say) -> bool:
+        """Re-attach a run whose supervisor died: a new supervisor adopts it if any of its
+        processes (or its Ray job) still runs; else the record is closed as Failed. True when
+        a supervisor now owns the run."""
+        rec = run.read_record()
+        if rec.phase in TERMINAL:
+            return False
+        h = rec.local
+        if rayhead.pid_alive(h.supervisor_pid):
+            say(f"{run.run_id} has its supervisor (pid {h.supervisor_pid}); following it")
+            return True
+        alive = procs.run_processes(run.run_id, h.process_group)
+        if not alive and rec.workload_kind == "rayjob" and h.ray_address and h.ray_submission_id:
+            with contextlib.suppress(OSError, ValueError):
+                info = rayhead.job_info(h.ray_address, h.ray_submission_id)
+                alive = [0] if info.get("status") in ("PENDING", "RUNNING") else []
+        if not alive:
+            why = "the local supervisor process died, and nothing of the run is left running"
+            with contextlib.suppress(TerminalStateError):
+                run.transition(Phase.Failed, why, termination=TerminationReason.SupervisorLost)
+            return False
+        say(f"{run.run_id}: a new supervisor adopts the run ({len(alive)} process(es) still run)")
+        self._start_supervisor(run, rec.workload_kind, adopt=True)
+        return True
+
     def newest_checkpoint(self, run: RunDir) -> str | None:
         return run.newest_checkpoint(run.read_record().checkpoint_subdir)
 
@@ -279,13 +311,12 @@ class LocalBackend:
             raise TauError(
                 f"run {run.run_id} did not stop within {wait_s:.0f}s", exit_code=EXIT_PLATFORM
             )
-        # The supervisor is gone: stop what it left behind, then close the record ourselves.
-        if rec.workload_kind == "job" and h.process_group:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(h.process_group, signal.SIGKILL)
-        elif h.ray_submission_id and h.ray_address:
+        # The supervisor is gone: stop what it left behind (the Ray job, and every process of
+        # the run wherever it is), then close the record ourselves.
+        if h.ray_submission_id and h.ray_address:
             with contextlib.suppress(OSError, ValueError):
                 rayhead.stop_job(h.ray_address, h.ray_submission_id)
+        procs.stop_run_processes(run.run_id, h.process_group)
         try:
             rec = run.transition(
                 Phase.Cancelled, "cancelled by the user (the supervisor was already gone)"
@@ -337,9 +368,14 @@ def _plan(prepared: PreparedRun, options: SubmitOptions) -> LocalPlan:
     pythonpath = os.pathsep.join(p for p in (str(folder), user_env.pop("PYTHONPATH", None)) if p)
     env.update({"PYTHONPATH": pythonpath, "PYTHONUNBUFFERED": "1", **user_env})
     python = options.python or sys.executable
+    # The exit code is also left in the run folder, for a supervisor that adopts the run after
+    # the first one died (the processes are then not its children).
+    script = render.command_script(m, code_dir=str(folder), python=python) + (
+        '\nrc=$?; printf %s "$rc" > "$TAU_RUN_DIR/logs/.exit-$TAU_ATTEMPT"; exit "$rc"'
+    )
     return LocalPlan(
         kind=prepared.kind,
-        script=render.command_script(m, code_dir=str(folder), python=python),
+        script=script,
         cwd=str(folder),
         env=env,
         checkpoint_subdir=m.checkpoint_subdir,
@@ -355,6 +391,8 @@ def _plan(prepared: PreparedRun, options: SubmitOptions) -> LocalPlan:
 def _observe(rd: RunDir, now: float) -> Observations:
     rec = rd.read_record()
     alive = None if rec.phase in TERMINAL else rayhead.pid_alive(rec.local.supervisor_pid)
+    # Without its supervisor, a run may still be running: count what is left of it.
+    orphans = len(procs.run_processes(rec.run_id, rec.local.process_group)) if alive is False else 0
     rows = rd.metric_rows()
     ckpts = rd.complete_checkpoints(rec.checkpoint_subdir)
     log_ts = max(
@@ -366,6 +404,7 @@ def _observe(rd: RunDir, now: float) -> Observations:
         history=rd.read_history(),
         now=now,
         owner_alive=alive,
+        orphans=orphans,
         last_metric_ts=rd.metrics_path.stat().st_mtime if rd.metrics_path.exists() else None,
         last_log_ts=log_ts,
         metric_rows=len(rows),

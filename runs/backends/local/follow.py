@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import TextIO
 
 from taugrid.api.vocabulary import TERMINAL, Phase
-from taugrid.runs.backends.local import rayhead
+from taugrid.runs.backends.local import procs, rayhead
 from taugrid.runs.evidence import RunDir
 
 LOG_POLL_S = 0.02  # new log bytes show within this (a stat and a read of one file)
@@ -72,6 +72,15 @@ def follow(
         if rec.local.supervisor_pid and not rayhead.pid_alive(rec.local.supervisor_pid):
             rec = rd.read_record()
             if rec.phase not in TERMINAL:
+                drain()
+                left = procs.run_processes(rd.run_id, rec.local.process_group)
+                if left:  # the truth: it still runs, unwatched
+                    err.write(
+                        f"the run's supervisor is gone (killed?), but {len(left)} process(es) of "
+                        f"the run still run: `tau run attach {rd.run_id}` re-attaches it, "
+                        f"`tau run cancel {rd.run_id}` stops it\n"
+                    )
+                    return rec.phase
                 err.write("the run's supervisor is gone without recording an end (killed?)\n")
                 return Phase.Failed
         if on_tick:

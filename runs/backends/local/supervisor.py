@@ -23,23 +23,25 @@ from pathlib import Path
 from typing import Any
 
 from taugrid.api import constants as C
+from taugrid.api.errors import TauError
 from taugrid.api.evidence import TerminalStateError
 from taugrid.api.vocabulary import Phase, TerminationReason
-from taugrid.runs.backends.local import rayhead
+from taugrid.runs.backends.local import procs, rayhead
 from taugrid.runs.backends.local.launch import attempt_env, entrypoint, ray_runtime_env, secret_env
 from taugrid.runs.backends.local.plan import LocalPlan
 from taugrid.runs.evidence import RunDir, now_iso
 
 POLL_S = 0.2
 HEAD_LOST_AFTER_S = 10.0
-KILL_GRACE_S = 10.0
 
 
 class Supervisor:
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, adopt: bool = False) -> None:
         self.rd = RunDir(run_dir)
         self.plan = LocalPlan.read(run_dir)
         self.cancelled = False
+        # Adopting: a previous supervisor died while an attempt ran; watch that attempt first.
+        self.adopt = adopt
         signal.signal(signal.SIGTERM, self._on_term)
         signal.signal(signal.SIGINT, self._on_term)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
@@ -72,21 +74,54 @@ class Supervisor:
             if rc is not None:
                 return Outcome.of_exit(rc)
             if self.cancelled:
-                _kill_group(proc.pid)
+                self._stop_tree()
                 proc.wait()
                 return Outcome.cancelled()
             time.sleep(POLL_S)
 
+    def watch_adopted_job(self, attempt: int) -> Outcome:
+        """A job attempt started by a supervisor that died: its processes are not our children,
+        so wait for them to end, then read the exit code the run's shell left."""
+        exit_file = self.rd.logs / f".exit-{attempt}"
+        pgid = self.rd.read_record().local.process_group
+        while procs.run_processes(self.rd.run_id, pgid, exclude=[os.getpid()]):
+            if self.cancelled:
+                self._stop_tree()
+                return Outcome.cancelled()
+            time.sleep(POLL_S)
+        try:
+            return Outcome.of_exit(int(exit_file.read_text().strip()))
+        except (OSError, ValueError):
+            why = "the run's processes ended while no supervisor watched; exit status unknown"
+            return Outcome(1, why, TerminationReason.SupervisorLost)
+
+    def _stop_tree(self) -> list[int]:
+        """Stop every process of the run (the shell, its children, anything they started)."""
+        pgid = self.rd.read_record().local.process_group
+        return procs.stop_run_processes(self.rd.run_id, pgid, exclude=[os.getpid()])
+
+    def _head_for(self, attempt: int) -> rayhead.Head:
+        """The Ray head for a new attempt: the running one, or a new one when it died (a
+        NodeFailure retry must not fail at once with 'connection refused')."""
+        head = rayhead.read_head()
+        if head is not None and rayhead.healthy(head):
+            return head
+        self.log(f"attempt {attempt}: the local Ray head is gone; starting a new one")
+        return rayhead.ensure_head(num_gpus=self.rd.read_record().gpus_available, say=self.log)
+
     def run_ray(self, env: dict[str, str], attempt: int) -> Outcome:
-        dashboard = self.plan.ray_dashboard or ""
         rec = self.rd.read_record()
-        # Attempt 0 was submitted (or a standby claimed) by `tau run` itself.
-        sub_id = (rec.local.ray_submission_id or "") if attempt == 0 else ""
+        dashboard = rec.local.ray_address or self.plan.ray_dashboard or ""
+        # Attempt 0 was submitted (or a standby claimed) by `tau run` itself; an adopted attempt
+        # is already in Ray.
+        sub_id = (rec.local.ray_submission_id or "") if attempt == 0 or self.adopt else ""
         if not sub_id:
             sub_id = ray_submission_id(self.rd.run_id, attempt)
-            head = rayhead.read_head()
-            if head is None or head.dashboard != dashboard:
-                return Outcome.node_failure("the local Ray head is gone")
+            try:
+                head = self._head_for(attempt)
+            except TauError as e:
+                return Outcome.node_failure(f"no local Ray head: {e.message}")
+            dashboard = head.dashboard
             try:
                 rayhead.submit_job(
                     head,
@@ -97,7 +132,7 @@ class Supervisor:
             except (OSError, ValueError) as e:
                 return Outcome.node_failure(f"could not submit to the local Ray head: {e}")
             self.rd.update_handle(ray_submission_id=sub_id, ray_address=dashboard)
-        running = False
+        running = standby_prepared = False
         lost_since: float | None = None
         stop_sent = False
         while True:
@@ -116,6 +151,10 @@ class Supervisor:
             if status == "RUNNING" and not running:
                 running = True
                 self._transition(Phase.Running, "Ray job running", attempt)
+            if status in ("RUNNING", "SUCCEEDED", "FAILED") and not standby_prepared:
+                # Also for a run that ended between two polls: back-to-back short runs each
+                # leave a standby for the next.
+                standby_prepared = True
                 self._prepare_standby(dashboard)
             if status in ("SUCCEEDED", "FAILED", "STOPPED"):
                 code = info.get("driver_exit_code")
@@ -158,11 +197,20 @@ class Supervisor:
         rec = self.rd.read_record()
         attempt = rec.attempt
         self.rd.update_handle(supervisor_pid=os.getpid())
-        self._transition(Phase.Starting, "supervisor started", attempt)
+        if self.adopt:
+            self.log(f"adopted the run at attempt {attempt} ({rec.phase})")
+        else:
+            self._transition(Phase.Starting, "supervisor started", attempt)
         while True:
             env = self._env(attempt, self._resume_point(attempt))
-            runner = self.run_ray if self.plan.kind == "rayjob" else self.run_subprocess
-            out = runner(env, attempt)
+            if self.adopt and self.plan.kind == "job":
+                out = self.watch_adopted_job(attempt)
+            elif self.plan.kind == "rayjob":
+                out = self.run_ray(env, attempt)
+            else:
+                out = self.run_subprocess(env, attempt)
+            self.adopt = False
+            self._end_attempt(attempt)
             if self.cancelled or out.reason is TerminationReason.Cancelled:
                 out = Outcome(out.exit_code, "cancelled", TerminationReason.Cancelled)
                 return self._finish(Phase.Cancelled, "cancelled by the user", out, attempt)
@@ -175,6 +223,19 @@ class Supervisor:
                 self.log(f"Retrying: {why}")
                 continue
             return self._finish(Phase.Failed, out.message, out, attempt)
+
+    def _end_attempt(self, attempt: int) -> None:
+        """Nothing of an attempt outlives it: the Ray job is stopped if it still runs, and
+        every process of the run is stopped and waited for."""
+        h = self.rd.read_record().local
+        if self.plan.kind == "rayjob" and h.ray_address and h.ray_submission_id:
+            with contextlib.suppress(OSError, ValueError, urllib.error.HTTPError):
+                info = rayhead.job_info(h.ray_address, h.ray_submission_id)
+                if info.get("status") in ("PENDING", "RUNNING"):
+                    rayhead.stop_job(h.ray_address, h.ray_submission_id)
+        stopped = self._stop_tree()
+        if stopped:
+            self.log(f"attempt {attempt}: stopped {len(stopped)} leftover process(es): {stopped}")
 
     def _finish(self, phase: Phase, reason: str, out: Outcome, attempt: int) -> int:
         self.log(f"{phase}: {reason}")
@@ -223,24 +284,10 @@ def _describe_rc(rc: int) -> str:
     return f"exit code {rc}"
 
 
-def _kill_group(pgid: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pgid, signal.SIGTERM)
-    deadline = time.monotonic() + KILL_GRACE_S
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(POLL_S)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pgid, signal.SIGKILL)
-
-
 def main(argv: list[str]) -> int:
     run_dir = Path(argv[0])
     try:
-        return Supervisor(run_dir).run()
+        return Supervisor(run_dir, adopt="--adopt" in argv[1:]).run()
     except Exception:
         traceback.print_exc()
         why = "the supervisor crashed (see logs/supervisor.log)"
