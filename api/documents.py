@@ -39,16 +39,61 @@ def parse_yaml(text: str, source: str, empty_example: str | None = None) -> Any:
     if not text.strip():
         raise ConfigError(source, [Issue("", None, "is empty", empty_example)])
     try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)
+        data = yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
-        where = f"{source}:{mark.line + 1}" if mark is not None else source
-        problem = getattr(e, "problem", None) or str(e)
-        context = getattr(e, "context", None)
-        msg = f"{where}: not valid YAML: {problem}" + (
-            f" ({context})" if context and "twice" not in problem else ""
+        message, hint = _yaml_problem(e, text, source)
+        raise TauError(message, hint=hint) from None
+    if data is None:
+        raise ConfigError(
+            source, [Issue("", None, "is empty (it has only comments)", empty_example)]
         )
-        raise TauError(msg, hint="check indentation and quoting around that line") from None
+    return data
+
+
+def _yaml_problem(e: yaml.YAMLError, text: str, source: str) -> tuple[str, str]:
+    """(message, hint) for a YAML error, at the line that needs the fix."""
+    lines = text.splitlines()
+    tabbed = next(
+        (i for i, ln in enumerate(lines) if "\t" in ln[: len(ln) - len(ln.lstrip())]), None
+    )
+    problem_mark = getattr(e, "problem_mark", None)
+    context_mark = getattr(e, "context_mark", None)
+    problem = getattr(e, "problem", None) or str(e)
+    context = getattr(e, "context", None) or ""
+    if tabbed is not None:
+        return (
+            f"{source}:{tabbed + 1}: not valid YAML: this line is indented with a tab; "
+            "YAML indents with spaces only",
+            "replace the tab with spaces (your editor can show whitespace)",
+        )
+    if context_mark is not None and "flow" in context:
+        # An unclosed { or [: the parser notices lines later; the fix is where it opened.
+        opened = context_mark.line + 1
+        bracket = "{" if "mapping" in context else "["
+        closer = "}" if bracket == "{" else "]"
+        where = f" (the parser gave up at line {problem_mark.line + 1})" if problem_mark else ""
+        return (
+            f"{source}:{opened}: not valid YAML: the '{bracket}' opened on this line is not "
+            f"closed, or a ',' is missing{where}",
+            f"close it with '{closer}' on the same entry, or separate items with ','",
+        )
+    if context_mark is not None and "quoted scalar" in context:
+        return (
+            f"{source}:{context_mark.line + 1}: not valid YAML: the quote opened on this line is "
+            "not closed",
+            "close the string with the same quote character",
+        )
+    if "appears twice" in problem:
+        mark = problem_mark or context_mark
+        where = f"{source}:{mark.line + 1}" if mark is not None else source
+        return f"{where}: not valid YAML: {problem}", "keep one of the two"
+    mark = problem_mark or context_mark
+    where = f"{source}:{mark.line + 1}" if mark is not None else source
+    extra = f" ({context})" if context and "twice" not in problem else ""
+    return (
+        f"{where}: not valid YAML: {problem}{extra}",
+        "check indentation and quoting around that line",
+    )
 
 
 def validate_document(

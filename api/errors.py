@@ -56,7 +56,7 @@ class ConfigError(TauError):
             value = "" if i.value is None and not i.path else f" = {_show(i.value)}"
             lines.append(f"{where}{value}: {i.message}")
             if i.example:
-                lines.append(f"  example: {i.example}")
+                lines.append("  example: " + i.example.replace("\n", "\n           "))
         if len(self.issues) > 1:
             lines.insert(0, f"{len(self.issues)} problems in {self.source}:")
         return "\n".join(lines)

@@ -132,6 +132,11 @@ _TYPE_WORDS = {
 }
 
 
+_CONTAINER_KINDS = frozenset(
+    {"list_type", "dict_type", "model_type", "model_attributes_type", "string_type"}
+)
+
+
 def issues_from_validation(
     root: type[BaseModel],
     err: ValidationError,
@@ -140,6 +145,7 @@ def issues_from_validation(
 ) -> list[Issue]:
     out: list[Issue] = []
     seen: set[str] = set()
+    errors = []
     for e in err.errors(include_url=False):
         loc = [
             p
@@ -148,11 +154,19 @@ def issues_from_validation(
         ]
         # pydantic reports union branches separately; keep the first error per path.
         loc = [p for p in loc if p not in ("str", "int", "float", "dict[str,str]", "list[EnvVar]")]
-        path = _path(loc)
+        errors.append((loc, _path(loc), e))
+    deeper = {path for _, path, _ in errors}
+    for loc, path, e in errors:
         if path in seen:
             continue
-        seen.add(path)
         kind, ctx = e["type"], e.get("ctx") or {}
+        if kind in _CONTAINER_KINDS and any(
+            d != path and (d.startswith(path + ".") or d.startswith(path + "[")) for d in deeper
+        ):
+            # A union branch of another shape (e.g. "must be a list" for a map that the map
+            # branch accepted up to a bad value): the deeper error is the real one.
+            continue
+        seen.add(path)
         value = e.get("input")
         example = _example_for(path, examples, fallback)
         if kind == "extra_forbidden":

@@ -14,12 +14,12 @@ import re
 from decimal import Decimal
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator
 
 from taugrid.api import constants as C
 from taugrid.api import naming
 from taugrid.api.issues import Issue
-from taugrid.api.quantity import cpu_field, memory_field, parse_cpu, parse_memory
+from taugrid.api.quantity import cpu_field, memory_with_unit, parse_cpu, parse_memory
 from taugrid.api.vocabulary import DEFAULT_RETRY_ON, RetryReason
 
 DNS_LABEL = naming.DNS_LABEL
@@ -27,13 +27,18 @@ DNS_1035 = naming.DNS_1035
 ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 MIG_PROFILE = re.compile(r"^\d+g\.\d+gb$")
+SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 MAX_GPUS_PER_WORKER = 8
 MAX_WORKERS = 256
 MAX_RETRIES = 20
 
 WorkloadKind = Literal["job", "rayjob"]
 CpuAmount = Annotated[int | float | str, Field(description="cores: 4, 0.5 or 500m")]
-Memory = Annotated[str, Field(description="Kubernetes memory quantity, e.g. 64Gi")]
+# Numbers are accepted by the type only to be refused with the reason (a unit is missing).
+Memory = Annotated[
+    str | int | float,
+    WithJsonSchema({"type": "string", "description": "Kubernetes memory quantity, e.g. 64Gi"}),
+]
 
 
 class _Model(BaseModel):
@@ -72,10 +77,8 @@ class ResourceNaming(_Model):
     @field_validator("prefix")
     @classmethod
     def _dns(cls, v: str | None) -> str | None:
-        if v is not None and not DNS_1035.match(v.strip()):
-            raise ValueError(
-                "must start with a letter; lowercase alphanumerics with internal hyphens, e.g. tau"
-            )
+        if v is not None and (problem := naming.name_problem(v.strip())):
+            raise ValueError(problem)
         return v.strip() if v else v
 
 
@@ -100,7 +103,7 @@ class Compute(_Model):
 
     _v_cpu = field_validator("cpus", "cpu_limit", "worker_cpus", "worker_cpu_limit")(cpu_field)
     _v_mem = field_validator("memory", "memory_limit", "worker_memory", "worker_memory_limit")(
-        memory_field
+        memory_with_unit
     )
 
     @field_validator("mig_profile")
@@ -126,6 +129,24 @@ class EnvVar(_Model):
     valueFrom: ValueFrom | None = None
 
 
+def _secret_ref_problem(name: str, ref: str) -> str | None:
+    secret, sep, key = ref.partition(":")
+    if not sep:
+        return f"{name}: {ref!r} has no ':'; write <secret-name>:<key>, e.g. '{ref}:token'"
+    if not secret or not key:
+        part = "Secret name before" if not secret else "key after"
+        return f"{name}: {ref!r}: the {part} ':' is empty; write <secret-name>:<key>"
+    problem = naming.name_problem(secret, first_letter=False, limit=253)
+    if problem:
+        fixed = naming.suggest_name(secret, first_letter=False, limit=253)
+        return (
+            f"{name}: the Secret name {secret!r} {problem.split('; try')[0]}; try '{fixed}:{key}'"
+        )
+    if not SECRET_KEY.match(key):
+        return f"{name}: the key {key!r} may hold only letters, digits, '-', '_' and '.'"
+    return None
+
+
 class Runtime(_Model):
     image: str | None = Field(None, description="Container image (a Ray image for rayjob)")
     pip: list[str] = Field(default_factory=list, description="pip requirements of the run")
@@ -139,20 +160,35 @@ class Runtime(_Model):
     @field_validator("pip")
     @classmethod
     def _pip(cls, v: list[str]) -> list[str]:
+        from packaging.requirements import InvalidRequirement, Requirement
+
+        problems = []
         for i, item in enumerate(v):
             if not item.strip():
-                raise ValueError(f"item {i} is blank")
-            if "\n" in item or item != item.strip():
-                raise ValueError(f"item {i} ({item!r}) must be one requirement on one line")
+                problems.append(f"item {i} is blank")
+            elif "\n" in item or item != item.strip():
+                problems.append(f"item {i} ({item!r}) must be one requirement on one line")
+            elif item.startswith("-"):
+                problems.append(f"item {i} ({item!r}) is a pip option, not a requirement")
+            else:
+                try:
+                    Requirement(item)
+                except InvalidRequirement as e:
+                    why = str(e).splitlines()[0]
+                    problems.append(
+                        f"item {i} ({item!r}) is not a valid requirement ({why}); write a name"
+                        " and optional version, like 'torch>=2.4' or 'numpy==2.1.*'"
+                    )
+        if problems:
+            raise ValueError("; ".join(problems))
         return v
 
     @field_validator("env_from_secret")
     @classmethod
     def _secret_refs(cls, v: dict[str, str]) -> dict[str, str]:
-        for name, ref in v.items():
-            secret, sep, key = ref.partition(":")
-            if not sep or not DNS_LABEL.match(secret) or not key:
-                raise ValueError(f"{name}: {ref!r} must be <secret-name>:<key>")
+        problems = [p for name, ref in v.items() if (p := _secret_ref_problem(name, ref))]
+        if problems:
+            raise ValueError("; ".join(problems))
         return v
 
     def env_items(self) -> list[EnvVar]:
@@ -181,8 +217,8 @@ class Storage(_Model):
     @field_validator("data_pvc")
     @classmethod
     def _pvc(cls, v: str | None) -> str | None:
-        if v is not None and not DNS_LABEL.match(v):
-            raise ValueError("must be a PVC name (lowercase alphanumerics and hyphens)")
+        if v is not None and (problem := naming.name_problem(v, first_letter=False, limit=253)):
+            raise ValueError(f"is not a PVC name: it {problem}")
         return v
 
 
@@ -272,10 +308,9 @@ class Manifest(_Model):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not DNS_1035.match(v):
-            raise ValueError(
-                "must start with a letter; lowercase alphanumerics with internal hyphens, e.g. my-run"
-            )
+        problem = naming.name_problem(v)
+        if problem:
+            raise ValueError(problem)
         return v
 
     # --- derived views (no I/O) ----------------------------------------------------------
@@ -323,6 +358,18 @@ class Manifest(_Model):
 max_name_length = naming.max_name_length
 
 
+def _alias_conflicts(m: Manifest, what: str, given: list[tuple[str, str | None]]) -> list[Issue]:
+    """The same setting under several names (TauGrid compatibility) must agree."""
+    set_ = [(path, v) for path, v in given if v is not None]
+    if len({v for _, v in set_}) <= 1:
+        return []
+    first_path, first = set_[0]
+    block, _, key = first_path.rpartition(".")
+    example = f"{block}: {{{key}: {first}}}" if block else f"{key}: {first}"
+    message = f"contradicts {first_path}={first!r}: both set {what}; keep one"
+    return [Issue(path, v, message, example) for path, v in set_[1:] if v != first]
+
+
 def semantic_issues(m: Manifest) -> list[Issue]:
     """Rules that span several fields. Empty list: the manifest is consistent."""
     issues: list[Issue] = []
@@ -368,6 +415,17 @@ def semantic_issues(m: Manifest) -> list[Issue]:
                     "run.entrypoint", ep, "must be a .py or .sh file", "run: {entrypoint: train.py}"
                 )
             )
+    issues += _alias_conflicts(
+        m,
+        "the script to run",
+        [("run.entrypoint", m.run.entrypoint), ("run.script", m.run.script),
+         ("entrypoint", m.entrypoint), ("script", m.script)],
+    )  # fmt: skip
+    issues += _alias_conflicts(
+        m,
+        "the image",
+        [("runtime.image", m.runtime.image), ("run.image", m.run.image), ("image", m.image)],
+    )
     kinds = {k for k in (m.run.workload_kind, m.compute.workload_kind) if k}
     if len(kinds) > 1:
         issues.append(

@@ -65,3 +65,47 @@ def workspace_pvc(workspace: str) -> str:
 def code_configmap(run_id: str) -> str:
     """The immutable ConfigMap that carries a run's code."""
     return f"{run_id}-code"
+
+
+def name_problem(
+    value: str, *, first_letter: bool = True, limit: int = C.K8S_NAME_LIMIT
+) -> str | None:
+    """What is wrong with a Kubernetes-style name, in words (None: nothing), with a fixed name."""
+    rule = DNS_1035 if first_letter else DNS_LABEL
+    if rule.match(value) and len(value) <= limit:
+        return None
+    wrong: list[str] = []
+    upper = sorted({c for c in value if c.isupper()})
+    if upper:
+        wrong.append(f"uppercase letters ({', '.join(upper)})")
+    others = sorted(
+        {c for c in value if not (c.islower() or c.isdigit() or c == "-") and not c.isupper()}
+    )
+    if others:
+        shown = ", ".join(repr(c) for c in others)
+        wrong.append(f"the character{'s' if len(others) > 1 else ''} {shown}")
+    if value[:1] == "-" or value[-1:] == "-":
+        wrong.append("a '-' at the start or end")
+    if first_letter and value[:1].isdigit():
+        wrong.append("a digit first")
+    if len(value) > limit:
+        wrong.append(f"{len(value)} characters (at most {limit})")
+    if not value:
+        wrong.append("nothing in it")
+    allowed = "lowercase letters, digits and '-'" + (
+        ", starting with a letter" if first_letter else ""
+    )
+    fixed = suggest_name(value, first_letter=first_letter, limit=limit)
+    hint = f"; try {fixed!r}" if fixed and fixed != value else ""
+    return f"has {' and '.join(wrong) or 'a bad shape'}: use {allowed}{hint}"
+
+
+def suggest_name(value: str, *, first_letter: bool = True, limit: int = C.K8S_NAME_LIMIT) -> str:
+    """The closest valid name: lowercase, other characters to '-', no edge or double '-'."""
+    out = "".join(c if (c.isascii() and c.isalnum()) else "-" for c in value.lower())
+    while "--" in out:
+        out = out.replace("--", "-")
+    out = out.strip("-")
+    if first_letter and out[:1].isdigit():
+        out = f"run-{out}"
+    return out[:limit].rstrip("-")

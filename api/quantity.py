@@ -6,6 +6,7 @@ Kubernetes reads differently or rejects; here they are refused with a suggestion
 
 from __future__ import annotations
 
+import math
 import re
 from decimal import Decimal, InvalidOperation
 
@@ -24,43 +25,58 @@ class QuantityError(ValueError):
     """A quantity that Kubernetes would reject or misread; message says what to write."""
 
 
+# What people write for memory -> the binary unit they almost always mean (RAM sizes are
+# binary: a "16 GB" machine has 16 GiB).
+_MEMORY_UNITS = {"g": "Gi", "gb": "Gi", "gib": "Gi", "gi": "Gi", "m": "Mi", "mb": "Mi",
+                 "mib": "Mi", "mi": "Mi", "k": "Ki", "kb": "Ki", "kib": "Ki", "ki": "Ki",
+                 "t": "Ti", "tb": "Ti", "tib": "Ti", "ti": "Ti"}  # fmt: skip
+UNITS_EXPLAINED = (
+    "Gi is 2^30 bytes, what '16 GB' of RAM means; G is 10^9 bytes; a lowercase m is 1/1000"
+)
+
+
+def unitless_memory(value: float) -> str:
+    """Why a bare number is (almost surely) a mistake for a memory size, and what to write."""
+    shown = int(value) if float(value).is_integer() else value
+    return (
+        f"is a number without a unit: Kubernetes would read {shown} as {shown} bytes; "
+        f"write {shown}Gi. {UNITS_EXPLAINED}"
+    )
+
+
+def memory_with_unit(value: object) -> object:
+    """pydantic field validator for memory a person writes (tau.yaml): a unit is required."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"is {value}: a memory size is a finite quantity like 64Gi")
+        raise ValueError(unitless_memory(value))
+    return memory_field(value)
+
+
 def _suggest_memory(raw: str) -> str | None:
     m = _LOOSE.match(raw)
     if not m:
         return None
     num, suffix = m.groups()
-    fixed = {
-        "gi": "Gi",
-        "g": "G",
-        "gb": "G",
-        "gib": "Gi",
-        "mi": "Mi",
-        "mb": "M",
-        "mib": "Mi",
-        "ki": "Ki",
-        "kb": "k",
-        "kib": "Ki",
-        "ti": "Ti",
-        "tb": "T",
-        "tib": "Ti",
-        "m": "M",
-    }.get(suffix.lower())
-    if fixed is None:
-        return None
-    return f"{num}{fixed}"
+    fixed = _MEMORY_UNITS.get(suffix.lower())
+    return f"{num}{fixed}" if fixed else None
 
 
 def parse_memory(value: object) -> int:
     """Return bytes for a Kubernetes memory quantity such as `512Mi` or `64Gi`."""
-    if isinstance(value, bool) or not isinstance(value, (str, int)):
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise QuantityError("must be a Kubernetes memory quantity like 512Mi or 64Gi")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise QuantityError(f"is {value}: a memory size is a finite quantity like 64Gi")
+    if isinstance(value, float):
+        raise QuantityError(unitless_memory(value))
     raw = str(value)
     if raw != raw.strip():
         raise QuantityError("must not have surrounding whitespace")
     m = _QUANTITY.match(raw)
     if not m or m.group("suffix") == "m":
         hint = _suggest_memory(raw)
-        extra = f" (did you mean {hint}?)" if hint and hint != raw else ""
+        extra = f": did you mean {hint}? {UNITS_EXPLAINED}" if hint and hint != raw else ""
         raise QuantityError(f"must be a Kubernetes memory quantity like 512Mi or 64Gi{extra}")
     suffix = m.group("suffix") or ""
     mult = _BINARY.get(suffix) or _DECIMAL[suffix]
@@ -79,6 +95,8 @@ def parse_cpu(value: object) -> Decimal:
     """Return cores for a CPU amount: an integer, a decimal (`0.5`) or millicores (`500m`)."""
     if isinstance(value, bool):
         raise QuantityError("must be a number of cores like 4, 0.5 or 500m")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise QuantityError(f"is {value}: a CPU amount is a finite number like 4, 0.5 or 500m")
     if isinstance(value, (int, float)):
         n = Decimal(str(value))
     elif isinstance(value, str):

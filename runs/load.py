@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from taugrid.api.profiles import ProfileSnapshot
 
 MAX_DOCUMENT_BYTES = 1024 * 1024
+YAML_SUFFIXES = (".yaml", ".yml")
+SCRIPT_KINDS = {".py": "a Python script", ".sh": "a shell script", ".ipynb": "a notebook",
+                ".json": "a JSON file", ".toml": "a TOML file"}  # fmt: skip
 EMPTY_EXAMPLE = "schema_version: 1\nname: my-run\nrun: {entrypoint: train.py}"
 
 
@@ -45,6 +48,16 @@ def resolve_manifest_path(arg: str | None) -> Path:
             f"{p}: is a directory with no {' / '.join(DISCOVERY)} in it",
             hint="pass the path of a tau.yaml file, e.g. tau run validate examples/quickstart/tau.yaml",
         )
+    if p.suffix.lower() not in YAML_SUFFIXES and p.is_file():
+        beside = find_manifest(p.parent)
+        what = SCRIPT_KINDS.get(p.suffix.lower(), f"a {p.suffix or 'suffix-less'} file")
+        hint = (
+            f"its folder has {beside.name}: pass {beside} (or the folder {p.parent})"
+            if beside
+            else f"write a tau.yaml beside it with run: {{entrypoint: {p.name}}}, then pass "
+            "the tau.yaml or its folder"
+        )
+        raise TauError(f"{p}: is {what}, not a tau.yaml", hint=hint)
     return p
 
 
@@ -94,17 +107,33 @@ def load_manifest(arg: str | Path | None) -> LoadedManifest:
     problems = semantic_issues(manifest)
     ep = manifest.entrypoint_path
     if not problems and ep and not (path.parent / ep).is_file():
-        problems.append(
-            Issue(
-                "run.entrypoint",
-                ep,
-                f"no such file in {path.parent}",
-                "run: {entrypoint: train.py}",
-            )
-        )
+        problems.append(_missing_entrypoint(path.parent, ep))
     if problems:
         raise config_error(str(path), text, problems)
     return LoadedManifest(path=path, text=text, manifest=manifest)
+
+
+def _missing_entrypoint(folder: Path, ep: str) -> Issue:
+    """A missing entrypoint, with the closest scripts of the folder (a typo is the usual cause)."""
+    import difflib
+
+    scripts = sorted(
+        p.relative_to(folder).as_posix()
+        for pattern in ("*.py", "*.sh", "*/*.py", "*/*.sh")
+        for p in folder.glob(pattern)
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(folder).parts)
+    )
+    close = difflib.get_close_matches(ep, scripts, n=1, cutoff=0.6)
+    if close:
+        message = f"no such file in {folder}; did you mean {close[0]!r}?"
+    elif scripts:
+        shown = ", ".join(scripts[:8]) + (", ..." if len(scripts) > 8 else "")
+        message = f"no such file in {folder} (its scripts: {shown})"
+    else:
+        message = f"no such file in {folder}, which has no .py or .sh file"
+    return Issue(
+        "run.entrypoint", ep, message, f"run: {{entrypoint: {close[0] if close else 'train.py'}}}"
+    )
 
 
 def load_snapshot(arg: str | Path) -> ProfileSnapshot:

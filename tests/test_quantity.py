@@ -27,8 +27,8 @@ def test_memory_ok(raw: object, n: int) -> None:
     ("raw", "hint"),
     [
         ("4gi", "4Gi"),
-        ("64gb", "64G"),
-        ("512m", "512M"),
+        ("64gb", "64Gi"),
+        ("512m", "512Mi"),
         ("0Gi", None),
         ("-1Gi", None),
         (" 1Gi", None),
