@@ -49,6 +49,7 @@ class TauClusterSpec(_Model):
     components: dict[str, str] = Field(
         default_factory=dict, description="Installed component -> version"
     )
+    defaultWorkspace: str | None = Field(None, description="Workspace of runs that name none")
 
 
 class TauClusterStatus(_Model):

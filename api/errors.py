@@ -60,3 +60,12 @@ class ConfigError(TauError):
         if len(self.issues) > 1:
             lines.insert(0, f"{len(self.issues)} problems in {self.source}:")
         return "\n".join(lines)
+
+
+def missing_extra(extra: str, what: str) -> TauError:
+    """The error for an optional part that is not installed: the exact command that adds it."""
+    return TauError(
+        f"{what} is not installed",
+        exit_code=EXIT_PLATFORM,
+        hint=f"pip install 'taugrid[{extra}]' (from a TauGrid checkout: pip install -e '.[{extra}]')",
+    )

@@ -156,6 +156,11 @@ class Runtime(_Model):
     env_from_secret: dict[str, str] = Field(
         default_factory=dict, description="NAME: <secret>:<key> (values never enter the record)"
     )
+    python: str | None = Field(
+        None,
+        description="Local runs only: the Python that runs the entrypoint, e.g. .venv/bin/python "
+        "(relative to tau.yaml) or python3.12 (on PATH). On a cluster the image's Python runs it.",
+    )
 
     @field_validator("pip")
     @classmethod
@@ -624,12 +629,13 @@ EXAMPLES: dict[str, str] = {
     "runtime.pip": "runtime: {pip: ['torch>=2.4.0', 'transformers']}",
     "runtime.env": "runtime: {env: [{name: MY_FLAG, value: '1'}]}",
     "runtime.env_from_secret": "runtime: {env_from_secret: {HF_TOKEN: 'hf-secret:token'}}",
+    "runtime.python": "runtime: {python: .venv/bin/python}   # local runs",
     "storage": "storage: {checkpoint: checkpoints, output: outputs}",
     "storage.data_pvc": "storage: {data_pvc: team-a-data}",
     "storage.checkpoint": "storage: {checkpoint: checkpoints}",
     "storage.output": "storage: {output: outputs}",
-    "policy": "policy: {workspace: team-a, profile: a100-1x, priority: normal}",
-    "policy.profile": "policy: {profile: a100-1x}",
+    "policy": "policy: {workspace: team-a, profile: a100x1, priority: normal}",
+    "policy.profile": "policy: {profile: a100x1}",
     "policy.workspace": "policy: {workspace: team-a}",
     "resilience": "resilience: {max_retries: 2, retry_on: [Preempted, Evicted]}",
     "resilience.max_retries": "resilience: {max_retries: 2}   # 0..20",

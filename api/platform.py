@@ -360,6 +360,9 @@ class PlatformConfig(_Model):
     promotesTo: str | None = Field(
         None, description="The stack this one's tested versions go to next"
     )
+    defaultWorkspace: str | None = Field(
+        None, description="The workspace of runs that name none (when there are several)"
+    )
 
     def pool(self, name: str) -> GpuPool | CpuPool | None:
         pools: list[GpuPool | CpuPool] = [*self.gpuPools, *self.cpuPools]
@@ -380,6 +383,10 @@ def _q(v: Quantity, resource: str) -> Decimal:
 def invariants(cfg: PlatformConfig) -> list[Issue]:
     """Cross-component rules, checked before any resource is declared. Empty: consistent."""
     out: list[Issue] = []
+    if cfg.defaultWorkspace and cfg.defaultWorkspace not in {w.name for w in cfg.workspaces}:
+        known = ", ".join(w.name for w in cfg.workspaces) or "(none)"
+        out.append(Issue("defaultWorkspace", cfg.defaultWorkspace,
+                         f"is not one of the workspaces ({known})", None))  # fmt: skip
     pools = {p.name: p for p in [*cfg.gpuPools, *cfg.cpuPools]}
     seen_names: set[str] = set()
     for kind, plist in (("gpuPools", cfg.gpuPools), ("cpuPools", cfg.cpuPools)):
@@ -744,6 +751,7 @@ def profile_snapshot(cfg: PlatformConfig, stack: str) -> dict[str, Any]:
         "kind": "TauWorkloadProfileSnapshot",
         "cluster": stack,
         "profileSetHash": profile_set_hash(profiles),
+        **({"defaultWorkspace": cfg.defaultWorkspace} if cfg.defaultWorkspace else {}),
         "workspaces": [w.model_dump(mode="json", exclude_none=True) for w in workspace_refs(cfg)],
         "profiles": [p.model_dump(mode="json", exclude_none=True) for p in profiles],
     }

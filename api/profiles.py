@@ -42,7 +42,7 @@ class WorkerSize(_Model):
 
 
 class WorkloadProfile(_Model):
-    name: str = Field(description="Profile name, e.g. a100-1x")
+    name: str = Field(description="Profile name, e.g. a100x1")
     description: str = ""
     gpuClass: str | None = Field(
         None, description="GPU class label value of the pool, e.g. a100-80gb"

@@ -46,6 +46,14 @@ RunIdOpt = Annotated[
 RayPipOpt = Annotated[
     bool, typer.Option("--ray-pip", help="Let Ray install runtime.pip (local rayjob)")
 ]
+PythonOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--python",
+        help="Local runs: the Python that runs the entrypoint, e.g. .venv/bin/python "
+        "(overrides runtime.python; default: tau's own)",
+    ),
+]
 DetachOpt = Annotated[bool, typer.Option("--detach", "-d", help="Return at once with the run id")]
 RenderOutOpt = Annotated[RenderFormat, typer.Option("--output", "-o", help="yaml or json")]
 JsonOpt = Annotated[ReportFormat, typer.Option("--output", "-o", help="text or json")]

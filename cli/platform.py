@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from taugrid.api.errors import EXIT_PLATFORM, TauError
+from taugrid.api.errors import missing_extra
 from taugrid.cli.options import JsonOpt, ReportFormat, StackOpt, StacksDirOpt
 from taugrid.cli.output import dump_json, out
 
@@ -22,8 +22,7 @@ def _plan_module() -> Any:
     try:
         from taugrid.infra import plan
     except ImportError as e:
-        raise TauError(f"the platform commands need Pulumi ({e.name} is missing)",
-                       exit_code=EXIT_PLATFORM, hint="pip install 'taugrid[platform]'") from None  # fmt: skip
+        raise missing_extra("platform", f"Pulumi ({e.name})") from None
     return plan
 
 
@@ -57,10 +56,22 @@ def platform_diff(
     output: JsonOpt = ReportFormat.text,
 ) -> None:
     """What promoting SOURCE's declaration onto TARGET would change (offline)."""
+    from taugrid.infra.stackfile import validated
+
     a = _evaluate(source, stacks_dir)
     b = _evaluate(target, stacks_dir)
     plan = _plan_module()
     d = plan.diff(a, b)
+    promotes_to = validated(source, stacks_dir).promotesTo
+    d["promotes_to"] = promotes_to
+    d["warnings"] = (
+        []
+        if promotes_to == target
+        else [
+            f"{target} is not where {source} promotes to "
+            f"({source}'s promotesTo is {promotes_to or 'not set'})"
+        ]
+    )
     out(dump_json(d) if output is ReportFormat.json else "\n".join(plan.format_diff(d)))
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from taugrid.api.errors import EXIT_PLATFORM, TauError
+from taugrid.api.errors import TauError, missing_extra
 
 RESERVED = ("step", "ts")
 
@@ -51,11 +51,7 @@ def to_text(
     try:
         import plotext as plt
     except ImportError:
-        raise TauError(
-            "terminal plots need plotext",
-            exit_code=EXIT_PLATFORM,
-            hint="pip install 'taugrid[local]'",
-        ) from None
+        raise missing_extra("local", "plotext (terminal plots)") from None
     plt.clear_figure()
     plt.plotsize(width, height)
     plt.theme("clear")
@@ -79,9 +75,7 @@ def to_png(rows: list[dict[str, Any]], names: list[str], path: Path, title: str)
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise TauError(
-            "--png needs matplotlib", exit_code=EXIT_PLATFORM, hint="pip install 'taugrid[plot]'"
-        ) from None
+        raise missing_extra("plot", "matplotlib (--png)") from None
     fig, axes = plt.subplots(
         len(names), 1, figsize=(8, 2.6 * len(names)), squeeze=False, sharex=True
     )

@@ -16,6 +16,7 @@ from taugrid.cli.options import (
     JsonOpt,
     ProfileOpt,
     ProfilesOpt,
+    PythonOpt,
     RayPipOpt,
     RenderFormat,
     RenderOutOpt,
@@ -65,7 +66,11 @@ def _render_objects(
             hint="pass --profiles FILE (a TauWorkloadProfileSnapshot, e.g. examples/profiles.yaml)",
         )
     request = RunRequest(loaded, workspace=workspace, profile=profile, run_id=run_id)
-    return prepare(request, load.load_snapshot(profiles)).objects()
+    prepared = prepare(request, load.load_snapshot(profiles))
+    note = prepared.bundle.left_out_summary()
+    if note:
+        say(f"note: {note}")
+    return prepared.objects()
 
 
 @app.command("validate")
@@ -77,11 +82,12 @@ def run_validate(
     output: JsonOpt = ReportFormat.text,
 ) -> None:
     """Check a tau.yaml (and, with --profiles, that the cluster can place it)."""
-    from taugrid.runs import load
+    from taugrid.runs import codebundle, load
 
     try:
         loaded = load.load_manifest(file)
         m = loaded.manifest
+        bundle = codebundle.collect(loaded.folder)  # over the size limit: an error here too
         placed = None
         if profiles is not None:
             from taugrid.runs import resolve
@@ -102,6 +108,7 @@ def run_validate(
         "workers": m.compute.workers,
         "gpus_per_worker": m.compute.gpus,
         "config_hash": m.config_hash(),
+        "code_bundle": bundle.as_json(),
     }
     if placed is not None:
         summary.update(
@@ -128,6 +135,9 @@ def run_validate(
             f"{res['cpu']} CPU / {res['memory']} per worker"
         )
     out(line)
+    note = bundle.left_out_summary()
+    if note:
+        say(f"note: {note}")
 
 
 @app.command("render")
@@ -188,6 +198,7 @@ def run_submit(
         bool, typer.Option("--strict", help="Fail instead of running GPU work on CPU")
     ] = False,
     ray_pip: RayPipOpt = False,
+    python: PythonOpt = None,
     profiles: ProfilesOpt = None,
     workspace: WorkspaceOpt = None,
     profile: ProfileOpt = None,
@@ -206,7 +217,7 @@ def run_submit(
     loaded = load.load_manifest(file)
     request = RunRequest(loaded, workspace=workspace, profile=profile, run_id=run_id)
     prepared = backend.prepare(request)
-    options = base.SubmitOptions(strict=strict, ray_pip=ray_pip)
+    options = base.SubmitOptions(strict=strict, ray_pip=ray_pip, python=python)
     rd = backend.submit(prepared, options, say)
     _attach(backend, rd, detach)
 
@@ -357,7 +368,9 @@ def run_attach(run: RunArg, detach: DetachOpt = False) -> None:
 
 
 @app.command("resume")
-def run_resume(run: RunArg, detach: DetachOpt = False, ray_pip: RayPipOpt = False) -> None:
+def run_resume(
+    run: RunArg, detach: DetachOpt = False, ray_pip: RayPipOpt = False, python: PythonOpt = None
+) -> None:
     """Start a new run from the newest complete checkpoint of RUN (lineage kept in both)."""
     from pathlib import Path
 
@@ -387,7 +400,8 @@ def run_resume(run: RunArg, detach: DetachOpt = False, ray_pip: RayPipOpt = Fals
         sys.stderr.write("note: tau.yaml changed since the original run; the current one is used\n")
     sys.stderr.write(f"resuming {parent.run_id} from {ckpt}\n")
     request = RunRequest(loaded, resume_from=ckpt, parent=parent.run_id)
-    rd = backend.submit(backend.prepare(request), base.SubmitOptions(ray_pip=ray_pip), say)
+    options = base.SubmitOptions(ray_pip=ray_pip, python=python)
+    rd = backend.submit(backend.prepare(request), options, say)
     parent.record_child(rd.run_id, ckpt)
     _attach(backend, rd, detach)
 

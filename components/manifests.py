@@ -269,7 +269,7 @@ def tau_crds() -> list[dict[str, Any]]:
 
 def tau_cluster(cfg: PlatformConfig, stack: str) -> dict[str, Any]:
     profiles = derive_profiles(cfg)
-    versions = {name: cfg.components.version(name) for name in ("gpuOperator", "dcgmExporter", "nodeProblemDetector", "kueue", "kuberay")
+    versions = {name: cfg.components.version(name) for name in type(cfg.components).model_fields
                 if getattr(cfg.components, name).enabled}  # fmt: skip
     return {
         "apiVersion": C.API_VERSION,
@@ -282,6 +282,7 @@ def tau_cluster(cfg: PlatformConfig, stack: str) -> dict[str, Any]:
             "stack": stack,
             "workloadProfiles": [p.model_dump(mode="json", exclude_none=True) for p in profiles],
             "components": versions,
+            **({"defaultWorkspace": cfg.defaultWorkspace} if cfg.defaultWorkspace else {}),
         },
     }
 

@@ -53,13 +53,24 @@ _lock = threading.Lock()
 _current = threading.local()  # the resource being registered on this thread (mocks -> monitor)
 
 
+def _whole_numbers(value: Any) -> Any:
+    """Pulumi carries every number as a float; a node count of 8 is 8, not 8.0."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _whole_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_whole_numbers(v) for v in value]
+    return value
+
+
 def _mocks(inv: Inventory) -> Any:
     import pulumi
 
     class Mocks(pulumi.runtime.Mocks):
         def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
             _current.resource = Resource(
-                args.typ, args.name, dict(args.inputs), args.provider or ""
+                args.typ, args.name, _whole_numbers(dict(args.inputs)), args.provider or ""
             )
             # Echo back only what the program reads (names); echoing every input costs a
             # full serialisation per resource.
@@ -179,22 +190,27 @@ def _short(v: Any) -> str:
     return str(v)
 
 
-def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(value, dict):
-        out: dict[str, Any] = {}
+Path = tuple[str, ...]
+
+
+def flatten(value: Any, prefix: Path = ()) -> dict[Path, Any]:
+    """Leaves by path; list items by their `name` when they have one, else by position."""
+    if isinstance(value, dict) and value:
+        out: dict[Path, Any] = {}
         for k, v in value.items():
-            out.update(flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+            out.update(flatten(v, (*prefix, str(k))))
         return out
-    if (
-        isinstance(value, list)
-        and value
-        and all(isinstance(x, dict) and "name" in x for x in value)
-    ):
+    if isinstance(value, list) and value and all(isinstance(x, dict) for x in value):
+        named = all("name" in x for x in value)
         out = {}
-        for x in value:
-            out.update(flatten(x, f"{prefix}[{x['name']}]"))
+        for i, x in enumerate(value):
+            out.update(flatten(x, (*prefix, f"[{x['name'] if named else i}]")))
         return out
     return {prefix: value}
+
+
+def _field(path: Path) -> str:
+    return "".join(p if p.startswith("[") else (f".{p}" if i else p) for i, p in enumerate(path))
 
 
 def diff(a: Inventory, b: Inventory) -> dict[str, Any]:
@@ -204,7 +220,7 @@ def diff(a: Inventory, b: Inventory) -> dict[str, Any]:
     for key in sorted(set(ra) & set(rb)):
         fa, fb = flatten(ra[key].inputs), flatten(rb[key].inputs)
         fields = [
-            {"field": f, b.stack: fb.get(f), a.stack: fa.get(f)}
+            {"field": _field(f), "path": list(f), b.stack: fb.get(f), a.stack: fa.get(f)}
             for f in sorted(set(fa) | set(fb))
             if fa.get(f) != fb.get(f)
         ]
@@ -241,18 +257,42 @@ def format_inventory(inv: Inventory) -> list[str]:
     return lines
 
 
-def format_diff(d: dict[str, Any], max_fields: int = 20) -> list[str]:
-    """`tau platform diff`: what promotion would add (+), remove (-) and change (~)."""
+def format_diff(d: dict[str, Any]) -> list[str]:
+    """`tau platform diff`: per resource, the changed fields as a YAML-style tree
+    (`key: old -> new`), then what promotion adds (+) and removes (-), grouped by type."""
+    import yaml
+
     source, target = d["from"], d["to"]
     lines = [f"promotion {source} -> {target} (offline; cloud-assigned values unknown)"]
-    lines += [f"  + {key}" for key in d[f"only_in_{source}"]]
-    lines += [f"  - {key}" for key in d[f"only_in_{target}"]]
+    lines += [f"warning: {w}" for w in d.get("warnings", [])]
+
+    def scalar(v: Any) -> str:
+        if v is None:
+            return "(absent)"
+        text = yaml.safe_dump(v, default_flow_style=True, width=10**6).strip()
+        return text.removesuffix("\n...").removesuffix(" ...")
+
     for c in d["changed"]:
-        lines.append(f"  ~ {c['resource']}")
-        for f in c["changes"][:max_fields]:
-            lines.append(f"      {f['field']}: {f[target]!r} -> {f[source]!r}")
-        if len(c["changes"]) > max_fields:
-            lines.append(f"      ... {len(c['changes']) - max_fields} more")
-    if len(lines) == 1:
+        rtype, _, name = c["resource"].partition("::")
+        lines.append(f"~ {rtype.split(':', 1)[-1]} {name}")
+        shown: list[str] = []
+        for f in c["changes"]:
+            parts = f["path"]
+            common = 0
+            while common < min(len(parts) - 1, len(shown)) and shown[common] == parts[common]:
+                common += 1
+            for depth in range(common, len(parts) - 1):
+                lines.append("    " + "  " * depth + f"{parts[depth]}:")
+            shown = parts[:-1]
+            pad = "    " + "  " * (len(parts) - 1)
+            lines.append(f"{pad}{parts[-1]}: {scalar(f[target])} -> {scalar(f[source])}")
+    for sign, key in (("+", f"only_in_{source}"), ("-", f"only_in_{target}")):
+        by_type: dict[str, list[str]] = {}
+        for k in d[key]:
+            rtype, _, name = k.partition("::")
+            by_type.setdefault(rtype.split(":", 1)[-1], []).append(name)
+        for rtype, names in by_type.items():
+            lines.append(f"{sign} {rtype}: {', '.join(names)}")
+    if len(lines) == 1 + len(d.get("warnings", [])):
         lines.append("  no differences")
     return lines

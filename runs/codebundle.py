@@ -1,43 +1,47 @@
-"""The code snapshot a run carries: the files of the tau.yaml folder, content-addressed."""
+"""The code snapshot a run carries: the files of the tau.yaml folder, content-addressed.
+
+What is left out, and why, is part of the result (never silent): hidden entries, caches and
+virtualenvs; data and weight files (they belong under /data, not in a ConfigMap); and whatever
+the folder's `.gitignore` or `.tauignore` (gitignore syntax, `!pattern` re-includes) excludes.
+Later rules win: `.tauignore` over `.gitignore` over the defaults.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from taugrid.api import constants as C
 from taugrid.api.errors import TauError
 
-SKIP_DIRS = {
-    "__pycache__",
-    "node_modules",
-    ".git",
-    ".venv",
-    "venv",
-    ".mypy_cache",
-    ".pytest_cache",
-    ".ruff_cache",
-}
-SKIP_SUFFIXES = (
-    ".pyc",
-    ".pyo",
-    ".so",
-    ".o",
-    ".pt",
-    ".ckpt",
-    ".safetensors",
-    ".bin",
-    ".npz",
-    ".parquet",
-)
+if TYPE_CHECKING:
+    from pathspec import GitIgnoreSpec
+
+QUIET = "hidden, cache or virtualenv"  # left out without naming each entry
+DATA = "data or weights"
+DEFAULT_RULES: tuple[tuple[str, str], ...] = (
+    *((p, QUIET) for p in (".*", "__pycache__/", "node_modules/", "venv/", "*.egg-info/")),
+    *((p, "compiled") for p in ("*.pyc", "*.pyo", "*.so", "*.o")),
+    *((p, DATA) for p in ("*.pt", "*.pth", "*.ckpt", "*.safetensors", "*.bin", "*.npz", "*.npy",
+                          "*.parquet", "*.arrow", "*.h5", "*.onnx", "*.tar", "*.tar.gz", "*.zip")),
+)  # fmt: skip
+IGNORE_FILES = (".gitignore", ".tauignore")
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    path: str  # posix, relative; a folder ends with '/'
+    reason: str
 
 
 @dataclass(frozen=True)
 class CodeBundle:
     root: Path
     files: tuple[tuple[str, bytes], ...]  # (posix relative path, content), sorted
+    left_out: tuple[LeftOut, ...] = field(default=())
 
     @property
     def size(self) -> int:
@@ -50,46 +54,96 @@ class CodeBundle:
             h.update(rel.encode() + b"\0" + hashlib.sha256(data).digest())
         return "sha256:" + h.hexdigest()
 
+    def left_out_summary(self, limit: int = 6) -> str | None:
+        """One line naming what a cluster run will not carry, and why (None: nothing)."""
+        named = [x for x in self.left_out if x.reason != QUIET]
+        if not named:
+            return None
+        shown = [f"{x.path} ({x.reason})" for x in named[:limit]]
+        more = f", and {len(named) - limit} more" if len(named) > limit else ""
+        advice = ""
+        if any(x.reason == DATA for x in named):
+            advice = "; data and weights belong under /data (TAU_DATA_DIR)"
+        return "left out of the code bundle: " + "; ".join(shown) + more + advice
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "files": len(self.files),
+            "bytes": self.size,
+            "limit_bytes": C.CODE_BUNDLE_LIMIT_BYTES,
+            "left_out": [
+                {"path": x.path, "reason": x.reason} for x in self.left_out if x.reason != QUIET
+            ],
+        }
+
 
 HELPER = "tau_run.py"
+
+
+def _rules(root: Path) -> tuple[GitIgnoreSpec, list[str]]:
+    from pathspec import GitIgnoreSpec
+
+    lines, reasons = [p for p, _ in DEFAULT_RULES], [r for _, r in DEFAULT_RULES]
+    for name in IGNORE_FILES:
+        try:
+            text = (root / name).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        for raw in text.splitlines():
+            line = raw.strip()
+            if line and not line.startswith("#"):
+                lines.append(raw.rstrip())
+                reasons.append(f"{name}: {line}")
+    return GitIgnoreSpec.from_lines(lines), reasons
 
 
 def collect(
     root: Path, limit: int = C.CODE_BUNDLE_LIMIT_BYTES, include_helper: bool = True
 ) -> CodeBundle:
-    """Files under `root`, skipping hidden entries, caches, virtualenvs and weights.
+    """Files under `root` that a run carries, and what is left out (with the reason).
 
     The stdlib-only `tau_run` helper is added (unless the folder has its own) so training code
     can `import tau_run` on cluster images that do not have TauGrid installed.
     """
+    spec, reasons = _rules(root)
     files: list[tuple[str, bytes]] = []
-    total = 0
+    left_out: list[LeftOut] = []
+
+    def ignored(rel: str) -> str | None:
+        hit = spec.check_file(rel)
+        return reasons[hit.index] if hit.include and hit.index is not None else None
+
     for dirpath, dirnames, filenames in os.walk(root):
         here = Path(dirpath)
-        dirnames[:] = sorted(
-            d
-            for d in dirnames
-            if not d.startswith(".")
-            and d not in SKIP_DIRS
-            and not (here / d / "pyvenv.cfg").exists()
-        )
+        keep = []
+        for d in sorted(dirnames):
+            rel = (here / d).relative_to(root).as_posix() + "/"
+            why = ignored(rel) or (QUIET if (here / d / "pyvenv.cfg").exists() else None)
+            if why:
+                left_out.append(LeftOut(rel, why))
+            else:
+                keep.append(d)
+        dirnames[:] = keep
         for name in sorted(filenames):
-            if name.startswith(".") or name.endswith(SKIP_SUFFIXES):
-                continue
             path = here / name
-            if not path.is_file():
+            rel = path.relative_to(root).as_posix()
+            why = ignored(rel)
+            if why:
+                left_out.append(LeftOut(rel, why))
                 continue
-            data = path.read_bytes()
-            total += len(data)
-            if total > limit:
-                raise TauError(
-                    f"{root}: the code folder is over {limit // 1024} KiB (at {path.relative_to(root)}); "
-                    "a run carries its code in a ConfigMap",
-                    hint="keep data and weights out of the code folder: put them under /data/datasets",
-                )
-            files.append((path.relative_to(root).as_posix(), data))
+            if path.is_file():
+                files.append((rel, path.read_bytes()))
+    total = sum(len(b) for _, b in files)
+    if total > limit:
+        biggest = sorted(files, key=lambda f: -len(f[1]))[:5]
+        shown = ", ".join(f"{rel} ({len(data) // 1024} KiB)" for rel, data in biggest)
+        raise TauError(
+            f"{root}: the code is {total // 1024} KiB, over the {limit // 1024} KiB a run carries "
+            f"(in a ConfigMap); largest: {shown}",
+            hint="move data and weights under /data (TAU_DATA_DIR), or list them in .tauignore",
+        )
     if include_helper and not any(rel == HELPER for rel, _ in files):
         import tau_run
 
         files.append((HELPER, Path(tau_run.__file__).read_bytes()))
-    return CodeBundle(root=root, files=tuple(sorted(files)))
+    return CodeBundle(root=root, files=tuple(sorted(files)), left_out=tuple(left_out))

@@ -51,11 +51,11 @@ def test_explicit_profile_out_of_bounds_gives_numbers(capsys: pytest.CaptureFixt
             "-p",
             str(PROFILES),
             "--profile",
-            "a100-1x",
+            "a100x1",
         ]
     )
     assert code == 2
-    assert "compute.gpus=2 exceeds profile a100-1x: nodes have 1 GPU" in capsys.readouterr().err
+    assert "compute.gpus=2 exceeds profile a100x1: nodes have 1 GPU" in capsys.readouterr().err
 
 
 def test_unknown_profile_and_workspace(capsys: pytest.CaptureFixture[str]) -> None:

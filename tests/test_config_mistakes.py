@@ -108,3 +108,39 @@ def test_name_suggestions_are_valid_names() -> None:
         assert fixed == "" or naming.DNS_1035.match(fixed), (raw, fixed)
         assert naming.name_problem(raw) is not None
     assert naming.name_problem("good-name") is None
+
+
+@pytest.mark.parametrize(
+    ("module", "argv", "extra"),
+    [
+        ("taugrid.infra.plan", ["platform", "plan", "--stack", "prod"], "platform"),
+        ("plotext", None, "local"),
+        ("matplotlib", None, "plot"),
+    ],
+)
+def test_a_missing_extra_says_the_exact_install_command(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], module: str,
+    argv: list[str] | None, extra: str,
+) -> None:  # fmt: skip
+    import sys
+
+    from taugrid.api.errors import TauError
+    from taugrid.cli import plots
+
+    import taugrid.infra
+
+    monkeypatch.setitem(sys.modules, module, None)  # importing it now fails
+    monkeypatch.delattr(taugrid.infra, "plan", raising=False)
+    want = f"pip install 'taugrid[{extra}]'"
+    if argv is not None:
+        assert main(argv) == 4
+        assert want in capsys.readouterr().err
+        return
+    rows = [{"step": 1, "loss": 1.0}, {"step": 2, "loss": 0.5}]
+    with pytest.raises(TauError) as e:
+        if module == "plotext":
+            plots.to_text(rows, ["loss"], title="t")
+        else:
+            plots.to_png(rows, ["loss"], Path("/nonexistent/x.png"), title="t")
+    assert e.value.exit_code == 4 and want in (e.value.hint or "")
+    assert f"pip install -e '.[{extra}]'" in (e.value.hint or "")

@@ -72,7 +72,7 @@ def test_every_stack_evaluates_with_explicit_providers_and_parents(stack: str) -
 def test_prod_pools_vm_sizes_taints_labels_driver() -> None:
     inv = inventory("prod")
     pools = {r.name: r.inputs for r in of_type(inv, "containerservice:AgentPool")}
-    assert set(pools) == {"h100x8", "a100x1", "cpu"}
+    assert set(pools) == {"h100x8", "a100x1", "a100x2", "cpu"}
     h100 = pools["h100x8"]
     assert h100["vmSize"] == "Standard_ND96isr_H100_v5"
     assert (h100["minCount"], h100["maxCount"], h100["enableAutoScaling"]) == (0, 4, True)
@@ -277,7 +277,12 @@ def test_tau_objects_validate_against_generated_crds() -> None:
 
 def test_quickstart_renders_against_prod_profiles(tmp_path: Path) -> None:
     snap = ProfileSnapshot.model_validate(inventory("prod").exports["profileSnapshot"])
-    assert snap.profileSetHash and {p.name for p in snap.profiles} == {"h100x8", "a100x1", "cpu"}
+    assert snap.profileSetHash and {p.name for p in snap.profiles} == {
+        "h100x8",
+        "a100x1",
+        "a100x2",
+        "cpu",
+    }
     loaded = load.load_manifest(EXAMPLES / "quickstart")
     r = resolve.resolve(loaded.manifest, snap, workspace="research")
     assert r.profile.name == "a100x1" and r.queue == "research" and r.namespace == "research"
@@ -329,3 +334,66 @@ def test_plan_and_diff_commands(capsys: pytest.CaptureFixture[str]) -> None:
     )
     assert main(["platform", "plan", "--stack", "nope"]) == 2
     assert "stacks: ci, dev, prod, staging" in capsys.readouterr().err
+
+
+def test_diff_text_is_per_field_and_warns_off_the_promotion_path(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from taugrid.cli.app import main
+
+    assert main(["platform", "diff", "staging", "prod"]) == 0
+    out = capsys.readouterr().out
+    assert "warning" not in out  # staging promotes to prod
+    # The cluster's location, as a field of its resource: old (prod) -> new (staging).
+    block = out.split("~ containerservice:ManagedCluster cluster\n", 1)[1].split("\n~ ", 1)[0]
+    assert "\n    location: eastus2 -> westus3\n" in "\n" + block + "\n"
+    # Keys with dots (annotations) stay one key.
+    assert "tau.azure.com/profile-set-hash: sha256:" in out
+    assert main(["platform", "diff", "dev", "prod"]) == 0
+    out = capsys.readouterr().out
+    assert "warning: prod is not where dev promotes to (dev's promotesTo is staging)" in out
+    assert main(["platform", "diff", "dev", "prod", "-o", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["warnings"]
+
+
+def test_node_counts_are_whole_numbers(capsys: pytest.CaptureFixture[str]) -> None:
+    from taugrid.cli.app import main
+
+    assert main(["platform", "plan", "--stack", "prod"]) == 0
+    out = capsys.readouterr().out
+    assert "maxCount=8 " in out and "maxCount=8.0" not in out
+
+
+def test_stacks_come_from_the_project_of_the_current_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shutil
+
+    from taugrid.cli.app import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["platform", "snapshot", "--stack", "prod"]) == 2
+    err = capsys.readouterr().err
+    assert "no Pulumi project in" in err and "--stacks-dir" in err
+    project = tmp_path / "platform"
+    (project / "envs").mkdir(parents=True)
+    (project / "Pulumi.yaml").write_text("name: p\nruntime: python\nstackConfigDir: envs\n")
+    shutil.copy(ROOT / "stacks" / "Pulumi.prod.yaml", project / "envs" / "Pulumi.mine.yaml")
+    (project / "sub").mkdir()
+    monkeypatch.chdir(project / "sub")  # from a subfolder, as the Pulumi CLI does
+    assert main(["platform", "snapshot", "--stack", "mine"]) == 0
+    assert "kind: TauWorkloadProfileSnapshot" in capsys.readouterr().out
+
+
+def test_the_example_profiles_are_the_prod_stacks_snapshot(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """examples/profiles.yaml is generated (make profiles); it must not drift from the stack."""
+    import yaml
+
+    from taugrid.cli.app import main
+
+    assert main(["platform", "snapshot", "--stack", "prod"]) == 0
+    generated = yaml.safe_load(capsys.readouterr().out)
+    committed = yaml.safe_load((ROOT / "examples" / "profiles.yaml").read_text())
+    assert committed == generated, "run `make profiles` to regenerate examples/profiles.yaml"

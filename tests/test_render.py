@@ -145,7 +145,7 @@ def test_rayjob_shape_quickstart() -> None:
     tol = group["template"]["spec"]["tolerations"]
     assert {"key": "sku", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"} in tol
     assert group["template"]["spec"]["nodeSelector"][C.LABEL_GPU_CLASS] == "a100-80gb"
-    assert r.profile.name == "a100-1x"
+    assert r.profile.name == "a100x1"
     # pip goes to Ray's runtime env, quoted as YAML (items may contain '>' and ':').
     import yaml
 
@@ -162,7 +162,7 @@ def test_rayjob_multi_worker_replicas_and_gpus() -> None:
     c = group["template"]["spec"]["containers"][0]
     assert c["resources"]["limits"][C.GPU_RESOURCE] == "2"
     assert c["resources"]["requests"]["cpu"] == "8"
-    assert r.profile.name == "a100-2x"
+    assert r.profile.name == "a100x2"
     env = _env(c)
     assert env["TAU_CHECKPOINT_DIR"].endswith("/checkpoints")
     assert env["TAU_WORLD_SIZE"] == "4"

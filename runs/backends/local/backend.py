@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import TextIO
 
 from taugrid.api.errors import EXIT_PLATFORM, EXIT_USAGE, TauError
@@ -27,7 +28,7 @@ from taugrid.runs.backends.base import Say, SubmitOptions
 from taugrid.runs.backends.local import procs, rayhead
 from taugrid.runs.backends.local.plan import LocalPlan
 from taugrid.runs.evidence import RunDir, ensure_writable, now_iso
-from taugrid.runs.paths import data_root, runs_root, write_atomic
+from taugrid.runs.paths import data_root, runs_root, tau_home, write_atomic
 from taugrid.runs.prepare import PreparedRun, RunRequest, prepare
 from taugrid.runs.status import Observations
 
@@ -106,6 +107,9 @@ class LocalBackend:
             )
         gpus_here = detect_gpus()
         warnings = _warnings(m, gpus_here, options, kind, say)
+        note = prepared.bundle.left_out_summary()
+        if note:  # this run sees them; the same run on a cluster would not
+            say(f"note: on a cluster, {note}")
         root = runs_root()
         ensure_writable(root)
         rd = RunDir(root / prepared.run_id)
@@ -215,7 +219,7 @@ class LocalBackend:
             rayhead.submit_job(
                 head,
                 rd.run_id,
-                launch.entrypoint(rd.path),
+                launch.entrypoint(rd.path, python=plan.python),
                 launch.ray_runtime_env(plan, launch.secret_env(plan)),
             )
         except (OSError, ValueError) as e:
@@ -358,6 +362,55 @@ def _warnings(
     return warnings
 
 
+def helper_lib() -> Path:
+    """A folder holding a copy of the stdlib-only `tau_run` helper, put on every local run's
+    PYTHONPATH, so that `import tau_run` works in the user's own interpreter too."""
+    import tau_run
+
+    lib = tau_home() / "lib"
+    src = Path(tau_run.__file__).read_bytes()
+    dst = lib / "tau_run.py"
+    try:
+        same = dst.read_bytes() == src
+    except OSError:
+        same = False
+    if not same:
+        write_atomic(dst, src)
+    return lib
+
+
+def interpreter(value: str | None, folder: Path, from_cli: bool) -> str:
+    """The Python that runs a local entrypoint: tau's own, or the one the user named
+    (runtime.python or --python), checked to exist and run."""
+    if not value:
+        return sys.executable
+    where = "--python" if from_cli else "runtime.python"
+    if "/" in value or value.startswith("."):
+        path = Path(value).expanduser()
+        if not path.is_absolute():  # --python: from here; runtime.python: from tau.yaml
+            path = (Path.cwd() if from_cli else folder) / path
+        found = str(path) if path.is_file() and os.access(path, os.X_OK) else None
+        looked = f" (looked for {path})"
+    else:
+        found, looked = shutil.which(value), " on PATH"
+    if found is None:
+        raise TauError(
+            f"{where}={value!r}: no such interpreter{looked}",
+            exit_code=EXIT_USAGE,
+            hint="point it at your project's Python, e.g. .venv/bin/python (create the venv first)",
+        )
+    try:
+        res = subprocess.run([found, "-c", "import sys; print(sys.version_info[0])"],
+                             capture_output=True, text=True, timeout=20, check=False)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise TauError(f"{where}={value!r} does not run: {e}", exit_code=EXIT_USAGE) from None
+    if res.returncode != 0 or res.stdout.strip() != "3":
+        raise TauError(
+            f"{where}={value!r} ({found}) is not a working Python 3", exit_code=EXIT_USAGE
+        )
+    return found
+
+
 def _plan(prepared: PreparedRun, options: SubmitOptions) -> LocalPlan:
     from taugrid.runs import render
 
@@ -365,9 +418,14 @@ def _plan(prepared: PreparedRun, options: SubmitOptions) -> LocalPlan:
     env = render.contract_env(prepared.resolved, prepared.meta, data_dir=str(data_root()))
     folder = prepared.loaded.folder.resolve()
     user_env = {e.name: e.value for e in m.runtime.env_items() if e.value is not None}
-    pythonpath = os.pathsep.join(p for p in (str(folder), user_env.pop("PYTHONPATH", None)) if p)
-    env.update({"PYTHONPATH": pythonpath, "PYTHONUNBUFFERED": "1", **user_env})
-    python = options.python or sys.executable
+    # The code folder, then tau's helper (`import tau_run` in any interpreter), then the user's.
+    paths_ = (str(folder), str(helper_lib()), user_env.pop("PYTHONPATH", None))
+    env.update({"PYTHONPATH": os.pathsep.join(p for p in paths_ if p), "PYTHONUNBUFFERED": "1",
+                **user_env})  # fmt: skip
+    if options.ray_pip:
+        python = "python"  # Ray puts the env it built first on the driver's PATH
+    else:
+        python = interpreter(options.python or m.runtime.python, folder, options.python is not None)
     # The exit code is also left in the run folder, for a supervisor that adopts the run after
     # the first one died (the processes are then not its children).
     script = render.command_script(m, code_dir=str(folder), python=python) + (
@@ -385,6 +443,7 @@ def _plan(prepared: PreparedRun, options: SubmitOptions) -> LocalPlan:
         auto_resume=m.resilience.auto_resume,
         resume_from=prepared.meta.resume_from,
         pip=list(m.runtime.pip) if options.ray_pip else None,
+        python="python" if options.ray_pip else None,
     )
 
 

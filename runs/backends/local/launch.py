@@ -43,15 +43,18 @@ RAY_JOB_CONFIG_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"
 EXIT_NO_PLAN = 3
 
 
-def _command(*args: str) -> str:
-    argv = [sys.executable, "-m", "taugrid.runs.backends.local.launch", *args]
+def _command(*args: str, python: str | None = None) -> str:
+    argv = [python or sys.executable, "-m", "taugrid.runs.backends.local.launch", *args]
     return "exec " + " ".join(shlex.quote(a) for a in argv)
 
 
-def entrypoint(run_dir: Path, attempt: int = 0, resume_from: str | None = None) -> str:
-    """The shell command Ray runs for one attempt of a local rayjob."""
+def entrypoint(
+    run_dir: Path, attempt: int = 0, resume_from: str | None = None, python: str | None = None
+) -> str:
+    """The shell command Ray runs for one attempt of a local rayjob. With `python="python"`
+    (--ray-pip) the launcher, and so the driver, runs in the Python of the env Ray built."""
     resume = ["--resume-from", resume_from] if resume_from else []
-    return _command(str(run_dir), "--attempt", str(attempt), *resume)
+    return _command(str(run_dir), "--attempt", str(attempt), *resume, python=python)
 
 
 def standby_entrypoint(base: Path) -> str:

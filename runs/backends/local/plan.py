@@ -30,6 +30,7 @@ class LocalPlan:
     auto_resume: bool = True
     resume_from: str | None = None
     pip: list[str] | None = None  # --ray-pip: Ray builds this env
+    python: str | None = None  # the launcher's interpreter; "python" = the Ray env's (--ray-pip)
     ray_dashboard: str | None = None
 
     def write(self, run_dir: Path) -> None:

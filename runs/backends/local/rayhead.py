@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from taugrid.api.errors import EXIT_PLATFORM, TauError
+from taugrid.api.errors import EXIT_PLATFORM, TauError, missing_extra
 from taugrid.runs.paths import tau_home, write_atomic
 
 HOST = "127.0.0.1"
@@ -81,11 +81,7 @@ def ray_cli() -> str:
     exe = Path(sys.executable).parent / "ray"
     found = str(exe) if exe.exists() else shutil.which("ray")
     if not found:
-        raise TauError(
-            "the local backend needs Ray, which is not installed",
-            exit_code=EXIT_PLATFORM,
-            hint="pip install 'taugrid[local]'",
-        )
+        raise missing_extra("local", "Ray (the local backend runs rayjobs on it)")
     return found
 
 

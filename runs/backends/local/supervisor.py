@@ -126,7 +126,7 @@ class Supervisor:
                 rayhead.submit_job(
                     head,
                     sub_id,
-                    entrypoint(self.rd.path, attempt, env.get(C.ENV_RESUME_FROM)),
+                    entrypoint(self.rd.path, attempt, env.get(C.ENV_RESUME_FROM), self.plan.python),
                     ray_runtime_env(self.plan, secret_env(self.plan)),
                 )
             except (OSError, ValueError) as e:
