@@ -124,10 +124,9 @@ def test_a_missing_extra_says_the_exact_install_command(
 ) -> None:  # fmt: skip
     import sys
 
+    import taugrid.infra
     from taugrid.api.errors import TauError
     from taugrid.cli import plots
-
-    import taugrid.infra
 
     monkeypatch.setitem(sys.modules, module, None)  # importing it now fails
     monkeypatch.delattr(taugrid.infra, "plan", raising=False)
