@@ -117,3 +117,9 @@ class RunStatus(_Model):
     signals: list[Signal]
     summary: str
     exit_code: int | None = None
+    started_at: str | None = None
+    duration_s: float | None = None  # from start (else creation) to the end, or to now
+    last_step: int | None = None
+    latest_metrics: dict[str, float | int | str] = Field(default_factory=dict)
+    last_error: str | None = None  # the last error line the run logged (failed runs)
+    evidence: str | None = None  # where the run's evidence record is

@@ -49,21 +49,57 @@ def error_items(e: TauError) -> list[dict[str, Any]]:
 _STATE_STYLE = {"true": "green", "false": "red", "pending": "yellow", "unknown": "bright_black"}
 
 
-def print_status(st: RunStatus) -> None:
+def console() -> Any:
+    """Rich for a terminal; when piped or redirected: no colour codes and no truncation."""
     from rich.console import Console
+
+    if sys.stdout.isatty():
+        return Console()
+    return Console(width=100_000, no_color=True, highlight=False, soft_wrap=True)
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    s = int(seconds)
+    if s < 60:
+        return f"{seconds:.1f}s" if seconds < 10 else f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+
+
+def metrics_line(values: dict[str, Any], limit: int = 4) -> str:
+    def fmt(v: Any) -> str:
+        return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+    return ", ".join(f"{k}={fmt(v)}" for k, v in list(values.items())[:limit])
+
+
+def print_status(st: RunStatus) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
-    console = Console()
-    console.print(
+    con = console()
+    con.print(
         f"[bold]{st.run_id}[/]  {st.phase}  ({st.workload_kind} on {st.target}, attempt {st.attempt})"
     )
-    console.print(f"  {st.summary}")
+    con.print(f"  {escape(st.summary)}")
+    facts = [f"duration {duration(st.duration_s)}"]
+    if st.last_step is not None:
+        facts.append(f"step {st.last_step}")
+    if st.latest_metrics:
+        facts.append(metrics_line(st.latest_metrics))
+    con.print("  " + escape("; ".join(facts)))
+    if st.last_error:
+        con.print(f"  last error: {escape(st.last_error)}")
     table = Table(show_edge=False, box=None, pad_edge=False)
     for col in ("signal", "state", "since", "reason", "evidence"):
         table.add_column(col)
     for sig in st.signals:
         style = _STATE_STYLE.get(sig.state, "")
-        table.add_row(
-            sig.name, f"[{style}]{sig.state}[/]", (sig.since or "")[:19], sig.reason, sig.evidence
-        )
-    console.print(table)
+        table.add_row(sig.name, f"[{style}]{sig.state}[/]", (sig.since or "")[:19],
+                      escape(sig.reason), escape(sig.evidence))  # fmt: skip
+    con.print(table)
+    if st.evidence:
+        con.print(f"  evidence: {escape(st.evidence)}")

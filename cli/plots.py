@@ -7,7 +7,7 @@ from typing import Any
 
 from taugrid.api.errors import TauError, missing_extra
 
-RESERVED = ("step", "ts")
+RESERVED = ("step", "ts", "run_id")
 
 
 def numeric_names(rows: list[dict[str, Any]]) -> list[str]:

@@ -246,15 +246,16 @@ def run_status(
         (obs,) = backend.observe([rd])
         st = status.compute(obs)
         doc = st.model_dump(mode="json")
+        changed = {k: v for k, v in doc.items() if k != "duration_s"}  # time alone is no change
         if output is ReportFormat.json:
             if watch:
-                if doc != last:
+                if changed != last:
                     out(json.dumps(doc))
             else:
                 out(dump_json(doc))
-        elif doc != last:
+        elif changed != last:
             print_status(st)
-        last = doc
+        last = changed
         if not watch or st.phase in TERMINAL:
             break
         try:
@@ -305,28 +306,29 @@ def run_list(output: JsonOpt = ReportFormat.text) -> None:
     rows: list[dict[str, Any]] = []
     for target, runs in by_target.items():
         for obs in base.get(target).observe(runs):
-            phase, _ = status.effective_phase(obs)
-            rec = obs.record
-            rows.append(
-                {"run_id": rec.run_id, "name": rec.name, "kind": rec.workload_kind,
-                 "target": rec.target, "phase": phase, "attempt": rec.attempt,
-                 "created_at": rec.created_at, "finished_at": rec.finished_at,
-                 "last_step": obs.last_step}
-            )  # fmt: skip
+            st = status.compute(obs)
+            doc = st.model_dump(mode="json", exclude={"signals"})
+            doc["kind"] = doc.pop("workload_kind")
+            rows.append(doc)
     rows.sort(key=lambda r: r["created_at"])
     if output is ReportFormat.json:
         out(dump_json(rows))
         return
-    from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
-    table = Table(box=None, show_edge=False)
-    for col in ("RUN", "KIND", "PHASE", "STEP", "CREATED"):
+    from taugrid.cli.output import console, duration, metrics_line
+
+    table = Table(box=None, show_edge=False, pad_edge=False)
+    for col in ("RUN", "KIND", "PHASE", "DURATION", "STEP", "METRICS", "CREATED", "NOTE"):
         table.add_column(col)
     for r in rows:
         step = "" if r["last_step"] is None else str(r["last_step"])
-        table.add_row(r["run_id"], r["kind"], r["phase"], step, r["created_at"][:19])
-    Console().print(table if rows else "no runs yet (tau run FILE starts one)")
+        note = r["last_error"] or ("" if r["phase"] in ("Succeeded", "Running") else r["summary"])
+        table.add_row(r["run_id"], r["kind"], r["phase"], duration(r["duration_s"]), step,
+                      escape(metrics_line(r["latest_metrics"], 2)), r["created_at"][:19],
+                      escape(note or ""))  # fmt: skip
+    console().print(table if rows else "no runs yet (tau run FILE starts one)")
 
 
 @app.command("cancel")
@@ -436,10 +438,10 @@ def run_metrics(
     from pathlib import Path
 
     from taugrid.cli import plots
-    from taugrid.runs.index import find_run
+    from taugrid.runs.index import find_run, lineage_metric_rows
 
     rd = find_run(run)
-    rows = rd.metric_rows()
+    rows = lineage_metric_rows(rd)  # a resumed run continues its parents' curves
     if output is ReportFormat.json:
         out(dump_json(rows))
         return
@@ -448,11 +450,15 @@ def run_metrics(
             f"{rd.run_id} has no metrics yet ({rd.metrics_path})", exit_code=EXIT_RUN_FAILED
         )
     names = plots.pick_metrics(rows, metric, rd.read_record().primary_metric)
+    runs = list(dict.fromkeys(r["run_id"] for r in rows))
+    title = (
+        rd.run_id if len(runs) == 1 else f"{rd.run_id} (resumed from {' <- '.join(runs[-2::-1])})"
+    )
     if png is not None:
-        plots.to_png(rows, names, Path(png), title=rd.run_id)
+        plots.to_png(rows, names, Path(png), title=title)
         out(f"wrote {png}")
     else:
-        out(plots.to_text(rows, names, title=rd.run_id))
+        out(plots.to_text(rows, names, title=title))
 
 
 @app.command("schema")

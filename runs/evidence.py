@@ -14,6 +14,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -25,6 +26,8 @@ from taugrid.api.errors import EXIT_PLATFORM, EXIT_RUN_FAILED, TauError
 from taugrid.api.evidence import HistoryEvent, RunRecord, transition
 from taugrid.api.vocabulary import TERMINAL, Phase, TerminationReason
 from taugrid.runs.paths import write_atomic
+
+ERROR_LINE = re.compile(r"(Error|Exception|error:|FATAL|Killed|Traceback)")
 
 
 def now_iso() -> str:
@@ -173,6 +176,20 @@ class RunDir:
             if isinstance(row, dict) and isinstance(row.get("step"), int):
                 rows.append(row)
         return rows
+
+    def last_error_line(self, tail_bytes: int = 64 * 1024) -> str | None:
+        """The last line of the driver log that reads like an error (else its last line)."""
+        try:
+            with self.driver_log.open("rb") as f:
+                f.seek(max(0, f.seek(0, os.SEEK_END) - tail_bytes))
+                lines = [ln.strip() for ln in f.read().decode("utf-8", "replace").splitlines()]
+        except OSError:
+            return None
+        lines = [ln for ln in lines if ln]
+        for ln in reversed(lines):
+            if ERROR_LINE.search(ln):
+                return ln[:300]
+        return lines[-1][:300] if lines else None
 
     def checkpoint_dir(self, subdir: str = C.DEFAULT_CHECKPOINT_SUBDIR) -> Path:
         return self.path / subdir

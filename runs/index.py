@@ -7,6 +7,8 @@ backend that owns the run from the record alone.
 
 from __future__ import annotations
 
+from typing import Any
+
 from taugrid.api import constants as C
 from taugrid.api.errors import TauError
 from taugrid.runs.evidence import RunDir
@@ -44,3 +46,42 @@ def find_run(ref: str) -> RunDir:
             f"{ref!r} matches several runs: {', '.join(r.run_id for r in by_prefix[:8])}"
         )
     raise TauError(f"no run {ref!r} under {root}", hint="`tau run list` shows the runs")
+
+
+def lineage(rd: RunDir) -> list[tuple[RunDir, int | None]]:
+    """The run and the runs it resumed from, oldest first, each with the last step it
+    contributed (the step of the checkpoint its child resumed from; None: all of it)."""
+    chain: list[tuple[RunDir, int | None]] = [(rd, None)]
+    seen = {rd.run_id}
+    current = rd
+    while True:
+        parent = current.read_record().resumed_from
+        if parent is None or parent.run_id in seen:
+            break
+        found = runs_root() / parent.run_id
+        if not (found / C.RUN_RECORD_FILENAME).is_file():
+            break  # its record is gone: the lineage starts here
+        chain.append((RunDir(found), _checkpoint_step(parent.checkpoint)))
+        seen.add(parent.run_id)
+        current = RunDir(found)
+    return list(reversed(chain))
+
+
+def _checkpoint_step(path: str | None) -> int | None:
+    if not path:
+        return None
+    try:
+        return int(path.rstrip("/").rsplit("/", 1)[-1].rsplit("-", 1)[-1])
+    except ValueError:
+        return None
+
+
+def lineage_metric_rows(rd: RunDir) -> list[dict[str, Any]]:
+    """Metric rows across a resume lineage: each ancestor's rows up to the step its child
+    resumed from, then the run's own; each row names its run."""
+    out: list[dict[str, Any]] = []
+    for run, upto in lineage(rd):
+        for row in run.metric_rows():
+            if upto is None or row["step"] <= upto:
+                out.append({**row, "run_id": run.run_id})
+    return out

@@ -40,6 +40,9 @@ class Observations:
     newest_checkpoint: str | None = None
     sealed: bool = False
     outputs: int = 0  # files under the run's storage.output folder
+    latest_metrics: dict[str, float | int | str] = field(default_factory=dict)  # the last row
+    last_error: str | None = None  # the last error-looking line of the log
+    evidence: str | None = None  # where the evidence record is
     extra: dict[str, str] = field(default_factory=dict)
 
 
@@ -223,7 +226,15 @@ def compute(o: Observations) -> RunStatus:
     termination = rec.termination_reason
     if phase != rec.phase and phase == Phase.Failed:
         termination = TerminationReason.SupervisorLost
+    start = rec.started_at or rec.created_at
+    end = datetime.fromisoformat(rec.finished_at).timestamp() if rec.finished_at else o.now
     return RunStatus(
+        started_at=rec.started_at,
+        duration_s=round(max(0.0, end - datetime.fromisoformat(start).timestamp()), 1),
+        last_step=o.last_step,
+        latest_metrics=o.latest_metrics,
+        last_error=o.last_error if phase in (Phase.Failed, Phase.Cancelled) else None,
+        evidence=o.evidence,
         run_id=rec.run_id,
         name=rec.name,
         phase=phase,

@@ -370,6 +370,14 @@ def test_resume_from_checkpoint_end_to_end(tau: Tau, example_copy: Callable[[str
     # the parent's record was re-sealed over the lineage entry, and both verify
     assert tau("run", "verify", parent).returncode == 0
     assert tau("run", "verify", child).returncode == 0
+    # the child's metrics continue the parent's curve: the parent's rows up to the checkpoint
+    across = json.loads(tau("run", "metrics", child, "-o", "json").stdout)
+    steps = [(r["run_id"], r["step"]) for r in across]
+    assert steps == [(parent, r["step"]) for r in parent_rows if r["step"] <= newest] + [
+        (child, r["step"]) for r in rows
+    ]
+    plot = tau("run", "metrics", child)
+    assert plot.returncode == 0 and f"resumed from {parent}" in plot.stdout
 
 
 def test_resume_needs_a_checkpoint(tau: Tau) -> None:

@@ -472,4 +472,9 @@ def _observe(rd: RunDir, now: float) -> Observations:
         newest_checkpoint=ckpts[-1]["path"] if ckpts else None,
         sealed=rd.sealed,
         outputs=rd.output_files(rec.output_subdir),
+        latest_metrics={k: v for k, v in rows[-1].items() if k not in ("step", "ts")}
+        if rows
+        else {},
+        last_error=rd.last_error_line() if rec.phase in (Phase.Failed, Phase.Cancelled) else None,
+        evidence=str(rd.path),
     )
