@@ -60,8 +60,10 @@ def test_prod_workspaces_and_profile_are_accepted(platform_ready: Any) -> None:
     assert [p["name"] for p in tc.to_dict()["spec"]["workloadProfiles"]] == [
         "h100x8",
         "a100x1",
+        "a100x2",
         "cpu",
     ]
+    assert tc.to_dict()["spec"]["defaultWorkspace"] == "research"
     lq = platform_ready.resources.get(api_version="kueue.x-k8s.io/v1beta2", kind="LocalQueue").get(
         name="llm", namespace="llm"
     )
@@ -158,8 +160,9 @@ def test_render_for_prod_uses_the_workspace_pvc(platform_ready: Any, tmp_path: P
     with pytest.raises(
         resolve.ResolutionError, match=r"compute\.gpus=2 exceeds profile a100x1: nodes have 1 GPU"
     ):
-        resolve.resolve(loaded.manifest, snap, workspace="research")
-    r = resolve.resolve(loaded.manifest, snap, workspace="llm")
+        resolve.resolve(loaded.manifest, snap, workspace="research", profile="a100x1")
+    assert resolve.resolve(loaded.manifest, snap, workspace="research").profile.name == "a100x2"
+    r = resolve.resolve(loaded.manifest, snap, workspace="llm", profile="h100x8")
     assert r.profile.name == "h100x8" and r.pvc == "llm-data"
     for obj in render.render(
         r, render.RunMeta(run_id="multi-worker-gpu-e2e01"), codebundle.collect(loaded.folder)
