@@ -11,7 +11,7 @@ import sys
 import typer
 
 from taugrid.api.errors import EXIT_INTERRUPTED, TauError
-from taugrid.cli import local, platform, run
+from taugrid.cli import local, platform, run, sandbox
 from taugrid.cli.options import RenderFormat, RenderOutOpt
 from taugrid.cli.output import object_list, out
 
@@ -27,6 +27,7 @@ app = typer.Typer(
 app.add_typer(run.app, name="run")
 app.add_typer(local.app, name="local")
 app.add_typer(platform.app, name="platform")
+app.add_typer(sandbox.app, name="sandbox")
 
 
 @app.command("crds")

@@ -9,7 +9,7 @@ from localkit import example_copy, project, tau  # noqa: F401  (fixtures for tes
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from controlplane import ControlPlane
+    from taugrid.infra.controlplane import ControlPlane
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -29,7 +29,7 @@ def upstream_crds() -> Path:
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[ControlPlane]:
     """A real control plane on 127.0.0.1 for the whole session (skips when not built)."""
-    from controlplane import binaries_dir, running
+    from taugrid.infra.controlplane import binaries_dir, running
 
     if binaries_dir() is None:
         pytest.skip("the control plane is not built: `make e2e` builds it (or `make controlplane`)")

@@ -35,8 +35,9 @@ def rendered(folder: Path) -> list[dict[str, Any]]:
 
 
 def test_api_server_reports_the_built_version(cluster: Any) -> None:
-    from controlplane import versions
     from kubernetes import client
+
+    from taugrid.infra.controlplane import versions
 
     info = client.VersionApi(cluster.api_client()).get_code()
     assert info.git_version == versions()["kubernetes"]

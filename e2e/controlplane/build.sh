@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build the e2e control plane from upstream Go modules into a cache, each component once:
 #   etcd (go.etcd.io/etcd/server/v3), kube-apiserver, kube-controller-manager, kube-scheduler
-#   (k8s.io/kubernetes with every staging module pinned), KWOK and Kueue where they build.
+#   (k8s.io/kubernetes with every staging module pinned), KWOK, Kueue and the KubeRay operator
+#   (v1.5.0: the proxy refuses v1.7.0) where they build.
 # The wrapper modules (go.mod/go.sum with `tool` lines) are ours; nothing else from upstream is
 # committed. Cache: $TAUGRID_CP_CACHE (default ~/.cache/taugrid/controlplane)/<k8s version>/;
 # each component is rebuilt only when its wrapper module changes. `current` points at it.
@@ -49,6 +50,7 @@ optional() {  # name module-path binary
 }
 optional kwok sigs.k8s.io/kwok/cmd/kwok kwok
 optional kueue sigs.k8s.io/kueue/cmd/kueue kueue
+optional kuberay github.com/ray-project/kuberay/ray-operator ray-operator
 
 # Data that ships inside the modules and is used at test time (never copied into the repo):
 # KWOK's stock node/pod lifecycle stages; Kueue's CRDs match ../shared/upstream-crds.
@@ -61,12 +63,26 @@ if [ -x "$OUT/bin/kwok" ] && [ ! -d "$OUT/kwok-stages" ]; then
   mv "$OUT/kwok-stages.tmp" "$OUT/kwok-stages"
 fi
 
+# The CRDs that ship in the Kueue and KubeRay modules (the sandbox installs them; the e2e suite
+# checks rendered objects against ../shared/upstream-crds).
+crds() {  # name module subdir
+  [ -x "$OUT/bin/$4" ] || return 0
+  [ -d "$OUT/crds/$1" ] && [ "$(cat "$OUT/crds/.$1.key" 2>/dev/null)" = "$(key "$1")" ] && return 0
+  local dir
+  dir=$(cd "$HERE/$1" && go mod download -json "$2" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+  rm -rf "$OUT/crds/$1" && mkdir -p "$OUT/crds/$1"
+  cp "$dir/$3"/*.yaml "$OUT/crds/$1/"
+  key "$1" > "$OUT/crds/.$1.key"
+}
+crds kueue sigs.k8s.io/kueue config/components/crd/bases kueue
+crds kuberay github.com/ray-project/kuberay/ray-operator config/crd/bases ray-operator
+
 version() { (cd "$HERE/$1" && go list -m -f '{{.Version}}' "$2" 2>/dev/null) || echo none; }
 kwok=none; [ -x "$OUT/bin/kwok" ] && kwok=$(version kwok sigs.k8s.io/kwok)
 kueue=none; [ -x "$OUT/bin/kueue" ] && kueue=$(version kueue sigs.k8s.io/kueue)
-printf '{"kubernetes": "%s", "etcd": "%s", "kwok": "%s", "kueue": "%s", "kuberay": "not built: %s"}\n' \
-  "$K8S_VERSION" "$(version etcd go.etcd.io/etcd/server/v3)" "$kwok" "$kueue" \
-  "the module proxy refuses github.com/ray-project/kuberay/ray-operator@v1.7.0 (403)" > "$OUT/versions.json"
+kuberay=none; [ -x "$OUT/bin/ray-operator" ] && kuberay=$(version kuberay github.com/ray-project/kuberay/ray-operator)
+printf '{"kubernetes": "%s", "etcd": "%s", "kwok": "%s", "kueue": "%s", "kuberay": "%s"}\n' \
+  "$K8S_VERSION" "$(version etcd go.etcd.io/etcd/server/v3)" "$kwok" "$kueue" "$kuberay" > "$OUT/versions.json"
 touch "$OUT/.complete"
 ln -sfn "$OUT" "$ROOT/current"
 echo "control plane: ready in $(( $(date +%s) - start ))s at $OUT: $(cat "$OUT/versions.json")"

@@ -1,10 +1,13 @@
-"""A real Kubernetes control plane on 127.0.0.1 for the e2e tests (envtest-style).
+"""A real Kubernetes control plane on 127.0.0.1: the sandbox's (`tau sandbox up`) and the e2e
+suite's, one code (envtest-style).
 
 Binaries come from `make controlplane` (e2e/controlplane/build.sh), built from the upstream Go
-modules into a version-keyed cache. This module generates certificates (a CA, the API server's
-serving cert, an admin client and researcher client identities), starts etcd, kube-apiserver
-and, where built, kube-controller-manager and kube-scheduler on free loopback ports, waits for
-readiness, and tears everything down. Every process binds and advertises 127.0.0.1.
+modules into a version-keyed cache, with the CRDs that ship in the Kueue and KubeRay modules.
+This module generates certificates (a CA, the API server's serving cert, an admin client and
+researcher client identities), starts etcd, kube-apiserver and, where built,
+kube-controller-manager, kube-scheduler, KWOK, Kueue and the KubeRay operator on free loopback
+ports, waits for readiness, and stops them. Every process binds and advertises 127.0.0.1; each
+runs in its own session, so it outlives the command that started it (the sandbox) until stopped.
 """
 
 from __future__ import annotations
@@ -43,6 +46,12 @@ def binaries_dir() -> Path | None:
     if (current / ".complete").is_file() and (current / "bin" / "kube-apiserver").is_file():
         return current / "bin"
     return None
+
+
+def crds_dir() -> Path | None:
+    """CRDs copied from the built modules at build time: <dir>/kueue/*.yaml, <dir>/kuberay/*.yaml."""
+    d = binaries_dir()
+    return d.parent / "crds" if d is not None and (d.parent / "crds").is_dir() else None
 
 
 def versions() -> dict[str, str]:
@@ -199,17 +208,23 @@ class ControlPlane:
     def admin(self) -> Identity:
         return self.identities["admin"]
 
-    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
-        log = (self.work / f"{name}.log").open("wb")
-        proc = subprocess.Popen(
-            args,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+    def _spawn(
+        self, name: str, args: list[str], env: dict[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
+        with (self.work / f"{name}.log").open("wb") as log:
+            proc = subprocess.Popen(
+                args,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                env=env,
+            )
         self.procs[name] = proc
         return proc
+
+    def pids(self) -> dict[str, int]:
+        return {name: p.pid for name, p in self.procs.items()}
 
     def log_tail(self, name: str, lines: int = 20) -> str:
         p = self.work / f"{name}.log"
@@ -372,11 +387,11 @@ class ControlPlane:
             and shutil.which("unshare") is not None
         )
 
-    def start_kueue(self, namespace_label: str) -> None:
+    def start_kueue(self, namespace_label: str, rayjobs: bool = False) -> None:
         """Kueue out of cluster: webhooks served on 127.0.0.1 and registered by loopback URL.
 
-        Its CRDs must be installed first. Only the batch/v1 Job integration's webhooks are
-        registered (the tests submit Jobs); Kueue's own CRD webhooks are not needed for them.
+        Its CRDs must be installed first. Only the webhooks of the integrations runs use are
+        registered: batch/v1 Jobs, and with `rayjobs` KubeRay's RayJobs (its CRDs installed).
         """
         if "kueue" in self.procs:
             return
@@ -400,7 +415,7 @@ class ControlPlane:
             "internalCertManagement": {"enable": False},
             "manageJobsWithoutQueueName": False,
             "managedJobsNamespaceSelector": selector,
-            "integrations": {"frameworks": ["batch/job"]},
+            "integrations": {"frameworks": ["batch/job", *(["ray.io/rayjob"] if rayjobs else [])]},
         }
         cfg_file = self.work / "kueue-config.yaml"
         cfg_file.write_text(_yaml.safe_dump(config))
@@ -408,7 +423,9 @@ class ControlPlane:
 
         ca = base64.b64encode(self.pki.ca_cert.read_bytes()).decode()
 
-        def hook(name: str, path: str, verbs: list[str]) -> dict[str, Any]:
+        def hook(
+            name: str, path: str, verbs: list[str], group: str = "batch", resource: str = "jobs"
+        ) -> dict[str, Any]:
             return {
                 "name": name,
                 "admissionReviewVersions": ["v1"],
@@ -418,18 +435,16 @@ class ControlPlane:
                 "clientConfig": {"url": f"https://{HOST}:{wh_port}{path}", "caBundle": ca},
                 "rules": [
                     {
-                        "apiGroups": ["batch"],
+                        "apiGroups": [group],
                         "apiVersions": ["v1"],
                         "operations": verbs,
-                        "resources": ["jobs"],
+                        "resources": [resource],
                     }
                 ],
             }
 
-        from kubernetes import client
-
-        api = self.api_client()
-        client.CoreV1Api(api).create_namespace({"metadata": {"name": "kueue-system"}})
+        dyn = self.dynamic()
+        apply(dyn, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kueue-system"}})
         env = {**os.environ, "KUBECONFIG": str(self.admin.kubeconfig)}
         # Kueue reads its metrics certificate from a fixed path: give it ours through a bind
         # mount in a private mount namespace (only an empty mount point is created on the host).
@@ -440,25 +455,41 @@ class ControlPlane:
         Path(KUEUE_METRICS_CERTS).mkdir(parents=True, exist_ok=True)
         script = (f"mount --bind {metrics_dir} {KUEUE_METRICS_CERTS} && exec {self.bin_dir / 'kueue'} "
                   f"--config={cfg_file} --feature-gates=VisibilityOnDemand=false")  # fmt: skip
-        log = (self.work / "kueue.log").open("wb")
-        self.procs["kueue"] = subprocess.Popen(
-            ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True, env=env,
-        )  # fmt: skip
+        self._spawn(
+            "kueue", ["unshare", "--mount", "--propagation", "private", "sh", "-c", script], env
+        )
         self._wait("kueue", lambda: _http_ok(f"http://{HOST}:{health_port}/readyz"))
-        adm = client.AdmissionregistrationV1Api(api)
-        adm.create_mutating_webhook_configuration(
-            {
-                "metadata": {"name": "kueue-e2e"},
-                "webhooks": [hook("mjob.kb.io", "/mutate-batch-v1-job", ["CREATE"])],
-            }
-        )
-        adm.create_validating_webhook_configuration(
-            {
-                "metadata": {"name": "kueue-e2e"},
-                "webhooks": [hook("vjob.kb.io", "/validate-batch-v1-job", ["CREATE", "UPDATE"])],
-            }
-        )
+        mutating = [hook("mjob.kb.io", "/mutate-batch-v1-job", ["CREATE"])]
+        validating = [hook("vjob.kb.io", "/validate-batch-v1-job", ["CREATE", "UPDATE"])]
+        if rayjobs:
+            mutating.append(hook("mrayjob.kb.io", "/mutate-ray-io-v1-rayjob", ["CREATE"],
+                                 "ray.io", "rayjobs"))  # fmt: skip
+            validating.append(hook("vrayjob.kb.io", "/validate-ray-io-v1-rayjob",
+                                   ["CREATE", "UPDATE"], "ray.io", "rayjobs"))  # fmt: skip
+        group = "admissionregistration.k8s.io/v1"
+        for kind, hooks in (("MutatingWebhookConfiguration", mutating),
+                            ("ValidatingWebhookConfiguration", validating)):  # fmt: skip
+            apply(dyn, {"apiVersion": group, "kind": kind,
+                        "metadata": {"name": "kueue-loopback"}, "webhooks": hooks})  # fmt: skip
+
+    @property
+    def has_kuberay(self) -> bool:
+        return (self.bin_dir / "ray-operator").is_file()
+
+    def start_kuberay(self) -> None:
+        """The KubeRay operator out of cluster (no webhooks; RayJob -> RayCluster -> pods)."""
+        if "kuberay" in self.procs or not self.has_kuberay:
+            return
+        metrics, probe = free_port(), free_port()
+        env = {**os.environ, "KUBECONFIG": str(self.admin.kubeconfig)}
+        self._spawn(
+            "kuberay",
+            [str(self.bin_dir / "ray-operator"), f"--metrics-addr={HOST}:{metrics}",
+             f"--health-probe-bind-address={HOST}:{probe}", "--enable-leader-election=false",
+             "--log-stdout-encoder=console"],
+            env=env,
+        )  # fmt: skip
+        self._wait("kuberay", lambda: _http_ok(f"http://{HOST}:{probe}/readyz"))
 
     @property
     def has_kwok(self) -> bool:
@@ -481,23 +512,14 @@ class ControlPlane:
             "spec": {"taints": taints or []},
             "status": {"allocatable": capacity, "capacity": capacity},
         }
-        from kubernetes import client
-
-        client.CoreV1Api(self.api_client()).create_node(node)
+        apply(self.dynamic(), node)
         return node
 
     def stop(self) -> None:
-        """SIGTERM every process group at once, SIGKILL what is left after 5 s (test data only)."""
+        """SIGTERM every process group at once, SIGKILL what is left after 5 s."""
+        stop_process_groups(list(self.pids().values()))
         for proc in self.procs.values():
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
-        deadline = time.monotonic() + 5.0
-        for proc in self.procs.values():
-            try:
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=10)
         self.procs.clear()
 
@@ -505,12 +527,109 @@ class ControlPlane:
     def api_client(self, who: str = "admin") -> Any:
         from kubernetes import config
 
-        return config.new_client_from_config(config_file=str(self.identities[who].kubeconfig))
+        return config.new_client_from_config(  # type: ignore[no-untyped-call]
+            config_file=str(self.identities[who].kubeconfig)
+        )
 
     def dynamic(self, who: str = "admin") -> Any:
         from kubernetes.dynamic import DynamicClient
 
-        return DynamicClient(self.api_client(who))
+        return DynamicClient(self.api_client(who))  # type: ignore[no-untyped-call]
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any process of the group still runs (zombies do not count)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            return True
+    return not Path("/proc").is_dir()
+
+
+def stop_process_groups(pgids: list[int], grace_s: float = 5.0) -> None:
+    """SIGTERM each group, SIGKILL what is left after `grace_s`, and wait until none runs."""
+    for pgid in pgids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    left = [p for p in pgids if group_alive(p)]
+    while left and time.monotonic() < deadline:
+        time.sleep(0.1)
+        left = [p for p in left if group_alive(p)]
+    for pgid in left:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+    deadline = time.monotonic() + 10.0
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        left = [p for p in left if group_alive(p)]
+
+
+# --- objects ------------------------------------------------------------------------------------
+FIELD_MANAGER = "taugrid-sandbox"
+
+
+def apply(
+    dyn: Any, obj: dict[str, Any], dry_run: bool = False, manager: str = FIELD_MANAGER
+) -> Any:
+    """Server-side apply one object."""
+    res = dyn.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+    kwargs: dict[str, Any] = {"field_manager": manager, "force_conflicts": True}
+    if dry_run:
+        kwargs["dry_run"] = "All"
+    ns = obj.get("metadata", {}).get("namespace")
+    if res.namespaced and ns:
+        return res.server_side_apply(body=obj, namespace=ns, **kwargs)
+    return res.server_side_apply(body=obj, **kwargs)
+
+
+def wait_established(dyn: Any, names: list[str], timeout: float = 60.0) -> None:
+    crds = dyn.resources.get(api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition")
+    deadline = time.monotonic() + timeout
+    pending = set(names)
+    while pending and time.monotonic() < deadline:
+        for name in list(pending):
+            obj = crds.get(name=name)
+            conds = {c["type"]: c["status"] for c in (obj.status.conditions or [])}
+            if conds.get("Established") == "True":
+                pending.discard(name)
+        if pending:
+            time.sleep(0.1)
+    if pending:
+        raise RuntimeError(f"CRDs not established within {timeout}s: {sorted(pending)}")
+    dyn.resources.invalidate_cache()
+
+
+def install_crds(
+    dyn: Any, folder: Path, groups: tuple[str, ...] = ("kueue", "kuberay")
+) -> list[str]:
+    """The upstream CRDs of `groups` (folder/<group>/*.yaml) and TauGrid's, applied and
+    established. Returns their names."""
+    import yaml
+
+    from taugrid.api.crds import render_crds
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    crds = [
+        yaml.load(f.read_text(), Loader=loader)
+        for g in groups
+        for f in sorted((folder / g).glob("*.yaml"))
+    ]
+    names = []
+    for crd in [*crds, *render_crds()]:
+        apply(dyn, crd)
+        names.append(crd["metadata"]["name"])
+    wait_established(dyn, names)
+    return names
 
 
 def _insecure_ctx() -> ssl.SSLContext:
@@ -529,11 +648,18 @@ def _http_ok(url: str, ctx: ssl.SSLContext | None = None) -> bool:
         return False
 
 
+NOT_BUILT = (
+    "the control plane is not built; `make controlplane` builds etcd, kube-apiserver, "
+    "controller-manager, scheduler, KWOK, Kueue and KubeRay from their Go modules once "
+    "(about 10-20 minutes on 2 cores, into ~/.cache/taugrid/controlplane)"
+)
+
+
 @contextlib.contextmanager
 def running(with_controllers: bool = True) -> Iterator[ControlPlane]:
     bin_dir = binaries_dir()
     if bin_dir is None:
-        raise RuntimeError("control plane binaries are not built: run `make controlplane`")
+        raise RuntimeError(NOT_BUILT)
     work = Path(tempfile.mkdtemp(prefix="tau-cp-"))
     cp = ControlPlane(bin_dir=bin_dir, work=work, with_controllers=with_controllers)
     try:

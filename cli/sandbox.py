@@ -1,0 +1,98 @@
+"""`tau sandbox ...`: a real Kubernetes control plane on this machine (127.0.0.1 only)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from taugrid.cli.options import JsonOpt, ReportFormat, StacksDirOpt
+from taugrid.cli.output import dump_json, out, say
+
+app = typer.Typer(
+    help="A local Kubernetes cluster with the platform on it (127.0.0.1 only), for trying the "
+    "cluster path without a cloud.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+
+
+def _usage(state: Any) -> str:
+    return (
+        f"sandbox: API server {state.api}, stack {state.stack}, {len(state.nodes)} KWOK nodes\n"
+        f"  kubeconfig (admin):      tau sandbox kubeconfig\n"
+        f"  kubeconfig (researcher): tau sandbox kubeconfig --as researcher\n"
+        f"  what runs:               tau sandbox status\n"
+        f"  stop everything:         tau sandbox down"
+    )
+
+
+@app.command("up")
+def sandbox_up(
+    stack: Annotated[str, typer.Option("--stack", "-s", help="The stack it installs")] = "sandbox",
+    stacks_dir: StacksDirOpt = None,
+) -> None:
+    """Start the sandbox (idempotent) and install the stack's platform objects."""
+    from taugrid.infra import sandbox
+
+    state, started = sandbox.up(say, stack, stacks_dir)
+    if not started:
+        say("the sandbox is already up")
+    for name, why in state.skipped.items():
+        say(f"note: {name} does not run: {why}")
+    out(_usage(state))
+
+
+@app.command("down")
+def sandbox_down() -> None:
+    """Stop every process the sandbox started and remove its state."""
+    from taugrid.infra import sandbox
+
+    if sandbox.down(say) is None:
+        out("the sandbox was not up")
+
+
+@app.command("status")
+def sandbox_status(output: JsonOpt = ReportFormat.text) -> None:
+    """Each component of the sandbox, and whether it runs."""
+    from taugrid.infra import sandbox
+
+    state = sandbox.State.read()
+    if state is None:
+        if output is ReportFormat.json:
+            out(dump_json({"up": False}))
+        else:
+            out("the sandbox is not up (tau sandbox up starts it)")
+        raise typer.Exit(3)
+    rows = sandbox.component_status(state)
+    ready = sandbox.api_ready(state)
+    if output is ReportFormat.json:
+        out(dump_json({"up": ready, "api": state.api, "stack": state.stack,
+                       "nodes": state.nodes, "components": rows}))  # fmt: skip
+    else:
+        lines = [
+            f"sandbox {'up' if ready else 'DOWN'}: API server {state.api} ({'ready' if ready else 'not answering'})"
+        ]
+        for r in rows:
+            what = (
+                "running" if r["running"] else f"not running{': ' + r['why'] if 'why' in r else ''}"
+            )
+            lines.append(
+                f"  {r['component']:<24} {what}" + (f" (pid {r['pid']})" if "pid" in r else "")
+            )
+        lines.append(f"  nodes: {', '.join(state.nodes)}")
+        out("\n".join(lines))
+    if not ready:
+        raise typer.Exit(4)
+
+
+@app.command("kubeconfig")
+def sandbox_kubeconfig(
+    as_: Annotated[
+        str, typer.Option("--as", help="admin, researcher, or a workspace member's name")
+    ] = "admin",
+) -> None:
+    """Print the path of a kubeconfig for the sandbox (export KUBECONFIG=$(tau sandbox kubeconfig))."""
+    from taugrid.infra import sandbox
+
+    out(str(sandbox.kubeconfig(as_)))

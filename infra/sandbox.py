@@ -1,0 +1,264 @@
+"""The sandbox: a real Kubernetes control plane on 127.0.0.1 with a stack's platform on it.
+
+`tau sandbox up` starts etcd, kube-apiserver, controller-manager, scheduler, KWOK (fake nodes
+shaped like the stack's pools, running pods without containers), Kueue and the KubeRay operator
+(out of cluster, where built), then installs the stack's platform objects: TauGrid's CRDs and
+TauCluster, Kueue's flavors, cohort, queues and priorities, and every workspace (namespace,
+LocalQueues, RBAC, service account, a /data PVC bound to a folder under the sandbox). The
+processes outlive the command; `down` stops every one of them. State lives under
+$TAU_HOME/sandbox. Nothing is built here: without `make controlplane`, `up` says how.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from taugrid.api import constants as C
+from taugrid.api import naming
+from taugrid.api.errors import EXIT_PLATFORM, EXIT_USAGE, TauError, missing_extra
+from taugrid.api.platform import (
+    SYSTEM_NAMESPACE,
+    CpuPool,
+    GpuPool,
+    PlatformConfig,
+    pool_labels,
+    pool_taints,
+)
+
+STACK = "sandbox"
+Say = Callable[[str], None]
+
+
+def sandbox_dir() -> Path:
+    home = Path(os.environ.get("TAU_HOME") or Path.home() / ".tau").expanduser()
+    return home / "sandbox"
+
+
+@dataclass
+class State:
+    stack: str
+    api: str
+    started_at: float
+    pids: dict[str, int]  # component -> process group
+    kubeconfigs: dict[str, str]  # identity -> kubeconfig path
+    nodes: list[str] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)  # component -> why it does not run
+
+    @classmethod
+    def read(cls) -> State | None:
+        try:
+            return cls(**json.loads((sandbox_dir() / "state.json").read_text()))
+        except (FileNotFoundError, ValueError, TypeError):
+            return None
+
+    def write(self) -> None:
+        path = sandbox_dir() / "state.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=2))
+        tmp.replace(path)
+
+
+def _need_clients() -> None:
+    try:
+        import cryptography  # noqa: F401
+        import kubernetes  # noqa: F401
+    except ImportError as e:
+        raise missing_extra("sandbox", f"the sandbox's libraries ({e.name})") from None
+
+
+def component_status(state: State) -> list[dict[str, Any]]:
+    """Each component: running or not (and why not), with its process group."""
+    from taugrid.infra.controlplane import group_alive
+
+    rows = [
+        {"component": name, "running": group_alive(pid), "pid": pid}
+        for name, pid in state.pids.items()
+    ]
+    rows += [{"component": n, "running": False, "why": why} for n, why in state.skipped.items()]
+    return rows
+
+
+def api_ready(state: State, who: str = "admin", timeout: float = 2.0) -> bool:
+    import ssl
+    import urllib.request
+
+    cfg = json.loads(Path(state.kubeconfigs[who]).read_text())
+    user = cfg["users"][0]["user"]
+    cluster = cfg["clusters"][0]["cluster"]
+    ctx = ssl.create_default_context(cafile=cluster["certificate-authority"])
+    ctx.load_cert_chain(user["client-certificate"], user["client-key"])
+    try:
+        with urllib.request.urlopen(f"{state.api}/readyz", timeout=timeout, context=ctx) as r:
+            return bool(r.status == 200)
+    except OSError:
+        return False
+
+
+def healthy(state: State) -> bool:
+    return all(r["running"] for r in component_status(state) if "pid" in r) and api_ready(state)
+
+
+def up(say: Say, stack: str = STACK, stacks_dir: Path | None = None) -> tuple[State, bool]:
+    """Start the sandbox (or find it running). Returns (state, started_now)."""
+    from taugrid.infra.controlplane import NOT_BUILT, binaries_dir
+
+    existing = State.read()
+    if existing is not None:
+        if existing.stack == stack and healthy(existing):
+            return existing, False
+        say("the sandbox is partly down: stopping what is left, then starting it again")
+        down(say)
+    _need_clients()
+    bin_dir = binaries_dir()
+    if bin_dir is None:
+        raise TauError(NOT_BUILT, exit_code=EXIT_PLATFORM, hint="make controlplane")
+    from taugrid.infra.stackfile import validated
+
+    cfg = validated(stack, stacks_dir)
+    work = sandbox_dir()
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    from taugrid.infra.controlplane import ControlPlane
+
+    cp = ControlPlane(bin_dir=bin_dir, work=work)
+    t0 = time.monotonic()
+    try:
+        say(
+            "starting etcd, kube-apiserver, controller-manager, scheduler and KWOK on 127.0.0.1 ..."
+        )
+        cp.start()
+        state = _install(cp, cfg, stack, say)
+    except BaseException:
+        cp.stop()
+        raise
+    state.write()
+    say(f"sandbox up in {time.monotonic() - t0:.0f}s")
+    return state, True
+
+
+def _install(cp: Any, cfg: PlatformConfig, stack: str, say: Say) -> State:
+    from taugrid.components import manifests as M
+    from taugrid.infra.controlplane import apply, crds_dir, install_crds
+
+    skipped: dict[str, str] = {}
+    dyn = cp.dynamic()
+    crds = crds_dir()
+    groups = tuple(g for g in ("kueue", "kuberay") if crds is not None and (crds / g).is_dir())
+    say(f"installing CRDs: TauGrid{''.join(', ' + g for g in groups)}")
+    install_crds(dyn, crds or cp.work, groups)
+    apply(dyn, M.namespace(SYSTEM_NAMESPACE))
+    if "kueue" in groups and cp.has_kueue:
+        say("starting Kueue (out of cluster, webhooks on 127.0.0.1) ...")
+        cp.start_kueue(C.LABEL_WORKSPACE, rayjobs="kuberay" in groups)
+    else:
+        skipped["kueue"] = (
+            "not built (make controlplane)"
+            if "kueue" not in groups or not (cp.bin_dir / "kueue").is_file()
+            else "needs root and `unshare` (its metrics certificate path is fixed)"
+        )
+    if cp.has_kuberay and "kuberay" in groups:
+        say("starting the KubeRay operator (out of cluster) ...")
+        cp.start_kuberay()
+    else:
+        skipped["kuberay"] = "not built (make controlplane)"
+    nodes = []
+    pools: list[GpuPool | CpuPool] = [*cfg.gpuPools, *cfg.cpuPools]
+    for pool in pools:
+        size = pool.node_allocatable()
+        gpus = (pool.gpus() or 0) if isinstance(pool, GpuPool) else 0
+        for i in range(max(pool.maxCount, 1)):
+            name = f"{pool.name}-{i}"
+            cp.add_fake_node(
+                name,
+                gpus=gpus,
+                labels=pool_labels(pool),
+                taints=[t.model_dump(mode="json", exclude_none=True) for t in pool_taints(pool)],
+                cpu=str(size.cpu) if size else "8",
+                memory=str(size.memory) if size else "32Gi",
+            )
+            nodes.append(name)
+    say(f"{len(nodes)} KWOK nodes: {', '.join(nodes)}")
+    objects = [*M.kueue_objects(cfg), M.tau_cluster(cfg, stack), M.researcher_read_clusterrole()]
+    for ws in cfg.workspaces:
+        ws_objs = M.workspace_objects(cfg, ws)
+        objects = [*ws_objs[:1], *objects, *ws_objs[1:]]  # namespaces first
+        objects.append(_data_volume(cfg, ws.name, ws.ns, ws.storage.storageClass or ""))
+    for obj in _ordered(objects):
+        apply(dyn, obj)
+    identities = {"admin": str(cp.admin.kubeconfig)}
+    for ws in cfg.workspaces:
+        for m in ws.members:
+            if m.kind == "User":
+                identities.setdefault(m.name, str(cp.add_identity(m.name).kubeconfig))
+            elif m.kind == "Group":
+                who = f"{m.name}-member"
+                identities.setdefault(who, str(cp.add_identity(who, (m.name,)).kubeconfig))
+    say(f"platform objects of stack {stack!r}: {len(cfg.workspaces)} workspace(s), "
+        f"{len(cfg.queues.clusterQueues)} ClusterQueue(s)")  # fmt: skip
+    return State(stack=stack, api=cp.url, started_at=time.time(), pids=cp.pids(),
+                 kubeconfigs=identities, nodes=nodes, skipped=skipped)  # fmt: skip
+
+
+_ORDER = {"Namespace": 0, "PersistentVolume": 1, "ResourceFlavor": 2, "Cohort": 2,
+          "WorkloadPriorityClass": 2, "ClusterQueue": 3}  # fmt: skip
+
+
+def _ordered(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted(objects, key=lambda o: _ORDER.get(o["kind"], 5))
+
+
+def _data_volume(cfg: PlatformConfig, ws: str, ns: str, storage_class: str) -> dict[str, Any]:
+    """A PersistentVolume that the workspace's /data PVC binds to: a folder of the sandbox."""
+    folder = sandbox_dir() / "data" / ws
+    folder.mkdir(parents=True, exist_ok=True)
+    size = next(w.storage.size for w in cfg.workspaces if w.name == ws)
+    pvc = naming.workspace_pvc(ws)
+    access = next(w.storage.accessMode for w in cfg.workspaces if w.name == ws)
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": f"sandbox-{ws}-data", "labels": {C.LABEL_WORKSPACE: ws}},
+        "spec": {
+            "capacity": {"storage": size},
+            "accessModes": [access],
+            "storageClassName": storage_class,
+            "persistentVolumeReclaimPolicy": "Retain",
+            "hostPath": {"path": str(folder)},
+            "claimRef": {"namespace": ns, "name": pvc},
+        },
+    }
+
+
+def down(say: Say) -> State | None:
+    """Stop every process the sandbox started and remove its state. None: it was not up."""
+    from taugrid.infra.controlplane import stop_process_groups
+
+    state = State.read()
+    if state is None:
+        return None
+    stop_process_groups(list(state.pids.values()))
+    with contextlib.suppress(FileNotFoundError):
+        (sandbox_dir() / "state.json").unlink()
+    shutil.rmtree(sandbox_dir(), ignore_errors=True)
+    say(f"stopped {len(state.pids)} sandbox process(es)")
+    return state
+
+
+def kubeconfig(who: str = "admin") -> Path:
+    state = State.read()
+    if state is None:
+        raise TauError("the sandbox is not up", exit_code=EXIT_PLATFORM, hint="tau sandbox up")
+    if who == "researcher":
+        who = next((n for n in state.kubeconfigs if n != "admin"), "admin")
+    if who not in state.kubeconfigs:
+        known = ", ".join(["researcher", *state.kubeconfigs])
+        raise TauError(f"no sandbox identity {who!r}; identities: {known}", exit_code=EXIT_USAGE)
+    return Path(state.kubeconfigs[who])
