@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from taugrid.api import constants as C
-from taugrid.api.profiles import WorkloadProfile
+from taugrid.api.profiles import WorkloadProfile, WorkspaceRef
 from taugrid.api.vocabulary import Phase, Signal, TerminationReason
 
 
@@ -50,6 +50,11 @@ class TauClusterSpec(_Model):
         default_factory=dict, description="Installed component -> version"
     )
     defaultWorkspace: str | None = Field(None, description="Workspace of runs that name none")
+    workspaces: list[WorkspaceRef] = Field(
+        default_factory=list,
+        description="Every workspace (namespace, /data PVC): what `tau` resolves runs against",
+        json_schema_extra=_list_map("name"),
+    )
 
 
 class TauClusterStatus(_Model):

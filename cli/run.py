@@ -203,6 +203,9 @@ def run_submit(
     workspace: WorkspaceOpt = None,
     profile: ProfileOpt = None,
     run_id: RunIdOpt = None,
+    context: Annotated[
+        str | None, typer.Option("--context", help="kube target: the kubeconfig context")
+    ] = None,
     output: RenderOutOpt = RenderFormat.yaml,
 ) -> None:
     """Submit a run and follow it (with --dry-run: render it)."""
@@ -213,7 +216,8 @@ def run_submit(
     from taugrid.runs.backends import base
     from taugrid.runs.prepare import RunRequest
 
-    backend = base.get(base.pick_target(target, os.environ, say))
+    chosen = base.pick_target(target, os.environ, say)
+    backend = base.get(chosen, **({"context": context} if context else {}))
     loaded = load.load_manifest(file)
     request = RunRequest(loaded, workspace=workspace, profile=profile, run_id=run_id)
     prepared = backend.prepare(request)

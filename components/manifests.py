@@ -23,6 +23,7 @@ from taugrid.api.platform import (
     WorkspaceSpec,
     derive_profiles,
     pool_taints,
+    workspace_refs,
 )
 from taugrid.api.profiles import profile_set_hash
 
@@ -283,6 +284,9 @@ def tau_cluster(cfg: PlatformConfig, stack: str) -> dict[str, Any]:
             "workloadProfiles": [p.model_dump(mode="json", exclude_none=True) for p in profiles],
             "components": versions,
             **({"defaultWorkspace": cfg.defaultWorkspace} if cfg.defaultWorkspace else {}),
+            "workspaces": [
+                w.model_dump(mode="json", exclude_none=True) for w in workspace_refs(cfg)
+            ],
         },
     }
 

@@ -32,6 +32,7 @@ from taugrid.api.platform import (
     pool_labels,
     pool_taints,
 )
+from taugrid.infra.stackfile import validated
 
 STACK = "sandbox"
 Say = Callable[[str], None]
@@ -106,6 +107,25 @@ def healthy(state: State) -> bool:
     return all(r["running"] for r in component_status(state) if "pid" in r) and api_ready(state)
 
 
+PACKAGED_STACKS = Path(__file__).resolve().parent / "sandbox_stack"
+
+
+def stacks_dir_for(stack: str, stacks_dir: Path | None) -> Path:
+    """The project's stacks (Pulumi.yaml's stackConfigDir), else, for the sandbox stack, the one
+    that ships with tau (stacks/Pulumi.sandbox.yaml links to it), so `tau sandbox up` works from
+    any folder."""
+    from taugrid.infra.stackfile import find_stacks_dir
+
+    if stacks_dir is not None:
+        return stacks_dir
+    try:
+        return find_stacks_dir()
+    except TauError:
+        if stack == STACK:
+            return PACKAGED_STACKS
+        raise
+
+
 def up(say: Say, stack: str = STACK, stacks_dir: Path | None = None) -> tuple[State, bool]:
     """Start the sandbox (or find it running). Returns (state, started_now)."""
     from taugrid.infra.controlplane import NOT_BUILT, binaries_dir
@@ -120,9 +140,7 @@ def up(say: Say, stack: str = STACK, stacks_dir: Path | None = None) -> tuple[St
     bin_dir = binaries_dir()
     if bin_dir is None:
         raise TauError(NOT_BUILT, exit_code=EXIT_PLATFORM, hint="make controlplane")
-    from taugrid.infra.stackfile import validated
-
-    cfg = validated(stack, stacks_dir)
+    cfg = validated(stack, stacks_dir_for(stack, stacks_dir))
     work = sandbox_dir()
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)

@@ -16,7 +16,7 @@ from taugrid.api.manifest import Manifest, WorkloadKind
 from taugrid.runs import provenance
 from taugrid.runs.codebundle import CodeBundle, collect
 from taugrid.runs.load import LoadedManifest
-from taugrid.runs.render import RunMeta, render
+from taugrid.runs.render import RunMeta, render, render_taurun
 from taugrid.runs.resolve import Resolved, resolve
 
 if TYPE_CHECKING:
@@ -66,6 +66,10 @@ class PreparedRun:
     def objects(self) -> list[dict[str, Any]]:
         """The Kubernetes objects a cluster receives for this run (code ConfigMap first)."""
         return render(self.resolved, self.meta, self.bundle)
+
+    def taurun(self) -> dict[str, Any]:
+        """The TauRun that records the run in the cluster and owns its objects."""
+        return render_taurun(self.resolved, self.meta, self.request.parent)
 
 
 def check_run_id(run_id: str) -> str:

@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from taugrid.api import constants as C
+from taugrid.api import naming
 from taugrid.api.manifest import Manifest
 from taugrid.api.quantity import format_memory
 from taugrid.runs.codebundle import CodeBundle
@@ -129,7 +130,7 @@ def code_configmap(
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {
-            "name": f"{meta.run_id}-code",
+            "name": naming.code_configmap(meta.run_id),
             "namespace": r.namespace,
             "labels": {k: v for k, v in labels(r, meta.run_id).items() if k.startswith(C.GROUP)},
             "annotations": {C.ANN_CODE_DIGEST: bundle.digest},
@@ -147,7 +148,7 @@ def _volumes(
 ) -> tuple[list[Any], list[Any]]:
     volumes: list[dict[str, Any]] = [
         {"name": "data", "persistentVolumeClaim": {"claimName": r.pvc}},
-        {"name": "code", "configMap": {"name": f"{meta.run_id}-code", "items": items}},
+        {"name": "code", "configMap": {"name": naming.code_configmap(meta.run_id), "items": items}},
         {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": format_memory(shm)}},
     ]
     mounts: list[dict[str, Any]] = [
@@ -354,6 +355,37 @@ def render_job(r: Resolved, meta: RunMeta, bundle: CodeBundle) -> list[dict[str,
         },
     }
     return [cm, job]
+
+
+def render_taurun(r: Resolved, meta: RunMeta, parent: str | None = None) -> dict[str, Any]:
+    """The TauRun: the run's record in the cluster and the owner of its objects."""
+    m = r.manifest
+    spec: dict[str, Any] = {
+        "runId": meta.run_id,
+        "runName": m.name,
+        "workspace": r.workspace.name,
+        "profile": r.profile.name,
+        "workloadKind": r.kind,
+        "configHash": m.config_hash(),
+        "submitter": meta.submitter,
+        "codeRevision": meta.code_revision,
+        "attempt": meta.attempt,
+        "manifest": m.model_dump(mode="json", exclude_defaults=True),
+    }
+    if meta.resume_from:
+        spec["resumeFrom"] = meta.resume_from
+    if parent:
+        spec["parentRun"] = parent
+    return {
+        "apiVersion": C.API_VERSION,
+        "kind": "TauRun",
+        "metadata": {
+            "name": meta.run_id,
+            "namespace": r.namespace,
+            "labels": labels(r, meta.run_id),
+        },
+        "spec": spec,
+    }
 
 
 def render(r: Resolved, meta: RunMeta, bundle: CodeBundle) -> list[dict[str, Any]]:

@@ -24,6 +24,38 @@ from taugrid.api.vocabulary import (
 
 
 @dataclass(frozen=True)
+class PodFact:
+    name: str
+    phase: str  # Pending, Running, Succeeded, Failed, Unknown
+    node: str | None
+    unschedulable: str | None = None  # PodScheduled=False: the scheduler's message
+    waiting: str | None = None  # a container stuck: "ImagePullBackOff: ...", "CrashLoopBackOff"
+    since: str | None = None
+
+
+@dataclass(frozen=True)
+class ClusterFacts:
+    """What a cluster says about one run (from one LIST per kind, shared by every run)."""
+
+    taurun: bool  # the TauRun (the run's owner) exists
+    workload: bool  # the RayJob / Job exists
+    suspended: bool | None = None
+    finished: str | None = None  # "Succeeded" | "Failed" when the workload says so
+    finished_at: str | None = None  # when the workload says it ended
+    started_at: str | None = None  # when the workload says it started
+    workload_message: str | None = None
+    kueue: list[dict[str, str]] | None = None  # the Kueue Workload's conditions; None: none yet
+    cluster_queue: str | None = None
+    queue: str | None = None  # the LocalQueue
+    position: int | None = None
+    position_note: str | None = None  # why the position is unknown
+    pods: list[PodFact] = field(default_factory=list)
+    warnings: list[tuple[str, str, str]] = field(default_factory=list)  # (reason, message, ts)
+    node_problems: dict[str, list[str]] = field(default_factory=dict)  # node -> bad conditions
+    nodes_visible: bool = True
+
+
+@dataclass(frozen=True)
 class Observations:
     """Everything status needs about one run, gathered by its backend at one moment."""
 
@@ -43,6 +75,7 @@ class Observations:
     latest_metrics: dict[str, float | int | str] = field(default_factory=dict)  # the last row
     last_error: str | None = None  # the last error-looking line of the log
     evidence: str | None = None  # where the evidence record is
+    cluster: ClusterFacts | None = None  # runs on a cluster: what it says
     extra: dict[str, str] = field(default_factory=dict)
 
 
@@ -54,6 +87,10 @@ def _first(
     history: list[HistoryEvent], phases: set[Phase] | frozenset[Phase]
 ) -> HistoryEvent | None:
     return next((h for h in history if h.phase in phases), None)
+
+
+def _ts(iso: str) -> float:
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
 
 
 def ago(seconds: float) -> str:
@@ -71,9 +108,44 @@ SUPERVISOR_LOST_RUNNING = (
 SUPERVISOR_LOST = "the local supervisor process is gone without recording an end (killed?)"
 
 
+def _cond(c: ClusterFacts, kind: str) -> dict[str, str] | None:
+    """A Kueue condition by type (never the last one in the list as the state)."""
+    return next((x for x in c.kueue or [] if x.get("type") == kind), None)
+
+
+def _true(c: ClusterFacts, kind: str) -> bool:
+    x = _cond(c, kind)
+    return bool(x and x.get("status") == "True")
+
+
+def cluster_phase(o: Observations) -> tuple[Phase, str | None]:
+    """A cluster run's phase from what the cluster says (the local record only knows the
+    submission, and a cancel)."""
+    rec, c = o.record, o.cluster
+    assert c is not None
+    if rec.phase in TERMINAL:
+        return rec.phase, rec.reason
+    if c.finished == "Succeeded":
+        return Phase.Succeeded, c.workload_message or "the workload succeeded"
+    if c.finished == "Failed":
+        return Phase.Failed, c.workload_message or "the workload failed"
+    if not c.taurun and not c.workload:
+        return Phase.Failed, "its TauRun and workload are gone from the cluster (deleted?)"
+    if _true(c, "Admitted"):
+        running = [p for p in c.pods if p.phase == "Running"]
+        if running and len(running) == len(c.pods):
+            return Phase.Running, "pods running"
+        return Phase.Starting, "admitted; pods starting"
+    if c.kueue is not None:
+        return Phase.Queued, "waiting in the queue"
+    return Phase.Pending, "submitted"
+
+
 def effective_phase(o: Observations) -> tuple[Phase, str | None]:
     """The phase, corrected when the run's owner died without recording an end: Failed if
     nothing of the run is left, else what is true: it still runs, without a supervisor."""
+    if o.cluster is not None:
+        return cluster_phase(o)
     rec = o.record
     if rec.phase not in TERMINAL and o.owner_alive is False:
         if o.orphans:
@@ -83,7 +155,43 @@ def effective_phase(o: Observations) -> tuple[Phase, str | None]:
 
 
 # --- one function per signal --------------------------------------------------------------------
+def _queue_words(c: ClusterFacts) -> str:
+    where = f" in queue {c.queue}" if c.queue else ""
+    if c.position is not None:
+        return f"{where}; position {c.position}"
+    return where + (f"; position unknown ({c.position_note})" if c.position_note else "")
+
+
 def admitted(o: Observations) -> Signal:
+    if o.cluster is not None:
+        return _admitted_cluster(o.cluster)
+    return _admitted_local(o)
+
+
+def _admitted_cluster(c: ClusterFacts) -> Signal:
+    name, ev = SignalName.Admitted, "Kueue Workload"
+    for kind in ("Evicted", "Preempted"):
+        x = _cond(c, kind)
+        if x and x.get("status") == "True":
+            why = f"{kind}: {x.get('reason', '')}: {x.get('message', '')}".rstrip(": ")
+            return Signal(name=name, state=SignalState.false, since=x.get("lastTransitionTime"),
+                          reason=why, evidence=ev)  # fmt: skip
+    adm = _cond(c, "Admitted")
+    if adm and adm.get("status") == "True":
+        cq = f" to ClusterQueue {c.cluster_queue}" if c.cluster_queue else ""
+        return Signal(name=name, state=SignalState.true, since=adm.get("lastTransitionTime"),
+                      reason=f"admitted{cq}", evidence=ev)  # fmt: skip
+    if c.kueue is None:
+        why = "no Kueue Workload yet" + ("" if c.workload else " (the workload is not there)")
+        return Signal(name=name, state=SignalState.pending, reason=why, evidence=ev)
+    qr = _cond(c, "QuotaReserved")
+    detail = (qr or adm or {}).get("message") or (qr or adm or {}).get("reason") or "waiting"
+    waiting = "waiting for quota" if qr and qr.get("status") == "False" else "waiting for admission"
+    return Signal(name=name, state=SignalState.pending, since=(qr or {}).get("lastTransitionTime"),
+                  reason=f"{waiting}{_queue_words(c)}: {detail}", evidence=ev)  # fmt: skip
+
+
+def _admitted_local(o: Observations) -> Signal:
     phase, _ = effective_phase(o)
     started = _first(o.history, {Phase.Starting, Phase.Running})
     state = SignalState.true if started or phase in TERMINAL else SignalState.pending
@@ -97,6 +205,8 @@ def admitted(o: Observations) -> Signal:
 
 
 def scheduled(o: Observations) -> Signal:
+    if o.cluster is not None:
+        return _scheduled_cluster(o.cluster)
     phase, reason = effective_phase(o)
     running = _first(o.history, {Phase.Running})
     if running:
@@ -109,8 +219,53 @@ def scheduled(o: Observations) -> Signal:
                   reason="waiting for the process to start", evidence="history.jsonl")  # fmt: skip
 
 
+def _scheduled_cluster(c: ClusterFacts) -> Signal:
+    name, ev = SignalName.Scheduled, "pods, events"
+    for p in c.pods:
+        if p.unschedulable:
+            return Signal(name=name, state=SignalState.false, since=p.since,
+                          reason=f"{p.name}: {p.unschedulable}", evidence=ev)  # fmt: skip
+        if p.waiting:
+            return Signal(name=name, state=SignalState.false, since=p.since,
+                          reason=f"{p.name}: {p.waiting}", evidence=ev)  # fmt: skip
+    settled = bool(c.pods) and all(p.phase in ("Running", "Succeeded") for p in c.pods)
+    for reason, message, ts in reversed(c.warnings):  # newest first; old ones may be over
+        if settled:
+            break  # events outlive what they describe: the pods are placed and running now
+        if reason in ("FailedMount", "FailedAttachVolume", "FailedScheduling", "FailedCreate"):
+            return Signal(name=name, state=SignalState.false, since=ts,
+                          reason=f"{reason}: {message}", evidence="events")  # fmt: skip
+    if c.pods and all(p.node for p in c.pods):
+        nodes = ", ".join(sorted({p.node for p in c.pods if p.node}))
+        return Signal(name=name, state=SignalState.true, reason=f"{len(c.pods)} pod(s) on {nodes}",
+                      evidence=ev)  # fmt: skip
+    if c.finished:
+        return Signal(name=name, state=SignalState.true, reason="the workload ran", evidence=ev)
+    if not _true(c, "Admitted"):
+        return Signal(name=name, state=SignalState.pending, reason="not admitted yet", evidence=ev)
+    return Signal(name=name, state=SignalState.pending, reason="waiting for pods", evidence=ev)
+
+
 def gpu_healthy(o: Observations) -> Signal:
     rec = o.record
+    if o.cluster is not None and rec.gpus_per_worker > 0:
+        c = o.cluster
+        name = SignalName.GPUHealthy
+        used = sorted({p.node for p in c.pods if p.node})
+        bad = {n: c.node_problems[n] for n in used if c.node_problems.get(n)}
+        if bad:
+            why = "; ".join(f"{n}: {', '.join(v)}" for n, v in bad.items())
+            return Signal(
+                name=name, state=SignalState.false, reason=why, evidence="node conditions"
+            )
+        if not used:
+            return Signal(name=name, state=SignalState.pending, reason="no GPU node yet",
+                          evidence="node conditions")  # fmt: skip
+        if not c.nodes_visible:
+            return Signal(name=name, state=SignalState.unknown,
+                          reason="nodes are not readable with your identity", evidence="")  # fmt: skip
+        return Signal(name=name, state=SignalState.true, reason=f"no GPU problem on {', '.join(used)}",
+                      evidence="node conditions")  # fmt: skip
     if rec.gpus_per_worker == 0:
         return Signal(name=SignalName.GPUHealthy, state=SignalState.true,
                       reason="no GPUs requested", evidence="tau.yaml")  # fmt: skip
@@ -124,6 +279,16 @@ def gpu_healthy(o: Observations) -> Signal:
 
 def progressing(o: Observations) -> Signal:
     rec = o.record
+    if o.cluster is not None:
+        phase, _ = effective_phase(o)
+        name = SignalName.Progressing
+        if phase in TERMINAL:
+            return Signal(name=name, state=SignalState.false, since=rec.finished_at, reason="ended")
+        if phase != Phase.Running:
+            return Signal(name=name, state=SignalState.pending, reason="not running yet")
+        return Signal(name=name, state=SignalState.unknown,
+                      reason="pods run; its metrics and logs are on the workspace PVC "
+                      "(not read from here by this build)", evidence="pods")  # fmt: skip
     phase, _ = effective_phase(o)
     running = _first(o.history, {Phase.Running})
     beats = [t for t in (o.last_metric_ts, o.last_log_ts) if t]
@@ -154,6 +319,13 @@ def completed(o: Observations) -> Signal:
     rec = o.record
     phase, reason = effective_phase(o)
     name = SignalName.Completed
+    c = o.cluster
+    if c is not None and phase in TERMINAL:
+        still = [p.name for p in c.pods if p.phase == "Running"]
+        contradiction = f"; but pod(s) still run: {', '.join(still)}" if still else ""
+        state = SignalState.true if phase == Phase.Succeeded else SignalState.false
+        return Signal(name=name, state=state, since=rec.finished_at,
+                      reason=f"{phase}: {reason}{contradiction}", evidence="workload status")  # fmt: skip
     if phase == Phase.Succeeded:
         return Signal(name=name, state=SignalState.true, since=rec.finished_at,
                       reason="exit code 0", evidence="run.json")  # fmt: skip
@@ -169,6 +341,10 @@ def completed(o: Observations) -> Signal:
 
 def artifact_saved(o: Observations) -> Signal:
     rec = o.record
+    if o.cluster is not None:
+        return Signal(name=SignalName.ArtifactSaved, state=SignalState.unknown,
+                      reason=f"checkpoints and outputs are on the workspace PVC under "
+                      f"/data/runs/{rec.run_id}/ (not read from here by this build)")  # fmt: skip
     phase, _ = effective_phase(o)
     name = SignalName.ArtifactSaved
     where = f"{rec.checkpoint_subdir}/index.json, {rec.output_subdir}/"
@@ -204,6 +380,13 @@ def summarize(phase: Phase, signals: list[Signal], o: Observations | None = None
         return "succeeded"
     if phase in (Phase.Failed, Phase.Cancelled):
         return f"{phase.lower()}: {by_name[SignalName.Completed].reason.split(': ', 1)[-1]}"
+    if o is not None and o.cluster is not None and phase not in TERMINAL:
+        adm = by_name[SignalName.Admitted]
+        sched = by_name[SignalName.Scheduled]
+        if sched.state == SignalState.false:
+            return f"{phase.lower()}, but not scheduled: {sched.reason}"
+        if adm.state != SignalState.true:
+            return f"{phase.lower()}: {adm.reason}"
     if o is not None and o.owner_alive is False and o.orphans and phase not in TERMINAL:
         rid = o.record.run_id
         return (
@@ -226,11 +409,13 @@ def compute(o: Observations) -> RunStatus:
     termination = rec.termination_reason
     if phase != rec.phase and phase == Phase.Failed:
         termination = TerminationReason.SupervisorLost
-    start = rec.started_at or rec.created_at
-    end = datetime.fromisoformat(rec.finished_at).timestamp() if rec.finished_at else o.now
+    c = o.cluster
+    start = rec.started_at or (c.started_at if c else None) or rec.created_at
+    finished_at = rec.finished_at or (c.finished_at if c and phase in TERMINAL else None)
+    end = _ts(finished_at) if finished_at else o.now
     return RunStatus(
-        started_at=rec.started_at,
-        duration_s=round(max(0.0, end - datetime.fromisoformat(start).timestamp()), 1),
+        started_at=rec.started_at or (c.started_at if c else None),
+        duration_s=round(max(0.0, end - _ts(start)), 1),
         last_step=o.last_step,
         latest_metrics=o.latest_metrics,
         last_error=o.last_error if phase in (Phase.Failed, Phase.Cancelled) else None,
@@ -242,7 +427,7 @@ def compute(o: Observations) -> RunStatus:
         workload_kind=rec.workload_kind,
         attempt=rec.attempt,
         created_at=rec.created_at,
-        finished_at=rec.finished_at,
+        finished_at=finished_at,
         termination_reason=termination,
         signals=signals,
         summary=summarize(phase, signals, o),

@@ -1,5 +1,9 @@
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -7,8 +11,6 @@ import pytest
 from localkit import example_copy, project, tau  # noqa: F401  (fixtures for test_local_*.py)
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-
     from taugrid.infra.controlplane import ControlPlane
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -17,6 +19,30 @@ PROFILES = EXAMPLES / "profiles.yaml"
 SHARED = ROOT.parent / "shared"
 UPSTREAM_CRDS = SHARED / "upstream-crds"
 EXAMPLE_DIRS = sorted(p.parent for p in EXAMPLES.glob("*/tau.yaml"))
+TAU = str(Path(sys.executable).parent / "tau")
+
+
+def run_tau(home: Path, *args: str, env: dict[str, str] | None = None,
+        timeout: float = 300) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    """The real `tau` with its own TAU_HOME (no TAU_TARGET from the caller's environment)."""
+    base = {k: v for k, v in os.environ.items() if k not in ("TAU_TARGET", "KUBECONFIG")}
+    return subprocess.run([TAU, *args], capture_output=True, text=True, timeout=timeout,
+                          check=False, env={**base, "TAU_HOME": str(home), **(env or {})})  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """`tau sandbox up` in its own TAU_HOME for the session (the e2e suite's cluster for
+    everything that goes through the CLI); `down` at the end."""
+    from taugrid.infra.controlplane import binaries_dir
+
+    if binaries_dir() is None:
+        pytest.skip("the control plane is not built: `make e2e` builds it")
+    home = tmp_path_factory.mktemp("sandboxhome")
+    res = run_tau(home, "sandbox", "up")
+    assert res.returncode == 0, res.stderr
+    yield home
+    run_tau(home, "sandbox", "down")
 
 
 @pytest.fixture(scope="session")

@@ -5,39 +5,18 @@ KWOK runs its pods on nodes shaped like the stack's pools), and down stopping ev
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import EXAMPLES
+from conftest import EXAMPLES, TAU
+from conftest import run_tau as tau
 from kube import wait_until
 
 from taugrid.infra.controlplane import binaries_dir, group_alive
 
 pytestmark = pytest.mark.e2e
-TAU = str(Path(sys.executable).parent / "tau")
-
-
-def tau(
-    home: Path, *args: str, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([TAU, *args], capture_output=True, text=True, timeout=300, check=False,
-                          env={**os.environ, "TAU_HOME": str(home), **(env or {})})  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    if binaries_dir() is None:
-        pytest.skip("the control plane is not built: `make e2e` builds it")
-    home = tmp_path_factory.mktemp("sandboxhome")
-    res = tau(home, "sandbox", "up")
-    assert res.returncode == 0, res.stderr
-    yield home
-    tau(home, "sandbox", "down")
 
 
 def dyn(home: Path, who: str) -> Any:

@@ -47,8 +47,14 @@ def one(items: list[Any]) -> Any:
     return items[0]
 
 
-def test_the_four_stacks_exist() -> None:
-    assert STACKS == ["ci", "dev", "prod", "staging"]
+def test_the_stacks_exist() -> None:
+    assert STACKS == ["ci", "dev", "prod", "sandbox", "staging"]
+    # the sandbox stack ships with tau (for `tau sandbox up` anywhere); stacks/ links to it
+    from taugrid.infra.sandbox import PACKAGED_STACKS
+
+    assert (ROOT / "stacks" / "Pulumi.sandbox.yaml").resolve() == (
+        PACKAGED_STACKS / "Pulumi.sandbox.yaml"
+    ).resolve()
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -333,7 +339,7 @@ def test_plan_and_diff_commands(capsys: pytest.CaptureFixture[str]) -> None:
         for f in mc["changes"]
     )
     assert main(["platform", "plan", "--stack", "nope"]) == 2
-    assert "stacks: ci, dev, prod, staging" in capsys.readouterr().err
+    assert "stacks: ci, dev, prod, sandbox, staging" in capsys.readouterr().err
 
 
 def test_diff_text_is_per_field_and_warns_off_the_promotion_path(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, TextIO, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TextIO, runtime_checkable
 
 from taugrid.api.errors import EXIT_USAGE, TauError
 
@@ -85,7 +85,7 @@ class Attaches(Protocol):
 # target -> "module:Class"; None: planned, not in this build.
 REGISTRY: Mapping[str, str | None] = {
     "local": "taugrid.runs.backends.local.backend:LocalBackend",
-    "kube": None,
+    "kube": "taugrid.runs.backends.kube.backend:KubeBackend",
     "pulumi": None,
 }
 TARGET_ENV = "TAU_TARGET"
@@ -96,8 +96,9 @@ def targets() -> list[str]:
     return list(REGISTRY)
 
 
-def get(target: str) -> Backend:
-    """The backend of a target (its module is imported now, not before)."""
+def get(target: str, **options: Any) -> Backend:
+    """The backend of a target (its module is imported now, not before). `options` are the
+    target's own (kube: `context`)."""
     if target not in REGISTRY:
         raise TauError(
             f"unknown target {target!r}; targets: {', '.join(REGISTRY)}", exit_code=EXIT_USAGE
@@ -109,13 +110,14 @@ def get(target: str) -> Backend:
             hint="run locally (--target local), or render with --dry-run --profiles SNAPSHOT",
         )
     module, _, cls = ref.partition(":")
-    backend: Backend = getattr(importlib.import_module(module), cls)()
+    backend: Backend = getattr(importlib.import_module(module), cls)(**options)
     return backend
 
 
 def for_record(rec: RunRecord) -> Backend:
-    """The backend that owns a recorded run."""
-    return get(rec.target)
+    """The backend that owns a recorded run (with the context it was submitted to)."""
+    context = getattr(rec.handle, "context", None)
+    return get(rec.target, **({"context": context} if context else {}))
 
 
 def pick_target(explicit: str | None, environ: Mapping[str, str], say: Say) -> str:

@@ -91,6 +91,9 @@ def local_snapshot(m: Manifest) -> ProfileSnapshot:
 class LocalBackend:
     name = LOCAL
 
+    def __init__(self, **_options: object) -> None:
+        """Local runs take no target options."""
+
     # --- submitting -----------------------------------------------------------------------------
     def prepare(self, request: RunRequest) -> PreparedRun:
         m = request.loaded.manifest

@@ -1,0 +1,372 @@
+"""The kube backend: direct submission to a cluster's API server.
+
+`prepare` resolves the run against the cluster's own profiles (the TauCluster object) and the
+workspaces the user may use. `submit` server-side applies (field manager `tau`) a TauRun first
+(the run's record in the cluster and the owner of everything else), then the code ConfigMap and
+the RayJob/Job, each owned by the TauRun, so deleting the TauRun garbage-collects them; the
+workload stays suspended until Kueue admits it. Re-applying the same run id changes nothing.
+A local evidence record (with a `KubeHandle`) keeps what was submitted. `observe` reads one LIST
+per kind per namespace for any number of runs, and status is computed from that.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TextIO
+
+from taugrid.api import constants as C
+from taugrid.api.errors import EXIT_PLATFORM, EXIT_USAGE, TauError
+from taugrid.api.evidence import KubeHandle, RunRecord, TerminalStateError
+from taugrid.api.profiles import ProfileSnapshot
+from taugrid.api.vocabulary import TERMINAL, Phase
+from taugrid.runs.backends.base import Say, SubmitOptions
+from taugrid.runs.backends.kube.client import Forbidden, Kube
+from taugrid.runs.evidence import RunDir, ensure_writable, now_iso
+from taugrid.runs.paths import runs_root, write_atomic
+from taugrid.runs.prepare import PreparedRun, RunRequest, prepare
+from taugrid.runs.status import ClusterFacts, Observations, PodFact
+
+if TYPE_CHECKING:
+    from taugrid.api.profiles import WorkspaceRef
+
+CLUSTER_OBJECT = "cluster"
+CONTEXT_ENV = "TAU_CONTEXT"  # the kubeconfig context (--context sets it)
+GPU_NODE_CONDITIONS = (C.XID_CONDITION, "GPUUnhealthy", "GpuUnhealthy", "NvidiaGPUUnhealthy")
+GPU_UNHEALTHY_TAINT = f"{C.GROUP}/gpu-unhealthy"
+
+
+class KubeBackend:
+    name = "kube"
+
+    def __init__(self, context: str | None = None) -> None:
+        self._context = context or os.environ.get(CONTEXT_ENV) or None
+        self._kube: Kube | None = None
+        self._cluster: str | None = None
+
+    @property
+    def kube(self) -> Kube:
+        if self._kube is None:
+            self._kube = Kube(self._context)
+        return self._kube
+
+    # --- discovery ------------------------------------------------------------------------------
+    def snapshot(self) -> ProfileSnapshot:
+        """The cluster's profiles and workspaces, as its TauCluster publishes them."""
+        tc = self.kube.get("TauCluster", CLUSTER_OBJECT)
+        if tc is None:
+            raise TauError(
+                f"no TauCluster {CLUSTER_OBJECT!r} at {self.kube.server}: the TauGrid platform is "
+                "not installed on this cluster",
+                exit_code=EXIT_PLATFORM,
+                hint="pulumi up the platform stack (or tau sandbox up)",
+            )
+        spec = tc.get("spec") or {}
+        ann = (tc.get("metadata") or {}).get("annotations") or {}
+        self._cluster = spec.get("stack")
+        return ProfileSnapshot.model_validate(
+            {
+                "apiVersion": C.API_VERSION,
+                "kind": "TauWorkloadProfileSnapshot",
+                "cluster": spec.get("stack", "?"),
+                "profileSetHash": ann.get(C.ANN_PROFILE_SET_HASH),
+                "defaultWorkspace": spec.get("defaultWorkspace"),
+                "workspaces": spec.get("workspaces") or [],
+                "profiles": spec.get("workloadProfiles") or [],
+            }
+        )
+
+    def usable_workspaces(self, snap: ProfileSnapshot) -> list[WorkspaceRef]:
+        """The workspaces whose namespace the user may submit runs to (one review each)."""
+        return [w for w in snap.workspaces if self.kube.can("create", "TauRun", w.namespace)]
+
+    # --- submitting -------------------------------------------------------------------------------
+    def prepare(self, request: RunRequest) -> PreparedRun:
+        snap = self.snapshot()
+        if request.workspace is None and request.loaded.manifest.policy.workspace is None:
+            usable = self.usable_workspaces(snap)
+            if len(usable) == 1 and (not snap.defaultWorkspace or len(snap.workspaces) > 1):
+                from dataclasses import replace
+
+                request = replace(request, workspace=usable[0].name)
+        return prepare(request, snap)
+
+    def submit(self, prepared: PreparedRun, options: SubmitOptions, say: Say) -> RunDir:
+        if options.python or options.ray_pip:
+            raise TauError("--python and --ray-pip are for local runs", exit_code=EXIT_USAGE)
+        ns = prepared.resolved.namespace
+        try:
+            existing = self.kube.get("TauRun", prepared.run_id, ns)
+        except Forbidden as e:
+            raise self._forbidden(e, prepared) from None
+        if existing is not None:  # idempotent by run id: the same run again changes nothing
+            have = (existing.get("spec") or {}).get("configHash")
+            if have != prepared.manifest.config_hash():
+                raise TauError(
+                    f"run {prepared.run_id} already exists in namespace {ns} with another config",
+                    exit_code=EXIT_USAGE,
+                    hint="leave out --run-id to get a new run id",
+                )
+            say(f"{prepared.run_id} is already submitted; nothing changed")
+            return self._record(prepared, ns)
+        try:
+            owner = self.kube.apply(prepared.taurun())
+        except Forbidden as e:
+            raise self._forbidden(e, prepared) from None
+        ref = {
+            "apiVersion": C.API_VERSION,
+            "kind": "TauRun",
+            "name": prepared.run_id,
+            "uid": owner["metadata"]["uid"],
+            "blockOwnerDeletion": True,
+        }
+        for obj in prepared.objects():
+            obj["metadata"]["ownerReferences"] = [ref]
+            self.kube.apply(obj)
+        rd = self._record(prepared, ns)
+        say(f"submitted {prepared.run_id} to {self.kube.server} (namespace {ns}, queue "
+            f"{prepared.resolved.queue}); Kueue admits it when there is quota")  # fmt: skip
+        return rd
+
+    def _forbidden(self, e: Forbidden, prepared: PreparedRun) -> TauError:
+        try:
+            usable = [w.name for w in self.usable_workspaces(self.snapshot())]
+        except TauError:
+            usable = []
+        hint = (
+            f"workspaces you may use: {', '.join(usable)} (policy.workspace or --workspace)"
+            if usable
+            else "you may use no workspace here: ask the platform team to add you to one"
+        )
+        return TauError(
+            f"{e.message} (workspace {prepared.resolved.workspace.name}, as {self.kube.user})",
+            exit_code=EXIT_PLATFORM,
+            hint=hint,
+        )
+
+    def _record(self, prepared: PreparedRun, namespace: str) -> RunDir:
+        """The local evidence record of a cluster run: what was submitted, where."""
+        from taugrid.runs.yamlio import dump_all
+
+        root = runs_root()
+        ensure_writable(root)
+        rd = RunDir(root / prepared.run_id)
+        if (rd.path / C.RUN_RECORD_FILENAME).is_file():
+            return rd  # the same run id again: the cluster changed nothing, nor does this
+        (rd.path / "config" / "manifests").mkdir(parents=True, exist_ok=True)
+        (rd.path / "logs").mkdir(exist_ok=True)
+        m, r = prepared.manifest, prepared.resolved
+        write_atomic(rd.path / "config" / "tau.yaml", prepared.loaded.text.encode())
+        submitted = [prepared.taurun(), *prepared.objects()]
+        for obj in submitted:
+            if obj["kind"] == "ConfigMap":  # the code: recorded by digest, not again in full
+                obj["data"] = {"...": f"{len(obj.get('data', {}))} files, {prepared.bundle.digest}"}
+        write_atomic(
+            rd.path / "config" / "manifests" / "submitted.yaml", dump_all(submitted).encode()
+        )
+        rd.create(
+            RunRecord(
+                run_id=prepared.run_id, name=m.name, workspace=r.workspace.name,
+                profile=r.profile.name, workload_kind=prepared.kind,
+                handle=KubeHandle(context=self.kube.context, namespace=namespace,
+                                  cluster=self._cluster),
+                submitter=prepared.meta.submitter, code_folder=str(prepared.loaded.folder.resolve()),
+                code_revision=prepared.meta.code_revision, code_digest=prepared.bundle.digest,
+                config_hash=m.config_hash(), image=r.image, entrypoint=m.entrypoint_path or "",
+                created_at=now_iso(), max_retries=m.resilience.max_retries, workers=r.workers,
+                gpus_per_worker=r.gpus, gpus_available=r.gpus,
+                stall_after_seconds=m.metrics.stall_after_seconds, primary_metric=m.metrics.primary,
+                checkpoint_subdir=m.checkpoint_subdir, output_subdir=m.output_subdir,
+                warnings=list(prepared.warnings),
+            ),
+            reason=f"submitted to {self.kube.server}",
+        )  # fmt: skip
+        return rd
+
+    # --- observing --------------------------------------------------------------------------------
+    def observe(self, runs: Sequence[RunDir], now: float | None = None) -> list[Observations]:
+        t = now if now is not None else time.time()
+        records = [rd.read_record() for rd in runs]
+        by_ns: dict[str, list[RunRecord]] = {}
+        for rec in records:
+            by_ns.setdefault(_handle(rec).namespace, []).append(rec)
+        facts: dict[str, ClusterFacts] = {}
+        nodes, nodes_visible = self._nodes()
+        for ns, recs in by_ns.items():
+            facts.update(self._facts(ns, recs, nodes, nodes_visible))
+        out = []
+        for rd, rec in zip(runs, records, strict=True):
+            out.append(Observations(record=rec, history=rd.read_history(), now=t, owner_alive=None,
+                                    cluster=facts[rec.run_id], evidence=str(rd.path)))  # fmt: skip
+        return out
+
+    def _nodes(self) -> tuple[dict[str, list[str]], bool]:
+        try:
+            items = self.kube.list("Node")
+        except Forbidden:
+            return {}, False
+        problems: dict[str, list[str]] = {}
+        for n in items:
+            name = n["metadata"]["name"]
+            bad = [
+                f"{c['type']}={c['status']}" + (f" ({c.get('reason')})" if c.get("reason") else "")
+                for c in (n.get("status") or {}).get("conditions") or []
+                if c.get("type") in GPU_NODE_CONDITIONS and c.get("status") == "True"
+            ]
+            bad += [
+                f"taint {t['key']}" for t in (n.get("spec") or {}).get("taints") or []
+                if t.get("key") == GPU_UNHEALTHY_TAINT
+            ]  # fmt: skip
+            problems[name] = bad
+        return problems, True
+
+    def _facts(self, ns: str, recs: list[RunRecord], nodes: dict[str, list[str]],
+               nodes_visible: bool) -> dict[str, ClusterFacts]:  # fmt: skip
+        """One LIST per kind in the namespace, whatever the number of runs."""
+        managed = {C.LABEL_MANAGED_BY: C.MANAGED_BY_VALUE}
+        taruns = {o["metadata"]["name"] for o in self.kube.list("TauRun", ns)}
+        kinds = {r.workload_kind for r in recs}
+        workloads: dict[str, dict[str, Any]] = {}
+        if "rayjob" in kinds:
+            workloads.update(
+                {o["metadata"]["name"]: o for o in self.kube.list("RayJob", ns, managed)}
+            )
+        if "job" in kinds:
+            workloads.update({o["metadata"]["name"]: o for o in self.kube.list("Job", ns, managed)})
+        kueue: dict[str, dict[str, Any]] = {}
+        with contextlib.suppress(TauError):  # no Kueue: every run says so in Admitted
+            for w in self.kube.list("Workload", ns):
+                for ref in w["metadata"].get("ownerReferences") or []:
+                    kueue[ref["name"]] = w
+        pods: dict[str, list[dict[str, Any]]] = {}
+        for p in self.kube.list("Pod", ns):
+            rid = (p["metadata"].get("labels") or {}).get(C.LABEL_RUN_ID)
+            if rid:
+                pods.setdefault(rid, []).append(p)
+        events: dict[str, list[dict[str, Any]]] = {}
+        for e in self.kube.list("Event", ns):
+            involved = (e.get("involvedObject") or {}).get("name") or ""
+            events.setdefault(involved, []).append(e)
+        out = {}
+        for rec in recs:
+            out[rec.run_id] = _run_facts(rec, rec.run_id in taruns, workloads.get(rec.run_id),
+                                         kueue.get(rec.run_id), pods.get(rec.run_id, []), events,
+                                         nodes, nodes_visible)  # fmt: skip
+        return out
+
+    # --- the rest ---------------------------------------------------------------------------------
+    def logs(self, run: RunDir, out: TextIO) -> None:
+        raise TauError(
+            f"logs of cluster runs are not in this build; {run.run_id}'s log is on the workspace "
+            f"PVC at /data/runs/{run.run_id}/logs/driver.log",
+            exit_code=EXIT_PLATFORM,
+        )
+
+    def cancel(self, run: RunDir) -> Phase:
+        """Delete the TauRun (foreground): its workload and code go with it, and so does its
+        quota; the local record is closed as Cancelled."""
+        rec = run.read_record()
+        if rec.phase in TERMINAL:
+            return rec.phase
+        (obs,) = self.observe([run])
+        from taugrid.runs.status import effective_phase
+
+        phase, _ = effective_phase(obs)
+        if phase in TERMINAL:
+            with contextlib.suppress(TerminalStateError):
+                run.transition(phase, f"ended in the cluster before the cancel ({phase})")
+            return phase
+        self.kube.delete("TauRun", rec.run_id, _handle(rec).namespace)
+        try:
+            return run.transition(Phase.Cancelled, "cancelled by the user: TauRun deleted; its "
+                                  "workload and quota are released").phase  # fmt: skip
+        except TerminalStateError as e:
+            return e.phase
+
+
+def _handle(rec: RunRecord) -> KubeHandle:
+    if not isinstance(rec.handle, KubeHandle):
+        raise TypeError(f"run {rec.run_id} is a {rec.target} run")
+    return rec.handle
+
+
+def _run_facts(rec: RunRecord, taurun: bool, workload: dict[str, Any] | None,
+               kw: dict[str, Any] | None, pods: list[dict[str, Any]],
+               events: dict[str, list[dict[str, Any]]], nodes: dict[str, list[str]],
+               nodes_visible: bool) -> ClusterFacts:  # fmt: skip
+    finished = message = None
+    suspended = None
+    started = ended = None
+    if workload is not None:
+        spec, status = workload.get("spec") or {}, workload.get("status") or {}
+        suspended = spec.get("suspend")
+        started = status.get("startTime")
+        ended = status.get("completionTime") or status.get("endTime")
+        if rec.workload_kind == "rayjob":
+            js, ds = status.get("jobStatus"), status.get("jobDeploymentStatus")
+            if js == "SUCCEEDED" or (ds == "Complete" and js in (None, "SUCCEEDED")):
+                finished = "Succeeded"
+            elif js in ("FAILED", "STOPPED") or ds == "Failed":
+                finished = "Failed"
+            message = status.get("message") or (f"RayJob {ds}" if ds else None)
+        else:
+            conds = {
+                c["type"]: c for c in status.get("conditions") or [] if c.get("status") == "True"
+            }
+            if "Complete" in conds:
+                finished, message = "Succeeded", "the Job completed"
+            elif "Failed" in conds:
+                finished = "Failed"
+                message = (
+                    f"{conds['Failed'].get('reason', '')}: {conds['Failed'].get('message', '')}"
+                )
+    kueue_conds = None
+    cq = queue = None
+    if kw is not None:
+        kueue_conds = [
+            {k: str(v) for k, v in c.items()}
+            for c in (kw.get("status") or {}).get("conditions") or []
+        ]
+        cq = ((kw.get("status") or {}).get("admission") or {}).get("clusterQueue")
+        queue = (kw.get("spec") or {}).get("queueName")
+    facts = [_pod_fact(p) for p in pods]
+    names = {rec.run_id, *(p["metadata"]["name"] for p in pods)}
+    if kw is not None:
+        names.add(kw["metadata"]["name"])
+    warnings = sorted(
+        ((e.get("reason") or "", e.get("message") or "", str(e.get("lastTimestamp") or e.get("eventTime") or ""))
+         for n in names for e in events.get(n, []) if e.get("type") == "Warning"),
+        key=lambda w: w[2],
+    )  # fmt: skip
+    return ClusterFacts(
+        taurun=taurun, workload=workload is not None, suspended=suspended, finished=finished,
+        started_at=str(started) if started else None, finished_at=str(ended) if ended else None,
+        workload_message=message, kueue=kueue_conds, cluster_queue=cq, queue=queue,
+        position=None,
+        position_note="Kueue's visibility API (pendingworkloads) is not served here" if kw else None,
+        pods=facts, warnings=warnings, node_problems=nodes, nodes_visible=nodes_visible,
+    )  # fmt: skip
+
+
+def _pod_fact(p: dict[str, Any]) -> PodFact:
+    status = p.get("status") or {}
+    unsched = None
+    since = None
+    for c in status.get("conditions") or []:
+        if c.get("type") == "PodScheduled" and c.get("status") == "False":
+            unsched = f"{c.get('reason', 'Unschedulable')}: {c.get('message', '')}".rstrip(": ")
+            since = str(c.get("lastTransitionTime") or "")
+    waiting = None
+    for cs in [
+        *(status.get("initContainerStatuses") or []),
+        *(status.get("containerStatuses") or []),
+    ]:
+        w = (cs.get("state") or {}).get("waiting") or {}
+        if w.get("reason") in ("ImagePullBackOff", "ErrImagePull", "CrashLoopBackOff",
+                               "CreateContainerConfigError", "InvalidImageName"):  # fmt: skip
+            waiting = f"{w['reason']}: {w.get('message', '')}".rstrip(": ")
+    return PodFact(name=p["metadata"]["name"], phase=status.get("phase") or "Unknown",
+                   node=(p.get("spec") or {}).get("nodeName"), unschedulable=unsched,
+                   waiting=waiting, since=since)  # fmt: skip

@@ -1,0 +1,247 @@
+"""The kube backend's client layer (lightkube): kubeconfig and context, the kinds tau uses,
+server-side apply, one LIST per kind, and Kubernetes failures turned into clear errors (exit 4).
+
+Imported only when a cluster command runs: `tau --help` never pays for it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from taugrid.api import constants as C
+from taugrid.api.errors import EXIT_PLATFORM, TauError, missing_extra
+
+FIELD_MANAGER = "tau"
+CONNECT_TIMEOUT_S = 5.0
+READ_TIMEOUT_S = 20.0
+
+
+@dataclass(frozen=True)
+class Kind:
+    group: str  # "" for the core group
+    version: str
+    kind: str
+    plural: str
+    namespaced: bool = True
+    component: str = ""  # who installs it (for "CRD missing" messages)
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+TAUGRID = "TauGrid's CRDs (the platform)"
+KINDS: dict[str, Kind] = {
+    k.kind: k
+    for k in (
+        Kind("", "v1", "ConfigMap", "configmaps"),
+        Kind("", "v1", "Pod", "pods"),
+        Kind("", "v1", "Event", "events"),
+        Kind("", "v1", "Node", "nodes", namespaced=False),
+        Kind("batch", "v1", "Job", "jobs"),
+        Kind("ray.io", "v1", "RayJob", "rayjobs", component="the KubeRay operator"),
+        Kind("ray.io", "v1", "RayCluster", "rayclusters", component="the KubeRay operator"),
+        Kind("kueue.x-k8s.io", "v1beta2", "Workload", "workloads", component="Kueue"),
+        Kind("kueue.x-k8s.io", "v1beta2", "LocalQueue", "localqueues", component="Kueue"),
+        Kind(C.GROUP, C.VERSION, "TauRun", "runs", True, TAUGRID),
+        Kind(
+            C.GROUP,
+            C.VERSION,
+            "TauCluster",
+            "clusters",
+            namespaced=False,
+            component="TauGrid's CRDs (the platform)",
+        ),
+        Kind(
+            C.GROUP,
+            C.VERSION,
+            "TauWorkspace",
+            "workspaces",
+            component="TauGrid's CRDs (the platform)",
+        ),
+    )
+}
+
+
+def _resource(kind: Kind) -> Any:
+    from lightkube.generic_resource import create_global_resource, create_namespaced_resource
+
+    make = create_namespaced_resource if kind.namespaced else create_global_resource
+    return make(kind.group or "", kind.version, kind.kind, kind.plural)
+
+
+class Kube:
+    """A connection to one cluster (a kubeconfig context)."""
+
+    def __init__(self, context: str | None = None) -> None:
+        try:
+            import httpx2
+            from lightkube import Client, KubeConfig
+        except ImportError as e:
+            raise missing_extra("kube", f"the Kubernetes client ({e.name})") from None
+        from lightkube.core.exceptions import ConfigError
+
+        path = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or os.path.expanduser(
+            "~/.kube/config"
+        )
+        try:
+            config = KubeConfig.from_file(path)
+            self.context = context or config.current_context
+            single = config.get(context_name=self.context)
+            if single is None:
+                raise ValueError(f"no context {self.context!r}")
+            self.config = single
+        except (ConfigError, FileNotFoundError, OSError, KeyError, ValueError) as e:
+            raise TauError(
+                f"no usable kubeconfig at {path}: {e}",
+                exit_code=EXIT_PLATFORM,
+                hint="set KUBECONFIG (for the sandbox: export KUBECONFIG=$(tau sandbox kubeconfig "
+                "--as researcher)) or pass --context",
+            ) from None
+        self.server = str(self.config.cluster.server)
+        import httpx2
+
+        timeout = httpx2.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S)
+        self.client = Client(self.config, field_manager=FIELD_MANAGER, timeout=timeout)
+        self.user = str(self.config.context.user) if self.config.context else "?"
+
+    # --- errors -----------------------------------------------------------------------------
+    @contextmanager
+    def errors(self, verb: str, kind: Kind, namespace: str | None = None) -> Iterator[None]:
+        """Kubernetes and network failures as one clear TauError (exit 4)."""
+        import httpx2
+        from lightkube.core.exceptions import ApiError
+
+        where = f" in namespace {namespace}" if namespace and kind.namespaced else ""
+        try:
+            yield
+        except ApiError as e:
+            code = e.status.code
+            if code == 403:
+                raise Forbidden(verb, kind, namespace, e.status.message or "") from None
+            if code == 404 and kind.component and _kind_missing(e):
+                raise TauError(
+                    f"this cluster does not serve {kind.kind} ({kind.api_version}): "
+                    f"{kind.component} is not installed",
+                    exit_code=EXIT_PLATFORM,
+                    hint="ask the platform team (pulumi up installs it; the sandbox has it)",
+                ) from None
+            raise TauError(
+                f"{verb} {kind.plural}{where}: {code} {e.status.reason or ''}: {e.status.message}",
+                exit_code=EXIT_PLATFORM,
+            ) from None
+        except httpx2.HTTPStatusError as e:  # not a Kubernetes Status body (an unknown API path)
+            code = e.response.status_code
+            if code == 404 and kind.component:
+                raise TauError(
+                    f"this cluster does not serve {kind.kind} ({kind.api_version}): "
+                    f"{kind.component} is not installed",
+                    exit_code=EXIT_PLATFORM,
+                    hint="ask the platform team (pulumi up installs it; the sandbox has it)",
+                ) from None
+            raise TauError(
+                f"{verb} {kind.plural}{where}: HTTP {code} from {self.server}",
+                exit_code=EXIT_PLATFORM,
+            ) from None
+        except httpx2.TransportError as e:
+            raise TauError(
+                f"the Kubernetes API at {self.server} is unreachable ({type(e).__name__}: {e})",
+                exit_code=EXIT_PLATFORM,
+                hint="is the cluster up (tau sandbox status), and is this the right context "
+                f"({self.context})?",
+            ) from None
+
+    # --- operations ---------------------------------------------------------------------------
+    def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Server-side apply (field manager `tau`); the object as the server has it."""
+        kind = KINDS[obj["kind"]]
+        res = _resource(kind)
+        ns = obj.get("metadata", {}).get("namespace")
+        with self.errors("apply", kind, ns):
+            got = self.client.apply(res.from_dict(obj), namespace=ns, force=True)  # type: ignore[call-overload]
+        return dict(got.to_dict())
+
+    def get(self, kind_name: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        from lightkube.core.exceptions import ApiError
+
+        kind = KINDS[kind_name]
+        with self.errors("get", kind, namespace):
+            try:
+                return dict(self.client.get(_resource(kind), name, namespace=namespace).to_dict())
+            except ApiError as e:
+                if e.status.code == 404 and not _kind_missing(e):
+                    return None
+                raise
+
+    def list(self, kind_name: str, namespace: str | None = None,
+             labels: dict[str, str] | None = None) -> list[dict[str, Any]]:  # fmt: skip
+        """One LIST call."""
+        kind = KINDS[kind_name]
+        with self.errors("list", kind, namespace):
+            selector: dict[str, Any] | None = dict(labels) if labels else None
+            items = self.client.list(_resource(kind), namespace=namespace, labels=selector)
+            return [dict(o.to_dict()) for o in items]
+
+    def delete(self, kind_name: str, name: str, namespace: str | None) -> bool:
+        """Delete in the foreground (the owned objects go first). False: it was not there."""
+        from lightkube.core.exceptions import ApiError
+
+        kind = KINDS[kind_name]
+        with self.errors("delete", kind, namespace):
+            try:
+                self.client.delete(_resource(kind), name, namespace=namespace,
+                                   cascade=_foreground())  # fmt: skip
+            except ApiError as e:
+                if e.status.code == 404 and not _kind_missing(e):
+                    return False
+                raise
+        return True
+
+    def can(self, verb: str, kind_name: str, namespace: str) -> bool:
+        """SelfSubjectAccessReview: may the current user do `verb` on the kind there?"""
+        from lightkube.models.authorization_v1 import (
+            ResourceAttributes,
+            SelfSubjectAccessReviewSpec,
+        )
+        from lightkube.resources.authorization_v1 import SelfSubjectAccessReview
+
+        kind = KINDS[kind_name]
+        review = SelfSubjectAccessReview(
+            spec=SelfSubjectAccessReviewSpec(
+                resourceAttributes=ResourceAttributes(
+                    group=kind.group, resource=kind.plural, verb=verb, namespace=namespace
+                )
+            )
+        )
+        with self.errors("create", Kind("authorization.k8s.io", "v1", "SelfSubjectAccessReview",
+                                        "selfsubjectaccessreviews", namespaced=False)):  # fmt: skip
+            got = self.client.create(review)
+        return bool(got.status and got.status.allowed)
+
+
+def _foreground() -> Any:
+    from lightkube.types import CascadeType
+
+    return CascadeType.FOREGROUND
+
+
+def _kind_missing(e: Any) -> bool:
+    """A 404 for the resource type itself (its CRD is not installed), not for one object."""
+    details = getattr(e.status, "details", None)
+    return not (details and getattr(details, "name", None))
+
+
+class Forbidden(TauError):
+    """403: the verb, resource and namespace, so the caller can add which workspaces fit."""
+
+    def __init__(self, verb: str, kind: Kind, namespace: str | None, message: str) -> None:
+        where = f" in namespace {namespace}" if namespace else ""
+        super().__init__(
+            f"forbidden: you may not {verb} {kind.plural} ({kind.api_version}){where}",
+            exit_code=EXIT_PLATFORM,
+        )
+        self.verb, self.kind, self.namespace, self.server_message = verb, kind, namespace, message

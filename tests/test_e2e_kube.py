@@ -1,0 +1,250 @@
+"""`tau run --target kube` against the sandbox, through the real CLI: discovery, submission
+(idempotent, owned by the TauRun), a truthful status (quota, scheduling, GPU health,
+completion), cancel that frees quota, and clear failures (403, unreachable, no platform)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import EXAMPLES
+from conftest import run_tau as tau
+from kube import wait_until
+
+pytestmark = pytest.mark.e2e
+
+
+def kube_env(home: Path, who: str = "researcher") -> dict[str, str]:
+    kc = tau(home, "sandbox", "kubeconfig", "--as", who).stdout.strip()
+    return {"KUBECONFIG": kc, "TAU_TARGET": "kube"}
+
+
+def status(home: Path, run_id: str) -> dict[str, Any]:
+    res = tau(home, "run", "status", run_id, "-o", "json", env=kube_env(home))
+    assert res.returncode in (0, 1), res.stderr
+    return dict(json.loads(res.stdout))
+
+
+def sig(st: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(s for s in st["signals"] if s["name"] == name)
+
+
+def submit(home: Path, folder: Path, *args: str) -> str:
+    res = tau(home, "run", str(folder), "-d", *args, env=kube_env(home))
+    assert res.returncode == 0, res.stderr
+    return res.stdout.strip()
+
+
+def admin(home: Path) -> Any:
+    from kubernetes import config, dynamic
+
+    kc = tau(home, "sandbox", "kubeconfig").stdout.strip()
+    return dynamic.DynamicClient(config.new_client_from_config(config_file=kc))
+
+
+@pytest.fixture()
+def gpu_project(tmp_path: Path) -> Path:
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    (tmp_path / "tau.yaml").write_text(
+        "schema_version: 1\nname: kq\nrun: {entrypoint: train.py, workload_kind: rayjob}\n"
+        "compute: {gpus: 1, workers: 1, worker_cpus: 8, worker_memory: 32Gi}\n"
+        "runtime: {image: rayproject/ray:2.56.0-py312-gpu}\n"
+    )
+    return tmp_path
+
+
+def test_profiles_and_workspaces_come_from_the_cluster(sandbox: Path) -> None:
+    res = tau(sandbox, "profiles", "-o", "json", env=kube_env(sandbox))
+    assert res.returncode == 0, res.stderr
+    assert [p["name"] for p in json.loads(res.stdout)] == ["a100x1", "a100x2", "cpu"]
+    # alice is a member of research only: she may use exactly that workspace
+    ws = json.loads(tau(sandbox, "workspaces", "-o", "json", env=kube_env(sandbox, "alice")).stdout)
+    assert [w["name"] for w in ws] == ["research"] and ws[0]["default"] is True
+    bob = json.loads(tau(sandbox, "workspaces", "-o", "json", env=kube_env(sandbox, "bob")).stdout)
+    assert [w["name"] for w in bob] == ["llm"]
+
+
+def test_submission_is_owned_by_the_taurun_and_idempotent(sandbox: Path, gpu_project: Path) -> None:
+    run_id = submit(sandbox, gpu_project)
+    dyn = admin(sandbox)
+    rj = dyn.resources.get(api_version="ray.io/v1", kind="RayJob").get(
+        name=run_id, namespace="research"
+    )
+    owner = rj.metadata.ownerReferences[0]
+    assert owner.kind == "TauRun" and owner.name == run_id
+    assert rj.metadata.managedFields[0].manager == "tau"
+    taurun = dyn.resources.get(api_version="tau.azure.com/v1alpha1", kind="TauRun")
+    before = taurun.get(name=run_id, namespace="research").metadata.resourceVersion
+    wait_until(lambda: status(sandbox, run_id)["phase"] == "Running", what="Kueue to admit it")
+    again = tau(sandbox, "run", str(gpu_project), "-d", "--run-id", run_id, env=kube_env(sandbox))
+    assert again.returncode == 0 and "already submitted; nothing changed" in again.stderr
+    assert taurun.get(name=run_id, namespace="research").metadata.resourceVersion == before
+    rj2 = dyn.resources.get(api_version="ray.io/v1", kind="RayJob").get(
+        name=run_id, namespace="research"
+    )
+    assert not rj2.spec.suspend  # Kueue's admission stands: the resubmission did not undo it
+    (gpu_project / "tau.yaml").write_text(
+        (gpu_project / "tau.yaml").read_text().replace("workers: 1", "workers: 2")
+    )
+    clash = tau(sandbox, "run", str(gpu_project), "-d", "--run-id", run_id, env=kube_env(sandbox))
+    assert clash.returncode == 2 and "already exists" in clash.stderr
+    assert tau(sandbox, "run", "cancel", run_id, env=kube_env(sandbox)).returncode == 0
+    cms = dyn.resources.get(api_version="v1", kind="ConfigMap")
+    wait_until(lambda: not [c for c in cms.get(namespace="research").items if c.metadata.name == f"{run_id}-code"],
+               what="the TauRun's objects to be garbage-collected")  # fmt: skip
+
+
+def test_over_quota_waits_with_kueues_reason_and_cancel_frees_the_quota(
+    sandbox: Path, gpu_project: Path
+) -> None:
+    # the a100x1 flavor has 2 GPUs of quota: the third 1-GPU run waits
+    ids = [submit(sandbox, gpu_project) for _ in range(3)]
+    wait_until(
+        lambda: sig(status(sandbox, ids[0]), "Admitted")["state"] == "true", what="run 1 admitted"
+    )
+    wait_until(
+        lambda: sig(status(sandbox, ids[1]), "Admitted")["state"] == "true", what="run 2 admitted"
+    )
+    wait_until(lambda: status(sandbox, ids[2])["phase"] == "Queued", what="run 3 queued")
+    st = status(sandbox, ids[2])
+    adm = sig(st, "Admitted")
+    assert adm["state"] == "pending" and "waiting for quota in queue gpu" in adm["reason"]
+    assert "nvidia.com/gpu" in adm["reason"] and "position unknown" in adm["reason"]
+    assert st["summary"].startswith("queued: waiting for quota")
+    res = tau(sandbox, "run", "cancel", ids[0], env=kube_env(sandbox))
+    assert res.returncode == 0 and "cancelled" in res.stdout
+    wait_until(lambda: sig(status(sandbox, ids[2]), "Admitted")["state"] == "true",
+               what="the queued run to be admitted once quota frees")  # fmt: skip
+    wait_until(lambda: status(sandbox, ids[1])["phase"] == "Running", what="run 2 running on KWOK")
+    st = status(sandbox, ids[1])
+    assert sig(st, "Scheduled")["state"] == "true" and "a100x1-" in sig(st, "Scheduled")["reason"]
+    for rid in ids[1:]:
+        tau(sandbox, "run", "cancel", rid, env=kube_env(sandbox))
+    assert status(sandbox, ids[0])["phase"] == "Cancelled"
+
+
+def test_a_gpu_condition_on_the_runs_node_turns_gpu_healthy_false(
+    sandbox: Path, gpu_project: Path
+) -> None:
+    run_id = submit(sandbox, gpu_project)
+    wait_until(lambda: status(sandbox, run_id)["phase"] == "Running", what="the run to run")
+    node = sig(status(sandbox, run_id), "Scheduled")["reason"].split(" on ")[1].split(",")[0]
+    gpu_node = next(n for n in sig(status(sandbox, run_id), "Scheduled")["reason"].split(" on ")[1].split(", ")
+                    if n.startswith("a100"))  # fmt: skip
+    assert node
+    nodes = admin(sandbox).resources.get(api_version="v1", kind="Node")
+    patch = {"status": {"conditions": [{"type": "GPUXidError", "status": "True", "reason": "Xid79",
+                                        "message": "GPU fell off the bus"}]}}  # fmt: skip
+    nodes.status.patch(
+        name=gpu_node, body=patch, content_type="application/strategic-merge-patch+json"
+    )
+    try:
+        wait_until(lambda: sig(status(sandbox, run_id), "GPUHealthy")["state"] == "false",
+                   what="GPUHealthy to turn false")  # fmt: skip
+        assert "GPUXidError=True" in sig(status(sandbox, run_id), "GPUHealthy")["reason"]
+    finally:
+        clear = {
+            "status": {"conditions": [{"type": "GPUXidError", "status": "False", "reason": "Ok"}]}
+        }
+        nodes.status.patch(
+            name=gpu_node, body=clear, content_type="application/strategic-merge-patch+json"
+        )
+        tau(sandbox, "run", "cancel", run_id, env=kube_env(sandbox))
+
+
+def test_a_cpu_job_runs_to_completion(sandbox: Path, tmp_path: Path) -> None:
+    (tmp_path / "s.py").write_text("print('done')\n")
+    (tmp_path / "tau.yaml").write_text(
+        "schema_version: 1\nname: cpujob\nrun: {entrypoint: s.py, workload_kind: job}\n"
+        "compute: {gpus: 0, cpus: 1, memory: 1Gi}\nruntime: {image: python:3.12-slim}\n"
+    )
+    run_id = submit(sandbox, tmp_path)
+    wait_until(lambda: status(sandbox, run_id)["phase"] == "Succeeded", what="the Job to complete")
+    st = status(sandbox, run_id)
+    assert sig(st, "Completed")["state"] == "true" and st["summary"] == "succeeded"
+
+
+def test_unschedulable_run_shows_the_schedulers_reason(sandbox: Path, tmp_path: Path) -> None:
+    # 22 CPUs fit the a100x1 profile's bound but not next to another run's 16 on a node: ask for
+    # more memory than any node has free after the head, via an explicit large request.
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    (tmp_path / "tau.yaml").write_text(
+        "schema_version: 1\nname: toobig\nrun: {entrypoint: train.py, workload_kind: rayjob}\n"
+        "compute: {gpus: 2, workers: 1, worker_cpus: 44, worker_memory: 396Gi}\n"
+        "runtime: {image: rayproject/ray:2.56.0-py312-gpu}\n"
+    )
+    blocker = submit(sandbox, tmp_path)
+    wait_until(lambda: status(sandbox, blocker)["phase"] == "Running", what="the first big run")
+    second = submit(sandbox, tmp_path)
+    try:
+
+        def stuck() -> bool:
+            st = status(sandbox, second)
+            return (
+                sig(st, "Admitted")["state"] == "pending"
+                or sig(st, "Scheduled")["state"] == "false"
+            )
+
+        wait_until(stuck, what="the second big run to wait")
+        st = status(sandbox, second)
+        words = sig(st, "Admitted")["reason"] + sig(st, "Scheduled")["reason"]
+        assert "quota" in words or "Insufficient" in words or "nodes are available" in words
+    finally:
+        for rid in (blocker, second):
+            tau(sandbox, "run", "cancel", rid, env=kube_env(sandbox))
+
+
+def test_forbidden_elsewhere_says_which_workspace_you_may_use(
+    sandbox: Path, gpu_project: Path
+) -> None:
+    res = tau(
+        sandbox, "run", str(gpu_project), "-d", "--workspace", "llm", env=kube_env(sandbox, "alice")
+    )
+    assert res.returncode == 4
+    assert "forbidden: you may not get runs" in res.stderr and "namespace llm" in res.stderr
+    assert "workspaces you may use: research" in res.stderr
+
+
+def test_an_unreachable_api_fails_fast_with_exit_4(tmp_path: Path, gpu_project: Path) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed once we leave: nothing listens there
+    kc = tmp_path / "kc.yaml"
+    kc.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "x",
+        "clusters": [{"name": "x", "cluster": {"server": f"https://127.0.0.1:{port}", "insecure-skip-tls-verify": True}}],
+        "users": [{"name": "x", "user": {"token": "t"}}],
+        "contexts": [{"name": "x", "context": {"cluster": "x", "user": "x"}}],
+    }))  # fmt: skip
+    t0 = time.monotonic()
+    res = tau(tmp_path / "home", "run", str(gpu_project), "-d",
+              env={"KUBECONFIG": str(kc), "TAU_TARGET": "kube"})  # fmt: skip
+    assert res.returncode == 4 and "unreachable" in res.stderr, res.stderr
+    assert time.monotonic() - t0 <= 5.0 + 2.0  # the connect timeout, plus start-up
+
+
+def test_bad_config_exits_2_before_anything_is_sent(sandbox: Path, gpu_project: Path) -> None:
+    (gpu_project / "tau.yaml").write_text((gpu_project / "tau.yaml").read_text() + "bogus: 1\n")
+    res = tau(sandbox, "run", str(gpu_project), "-d", env=kube_env(sandbox))
+    assert res.returncode == 2 and "bogus" in res.stderr
+
+
+def test_a_cluster_without_the_platform_says_so(tmp_path: Path) -> None:
+    """A bare API server (no TauGrid CRDs): exit 4 naming what is not installed."""
+    from taugrid.infra.controlplane import running
+
+    with running(with_controllers=False) as cp:
+        res = tau(tmp_path / "home", "profiles", env={"KUBECONFIG": str(cp.admin.kubeconfig)})
+    assert res.returncode == 4, res.stderr
+    assert "TauGrid's CRDs (the platform) is not installed" in res.stderr
+
+
+def test_quickstart_renders_for_the_sandbox_like_for_prod(sandbox: Path) -> None:
+    res = tau(sandbox, "run", str(EXAMPLES / "quickstart"), "-d", env=kube_env(sandbox))
+    assert res.returncode == 0, res.stderr
+    tau(sandbox, "run", "cancel", res.stdout.strip(), env=kube_env(sandbox))
