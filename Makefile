@@ -67,6 +67,7 @@ fmt: setup
 bench: setup pyc
 	$(BIN)/python bench/bench_cli.py
 	$(BIN)/python bench/bench_local.py
+	$(BIN)/python bench/bench_kube.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -26,11 +26,11 @@ from taugrid.runs.backends.base import Say, SubmitOptions
 from taugrid.runs.backends.kube.client import Forbidden, Kube
 from taugrid.runs.evidence import RunDir, ensure_writable, now_iso
 from taugrid.runs.paths import runs_root, write_atomic
-from taugrid.runs.prepare import PreparedRun, RunRequest, prepare
 from taugrid.runs.status import ClusterFacts, Observations, PodFact
 
 if TYPE_CHECKING:
     from taugrid.api.profiles import WorkspaceRef
+    from taugrid.runs.prepare import PreparedRun, RunRequest
 
 CLUSTER_OBJECT = "cluster"
 CONTEXT_ENV = "TAU_CONTEXT"  # the kubeconfig context (--context sets it)
@@ -84,6 +84,8 @@ class KubeBackend:
 
     # --- submitting -------------------------------------------------------------------------------
     def prepare(self, request: RunRequest) -> PreparedRun:
+        from taugrid.runs.prepare import prepare
+
         snap = self.snapshot()
         if request.workspace is None and request.loaded.manifest.policy.workspace is None:
             usable = self.usable_workspaces(snap)
@@ -187,74 +189,65 @@ class KubeBackend:
 
     # --- observing --------------------------------------------------------------------------------
     def observe(self, runs: Sequence[RunDir], now: float | None = None) -> list[Observations]:
+        """One LIST per kind per namespace (and one of nodes), all at once, for any number of
+        runs; then each run's facts are picked from those lists."""
         t = now if now is not None else time.time()
         records = [rd.read_record() for rd in runs]
         by_ns: dict[str, list[RunRecord]] = {}
         for rec in records:
             by_ns.setdefault(_handle(rec).namespace, []).append(rec)
-        facts: dict[str, ClusterFacts] = {}
-        nodes, nodes_visible = self._nodes()
-        for ns, recs in by_ns.items():
-            facts.update(self._facts(ns, recs, nodes, nodes_visible))
-        out = []
-        for rd, rec in zip(runs, records, strict=True):
-            out.append(Observations(record=rec, history=rd.read_history(), now=t, owner_alive=None,
-                                    cluster=facts[rec.run_id], evidence=str(rd.path)))  # fmt: skip
-        return out
-
-    def _nodes(self) -> tuple[dict[str, list[str]], bool]:
-        try:
-            items = self.kube.list("Node")
-        except Forbidden:
-            return {}, False
-        problems: dict[str, list[str]] = {}
-        for n in items:
-            name = n["metadata"]["name"]
-            bad = [
-                f"{c['type']}={c['status']}" + (f" ({c.get('reason')})" if c.get("reason") else "")
-                for c in (n.get("status") or {}).get("conditions") or []
-                if c.get("type") in GPU_NODE_CONDITIONS and c.get("status") == "True"
-            ]
-            bad += [
-                f"taint {t['key']}" for t in (n.get("spec") or {}).get("taints") or []
-                if t.get("key") == GPU_UNHEALTHY_TAINT
-            ]  # fmt: skip
-            problems[name] = bad
-        return problems, True
-
-    def _facts(self, ns: str, recs: list[RunRecord], nodes: dict[str, list[str]],
-               nodes_visible: bool) -> dict[str, ClusterFacts]:  # fmt: skip
-        """One LIST per kind in the namespace, whatever the number of runs."""
         managed = {C.LABEL_MANAGED_BY: C.MANAGED_BY_VALUE}
-        taruns = {o["metadata"]["name"] for o in self.kube.list("TauRun", ns)}
-        kinds = {r.workload_kind for r in recs}
-        workloads: dict[str, dict[str, Any]] = {}
-        if "rayjob" in kinds:
-            workloads.update(
-                {o["metadata"]["name"]: o for o in self.kube.list("RayJob", ns, managed)}
+        wanted: dict[tuple[str, str | None], dict[str, str] | None] = {("Node", None): None}
+        for ns, recs in by_ns.items():
+            kinds = {r.workload_kind for r in recs}
+            wanted.update({("TauRun", ns): None, ("Workload", ns): None, ("Pod", ns): None,
+                           ("Event", ns): None})  # fmt: skip
+            if "rayjob" in kinds:
+                wanted[("RayJob", ns)] = managed
+            if "job" in kinds:
+                wanted[("Job", ns)] = managed
+        lists = self._list_all(wanted)
+        nodes, nodes_visible = _node_problems(lists[("Node", None)])
+        facts: dict[str, ClusterFacts] = {}
+        for ns, recs in by_ns.items():
+            facts.update(_namespace_facts(ns, recs, lists, nodes, nodes_visible))
+        return [
+            Observations(
+                record=rec,
+                history=rd.read_history(),
+                now=t,
+                owner_alive=None,
+                cluster=facts[rec.run_id],
+                evidence=str(rd.path),
             )
-        if "job" in kinds:
-            workloads.update({o["metadata"]["name"]: o for o in self.kube.list("Job", ns, managed)})
-        kueue: dict[str, dict[str, Any]] = {}
-        with contextlib.suppress(TauError):  # no Kueue: every run says so in Admitted
-            for w in self.kube.list("Workload", ns):
-                for ref in w["metadata"].get("ownerReferences") or []:
-                    kueue[ref["name"]] = w
-        pods: dict[str, list[dict[str, Any]]] = {}
-        for p in self.kube.list("Pod", ns):
-            rid = (p["metadata"].get("labels") or {}).get(C.LABEL_RUN_ID)
-            if rid:
-                pods.setdefault(rid, []).append(p)
-        events: dict[str, list[dict[str, Any]]] = {}
-        for e in self.kube.list("Event", ns):
-            involved = (e.get("involvedObject") or {}).get("name") or ""
-            events.setdefault(involved, []).append(e)
-        out = {}
-        for rec in recs:
-            out[rec.run_id] = _run_facts(rec, rec.run_id in taruns, workloads.get(rec.run_id),
-                                         kueue.get(rec.run_id), pods.get(rec.run_id, []), events,
-                                         nodes, nodes_visible)  # fmt: skip
-        return out
+            for rd, rec in zip(runs, records, strict=True)
+        ]
+
+    def _list_all(
+        self, wanted: dict[tuple[str, str | None], dict[str, str] | None]
+    ) -> dict[tuple[str, str | None], list[dict[str, Any]] | None]:
+        """The LISTs concurrently (each is a round trip). None: forbidden (nodes) or not
+        served (Kueue's Workloads); every other failure is the command's error."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        kube = self.kube
+
+        def one(key: tuple[str, str | None]) -> list[dict[str, Any]] | None:
+            kind, ns = key
+            try:
+                return kube.list(kind, ns, wanted[key])
+            except Forbidden:
+                if kind == "Node":
+                    return None
+                raise
+            except TauError:
+                if kind == "Workload":
+                    return None
+                raise
+
+        with ThreadPoolExecutor(max_workers=min(8, len(wanted))) as pool:
+            results = list(pool.map(one, wanted))
+        return dict(zip(wanted, results, strict=True))
 
     # --- the rest ---------------------------------------------------------------------------------
     def logs(self, run: RunDir, out: TextIO) -> None:
@@ -284,6 +277,60 @@ class KubeBackend:
                                   "workload and quota are released").phase  # fmt: skip
         except TerminalStateError as e:
             return e.phase
+
+
+def _node_problems(items: list[dict[str, Any]] | None) -> tuple[dict[str, list[str]], bool]:
+    if items is None:
+        return {}, False
+    problems: dict[str, list[str]] = {}
+    for n in items:
+        bad = [
+            f"{c['type']}={c['status']}" + (f" ({c.get('reason')})" if c.get("reason") else "")
+            for c in (n.get("status") or {}).get("conditions") or []
+            if c.get("type") in GPU_NODE_CONDITIONS and c.get("status") == "True"
+        ]
+        bad += [
+            f"taint {t['key']}" for t in (n.get("spec") or {}).get("taints") or []
+            if t.get("key") == GPU_UNHEALTHY_TAINT
+        ]  # fmt: skip
+        problems[n["metadata"]["name"]] = bad
+    return problems, True
+
+
+def _namespace_facts(
+    ns: str, recs: list[RunRecord], lists: dict[tuple[str, str | None], list[dict[str, Any]] | None],
+    nodes: dict[str, list[str]], nodes_visible: bool,
+) -> dict[str, ClusterFacts]:  # fmt: skip
+    def items(kind: str) -> list[dict[str, Any]]:
+        return lists.get((kind, ns)) or []
+
+    taruns = {o["metadata"]["name"] for o in items("TauRun")}
+    workloads = {o["metadata"]["name"]: o for o in [*items("RayJob"), *items("Job")]}
+    kueue: dict[str, dict[str, Any]] = {}
+    for w in items("Workload"):
+        for ref in w["metadata"].get("ownerReferences") or []:
+            kueue[ref["name"]] = w
+    pods: dict[str, list[dict[str, Any]]] = {}
+    for p in items("Pod"):
+        rid = (p["metadata"].get("labels") or {}).get(C.LABEL_RUN_ID)
+        if rid:
+            pods.setdefault(rid, []).append(p)
+    events: dict[str, list[dict[str, Any]]] = {}
+    for e in items("Event"):
+        events.setdefault((e.get("involvedObject") or {}).get("name") or "", []).append(e)
+    return {
+        rec.run_id: _run_facts(
+            rec,
+            rec.run_id in taruns,
+            workloads.get(rec.run_id),
+            kueue.get(rec.run_id),
+            pods.get(rec.run_id, []),
+            events,
+            nodes,
+            nodes_visible,
+        )
+        for rec in recs
+    }
 
 
 def _handle(rec: RunRecord) -> KubeHandle:
