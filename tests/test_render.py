@@ -197,7 +197,9 @@ def test_run_ids_are_unique_and_dns_safe() -> None:
     import re
 
     ids = {naming.new_run_id("tau-aks-gpu-quickstart") for _ in range(2000)}
-    assert len(ids) == 2000
+    # 36^5 suffixes: a repeat among 2000 draws happens ~3% of the time (the birthday bound),
+    # more than a handful essentially never; a broken generator repeats far more.
+    assert len(ids) >= 1995
     assert all(re.fullmatch(r"tau-aks-gpu-quickstart-[a-z0-9]{5}", i) for i in ids)
 
 

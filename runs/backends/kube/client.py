@@ -124,12 +124,7 @@ class Kube:
             if code == 403:
                 raise Forbidden(verb, kind, namespace, e.status.message or "") from None
             if code == 404 and kind.component and _kind_missing(e):
-                raise TauError(
-                    f"this cluster does not serve {kind.kind} ({kind.api_version}): "
-                    f"{kind.component} is not installed",
-                    exit_code=EXIT_PLATFORM,
-                    hint="ask the platform team (pulumi up installs it; the sandbox has it)",
-                ) from None
+                raise _not_served(kind) from None
             raise TauError(
                 f"{verb} {kind.plural}{where}: {code} {e.status.reason or ''}: {e.status.message}",
                 exit_code=EXIT_PLATFORM,
@@ -137,12 +132,7 @@ class Kube:
         except httpx2.HTTPStatusError as e:  # not a Kubernetes Status body (an unknown API path)
             code = e.response.status_code
             if code == 404 and kind.component:
-                raise TauError(
-                    f"this cluster does not serve {kind.kind} ({kind.api_version}): "
-                    f"{kind.component} is not installed",
-                    exit_code=EXIT_PLATFORM,
-                    hint="ask the platform team (pulumi up installs it; the sandbox has it)",
-                ) from None
+                raise _not_served(kind) from None
             raise TauError(
                 f"{verb} {kind.plural}{where}: HTTP {code} from {self.server}",
                 exit_code=EXIT_PLATFORM,
@@ -221,6 +211,15 @@ class Kube:
                                         "selfsubjectaccessreviews", namespaced=False)):  # fmt: skip
             got = self.client.create(review)
         return bool(got.status and got.status.allowed)
+
+
+def _not_served(kind: Kind) -> TauError:
+    return TauError(
+        f"this cluster does not serve {kind.kind} ({kind.api_version}): "
+        f"{kind.component} is not installed",
+        exit_code=EXIT_PLATFORM,
+        hint="ask the platform team (pulumi up installs it; the sandbox has it)",
+    )
 
 
 def _foreground() -> Any:

@@ -280,7 +280,7 @@ class LocalBackend:
         if rec.phase in TERMINAL:
             return False
         h = rec.local
-        if rayhead.pid_alive(h.supervisor_pid):
+        if procs.pid_alive(h.supervisor_pid):
             say(f"{run.run_id} has its supervisor (pid {h.supervisor_pid}); following it")
             return True
         alive = procs.run_processes(run.run_id, h.process_group)
@@ -306,7 +306,7 @@ class LocalBackend:
         if rec.phase in TERMINAL:
             return rec.phase
         h = rec.local
-        if rayhead.pid_alive(h.supervisor_pid):
+        if procs.pid_alive(h.supervisor_pid):
             assert h.supervisor_pid is not None
             os.kill(h.supervisor_pid, signal.SIGTERM)
             deadline = time.monotonic() + wait_s
@@ -452,7 +452,7 @@ def _plan(prepared: PreparedRun, options: SubmitOptions) -> LocalPlan:
 
 def _observe(rd: RunDir, now: float) -> Observations:
     rec = rd.read_record()
-    alive = None if rec.phase in TERMINAL else rayhead.pid_alive(rec.local.supervisor_pid)
+    alive = None if rec.phase in TERMINAL else procs.pid_alive(rec.local.supervisor_pid)
     # Without its supervisor, a run may still be running: count what is left of it.
     orphans = len(procs.run_processes(rec.run_id, rec.local.process_group)) if alive is False else 0
     rows = rd.metric_rows()

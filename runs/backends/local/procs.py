@@ -26,8 +26,23 @@ PROC = Path("/proc")
 POLL_S = 0.05
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int | None) -> bool:
     """Running (zombies are dead: they only wait for their parent to reap them)."""
+    return bool(pid) and _alive(int(pid or 0))
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any process of the group still runs (zombies do not count)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return bool(_group_members(pgid)) if PROC.is_dir() else True
+
+
+def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
             return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")

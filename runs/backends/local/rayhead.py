@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from taugrid.api.errors import EXIT_PLATFORM, TauError, missing_extra
+from taugrid.runs.backends.local.procs import group_alive, pid_alive
 from taugrid.runs.paths import tau_home, write_atomic
 
 HOST = "127.0.0.1"
@@ -89,23 +90,6 @@ def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((HOST, 0))
         return int(s.getsockname()[1])
-
-
-def pid_alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie child counts as dead.
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return True
 
 
 def _http(method: str, url: str, body: dict[str, Any] | None = None, timeout: float = 10.0) -> Any:
@@ -204,27 +188,6 @@ def _start(num_gpus: int, say: Callable[[str], None]) -> Head:
     )
 
 
-def _group_alive(pgid: int) -> bool:
-    """Whether any process of the group still runs (zombies do not count)."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return True
-    for stat in proc.glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if fields[0] != "Z" and int(fields[2]) == pgid:
-            return True
-    return False
-
-
 def _terminate(pid: int, grace: float = 5.0) -> None:
     """SIGTERM the head's process group, SIGKILL whatever is left after `grace` seconds.
 
@@ -234,7 +197,7 @@ def _terminate(pid: int, grace: float = 5.0) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and _group_alive(pid):
+    while time.monotonic() < deadline and group_alive(pid):
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)
         time.sleep(0.1)
