@@ -246,3 +246,24 @@ def test_quickstart_renders_for_the_sandbox_like_for_prod(sandbox: Path) -> None
     res = tau(sandbox, "run", str(EXAMPLES / "quickstart"), "-d", env=kube_env(sandbox))
     assert res.returncode == 0, res.stderr
     tau(sandbox, "run", "cancel", res.stdout.strip(), env=kube_env(sandbox))
+
+
+def test_an_attached_run_follows_the_phases_and_logs_say_where_they_are(
+    sandbox: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "s.py").write_text("print('done')\n")
+    (tmp_path / "tau.yaml").write_text(
+        "schema_version: 1\nname: attached\nrun: {entrypoint: s.py, workload_kind: job}\n"
+        "compute: {gpus: 0, cpus: 1, memory: 1Gi}\nruntime: {image: python:3.12-slim}\n"
+    )
+    res = tau(sandbox, "run", str(tmp_path), env=kube_env(sandbox), timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "[succeeded] succeeded" in res.stderr
+    run_id = next(w for w in res.stderr.split() if w.startswith("attached-"))
+    rec = json.loads((sandbox / "data" / "runs" / run_id / "run.json").read_text())
+    assert rec["phase"] == "Succeeded"  # the local record ended (and was sealed) too
+    assert tau(sandbox, "run", "verify", run_id).returncode == 0
+    # KWOK runs no containers: the log is not in the cluster; tau says where it is kept
+    res = tau(sandbox, "run", "logs", run_id, env=kube_env(sandbox))
+    assert res.returncode == 4
+    assert f"/data/runs/{run_id}/logs/driver.log" in res.stderr

@@ -251,11 +251,78 @@ class KubeBackend:
 
     # --- the rest ---------------------------------------------------------------------------------
     def logs(self, run: RunDir, out: TextIO) -> None:
-        raise TauError(
-            f"logs of cluster runs are not in this build; {run.run_id}'s log is on the workspace "
-            f"PVC at /data/runs/{run.run_id}/logs/driver.log",
-            exit_code=EXIT_PLATFORM,
-        )
+        self._logs(run, out, follow=False)
+
+    def follow(self, run: RunDir, out: TextIO, err: TextIO, *, transitions: bool = True) -> Phase:
+        """The driver's log as it is written (reconnecting), and each change of phase with its
+        cause, until the run ends. Without a log from the cluster, the phases alone."""
+        from taugrid.runs.status import compute
+
+        seen, said, log_ok = 0, "", True
+        while True:
+            st = compute(self.observe([run])[0])
+            line = f"[{st.phase.lower()}] {st.summary}"
+            if transitions and line != said:
+                err.write(line + "\n")
+                err.flush()
+                said = line
+            if st.phase in TERMINAL:
+                with contextlib.suppress(TerminalStateError):  # the local record ends too
+                    run.transition(st.phase, st.summary, termination=st.termination_reason)
+                return st.phase
+            if log_ok and st.phase == Phase.Running:
+                try:
+                    seen = self._logs(run, out, follow=True, skip=seen)
+                except TauError as e:
+                    log_ok = False
+                    err.write(f"note: {e.message}; following the status only\n")
+                    err.flush()
+                continue
+            time.sleep(1.0)
+
+    def _driver_pod(self, rec: RunRecord) -> tuple[str, str] | None:
+        """(pod, container) that runs the entrypoint: the Job's pod, or a RayJob's head."""
+        ns = _handle(rec).namespace
+        pods = self.kube.list("Pod", ns, {C.LABEL_RUN_ID: rec.run_id})
+        if rec.workload_kind == "rayjob":
+            pods = [
+                p
+                for p in pods
+                if (p["metadata"].get("labels") or {}).get("ray.io/node-type") == "head"
+            ]
+        pods.sort(key=lambda p: str(p["metadata"].get("creationTimestamp") or ""))
+        if not pods:
+            return None
+        pod = pods[-1]
+        return pod["metadata"]["name"], pod["spec"]["containers"][0]["name"]
+
+    def _logs(self, run: RunDir, out: TextIO, follow: bool, skip: int = 0) -> int:
+        rec = run.read_record()
+        ns = _handle(rec).namespace
+        found = self._driver_pod(rec)
+        pvc_path = f"/data/runs/{rec.run_id}/logs/driver.log"
+        if found is None:
+            raise TauError(
+                f"no pod of {rec.run_id} runs now (not started yet, or gone): its log is "
+                f"kept on the workspace PVC at {pvc_path}",
+                exit_code=EXIT_PLATFORM,
+                hint=f"tau run status {rec.run_id} says where it is",
+            )
+        pod, container = found
+        n = 0
+        try:
+            for line in self.kube.log_lines(pod, ns, container, follow=follow):
+                n += 1
+                if n > skip:
+                    out.write(line if line.endswith("\n") else line + "\n")
+                    out.flush()
+        except TauError as e:
+            raise TauError(
+                f"the log of pod {pod} is not available from the cluster ({e.message}); "
+                f"the run also keeps it on the workspace PVC at {pvc_path}",
+                exit_code=EXIT_PLATFORM,
+            ) from None
+        return max(n, skip)
 
     def cancel(self, run: RunDir) -> Phase:
         """Delete the TauRun (foreground): its workload and code go with it, and so does its

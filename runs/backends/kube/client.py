@@ -7,6 +7,7 @@ Imported only when a cluster command runs: `tau --help` never pays for it.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -67,11 +68,30 @@ KINDS: dict[str, Kind] = {
 }
 
 
-def _resource(kind: Kind) -> Any:
-    from lightkube.generic_resource import create_global_resource, create_namespaced_resource
+_RESOURCES: dict[Kind, Any] = {}
+_RESOURCES_LOCK = threading.Lock()
 
-    make = create_namespaced_resource if kind.namespaced else create_global_resource
-    return make(kind.group or "", kind.version, kind.kind, kind.plural)
+
+def _resource(kind: Kind) -> Any:
+    """lightkube's class for a kind: its own for built-in kinds, a generic one (made once) for
+    custom resources."""
+    with _RESOURCES_LOCK:
+        if kind not in _RESOURCES:
+            if kind.group in ("", "batch"):
+                import importlib
+
+                module = "core_v1" if kind.group == "" else "batch_v1"
+                res = getattr(importlib.import_module(f"lightkube.resources.{module}"), kind.kind)
+            else:
+                from lightkube.generic_resource import (
+                    create_global_resource,
+                    create_namespaced_resource,
+                )
+
+                make = create_namespaced_resource if kind.namespaced else create_global_resource
+                res = make(kind.group, kind.version, kind.kind, kind.plural)
+            _RESOURCES[kind] = res
+        return _RESOURCES[kind]
 
 
 class Kube:
@@ -190,6 +210,13 @@ class Kube:
                     return False
                 raise
         return True
+
+    def log_lines(self, pod: str, namespace: str, container: str | None,
+                  follow: bool = False) -> Iterator[str]:  # fmt: skip
+        """A container's log, line by line (follow: until the container ends)."""
+        kind = KINDS["Pod"]
+        with self.errors("get logs of", kind, namespace):
+            yield from self.client.log(pod, namespace=namespace, container=container, follow=follow)
 
     def can(self, verb: str, kind_name: str, namespace: str) -> bool:
         """SelfSubjectAccessReview: may the current user do `verb` on the kind there?"""
