@@ -56,7 +56,7 @@ e2e: setup controlplane
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	@mkdir -p .typecheck/taugrid && for d in api runs cli components infra; do ln -sfn ../../$$d .typecheck/taugrid/$$d; done; ln -sfn ../runlib/tau_run.py .typecheck/tau_run.py
+	@mkdir -p .typecheck/taugrid && for d in api runs cli components infra; do ln -sfn ../../$$d .typecheck/taugrid/$$d; done; for m in tau_run tau_evidence tau_launch; do ln -sfn ../runlib/$$m.py .typecheck/$$m.py; done
 	$(BIN)/mypy -p taugrid.api -p taugrid.runs -p taugrid.cli -p taugrid.components -p taugrid.infra
 	PYTHONPATH=.typecheck $(BIN)/lint-imports --no-cache
 

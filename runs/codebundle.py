@@ -102,8 +102,9 @@ def collect(
 ) -> CodeBundle:
     """Files under `root` that a run carries, and what is left out (with the reason).
 
-    The stdlib-only `tau_run` helper is added (unless the folder has its own) so training code
-    can `import tau_run` on cluster images that do not have TauGrid installed.
+    The stdlib-only helpers are added (unless the folder has its own): `tau_run` so training
+    code can `import tau_run` on cluster images that do not have TauGrid installed, and the
+    in-pod launcher `tau_launch` with `tau_evidence`, which keep the run's evidence record.
     """
     spec, reasons = _rules(root)
     files: list[tuple[str, bytes]] = []
@@ -142,8 +143,15 @@ def collect(
             f"(in a ConfigMap); largest: {shown}",
             hint="move data and weights under /data (TAU_DATA_DIR), or list them in .tauignore",
         )
-    if include_helper and not any(rel == HELPER for rel, _ in files):
+    if include_helper:
+        import tau_evidence
+        import tau_launch
+
         import tau_run
 
-        files.append((HELPER, Path(tau_run.__file__).read_bytes()))
+        have = {rel for rel, _ in files}
+        for module in (tau_run, tau_evidence, tau_launch):
+            name = Path(str(module.__file__)).name
+            if name not in have:  # a folder's own tau_run.py wins
+                files.append((name, Path(str(module.__file__)).read_bytes()))
     return CodeBundle(root=root, files=tuple(sorted(files)), left_out=tuple(left_out))

@@ -11,15 +11,15 @@ so a run killed at any moment leaves a readable record. A run changes phase only
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import re
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+import tau_evidence
 
 from taugrid.api import constants as C
 from taugrid.api.errors import EXIT_PLATFORM, EXIT_RUN_FAILED, TauError
@@ -30,8 +30,7 @@ from taugrid.runs.paths import write_atomic
 ERROR_LINE = re.compile(r"(Error|Exception|error:|FATAL|Killed|Traceback)")
 
 
-def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds")
+now_iso = tau_evidence.now_iso
 
 
 class RunDir:
@@ -144,11 +143,7 @@ class RunDir:
         return self.update(handle=changes)
 
     def _append(self, ev: HistoryEvent) -> None:
-        line = ev.model_dump_json(exclude_none=True) + "\n"
-        with self.history_path.open("a", encoding="utf-8") as f:
-            f.write(line)
-            f.flush()
-            os.fsync(f.fileno())
+        tau_evidence.append_history(self.path, ev.model_dump(mode="json", exclude_none=True))
 
     def read_history(self) -> list[HistoryEvent]:
         out: list[HistoryEvent] = []
@@ -212,26 +207,10 @@ class RunDir:
         return sum(1 for p in out.rglob("*") if p.is_file()) if out.is_dir() else 0
 
     # --- sealing ----------------------------------------------------------------------------
-    def _files(self) -> Iterator[Path]:
-        for p in sorted(self.path.rglob("*")):
-            # Dotfiles are transient (locks, half-written temp files): not part of the record.
-            if (
-                p.is_file()
-                and p != self.manifest_path
-                and not any(part.startswith(".") for part in p.relative_to(self.path).parts)
-            ):
-                yield p
-
     def seal(self) -> int:
-        """Write MANIFEST.sha256 (sha256sum format) over every file of the record."""
-        lines = []
-        for p in self._files():
-            lines.append(f"{_sha256(p)}  {p.relative_to(self.path).as_posix()}")
-        body = (
-            f"# tau evidence record {self.run_id}, sealed {now_iso()}\n" + "\n".join(lines) + "\n"
-        )
-        write_atomic(self.manifest_path, body.encode())
-        return len(lines)
+        """Write MANIFEST.sha256 (sha256sum format) over every file of the record (the same
+        code seals a cluster run's record in its pod: runlib/tau_evidence.py)."""
+        return tau_evidence.seal(self.path, self.run_id)
 
     def record_child(self, child_id: str, checkpoint: str | None) -> None:
         """Lineage: a run resumed from this one (lineage.jsonl; the seal is renewed over it)."""
@@ -252,38 +231,12 @@ class RunDir:
     def verify(self) -> tuple[int, list[str]]:
         """(files checked, problems). Missing, changed and unlisted files are problems."""
         try:
-            text = self.manifest_path.read_text(encoding="utf-8")
+            return tau_evidence.verify(self.path)
         except FileNotFoundError:
             raise TauError(
                 f"{self.path}: not sealed yet (no {C.MANIFEST_FILENAME}); a run is sealed when it ends",
                 exit_code=EXIT_RUN_FAILED,
             ) from None
-        listed: dict[str, str] = {}
-        problems: list[str] = []
-        for line in text.splitlines():
-            if not line or line.startswith("#"):
-                continue
-            digest, _, rel = line.partition("  ")
-            listed[rel] = digest
-        for rel, digest in listed.items():
-            p = self.path / rel
-            if not p.is_file():
-                problems.append(f"missing: {rel}")
-            elif _sha256(p) != digest:
-                problems.append(f"changed: {rel}")
-        for p in self._files():
-            rel = p.relative_to(self.path).as_posix()
-            if rel not in listed:
-                problems.append(f"not in the manifest: {rel}")
-        return len(listed), problems
-
-
-def _sha256(p: Path) -> str:
-    h = hashlib.sha256()
-    with p.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def ensure_writable(root: Path) -> None:

@@ -98,8 +98,19 @@ def _env_list(r: Resolved, meta: RunMeta) -> list[dict[str, Any]]:
     return out
 
 
+def pod_command(m: Manifest) -> str:
+    """What a cluster run's driver (RayJob) or Job container runs: the entrypoint under
+    tau_launch.py (carried in the code), which keeps the evidence record on the PVC and seals it."""
+    ep = m.entrypoint_path or ""
+    runner = "bash" if ep.endswith(".sh") else "python"
+    argv = " ".join(
+        shlex.quote(a) for a in ["python", "tau_launch.py", "--", runner, ep, *m.run.args]
+    )
+    return f"cd {shlex.quote(C.CODE_DIR)} && exec {argv}"
+
+
 def command_script(m: Manifest, code_dir: str = C.CODE_DIR, python: str = "python") -> str:
-    """The shell the driver (RayJob) or the Job container runs: logs kept under the run dir."""
+    """The shell a local run's driver runs (its supervisor keeps the record): the log teed."""
     ep = m.entrypoint_path or ""
     runner = "bash" if ep.endswith(".sh") else python
     argv = " ".join(shlex.quote(a) for a in [runner, ep, *m.run.args])
@@ -257,7 +268,7 @@ def render_rayjob(r: Resolved, meta: RunMeta, bundle: CodeBundle) -> list[dict[s
         "ttlSecondsAfterFinished": 0,
         "submissionMode": "HTTPMode",
         "backoffLimit": 0,
-        "entrypoint": "bash -c " + shlex.quote(command_script(m)),
+        "entrypoint": "bash -c " + shlex.quote(pod_command(m)),
         "rayClusterSpec": {
             "rayVersion": ray_version(r.image),
             "enableInTreeAutoscaling": False,
@@ -315,7 +326,7 @@ def render_job(r: Resolved, meta: RunMeta, bundle: CodeBundle) -> list[dict[str,
     volumes, mounts = _volumes(
         r, meta, items, max(min(DSHM_MAX, r.worker.memory_request // 2), 64 * 2**20)
     )
-    script = command_script(m)
+    script = pod_command(m)
     if m.runtime.pip:
         pip = " ".join(shlex.quote(p) for p in m.runtime.pip)
         script = (
