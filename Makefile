@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat requirements/dev.lock pyproject.toml | sha256sum | cut -c1-12)
 
-.PHONY: setup pyc run render profiles test controlplane e2e lint fmt bench clean
+.PHONY: setup pyc run render profiles test controlplane pulumi e2e lint fmt bench clean
 
 setup: $(STAMP)
 
@@ -46,6 +46,11 @@ test: setup
 # from the upstream Go modules into ~/.cache/taugrid/controlplane.
 controlplane:
 	bash e2e/controlplane/build.sh
+
+# The Pulumi engine (CLI + Kubernetes provider) built from Go modules into
+# ~/.cache/taugrid/pulumi (for the real-engine work of the platform; not in CI yet).
+pulumi:
+	bash e2e/pulumi/build.sh
 
 e2e: setup controlplane
 	@$(BIN)/python -m pytest -q -m e2e; rc=$$?; \

@@ -246,7 +246,11 @@ def run_status(
     rd = find_run(run)
     backend = base.for_record(rd.read_record())
     last = None
+    # A backend that watches says when to look again; the others are looked at every second.
+    ticks = backend.changes([rd]) if watch and isinstance(backend, base.Watches) else None
     while True:
+        if ticks is not None:
+            next(ticks)
         (obs,) = backend.observe([rd])
         st = status.compute(obs)
         doc = st.model_dump(mode="json")
@@ -262,10 +266,11 @@ def run_status(
         last = changed
         if not watch or st.phase in TERMINAL:
             break
-        try:
-            time.sleep(1.0)
-        except KeyboardInterrupt:
-            raise typer.Exit(EXIT_INTERRUPTED) from None
+        if ticks is None:
+            try:
+                time.sleep(1.0)
+            except KeyboardInterrupt:
+                raise typer.Exit(EXIT_INTERRUPTED) from None
     failed = st.phase in (Phase.Failed, Phase.Cancelled)
     raise typer.Exit(EXIT_RUN_FAILED if failed else 0)
 

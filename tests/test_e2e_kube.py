@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -267,3 +268,26 @@ def test_an_attached_run_follows_the_phases_and_logs_say_where_they_are(
     res = tau(sandbox, "run", "logs", run_id, env=kube_env(sandbox))
     assert res.returncode == 4
     assert f"/data/runs/{run_id}/logs/driver.log" in res.stderr
+
+
+def test_status_watch_follows_the_watch_api_to_the_end(sandbox: Path, tmp_path: Path) -> None:
+    (tmp_path / "s.py").write_text("print('done')\n")
+    (tmp_path / "tau.yaml").write_text(
+        "schema_version: 1\nname: watched\nrun: {entrypoint: s.py, workload_kind: job}\n"
+        "compute: {gpus: 0, cpus: 1, memory: 1Gi}\nruntime: {image: python:3.12-slim}\n"
+    )
+    run_id = submit(sandbox, tmp_path)
+    res = tau(sandbox, "run", "status", run_id, "--watch", "-o", "json", env=kube_env(sandbox),
+              timeout=120)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    docs = [json.loads(line) for line in res.stdout.splitlines()]
+    assert docs[-1]["phase"] == "Succeeded"
+
+    def comparable(d: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in d.items() if k != "duration_s"}
+
+    assert all(comparable(a) != comparable(b) for a, b in pairwise(docs))  # a line per change
+    phases = [
+        p for i, p in enumerate(d["phase"] for d in docs) if i == 0 or p != docs[i - 1]["phase"]
+    ]
+    assert len(phases) == len(set(phases))  # never back to a phase it left

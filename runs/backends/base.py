@@ -11,7 +11,7 @@ checks for them with isinstance. Adding a backend: a module with a class that sa
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TextIO, runtime_checkable
 
@@ -80,6 +80,13 @@ class Attaches(Protocol):
     """Gives a run whose owner died a new owner (or closes its record when nothing is left)."""
 
     def attach(self, run: RunDir, say: Say) -> bool: ...
+
+
+@runtime_checkable
+class Watches(Protocol):
+    """Says when the runs' objects change (a watch), so `status --watch` need not poll."""
+
+    def changes(self, runs: Sequence[RunDir]) -> Iterator[None]: ...
 
 
 # target -> "module:Class"; None: planned, not in this build.

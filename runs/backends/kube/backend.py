@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from taugrid.api import constants as C
@@ -248,6 +248,35 @@ class KubeBackend:
         with ThreadPoolExecutor(max_workers=min(8, len(wanted))) as pool:
             results = list(pool.map(one, wanted))
         return dict(zip(wanted, results, strict=True))
+
+    def changes(self, runs: Sequence[RunDir]) -> Iterator[None]:
+        """Once now, then once per burst of changes to the runs' objects (the watch API on
+        workloads, Kueue Workloads, pods and TauRuns of their namespaces): no polling."""
+        import queue
+        import threading
+
+        recs = [rd.read_record() for rd in runs]
+        signal: queue.Queue[None] = queue.Queue()
+        watches: set[tuple[str, str]] = set()
+        for rec in recs:
+            ns = _handle(rec).namespace
+            workload = "RayJob" if rec.workload_kind == "rayjob" else "Job"
+            watches |= {(workload, ns), ("Workload", ns), ("Pod", ns), ("TauRun", ns)}
+
+        def pump(kind: str, ns: str) -> None:
+            with contextlib.suppress(TauError):  # e.g. no Kueue: the others still report
+                for _ in self.kube.watch(kind, ns):
+                    signal.put(None)
+
+        for kind, ns in sorted(watches):
+            threading.Thread(target=pump, args=(kind, ns), daemon=True).start()
+        yield None
+        while True:
+            signal.get()
+            time.sleep(0.1)  # one recomputation per burst
+            while not signal.empty():
+                signal.get_nowait()
+            yield None
 
     # --- the rest ---------------------------------------------------------------------------------
     def logs(self, run: RunDir, out: TextIO) -> None:

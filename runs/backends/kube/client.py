@@ -218,6 +218,18 @@ class Kube:
         with self.errors("get logs of", kind, namespace):
             yield from self.client.log(pod, namespace=namespace, container=container, follow=follow)
 
+    def watch(self, kind_name: str, namespace: str | None = None,
+              labels: dict[str, str] | None = None) -> Iterator[str]:  # fmt: skip
+        """The watch API: one item (the event type) per change, reconnecting on errors."""
+        from lightkube.types import on_error_retry
+
+        kind = KINDS[kind_name]
+        selector: dict[str, Any] | None = dict(labels) if labels else None
+        with self.errors("watch", kind, namespace):
+            for op, _obj in self.client.watch(_resource(kind), namespace=namespace,
+                                              labels=selector, on_error=on_error_retry):  # fmt: skip
+                yield str(op)
+
     def can(self, verb: str, kind_name: str, namespace: str) -> bool:
         """SelfSubjectAccessReview: may the current user do `verb` on the kind there?"""
         from lightkube.models.authorization_v1 import (
