@@ -29,6 +29,10 @@ ANN_CODE_REVISION: Final = f"{GROUP}/code-revision"
 ANN_CODE_DIGEST: Final = f"{GROUP}/code-digest"
 ANN_PROFILE_SET_HASH: Final = f"{GROUP}/profile-set-hash"
 ANN_RESUME_FROM: Final = f"{GROUP}/resume-from"
+ANN_RESUMED_BY: Final = f"{GROUP}/resumed-by"
+# TAU_RESUME_FROM ending in this: "the newest complete checkpoint in that folder", resolved in
+# the pod by tau_launch.py (which has the workspace PVC; tau on a laptop does not).
+NEWEST_CHECKPOINT: Final = "@newest"
 
 # --- GPU node contract (set by the platform on GPU pools) --------------------------------
 GPU_RESOURCE: Final = "nvidia.com/gpu"

@@ -386,19 +386,20 @@ def run_resume(
     from pathlib import Path
 
     from taugrid.api.vocabulary import TERMINAL
-    from taugrid.runs import load
+    from taugrid.runs import load, status
     from taugrid.runs.backends import base
     from taugrid.runs.index import find_run
     from taugrid.runs.prepare import RunRequest
 
     parent = find_run(run)
     rec = parent.read_record()
-    if rec.phase not in TERMINAL:
+    backend = base.for_record(rec)
+    phase, _ = status.effective_phase(backend.observe([parent])[0])
+    if phase not in TERMINAL:
         raise TauError(
-            f"{parent.run_id} is still {rec.phase.lower()}",
+            f"{parent.run_id} is still {phase.lower()}",
             hint=f"tau run cancel {parent.run_id} first",
         )
-    backend = base.for_record(rec)
     if not isinstance(backend, base.Resumes):
         raise TauError(f"runs on {rec.target} cannot be resumed by this build")
     ckpt = backend.newest_checkpoint(parent)
@@ -414,6 +415,8 @@ def run_resume(
     options = base.SubmitOptions(ray_pip=ray_pip, python=python)
     rd = backend.submit(backend.prepare(request), options, say)
     parent.record_child(rd.run_id, ckpt)
+    if isinstance(backend, base.RecordsLineage):
+        backend.record_child(parent, rd.run_id)
     _attach(backend, rd, detach)
 
 

@@ -22,6 +22,16 @@ from typing import Any
 
 import tau_evidence
 
+NEWEST = "@newest"  # taugrid.api.constants.NEWEST_CHECKPOINT
+
+
+def _newest(folder: Path) -> Path | None:
+    """The newest complete checkpoint of a folder (its index), as `tau run resume` picks."""
+    import tau_run
+
+    done = tau_run.complete_checkpoints(folder)
+    return folder / done[-1]["path"] if done else None
+
 
 def _attempt() -> int:
     try:
@@ -60,12 +70,22 @@ def main(argv: list[str]) -> int:
         if sub:
             (run_dir / sub).mkdir(parents=True, exist_ok=True)
     attempt = _attempt()
+    resume = os.environ.get("TAU_RESUME_FROM", "")
+    if resume.endswith("/" + NEWEST):
+        found = _newest(Path(resume[: -len(NEWEST) - 1]))
+        if found is None:
+            print(f"tau_launch: no complete checkpoint in {resume[: -len(NEWEST) - 1]} to resume "
+                  "from", file=sys.stderr, flush=True)  # fmt: skip
+            return 3
+        os.environ["TAU_RESUME_FROM"] = str(found)
+        print(f"tau_launch: resuming from {found}", flush=True)
     started = tau_evidence.now_iso()
     _record(run_dir, {"phase": "Running", "attempt": attempt, "started_at": started})
     tau_evidence.append_history(
         run_dir, {"ts": started, "phase": "Running", "reason": "pod started", "attempt": attempt}
     )
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, bufsize=0)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, bufsize=0,
+                            env=os.environ.copy())  # fmt: skip
     signal.signal(signal.SIGTERM, lambda *_: proc.send_signal(signal.SIGTERM))
     assert proc.stdout is not None
     with (run_dir / "logs" / "driver.log").open("ab") as log:

@@ -291,3 +291,31 @@ def test_status_watch_follows_the_watch_api_to_the_end(sandbox: Path, tmp_path: 
         p for i, p in enumerate(d["phase"] for d in docs) if i == 0 or p != docs[i - 1]["phase"]
     ]
     assert len(phases) == len(set(phases))  # never back to a phase it left
+
+
+def test_resume_on_the_cluster_keeps_lineage_in_both_taururns(
+    sandbox: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "s.py").write_text("print('done')\n")
+    (tmp_path / "tau.yaml").write_text(
+        "schema_version: 1\nname: resumable\nrun: {entrypoint: s.py, workload_kind: job}\n"
+        "compute: {gpus: 0, cpus: 1, memory: 1Gi}\nruntime: {image: python:3.12-slim}\n"
+    )
+    parent = submit(sandbox, tmp_path)
+    wait_until(lambda: status(sandbox, parent)["phase"] == "Succeeded", what="the parent to end")
+    res = tau(sandbox, "run", "resume", parent, "-d", env=kube_env(sandbox))
+    assert res.returncode == 0, res.stderr
+    child = res.stdout.strip()
+    runs = admin(sandbox).resources.get(api_version="tau.azure.com/v1alpha1", kind="TauRun")
+    assert runs.get(name=child, namespace="research").spec.parentRun == parent
+    ann = runs.get(name=parent, namespace="research").metadata.annotations
+    assert ann["tau.azure.com/resumed-by"] == child
+    job = (
+        admin(sandbox)
+        .resources.get(api_version="batch/v1", kind="Job")
+        .get(name=child, namespace="research")
+    )
+    env = {e.name: e.value for e in job.spec.template.spec.containers[0].env}
+    assert env["TAU_RESUME_FROM"] == f"/data/runs/{parent}/checkpoints/@newest"
+    lineage = (sandbox / "data" / "runs" / parent / "lineage.jsonl").read_text()
+    assert child in lineage

@@ -84,3 +84,29 @@ def test_a_failing_entrypoint_is_recorded_and_its_exit_code_kept(tmp_path: Path,
     assert history[-1]["phase"] == "Failed" and history[-1]["reason"] == f"exit code {code}"
     assert "about to fail" in (run_dir / "logs" / "driver.log").read_text()
     assert RunDir(run_dir).verify()[1] == []
+
+
+def test_a_resumed_pod_finds_its_parents_newest_complete_checkpoint(tmp_path: Path) -> None:
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    (folder / "s.py").write_text("import os\nprint('resume', os.environ.get('TAU_RESUME_FROM'))\n")
+    (folder / "tau.yaml").write_text(
+        "schema_version: 1\nname: podresume\nrun: {entrypoint: s.py, workload_kind: job}\n"
+        "compute: {gpus: 0, cpus: 1, memory: 1Gi}\nruntime: {image: python:3.12-slim}\n"
+    )
+    loaded = load.load_manifest(folder)
+    marker = "/data/runs/parent-abcde/checkpoints/@newest"
+    request = RunRequest(loaded, run_id="child-abcde", resume_from=marker, parent="parent-abcde")
+    objs = prepare(request, load.load_snapshot(PROFILES)).objects()
+    pod = tmp_path / "pod"
+    ckpts = pod / "data" / "runs" / "parent-abcde" / "checkpoints"
+    # no complete checkpoint: the pod refuses to start rather than silently start over
+    res, _ = run_pod(objs, pod)
+    assert res.returncode == 3 and "no complete checkpoint" in res.stderr
+    for step in (5, 10, 15):
+        (ckpts / f"step-{step:08d}").mkdir(parents=True)
+    index = [{"step": s, "path": f"step-{s:08d}", "ts": 0.0} for s in (5, 10)]  # 15: incomplete
+    (ckpts / "index.json").write_text(json.dumps({"complete": index}))
+    res, _ = run_pod(objs, pod)
+    assert res.returncode == 0, res.stderr
+    assert f"resume {ckpts / 'step-00000010'}" in res.stdout

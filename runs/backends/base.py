@@ -89,6 +89,13 @@ class Watches(Protocol):
     def changes(self, runs: Sequence[RunDir]) -> Iterator[None]: ...
 
 
+@runtime_checkable
+class RecordsLineage(Protocol):
+    """Keeps the lineage of a resumed run where the backend keeps runs (e.g. the parent's TauRun)."""
+
+    def record_child(self, parent: RunDir, child_id: str) -> None: ...
+
+
 # target -> "module:Class"; None: planned, not in this build.
 REGISTRY: Mapping[str, str | None] = {
     "local": "taugrid.runs.backends.local.backend:LocalBackend",

@@ -278,6 +278,24 @@ class KubeBackend:
                 signal.get_nowait()
             yield None
 
+    # --- resume ---------------------------------------------------------------------------------
+    def newest_checkpoint(self, run: RunDir) -> str | None:
+        """The parent's checkpoints are on the workspace PVC, which tau cannot read from here: the
+        child's pod resolves "the newest complete one" when it starts (tau_launch.py), and fails
+        clearly if there is none."""
+        rec = run.read_record()
+        return f"{C.run_dir(rec.run_id)}/{rec.checkpoint_subdir}/{C.NEWEST_CHECKPOINT}"
+
+    def record_child(self, parent: RunDir, child_id: str) -> None:
+        """Lineage in the parent's TauRun too (an annotation with its own field manager, so
+        tau's apply of the parent's spec is untouched)."""
+        rec = parent.read_record()
+        body = {"apiVersion": C.API_VERSION, "kind": "TauRun",
+                "metadata": {"name": rec.run_id, "namespace": _handle(rec).namespace,
+                             "annotations": {C.ANN_RESUMED_BY: child_id}}}  # fmt: skip
+        with contextlib.suppress(TauError):  # the parent's TauRun may be gone: local lineage stays
+            self.kube.apply(body, manager="tau-lineage")
+
     # --- the rest ---------------------------------------------------------------------------------
     def logs(self, run: RunDir, out: TextIO) -> None:
         self._logs(run, out, follow=False)

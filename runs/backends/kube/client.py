@@ -166,13 +166,15 @@ class Kube:
             ) from None
 
     # --- operations ---------------------------------------------------------------------------
-    def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
+    def apply(self, obj: dict[str, Any], manager: str = FIELD_MANAGER) -> dict[str, Any]:
         """Server-side apply (field manager `tau`); the object as the server has it."""
         kind = KINDS[obj["kind"]]
         res = _resource(kind)
         ns = obj.get("metadata", {}).get("namespace")
         with self.errors("apply", kind, ns):
-            got = self.client.apply(res.from_dict(obj), namespace=ns, force=True)  # type: ignore[call-overload]
+            got = self.client.apply(  # type: ignore[call-overload]
+                res.from_dict(obj), namespace=ns, force=True, field_manager=manager
+            )
         return dict(got.to_dict())
 
     def get(self, kind_name: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
