@@ -300,6 +300,7 @@ def run_logs(
 @app.command("list")
 def run_list(output: JsonOpt = ReportFormat.text) -> None:
     """List the runs submitted from this machine, newest last."""
+    import time
     from collections import defaultdict
 
     from taugrid.runs import status
@@ -314,7 +315,14 @@ def run_list(output: JsonOpt = ReportFormat.text) -> None:
             continue
     rows: list[dict[str, Any]] = []
     for target, runs in by_target.items():
-        for obs in base.get(target).observe(runs):
+        try:
+            observed = base.get(target).observe(runs)
+        except TauError as e:  # e.g. a cluster that does not answer: the other runs still list
+            say(f"note: {len(runs)} {target} run(s) shown from their local records: {e.message}")
+            observed = [status.Observations(record=rd.read_record(), history=[], now=time.time(),
+                                            owner_alive=None, evidence=str(rd.path))
+                        for rd in runs]  # fmt: skip
+        for obs in observed:
             st = status.compute(obs)
             doc = st.model_dump(mode="json", exclude={"signals"})
             doc["kind"] = doc.pop("workload_kind")

@@ -178,3 +178,24 @@ def test_no_heavy_imports(argv: list[str]) -> None:
 def test_help_does_not_import_pydantic_or_yaml() -> None:
     loaded = _modules_after(["--help"])
     assert "pydantic" not in loaded and "yaml" not in loaded
+
+
+def test_list_shows_cluster_runs_from_their_records_when_the_cluster_does_not_answer(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from taugrid.api.evidence import KubeHandle, RunRecord
+    from taugrid.runs.evidence import RunDir
+
+    monkeypatch.setenv("TAU_HOME", str(tmp_path))
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
+    rd = RunDir(tmp_path / "data" / "runs" / "kq-abcde")
+    rd.path.mkdir(parents=True)
+    rd.create(RunRecord(run_id="kq-abcde", name="kq", workspace="research", profile="a100x1",
+                        workload_kind="rayjob", handle=KubeHandle(namespace="research"),
+                        submitter="a", code_folder="/x", code_revision="u", code_digest="d",
+                        config_hash="h", image="i", entrypoint="t.py",
+                        created_at="2026-12-01T00:00:00+00:00"))  # fmt: skip
+    assert main(["run", "list", "-o", "json"]) == 0
+    out = capsys.readouterr()
+    assert [r["run_id"] for r in json.loads(out.out)] == ["kq-abcde"]
+    assert "shown from their local records" in out.err and "kubeconfig" in out.err
