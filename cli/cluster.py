@@ -54,8 +54,13 @@ def workspaces(context: ContextOpt = None, output: JsonOpt = ReportFormat.text) 
     backend = _backend(context)
     snap = backend.snapshot()
     usable = backend.usable_workspaces(snap)
-    rows = [{**w.model_dump(mode="json", exclude_none=True), "default": w.name == snap.defaultWorkspace,
-             "profiles": [p.name for p in snap.profiles if p.applies_to(w.name)]} for w in usable]  # fmt: skip
+    rows = []
+    for w in usable:
+        mine = [p for p in snap.profiles if p.applies_to(w.name)]
+        rows.append({**w.model_dump(mode="json", exclude_none=True),
+                     "default": w.name == snap.defaultWorkspace,
+                     "queues": sorted({p.localQueue for p in mine}),
+                     "profiles": [p.name for p in mine]})  # fmt: skip
     if output is ReportFormat.json:
         out(dump_json(rows))
         return

@@ -64,6 +64,7 @@ def test_profiles_and_workspaces_come_from_the_cluster(sandbox: Path) -> None:
     # alice is a member of research only: she may use exactly that workspace
     ws = json.loads(tau(sandbox, "workspaces", "-o", "json", env=kube_env(sandbox, "alice")).stdout)
     assert [w["name"] for w in ws] == ["research"] and ws[0]["default"] is True
+    assert ws[0]["queues"] == ["cpu", "gpu"] and ws[0]["pvc"] == "research-data"
     bob = json.loads(tau(sandbox, "workspaces", "-o", "json", env=kube_env(sandbox, "bob")).stdout)
     assert [w["name"] for w in bob] == ["llm"]
 
