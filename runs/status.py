@@ -380,6 +380,8 @@ def summarize(phase: Phase, signals: list[Signal], o: Observations | None = None
         return "succeeded"
     if phase in (Phase.Failed, Phase.Cancelled):
         return f"{phase.lower()}: {by_name[SignalName.Completed].reason.split(': ', 1)[-1]}"
+    if o is not None and o.cluster is None and o.record.target != "local":
+        return f"{phase.lower()} when last recorded here; its cluster was not observed"
     if o is not None and o.cluster is not None and phase not in TERMINAL:
         adm = by_name[SignalName.Admitted]
         sched = by_name[SignalName.Scheduled]

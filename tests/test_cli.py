@@ -199,3 +199,7 @@ def test_list_shows_cluster_runs_from_their_records_when_the_cluster_does_not_an
     out = capsys.readouterr()
     assert [r["run_id"] for r in json.loads(out.out)] == ["kq-abcde"]
     assert "shown from their local records" in out.err and "kubeconfig" in out.err
+    assert (
+        json.loads(out.out)[0]["summary"]
+        == "pending when last recorded here; its cluster was not observed"
+    )
