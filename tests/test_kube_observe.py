@@ -28,6 +28,13 @@ class FakeKube:
         self.calls.append((kind, namespace))
         return self.objects.get(kind, [])
 
+    def pending(self, namespace: str, queue: str) -> list[dict[str, Any]] | str:
+        self.calls.append((f"pending/{queue}", namespace))
+        got = self.objects.get("Pending")
+        return (
+            "Kueue's visibility API (pendingworkloads) is not served here" if got is None else got
+        )
+
 
 def record(run_id: str, kind: str = "rayjob") -> RunRecord:
     return RunRecord(
@@ -38,20 +45,24 @@ def record(run_id: str, kind: str = "rayjob") -> RunRecord:
     )  # fmt: skip
 
 
-def cluster_objects(ids: list[str]) -> dict[str, list[dict[str, Any]]]:
+def cluster_objects(ids: list[str], first_waits: bool = False) -> dict[str, list[dict[str, Any]]]:
+    """Every other run admitted and running (from the first, or from the second)."""
+    flip = 1 if first_waits else 0
+
     def meta(name: str, **extra: Any) -> dict[str, Any]:
         return {"name": name, "namespace": "research", **extra}
 
     workloads, kueue, pods = [], [], []
     for i, rid in enumerate(ids):
-        workloads.append({"metadata": meta(rid), "spec": {"suspend": i % 2 == 1}, "status": {}})
+        admitted = (i + flip) % 2 == 0
+        workloads.append({"metadata": meta(rid), "spec": {"suspend": not admitted}, "status": {}})
         conds = ([{"type": "QuotaReserved", "status": "True"}, {"type": "Admitted", "status": "True"}]
-                 if i % 2 == 0 else
+                 if admitted else
                  [{"type": "QuotaReserved", "status": "False", "reason": "Pending",
                    "message": "insufficient unused quota for nvidia.com/gpu in flavor a100x1, 1 more needed"}])  # fmt: skip
         kueue.append({"metadata": meta(f"rayjob-{rid}", ownerReferences=[{"name": rid}]),
                       "spec": {"queueName": "gpu"}, "status": {"conditions": conds}})  # fmt: skip
-        if i % 2 == 0:
+        if admitted:
             pods.append({"metadata": meta(f"{rid}-worker", labels={C.LABEL_RUN_ID: rid}),
                          "spec": {"nodeName": "a100x1-0"}, "status": {"phase": "Running"}})  # fmt: skip
     nodes = [{"metadata": {"name": "a100x1-0"}, "status": {"conditions": [
@@ -60,7 +71,7 @@ def cluster_objects(ids: list[str]) -> dict[str, list[dict[str, Any]]]:
             "Workload": kueue, "Pod": pods, "Event": [], "Node": nodes}  # fmt: skip
 
 
-def observe(tmp_path: Path, n: int) -> tuple[FakeKube, list[Any]]:
+def observe(tmp_path: Path, n: int, first_waits: bool = False) -> tuple[FakeKube, list[Any]]:
     ids = [f"run-{i:05d}" for i in range(n)]
     dirs = []
     for rid in ids:
@@ -68,15 +79,16 @@ def observe(tmp_path: Path, n: int) -> tuple[FakeKube, list[Any]]:
         rd.path.mkdir(parents=True)
         rd.create(record(rid))
         dirs.append(rd)
-    fake = FakeKube(cluster_objects(ids))
+    fake = FakeKube(cluster_objects(ids, first_waits))
     backend = KubeBackend()
     backend._kube = fake  # type: ignore[assignment]
     return fake, backend.observe(dirs)
 
 
 def test_api_calls_do_not_grow_with_the_number_of_runs(tmp_path: Path) -> None:
-    one, _ = observe(tmp_path / "one", 1)
-    hundred, obs = observe(tmp_path / "hundred", 100)
+    # a waiting run in both: the queue's visibility call is made once either way
+    one, _ = observe(tmp_path / "one", 1, first_waits=True)
+    hundred, obs = observe(tmp_path / "hundred", 100, first_waits=True)
     assert len(obs) == 100
     assert sorted(one.calls) == sorted(hundred.calls)  # the same LISTs, once each
     assert len(hundred.calls) == len(set(hundred.calls))
@@ -116,3 +128,36 @@ def test_admitted_reads_conditions_by_type(
     facts = ClusterFacts(taurun=True, workload=True, kueue=conds, queue="gpu")
     s = status._admitted_cluster(facts)
     assert s.state == state and words in s.reason
+
+
+def test_queue_position_from_kueues_visibility_api(tmp_path: Path) -> None:
+    ids = [f"run-{i:05d}" for i in range(4)]  # runs 1 and 3 wait in queue gpu
+    objects = cluster_objects(ids)
+    objects["Pending"] = [
+        {"metadata": {"name": "rayjob-run-00003"}, "positionInLocalQueue": 0},
+        {"metadata": {"name": "rayjob-run-00001"}, "positionInLocalQueue": 1},
+    ]
+    dirs = []
+    for rid in ids:
+        rd = RunDir(tmp_path / rid)
+        rd.path.mkdir(parents=True)
+        rd.create(record(rid))
+        dirs.append(rd)
+    fake = FakeKube(objects)
+    backend = KubeBackend()
+    backend._kube = fake  # type: ignore[assignment]
+    st = {o.record.run_id: status.compute(o) for o in backend.observe(dirs)}
+    adm = {rid: next(s for s in st[rid].signals if s.name == "Admitted") for rid in ids}
+    assert "position 2" in adm["run-00001"].reason and "position 1" in adm["run-00003"].reason
+    assert "position" not in adm["run-00000"].reason  # admitted: no queue
+    assert [c for c in fake.calls if c[0].startswith("pending/")] == [("pending/gpu", "research")]
+
+
+def test_without_the_visibility_api_the_position_is_unknown_with_the_reason(tmp_path: Path) -> None:
+    _, obs = observe(tmp_path, 2)
+    waiting = status.compute(obs[1])
+    adm = next(s for s in waiting.signals if s.name == "Admitted")
+    assert (
+        "position unknown (Kueue's visibility API (pendingworkloads) is not served here)"
+        in adm.reason
+    )

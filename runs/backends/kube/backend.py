@@ -208,9 +208,17 @@ class KubeBackend:
                 wanted[("Job", ns)] = managed
         lists = self._list_all(wanted)
         nodes, nodes_visible = _node_problems(lists[("Node", None)])
+        # Queue positions: one visibility call per LocalQueue that has waiting runs.
+        waiting = {
+            (ns, str((w.get("spec") or {}).get("queueName")))
+            for ns in by_ns
+            for w in lists.get(("Workload", ns)) or []
+            if (w.get("spec") or {}).get("queueName") and not _admitted(w)
+        }
+        pending = {key: self.kube.pending(*key) for key in sorted(waiting)}
         facts: dict[str, ClusterFacts] = {}
         for ns, recs in by_ns.items():
-            facts.update(_namespace_facts(ns, recs, lists, nodes, nodes_visible))
+            facts.update(_namespace_facts(ns, recs, lists, nodes, nodes_visible, pending))
         return [
             Observations(
                 record=rec,
@@ -411,9 +419,32 @@ def _node_problems(items: list[dict[str, Any]] | None) -> tuple[dict[str, list[s
     return problems, True
 
 
+def _admitted(w: dict[str, Any]) -> bool:
+    conds = (w.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Admitted" and c.get("status") == "True" for c in conds)
+
+
+Pending = dict[tuple[str, str], list[dict[str, Any]] | str]
+
+
+def _position(kw: dict[str, Any], ns: str, pending: Pending) -> tuple[int | None, str | None]:
+    """(1-based position in its LocalQueue, or None with the reason it is unknown)."""
+    queue = str((kw.get("spec") or {}).get("queueName"))
+    got = pending.get((ns, queue))
+    if got is None:
+        return None, None
+    if isinstance(got, str):
+        return None, got
+    name = kw["metadata"]["name"]
+    for item in got:
+        if (item.get("metadata") or {}).get("name") == name:
+            return int(item.get("positionInLocalQueue", 0)) + 1, None
+    return None, "not in Kueue's pending list (being admitted?)"
+
+
 def _namespace_facts(
     ns: str, recs: list[RunRecord], lists: dict[tuple[str, str | None], list[dict[str, Any]] | None],
-    nodes: dict[str, list[str]], nodes_visible: bool,
+    nodes: dict[str, list[str]], nodes_visible: bool, pending: Pending | None = None,
 ) -> dict[str, ClusterFacts]:  # fmt: skip
     def items(kind: str) -> list[dict[str, Any]]:
         return lists.get((kind, ns)) or []
@@ -442,6 +473,8 @@ def _namespace_facts(
             events,
             nodes,
             nodes_visible,
+            ns,
+            pending or {},
         )
         for rec in recs
     }
@@ -456,7 +489,7 @@ def _handle(rec: RunRecord) -> KubeHandle:
 def _run_facts(rec: RunRecord, taurun: bool, workload: dict[str, Any] | None,
                kw: dict[str, Any] | None, pods: list[dict[str, Any]],
                events: dict[str, list[dict[str, Any]]], nodes: dict[str, list[str]],
-               nodes_visible: bool) -> ClusterFacts:  # fmt: skip
+               nodes_visible: bool, ns: str = "", pending: Pending | None = None) -> ClusterFacts:  # fmt: skip
     finished = message = None
     suspended = None
     started = ended = None
@@ -492,6 +525,9 @@ def _run_facts(rec: RunRecord, taurun: bool, workload: dict[str, Any] | None,
         ]
         cq = ((kw.get("status") or {}).get("admission") or {}).get("clusterQueue")
         queue = (kw.get("spec") or {}).get("queueName")
+    position = position_note = None
+    if kw is not None and not _admitted(kw):
+        position, position_note = _position(kw, ns, pending or {})
     facts = [_pod_fact(p) for p in pods]
     names = {rec.run_id, *(p["metadata"]["name"] for p in pods)}
     if kw is not None:
@@ -505,8 +541,7 @@ def _run_facts(rec: RunRecord, taurun: bool, workload: dict[str, Any] | None,
         taurun=taurun, workload=workload is not None, suspended=suspended, finished=finished,
         started_at=str(started) if started else None, finished_at=str(ended) if ended else None,
         workload_message=message, kueue=kueue_conds, cluster_queue=cq, queue=queue,
-        position=None,
-        position_note="Kueue's visibility API (pendingworkloads) is not served here" if kw else None,
+        position=position, position_note=position_note,
         pods=facts, warnings=warnings, node_problems=nodes, nodes_visible=nodes_visible,
     )  # fmt: skip
 

@@ -6,6 +6,7 @@ Imported only when a cluster command runs: `tau --help` never pays for it.
 
 from __future__ import annotations
 
+import builtins
 import os
 import threading
 from collections.abc import Iterator
@@ -49,6 +50,14 @@ KINDS: dict[str, Kind] = {
         Kind("kueue.x-k8s.io", "v1beta2", "Workload", "workloads", component="Kueue"),
         Kind("kueue.x-k8s.io", "v1beta2", "LocalQueue", "localqueues", component="Kueue"),
         Kind(C.GROUP, C.VERSION, "TauRun", "runs", True, TAUGRID),
+        # Kueue's visibility API: GET .../localqueues/<queue>/pendingworkloads
+        Kind(
+            "visibility.kueue.x-k8s.io",
+            "v1beta2",
+            "PendingWorkloadsSummary",
+            "localqueues",
+            component="Kueue's visibility API",
+        ),
         Kind(
             C.GROUP,
             C.VERSION,
@@ -231,6 +240,28 @@ class Kube:
             for op, _obj in self.client.watch(_resource(kind), namespace=namespace,
                                               labels=selector, on_error=on_error_retry):  # fmt: skip
                 yield str(op)
+
+    def pending(self, namespace: str, queue: str) -> builtins.list[dict[str, Any]] | str:
+        """Kueue's visibility API: the pending workloads of a LocalQueue in order, or why it
+        cannot say (not served, forbidden, ...)."""
+        from lightkube.core.exceptions import ApiError
+
+        kind = KINDS["PendingWorkloadsSummary"]
+        try:
+            with self.errors("get", kind, namespace):
+                try:
+                    got = self.client.get(_resource(kind), f"{queue}/pendingworkloads",
+                                          namespace=namespace)  # fmt: skip
+                except ApiError as e:
+                    if e.status.code == 404:
+                        raise _not_served(kind) from None
+                    raise
+        except Forbidden:
+            return "your identity may not read Kueue's visibility API"
+        except TauError:
+            return "Kueue's visibility API (pendingworkloads) is not served here"
+        items = dict(got.to_dict()).get("items") or []
+        return [dict(i) for i in items]
 
     def can(self, verb: str, kind_name: str, namespace: str) -> bool:
         """SelfSubjectAccessReview: may the current user do `verb` on the kind there?"""
