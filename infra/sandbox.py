@@ -11,7 +11,6 @@ $TAU_HOME/sandbox. Nothing is built here: without `make controlplane`, `up` says
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -29,6 +28,7 @@ from taugrid.api.platform import (
     CpuPool,
     GpuPool,
     PlatformConfig,
+    WorkspaceSpec,
     pool_labels,
     pool_taints,
 )
@@ -206,10 +206,8 @@ def _install(cp: Any, cfg: PlatformConfig, stack: str, say: Say) -> State:
     say(f"{len(nodes)} KWOK nodes: {', '.join(nodes)}")
     objects = [*M.kueue_objects(cfg), M.tau_cluster(cfg, stack), M.researcher_read_clusterrole()]
     for ws in cfg.workspaces:
-        ws_objs = M.workspace_objects(cfg, ws)
-        objects = [*ws_objs[:1], *objects, *ws_objs[1:]]  # namespaces first
-        objects.append(_data_volume(cfg, ws.name, ws.ns, ws.storage.storageClass or ""))
-    for obj in _ordered(objects):
+        objects += [*M.workspace_objects(cfg, ws), _data_volume(ws)]
+    for obj in _ordered(objects):  # namespaces and volumes first
         apply(dyn, obj)
     identities = {"admin": str(cp.admin.kubeconfig)}
     for ws in cfg.workspaces:
@@ -233,24 +231,21 @@ def _ordered(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(objects, key=lambda o: _ORDER.get(o["kind"], 5))
 
 
-def _data_volume(cfg: PlatformConfig, ws: str, ns: str, storage_class: str) -> dict[str, Any]:
+def _data_volume(ws: WorkspaceSpec) -> dict[str, Any]:
     """A PersistentVolume that the workspace's /data PVC binds to: a folder of the sandbox."""
-    folder = sandbox_dir() / "data" / ws
+    folder = sandbox_dir() / "data" / ws.name
     folder.mkdir(parents=True, exist_ok=True)
-    size = next(w.storage.size for w in cfg.workspaces if w.name == ws)
-    pvc = naming.workspace_pvc(ws)
-    access = next(w.storage.accessMode for w in cfg.workspaces if w.name == ws)
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolume",
-        "metadata": {"name": f"sandbox-{ws}-data", "labels": {C.LABEL_WORKSPACE: ws}},
+        "metadata": {"name": f"sandbox-{ws.name}-data", "labels": {C.LABEL_WORKSPACE: ws.name}},
         "spec": {
-            "capacity": {"storage": size},
-            "accessModes": [access],
-            "storageClassName": storage_class,
+            "capacity": {"storage": ws.storage.size},
+            "accessModes": [ws.storage.accessMode],
+            "storageClassName": ws.storage.storageClass or "",
             "persistentVolumeReclaimPolicy": "Retain",
             "hostPath": {"path": str(folder)},
-            "claimRef": {"namespace": ns, "name": pvc},
+            "claimRef": {"namespace": ws.ns, "name": naming.workspace_pvc(ws.name)},
         },
     }
 
@@ -263,8 +258,6 @@ def down(say: Say) -> State | None:
     if state is None:
         return None
     stop_process_groups(list(state.pids.values()))
-    with contextlib.suppress(FileNotFoundError):
-        (sandbox_dir() / "state.json").unlink()
     shutil.rmtree(sandbox_dir(), ignore_errors=True)
     say(f"stopped {len(state.pids)} sandbox process(es)")
     return state

@@ -46,6 +46,16 @@ def admin(home: Path) -> Any:
     return dynamic.DynamicClient(config.new_client_from_config(config_file=kc))
 
 
+def cpu_job(folder: Path, name: str) -> Path:
+    """A one-pod CPU Job project (KWOK completes its pod at once)."""
+    (folder / "s.py").write_text("print('done')\n")
+    (folder / "tau.yaml").write_text(
+        f"schema_version: 1\nname: {name}\nrun: {{entrypoint: s.py, workload_kind: job}}\n"
+        "compute: {gpus: 0, cpus: 1, memory: 1Gi}\nruntime: {image: python:3.12-slim}\n"
+    )
+    return folder
+
+
 @pytest.fixture()
 def gpu_project(tmp_path: Path) -> Path:
     (tmp_path / "train.py").write_text("print('hi')\n")
@@ -158,11 +168,7 @@ def test_a_gpu_condition_on_the_runs_node_turns_gpu_healthy_false(
 
 
 def test_a_cpu_job_runs_to_completion(sandbox: Path, tmp_path: Path) -> None:
-    (tmp_path / "s.py").write_text("print('done')\n")
-    (tmp_path / "tau.yaml").write_text(
-        "schema_version: 1\nname: cpujob\nrun: {entrypoint: s.py, workload_kind: job}\n"
-        "compute: {gpus: 0, cpus: 1, memory: 1Gi}\nruntime: {image: python:3.12-slim}\n"
-    )
+    cpu_job(tmp_path, "cpujob")
     run_id = submit(sandbox, tmp_path)
     wait_until(lambda: status(sandbox, run_id)["phase"] == "Succeeded", what="the Job to complete")
     st = status(sandbox, run_id)
@@ -253,11 +259,7 @@ def test_quickstart_renders_for_the_sandbox_like_for_prod(sandbox: Path) -> None
 def test_an_attached_run_follows_the_phases_and_logs_say_where_they_are(
     sandbox: Path, tmp_path: Path
 ) -> None:
-    (tmp_path / "s.py").write_text("print('done')\n")
-    (tmp_path / "tau.yaml").write_text(
-        "schema_version: 1\nname: attached\nrun: {entrypoint: s.py, workload_kind: job}\n"
-        "compute: {gpus: 0, cpus: 1, memory: 1Gi}\nruntime: {image: python:3.12-slim}\n"
-    )
+    cpu_job(tmp_path, "attached")
     res = tau(sandbox, "run", str(tmp_path), env=kube_env(sandbox), timeout=120)
     assert res.returncode == 0, res.stderr
     assert "[succeeded] succeeded" in res.stderr
@@ -272,11 +274,7 @@ def test_an_attached_run_follows_the_phases_and_logs_say_where_they_are(
 
 
 def test_status_watch_follows_the_watch_api_to_the_end(sandbox: Path, tmp_path: Path) -> None:
-    (tmp_path / "s.py").write_text("print('done')\n")
-    (tmp_path / "tau.yaml").write_text(
-        "schema_version: 1\nname: watched\nrun: {entrypoint: s.py, workload_kind: job}\n"
-        "compute: {gpus: 0, cpus: 1, memory: 1Gi}\nruntime: {image: python:3.12-slim}\n"
-    )
+    cpu_job(tmp_path, "watched")
     run_id = submit(sandbox, tmp_path)
     res = tau(sandbox, "run", "status", run_id, "--watch", "-o", "json", env=kube_env(sandbox),
               timeout=120)  # fmt: skip
@@ -297,11 +295,7 @@ def test_status_watch_follows_the_watch_api_to_the_end(sandbox: Path, tmp_path: 
 def test_resume_on_the_cluster_keeps_lineage_in_both_taururns(
     sandbox: Path, tmp_path: Path
 ) -> None:
-    (tmp_path / "s.py").write_text("print('done')\n")
-    (tmp_path / "tau.yaml").write_text(
-        "schema_version: 1\nname: resumable\nrun: {entrypoint: s.py, workload_kind: job}\n"
-        "compute: {gpus: 0, cpus: 1, memory: 1Gi}\nruntime: {image: python:3.12-slim}\n"
-    )
+    cpu_job(tmp_path, "resumable")
     parent = submit(sandbox, tmp_path)
     wait_until(lambda: status(sandbox, parent)["phase"] == "Succeeded", what="the parent to end")
     res = tau(sandbox, "run", "resume", parent, "-d", env=kube_env(sandbox))

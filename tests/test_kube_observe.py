@@ -71,18 +71,25 @@ def cluster_objects(ids: list[str], first_waits: bool = False) -> dict[str, list
             "Workload": kueue, "Pod": pods, "Event": [], "Node": nodes}  # fmt: skip
 
 
-def observe(tmp_path: Path, n: int, first_waits: bool = False) -> tuple[FakeKube, list[Any]]:
-    ids = [f"run-{i:05d}" for i in range(n)]
+def observe_with(
+    tmp_path: Path, ids: list[str], objects: dict[str, Any]
+) -> tuple[FakeKube, list[Any]]:
+    """Local records of `ids` and a kube backend whose client answers from `objects`."""
     dirs = []
     for rid in ids:
         rd = RunDir(tmp_path / rid)
         rd.path.mkdir(parents=True)
         rd.create(record(rid))
         dirs.append(rd)
-    fake = FakeKube(cluster_objects(ids, first_waits))
+    fake = FakeKube(objects)
     backend = KubeBackend()
     backend._kube = fake  # type: ignore[assignment]
     return fake, backend.observe(dirs)
+
+
+def observe(tmp_path: Path, n: int, first_waits: bool = False) -> tuple[FakeKube, list[Any]]:
+    ids = [f"run-{i:05d}" for i in range(n)]
+    return observe_with(tmp_path, ids, cluster_objects(ids, first_waits))
 
 
 def test_api_calls_do_not_grow_with_the_number_of_runs(tmp_path: Path) -> None:
@@ -137,16 +144,8 @@ def test_queue_position_from_kueues_visibility_api(tmp_path: Path) -> None:
         {"metadata": {"name": "rayjob-run-00003"}, "positionInLocalQueue": 0},
         {"metadata": {"name": "rayjob-run-00001"}, "positionInLocalQueue": 1},
     ]
-    dirs = []
-    for rid in ids:
-        rd = RunDir(tmp_path / rid)
-        rd.path.mkdir(parents=True)
-        rd.create(record(rid))
-        dirs.append(rd)
-    fake = FakeKube(objects)
-    backend = KubeBackend()
-    backend._kube = fake  # type: ignore[assignment]
-    st = {o.record.run_id: status.compute(o) for o in backend.observe(dirs)}
+    fake, obs = observe_with(tmp_path, ids, objects)
+    st = {o.record.run_id: status.compute(o) for o in obs}
     adm = {rid: next(s for s in st[rid].signals if s.name == "Admitted") for rid in ids}
     assert "position 2" in adm["run-00001"].reason and "position 1" in adm["run-00003"].reason
     assert "position" not in adm["run-00000"].reason  # admitted: no queue

@@ -89,7 +89,7 @@ class KubeBackend:
         snap = self.snapshot()
         if request.workspace is None and request.loaded.manifest.policy.workspace is None:
             usable = self.usable_workspaces(snap)
-            if len(usable) == 1 and (not snap.defaultWorkspace or len(snap.workspaces) > 1):
+            if len(usable) == 1:  # the one workspace this user may submit to
                 from dataclasses import replace
 
                 request = replace(request, workspace=usable[0].name)
