@@ -39,6 +39,7 @@ class KubeHandle(_Model):
     context: str | None = None
     namespace: str
     cluster: str | None = None
+    queue: str | None = Field(None, description="The run's LocalQueue (older records: unknown)")
 
 
 class PulumiHandle(_Model):

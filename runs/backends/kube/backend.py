@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
@@ -173,7 +174,7 @@ class KubeBackend:
                 run_id=prepared.run_id, name=m.name, workspace=r.workspace.name,
                 profile=r.profile.name, workload_kind=prepared.kind,
                 handle=KubeHandle(context=self.kube.context, namespace=namespace,
-                                  cluster=self._cluster),
+                                  cluster=self._cluster, queue=r.queue),
                 submitter=prepared.meta.submitter, code_folder=str(prepared.loaded.folder.resolve()),
                 code_revision=prepared.meta.code_revision, code_digest=prepared.bundle.digest,
                 config_hash=m.config_hash(), image=r.image, entrypoint=m.entrypoint_path or "",
@@ -352,11 +353,15 @@ class KubeBackend:
         return pod["metadata"]["name"], pod["spec"]["containers"][0]["name"]
 
     def _logs(self, run: RunDir, out: TextIO, follow: bool, skip: int = 0) -> int:
+        """The driver pod's log; once the run has ended and its pods are gone (or their logs are),
+        the copy the launcher kept on the workspace volume, through a reader job."""
         rec = run.read_record()
         ns = _handle(rec).namespace
         found = self._driver_pod(rec)
-        pvc_path = f"/data/runs/{rec.run_id}/logs/driver.log"
+        pvc_path = f"{C.run_dir(rec.run_id)}/logs/driver.log"
         if found is None:
+            if not follow and self._ended(run):
+                return self._read_volume(rec, pvc_path, out)
             raise TauError(
                 f"no pod of {rec.run_id} runs now (not started yet, or gone): its log is "
                 f"kept on the workspace PVC at {pvc_path}",
@@ -372,6 +377,9 @@ class KubeBackend:
                     out.write(line if line.endswith("\n") else line + "\n")
                     out.flush()
         except TauError as e:
+            if n == 0 and not follow and self._ended(run):
+                _say(f"the log of pod {pod} is not available from the cluster ({e.message})")
+                return self._read_volume(rec, pvc_path, out)
             raise TauError(
                 f"the log of pod {pod} is not available from the cluster ({e.message}); "
                 f"the run also keeps it on the workspace PVC at {pvc_path}",
@@ -379,26 +387,33 @@ class KubeBackend:
             ) from None
         return max(n, skip)
 
-    def cancel(self, run: RunDir) -> Phase:
-        """Delete the TauRun (foreground): its workload and code go with it, and so does its
-        quota; the local record is closed as Cancelled."""
-        rec = run.read_record()
-        if rec.phase in TERMINAL:
-            return rec.phase
-        (obs,) = self.observe([run])
+    def _ended(self, run: RunDir) -> bool:
         from taugrid.runs.status import effective_phase
 
-        phase, _ = effective_phase(obs)
-        if phase in TERMINAL:
-            with contextlib.suppress(TerminalStateError):
-                run.transition(phase, f"ended in the cluster before the cancel ({phase})")
-            return phase
-        self.kube.delete("TauRun", rec.run_id, _handle(rec).namespace)
+        return effective_phase(self.observe([run])[0])[0] in TERMINAL
+
+    def _read_volume(self, rec: RunRecord, path: str, out: TextIO) -> int:
+        from taugrid.runs.backends.kube.reader import read_file
+
+        h = _handle(rec)
         try:
-            return run.transition(Phase.Cancelled, "cancelled by the user: TauRun deleted; its "
-                                  "workload and quota are released").phase  # fmt: skip
-        except TerminalStateError as e:
-            return e.phase
+            return read_file(self.kube, rec, h.namespace, h.queue or self._queue_of(rec), path,
+                             out, _say)  # fmt: skip
+        except Forbidden as e:
+            raise TauError(f"{e.message}: the log on the workspace volume needs a reader job",
+                           exit_code=EXIT_PLATFORM, hint=f"the log is kept at {path}") from None  # fmt: skip
+
+    def _queue_of(self, rec: RunRecord) -> str | None:
+        """Records written before the handle kept the queue: its profile's LocalQueue."""
+        with contextlib.suppress(TauError):
+            for p in self.snapshot().profiles:
+                if p.name == rec.profile:
+                    return p.localQueue
+        return None
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
 
 
 def _node_problems(items: list[dict[str, Any]] | None) -> tuple[dict[str, list[str]], bool]:
