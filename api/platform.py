@@ -212,6 +212,11 @@ class CpuPool(PoolBase):
 class ComponentBase(_Model):
     enabled: bool = True
     version: str | None = Field(None, description="Chart version; default: the pinned one")
+    install: Literal["helm", "external"] = Field(
+        "helm",
+        description="helm: this stack installs the chart; external: it is installed otherwise "
+        "(e.g. the sandbox runs it out of cluster): no release, but what uses it is still created",
+    )
 
 
 class GpuOperatorSpec(ComponentBase):

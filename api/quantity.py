@@ -149,3 +149,39 @@ def memory_field(value: object) -> object:
         except QuantityError as e:
             raise ValueError(str(e)) from None
     return value
+
+
+_DECIMAL_SUFFIX = {-9: "n", -6: "u", -3: "m", 0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P",
+                   18: "E"}  # fmt: skip
+
+
+def canonical(value: object) -> str:
+    """The form the API server and Go controllers write a quantity in (resource.Quantity's
+    String): `6` -> "6", `1000` -> "1k", "0.5" -> "500m", "2048Mi" -> "2Gi", "1.5Gi" ->
+    "1536Mi". Objects that a controller re-writes (Kueue's ClusterQueues) must be applied in this
+    form, or the field changes hands at each write and the next apply conflicts."""
+    raw = str(value).strip()
+    m = _QUANTITY.match(raw)
+    if m is None:
+        return raw  # exponent forms and anything unusual: as written (the API server decides)
+    number, suffix = Decimal(m["num"]), m["suffix"] or ""
+    if suffix in _BINARY:
+        n = number * _BINARY[suffix]
+        if n == int(n) and n >= 1024:
+            n_int, exp = int(n), 0
+            while n_int % 1024 == 0 and exp < 6:
+                n_int, exp = n_int // 1024, exp + 1
+            return f"{n_int}{['', 'Ki', 'Mi', 'Gi', 'Ti', 'Pi', 'Ei'][exp]}"
+        amount = n
+    else:
+        amount = number * (Decimal("0.001") if suffix == "m" else _DECIMAL[suffix])
+    if amount == 0:
+        return "0"
+    exp = -9
+    mantissa = amount * Decimal(10) ** 9
+    if mantissa != int(mantissa):  # finer than a nano: round up, as Kubernetes does
+        mantissa = Decimal(math.ceil(mantissa))
+    whole = int(mantissa)
+    while whole % 1000 == 0 and exp < 18:
+        whole, exp = whole // 1000, exp + 3
+    return f"{whole}{_DECIMAL_SUFFIX[exp]}"

@@ -1,4 +1,5 @@
-"""`tau platform ...`: platform engineers inspect stacks offline (no credentials, no CLI)."""
+"""`tau platform ...`: platform engineers inspect stacks offline (plan, diff, snapshot) and
+apply them with the Pulumi engine (preview, up, destroy)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ import typer
 
 from taugrid.api.errors import missing_extra
 from taugrid.cli.options import JsonOpt, ReportFormat, StackOpt, StacksDirOpt
-from taugrid.cli.output import dump_json, out
+from taugrid.cli.output import dump_json, out, say
 
 app = typer.Typer(
-    help="Platform engineers: inspect stacks offline (no credentials, no Pulumi CLI).",
+    help="Platform engineers: inspect stacks offline (plan, diff, snapshot: no credentials, no "
+    "Pulumi CLI) and apply them with the Pulumi engine (preview, up, destroy).",
     no_args_is_help=True,
     rich_markup_mode=None,
 )
@@ -83,3 +85,83 @@ def platform_snapshot(stack: StackOpt, stacks_dir: StacksDirOpt = None) -> None:
     from taugrid.runs.yamlio import dump
 
     out(dump(profile_snapshot(validated(stack, stacks_dir), stack)))
+
+
+# --- the real engine -------------------------------------------------------------------------
+YesOpt = Annotated[
+    bool, typer.Option("--yes", "-y", help="Skip the confirmation (as `pulumi up --yes`)")
+]
+
+
+def _engine(stack: str, stacks_dir: Path | None) -> Any:
+    try:
+        from taugrid.infra.deploy import platform_engine
+    except ImportError as e:
+        raise missing_extra("platform", f"Pulumi ({e.name})") from None
+    return platform_engine(stack, stacks_dir)
+
+
+def _print_outcome(outcome: Any, output: ReportFormat) -> None:
+    if output is ReportFormat.json:
+        out(dump_json(outcome.doc()))
+        return
+    counts = ", ".join(f"{v} {k}" for k, v in outcome.summary.items() if v)
+    out(f"{outcome.operation} {outcome.stack}: {counts or 'nothing'} ({outcome.seconds:.1f}s)")
+
+
+def _confirm(what: str, yes: bool) -> None:
+    import sys
+
+    from taugrid.api.errors import EXIT_USAGE, TauError
+
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise TauError(f"{what}: confirmation needed, and there is no terminal to ask",
+                       exit_code=EXIT_USAGE, hint="pass --yes")  # fmt: skip
+    if not typer.confirm(f"{what}?", default=False, err=True):
+        raise typer.Exit(1)
+
+
+@app.command("preview")
+def platform_preview(
+    stack: StackOpt, stacks_dir: StacksDirOpt = None, output: JsonOpt = ReportFormat.text
+) -> None:
+    """What `up` would change in the stack's cluster (the engine's own preview)."""
+    eng = _engine(stack, stacks_dir)
+    say(f"previewing stack {stack} ...")
+    _print_outcome(eng.preview(say=say if output is ReportFormat.text else None), output)
+
+
+@app.command("up")
+def platform_up(
+    stack: StackOpt,
+    stacks_dir: StacksDirOpt = None,
+    yes: YesOpt = False,
+    output: JsonOpt = ReportFormat.text,
+) -> None:
+    """Create or update the stack's platform (preview first; --yes skips the question)."""
+    eng = _engine(stack, stacks_dir)
+    quiet = output is ReportFormat.json
+    if not yes:
+        preview = eng.preview(say=say)
+        _print_outcome(preview, ReportFormat.text)
+        if not preview.changed():
+            return
+        _confirm(f"apply these changes to stack {stack}", yes)
+    say(f"updating stack {stack} ...")
+    _print_outcome(eng.up(say=None if quiet else say), output)
+
+
+@app.command("destroy")
+def platform_destroy(
+    stack: StackOpt,
+    stacks_dir: StacksDirOpt = None,
+    yes: YesOpt = False,
+    output: JsonOpt = ReportFormat.text,
+) -> None:
+    """Delete every resource of the stack from its cluster (the stack's state stays)."""
+    eng = _engine(stack, stacks_dir)
+    _confirm(f"destroy every resource of stack {stack}", yes)
+    say(f"destroying stack {stack} ...")
+    _print_outcome(eng.destroy(say=None if output is ReportFormat.json else say), output)

@@ -22,8 +22,14 @@ def _usage(state: Any) -> str:
         f"sandbox: API server {state.api}, stack {state.stack}, {len(state.nodes)} KWOK nodes\n"
         f"  kubeconfig (admin):      tau sandbox kubeconfig\n"
         f"  kubeconfig (researcher): tau sandbox kubeconfig --as researcher\n"
-        f"  what runs:               tau sandbox status\n"
-        f"  stop everything:         tau sandbox down"
+        + (
+            ""
+            if state.platform
+            else f"  install the platform:    KUBECONFIG=$(tau sandbox kubeconfig) tau platform up "
+            f"--stack {state.stack} --yes\n"
+        )
+        + "  what runs:               tau sandbox status\n"
+        "  stop everything:         tau sandbox down"
     )
 
 
@@ -31,11 +37,19 @@ def _usage(state: Any) -> str:
 def sandbox_up(
     stack: Annotated[str, typer.Option("--stack", "-s", help="The stack it installs")] = "sandbox",
     stacks_dir: StacksDirOpt = None,
+    no_platform: Annotated[
+        bool,
+        typer.Option(
+            "--no-platform",
+            help="The cluster only: `tau platform up --stack sandbox` "
+            "installs the platform with the Pulumi engine",
+        ),
+    ] = False,
 ) -> None:
     """Start the sandbox (idempotent) and install the stack's platform objects."""
     from taugrid.infra import sandbox
 
-    state, started = sandbox.up(say, stack, stacks_dir)
+    state, started = sandbox.up(say, stack, stacks_dir, platform=not no_platform)
     if not started:
         say("the sandbox is already up")
     for name, why in state.skipped.items():

@@ -14,7 +14,7 @@ from typing import Any
 import pulumi
 
 from taugrid.api import constants as C
-from taugrid.api.platform import CHARTS, PlatformConfig
+from taugrid.api.platform import CHARTS, ComponentBase, PlatformConfig
 from taugrid.components import manifests as M
 from taugrid.components.kube import config_group, helm_release
 
@@ -66,7 +66,8 @@ class HelmComponent(pulumi.ComponentResource):
         super().__init__(f"taugrid:platform:{spec.type_name}", spec.release, None, opts)
         version = cfg.components.version(spec.key)
         self.release = None
-        if spec.installs(cfg):
+        component: ComponentBase = getattr(cfg.components, spec.key)
+        if spec.installs(cfg) and component.install == "helm":
             self.release = helm_release(spec.release, CHARTS[spec.key], version, spec.values(cfg),
                                         self, provider, depends_on)  # fmt: skip
         self.extend(cfg, provider)

@@ -38,8 +38,12 @@ def create_objects(
     parent: pulumi.Resource,
     provider: pulumi.ProviderResource,
     depends_on: list[pulumi.Resource] | None = None,
+    deleted_with: pulumi.Resource | None = None,
 ) -> list[KubeObject]:
-    opts = pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=depends_on or [])
+    """One resource per object. `deleted_with` (their namespace): not deleted one by one when it
+    goes too (its deletion takes them, in the order Kubernetes needs)."""
+    opts = pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=depends_on or [],
+                                  deleted_with=deleted_with)  # fmt: skip
     return [KubeObject(object_name(m), m, opts) for m in manifests]
 
 

@@ -26,6 +26,7 @@ from taugrid.api.platform import (
     workspace_refs,
 )
 from taugrid.api.profiles import profile_set_hash
+from taugrid.api.quantity import canonical
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 PART_OF = {"app.kubernetes.io/part-of": "taugrid", "app.kubernetes.io/managed-by": "pulumi"}
@@ -81,11 +82,13 @@ def cluster_queue(cfg: PlatformConfig, cq: ClusterQueueSpec) -> dict[str, Any]:
     for fq in cq.flavors:
         resources = []
         for res in covered:
-            r: dict[str, Any] = {"name": res, "nominalQuota": fq.nominalQuota.get(res, 0)}
+            # canonical strings: Kueue re-writes the spec, and any other form changes hands
+            r: dict[str, Any] = {"name": res,
+                                 "nominalQuota": canonical(fq.nominalQuota.get(res, 0))}  # fmt: skip
             if fq.borrowingLimit and res in fq.borrowingLimit:
-                r["borrowingLimit"] = fq.borrowingLimit[res]
+                r["borrowingLimit"] = canonical(fq.borrowingLimit[res])
             if fq.lendingLimit and res in fq.lendingLimit:
-                r["lendingLimit"] = fq.lendingLimit[res]
+                r["lendingLimit"] = canonical(fq.lendingLimit[res])
             resources.append(r)
         flavors.append({"name": fq.pool, "resources": resources})
     p = cq.preemption

@@ -6,7 +6,7 @@ import pulumi
 
 from taugrid.api import naming
 from taugrid.api.platform import PlatformConfig, WorkspaceSpec
-from taugrid.components.kube import config_group
+from taugrid.components.kube import create_objects
 from taugrid.components.manifests import workspace_objects
 
 
@@ -14,10 +14,19 @@ class Workspace(pulumi.ComponentResource):
     def __init__(self, name: str, cfg: PlatformConfig, ws: WorkspaceSpec, provider: pulumi.ProviderResource,
                  depends_on: list[pulumi.Resource] | None = None, opts: pulumi.ResourceOptions | None = None) -> None:  # fmt: skip
         super().__init__("taugrid:platform:Workspace", name, None, opts)
-        # One group: the provider creates the namespace before the objects in it.
-        self.objects = config_group(
-            f"workspace-{ws.name}", workspace_objects(cfg, ws), self, provider, depends_on
+        objects = workspace_objects(cfg, ws)
+        inside = [o for o in objects if o["metadata"].get("namespace") == ws.ns]
+        others = [o for o in objects if o not in inside and o["kind"] != "Namespace"]
+        (self.namespace,) = create_objects(
+            [o for o in objects if o["kind"] == "Namespace"], self, provider, depends_on
         )
+        after = [self.namespace, *(depends_on or [])]
+        # What is in the namespace goes with it: deleting them one by one first would wait for
+        # the runs' pods (a PVC in use is not deleted), which only the namespace's deletion stops.
+        self.objects = [
+            *create_objects(inside, self, provider, after, deleted_with=self.namespace),
+            *create_objects(others, self, provider, after),
+        ]
         self.register_outputs(
             {"namespace": ws.ns, "pvc": naming.workspace_pvc(ws.name), "queues": list(ws.queues)}
         )

@@ -334,6 +334,9 @@ class ControlPlane:
                     f"--root-ca-file={self.pki.ca_cert}",
                     "--use-service-account-credentials=false",
                     "--controllers=*,-nodeipam,-service-lb-controller,-cloud-node-lifecycle",
+                    # a dynamic provisioner (class provisioner kubernetes.io/host-path) for the
+                    # sandbox's workspace volumes, so a PVC deleted and created again binds anew
+                    "--enable-hostpath-provisioner=true",
                 ],
             ),
             ("kube-scheduler", []),
@@ -610,10 +613,10 @@ def wait_established(dyn: Any, names: list[str], timeout: float = 60.0) -> None:
 
 
 def install_crds(
-    dyn: Any, folder: Path, groups: tuple[str, ...] = ("kueue", "kuberay")
+    dyn: Any, folder: Path, groups: tuple[str, ...] = ("kueue", "kuberay"), taugrid: bool = True
 ) -> list[str]:
-    """The upstream CRDs of `groups` (folder/<group>/*.yaml) and TauGrid's, applied and
-    established. Returns their names."""
+    """The upstream CRDs of `groups` (folder/<group>/*.yaml) and (unless not `taugrid`)
+    TauGrid's, applied and established. Returns their names."""
     import yaml
 
     from taugrid.api.crds import render_crds
@@ -625,7 +628,7 @@ def install_crds(
         for f in sorted((folder / g).glob("*.yaml"))
     ]
     names = []
-    for crd in [*crds, *render_crds()]:
+    for crd in [*crds, *(render_crds() if taugrid else [])]:
         apply(dyn, crd)
         names.append(crd["metadata"]["name"])
     wait_established(dyn, names)

@@ -12,7 +12,6 @@ $TAU_HOME/sandbox. Nothing is built here: without `make controlplane`, `up` says
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import time
 from collections.abc import Callable
@@ -21,14 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from taugrid.api import constants as C
-from taugrid.api import naming
 from taugrid.api.errors import EXIT_PLATFORM, EXIT_USAGE, TauError, missing_extra
+from taugrid.api.home import tau_home
 from taugrid.api.platform import (
     SYSTEM_NAMESPACE,
     CpuPool,
     GpuPool,
     PlatformConfig,
-    WorkspaceSpec,
     pool_labels,
     pool_taints,
 )
@@ -39,8 +37,7 @@ Say = Callable[[str], None]
 
 
 def sandbox_dir() -> Path:
-    home = Path(os.environ.get("TAU_HOME") or Path.home() / ".tau").expanduser()
-    return home / "sandbox"
+    return tau_home() / "sandbox"
 
 
 @dataclass
@@ -52,6 +49,7 @@ class State:
     kubeconfigs: dict[str, str]  # identity -> kubeconfig path
     nodes: list[str] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)  # component -> why it does not run
+    platform: bool = True  # the platform objects installed by `up` (else: `tau platform up`)
 
     @classmethod
     def read(cls) -> State | None:
@@ -126,13 +124,18 @@ def stacks_dir_for(stack: str, stacks_dir: Path | None) -> Path:
         raise
 
 
-def up(say: Say, stack: str = STACK, stacks_dir: Path | None = None) -> tuple[State, bool]:
-    """Start the sandbox (or find it running). Returns (state, started_now)."""
+def up(say: Say, stack: str = STACK, stacks_dir: Path | None = None,
+       platform: bool = True) -> tuple[State, bool]:  # fmt: skip
+    """Start the sandbox (or find it running). Returns (state, started_now).
+
+    Without `platform`, only the cluster: control plane, KWOK nodes shaped like the stack's
+    pools, the external components (Kueue, KubeRay and their CRDs) and the members'
+    identities; the platform objects are then `tau platform up --stack sandbox`'s to create."""
     from taugrid.infra.controlplane import NOT_BUILT, binaries_dir
 
     existing = State.read()
     if existing is not None:
-        if existing.stack == stack and healthy(existing):
+        if existing.stack == stack and existing.platform == platform and healthy(existing):
             return existing, False
         say("the sandbox is partly down: stopping what is left, then starting it again")
         down(say)
@@ -153,7 +156,7 @@ def up(say: Say, stack: str = STACK, stacks_dir: Path | None = None) -> tuple[St
             "starting etcd, kube-apiserver, controller-manager, scheduler and KWOK on 127.0.0.1 ..."
         )
         cp.start()
-        state = _install(cp, cfg, stack, say)
+        state = _install(cp, cfg, stack, say, platform)
     except BaseException:
         cp.stop()
         raise
@@ -162,7 +165,7 @@ def up(say: Say, stack: str = STACK, stacks_dir: Path | None = None) -> tuple[St
     return state, True
 
 
-def _install(cp: Any, cfg: PlatformConfig, stack: str, say: Say) -> State:
+def _install(cp: Any, cfg: PlatformConfig, stack: str, say: Say, platform: bool) -> State:
     from taugrid.components import manifests as M
     from taugrid.infra.controlplane import apply, crds_dir, install_crds
 
@@ -170,9 +173,10 @@ def _install(cp: Any, cfg: PlatformConfig, stack: str, say: Say) -> State:
     dyn = cp.dynamic()
     crds = crds_dir()
     groups = tuple(g for g in ("kueue", "kuberay") if crds is not None and (crds / g).is_dir())
-    say(f"installing CRDs: TauGrid{''.join(', ' + g for g in groups)}")
-    install_crds(dyn, crds or cp.work, groups)
-    apply(dyn, M.namespace(SYSTEM_NAMESPACE))
+    say(f"installing CRDs: {', '.join([*(['TauGrid'] if platform else []), *groups])}")
+    install_crds(dyn, crds or cp.work, groups, taugrid=platform)
+    if platform:
+        apply(dyn, M.namespace(SYSTEM_NAMESPACE))
     if "kueue" in groups and cp.has_kueue:
         say("starting Kueue (out of cluster, webhooks on 127.0.0.1) ...")
         cp.start_kueue(C.LABEL_WORKSPACE, rayjobs="kuberay" in groups)
@@ -204,11 +208,15 @@ def _install(cp: Any, cfg: PlatformConfig, stack: str, say: Say) -> State:
             )
             nodes.append(name)
     say(f"{len(nodes)} KWOK nodes: {', '.join(nodes)}")
-    objects = [*M.kueue_objects(cfg), M.tau_cluster(cfg, stack), M.researcher_read_clusterrole()]
-    for ws in cfg.workspaces:
-        objects += [*M.workspace_objects(cfg, ws), _data_volume(ws)]
+    objects = _storage_classes(cfg)  # the cluster's storage, always
+    if platform:
+        objects += [*M.kueue_objects(cfg), M.tau_cluster(cfg, stack),
+                    M.researcher_read_clusterrole()]  # fmt: skip
+        for ws in cfg.workspaces:
+            objects += M.workspace_objects(cfg, ws)
     for obj in _ordered(objects):  # namespaces and volumes first
         apply(dyn, obj)
+    _alias_context(cp.admin.kubeconfig, cfg)
     identities = {"admin": str(cp.admin.kubeconfig)}
     for ws in cfg.workspaces:
         for m in ws.members:
@@ -217,13 +225,28 @@ def _install(cp: Any, cfg: PlatformConfig, stack: str, say: Say) -> State:
             elif m.kind == "Group":
                 who = f"{m.name}-member"
                 identities.setdefault(who, str(cp.add_identity(who, (m.name,)).kubeconfig))
-    say(f"platform objects of stack {stack!r}: {len(cfg.workspaces)} workspace(s), "
-        f"{len(cfg.queues.clusterQueues)} ClusterQueue(s)")  # fmt: skip
+    if platform:
+        say(f"platform objects of stack {stack!r}: {len(cfg.workspaces)} workspace(s), "
+            f"{len(cfg.queues.clusterQueues)} ClusterQueue(s)")  # fmt: skip
+    else:
+        say(f"no platform objects: `tau platform up --stack {stack}` creates them")
     return State(stack=stack, api=cp.url, started_at=time.time(), pids=cp.pids(),
-                 kubeconfigs=identities, nodes=nodes, skipped=skipped)  # fmt: skip
+                 kubeconfigs=identities, nodes=nodes, skipped=skipped,
+                 platform=platform)  # fmt: skip
 
 
-_ORDER = {"Namespace": 0, "PersistentVolume": 1, "ResourceFlavor": 2, "Cohort": 2,
+def _alias_context(kubeconfig: Path, cfg: PlatformConfig) -> None:
+    """The admin kubeconfig also answers to the stack's `cluster.context`, so the stack's
+    Kubernetes provider (`tau platform up --stack sandbox`) finds the sandbox by that name."""
+    context = getattr(cfg.cluster, "context", None)
+    doc = json.loads(kubeconfig.read_text())
+    if not context or any(c["name"] == context for c in doc["contexts"]):
+        return
+    doc["contexts"].append({"name": context, "context": dict(doc["contexts"][0]["context"])})
+    kubeconfig.write_text(json.dumps(doc))
+
+
+_ORDER = {"Namespace": 0, "StorageClass": 1, "ResourceFlavor": 2, "Cohort": 2,
           "WorkloadPriorityClass": 2, "ClusterQueue": 3}  # fmt: skip
 
 
@@ -231,23 +254,34 @@ def _ordered(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(objects, key=lambda o: _ORDER.get(o["kind"], 5))
 
 
-def _data_volume(ws: WorkspaceSpec) -> dict[str, Any]:
-    """A PersistentVolume that the workspace's /data PVC binds to: a folder of the sandbox."""
-    folder = sandbox_dir() / "data" / ws.name
-    folder.mkdir(parents=True, exist_ok=True)
-    return {
-        "apiVersion": "v1",
-        "kind": "PersistentVolume",
-        "metadata": {"name": f"sandbox-{ws.name}-data", "labels": {C.LABEL_WORKSPACE: ws.name}},
-        "spec": {
-            "capacity": {"storage": ws.storage.size},
-            "accessModes": [ws.storage.accessMode],
-            "storageClassName": ws.storage.storageClass or "",
-            "persistentVolumeReclaimPolicy": "Retain",
-            "hostPath": {"path": str(folder)},
-            "claimRef": {"namespace": ws.ns, "name": naming.workspace_pvc(ws.name)},
-        },
-    }
+DEFAULT_CLASS = "standard"
+
+
+def _storage_classes(cfg: PlatformConfig) -> list[dict[str, Any]]:
+    """The storage classes the stack's workspaces name, as the cluster's own infrastructure
+    (like AKS's built-in classes): provisioned by the controller-manager's host-path
+    provisioner, so each PVC gets a fresh volume, also after `tau platform destroy` and `up`."""
+    names = sorted({ws.storage.storageClass or DEFAULT_CLASS for ws in cfg.workspaces})
+    return [
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {
+                "name": name,
+                "labels": {C.LABEL_MANAGED_BY: "tau-sandbox"},
+                # a workspace that names no class gets the cluster's default, as on AKS
+                **(
+                    {"annotations": {"storageclass.kubernetes.io/is-default-class": "true"}}
+                    if name == DEFAULT_CLASS
+                    else {}
+                ),
+            },
+            "provisioner": "kubernetes.io/host-path",
+            "reclaimPolicy": "Delete",
+            "volumeBindingMode": "Immediate",
+        }
+        for name in names
+    ]
 
 
 def down(say: Say) -> State | None:

@@ -9,12 +9,11 @@ import tempfile
 from pathlib import Path
 
 from taugrid.api import constants as C
+from taugrid.api.home import tau_home
+
+__all__ = ["tau_home"]
 
 DISCOVERY = ("tau.yaml", "tau.yml", ".tau.yaml")
-
-
-def tau_home() -> Path:
-    return Path(os.environ.get("TAU_HOME") or Path.home() / ".tau").expanduser()
 
 
 def data_root() -> Path:

@@ -6,7 +6,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from taugrid.api.quantity import QuantityError, format_cpu, format_memory, parse_cpu, parse_memory
+from taugrid.api.quantity import (
+    QuantityError,
+    canonical,
+    format_cpu,
+    format_memory,
+    parse_cpu,
+    parse_memory,
+)
 
 
 @pytest.mark.parametrize(
@@ -68,3 +75,45 @@ def test_memory_roundtrip(n: int) -> None:
 def test_cpu_roundtrip(milli: int) -> None:
     cores = Decimal(milli) / 1000
     assert parse_cpu(format_cpu(cores)) == cores
+
+
+# What Go's resource.Quantity.String() writes (apimachinery's canonical form), the form Kueue
+# writes a ClusterQueue's quotas back in.
+@pytest.mark.parametrize(
+    ("raw", "go"),
+    [
+        (6, "6"), ("6", "6"), (0, "0"), ("24Gi", "24Gi"), ("2048Mi", "2Gi"), ("1536Mi", "1536Mi"),
+        ("1.5Gi", "1536Mi"), ("1000m", "1"), ("0.5", "500m"), (1000, "1k"), ("1500", "1500"),
+        ("100G", "100G"), ("1073741824", "1073741824"), ("1Ki", "1Ki"), ("2.5", "2500m"),
+        ("512", "512"), ("1e3", "1e3"),
+    ],
+)  # fmt: skip
+def test_canonical_quantities_are_what_go_writes(raw: object, go: str) -> None:
+    assert canonical(raw) == go
+
+
+_MULT = {
+    "": 1,
+    "m": Decimal("0.001"),
+    "k": 1000,
+    "M": 10**6,
+    "G": 10**9,
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+}
+
+
+def amount(q: str) -> Decimal:
+    i = len(q.rstrip("mkMGKiT"))
+    return Decimal(q[:i]) * _MULT[q[i:]]
+
+
+@given(st.integers(min_value=0, max_value=10**7),
+       st.sampled_from(["", "m", "k", "M", "Ki", "Mi", "Gi"]))  # fmt: skip
+def test_canonical_keeps_the_amount_and_is_a_fixed_point(n: int, suffix: str) -> None:
+    raw = f"{n}{suffix}"
+    c = canonical(raw)
+    assert canonical(c) == c
+    assert amount(c) == amount(raw)

@@ -1,0 +1,310 @@
+"""The Pulumi engine, driven through the Automation API with inline programs.
+
+An inline program needs no Python language host (none is served here, and platform engineers
+elsewhere may use their normal `pulumi up`: the program is the same `infra.program.build`). The
+engine is found on PATH, or where `make pulumi` builds it. Everything is offline: no automatic
+plugin downloads (the Kubernetes provider must be on PATH next to the CLI), a passphrase secrets
+provider, and a `file://` backend under TAU_HOME unless PULUMI_BACKEND_URL names another
+(`azblob://...`, `s3://...`, Pulumi Cloud).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from taugrid.api.errors import EXIT_PLATFORM, TauError, missing_extra
+from taugrid.api.home import tau_home
+
+if TYPE_CHECKING:
+    from pulumi.automation import Stack
+
+CACHE_ENV = "TAUGRID_PULUMI_CACHE"
+BIN_ENV = "TAU_PULUMI_BIN"  # a folder with `pulumi` and its plugins, before anything else
+PROJECT = "taugrid"
+# Pulumi's own change-summary keys, always present in what tau prints (0 when none)
+SUMMARY_KEYS = ("create", "update", "replace", "delete", "same")
+NOT_FOUND = "no Pulumi CLI found (looked in $TAU_PULUMI_BIN, the `make pulumi` cache and PATH)"
+Say = Callable[[str], None]
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "taugrid" / "pulumi")
+
+
+def find_bin() -> Path:
+    """The folder of the `pulumi` CLI to use (TauError, exit 4, when there is none)."""
+    candidates = [os.environ.get(BIN_ENV), str(cache_dir() / "current" / "bin")]
+    for c in candidates:
+        if c and (Path(c) / "pulumi").is_file() and os.access(Path(c) / "pulumi", os.X_OK):
+            return Path(c)
+    on_path = shutil.which("pulumi")
+    if on_path:
+        return Path(on_path).resolve().parent
+    raise TauError(
+        NOT_FOUND,
+        exit_code=EXIT_PLATFORM,
+        hint="install Pulumi (https://www.pulumi.com/docs/install/), or build it from Go modules "
+        "with `make pulumi` (about 30 minutes cold on 2 cores)",
+    )
+
+
+def backend_url() -> str:
+    return os.environ.get("PULUMI_BACKEND_URL") or (tau_home() / "pulumi" / "state").as_uri()
+
+
+def engine_env(bin_dir: Path) -> dict[str, str]:
+    """The environment of every engine process: offline, found plugins, a local backend."""
+    url = backend_url()
+    if url.startswith("file://"):
+        Path(url.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
+    env = {
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PULUMI_HOME": os.environ.get("PULUMI_HOME") or str(tau_home() / "pulumi" / "home"),
+        "PULUMI_BACKEND_URL": url,
+        "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
+        "PULUMI_SKIP_UPDATE_CHECK": "true",
+        "PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK": "true",
+    }
+    if "PULUMI_CONFIG_PASSPHRASE" not in os.environ and "PULUMI_CONFIG_PASSPHRASE_FILE" not in (
+        os.environ
+    ):
+        if not url.startswith("file://"):
+            raise TauError(
+                f"the backend {url} needs a secrets passphrase: set PULUMI_CONFIG_PASSPHRASE "
+                "(or PULUMI_CONFIG_PASSPHRASE_FILE)",
+                exit_code=EXIT_PLATFORM,
+            )
+        env["PULUMI_CONFIG_PASSPHRASE"] = ""  # a local backend under TAU_HOME: no shared secrets
+    return env
+
+
+@contextmanager
+def _environ(values: Mapping[str, str]) -> Iterator[None]:
+    """The inline program runs in this process: it sees the same environment as the engine."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@dataclass
+class Outcome:
+    """What one preview/up/destroy did: the engine's summary and each resource that changed."""
+
+    stack: str
+    operation: str
+    summary: dict[str, int]
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float = 0.0
+    outputs: dict[str, Any] = field(default_factory=dict)
+
+    def changed(self) -> bool:
+        return any(v for k, v in self.summary.items() if k != "same")
+
+    def doc(self) -> dict[str, Any]:
+        return {"stack": self.stack, "operation": self.operation, "changes": self.summary,
+                "steps": self.steps, "seconds": round(self.seconds, 2),
+                **({"outputs": self.outputs} if self.outputs else {})}  # fmt: skip
+
+
+class Engine:
+    """One stack of project `taugrid` (or another), its program inline."""
+
+    def __init__(self, stack: str, program: Callable[[], None], project: str = PROJECT,
+                 env: Mapping[str, str] | None = None) -> None:  # fmt: skip
+        try:
+            import pulumi  # noqa: F401
+            from pulumi import automation  # noqa: F401
+        except ImportError as e:
+            raise missing_extra("platform", f"Pulumi ({e.name})") from None
+        self.stack_name, self.program, self.project = stack, program, project
+        self.bin = find_bin()
+        self.env = {**engine_env(self.bin), **(env or {})}
+        self._stack: Stack | None = None
+
+    def _options(self) -> dict[str, Any]:
+        """What both a LocalWorkspace and LocalWorkspaceOptions take: one project, offline."""
+        from pulumi import automation as auto
+
+        work = tau_home() / "pulumi" / "work" / self.project
+        work.mkdir(parents=True, exist_ok=True)
+        return {
+            "work_dir": str(work),
+            "pulumi_home": self.env["PULUMI_HOME"],
+            "env_vars": self.env,
+            "pulumi_command": auto.PulumiCommand(
+                root=str(self.bin.parent), skip_version_check=True
+            ),
+            "project_settings": auto.ProjectSettings(
+                name=self.project,
+                runtime="python",
+                backend=auto.ProjectBackend(url=self.env["PULUMI_BACKEND_URL"]),
+            ),
+        }
+
+    def stack(self) -> Stack:
+        """The stack, created on first use (select or create)."""
+        if self._stack is None:
+            from pulumi import automation as auto
+
+            with _environ(self.env), _engine_errors(self):
+                self._stack = auto.create_or_select_stack(
+                    stack_name=self.stack_name,
+                    project_name=self.project,
+                    program=self.program,
+                    opts=auto.LocalWorkspaceOptions(
+                        secrets_provider="passphrase", **self._options()
+                    ),  # fmt: skip
+                )
+        return self._stack
+
+    def list_stacks(self) -> list[str]:
+        """The names of this project's stacks in the backend (nothing is created)."""
+        from pulumi import automation as auto
+
+        with _environ(self.env), _engine_errors(self):
+            return [s.name for s in auto.LocalWorkspace(**self._options()).list_stacks()]
+
+    def set_tags(self, tags: Mapping[str, str]) -> None:
+        """Stack tags (a run stack's run id and expiry): the file backend keeps none, so they
+        are kept as stack config under `tau:`, which every backend stores."""
+        st = self.stack()
+        from pulumi import automation as auto
+
+        with _environ(self.env), _engine_errors(self):
+            st.set_all_config({f"tau:{k}": auto.ConfigValue(v) for k, v in tags.items()})
+
+    def tags(self) -> dict[str, str]:
+        st = self.stack()
+        with _environ(self.env), _engine_errors(self):
+            cfg = st.get_all_config()
+        return {k.removeprefix("tau:"): v.value for k, v in cfg.items() if k.startswith("tau:")}
+
+    # --- operations ------------------------------------------------------------------------------
+    def preview(self, say: Say | None = None, policy_packs: list[str] | None = None) -> Outcome:
+        return self._run("preview", say, policy_packs)
+
+    def up(self, say: Say | None = None, policy_packs: list[str] | None = None) -> Outcome:
+        return self._run("up", say, policy_packs)
+
+    def destroy(self, say: Say | None = None) -> Outcome:
+        return self._run("destroy", say, None)
+
+    def remove(self) -> None:
+        st = self.stack()
+        with _environ(self.env), _engine_errors(self):
+            st.workspace.remove_stack(self.stack_name)
+        self._stack = None
+
+    def _run(self, op: str, say: Say | None, policy_packs: list[str] | None) -> Outcome:
+        st = self.stack()
+        steps: list[dict[str, Any]] = []
+        log: list[str] = []
+        t0 = time.monotonic()
+
+        started: dict[str, float] = {}
+
+        def on_event(ev: Any) -> None:
+            _step(ev, steps, say, op, started)
+
+        kwargs: dict[str, Any] = {"on_event": on_event, "on_output": log.append,
+                                  "color": "never"}  # fmt: skip
+        if policy_packs:
+            kwargs["policy_packs"] = policy_packs
+        with _environ(self.env), _engine_errors(self, log):
+            if op == "preview":
+                res: Any = st.preview(diff=False, **kwargs)
+                summary = dict(res.change_summary)
+                outputs: dict[str, Any] = {}
+            elif op == "up":
+                res = st.up(**kwargs)
+                summary = dict(res.summary.resource_changes or {})
+                outputs = {k: (None if v.secret else v.value) for k, v in res.outputs.items()}
+            else:
+                kwargs.pop("policy_packs", None)
+                res = st.destroy(**kwargs)
+                summary = dict(res.summary.resource_changes or {})
+                outputs = {}
+        summary = {str(k): int(v) for k, v in summary.items()}
+        for k in SUMMARY_KEYS:
+            summary.setdefault(k, 0)
+        return Outcome(self.stack_name, op, summary, steps, time.monotonic() - t0, outputs)
+
+
+def _step(ev: Any, steps: list[dict[str, Any]], say: Say | None, op: str,
+          started: dict[str, float]) -> None:  # fmt: skip
+    """One resource's outcome (and what it changes) from the engine's event stream."""
+    pre = getattr(ev, "resource_pre_event", None)
+    done = getattr(ev, "res_outputs_event", None)
+    diag = getattr(ev, "diagnostic_event", None)
+    policy = getattr(ev, "policy_event", None)
+    if pre is not None:
+        meta = pre.metadata
+        started[meta.urn] = time.monotonic()
+        if op == "preview" and str(meta.op.value) != "same":
+            steps.append(_meta(meta))
+            if say:
+                say(f"  {meta.op.value:<8} {meta.type} {meta.urn.rsplit('::', 1)[-1]}")
+    elif done is not None and op != "preview":  # a preview reports each resource twice
+        meta = done.metadata
+        if str(meta.op.value) != "same":
+            took = time.monotonic() - started.get(meta.urn, time.monotonic())
+            steps.append({**_meta(meta), "seconds": round(took, 2)})
+            if say:
+                say(f"  {meta.op.value:<8} {meta.type} {meta.urn.rsplit('::', 1)[-1]} "
+                    f"({took:.1f}s)")  # fmt: skip
+    elif diag is not None and diag.severity == "error" and say:
+        say(f"  error: {diag.message.strip()}")
+    elif policy is not None:
+        steps.append({"policy": policy.policy_name, "pack": policy.policy_pack_name,
+                      "enforcement": policy.enforcement_level, "message": policy.message.strip(),
+                      "urn": policy.resource_urn})  # fmt: skip
+        if say:
+            say(f"  policy {policy.enforcement_level}: {policy.policy_name}: "
+                f"{policy.message.strip().splitlines()[0]}")  # fmt: skip
+
+
+def _meta(meta: Any) -> dict[str, Any]:
+    return {"op": str(meta.op.value), "type": meta.type, "urn": meta.urn,
+            "name": meta.urn.rsplit("::", 1)[-1], "diffs": list(meta.diffs or [])}  # fmt: skip
+
+
+@contextmanager
+def _engine_errors(engine: Engine, log: list[str] | None = None) -> Iterator[None]:
+    """The engine's failures as TauError (exit 4) with its own words, never a traceback."""
+    try:
+        from pulumi.automation import errors as auto_errors
+    except ImportError:  # pragma: no cover - the platform extra is checked before
+        raise
+    try:
+        yield
+    except auto_errors.CommandError as e:
+        raise TauError(_command_message(engine, str(e), log), exit_code=EXIT_PLATFORM) from None
+    except FileNotFoundError as e:
+        raise TauError(f"{NOT_FOUND}: {e}", exit_code=EXIT_PLATFORM) from None
+
+
+def _command_message(engine: Engine, text: str, log: list[str] | None) -> str:
+    lines = [ln.strip() for ln in text.splitlines()]
+    errors = [ln for ln in lines if ln.startswith("error:") or "error:" in ln]
+    policy = [ln for ln in (log or []) if "mandatory" in ln.lower()]
+    picked = list(dict.fromkeys([*policy, *errors]))[:8] or [ln for ln in lines if ln][-5:]
+    return f"pulumi ({engine.stack_name}): " + "\n  ".join(picked)
+
+
+def progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)

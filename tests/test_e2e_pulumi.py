@@ -1,0 +1,129 @@
+"""The platform through the real Pulumi engine (built by `make pulumi`) on a sandbox that has no
+platform yet: `tau platform up` creates it, a second `up` changes nothing, a config change
+previews as exactly that change, researchers use what Pulumi made, and `destroy` removes it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import ROOT
+from conftest import run_tau as tau
+
+pytestmark = pytest.mark.e2e
+
+pytest.importorskip("pulumi", reason="the platform extra (pulumi) is not installed")
+
+
+@pytest.fixture(scope="module")
+def bare(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A sandbox with the cluster only (`--no-platform`), in its own TAU_HOME."""
+    from taugrid.api.errors import TauError
+    from taugrid.infra import engine
+    from taugrid.infra.controlplane import binaries_dir
+
+    if binaries_dir() is None:
+        pytest.skip("the control plane is not built: `make e2e` builds it")
+    try:
+        engine.find_bin()
+    except TauError:
+        pytest.skip("the Pulumi engine is not built: `make pulumi` builds it")
+    home = tmp_path_factory.mktemp("pulumihome")
+    res = tau(home, "sandbox", "up", "--no-platform")
+    assert res.returncode == 0, res.stderr
+    assert "tau platform up --stack sandbox" in res.stdout
+    yield home
+    tau(home, "platform", "destroy", "--stack", "sandbox", "--yes", env=admin_env(home))
+    tau(home, "sandbox", "down")
+
+
+def admin_env(home: Path) -> dict[str, str]:
+    return {"KUBECONFIG": tau(home, "sandbox", "kubeconfig").stdout.strip()}
+
+
+def platform(home: Path, *args: str, stacks: Path | None = None) -> dict[str, Any]:
+    extra = ["--stacks-dir", str(stacks)] if stacks else []
+    res = tau(home, "platform", *args, "--stack", "sandbox", *extra, "-o", "json",
+              env=admin_env(home), timeout=600)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    return dict(json.loads(res.stdout))
+
+
+def admin(home: Path) -> Any:
+    from kubernetes import config, dynamic
+
+    kc = admin_env(home)["KUBECONFIG"]
+    return dynamic.DynamicClient(config.new_client_from_config(config_file=kc))
+
+
+def names(home: Path, api_version: str, kind: str, namespace: str | None = None) -> set[str]:
+    res = admin(home).resources.get(api_version=api_version, kind=kind)
+    items = res.get(namespace=namespace).items if namespace else res.get().items
+    return {o.metadata.name for o in items if not o.metadata.deletionTimestamp}
+
+
+def test_up_creates_the_platform_and_a_second_up_changes_nothing(
+    bare: Path, tmp_path: Path
+) -> None:
+    assert "tau.azure.com" not in {n.split(".", 1)[-1] for n in names(
+        bare, "apiextensions.k8s.io/v1", "CustomResourceDefinition")}  # fmt: skip
+    # without --yes and without a terminal to ask, nothing is applied
+    res = tau(bare, "platform", "up", "--stack", "sandbox", env=admin_env(bare), timeout=300)
+    assert res.returncode == 2 and "pass --yes" in res.stderr, res.stderr
+
+    first = platform(bare, "up", "--yes")
+    assert first["changes"]["create"] > 40 and first["changes"]["delete"] == 0
+    crds = names(bare, "apiextensions.k8s.io/v1", "CustomResourceDefinition")
+    assert {"runs.tau.azure.com", "clusters.tau.azure.com", "workspaces.tau.azure.com"} <= crds
+    assert names(bare, "tau.azure.com/v1alpha1", "TauCluster", "taugrid-system") == {"cluster"}
+    assert names(bare, "kueue.x-k8s.io/v1beta2", "ClusterQueue") == {"gpu", "cpu"}
+    assert names(bare, "kueue.x-k8s.io/v1beta2", "LocalQueue", "research") == {"gpu", "cpu"}
+
+    again = platform(bare, "up", "--yes")
+    assert again["changes"]["same"] == first["changes"]["create"]
+    assert {k: v for k, v in again["changes"].items() if k != "same" and v} == {}
+    assert again["steps"] == []
+
+    # researchers use what Pulumi made: profiles from its TauCluster, a run through its queues
+    env = {"KUBECONFIG": tau(bare, "sandbox", "kubeconfig", "--as", "researcher").stdout.strip()}
+    profiles = json.loads(tau(bare, "profiles", "-o", "json", env=env).stdout)
+    assert [p["name"] for p in profiles] == ["a100x1", "a100x2", "cpu"]
+    (tmp_path / "s.py").write_text("print('done')\n")
+    (tmp_path / "tau.yaml").write_text(
+        "schema_version: 1\nname: pu\nrun: {entrypoint: s.py, workload_kind: job}\n"
+        "compute: {gpus: 0, cpus: 1, memory: 1Gi}\nruntime: {image: python:3.12-slim}\n"
+    )
+    res = tau(bare, "run", str(tmp_path), "--target", "kube", env=env, timeout=180)
+    assert res.returncode == 0, res.stderr
+    assert "[succeeded]" in res.stderr
+
+
+def test_a_config_change_previews_as_exactly_that_change(bare: Path, tmp_path: Path) -> None:
+    text = (ROOT / "stacks" / "Pulumi.sandbox.yaml").read_text()
+    changed = text.replace("nominalQuota: {cpu: 6, memory: 24Gi}\n",
+                           "nominalQuota: {cpu: 8, memory: 24Gi}\n")  # fmt: skip
+    assert changed.count("cpu: 8") == 1
+    (tmp_path / "Pulumi.sandbox.yaml").write_text(changed)
+    preview = platform(bare, "preview", stacks=tmp_path)
+    (step,) = preview["steps"]
+    assert (step["op"], step["name"]) == ("update", "kueue-queues:cpu")
+    assert step["type"].endswith("kueue.x-k8s.io/v1beta2:ClusterQueue")
+    assert preview["changes"]["update"] == 1
+    assert sum(v for k, v in preview["changes"].items() if k != "same") == 1
+    # and nothing was applied: the stack file as it is still previews clean
+    assert platform(bare, "preview")["steps"] == []
+
+
+def test_destroy_removes_everything_it_created(bare: Path) -> None:
+    created = platform(bare, "preview")["changes"]["same"]
+    gone = platform(bare, "destroy", "--yes")
+    assert gone["changes"]["delete"] == created
+    crds = names(bare, "apiextensions.k8s.io/v1", "CustomResourceDefinition")
+    assert not {c for c in crds if c.endswith(".tau.azure.com")}
+    assert names(bare, "kueue.x-k8s.io/v1beta2", "ClusterQueue") == set()
+    assert not {"research", "llm", "taugrid-system"} & names(bare, "v1", "Namespace")
+    # the external components stay: they were never the stack's
+    assert "clusterqueues.kueue.x-k8s.io" in crds
