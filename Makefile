@@ -2,16 +2,17 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed-$(shell cat requirements/dev.lock pyproject.toml | sha256sum | cut -c1-12)
+STAMP  := $(VENV)/.installed-$(shell cat requirements/dev.lock requirements/nodeps.lock pyproject.toml | sha256sum | cut -c1-12)
 
 .PHONY: setup pyc run render profiles test controlplane pulumi e2e lint fmt bench clean
 
 setup: $(STAMP)
 
-$(STAMP): requirements/dev.lock pyproject.toml
+$(STAMP): requirements/dev.lock requirements/nodeps.lock pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements/dev.lock
+	$(BIN)/python -m pip install --quiet --no-deps -r requirements/nodeps.lock
 	$(BIN)/python -m pip install --quiet --no-deps -e .
 	@rm -f $(VENV)/.installed-* && touch $@
 
@@ -52,7 +53,7 @@ controlplane:
 pulumi:
 	bash e2e/pulumi/build.sh
 
-e2e: setup controlplane
+e2e: setup controlplane pulumi
 	@$(BIN)/python -m pytest -q -m e2e; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no e2e tests"; fi; exit $$rc
 
@@ -61,8 +62,8 @@ e2e: setup controlplane
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	@mkdir -p .typecheck/taugrid && for d in api runs cli components infra; do ln -sfn ../../$$d .typecheck/taugrid/$$d; done; for m in tau_run tau_evidence tau_launch; do ln -sfn ../runlib/$$m.py .typecheck/$$m.py; done
-	$(BIN)/mypy -p taugrid.api -p taugrid.runs -p taugrid.cli -p taugrid.components -p taugrid.infra
+	@mkdir -p .typecheck/taugrid && for d in api runs cli components infra policies; do ln -sfn ../../$$d .typecheck/taugrid/$$d; done; for m in tau_run tau_evidence tau_launch; do ln -sfn ../runlib/$$m.py .typecheck/$$m.py; done
+	$(BIN)/mypy -p taugrid.api -p taugrid.runs -p taugrid.cli -p taugrid.components -p taugrid.infra -p taugrid.policies
 	PYTHONPATH=.typecheck $(BIN)/lint-imports --no-cache
 
 fmt: setup

@@ -101,6 +101,25 @@ class SystemPool(_Model):
     maxCount: int = Field(3, ge=1, le=100)
 
 
+class ApiServerSpec(_Model):
+    private: bool = Field(False, description="A private API server (no public endpoint)")
+    authorizedIpRanges: list[str] = Field(
+        default_factory=list, description="CIDRs that may reach a public API server"
+    )
+
+    @field_validator("authorizedIpRanges")
+    @classmethod
+    def _cidrs(cls, v: list[str]) -> list[str]:
+        import ipaddress
+
+        for cidr in v:
+            try:
+                ipaddress.ip_network(cidr, strict=False)
+            except ValueError:
+                raise ValueError(f"{cidr!r} is not a CIDR (e.g. 203.0.113.0/24)") from None
+        return v
+
+
 class AksClusterSpec(_Model):
     provider: Literal["aks"]
     name: str
@@ -108,6 +127,7 @@ class AksClusterSpec(_Model):
     resourceGroup: str | None = Field(None, description="Default: <name>-rg")
     kubernetesVersion: str = Field(pattern=r"^1\.\d+(\.\d+)?$")
     systemPool: SystemPool = Field(default_factory=SystemPool)
+    apiServer: ApiServerSpec = Field(default_factory=ApiServerSpec)
     tags: dict[str, str] = Field(default_factory=dict)
 
     _v = field_validator("name")(_dns)

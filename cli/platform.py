@@ -93,6 +93,39 @@ YesOpt = Annotated[
 ]
 
 
+PolicyPackOpt = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--policy-pack",
+        help="A CrossGuard policy pack folder (repeatable); default: TauGrid's own (policies/)",
+    ),
+]
+NoPoliciesOpt = Annotated[
+    bool, typer.Option("--no-policies", help="Check no policy pack (not even TauGrid's own)")
+]
+
+
+def _packs(packs: list[Path] | None, none: bool) -> list[str]:
+    from taugrid.api.errors import EXIT_USAGE, TauError
+
+    if none:
+        return []
+    if packs:
+        for p in packs:
+            if not (p / "PulumiPolicy.yaml").is_file():
+                raise TauError(f"{p} is not a policy pack (no PulumiPolicy.yaml in it)",
+                               exit_code=EXIT_USAGE)  # fmt: skip
+        return [str(p.resolve()) for p in packs]
+    from taugrid.infra.deploy import bundled_policy_pack
+
+    bundled = bundled_policy_pack()
+    if bundled is None:
+        say("note: no policy pack is checked: pulumi-policy is not installed "
+            "(pip install 'taugrid[policy]')")  # fmt: skip
+        return []
+    return [bundled]
+
+
 def _engine(stack: str, stacks_dir: Path | None) -> Any:
     try:
         from taugrid.infra.deploy import platform_engine
@@ -125,12 +158,20 @@ def _confirm(what: str, yes: bool) -> None:
 
 @app.command("preview")
 def platform_preview(
-    stack: StackOpt, stacks_dir: StacksDirOpt = None, output: JsonOpt = ReportFormat.text
+    stack: StackOpt,
+    stacks_dir: StacksDirOpt = None,
+    policy_pack: PolicyPackOpt = None,
+    no_policies: NoPoliciesOpt = False,
+    output: JsonOpt = ReportFormat.text,
 ) -> None:
-    """What `up` would change in the stack's cluster (the engine's own preview)."""
+    """What `up` would change in the stack's cluster (the engine's own preview), checked
+    against the policy packs (a mandatory violation exits 4)."""
     eng = _engine(stack, stacks_dir)
+    packs = _packs(policy_pack, no_policies)
     say(f"previewing stack {stack} ...")
-    _print_outcome(eng.preview(say=say if output is ReportFormat.text else None), output)
+    _print_outcome(
+        eng.preview(say=say if output is ReportFormat.text else None, policy_packs=packs), output
+    )
 
 
 @app.command("up")
@@ -138,19 +179,28 @@ def platform_up(
     stack: StackOpt,
     stacks_dir: StacksDirOpt = None,
     yes: YesOpt = False,
+    policy_pack: PolicyPackOpt = None,
+    no_policies: NoPoliciesOpt = False,
     output: JsonOpt = ReportFormat.text,
 ) -> None:
-    """Create or update the stack's platform (preview first; --yes skips the question)."""
+    """Create or update the stack's platform (preview first; --yes skips the question). A
+    mandatory policy violation stops it before anything changes (exit 4)."""
     eng = _engine(stack, stacks_dir)
+    packs = _packs(policy_pack, no_policies)
     quiet = output is ReportFormat.json
-    if not yes:
-        preview = eng.preview(say=say)
-        _print_outcome(preview, ReportFormat.text)
+    if not yes or packs:
+        # the engine's `up` checks policies as it goes (resources before a violation would be
+        # created): a preview with the packs first stops a violation before anything changes
+        preview = eng.preview(say=None if quiet and yes else say, policy_packs=packs)
+        if not quiet or not yes:
+            _print_outcome(preview, ReportFormat.text)
         if not preview.changed():
+            if quiet:
+                _print_outcome(preview, output)
             return
         _confirm(f"apply these changes to stack {stack}", yes)
     say(f"updating stack {stack} ...")
-    _print_outcome(eng.up(say=None if quiet else say), output)
+    _print_outcome(eng.up(say=None if quiet else say, policy_packs=packs), output)
 
 
 @app.command("destroy")

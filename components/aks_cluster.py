@@ -52,6 +52,10 @@ class AksCluster(pulumi.ComponentResource):
             oidc_issuer_profile=azure.containerservice.ManagedClusterOIDCIssuerProfileArgs(
                 enabled=True
             ),
+            api_server_access_profile=azure.containerservice.ManagedClusterAPIServerAccessProfileArgs(
+                enable_private_cluster=spec.apiServer.private,
+                authorized_ip_ranges=spec.apiServer.authorizedIpRanges or None,
+            ),
             tags=spec.tags,
             opts=child,
         )

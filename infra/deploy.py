@@ -33,3 +33,14 @@ def platform_engine(stack: str, stacks_dir: Path | None = None,
         build(snapshot, stack)
 
     return Engine(stack, program)
+
+
+def bundled_policy_pack() -> str | None:
+    """TauGrid's own CrossGuard pack (policies/), when pulumi-policy is installed."""
+    try:
+        import pulumi_policy  # noqa: F401
+
+        from taugrid import policies
+    except ImportError:
+        return None
+    return str(Path(policies.__file__).resolve().parent)

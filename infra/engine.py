@@ -60,6 +60,34 @@ def backend_url() -> str:
     return os.environ.get("PULUMI_BACKEND_URL") or (tau_home() / "pulumi" / "state").as_uri()
 
 
+def policy_launcher(pack_dir: str) -> str:
+    """An executable that starts the Python policy pack in `pack_dir`. The engine launches an
+    executable policy pack directly (it needs no Python language host, which is not served
+    here): it runs the pack's `__main__.py` with this interpreter, which serves the analyzer and
+    prints its port. Its folder also holds the pack's PulumiPolicy.yaml (name, version)."""
+    import hashlib
+
+    src = Path(pack_dir).resolve()
+    meta = src / "PulumiPolicy.yaml"
+    key = hashlib.sha256(f"{src}:{sys.executable}".encode()).hexdigest()[:12]
+    folder = tau_home() / "pulumi" / "packs" / f"{src.name}-{key}"
+    script = folder / src.name
+    text = (
+        "#!/bin/sh\n"
+        "# a Python CrossGuard policy pack, started by the Pulumi engine as an executable pack\n"
+        f'cd "{src}" && exec "{sys.executable}" -u __main__.py\n'
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    if meta.is_file():
+        (folder / meta.name).write_bytes(meta.read_bytes())
+    if not script.is_file() or script.read_text() != text:
+        tmp = script.with_suffix(".tmp")
+        tmp.write_text(text)
+        tmp.chmod(0o755)
+        tmp.replace(script)
+    return str(script)
+
+
 def engine_env(bin_dir: Path) -> dict[str, str]:
     """The environment of every engine process: offline, found plugins, a local backend."""
     url = backend_url()
@@ -168,7 +196,7 @@ class Engine:
                     program=self.program,
                     opts=auto.LocalWorkspaceOptions(
                         secrets_provider="passphrase", **self._options()
-                    ),  # fmt: skip
+                    ),
                 )
         return self._stack
 
@@ -224,8 +252,8 @@ class Engine:
         kwargs: dict[str, Any] = {"on_event": on_event, "on_output": log.append,
                                   "color": "never"}  # fmt: skip
         if policy_packs:
-            kwargs["policy_packs"] = policy_packs
-        with _environ(self.env), _engine_errors(self, log):
+            kwargs["policy_packs"] = [policy_launcher(p) for p in policy_packs]
+        with _environ(self.env), _engine_errors(self, log, steps):
             if op == "preview":
                 res: Any = st.preview(diff=False, **kwargs)
                 summary = dict(res.change_summary)
@@ -270,12 +298,14 @@ def _step(ev: Any, steps: list[dict[str, Any]], say: Say | None, op: str,
     elif diag is not None and diag.severity == "error" and say:
         say(f"  error: {diag.message.strip()}")
     elif policy is not None:
+        # the engine's message is the policy's description, then the violation
+        said = [ln.strip() for ln in policy.message.splitlines() if ln.strip()]
         steps.append({"policy": policy.policy_name, "pack": policy.policy_pack_name,
-                      "enforcement": policy.enforcement_level, "message": policy.message.strip(),
+                      "enforcement": policy.enforcement_level, "message": said[-1] if said else "",
                       "urn": policy.resource_urn})  # fmt: skip
         if say:
             say(f"  policy {policy.enforcement_level}: {policy.policy_name}: "
-                f"{policy.message.strip().splitlines()[0]}")  # fmt: skip
+                f"{said[-1] if said else ''}")  # fmt: skip
 
 
 def _meta(meta: Any) -> dict[str, Any]:
@@ -284,7 +314,8 @@ def _meta(meta: Any) -> dict[str, Any]:
 
 
 @contextmanager
-def _engine_errors(engine: Engine, log: list[str] | None = None) -> Iterator[None]:
+def _engine_errors(engine: Engine, log: list[str] | None = None,
+                   steps: list[dict[str, Any]] | None = None) -> Iterator[None]:  # fmt: skip
     """The engine's failures as TauError (exit 4) with its own words, never a traceback."""
     try:
         from pulumi.automation import errors as auto_errors
@@ -293,6 +324,18 @@ def _engine_errors(engine: Engine, log: list[str] | None = None) -> Iterator[Non
     try:
         yield
     except auto_errors.CommandError as e:
+        policy = [st for st in steps or [] if "policy" in st]
+        mandatory = [st for st in policy if st["enforcement"] == "mandatory"]
+        if mandatory:
+            lines = [f"{st['policy']}: {st['message']} ({st['urn'].rsplit('::', 1)[-1]})"
+                     if st.get("urn") else f"{st['policy']}: {st['message']}"
+                     for st in mandatory]  # fmt: skip
+            raise TauError(
+                f"stack {engine.stack_name}: {len(lines)} mandatory policy violation(s), nothing "
+                "was changed:\n  " + "\n  ".join(dict.fromkeys(lines)),
+                exit_code=EXIT_PLATFORM,
+                hint="fix the stack config, or (for a test) skip the checks with --no-policies",
+            ) from None
         raise TauError(_command_message(engine, str(e), log), exit_code=EXIT_PLATFORM) from None
     except FileNotFoundError as e:
         raise TauError(f"{NOT_FOUND}: {e}", exit_code=EXIT_PLATFORM) from None

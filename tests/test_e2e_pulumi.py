@@ -117,6 +117,36 @@ def test_a_config_change_previews_as_exactly_that_change(bare: Path, tmp_path: P
     assert platform(bare, "preview")["steps"] == []
 
 
+def test_a_mandatory_policy_violation_blocks_up_and_changes_nothing(
+    bare: Path, tmp_path: Path
+) -> None:
+    """TauGrid's policy pack runs in the real engine (as an executable pack: no Python language
+    host): a floating version in the stack's version lock stops `up` before anything changes."""
+    text = (ROOT / "stacks" / "Pulumi.sandbox.yaml").read_text()
+    bad = text.replace(
+        "kuberay: {install: external}", "kuberay: {install: external, version: latest}"
+    )
+    bad = bad.replace(
+        "nominalQuota: {cpu: 6, memory: 24Gi}\n", "nominalQuota: {cpu: 8, memory: 24Gi}\n"
+    )
+    (tmp_path / "Pulumi.sandbox.yaml").write_text(bad)
+    before = platform(bare, "preview")["changes"]
+    res = tau(bare, "platform", "up", "--stack", "sandbox", "--stacks-dir", str(tmp_path), "--yes",
+              env=admin_env(bare), timeout=300)  # fmt: skip
+    assert res.returncode == 4, res.stderr
+    assert "mandatory policy violation" in res.stderr and "nothing was changed" in res.stderr
+    assert "versions-pinned: component kuberay has version 'latest'" in res.stderr
+    # the quota change in the same config was not applied either
+    assert platform(bare, "preview")["changes"] == before
+    cpu = admin(bare).resources.get(api_version="kueue.x-k8s.io/v1beta2", kind="ClusterQueue")
+    quota = cpu.get(name="cpu").spec.resourceGroups[0].flavors[0].resources[0].nominalQuota
+    assert quota == "6"
+    # the same config without the checks would go through: the pack is what stopped it
+    res = tau(bare, "platform", "preview", "--stack", "sandbox", "--stacks-dir", str(tmp_path),
+              "--no-policies", "-o", "json", env=admin_env(bare), timeout=300)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+
+
 def test_destroy_removes_everything_it_created(bare: Path) -> None:
     created = platform(bare, "preview")["changes"]["same"]
     gone = platform(bare, "destroy", "--yes")

@@ -76,3 +76,15 @@ def test_the_default_backend_is_local_and_offline(
     assert (tmp_path / "pulumi" / "state").is_dir()
     assert env["PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION"] == "true"
     assert env["PATH"].split(os.pathsep)[0] == str(tmp_path / "bin")
+
+
+def test_a_python_policy_pack_is_started_as_an_executable(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("TAU_HOME", str(tmp_path))
+    launcher = Path(engine.policy_launcher(str(ROOT / "policies")))
+    assert os.access(launcher, os.X_OK)
+    assert (launcher.parent / "PulumiPolicy.yaml").read_text() == (
+        ROOT / "policies" / "PulumiPolicy.yaml"
+    ).read_text()
+    assert engine.policy_launcher(str(ROOT / "policies")) == str(launcher)  # stable

@@ -17,14 +17,14 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from taugrid.api.errors import EXIT_PLATFORM, EXIT_USAGE, TauError
 from taugrid.api.evidence import Lineage, LocalHandle, RunRecord, TerminalStateError
 from taugrid.api.manifest import Manifest
 from taugrid.api.profiles import ProfileSnapshot, WorkerSize, WorkloadProfile, WorkspaceRef
 from taugrid.api.vocabulary import TERMINAL, Phase, TerminationReason
-from taugrid.runs.backends.base import Say, SubmitOptions
+from taugrid.runs.backends.base import Backend, Say, SubmitOptions
 from taugrid.runs.backends.local import procs, rayhead
 from taugrid.runs.backends.local.plan import LocalPlan
 from taugrid.runs.evidence import RunDir, ensure_writable, now_iso
@@ -481,3 +481,9 @@ def _observe(rd: RunDir, now: float) -> Observations:
         last_error=rd.last_error_line() if rec.phase in (Phase.Failed, Phase.Cancelled) else None,
         evidence=str(rd.path),
     )
+
+
+if TYPE_CHECKING:  # mypy proves the class has the whole interface (the registry finds it by name)
+
+    def _is_a_backend(b: LocalBackend) -> Backend:
+        return b
