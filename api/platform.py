@@ -8,6 +8,7 @@ workspaces. Everything the Pulumi program creates is derived from it. Pure: no I
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 
@@ -125,7 +126,9 @@ class AksClusterSpec(_Model):
     name: str
     location: str
     resourceGroup: str | None = Field(None, description="Default: <name>-rg")
-    kubernetesVersion: str = Field(pattern=r"^1\.\d+(\.\d+)?$")
+    kubernetesVersion: str = Field(
+        pattern=r"^1\.\d+(\.\d+)?$", json_schema_extra={"promotable": True}
+    )
     systemPool: SystemPool = Field(default_factory=SystemPool)
     apiServer: ApiServerSpec = Field(default_factory=ApiServerSpec)
     tags: dict[str, str] = Field(default_factory=dict)
@@ -231,7 +234,11 @@ class CpuPool(PoolBase):
 # --- components ------------------------------------------------------------------------------------
 class ComponentBase(_Model):
     enabled: bool = True
-    version: str | None = Field(None, description="Chart version; default: the pinned one")
+    version: str | None = Field(
+        None,
+        description="Chart version; default: the pinned one",
+        json_schema_extra={"promotable": True},
+    )
     install: Literal["helm", "external"] = Field(
         "helm",
         description="helm: this stack installs the chart; external: it is installed otherwise "
@@ -823,3 +830,35 @@ def validate_platform(data: Any) -> PlatformConfig:
     if problems:
         raise PlatformConfigError(problems)
     return cfg
+
+
+# --- the version lock: what promotion moves from one stack to the next --------------------------
+def _promotable(model: BaseModel, prefix: str) -> Iterator[tuple[str, Any]]:
+    """(path, value) of every field marked promotable, in nested models (never in lists: pools
+    and workspaces belong to one cluster)."""
+    for name, info in type(model).model_fields.items():
+        value = getattr(model, name)
+        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+        if extra.get("promotable"):
+            yield f"{prefix}{name}", value
+        elif isinstance(value, BaseModel):
+            yield from _promotable(value, f"{prefix}{name}.")
+
+
+def version_lock(cfg: PlatformConfig) -> dict[str, str]:
+    """The stack's version lock: every promotable setting, by its path in `taugrid:platform`,
+    with the effective value (a component version left unset is the pinned default)."""
+    lock: dict[str, str] = {}
+    for path, value in _promotable(cfg, ""):
+        if value is None and path.startswith("components.") and path.endswith(".version"):
+            value = cfg.components.version(path.split(".")[1])
+        if value is not None:
+            lock[path] = str(value)
+    return dict(sorted(lock.items()))
+
+
+def lock_hash(lock: dict[str, str]) -> str:
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(lock, sort_keys=True).encode()).hexdigest()[:16]

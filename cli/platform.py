@@ -215,3 +215,136 @@ def platform_destroy(
     _confirm(f"destroy every resource of stack {stack}", yes)
     say(f"destroying stack {stack} ...")
     _print_outcome(eng.destroy(say=None if output is ReportFormat.json else say), output)
+
+
+@app.command("promote")
+def platform_promote(
+    source: Annotated[str, typer.Argument(help="The stack whose tested version lock moves")],
+    target: Annotated[str, typer.Argument(help="Its promotesTo stack")],
+    stacks_dir: StacksDirOpt = None,
+    yes: YesOpt = False,
+    output: JsonOpt = ReportFormat.text,
+) -> None:
+    """Move SOURCE's verified version lock (component versions, the AKS Kubernetes version;
+    never pools, queues or workspaces) into TARGET's stack file, after showing the change and
+    TARGET's offline preview. Refused when TARGET is not SOURCE's promotesTo or the lock has no
+    recorded verification (`tau platform ci down ID --passed`)."""
+    from taugrid.infra import promote
+    from taugrid.infra.stackfile import validated
+
+    p = promote.plan_promotion(source, target, stacks_dir)
+    preview: list[str] = []
+    if p.changes:
+        plan = _plan_module()
+        before = plan.evaluate(target, validated(target, p.dst_file.parent))
+        after = plan.evaluate(target, promote.promoted_config(p))
+        after.stack = f"{target}+{source}"
+        d = plan.diff(after, before)
+        preview = plan.format_diff(d)[1:]
+    if output is ReportFormat.json:
+        doc = {**p.doc(), "written": False}
+    else:
+        out("\n".join(p.lines()))
+        if preview:
+            out(f"{target}'s resources that change (offline preview):")
+            out("\n".join(preview))
+    if not p.changes:
+        if output is ReportFormat.json:
+            out(dump_json(doc))
+        return
+    _confirm(f"write these versions into {p.dst_file.name}", yes)
+    promote.write_promotion(p)
+    if output is ReportFormat.json:
+        out(dump_json({**doc, "written": True}))
+    else:
+        out(f"wrote {p.dst_file}; next: tau platform preview --stack {target}, then up")
+
+
+# --- disposable CI clusters ------------------------------------------------------------------
+ci_app = typer.Typer(
+    help="Disposable CI clusters: stack ci-<id> from the ci stack file, one per pipeline.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+app.add_typer(ci_app, name="ci")
+
+
+@ci_app.command("up")
+def ci_up(
+    name: Annotated[
+        str | None,
+        typer.Option(
+            "--name",
+            help="The pipeline's id (default: CI_PIPELINE_ID / GITHUB_RUN_ID, else random)",
+        ),
+    ] = None,
+    ttl: Annotated[
+        str, typer.Option("--ttl", help="When `ci reap` may destroy it (30m, 2h, 1d)")
+    ] = "2h",
+    source: Annotated[
+        str | None,
+        typer.Option(
+            "--from", help="Run this stack's version lock (what `ci down --passed` then records)"
+        ),
+    ] = None,
+    stacks_dir: StacksDirOpt = None,
+    policy_pack: PolicyPackOpt = None,
+    no_policies: NoPoliciesOpt = False,
+    output: JsonOpt = ReportFormat.text,
+) -> None:
+    """Create (or update) the CI cluster ci-<id>; prints its id."""
+    from taugrid.infra import ci
+
+    ci_id = ci.new_id(name)
+    outcome = ci.up(ci_id, ci.parse_ttl(ttl), source, say if output is ReportFormat.text else
+                    (lambda _m: None), stacks_dir, _packs(policy_pack, no_policies))  # fmt: skip
+    if output is ReportFormat.json:
+        out(dump_json({"id": ci_id, **outcome.doc()}))
+    else:
+        _print_outcome(outcome, output)
+        out(ci_id)
+
+
+@ci_app.command("down")
+def ci_down(
+    ci_id: Annotated[str, typer.Argument(help="The id `ci up` printed")],
+    passed: Annotated[
+        bool,
+        typer.Option(
+            "--passed",
+            help="The pipeline's tests passed: record that the lock it ran (--from) is verified",
+        ),
+    ] = False,
+    stacks_dir: StacksDirOpt = None,
+    output: JsonOpt = ReportFormat.text,
+) -> None:
+    """Destroy the CI cluster ci-<id> and remove its stack."""
+    from taugrid.infra import ci
+
+    _print_outcome(ci.down(ci_id, passed, say, stacks_dir), output)
+
+
+@ci_app.command("list")
+def ci_list(output: JsonOpt = ReportFormat.text) -> None:
+    """The CI stacks in the backend, with their expiry."""
+    from taugrid.infra import ci
+
+    stacks = ci.list_ci()
+    if output is ReportFormat.json:
+        out(dump_json([s.doc() for s in stacks]))
+        return
+    for s in stacks:
+        state = "expired" if s.expired else f"expires {s.expires}"
+        out(f"{ci.PREFIX}{s.id}  {state}{f'  from {s.source} ({s.lock})' if s.source else ''}")
+    if not stacks:
+        out("no CI stacks")
+
+
+@ci_app.command("reap")
+def ci_reap(output: JsonOpt = ReportFormat.text) -> None:
+    """Destroy every expired CI cluster."""
+    from taugrid.infra import ci
+
+    gone = ci.reap(say)
+    out(dump_json({"reaped": gone}) if output is ReportFormat.json else
+        f"reaped {len(gone)} CI stack(s){': ' + ', '.join(gone) if gone else ''}")  # fmt: skip

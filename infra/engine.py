@@ -208,19 +208,16 @@ class Engine:
             return [s.name for s in auto.LocalWorkspace(**self._options()).list_stacks()]
 
     def set_tags(self, tags: Mapping[str, str]) -> None:
-        """Stack tags (a run stack's run id and expiry): the file backend keeps none, so they
-        are kept as stack config under `tau:`, which every backend stores."""
+        """Stack tags (kept by the backend, so `ci reap` elsewhere sees them)."""
         st = self.stack()
-        from pulumi import automation as auto
-
         with _environ(self.env), _engine_errors(self):
-            st.set_all_config({f"tau:{k}": auto.ConfigValue(v) for k, v in tags.items()})
+            for k, v in tags.items():
+                st.workspace.set_tag(self.stack_name, k, v)
 
     def tags(self) -> dict[str, str]:
         st = self.stack()
         with _environ(self.env), _engine_errors(self):
-            cfg = st.get_all_config()
-        return {k.removeprefix("tau:"): v.value for k, v in cfg.items() if k.startswith("tau:")}
+            return dict(st.workspace.list_tags(self.stack_name))
 
     # --- operations ------------------------------------------------------------------------------
     def preview(self, say: Say | None = None, policy_packs: list[str] | None = None) -> Outcome:

@@ -5,6 +5,7 @@ previews as exactly that change, researchers use what Pulumi made, and `destroy`
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -157,3 +158,52 @@ def test_destroy_removes_everything_it_created(bare: Path) -> None:
     assert not {"research", "llm", "taugrid-system"} & names(bare, "v1", "Namespace")
     # the external components stay: they were never the stack's
     assert "clusterqueues.kueue.x-k8s.io" in crds
+
+
+def test_a_ci_cluster_verifies_a_lock_which_then_promotes(bare: Path, tmp_path: Path) -> None:
+    """ci up --from dev on the sandbox (the CI template here targets it), down --passed records
+    dev's lock, and only then does promote dev staging write it; reap destroys expired ones."""
+    stacks = tmp_path / "stacks"
+    shutil.copytree(ROOT / "stacks", stacks)  # links followed: plain files
+    dev = stacks / "Pulumi.dev.yaml"
+    dev.write_text(dev.read_text().replace(
+        "      nodeProblemDetector: {enabled: true}\n",
+        "      nodeProblemDetector: {enabled: true}\n      kueue: {version: 0.19.3}\n", 1))  # fmt: skip
+    (stacks / "Pulumi.ci.yaml").write_text((ROOT / "stacks" / "Pulumi.sandbox.yaml").read_text())
+    env, where = admin_env(bare), ["--stacks-dir", str(stacks)]
+
+    def ci(*args: str) -> Any:
+        return tau(bare, "platform", "ci", *args, env=env, timeout=600)
+
+    assert tau(bare, "platform", "promote", "dev", "staging", "--yes", *where).returncode == 2
+    res = ci("up", "--name", "e2e1", "--from", "dev", "--ttl", "1h", *where)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip().splitlines()[-1] == "e2e1"
+    tc = admin(bare).resources.get(api_version="tau.azure.com/v1alpha1", kind="TauCluster")
+    assert tc.get(name="cluster", namespace="taugrid-system").spec.components.kueue == "0.19.3"
+    # a second pipeline on this one existing cluster is refused, not merged into the first
+    res = ci("up", "--name", "e2e2", *where)
+    assert res.returncode == 4 and "holds one CI platform at a time" in res.stderr
+    (listed,) = json.loads(ci("list", "-o", "json").stdout)
+    assert (listed["id"], listed["from"], listed["expired"]) == ("e2e1", "dev", False)
+
+    res = ci("down", "e2e1", "--passed", *where)
+    assert res.returncode == 0, res.stderr
+    assert "recorded: dev's version lock" in res.stderr
+    assert (
+        json.loads((stacks / "verified" / "dev.json").read_text())["records"][0]["verifiedOn"]
+        == "ci-e2e1"
+    )
+    res = tau(bare, "platform", "promote", "dev", "staging", "--yes", *where)
+    assert res.returncode == 0, res.stderr
+    assert "kueue: {version: 0.19.3}" in (stacks / "Pulumi.staging.yaml").read_text() or (
+        "version: 0.19.3" in (stacks / "Pulumi.staging.yaml").read_text()
+    )
+
+    # expired CI stacks are destroyed by reap (its 1 s are over once up returns)
+    assert ci("up", "--name", "e2e3", "--ttl", "1s", *where).returncode == 0
+    res = ci("reap", "-o", "json")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout) == {"reaped": ["e2e3"]}
+    assert json.loads(ci("list", "-o", "json").stdout) == []
+    assert names(bare, "kueue.x-k8s.io/v1beta2", "ClusterQueue") == set()

@@ -28,4 +28,3 @@ def test_the_stdlib_modules_every_run_carries_are_listed() -> None:
     tool = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     runlib = ROOT / tool["package-dir"][""]
     assert sorted(tool["py-modules"]) == sorted(p.stem for p in runlib.glob("*.py"))
-

@@ -1,0 +1,90 @@
+"""`tau platform promote SRC DST`: only along promotesTo, only a verified lock, only the lock
+(pools, queues and workspaces stay), and the destination file keeps its comments."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+from conftest import run_tau as tau
+
+pytest.importorskip("pulumi", reason="the platform extra (pulumi) is not installed")
+from taugrid.api.platform import lock_hash, version_lock  # noqa: E402
+from taugrid.infra.promote import record_verified  # noqa: E402
+from taugrid.infra.stackfile import validated  # noqa: E402
+
+
+@pytest.fixture()
+def stacks(tmp_path: Path) -> Path:
+    folder = tmp_path / "stacks"
+    shutil.copytree(ROOT / "stacks", folder, symlinks=False)
+    # dev tests a newer Kueue
+    dev = folder / "Pulumi.dev.yaml"
+    dev.write_text(dev.read_text().replace(
+        "      nodeProblemDetector: {enabled: true}\n",
+        "      nodeProblemDetector: {enabled: true}\n      kueue: {version: 0.19.3}\n", 1))  # fmt: skip
+    assert validated("dev", folder).components.kueue.version == "0.19.3"
+    return folder
+
+
+def promote(home: Path, stacks: Path, *args: str) -> tuple[int, str, str]:
+    res = tau(home, "platform", "promote", *args, "--stacks-dir", str(stacks))
+    return res.returncode, res.stdout, res.stderr
+
+
+def test_an_unverified_lock_is_not_promoted(tmp_path: Path, stacks: Path) -> None:
+    before = (stacks / "Pulumi.staging.yaml").read_bytes()
+    rc, _, err = promote(tmp_path, stacks, "dev", "staging", "--yes")
+    assert rc == 2
+    assert "no recorded verification" in err and "tau platform ci down ID --passed" in err
+    assert (stacks / "Pulumi.staging.yaml").read_bytes() == before
+
+
+def test_only_along_promotes_to(tmp_path: Path, stacks: Path) -> None:
+    record_verified("dev", version_lock(validated("dev", stacks)), "ci-x", stacks)
+    rc, _, err = promote(tmp_path, stacks, "dev", "prod", "--yes")
+    assert rc == 2
+    assert "dev promotes to staging" in err and "tau platform promote dev staging" in err
+
+
+def test_a_verified_lock_moves_and_nothing_else(tmp_path: Path, stacks: Path) -> None:
+    staging = stacks / "Pulumi.staging.yaml"
+    before_cfg = validated("staging", stacks)
+    record_verified("dev", version_lock(validated("dev", stacks)), "ci-e2e1", stacks)
+
+    # without a terminal and without --yes: shown, not written
+    rc, out, err = promote(tmp_path, stacks, "dev", "staging")
+    assert rc == 2 and "pass --yes" in err
+    assert "components.kueue.version: 0.19.2 -> 0.19.3" in out
+    assert "version: 0.19.2 -> 0.19.3" in out.split("offline preview")[1]  # the Helm release
+    assert "verified: dev's lock" in out and "ci-e2e1" in out
+
+    rc, out, err = promote(tmp_path, stacks, "dev", "staging", "--yes", "-o", "json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert doc["written"] is True
+    assert doc["changes"] == [
+        {"path": "components.kueue.version", "old": "0.19.2", "new": "0.19.3"}
+    ]
+    after = validated("staging", stacks)
+    assert after.components.kueue.version == "0.19.3"
+    # the rest of staging is staging's: pools, queues, workspaces, its Kubernetes version
+    assert after.model_dump(exclude={"components"}) == before_cfg.model_dump(exclude={"components"})
+    text = staging.read_text()
+    assert text.startswith("# staging: an AKS cluster")  # comments kept
+    # promoted again: nothing to change
+    rc, out, _ = promote(tmp_path, stacks, "dev", "staging", "--yes")
+    assert rc == 0 and "nothing to change" in out
+
+
+def test_a_lock_changed_after_its_verification_is_refused(tmp_path: Path, stacks: Path) -> None:
+    lock = version_lock(validated("dev", stacks))
+    record_verified("dev", lock, "ci-e2e1", stacks)
+    dev = stacks / "Pulumi.dev.yaml"
+    dev.write_text(dev.read_text().replace("kueue: {version: 0.19.3}", "kueue: {version: 0.19.4}"))
+    assert lock_hash(version_lock(validated("dev", stacks))) != lock_hash(lock)
+    rc, _, err = promote(tmp_path, stacks, "dev", "staging", "--yes")
+    assert rc == 2 and "no recorded verification" in err
