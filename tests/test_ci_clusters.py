@@ -12,7 +12,7 @@ from taugrid.api.platform import version_lock
 from taugrid.infra.stackfile import validated
 
 pytest.importorskip("pulumi", reason="the platform extra (pulumi) is not installed")
-from taugrid.infra import ci, plan  # noqa: E402
+from taugrid.infra import ci, plan
 
 
 def aks_names(ci_id: str) -> dict[str, str]:

@@ -12,9 +12,9 @@ from conftest import ROOT
 from conftest import run_tau as tau
 
 pytest.importorskip("pulumi", reason="the platform extra (pulumi) is not installed")
-from taugrid.api.platform import lock_hash, version_lock  # noqa: E402
-from taugrid.infra.promote import record_verified  # noqa: E402
-from taugrid.infra.stackfile import validated  # noqa: E402
+from taugrid.api.platform import lock_hash, version_lock
+from taugrid.infra.promote import record_verified
+from taugrid.infra.stackfile import validated
 
 
 @pytest.fixture()
