@@ -50,6 +50,8 @@ class PulumiHandle(_Model):
     backend_url: str | None = None
     expires_at: str | None = None
     namespace: str
+    context: str | None = None
+    queue: str | None = None
 
 
 Handle = Annotated[LocalHandle | KubeHandle | PulumiHandle, Field(discriminator="target")]

@@ -481,6 +481,18 @@ def run_metrics(
         out(plots.to_text(rows, names, title=title))
 
 
+@app.command("gc")
+def run_gc(output: JsonOpt = ReportFormat.text) -> None:
+    """Destroy the Pulumi stacks of runs that ended (--target pulumi), and every expired run
+    stack; their evidence stays."""
+    from taugrid.runs.backends.pulumi.backend import gc
+    from taugrid.runs.index import list_runs
+
+    gone = gc(list_runs(), say)
+    out(dump_json({"destroyed": gone}) if output is ReportFormat.json else
+        f"destroyed {len(gone)} run stack(s){': ' + ', '.join(gone) if gone else ''}")  # fmt: skip
+
+
 @app.command("schema")
 def run_schema() -> None:
     """Print the JSON Schema of tau.yaml (for editors: yaml-language-server)."""

@@ -320,3 +320,52 @@ def test_resume_on_the_cluster_keeps_lineage_in_both_taururns(
     assert env["TAU_RESUME_FROM"] == f"/data/runs/{parent}/checkpoints/@newest"
     lineage = (sandbox / "data" / "runs" / parent / "lineage.jsonl").read_text()
     assert child in lineage
+
+
+def test_target_pulumi_runs_as_an_ephemeral_stack(sandbox: Path, tmp_path: Path) -> None:
+    """--target pulumi: the run's objects as stack run-<id>, destroyed when the run ends (its
+    evidence stays); cancel destroys it; gc destroys the stacks of runs that ended."""
+    from taugrid.api.errors import TauError
+    from taugrid.infra import engine
+
+    try:
+        engine.find_bin()
+    except TauError:
+        pytest.skip("the Pulumi engine is not built: `make pulumi` builds it")
+    cpu_job(tmp_path, "stacked")
+    env = {**kube_env(sandbox), "TAU_TARGET": "pulumi"}
+    res = tau(sandbox, "run", str(tmp_path), env=env, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert "[succeeded]" in res.stderr
+    run_id = next(w for w in res.stderr.split() if w.startswith("stacked-"))
+    assert f"stack run-{run_id} destroyed; the evidence stays" in res.stderr
+    rec = json.loads((sandbox / "data" / "runs" / run_id / "run.json").read_text())
+    assert (rec["phase"], rec["handle"]["target"], rec["handle"]["stack"]) == (
+        "Succeeded", "pulumi", f"run-{run_id}")  # fmt: skip
+    assert tau(sandbox, "run", "verify", run_id).returncode == 0
+
+    # detached, then cancelled: the stack (and with it the TauRun and the workload) is gone
+    res = tau(sandbox, "run", str(tmp_path), "-d", env=env, timeout=300)
+    assert res.returncode == 0, res.stderr
+    cancelled = res.stdout.strip()
+    assert tau(sandbox, "run", "cancel", cancelled, env=env).returncode == 0
+    taurun = admin(sandbox).resources.get(api_version="tau.azure.com/v1alpha1", kind="TauRun")
+    assert wait_until(lambda: not [r for r in taurun.get(namespace="research").items
+                                   if r.metadata.name == cancelled], 60, "the TauRun deleted")  # fmt: skip
+
+    # detached and left to finish: gc destroys its stack
+    finished = tau(sandbox, "run", str(tmp_path), "-d", env=env, timeout=300).stdout.strip()
+    wait_until(lambda: status(sandbox, finished)["phase"] == "Succeeded", 90, "the run to end")
+    res = tau(sandbox, "run", "gc", "-o", "json", env=env, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert f"run-{finished}" in json.loads(res.stdout)["destroyed"]
+    assert json.loads(tau(sandbox, "run", "gc", "-o", "json", env=env).stdout) == {"destroyed": []}
+
+
+def test_target_pulumi_without_a_pulumi_cli_exits_4(sandbox: Path, tmp_path: Path) -> None:
+    cpu_job(tmp_path, "nocli")
+    env = {**kube_env(sandbox), "TAU_TARGET": "pulumi", "PATH": "/usr/bin:/bin",
+           "TAUGRID_PULUMI_CACHE": str(tmp_path / "none"), "TAU_PULUMI_BIN": ""}  # fmt: skip
+    res = tau(sandbox, "run", str(tmp_path), "-d", env=env)
+    assert res.returncode == 4
+    assert "no Pulumi CLI found" in res.stderr and "Traceback" not in res.stderr

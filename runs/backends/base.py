@@ -100,7 +100,7 @@ class RecordsLineage(Protocol):
 REGISTRY: Mapping[str, str | None] = {
     "local": "taugrid.runs.backends.local.backend:LocalBackend",
     "kube": "taugrid.runs.backends.kube.backend:KubeBackend",
-    "pulumi": None,
+    "pulumi": "taugrid.runs.backends.pulumi.backend:PulumiBackend",
 }
 TARGET_ENV = "TAU_TARGET"
 DEFAULT_TARGET = "local"

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from taugrid.api import constants as C
 from taugrid.api.errors import EXIT_PLATFORM, EXIT_USAGE, TauError
-from taugrid.api.evidence import KubeHandle, RunRecord, TerminalStateError
+from taugrid.api.evidence import KubeHandle, PulumiHandle, RunRecord, TerminalStateError
 from taugrid.api.profiles import ProfileSnapshot
 from taugrid.api.vocabulary import TERMINAL, Phase
 from taugrid.runs.backends.base import Backend, Say, SubmitOptions
@@ -149,7 +149,8 @@ class KubeBackend:
             hint=hint,
         )
 
-    def _record(self, prepared: PreparedRun, namespace: str) -> RunDir:
+    def _record(self, prepared: PreparedRun, namespace: str,
+                handle: KubeHandle | PulumiHandle | None = None) -> RunDir:  # fmt: skip
         """The local evidence record of a cluster run: what was submitted, where."""
         from taugrid.runs.yamlio import dump_all
 
@@ -173,8 +174,8 @@ class KubeBackend:
             RunRecord(
                 run_id=prepared.run_id, name=m.name, workspace=r.workspace.name,
                 profile=r.profile.name, workload_kind=prepared.kind,
-                handle=KubeHandle(context=self.kube.context, namespace=namespace,
-                                  cluster=self._cluster, queue=r.queue),
+                handle=handle or KubeHandle(context=self.kube.context, namespace=namespace,
+                                            cluster=self._cluster, queue=r.queue),
                 submitter=prepared.meta.submitter, code_folder=str(prepared.loaded.folder.resolve()),
                 code_revision=prepared.meta.code_revision, code_digest=prepared.bundle.digest,
                 config_hash=m.config_hash(), image=r.image, entrypoint=m.entrypoint_path or "",
@@ -397,7 +398,7 @@ class KubeBackend:
 
         h = _handle(rec)
         try:
-            return read_file(self.kube, rec, h.namespace, h.queue or self._queue_of(rec), path,
+            return read_file(self.kube, rec, h.namespace, getattr(h, "queue", None) or self._queue_of(rec), path,
                              out, _say)  # fmt: skip
         except Forbidden as e:
             raise TauError(f"{e.message}: the log on the workspace volume needs a reader job",
@@ -516,8 +517,9 @@ def _namespace_facts(
     }
 
 
-def _handle(rec: RunRecord) -> KubeHandle:
-    if not isinstance(rec.handle, KubeHandle):
+def _handle(rec: RunRecord) -> KubeHandle | PulumiHandle:
+    """Where a cluster run is (a pulumi run's objects are in the same cluster)."""
+    if not isinstance(rec.handle, KubeHandle | PulumiHandle):
         raise TypeError(f"run {rec.run_id} is a {rec.target} run")
     return rec.handle
 

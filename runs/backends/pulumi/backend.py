@@ -1,0 +1,146 @@
+"""The pulumi backend: a run's objects as an ephemeral Pulumi stack (`run-<run-id>`).
+
+Everything but the submission is the kube backend's: the run is prepared against the cluster's
+own profiles, observed with one LIST per kind, its logs and phases followed the same way. The
+stack is tagged with the run id and an expiry, and is destroyed when the run ends (attached),
+when it is cancelled, or by `tau run gc` (finished or expired stacks); the evidence stays in
+the local record and on the workspace volume.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, TextIO
+
+from taugrid.api.errors import EXIT_USAGE, TauError
+from taugrid.api.evidence import PulumiHandle, RunRecord, TerminalStateError
+from taugrid.api.vocabulary import TERMINAL, Phase
+from taugrid.runs.backends.base import Backend, Say, SubmitOptions
+from taugrid.runs.backends.kube.backend import KubeBackend
+from taugrid.runs.evidence import RunDir
+
+if TYPE_CHECKING:
+    from taugrid.infra.engine import Engine
+    from taugrid.runs.prepare import PreparedRun
+
+STACK_PREFIX = "run-"
+TTL_ENV = "TAU_RUN_STACK_TTL_HOURS"  # when `tau run gc` may destroy a run's stack anyway
+DEFAULT_TTL_H = 24.0
+TAG_RUN, TAG_EXPIRES = "tau-run-id", "tau-expires"
+
+
+def _engine(stack: str, program: Any = None) -> Engine:
+    from taugrid.infra.engine import Engine
+
+    return Engine(stack, program or (lambda: None))
+
+
+class PulumiBackend(KubeBackend):
+    name = "pulumi"
+
+    def submit(self, prepared: PreparedRun, options: SubmitOptions, say: Say) -> RunDir:
+        if options.python or options.ray_pip:
+            raise TauError("--python and --ray-pip are for local runs", exit_code=EXIT_USAGE)
+        from taugrid.runs.backends.pulumi.program import run_program
+
+        ns = prepared.resolved.namespace
+        existing = self.kube.get("TauRun", prepared.run_id, ns)
+        if existing is not None:
+            have = (existing.get("spec") or {}).get("configHash")
+            if have != prepared.manifest.config_hash():
+                raise TauError(f"run {prepared.run_id} already exists in namespace {ns} with "
+                               "another config", exit_code=EXIT_USAGE,
+                               hint="leave out --run-id to get a new run id")  # fmt: skip
+            say(f"{prepared.run_id} is already submitted; nothing changed")
+            return self._record(prepared, ns)
+        stack = STACK_PREFIX + prepared.run_id
+        taurun, objects, context = prepared.taurun(), prepared.objects(), self.kube.context
+        eng = _engine(stack, lambda: run_program(taurun, objects, context))
+        ttl = float(os.environ.get(TTL_ENV) or DEFAULT_TTL_H)
+        expires = (datetime.now(UTC) + timedelta(hours=ttl)).isoformat(timespec="seconds")
+        eng.set_tags({TAG_RUN: prepared.run_id, TAG_EXPIRES: expires})
+        say(f"stack {stack}: creating the run's objects with the Pulumi engine ...")
+        eng.up()
+        handle = PulumiHandle(stack=stack, backend_url=eng.env["PULUMI_BACKEND_URL"],
+                              expires_at=expires, namespace=ns, context=context,
+                              queue=prepared.resolved.queue)  # fmt: skip
+        rd = self._record(prepared, ns, handle)
+        say(f"submitted {prepared.run_id} as stack {stack} (namespace {ns}, queue "
+            f"{prepared.resolved.queue}); the stack is destroyed when the run ends")  # fmt: skip
+        return rd
+
+    def follow(self, run: RunDir, out: TextIO, err: TextIO, *, transitions: bool = True) -> Phase:
+        phase = super().follow(run, out, err, transitions=transitions)
+        if phase in TERMINAL:
+            self.destroy_stack(run.read_record(), err)
+        return phase
+
+    def cancel(self, run: RunDir) -> Phase:
+        """Destroy the run's stack (its TauRun goes, and with it the workload and the quota)."""
+        rec = run.read_record()
+        if rec.phase in TERMINAL:
+            return rec.phase
+        self.destroy_stack(rec, None)
+        try:
+            return run.transition(Phase.Cancelled, "cancelled by the user: its stack was "
+                                  "destroyed; workload and quota released").phase  # fmt: skip
+        except TerminalStateError as e:
+            return e.phase
+
+    def destroy_stack(self, rec: RunRecord, err: TextIO | None) -> bool:
+        """Destroy and remove the run's stack if it is still there; whether it was."""
+        handle = rec.handle
+        if not isinstance(handle, PulumiHandle):
+            return False
+        eng = _engine(handle.stack)
+        if handle.stack not in eng.list_stacks():
+            return False
+        eng.destroy()
+        eng.remove()
+        if err is not None:
+            err.write(f"stack {handle.stack} destroyed; the evidence stays in the local record\n")
+            err.flush()
+        return True
+
+
+def gc(runs: list[RunDir], say: Say) -> list[str]:
+    """Destroy the stacks of runs that ended, and every expired run stack; the stacks removed."""
+    from taugrid.runs.status import effective_phase
+
+    gone: list[str] = []
+    mine = [r for r in runs if isinstance(r.read_record().handle, PulumiHandle)]
+    by_context: dict[str | None, list[RunDir]] = {}
+    for r in mine:
+        by_context.setdefault(getattr(r.read_record().handle, "context", None), []).append(r)
+    for context, group in by_context.items():
+        backend = PulumiBackend(context)
+        with contextlib.suppress(TauError):
+            for run, obs in zip(group, backend.observe(group), strict=True):
+                if effective_phase(obs)[0] in TERMINAL:
+                    rec = run.read_record()
+                    with contextlib.suppress(TerminalStateError):
+                        run.transition(effective_phase(obs)[0], "ended in the cluster")
+                    if backend.destroy_stack(rec, None):
+                        say(f"destroyed {STACK_PREFIX}{rec.run_id} (the run ended)")
+                        gone.append(STACK_PREFIX + rec.run_id)
+    probe = _engine("run-probe")
+    now = datetime.now(UTC)
+    for stack in probe.list_stacks():
+        if not stack.startswith(STACK_PREFIX) or stack in gone:
+            continue
+        eng = _engine(stack)
+        expires = eng.tags().get(TAG_EXPIRES)
+        if expires and datetime.fromisoformat(expires) <= now:
+            say(f"destroying {stack} (expired {expires})")
+            eng.destroy()
+            eng.remove()
+            gone.append(stack)
+    return gone
+
+
+if TYPE_CHECKING:  # mypy proves the class has the whole interface (the registry finds it by name)
+
+    def _is_a_backend(b: PulumiBackend) -> Backend:
+        return b
