@@ -116,17 +116,13 @@ def test_schema_is_json_schema_that_accepts_the_examples(
         jsonschema.validate({"schema_version": 1, "name": "x", "bogus": 1}, schema)
 
 
-def test_backends_not_in_this_build_say_so(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["run", str(EXAMPLES / "quickstart"), "--target", "pulumi"]) == 2
-    err = capsys.readouterr().err
-    assert "pulumi backend is not part of this build" in err and "--target local" in err
-
-
-def test_kube_without_a_kubeconfig_says_how_to_get_one(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+@pytest.mark.parametrize("target", ["kube", "pulumi"])
+def test_cluster_targets_without_a_kubeconfig_say_how_to_get_one(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+    target: str,
+) -> None:  # fmt: skip
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
-    assert main(["run", str(EXAMPLES / "quickstart"), "--target", "kube"]) == 4
+    assert main(["run", str(EXAMPLES / "quickstart"), "--target", target]) == 4
     err = capsys.readouterr().err
     assert "no usable kubeconfig" in err and "tau sandbox kubeconfig" in err
 

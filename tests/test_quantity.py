@@ -98,6 +98,8 @@ _MULT = {
     "k": 1000,
     "M": 10**6,
     "G": 10**9,
+    "T": 10**12,
+    "P": 10**15,
     "Ki": 2**10,
     "Mi": 2**20,
     "Gi": 2**30,
@@ -106,7 +108,7 @@ _MULT = {
 
 
 def amount(q: str) -> Decimal:
-    i = len(q.rstrip("mkMGKiT"))
+    i = len(q.rstrip("mkMGKiTP"))
     return Decimal(q[:i]) * _MULT[q[i:]]
 
 
