@@ -8,7 +8,7 @@ workspaces. Everything the Pulumi program creates is derived from it. Pure: no I
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, MutableMapping
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 
@@ -855,6 +855,28 @@ def version_lock(cfg: PlatformConfig) -> dict[str, str]:
         if value is not None:
             lock[path] = str(value)
     return dict(sorted(lock.items()))
+
+
+def set_path(node: MutableMapping[str, Any], path: str, value: Any) -> None:
+    """Set a dotted path (of the version lock) in a `taugrid:platform` mapping: plain dicts or
+    a round-trip YAML document, creating the levels it lacks."""
+    *parents, leaf = path.split(".")
+    for key in parents:
+        if node.get(key) is None:
+            node[key] = {}
+        node = node[key]
+    node[leaf] = value
+
+
+def with_lock(cfg: PlatformConfig, lock: Mapping[str, str]) -> PlatformConfig:
+    """`cfg` with another stack's lock values, for the paths `cfg` has (an existing cluster has
+    no Kubernetes version to take)."""
+    own = version_lock(cfg)
+    data: dict[str, Any] = cfg.model_dump(mode="json", exclude_none=True)
+    for path, value in lock.items():
+        if path in own:
+            set_path(data, path, value)
+    return validate_platform(data)
 
 
 def lock_hash(lock: dict[str, str]) -> str:

@@ -25,6 +25,7 @@ from taugrid.api.platform import (
     lock_hash,
     validate_platform,
     version_lock,
+    with_lock,
 )
 from taugrid.infra.engine import Engine, Outcome
 from taugrid.infra.stackfile import find_stacks_dir, validated
@@ -68,16 +69,7 @@ def ci_config(
         c["resourceGroup"] = f"{template.cluster.resourceGroup or template.cluster.name}-{ci_id}-rg"
         c["tags"] = {**c.get("tags", {}), TAG_TEMPLATE: ci_id}
     data.pop("promotesTo", None)
-    own = version_lock(template)
-    for path, value in (lock or {}).items():
-        if path not in own:
-            continue  # e.g. a Kubernetes version for an existing-cluster template
-        node = data
-        *parents, leaf = path.split(".")
-        for key in parents:
-            node = node.setdefault(key, {})
-        node[leaf] = value
-    return validate_platform(data)
+    return with_lock(validate_platform(data), lock or {})
 
 
 @dataclass

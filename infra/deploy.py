@@ -25,12 +25,12 @@ def platform_engine(stack: str, stacks_dir: Path | None = None,
             exit_code=EXIT_USAGE,
             hint="run `pulumi up` for this stack, or declare `cluster.context` and set KUBECONFIG",
         )
-    snapshot = cfg
+    platform = cfg
 
     def program() -> None:
         from taugrid.infra.program import build
 
-        build(snapshot, stack)
+        build(platform, stack)
 
     return Engine(stack, program)
 

@@ -314,15 +314,12 @@ def _meta(meta: Any) -> dict[str, Any]:
 def _engine_errors(engine: Engine, log: list[str] | None = None,
                    steps: list[dict[str, Any]] | None = None) -> Iterator[None]:  # fmt: skip
     """The engine's failures as TauError (exit 4) with its own words, never a traceback."""
-    try:
-        from pulumi.automation import errors as auto_errors
-    except ImportError:  # pragma: no cover - the platform extra is checked before
-        raise
+    from pulumi.automation import errors as auto_errors  # the platform extra: checked in Engine
+
     try:
         yield
     except auto_errors.CommandError as e:
-        policy = [st for st in steps or [] if "policy" in st]
-        mandatory = [st for st in policy if st["enforcement"] == "mandatory"]
+        mandatory = [st for st in steps or [] if st.get("enforcement") == "mandatory"]
         if mandatory:
             lines = [f"{st['policy']}: {st['message']} ({st['urn'].rsplit('::', 1)[-1]})"
                      if st.get("urn") else f"{st['policy']}: {st['message']}"
@@ -344,7 +341,3 @@ def _command_message(engine: Engine, text: str, log: list[str] | None) -> str:
     policy = [ln for ln in (log or []) if "mandatory" in ln.lower()]
     picked = list(dict.fromkeys([*policy, *errors]))[:8] or [ln for ln in lines if ln][-5:]
     return f"pulumi ({engine.stack_name}): " + "\n  ".join(picked)
-
-
-def progress(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)

@@ -12,13 +12,20 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from taugrid.api.errors import EXIT_USAGE, TauError
-from taugrid.api.platform import CONFIG_KEY, PlatformConfig, lock_hash, version_lock
+from taugrid.api.platform import (
+    CONFIG_KEY,
+    PlatformConfig,
+    lock_hash,
+    set_path,
+    version_lock,
+    with_lock,
+)
 from taugrid.infra.stackfile import find_stacks_dir, validated
 
 VERIFIED_DIR = "verified"
@@ -92,7 +99,7 @@ class Promotion:
 
     def doc(self) -> dict[str, Any]:
         return {"from": self.src, "to": self.dst, "file": str(self.dst_file),
-                "changes": [c.__dict__ for c in self.changes], "verified": self.verified}  # fmt: skip
+                "changes": [asdict(c) for c in self.changes], "verified": self.verified}  # fmt: skip
 
     def lines(self) -> list[str]:
         out = [f"promote {self.src} -> {self.dst} ({self.dst_file}):"]
@@ -138,15 +145,8 @@ def write_promotion(p: Promotion) -> None:
     yaml = YAML()
     yaml.preserve_quotes = True
     doc = yaml.load(p.dst_file.read_text(encoding="utf-8"))
-    platform = doc["config"][CONFIG_KEY]
     for c in p.changes:
-        node = platform
-        *parents, leaf = c.path.split(".")
-        for key in parents:
-            if key not in node or node[key] is None:
-                node[key] = {}
-            node = node[key]
-        node[leaf] = c.new
+        set_path(doc["config"][CONFIG_KEY], c.path, c.new)
     tmp = p.dst_file.with_suffix(".tmp")
     with tmp.open("w", encoding="utf-8") as f:
         yaml.dump(doc, f)
@@ -169,15 +169,4 @@ def _check(path: Path, stack: str) -> None:
 
 def promoted_config(p: Promotion) -> PlatformConfig:
     """DST's declaration with the promotion applied (nothing written)."""
-    from taugrid.api.platform import validate_platform
-
-    data: dict[str, Any] = validated(p.dst, p.dst_file.parent).model_dump(
-        mode="json", exclude_none=True
-    )
-    for c in p.changes:
-        node = data
-        *parents, leaf = c.path.split(".")
-        for key in parents:
-            node = node.setdefault(key, {})
-        node[leaf] = c.new
-    return validate_platform(data)
+    return with_lock(validated(p.dst, p.dst_file.parent), {c.path: c.new for c in p.changes})

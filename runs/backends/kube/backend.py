@@ -100,19 +100,7 @@ class KubeBackend:
         if options.python or options.ray_pip:
             raise TauError("--python and --ray-pip are for local runs", exit_code=EXIT_USAGE)
         ns = prepared.resolved.namespace
-        try:
-            existing = self.kube.get("TauRun", prepared.run_id, ns)
-        except Forbidden as e:
-            raise self._forbidden(e, prepared) from None
-        if existing is not None:  # idempotent by run id: the same run again changes nothing
-            have = (existing.get("spec") or {}).get("configHash")
-            if have != prepared.manifest.config_hash():
-                raise TauError(
-                    f"run {prepared.run_id} already exists in namespace {ns} with another config",
-                    exit_code=EXIT_USAGE,
-                    hint="leave out --run-id to get a new run id",
-                )
-            say(f"{prepared.run_id} is already submitted; nothing changed")
+        if self._submitted(prepared, say):
             return self._record(prepared, ns)
         try:
             owner = self.kube.apply(prepared.taurun())
@@ -132,6 +120,25 @@ class KubeBackend:
         say(f"submitted {prepared.run_id} to {self.kube.server} (namespace {ns}, queue "
             f"{prepared.resolved.queue}); Kueue admits it when there is quota")  # fmt: skip
         return rd
+
+    def _submitted(self, prepared: PreparedRun, say: Say) -> bool:
+        """Idempotent by run id: whether this run is in the cluster already (the same run again
+        changes nothing; the same id with another config is refused)."""
+        ns = prepared.resolved.namespace
+        try:
+            existing = self.kube.get("TauRun", prepared.run_id, ns)
+        except Forbidden as e:
+            raise self._forbidden(e, prepared) from None
+        if existing is None:
+            return False
+        if (existing.get("spec") or {}).get("configHash") != prepared.manifest.config_hash():
+            raise TauError(
+                f"run {prepared.run_id} already exists in namespace {ns} with another config",
+                exit_code=EXIT_USAGE,
+                hint="leave out --run-id to get a new run id",
+            )
+        say(f"{prepared.run_id} is already submitted; nothing changed")
+        return True
 
     def _forbidden(self, e: Forbidden, prepared: PreparedRun) -> TauError:
         try:

@@ -46,14 +46,7 @@ class PulumiBackend(KubeBackend):
         from taugrid.runs.backends.pulumi.program import run_program
 
         ns = prepared.resolved.namespace
-        existing = self.kube.get("TauRun", prepared.run_id, ns)
-        if existing is not None:
-            have = (existing.get("spec") or {}).get("configHash")
-            if have != prepared.manifest.config_hash():
-                raise TauError(f"run {prepared.run_id} already exists in namespace {ns} with "
-                               "another config", exit_code=EXIT_USAGE,
-                               hint="leave out --run-id to get a new run id")  # fmt: skip
-            say(f"{prepared.run_id} is already submitted; nothing changed")
+        if self._submitted(prepared, say):
             return self._record(prepared, ns)
         stack = STACK_PREFIX + prepared.run_id
         taurun, objects, context = prepared.taurun(), prepared.objects(), self.kube.context
@@ -110,21 +103,24 @@ def gc(runs: list[RunDir], say: Say) -> list[str]:
     from taugrid.runs.status import effective_phase
 
     gone: list[str] = []
-    mine = [r for r in runs if isinstance(r.read_record().handle, PulumiHandle)]
-    by_context: dict[str | None, list[RunDir]] = {}
-    for r in mine:
-        by_context.setdefault(getattr(r.read_record().handle, "context", None), []).append(r)
+    by_context: dict[str | None, list[tuple[RunDir, PulumiHandle]]] = {}
+    for run in runs:
+        handle = run.read_record().handle
+        if isinstance(handle, PulumiHandle):
+            by_context.setdefault(handle.context, []).append((run, handle))
     for context, group in by_context.items():
         backend = PulumiBackend(context)
         with contextlib.suppress(TauError):
-            for run, obs in zip(group, backend.observe(group), strict=True):
-                if effective_phase(obs)[0] in TERMINAL:
-                    rec = run.read_record()
-                    with contextlib.suppress(TerminalStateError):
-                        run.transition(effective_phase(obs)[0], "ended in the cluster")
-                    if backend.destroy_stack(rec, None):
-                        say(f"destroyed {STACK_PREFIX}{rec.run_id} (the run ended)")
-                        gone.append(STACK_PREFIX + rec.run_id)
+            for (run, handle), obs in zip(group, backend.observe([r for r, _ in group]),
+                                          strict=True):  # fmt: skip
+                phase = effective_phase(obs)[0]
+                if phase not in TERMINAL:
+                    continue
+                with contextlib.suppress(TerminalStateError):
+                    run.transition(phase, "ended in the cluster")
+                if backend.destroy_stack(run.read_record(), None):
+                    say(f"destroyed {handle.stack} (the run ended)")
+                    gone.append(handle.stack)
     probe = _engine("run-probe")
     now = datetime.now(UTC)
     for stack in probe.list_stacks():
