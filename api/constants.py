@@ -39,6 +39,17 @@ GPU_RESOURCE: Final = "nvidia.com/gpu"
 GPU_TAINT_KEY: Final = "sku"
 GPU_TAINT_VALUE: Final = "gpu"
 XID_CONDITION: Final = "GPUXidError"  # node condition set by the platform's XID monitor (NPD)
+# Node conditions that mean a GPU fault when True: the platform's XID monitor and AKS's GPU
+# health conditions. Status shows them; the controller's remediation acts on them by default.
+GPU_FAULT_CONDITIONS: Final = (
+    XID_CONDITION,
+    "GPUMissing",
+    "XIDErrors",
+    "NVLinkStatusInactive",
+    "UnhealthyNvidiaDevicePlugin",
+    "GPUUnhealthy",
+)
+GPU_UNHEALTHY_TAINT: Final = f"{GROUP}/gpu-unhealthy"  # the controller's quarantine taint
 
 # --- /data layout --------------------------------------------------------------------------
 DATA_DIR: Final = "/data"

@@ -57,10 +57,24 @@ class TauClusterSpec(_Model):
     )
 
 
+class ProfileCapacity(_Model):
+    """Live capacity of one workload profile's pool (written by the controller)."""
+
+    name: str
+    nodes: int = Field(0, ge=0, description="Nodes of the pool now")
+    healthyNodes: int = Field(0, ge=0, description="Ready, schedulable, no GPU problem")
+    allocatableGpus: int = Field(0, ge=0, description="GPUs the healthy nodes offer")
+    cordonedByTau: int = Field(0, ge=0, description="Nodes the controller cordoned (GPU faults)")
+
+
 class TauClusterStatus(_Model):
     phase: Literal["Pending", "Ready", "Degraded"] | None = None
     observedGeneration: int | None = None
     profileSetHash: str | None = None
+    observedAt: str | None = Field(None, json_schema_extra={"format": "date-time"})
+    profiles: list[ProfileCapacity] = Field(
+        default_factory=list, json_schema_extra=_list_map("name")
+    )
     conditions: list[Condition] = Field(default_factory=list, json_schema_extra=_CONDITIONS_LIST)
 
 
@@ -95,20 +109,47 @@ class TauWorkspaceStatus(_Model):
 
 
 # --- TauQuotaRequest -------------------------------------------------------------------------
+QuotaPhase = Literal["Pending", "Approved", "Active", "Expired", "Denied"]
+DURATION_PATTERN = r"^[1-9][0-9]*[smhd]$"
+
+
 class TauQuotaRequestSpec(_Model):
     workspace: str
     flavor: str = Field(description="Kueue ResourceFlavor the quota is for")
-    resource: str = Field(description="Resource name, e.g. nvidia.com/gpu")
+    resource: str = Field(C.GPU_RESOURCE, description="Resource name, e.g. nvidia.com/gpu")
     requested: int | str = Field(description="Extra nominal quota requested")
     reason: str = Field(min_length=1)
-    durationHours: int | None = Field(None, ge=1, le=24 * 90, description="Expires after this long")
+    duration: str = Field(
+        pattern=DURATION_PATTERN,
+        description="How long the grant lasts once active: 30m, 48h, 7d",
+    )
+    profile: str | None = Field(None, description="Workload profile the quota is for")
+    clusterQueue: str | None = Field(
+        None, description="ClusterQueue to raise (default: the one the workspace's queues use)"
+    )
+    requestedBy: str | None = Field(None, description="Who asked (as tau saw the identity)")
+
+
+class QuotaDecision(_Model):
+    """A platform admin's verdict (tau quota approve|deny): written through the status
+    subresource, which researchers' RBAC does not grant."""
+
+    verdict: Literal["Approved", "Denied"]
+    by: str = Field(min_length=1)
+    at: str = Field(json_schema_extra={"format": "date-time"})
+    note: str = ""
+    generation: int | None = Field(None, ge=0, description="The spec generation decided on")
 
 
 class TauQuotaRequestStatus(_Model):
-    phase: Literal["PendingApproval", "Approved", "Rejected", "Applied", "Expired"] | None = None
-    decision: str | None = None
-    approvedBy: str | None = None
+    decision: QuotaDecision | None = None
+    phase: QuotaPhase | None = None
+    clusterQueue: str | None = None
+    granted: int | str | None = Field(None, description="Quota added now (may be capped)")
+    activeSince: str | None = Field(None, json_schema_extra={"format": "date-time"})
     expiresAt: str | None = Field(None, json_schema_extra={"format": "date-time"})
+    message: str | None = None
+    observedGeneration: int | None = None
     conditions: list[Condition] = Field(default_factory=list, json_schema_extra=_CONDITIONS_LIST)
 
 
@@ -125,11 +166,23 @@ class TauRunSpec(_Model):
     resumeFrom: str | None = Field(None, description="Checkpoint path the run resumes from")
     parentRun: str | None = Field(None, description="Run id this run resumes or retries")
     attempt: int = Field(0, ge=0)
+    workers: int = Field(1, ge=1)
+    gpusPerWorker: int = Field(0, ge=0)
     manifest: dict[str, Any] = Field(
         default_factory=dict,
         description="The tau.yaml as submitted (secrets are references only)",
         json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
     )
+
+
+class TimelineEntry(_Model):
+    """One line of a run's condensed timeline (repeats fold into `count` and `last`)."""
+
+    at: str = Field(json_schema_extra={"format": "date-time"})
+    reason: str = Field(min_length=1)
+    message: str = ""
+    count: int = Field(1, ge=1)
+    last: str | None = Field(None, json_schema_extra={"format": "date-time"})
 
 
 class TauRunStatus(_Model):
@@ -139,10 +192,14 @@ class TauRunStatus(_Model):
     startTime: str | None = Field(None, json_schema_extra={"format": "date-time"})
     completionTime: str | None = Field(None, json_schema_extra={"format": "date-time"})
     runDir: str | None = None
+    summary: str | None = None
+    nodes: list[str] = Field(default_factory=list, description="Nodes the run's pods ran on")
+    observedAt: str | None = Field(None, json_schema_extra={"format": "date-time"})
     signals: list[Signal] = Field(
         default_factory=list,
         json_schema_extra=_list_map("name"),
     )
+    timeline: list[TimelineEntry] = Field(default_factory=list)
     conditions: list[Condition] = Field(default_factory=list, json_schema_extra=_CONDITIONS_LIST)
 
 

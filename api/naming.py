@@ -62,6 +62,16 @@ def workspace_pvc(workspace: str) -> str:
     return f"{workspace}-data"
 
 
+GRANT_COHORT_PREFIX = "tau-grants-"
+
+
+def grant_cohort(cluster_queue: str) -> str:
+    """The Kueue Cohort that holds a ClusterQueue's quota grants. Pulumi declares it (its parent
+    is the queue's declared cohort) and puts the queue in it; the controller owns its quota
+    (`spec.resourceGroups`), so a grant and `pulumi up` never write the same field."""
+    return f"{GRANT_COHORT_PREFIX}{cluster_queue}"
+
+
 def code_configmap(run_id: str) -> str:
     """The immutable ConfigMap that carries a run's code."""
     return f"{run_id}-code"

@@ -28,6 +28,7 @@ from taugrid.api.quantity import QuantityError, format_cpu, format_memory, parse
 
 CONFIG_KEY = "taugrid:platform"
 SYSTEM_NAMESPACE = "taugrid-system"
+PLATFORM_ADMINS = "taugrid-platform-admins"  # the default group of platform admins
 AKS_POOL_NAME = re.compile(r"^[a-z][a-z0-9]{0,11}$")  # AKS Linux agent pool names
 
 
@@ -47,6 +48,8 @@ CHARTS: dict[str, Chart] = {
     "kueue": Chart(chart="oci://registry.k8s.io/kueue/charts/kueue", repo=None, version="0.19.2", namespace="kueue-system"),
     "kuberay": Chart(chart="kuberay-operator", repo="https://ray-project.github.io/kuberay-helm/", version="1.7.0", namespace="kuberay-system"),
 }  # fmt: skip
+CONTROLLER_VERSION = "0.1.0"  # the image tag of controller/Dockerfile (taugrid's version)
+CONTROLLER_IMAGE = "ghcr.io/taugrid/taugrid-controller"
 NPD_IMAGE_TAG = "v1.36.0"  # the chart's appVersion is v1.35.1; match Kubernetes 1.36
 
 # Azure VM sizes: vCPUs, memory (GiB), GPUs, GPU class. Allocatable is derived (see below).
@@ -268,16 +271,45 @@ class KueueSpec(ComponentBase):
     waitForPodsReadyTimeout: str = Field("30m", pattern=r"^\d+[smh]$")
 
 
+class RemediationConfig(_Model):
+    """GPU remediation by the controller (NVSentinel / medik8s NodeHealthCheck style)."""
+
+    conditions: list[str] = Field(
+        default_factory=lambda: list(C.GPU_FAULT_CONDITIONS),
+        min_length=1,
+        description="Node condition types that mean a GPU fault when True",
+    )
+    max_unhealthy_share: float = Field(
+        0.5, gt=0, le=1, description="Circuit breaker: most GPU nodes quarantined at once"
+    )
+    clear_after_seconds: int = Field(
+        600, ge=0, description="How long conditions must stay clear before a release"
+    )
+    dry_run: bool = Field(False, description="Decide and report, change no node")
+
+
+class ControllerSpec(ComponentBase):
+    """The TauGrid controller (install: helm means this stack deploys it; external: it runs
+    elsewhere, e.g. out of cluster in the sandbox)."""
+
+    image: str = Field(CONTROLLER_IMAGE, description="Image repository (controller/Dockerfile)")
+    replicas: int = Field(2, ge=1, le=5, description="Peers; one is active (kopf peering)")
+    remediation: RemediationConfig = Field(default_factory=RemediationConfig)
+
+
 class Components(_Model):
     gpuOperator: GpuOperatorSpec = Field(default_factory=GpuOperatorSpec)
     dcgmExporter: DcgmExporterSpec = Field(default_factory=DcgmExporterSpec)
     nodeProblemDetector: NodeProblemDetectorSpec = Field(default_factory=NodeProblemDetectorSpec)
     kueue: KueueSpec = Field(default_factory=KueueSpec)
     kuberay: ComponentBase = Field(default_factory=ComponentBase)
+    controller: ControllerSpec = Field(default_factory=ControllerSpec)
 
     def version(self, name: str) -> str:
         spec: ComponentBase = getattr(self, name)
-        return spec.version if spec.version is not None else CHARTS[name].version
+        if spec.version is not None:
+            return spec.version
+        return CONTROLLER_VERSION if name == "controller" else CHARTS[name].version
 
 
 # --- queues ----------------------------------------------------------------------------------------
@@ -394,6 +426,10 @@ class PlatformConfig(_Model):
     )
     defaultWorkspace: str | None = Field(
         None, description="The workspace of runs that name none (when there are several)"
+    )
+    admins: list[Member] = Field(
+        default_factory=lambda: [Member(kind="Group", name=PLATFORM_ADMINS)],
+        description="Platform admins: may approve or deny quota requests",
     )
 
     def pool(self, name: str) -> GpuPool | CpuPool | None:

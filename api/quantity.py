@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+from datetime import timedelta
 from decimal import Decimal, InvalidOperation
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
@@ -185,3 +186,28 @@ def canonical(value: object) -> str:
     while whole % 1000 == 0 and exp < 18:
         whole, exp = whole // 1000, exp + 3
     return f"{whole}{_DECIMAL_SUFFIX[exp]}"
+
+
+def parse_quantity(value: object) -> Decimal:
+    """Any Kubernetes quantity (`8`, `500m`, `2Gi`, `1k`) as a number."""
+    m = _QUANTITY.match(str(value).strip())
+    if m is None or isinstance(value, bool):
+        raise QuantityError(f"{value!r} is not a quantity (like 8, 500m or 2Gi)")
+    number, suffix = Decimal(m["num"]), m["suffix"] or ""
+    if suffix in _BINARY:
+        return number * _BINARY[suffix]
+    return number * (Decimal("0.001") if suffix == "m" else _DECIMAL[suffix])
+
+
+_DURATION = re.compile(r"^([1-9][0-9]*)([smhd])$")  # api.crds.DURATION_PATTERN
+_DURATION_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+
+
+def duration(text: str) -> timedelta:
+    """`30m`, `48h`, `7d` (one whole number and one unit) as a timedelta."""
+    m = _DURATION.fullmatch(text.strip())
+    if not m:
+        raise QuantityError(
+            f"{text!r} is not a duration: write a whole number and s, m, h or d (30m, 48h, 7d)"
+        )
+    return timedelta(**{_DURATION_UNITS[m[2]]: int(m[1])})

@@ -11,7 +11,7 @@ import sys
 import typer
 
 from taugrid.api.errors import EXIT_INTERRUPTED, TauError
-from taugrid.cli import cluster, local, platform, run, sandbox
+from taugrid.cli import cluster, controller, local, platform, quota, run, sandbox
 from taugrid.cli.options import RenderFormat, RenderOutOpt
 from taugrid.cli.output import object_list, out
 
@@ -28,6 +28,8 @@ app.add_typer(run.app, name="run")
 app.add_typer(local.app, name="local")
 app.add_typer(platform.app, name="platform")
 app.add_typer(sandbox.app, name="sandbox")
+app.add_typer(quota.app, name="quota")
+app.add_typer(controller.app, name="controller")
 app.command("profiles")(cluster.profiles)
 app.command("workspaces")(cluster.workspaces)
 

@@ -18,6 +18,7 @@ from taugrid.api.platform import (
     ClusterQueueSpec,
     CpuPool,
     GpuPool,
+    Member,
     PlatformConfig,
     PriorityClass,
     WorkspaceSpec,
@@ -68,8 +69,14 @@ def resource_flavor(pool: GpuPool | CpuPool) -> dict[str, Any]:
     }
 
 
-def cohort(name: str) -> dict[str, Any]:
-    return {"apiVersion": KUEUE, "kind": "Cohort", "metadata": _meta(name), "spec": {}}
+def cohort(name: str, parent: str | None = None) -> dict[str, Any]:
+    spec = {"parentName": parent} if parent else {}
+    return {"apiVersion": KUEUE, "kind": "Cohort", "metadata": _meta(name), "spec": spec}
+
+
+def grant_cohort(cfg: PlatformConfig, cq: ClusterQueueSpec) -> dict[str, Any]:
+    """The queue's grant cohort: Pulumi owns its parent; the controller its quota (grants)."""
+    return cohort(naming.grant_cohort(cq.name), cq.cohort or cfg.queues.cohort)
 
 
 def cluster_queue(cfg: PlatformConfig, cq: ClusterQueueSpec) -> dict[str, Any]:
@@ -97,7 +104,8 @@ def cluster_queue(cfg: PlatformConfig, cq: ClusterQueueSpec) -> dict[str, Any]:
         "kind": "ClusterQueue",
         "metadata": _meta(cq.name),
         "spec": {
-            "cohortName": cq.cohort or cfg.queues.cohort,
+            # its grant cohort (child of the declared one): quota grants live there
+            "cohortName": naming.grant_cohort(cq.name),
             "namespaceSelector": WORKSPACE_SELECTOR,
             "queueingStrategy": cq.queueingStrategy,
             "preemption": {
@@ -131,6 +139,7 @@ def kueue_objects(cfg: PlatformConfig) -> list[dict[str, Any]]:
     return [
         *(resource_flavor(p) for p in pools),
         *(cohort(c) for c in cohorts),
+        *(grant_cohort(cfg, cq) for cq in cfg.queues.clusterQueues),
         *(workload_priority_class(p) for p in cfg.priorityClasses),
         *(cluster_queue(cfg, cq) for cq in cfg.queues.clusterQueues),
     ]
@@ -405,3 +414,155 @@ def workspace_objects(cfg: PlatformConfig, ws: WorkspaceSpec) -> list[dict[str, 
              "subjects": subjects},
         ]  # fmt: skip
     return objs
+
+
+# --- quota approval and the controller ---------------------------------------------------------
+QUOTA_APPROVER_CLUSTERROLE = "taugrid-quota-approver"
+CONTROLLER = "taugrid-controller"  # its ServiceAccount, ClusterRole, Deployment, peering
+CONTROLLER_PORT = 8080
+
+
+def _binding_subjects(members: list[Member], namespace: str) -> list[dict[str, Any]]:
+    out = []
+    for m in members:
+        s: dict[str, Any] = {"kind": m.kind, "name": m.name}
+        if m.kind == "ServiceAccount":
+            s["namespace"] = m.namespace or namespace
+        else:
+            s["apiGroup"] = "rbac.authorization.k8s.io"
+        out.append(s)
+    return out
+
+
+def quota_approver_objects(cfg: PlatformConfig) -> list[dict[str, Any]]:
+    """Deciding on quota requests = writing their status subresource: only platform admins."""
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": _meta(QUOTA_APPROVER_CLUSTERROLE),
+        "rules": [
+            {"apiGroups": [C.GROUP], "resources": ["quotarequests"], "verbs": ["get", "list", "watch"]},
+            {"apiGroups": [C.GROUP], "resources": ["quotarequests/status"], "verbs": ["get", "patch", "update"]},
+            {"apiGroups": [C.GROUP], "resources": ["clusters"], "verbs": ["get", "list", "watch"]},
+        ],
+    }  # fmt: skip
+    if not cfg.admins:
+        return [role]
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": _meta(QUOTA_APPROVER_CLUSTERROLE),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": QUOTA_APPROVER_CLUSTERROLE},
+        "subjects": _binding_subjects(cfg.admins, SYSTEM_NAMESPACE),
+    }  # fmt: skip
+    return [role, binding]
+
+
+# What the controller does, and nothing more: it reads what it watches, writes the status of
+# TauGrid's objects, the quota of grant cohorts, and cordons/taints of nodes.
+CONTROLLER_RULES: list[dict[str, Any]] = [
+    {"apiGroups": [C.GROUP], "resources": ["runs", "quotarequests", "workspaces", "clusters"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [C.GROUP], "resources": ["runs/status", "quotarequests/status", "workspaces/status", "clusters/status"], "verbs": ["get", "patch"]},
+    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": ["ray.io"], "resources": ["rayjobs"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads", "clusterqueues", "localqueues", "resourceflavors"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["cohorts"], "verbs": ["get", "list", "watch", "create", "patch"]},
+    {"apiGroups": [""], "resources": ["pods", "persistentvolumeclaims"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["get", "list", "watch", "create", "patch"]},
+    {"apiGroups": ["kopf.dev"], "resources": ["clusterkopfpeerings"], "verbs": ["get", "list", "watch", "patch"]},
+]  # fmt: skip
+
+
+def controller_rbac() -> list[dict[str, Any]]:
+    """ServiceAccount, least-privilege ClusterRole and its binding."""
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(CONTROLLER, SYSTEM_NAMESPACE)},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": _meta(CONTROLLER),
+         "rules": CONTROLLER_RULES},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": _meta(CONTROLLER),
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": CONTROLLER},
+         "subjects": [{"kind": "ServiceAccount", "name": CONTROLLER, "namespace": SYSTEM_NAMESPACE}]},
+    ]  # fmt: skip
+
+
+def kopf_peering() -> list[dict[str, Any]]:
+    """kopf's peering CRD (cluster-scoped) and the controller's peering object: replicas see
+    each other there and only the one with the highest priority handles events."""
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": _meta("clusterkopfpeerings.kopf.dev"),
+        "spec": {
+            "group": "kopf.dev",
+            "scope": "Cluster",
+            "names": {"kind": "ClusterKopfPeering", "plural": "clusterkopfpeerings",
+                      "singular": "clusterkopfpeering"},
+            "versions": [{
+                "name": "v1", "served": True, "storage": True,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+                    "x-kubernetes-preserve-unknown-fields": True}},
+            }],
+        },
+    }  # fmt: skip
+    peering = {
+        "apiVersion": "kopf.dev/v1",
+        "kind": "ClusterKopfPeering",
+        "metadata": _meta(CONTROLLER),
+    }
+    return [crd, peering]
+
+
+def controller_deployment(cfg: PlatformConfig) -> list[dict[str, Any]]:
+    """Its settings (a ConfigMap) and the Deployment: image pinned with the other versions."""
+    spec = cfg.components.controller
+    settings = {"remediation": spec.remediation.model_dump(mode="json")}
+    labels = {"app.kubernetes.io/name": CONTROLLER}
+    config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(CONTROLLER, SYSTEM_NAMESPACE),
+              "data": {"controller.yaml": json.dumps(settings, indent=2, sort_keys=True)}}  # fmt: skip
+    container = {
+        "name": "controller",
+        "image": f"{spec.image}:{cfg.components.version('controller')}",
+        "args": ["--in-cluster", "--config=/etc/taugrid/controller.yaml",
+                 f"--liveness=http://0.0.0.0:{CONTROLLER_PORT}/healthz"],
+        "ports": [{"name": "health", "containerPort": CONTROLLER_PORT}],
+        "livenessProbe": {"httpGet": {"path": "/healthz", "port": "health"},
+                          "initialDelaySeconds": 30, "periodSeconds": 30},
+        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"},
+                      "limits": {"cpu": "1", "memory": "512Mi"}},
+        "securityContext": {"runAsNonRoot": True, "allowPrivilegeEscalation": False,
+                            "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}},
+        "volumeMounts": [{"name": "config", "mountPath": "/etc/taugrid", "readOnly": True}],
+    }  # fmt: skip
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _meta(CONTROLLER, SYSTEM_NAMESPACE, labels),
+        "spec": {
+            "replicas": spec.replicas,
+            # never two active reconcilers during a rollout; peering covers a scale-up
+            "strategy": {"type": "Recreate"},
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": {**PART_OF, **labels}},
+                "spec": {
+                    "serviceAccountName": CONTROLLER,
+                    "containers": [container],
+                    "volumes": [{"name": "config", "configMap": {"name": CONTROLLER}}],
+                    # control plane work: keep it off GPU nodes (they are tainted anyway)
+                    "securityContext": {
+                        "runAsNonRoot": True,
+                        "runAsUser": 65532,
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
+                },
+            },
+        },
+    }
+    return [config, deployment]
+
+
+def controller_objects(cfg: PlatformConfig) -> list[dict[str, Any]]:
+    return [*controller_rbac(), *kopf_peering(), *controller_deployment(cfg)]

@@ -14,6 +14,7 @@ from taugrid.api.platform import (
     gpu_driver,
 )
 from taugrid.components.aks_cluster import AksCluster
+from taugrid.components.controller import TauController
 from taugrid.components.gpu_node_pool import CpuNodePool, GpuNodePool
 from taugrid.components.helm import HELM, HelmComponent, Kueue
 from taugrid.components.kube import create_objects
@@ -96,6 +97,12 @@ class Platform(pulumi.ComponentResource):
         self.profile = TauClusterProfile(
             "tau-cluster", cfg, stack, provider, depends_on=[self.crds, *queue_deps], opts=me
         )
+        ctl = c.controller
+        if ctl.enabled and ctl.install == "helm":  # "helm": this stack deploys it
+            self.controller = TauController(
+                "taugrid-controller", cfg, provider,
+                depends_on=[self.crds, self.system_ns, *queue_deps], opts=me,
+            )  # fmt: skip
         self.workspaces = [
             Workspace(
                 ws.name,

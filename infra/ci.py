@@ -27,6 +27,7 @@ from taugrid.api.platform import (
     version_lock,
     with_lock,
 )
+from taugrid.api.quantity import QuantityError, duration
 from taugrid.infra.engine import Engine, Outcome
 from taugrid.infra.stackfile import find_stacks_dir, validated
 
@@ -50,12 +51,12 @@ def new_id(name: str | None = None) -> str:
 
 
 def parse_ttl(ttl: str) -> timedelta:
-    m = re.fullmatch(r"(\d+)([smhd])", ttl.strip())
-    if not m or int(m[1]) == 0:
-        raise TauError(f"--ttl {ttl!r}: a duration like 30m, 2h or 1d", exit_code=EXIT_USAGE)
-    return timedelta(
-        **{{"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}[m[2]]: int(m[1])}
-    )
+    try:
+        return duration(ttl)
+    except QuantityError:
+        raise TauError(
+            f"--ttl {ttl!r}: a duration like 30m, 2h or 1d", exit_code=EXIT_USAGE
+        ) from None
 
 
 def ci_config(

@@ -494,6 +494,23 @@ class ControlPlane:
         )  # fmt: skip
         self._wait("kuberay", lambda: _http_ok(f"http://{HOST}:{probe}/readyz"))
 
+    def start_controller(self, kubeconfig: Path, config: Path) -> None:
+        """The TauGrid controller out of cluster (`python -m taugrid.controller`), as the given
+        identity (the sandbox gives it the controller's ServiceAccount name and RBAC)."""
+        if "controller" in self.procs:
+            return
+        import sys
+
+        port = free_port()
+        env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
+        self._spawn(
+            "controller",
+            [sys.executable, "-m", "taugrid.controller", "--standalone", f"--config={config}",
+             f"--liveness=http://{HOST}:{port}/healthz"],
+            env=env,
+        )  # fmt: skip
+        self._wait("controller", lambda: _http_ok(f"http://{HOST}:{port}/healthz"))
+
     @property
     def has_kwok(self) -> bool:
         return "kwok" in self.procs

@@ -211,20 +211,25 @@ def _install(cp: Any, cfg: PlatformConfig, stack: str, say: Say, platform: bool)
     objects = _storage_classes(cfg)  # the cluster's storage, always
     if platform:
         objects += [*M.kueue_objects(cfg), M.tau_cluster(cfg, stack),
-                    M.researcher_read_clusterrole()]  # fmt: skip
+                    M.researcher_read_clusterrole(), *M.quota_approver_objects(cfg)]  # fmt: skip
         for ws in cfg.workspaces:
             objects += M.workspace_objects(cfg, ws)
     for obj in _ordered(objects):  # namespaces and volumes first
         apply(dyn, obj)
     _alias_context(cp.admin.kubeconfig, cfg)
     identities = {"admin": str(cp.admin.kubeconfig)}
-    for ws in cfg.workspaces:
-        for m in ws.members:
-            if m.kind == "User":
-                identities.setdefault(m.name, str(cp.add_identity(m.name).kubeconfig))
-            elif m.kind == "Group":
-                who = f"{m.name}-member"
-                identities.setdefault(who, str(cp.add_identity(who, (m.name,)).kubeconfig))
+    members = [m for ws in cfg.workspaces for m in ws.members]
+    for m in [*members, *(cfg.admins if platform else [])]:
+        if m.kind == "User":
+            identities.setdefault(m.name, str(cp.add_identity(m.name).kubeconfig))
+        elif m.kind == "Group":
+            who = f"{m.name}-member"
+            identities.setdefault(who, str(cp.add_identity(who, (m.name,)).kubeconfig))
+    ctl = cfg.components.controller
+    if platform and ctl.enabled:
+        _start_controller(cp, cfg, dyn, say)
+    elif ctl.enabled:
+        skipped["controller"] = f"no platform objects yet (tau platform up --stack {stack})"
     if platform:
         say(f"platform objects of stack {stack!r}: {len(cfg.workspaces)} workspace(s), "
             f"{len(cfg.queues.clusterQueues)} ClusterQueue(s)")  # fmt: skip
@@ -233,6 +238,26 @@ def _install(cp: Any, cfg: PlatformConfig, stack: str, say: Say, platform: bool)
     return State(stack=stack, api=cp.url, started_at=time.time(), pids=cp.pids(),
                  kubeconfigs=identities, nodes=nodes, skipped=skipped,
                  platform=platform)  # fmt: skip
+
+
+def _start_controller(cp: Any, cfg: PlatformConfig, dyn: Any, say: Say) -> None:
+    """The controller out of cluster, as its ServiceAccount (a certificate with the account's
+    user name) bound to the least-privilege ClusterRole the platform deploys it with: what it
+    may do here is what it may do in a cluster."""
+    import yaml
+
+    from taugrid.components import manifests as M
+    from taugrid.infra.controlplane import apply
+
+    for obj in M.controller_rbac():
+        apply(dyn, obj)
+    who = cp.add_identity(f"system:serviceaccount:{SYSTEM_NAMESPACE}:{M.CONTROLLER}",
+                          ("system:serviceaccounts",))  # fmt: skip
+    settings = cp.work / "controller.yaml"
+    settings.write_text(yaml.safe_dump(
+        {"remediation": cfg.components.controller.remediation.model_dump(mode="json")}))  # fmt: skip
+    say("starting the TauGrid controller (out of cluster) ...")
+    cp.start_controller(who.kubeconfig, settings)
 
 
 def _alias_context(kubeconfig: Path, cfg: PlatformConfig) -> None:

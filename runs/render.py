@@ -381,6 +381,8 @@ def render_taurun(r: Resolved, meta: RunMeta, parent: str | None = None) -> dict
         "submitter": meta.submitter,
         "codeRevision": meta.code_revision,
         "attempt": meta.attempt,
+        "workers": r.workers,
+        "gpusPerWorker": r.gpus,
         "manifest": m.model_dump(mode="json", exclude_defaults=True),
     }
     if meta.resume_from:

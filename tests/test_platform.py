@@ -165,7 +165,13 @@ def test_kueue_quotas_and_flavors() -> None:
     inv = inventory("prod")
     cqs = {o["metadata"]["name"]: o["spec"] for o in k8s_kind(inv, "ClusterQueue")}
     research = cqs["research"]
-    assert research["cohortName"] == "prod"
+    # each queue sits in its grant cohort (the controller's quota grants), a child of the
+    # declared cohort, so borrowing between queues works as declared
+    assert research["cohortName"] == "tau-grants-research"
+    cohorts = {o["metadata"]["name"]: o["spec"] for o in k8s_kind(inv, "Cohort")}
+    assert cohorts["tau-grants-research"] == {"parentName": "prod"}
+    assert cohorts["prod"] == {}
+    assert "resourceGroups" not in cohorts["tau-grants-llm"]  # the controller's field
     group = one(research["resourceGroups"])
     assert group["coveredResources"] == ["cpu", "memory", C.GPU_RESOURCE]
     a100 = next(f for f in group["flavors"] if f["name"] == "a100x1")

@@ -25,9 +25,10 @@ from taugrid.api.profiles import ProfileSnapshot
 from taugrid.api.vocabulary import TERMINAL, Phase
 from taugrid.runs.backends.base import Backend, Say, SubmitOptions
 from taugrid.runs.backends.kube.client import Forbidden, Kube
+from taugrid.runs.backends.kube.facts import admitted, namespace_facts, node_problems
 from taugrid.runs.evidence import RunDir, ensure_writable, now_iso
 from taugrid.runs.paths import runs_root, write_atomic
-from taugrid.runs.status import ClusterFacts, Observations, PodFact
+from taugrid.runs.status import ClusterFacts, Observations
 
 if TYPE_CHECKING:
     from taugrid.api.profiles import WorkspaceRef
@@ -35,8 +36,6 @@ if TYPE_CHECKING:
 
 CLUSTER_OBJECT = "cluster"
 CONTEXT_ENV = "TAU_CONTEXT"  # the kubeconfig context (--context sets it)
-GPU_NODE_CONDITIONS = (C.XID_CONDITION, "GPUUnhealthy", "GpuUnhealthy", "NvidiaGPUUnhealthy")
-GPU_UNHEALTHY_TAINT = f"{C.GROUP}/gpu-unhealthy"
 
 
 class KubeBackend:
@@ -216,18 +215,18 @@ class KubeBackend:
             if "job" in kinds:
                 wanted[("Job", ns)] = managed
         lists = self._list_all(wanted)
-        nodes, nodes_visible = _node_problems(lists[("Node", None)])
+        nodes, nodes_visible = node_problems(lists[("Node", None)])
         # Queue positions: one visibility call per LocalQueue that has waiting runs.
         waiting = {
             (ns, str((w.get("spec") or {}).get("queueName")))
             for ns in by_ns
             for w in lists.get(("Workload", ns)) or []
-            if (w.get("spec") or {}).get("queueName") and not _admitted(w)
+            if (w.get("spec") or {}).get("queueName") and not admitted(w)
         }
         pending = {key: self.kube.pending(*key) for key in sorted(waiting)}
         facts: dict[str, ClusterFacts] = {}
         for ns, recs in by_ns.items():
-            facts.update(_namespace_facts(ns, recs, lists, nodes, nodes_visible, pending))
+            facts.update(namespace_facts(ns, recs, lists, nodes, nodes_visible, pending))
         return [
             Observations(
                 record=rec,
@@ -445,172 +444,11 @@ def _say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def _node_problems(items: list[dict[str, Any]] | None) -> tuple[dict[str, list[str]], bool]:
-    if items is None:
-        return {}, False
-    problems: dict[str, list[str]] = {}
-    for n in items:
-        bad = [
-            f"{c['type']}={c['status']}" + (f" ({c.get('reason')})" if c.get("reason") else "")
-            for c in (n.get("status") or {}).get("conditions") or []
-            if c.get("type") in GPU_NODE_CONDITIONS and c.get("status") == "True"
-        ]
-        bad += [
-            f"taint {t['key']}" for t in (n.get("spec") or {}).get("taints") or []
-            if t.get("key") == GPU_UNHEALTHY_TAINT
-        ]  # fmt: skip
-        problems[n["metadata"]["name"]] = bad
-    return problems, True
-
-
-def _admitted(w: dict[str, Any]) -> bool:
-    conds = (w.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Admitted" and c.get("status") == "True" for c in conds)
-
-
-Pending = dict[tuple[str, str], list[dict[str, Any]] | str]
-
-
-def _position(kw: dict[str, Any], ns: str, pending: Pending) -> tuple[int | None, str | None]:
-    """(1-based position in its LocalQueue, or None with the reason it is unknown)."""
-    queue = str((kw.get("spec") or {}).get("queueName"))
-    got = pending.get((ns, queue))
-    if got is None:
-        return None, None
-    if isinstance(got, str):
-        return None, got
-    name = kw["metadata"]["name"]
-    for item in got:
-        if (item.get("metadata") or {}).get("name") == name:
-            return int(item.get("positionInLocalQueue", 0)) + 1, None
-    return None, "not in Kueue's pending list (being admitted?)"
-
-
-def _namespace_facts(
-    ns: str, recs: list[RunRecord], lists: dict[tuple[str, str | None], list[dict[str, Any]] | None],
-    nodes: dict[str, list[str]], nodes_visible: bool, pending: Pending | None = None,
-) -> dict[str, ClusterFacts]:  # fmt: skip
-    def items(kind: str) -> list[dict[str, Any]]:
-        return lists.get((kind, ns)) or []
-
-    taruns = {o["metadata"]["name"] for o in items("TauRun")}
-    workloads = {o["metadata"]["name"]: o for o in [*items("RayJob"), *items("Job")]}
-    kueue: dict[str, dict[str, Any]] = {}
-    for w in items("Workload"):
-        for ref in w["metadata"].get("ownerReferences") or []:
-            kueue[ref["name"]] = w
-    pods: dict[str, list[dict[str, Any]]] = {}
-    for p in items("Pod"):
-        rid = (p["metadata"].get("labels") or {}).get(C.LABEL_RUN_ID)
-        if rid:
-            pods.setdefault(rid, []).append(p)
-    events: dict[str, list[dict[str, Any]]] = {}
-    for e in items("Event"):
-        events.setdefault((e.get("involvedObject") or {}).get("name") or "", []).append(e)
-    return {
-        rec.run_id: _run_facts(
-            rec,
-            rec.run_id in taruns,
-            workloads.get(rec.run_id),
-            kueue.get(rec.run_id),
-            pods.get(rec.run_id, []),
-            events,
-            nodes,
-            nodes_visible,
-            ns,
-            pending or {},
-        )
-        for rec in recs
-    }
-
-
 def _handle(rec: RunRecord) -> KubeHandle | PulumiHandle:
     """Where a cluster run is (a pulumi run's objects are in the same cluster)."""
     if not isinstance(rec.handle, KubeHandle | PulumiHandle):
         raise TypeError(f"run {rec.run_id} is a {rec.target} run")
     return rec.handle
-
-
-def _run_facts(rec: RunRecord, taurun: bool, workload: dict[str, Any] | None,
-               kw: dict[str, Any] | None, pods: list[dict[str, Any]],
-               events: dict[str, list[dict[str, Any]]], nodes: dict[str, list[str]],
-               nodes_visible: bool, ns: str = "", pending: Pending | None = None) -> ClusterFacts:  # fmt: skip
-    finished = message = None
-    suspended = None
-    started = ended = None
-    if workload is not None:
-        spec, status = workload.get("spec") or {}, workload.get("status") or {}
-        suspended = spec.get("suspend")
-        started = status.get("startTime")
-        ended = status.get("completionTime") or status.get("endTime")
-        if rec.workload_kind == "rayjob":
-            js, ds = status.get("jobStatus"), status.get("jobDeploymentStatus")
-            if js == "SUCCEEDED" or (ds == "Complete" and js in (None, "SUCCEEDED")):
-                finished = "Succeeded"
-            elif js in ("FAILED", "STOPPED") or ds == "Failed":
-                finished = "Failed"
-            message = status.get("message") or (f"RayJob {ds}" if ds else None)
-        else:
-            conds = {
-                c["type"]: c for c in status.get("conditions") or [] if c.get("status") == "True"
-            }
-            if "Complete" in conds:
-                finished, message = "Succeeded", "the Job completed"
-            elif "Failed" in conds:
-                finished = "Failed"
-                message = (
-                    f"{conds['Failed'].get('reason', '')}: {conds['Failed'].get('message', '')}"
-                )
-    kueue_conds = None
-    cq = queue = None
-    if kw is not None:
-        kueue_conds = [
-            {k: str(v) for k, v in c.items()}
-            for c in (kw.get("status") or {}).get("conditions") or []
-        ]
-        cq = ((kw.get("status") or {}).get("admission") or {}).get("clusterQueue")
-        queue = (kw.get("spec") or {}).get("queueName")
-    position = position_note = None
-    if kw is not None and not _admitted(kw):
-        position, position_note = _position(kw, ns, pending or {})
-    facts = [_pod_fact(p) for p in pods]
-    names = {rec.run_id, *(p["metadata"]["name"] for p in pods)}
-    if kw is not None:
-        names.add(kw["metadata"]["name"])
-    warnings = sorted(
-        ((e.get("reason") or "", e.get("message") or "", str(e.get("lastTimestamp") or e.get("eventTime") or ""))
-         for n in names for e in events.get(n, []) if e.get("type") == "Warning"),
-        key=lambda w: w[2],
-    )  # fmt: skip
-    return ClusterFacts(
-        taurun=taurun, workload=workload is not None, suspended=suspended, finished=finished,
-        started_at=str(started) if started else None, finished_at=str(ended) if ended else None,
-        workload_message=message, kueue=kueue_conds, cluster_queue=cq, queue=queue,
-        position=position, position_note=position_note,
-        pods=facts, warnings=warnings, node_problems=nodes, nodes_visible=nodes_visible,
-    )  # fmt: skip
-
-
-def _pod_fact(p: dict[str, Any]) -> PodFact:
-    status = p.get("status") or {}
-    unsched = None
-    since = None
-    for c in status.get("conditions") or []:
-        if c.get("type") == "PodScheduled" and c.get("status") == "False":
-            unsched = f"{c.get('reason', 'Unschedulable')}: {c.get('message', '')}".rstrip(": ")
-            since = str(c.get("lastTransitionTime") or "")
-    waiting = None
-    for cs in [
-        *(status.get("initContainerStatuses") or []),
-        *(status.get("containerStatuses") or []),
-    ]:
-        w = (cs.get("state") or {}).get("waiting") or {}
-        if w.get("reason") in ("ImagePullBackOff", "ErrImagePull", "CrashLoopBackOff",
-                               "CreateContainerConfigError", "InvalidImageName"):  # fmt: skip
-            waiting = f"{w['reason']}: {w.get('message', '')}".rstrip(": ")
-    return PodFact(name=p["metadata"]["name"], phase=status.get("phase") or "Unknown",
-                   node=(p.get("spec") or {}).get("nodeName"), unschedulable=unsched,
-                   waiting=waiting, since=since)  # fmt: skip
 
 
 if TYPE_CHECKING:  # mypy proves the class has the whole interface (the registry finds it by name)

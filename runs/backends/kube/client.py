@@ -73,6 +73,11 @@ KINDS: dict[str, Kind] = {
             "workspaces",
             component="TauGrid's CRDs (the platform)",
         ),
+        Kind(C.GROUP, C.VERSION, "TauQuotaRequest", "quotarequests", True, TAUGRID),
+        Kind("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims"),
+        Kind("kueue.x-k8s.io", "v1beta2", "ClusterQueue", "clusterqueues", False, "Kueue"),
+        Kind("kueue.x-k8s.io", "v1beta2", "Cohort", "cohorts", False, "Kueue"),
+        Kind("kueue.x-k8s.io", "v1beta2", "ResourceFlavor", "resourceflavors", False, "Kueue"),
     )
 }
 
@@ -106,7 +111,7 @@ def _resource(kind: Kind) -> Any:
 class Kube:
     """A connection to one cluster (a kubeconfig context)."""
 
-    def __init__(self, context: str | None = None) -> None:
+    def __init__(self, context: str | None = None, in_cluster: bool = False) -> None:
         try:
             import httpx2
             from lightkube import Client, KubeConfig
@@ -118,7 +123,11 @@ class Kube:
             "~/.kube/config"
         )
         try:
-            config = KubeConfig.from_file(path)
+            if in_cluster:  # a pod's service account (the controller's Deployment)
+                config = KubeConfig.from_service_account()
+                path = "the service account"
+            else:
+                config = KubeConfig.from_file(path)
             self.context = context or config.current_context
             single = config.get(context_name=self.context)
             if single is None:
@@ -184,6 +193,28 @@ class Kube:
             got = self.client.apply(  # type: ignore[call-overload]
                 res.from_dict(obj), namespace=ns, force=True, field_manager=manager
             )
+        return dict(got.to_dict())
+
+    def apply_status(self, obj: dict[str, Any], manager: str) -> dict[str, Any]:
+        """Server-side apply of the status subresource (only the fields in `obj["status"]`)."""
+        kind = KINDS[obj["kind"]]
+        res = _resource(kind)
+        ns = obj.get("metadata", {}).get("namespace")
+        with self.errors("apply the status of", kind, ns):
+            got = self.client.apply(  # type: ignore[call-overload]
+                res.Status.from_dict(obj), namespace=ns, force=True, field_manager=manager
+            )
+        return dict(got.to_dict())
+
+    def merge_patch(self, kind_name: str, name: str, namespace: str | None,
+                    patch: dict[str, Any], manager: str) -> dict[str, Any]:  # fmt: skip
+        """A JSON merge patch (a resourceVersion in it makes it conditional: 409 if stale)."""
+        from lightkube.types import PatchType
+
+        kind = KINDS[kind_name]
+        with self.errors("patch", kind, namespace):
+            got = self.client.patch(_resource(kind), name, patch, namespace=namespace,
+                                    patch_type=PatchType.MERGE, field_manager=manager)  # fmt: skip
         return dict(got.to_dict())
 
     def get(self, kind_name: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
@@ -262,6 +293,19 @@ class Kube:
             return "Kueue's visibility API (pendingworkloads) is not served here"
         items = dict(got.to_dict()).get("items") or []
         return [dict(i) for i in items]
+
+    def whoami(self) -> str:
+        """The user as the API server sees them (SelfSubjectReview), else the kubeconfig's."""
+        from lightkube.resources.authentication_v1 import SelfSubjectReview
+
+        try:
+            got = self.client.create(SelfSubjectReview())
+            info = got.status.userInfo if got.status else None
+            if info is not None and info.username:
+                return str(info.username)
+        except Exception:  # older servers, or not allowed: the kubeconfig's name will do
+            pass
+        return self.user
 
     def can(self, verb: str, kind_name: str, namespace: str) -> bool:
         """SelfSubjectAccessReview: may the current user do `verb` on the kind there?"""

@@ -1,0 +1,679 @@
+"""The controller on kopf: watches in, level-based reconcilers, server-side apply out.
+
+Every handler is level-based: it recomputes the whole desired state of what it owns from the
+objects as they are now (kopf's indexes, filled by watches, or one LIST of the few platform
+objects) and writes only what differs, with field manager `taugrid-controller`. So a missed or
+repeated event changes nothing, and an idle run costs no API call (watches, not polling).
+
+Four reconcilers:
+- the lifecycle recorder: TauRun.status from the run's workload, Kueue Workload, pods and
+  Warning events (`recorder.py`), on any change to one of them or to a node they run on;
+- quota grants: TauQuotaRequests -> each ClusterQueue's grant Cohort (`quota.py`), on any
+  change to requests, queues or capacity, and when the next grant expires;
+- GPU remediation: node conditions -> quarantine / release (`remediation.py`), on node changes
+  and when a cleared node's wait ends;
+- platform status: TauWorkspace StorageReady/QueueReady, TauCluster capacity per profile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+import kopf
+
+from taugrid.api import constants as C
+from taugrid.api import naming
+from taugrid.api.crds import (
+    TauClusterSpec,
+    TauClusterStatus,
+    TauQuotaRequestSpec,
+    TauQuotaRequestStatus,
+    TauWorkspaceSpec,
+    TauWorkspaceStatus,
+)
+from taugrid.api.platform import RemediationConfig
+from taugrid.api.profiles import WorkloadProfile
+from taugrid.api.quantity import canonical
+from taugrid.controller import platform as P
+from taugrid.controller import quota as Q
+from taugrid.controller import remediation as R
+from taugrid.controller.config import FIELD_MANAGER, PEERING, ControllerConfig
+from taugrid.controller.recorder import RunObjects, compute_status, recorded, same
+from taugrid.runs.backends.kube.client import Kube
+from taugrid.runs.backends.kube.facts import node_problems
+
+log = logging.getLogger("taugrid.controller")
+RunKey = tuple[str, str]  # (namespace, run id)
+COALESCE_S = 0.05  # a burst of events -> one reconcile
+
+
+def now_utc() -> datetime:
+    return datetime.now(UTC)
+
+
+def _first(store: Any) -> dict[str, Any] | None:
+    for v in store or ():
+        return dict(v)
+    return None
+
+
+_DROP_META = ("managedFields", "ownerReferences")
+
+
+def slim(body: Mapping[str, Any], keep_spec: bool = True) -> dict[str, Any]:
+    """What the controller keeps of an object: no managed fields, no pod spec but its node."""
+    meta = {k: v for k, v in dict(body.get("metadata") or {}).items() if k not in _DROP_META}
+    if body.get("kind") == "Workload" or body.get("metadata", {}).get("ownerReferences"):
+        meta["ownerReferences"] = [
+            {"kind": r.get("kind"), "name": r.get("name")}
+            for r in body["metadata"].get("ownerReferences") or []
+        ]
+    out: dict[str, Any] = {"apiVersion": body.get("apiVersion"), "kind": body.get("kind"),
+                           "metadata": meta, "status": dict(body.get("status") or {})}  # fmt: skip
+    spec = dict(body.get("spec") or {})
+    if body.get("kind") == "Pod":
+        spec = {"nodeName": spec.get("nodeName")}
+    elif body.get("kind") in ("Job", "RayJob"):
+        spec = {"suspend": spec.get("suspend")}
+    out["spec"] = spec if keep_spec else {}
+    for k in ("type", "reason", "message", "count", "firstTimestamp", "lastTimestamp",
+              "eventTime", "involvedObject"):  # fmt: skip
+        if k in body:
+            out[k] = body[k]
+    return out
+
+
+def _run_key(kw: Mapping[str, Any]) -> RunKey:
+    return (str(kw["namespace"]), str(kw["labels"][C.LABEL_RUN_ID]))
+
+
+@dataclass
+class Stats:
+    """What the benchmark and `--stats` read: our API calls and reconcile latencies."""
+
+    calls: Counter[str] = field(default_factory=Counter)
+    latency: dict[str, list[float]] = field(default_factory=dict)
+
+    def took(self, what: str, seconds: float) -> None:
+        self.latency.setdefault(what, []).append(seconds)
+
+
+class Controller:
+    def __init__(self, cfg: ControllerConfig, kube: Kube, clock: Callable[[], datetime] = now_utc):
+        self.cfg, self.kube, self.clock = cfg, kube, clock
+        self.stats = Stats()
+        self.nodes: dict[str, dict[str, Any]] = {}
+        self.problems: dict[str, list[str]] = {}
+        self._locks: dict[RunKey, asyncio.Lock] = {}
+        self._wake: dict[str, asyncio.Event] = {}
+        self._since: dict[str, float] = {}  # first unhandled wake of each worker (latency)
+        self._tasks: list[asyncio.Task[None]] = []
+        self._capacity_sig: tuple[Any, ...] = ()
+        self.breaker: R.Verdicts | None = None
+        self.registry = self._build()
+
+    # --- I/O (in a thread: lightkube is synchronous) ---------------------------------------
+    async def _io(self, verb: str, fn: Callable[..., Any], *args: Any) -> Any:
+        self.stats.calls[verb] += 1
+        return await asyncio.to_thread(fn, *args)
+
+    def wake(self, worker: str) -> None:
+        ev = self._wake.get(worker)
+        if ev is not None:
+            self._since.setdefault(worker, time.monotonic())
+            ev.set()
+
+    # --- kopf wiring -------------------------------------------------------------------------
+    def _build(self) -> kopf.OperatorRegistry:
+        reg = kopf.OperatorRegistry()
+        me = self
+        run_id = {C.LABEL_RUN_ID: kopf.PRESENT}
+
+        @kopf.on.login(registry=reg)
+        def login(**_: Any) -> kopf.ConnectionInfo:
+            return connection_info(me.kube)
+
+        @kopf.on.startup(registry=reg)
+        async def startup(**kw: Any) -> None:
+            me.configure(kw["settings"])
+            me.start_workers()
+
+        @kopf.on.cleanup(registry=reg)
+        async def cleanup(**_: Any) -> None:
+            for t in me._tasks:
+                t.cancel()
+
+        # Indexes: kopf fills them from its watches before any handler runs, so the recorder
+        # never writes a status from half a picture. (kopf calls with keywords: `**kw`.)
+        @kopf.index(C.GROUP, C.VERSION, "runs", registry=reg)
+        def taurun_idx(**kw: Any) -> Any:
+            return {(kw["namespace"], kw["name"]): slim(kw["body"])}
+
+        @kopf.index("batch", "v1", "jobs", labels=run_id, registry=reg)
+        def job_idx(**kw: Any) -> Any:
+            return {_run_key(kw): slim(kw["body"])}
+
+        @kopf.index("ray.io", "v1", "rayjobs", labels=run_id, registry=reg)
+        def rayjob_idx(**kw: Any) -> Any:
+            return {_run_key(kw): slim(kw["body"])}
+
+        @kopf.index("kueue.x-k8s.io", "v1beta2", "workloads", registry=reg)
+        def kueue_idx(**kw: Any) -> Any:
+            owners = kw["body"].get("metadata", {}).get("ownerReferences") or []
+            return {(kw["namespace"], o["name"]): slim(kw["body"]) for o in owners}
+
+        @kopf.index("v1", "pods", labels=run_id, registry=reg)
+        def pod_idx(**kw: Any) -> Any:
+            return {_run_key(kw): slim(kw["body"])}
+
+        @kopf.index("v1", "pods", labels=run_id, registry=reg)
+        def node_runs_idx(**kw: Any) -> Any:
+            node = kw["spec"].get("nodeName")
+            return {node: _run_key(kw)} if node else None
+
+        @kopf.index("v1", "events", registry=reg)
+        def event_idx(**kw: Any) -> Any:
+            body = kw["body"]
+            if body.get("type") != "Warning":
+                return None
+            return {(kw["namespace"], (body.get("involvedObject") or {}).get("name")): slim(body)}
+
+        # The recorder: any change to a run's objects.
+        @kopf.on.event(C.GROUP, C.VERSION, "runs", registry=reg)
+        async def on_taurun(**kw: Any) -> None:
+            if kw["type"] != "DELETED":
+                await me.record((kw["namespace"], kw["name"]), kw)
+
+        @kopf.on.event("batch", "v1", "jobs", labels=run_id, registry=reg)
+        async def on_job(**kw: Any) -> None:
+            await me.record(_run_key(kw), kw)
+
+        @kopf.on.event("ray.io", "v1", "rayjobs", labels=run_id, registry=reg)
+        async def on_rayjob(**kw: Any) -> None:
+            await me.record(_run_key(kw), kw)
+
+        @kopf.on.event("kueue.x-k8s.io", "v1beta2", "workloads", registry=reg)
+        async def on_workload(**kw: Any) -> None:
+            for o in kw["body"].get("metadata", {}).get("ownerReferences") or []:
+                await me.record((kw["namespace"], o["name"]), kw)
+            me.wake("quota")  # usage changed: a waiting grant may now matter
+
+        @kopf.on.event("v1", "pods", labels=run_id, registry=reg)
+        async def on_pod(**kw: Any) -> None:
+            await me.record(_run_key(kw), kw)
+
+        @kopf.on.event("v1", "events", registry=reg)
+        async def on_event(**kw: Any) -> None:
+            body = kw["body"]
+            if body.get("type") != "Warning":
+                return
+            involved = (body.get("involvedObject") or {}).get("name") or ""
+            key = me.run_of(kw["namespace"], involved, kw)
+            if key is not None:
+                await me.record(key, kw)
+
+        # Nodes: remediation, capacity, and the GPU signal of the runs on them.
+        @kopf.on.event("v1", "nodes", registry=reg)
+        async def on_node(**kw: Any) -> None:
+            body = None if kw["type"] == "DELETED" else slim(kw["body"])
+            await me.node_changed(kw["name"], body, kw)
+
+        # Quota and platform objects: few; their reconcilers read them whole.
+        for group, version, plural, workers in (
+            (C.GROUP, C.VERSION, "quotarequests", ("quota",)),
+            (C.GROUP, C.VERSION, "workspaces", ("platform", "quota")),
+            (C.GROUP, C.VERSION, "clusters", ("platform", "quota")),
+            ("kueue.x-k8s.io", "v1beta2", "clusterqueues", ("platform", "quota")),
+            ("kueue.x-k8s.io", "v1beta2", "localqueues", ("platform", "quota")),
+            ("kueue.x-k8s.io", "v1beta2", "cohorts", ("quota",)),
+            ("v1", "persistentvolumeclaims", None, ("platform",)),
+        ):
+            me._wire(reg, group, version, plural, workers)
+        return reg
+
+    def _wire(self, reg: kopf.OperatorRegistry, group: str, version: str, plural: str | None,
+              workers: tuple[str, ...]) -> None:  # fmt: skip
+        args = (group, version, plural) if plural else (group, version)
+
+        @kopf.on.event(*args, registry=reg)
+        async def wake(**_: Any) -> None:
+            for w in workers:
+                self.wake(w)
+
+    def configure(self, settings: kopf.OperatorSettings) -> None:
+        settings.peering.name = PEERING
+        settings.peering.mandatory = False  # without kopf's peering CRD: standalone
+        settings.peering.clusterwide = True
+        settings.posting.level = logging.WARNING
+        settings.watching.server_timeout = 300
+        settings.watching.client_timeout = 330
+        settings.watching.connect_timeout = 10
+        settings.watching.label_selectors["v1", "pods"] = C.LABEL_RUN_ID
+        settings.watching.label_selectors["batch", "jobs"] = C.LABEL_RUN_ID
+        settings.watching.label_selectors["ray.io", "rayjobs"] = C.LABEL_RUN_ID
+        settings.watching.field_selectors["v1", "events"] = "type=Warning"
+        settings.execution.max_workers = 4
+
+    def start_workers(self) -> None:
+        for name, fn in (("quota", self.reconcile_quota), ("remediation", self.reconcile_nodes),
+                         ("platform", self.reconcile_platform)):  # fmt: skip
+            self._wake[name] = asyncio.Event()
+            self._wake[name].set()  # once at start
+            self._tasks.append(asyncio.create_task(self._loop(name, fn)))
+
+    async def _loop(self, name: str, fn: Callable[[], Awaitable[float | None]]) -> None:
+        """Run `fn` when woken (coalescing bursts) or when its own deadline comes."""
+        ev = self._wake[name]
+        timeout: float | None = None
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(ev.wait(), timeout)
+            await asyncio.sleep(COALESCE_S)
+            ev.clear()
+            started = self._since.pop(name, time.monotonic())
+            try:
+                timeout = await fn()
+                self.stats.took(name, time.monotonic() - started)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # keep going: the next event or deadline tries again
+                log.warning("%s reconcile failed: %s", name, e)
+                timeout = 5.0
+
+    # --- the lifecycle recorder ----------------------------------------------------------------
+    def run_of(self, namespace: str, involved: str, kw: Mapping[str, Any]) -> RunKey | None:
+        if (namespace, involved) in kw["taurun_idx"]:
+            return (namespace, involved)
+        for key in kw["taurun_idx"]:  # a pod or workload of a run: named after the run
+            if key[0] == namespace and involved.startswith(key[1]):
+                return key  # type: ignore[no-any-return]
+        return None
+
+    def objects(self, key: RunKey, kw: Mapping[str, Any]) -> RunObjects | None:
+        tr = _first(kw["taurun_idx"].get(key))
+        if tr is None:
+            return None
+        pods = [dict(p) for p in kw["pod_idx"].get(key, ())]
+        kueue = _first(kw["kueue_idx"].get(key))
+        names = {key[1], *(p["metadata"]["name"] for p in pods)}
+        if kueue:
+            names.add(kueue["metadata"]["name"])
+        events = [dict(e) for n in names for e in kw["event_idx"].get((key[0], n), ())]
+        workload = _first(kw["job_idx"].get(key)) or _first(kw["rayjob_idx"].get(key))
+        return RunObjects(taurun=tr, workload=workload, kueue=kueue, pods=pods, events=events)
+
+    async def record(self, key: RunKey, kw: Mapping[str, Any]) -> None:
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            objs = self.objects(key, kw)
+            if objs is None:
+                self._locks.pop(key, None)
+                return
+            new = compute_status(objs, self.problems, self.clock())
+            old = recorded(objs.taurun)
+            if old is not None and same(old, new):
+                return
+            body = {"apiVersion": C.API_VERSION, "kind": "TauRun",
+                    "metadata": {"name": key[1], "namespace": key[0]},
+                    "status": new.model_dump(mode="json", exclude_none=True)}  # fmt: skip
+            await self._io("apply-status", self.kube.apply_status, body, FIELD_MANAGER)
+
+    # --- nodes --------------------------------------------------------------------------------
+    async def node_changed(
+        self, name: str, body: dict[str, Any] | None, kw: Mapping[str, Any]
+    ) -> None:
+        if body is None:
+            self.nodes.pop(name, None)
+        else:
+            self.nodes[name] = body
+        before = self.problems.get(name, [])
+        after = node_problems([body])[0].get(name, []) if body else []
+        self.problems[name] = after
+        if before != after:
+            self.wake("remediation")
+            for key in {tuple(k) for k in kw["node_runs_idx"].get(name, ())}:
+                await self.record(key, kw)
+        elif body is not None and self._quarantine_relevant(body):
+            self.wake("remediation")
+        sig = self._capacity_signature()
+        if sig != self._capacity_sig:
+            self._capacity_sig = sig
+            self.wake("platform")
+            self.wake("quota")
+
+    def _quarantine_relevant(self, body: Mapping[str, Any]) -> bool:
+        view = R.node_view(body)
+        return view.ours or bool(R.faults(view, self.cfg.remediation))
+
+    def _capacity_signature(self) -> tuple[Any, ...]:
+        return tuple(sorted(
+            (n, str((b.get("status") or {}).get("allocatable", {}).get(C.GPU_RESOURCE)),
+             P.healthy(R.node_view(b), self.cfg.remediation), tuple(sorted((b.get("metadata") or {}).get("labels", {}).items())))
+            for n, b in self.nodes.items()
+        ))  # fmt: skip
+
+    async def reconcile_nodes(self) -> float | None:
+        """Quarantine and release, as decided over every node now. Returns when to look again
+        (the soonest release), or None."""
+        cfg = self.cfg.remediation
+        now = self.clock()
+        views = {n: R.node_view(b) for n, b in self.nodes.items()}
+        verdicts = R.decide(views.values(), cfg, now)
+        soonest: float | None = None
+        for d in verdicts.decisions:
+            node = views[d.node]
+            patch: dict[str, Any] | None = None
+            if d.action == R.Action.quarantine:
+                patch = R.quarantine_patch(node, d, now)
+                log.warning(
+                    "%squarantine %s: %s", "[dry-run] " if cfg.dry_run else "", d.node, d.why
+                )
+            elif d.action == R.Action.release:
+                patch = R.release_patch(node)
+                log.warning("%srelease %s: %s", "[dry-run] " if cfg.dry_run else "", d.node, d.why)
+            elif d.action == R.Action.keep and d.mark_clear:
+                patch = R.clear_seen_patch(now)
+            elif d.action == R.Action.held_by_breaker:
+                log.warning("hold %s: %s", d.node, d.why)
+            if d.action == R.Action.keep and not d.faults:
+                soonest = min(soonest or cfg.clear_after_seconds, _seconds_left(d.why, cfg))
+            if patch is None or cfg.dry_run:
+                continue
+            got = await self._io("patch-node", self.kube.merge_patch, "Node", d.node, None, patch,
+                                 FIELD_MANAGER)  # fmt: skip
+            self.nodes[d.node] = slim(got)
+            if d.action == R.Action.quarantine:
+                self.stats.took(
+                    "cordon", time.monotonic() - self._since.get("remediation", time.monotonic())
+                )
+        self.breaker = verdicts
+        return soonest
+
+    # --- quota grants -------------------------------------------------------------------------
+    async def reconcile_quota(self) -> float | None:
+        kube = self.kube
+        lists = await asyncio.gather(
+            self._io("list", kube.list, "TauQuotaRequest", None),
+            self._io("list", kube.list, "ClusterQueue", None),
+            self._io("list", kube.list, "LocalQueue", None),
+            self._io("list", kube.list, "ResourceFlavor", None),
+            self._io("list", kube.list, "Cohort", None),
+            self._io("list", kube.list, "TauWorkspace", self.cfg.system_namespace),
+            self._io("get", kube.get, "TauCluster", self.cfg.cluster_object, None),
+        )
+        reqs_raw, cqs_raw, lqs_raw, flavors_raw, cohorts_raw, ws_raw, cluster = lists
+        now = self.clock()
+        cqs = {c["metadata"]["name"]: c for c in cqs_raw}
+        profiles = _profiles(cluster)
+        workspaces = {w["metadata"]["name"]: w for w in ws_raw}
+        requests = [self._request(r, lqs_raw, cqs, workspaces, profiles) for r in reqs_raw]
+        targets = {r.target for r in requests if r.target is not None}
+        flavor_labels = {f["metadata"]["name"]: (f.get("spec") or {}).get("nodeLabels") or {}
+                         for f in flavors_raw}  # fmt: skip
+        views = [R.node_view(b) for b in self.nodes.values()]
+        alloc = {n: (b.get("status") or {}).get("allocatable") or {} for n, b in self.nodes.items()}
+        capacity = {(t.flavor, t.resource): P.pool_capacity(profiles, views, alloc, flavor_labels,
+                                                              t.flavor, t.resource)
+                    for t in targets}  # fmt: skip
+        plan = Q.plan(requests, P.rooms(targets, cqs, capacity), now)
+        # Cohorts first (the grant), then what each request says about it.
+        cohorts = {c["metadata"]["name"]: c for c in cohorts_raw}
+        for cq in sorted({t.cluster_queue for t in targets} | _granted_queues(cohorts)):
+            want = Q.cohort_quota(plan.grants, cq)
+            have = ((cohorts.get(naming.grant_cohort(cq)) or {}).get("spec") or {}).get(
+                "resourceGroups"
+            ) or []
+            if _normal(want) != _normal(have):
+                body = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Cohort",
+                        "metadata": {"name": naming.grant_cohort(cq)},
+                        "spec": {"resourceGroups": want}}  # fmt: skip
+                await self._io("apply", kube.apply, body, FIELD_MANAGER)
+                log.info("grant cohort %s: %s", naming.grant_cohort(cq), want or "no grants")
+        for r in requests:
+            new = plan.statuses[r.key]
+            new.conditions = Q.stamp(new.conditions, now)
+            if _status_same(r.status, new):
+                continue
+            body = {"apiVersion": C.API_VERSION, "kind": "TauQuotaRequest",
+                    "metadata": {"name": r.name, "namespace": r.namespace},
+                    "status": new.model_dump(mode="json", exclude_none=True,
+                                             exclude={"decision"})}  # fmt: skip
+            await self._io("apply-status", kube.apply_status, body, FIELD_MANAGER)
+        nxt = Q.next_change(plan.statuses.values())
+        return max(0.0, (nxt - self.clock()).total_seconds()) if nxt else None
+
+    def _request(self, raw: dict[str, Any], lqs: list[dict[str, Any]], cqs: Mapping[str, Any],
+                 workspaces: Mapping[str, Any], profiles: list[WorkloadProfile]) -> Q.Request:  # fmt: skip
+        meta = raw["metadata"]
+        ns, name = meta["namespace"], meta["name"]
+        spec = TauQuotaRequestSpec.model_validate(raw.get("spec") or {})
+        try:
+            status = TauQuotaRequestStatus.model_validate(raw.get("status") or {})
+        except ValueError:
+            status = TauQuotaRequestStatus()
+        target, problem = resolve_target(ns, spec, lqs, cqs, workspaces, profiles)
+        return Q.Request(namespace=ns, name=name, generation=int(meta.get("generation") or 1),
+                         created=Q.parse_time(meta.get("creationTimestamp")) or self.clock(),
+                         spec=spec, status=status, target=target, problem=problem)  # fmt: skip
+
+    # --- platform status ------------------------------------------------------------------------
+    async def reconcile_platform(self) -> float | None:
+        kube, cfg = self.kube, self.cfg
+        ws_raw, lqs, cqs_raw, pvcs, cluster = await asyncio.gather(
+            self._io("list", kube.list, "TauWorkspace", cfg.system_namespace),
+            self._io("list", kube.list, "LocalQueue", None),
+            self._io("list", kube.list, "ClusterQueue", None),
+            self._io("list", kube.list, "PersistentVolumeClaim", None),
+            self._io("get", kube.get, "TauCluster", cfg.cluster_object, None),
+        )
+        now = self.clock()
+        cqs = {c["metadata"]["name"]: c for c in cqs_raw}
+        for w in ws_raw:
+            spec = TauWorkspaceSpec.model_validate(w.get("spec") or {})
+            old = _model(TauWorkspaceStatus, w.get("status"))
+            pvc = next((p for p in pvcs if p["metadata"]["namespace"] == spec.namespace
+                        and p["metadata"]["name"] == spec.storage.pvc), None)  # fmt: skip
+            present = {
+                q["metadata"]["name"]: q
+                for q in lqs
+                if q["metadata"]["namespace"] == spec.namespace
+            }
+            conds = P.workspace_conditions(spec.storage.pvc, pvc, spec.localQueues, present, cqs,
+                                           old.conditions, now)  # fmt: skip
+            new = TauWorkspaceStatus(
+                phase="Ready" if all(c.status == "True" for c in conds) else "Pending",
+                observedGeneration=w["metadata"].get("generation"), conditions=conds,
+            )  # fmt: skip
+            if new.model_dump(mode="json") != old.model_dump(mode="json"):
+                await self._io(
+                    "apply-status",
+                    kube.apply_status,
+                    _status_body("TauWorkspace", w, new),
+                    FIELD_MANAGER,
+                )
+        if cluster is not None:
+            old_c = _model(TauClusterStatus, cluster.get("status"))
+            views = [R.node_view(b) for b in self.nodes.values()]
+            alloc = {
+                n: (b.get("status") or {}).get("allocatable") or {} for n, b in self.nodes.items()
+            }
+            caps = P.profile_capacity(_profiles(cluster), views, alloc, cfg.remediation)
+            breaker = self.breaker
+            gpu_ok = all(c.cordonedByTau == 0 for c in caps)
+            conds = [
+                P.condition("GPUNodesHealthy", gpu_ok, "Healthy" if gpu_ok else "Quarantined",
+                            ", ".join(f"{c.name}: {c.cordonedByTau} quarantined" for c in caps
+                                      if c.cordonedByTau) or "no node quarantined",
+                            old_c.conditions, now),
+                P.condition("RemediationHeld", bool(breaker and breaker.breaker_open),
+                            "CircuitBreaker" if breaker and breaker.breaker_open else "Closed",
+                            f"at most {breaker.limit} of {breaker.gpu_nodes} GPU nodes quarantined at once"
+                            if breaker else "", old_c.conditions, now),
+            ]  # fmt: skip
+            new_c = old_c.model_copy(update={
+                "phase": "Ready" if gpu_ok else "Degraded", "profiles": caps, "conditions": conds,
+                "observedGeneration": cluster["metadata"].get("generation"),
+            })  # fmt: skip
+            if new_c.model_dump(mode="json", exclude={"observedAt"}) != old_c.model_dump(
+                mode="json", exclude={"observedAt"}
+            ):
+                new_c.observedAt = Q.iso(now)
+                await self._io(
+                    "apply-status",
+                    kube.apply_status,
+                    _status_body("TauCluster", cluster, new_c),
+                    FIELD_MANAGER,
+                )
+        return None
+
+
+def _status_body(kind: str, obj: Mapping[str, Any], status: Any) -> dict[str, Any]:
+    meta = {"name": obj["metadata"]["name"]}
+    if obj["metadata"].get("namespace"):
+        meta["namespace"] = obj["metadata"]["namespace"]
+    return {"apiVersion": C.API_VERSION, "kind": kind, "metadata": meta,
+            "status": status.model_dump(mode="json", exclude_none=True)}  # fmt: skip
+
+
+def _model(cls: Any, raw: Any) -> Any:
+    try:
+        return cls.model_validate(raw or {})
+    except ValueError:
+        return cls()
+
+
+def _profiles(cluster: Mapping[str, Any] | None) -> list[WorkloadProfile]:
+    if not cluster:
+        return []
+    try:
+        return TauClusterSpec.model_validate(cluster.get("spec") or {}).workloadProfiles
+    except ValueError:
+        return []
+
+
+def _granted_queues(cohorts: Mapping[str, Any]) -> set[str]:
+    """ClusterQueues whose grant cohort holds a grant now (so expiry can empty it)."""
+    prefix = naming.grant_cohort("")
+    return {name[len(prefix):] for name, c in cohorts.items()
+            if name.startswith(prefix) and (c.get("spec") or {}).get("resourceGroups")}  # fmt: skip
+
+
+def _normal(groups: Iterable[Mapping[str, Any]]) -> list[Any]:
+    """resourceGroups compared by value (quantities canonical, as Kueue writes them back)."""
+    out = []
+    for g in groups:
+        flavors = []
+        for f in g.get("flavors") or []:
+            res = [(r.get("name"), canonical(str(r.get("nominalQuota"))),
+                    canonical(str(r.get("lendingLimit"))) if r.get("lendingLimit") is not None else None)
+                   for r in f.get("resources") or []]  # fmt: skip
+            flavors.append((f.get("name"), res))
+        out.append((tuple(g.get("coveredResources") or []), flavors))
+    return out
+
+
+def _status_same(old: TauQuotaRequestStatus, new: TauQuotaRequestStatus) -> bool:
+    dump = {"mode": "json", "exclude": {"decision"}}
+    return old.model_dump(**dump) == new.model_dump(**dump)  # type: ignore[arg-type]
+
+
+def _seconds_left(why: str, cfg: RemediationConfig) -> float:
+    words = why.rsplit(" in ", 1)
+    if len(words) == 2 and words[1].endswith("s") and words[1][:-1].isdigit():
+        return float(words[1][:-1]) + 0.5
+    return float(cfg.clear_after_seconds)
+
+
+def resolve_target(
+    ns: str, spec: TauQuotaRequestSpec, lqs: list[dict[str, Any]], cqs: Mapping[str, Any],
+    workspaces: Mapping[str, Any], profiles: list[WorkloadProfile],
+) -> tuple[Q.Target | None, str | None]:  # fmt: skip
+    """The ClusterQueue a request raises, checked against what the workspace may use."""
+    ws = workspaces.get(spec.workspace)
+    if ws is None:
+        return None, f"no workspace {spec.workspace!r}"
+    if (ws.get("spec") or {}).get("namespace") != ns:
+        return None, f"workspace {spec.workspace!r} is not namespace {ns!r}'s"
+    mine = {
+        str((q.get("spec") or {}).get("clusterQueue"))
+        for q in lqs
+        if q["metadata"]["namespace"] == ns
+    }
+    fits = sorted(cq for cq in mine if cq in cqs and P.covers(cqs[cq], spec.flavor, spec.resource))
+    wanted = spec.clusterQueue
+    if wanted is None and spec.profile:
+        wanted = next((p.clusterQueue for p in profiles if p.name == spec.profile), None)
+    if wanted is not None:
+        if wanted not in fits:
+            return None, (f"ClusterQueue {wanted} does not serve {spec.flavor}/{spec.resource} "
+                          f"to this workspace's queues ({', '.join(sorted(mine)) or 'none'})")  # fmt: skip
+    elif len(fits) == 1:
+        wanted = fits[0]
+    else:
+        return None, (f"{len(fits)} ClusterQueues serve {spec.flavor}/{spec.resource} here: "
+                      "name one (spec.clusterQueue)")  # fmt: skip
+    cohort = (cqs[wanted].get("spec") or {}).get("cohortName")
+    if cohort != naming.grant_cohort(wanted):
+        return None, (f"ClusterQueue {wanted} is in cohort {cohort!r}, not its grant cohort "
+                      f"{naming.grant_cohort(wanted)!r} (a platform older than this controller)")  # fmt: skip
+    return Q.Target(wanted, spec.flavor, spec.resource), None
+
+
+def connection_info(kube: Kube) -> kopf.ConnectionInfo:
+    """kopf's connection: the same kubeconfig context (or service account) as our client."""
+    cfg = kube.config
+    cl = cfg.cluster
+    from lightkube.config.models import User
+
+    user = cfg.user or User()
+    token = user.token
+    if token is None and getattr(user, "token_file", None):
+        with open(str(user.token_file)) as f:
+            token = f.read().strip()
+    return kopf.ConnectionInfo(
+        server=str(cl.server),
+        ca_path=cl.certificate_auth,
+        ca_data=cl.certificate_auth_data,
+        insecure=cl.insecure or None,
+        certificate_path=user.client_cert,
+        certificate_data=user.client_cert_data,
+        private_key_path=user.client_key,
+        private_key_data=user.client_key_data,
+        token=token,
+        username=user.username,
+        password=user.password,
+        default_namespace=cfg.namespace,
+    )
+
+
+def run(
+    cfg: ControllerConfig,
+    context: str | None = None,
+    in_cluster: bool = False,
+    standalone: bool = False,
+    liveness: str | None = None,
+    stop: threading.Event | None = None,
+    ready: threading.Event | None = None,
+) -> Controller:
+    """Run until stopped (SIGINT/SIGTERM, or `stop`). Returns the controller (its stats)."""
+    kube = Kube(context, in_cluster=in_cluster)
+    ctl = Controller(cfg, kube)
+    coro = kopf.operator(
+        registry=ctl.registry, clusterwide=True, standalone=standalone,
+        peering_name=PEERING, liveness_endpoint=liveness, stop_flag=stop, ready_flag=ready,
+    )  # fmt: skip
+    asyncio.run(coro)
+    return ctl
+
+
+__all__ = ["Controller", "Decimal", "run"]

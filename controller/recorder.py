@@ -1,0 +1,205 @@
+"""The lifecycle recorder (pure): a run's objects in, its TauRun.status out.
+
+The same facts (`runs.backends.kube.facts`) and the same status engine (`runs.status`) as
+`tau run status`, so the CLI and the cluster say the same thing; the result is kept in
+TauRun.status with a condensed timeline, so a run is still explained after its pods and events
+are gone. A run that ended keeps the status it ended with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from taugrid.api import constants as C
+from taugrid.api.crds import TauRunStatus, TimelineEntry
+from taugrid.api.evidence import KubeHandle, RunRecord
+from taugrid.api.vocabulary import TERMINAL, Phase, RetryReason, TerminationReason
+from taugrid.controller.timeline import condense
+from taugrid.runs.backends.kube.facts import run_facts
+from taugrid.runs.status import Observations, compute
+
+IN_CLUSTER = "in-cluster"
+
+
+@dataclass
+class RunObjects:
+    """Everything the cluster holds about one run now (from the controller's watches)."""
+
+    taurun: dict[str, Any]
+    workload: dict[str, Any] | None = None  # Job or RayJob
+    kueue: dict[str, Any] | None = None  # Kueue Workload
+    pods: list[dict[str, Any]] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)  # Warning events of its objects
+
+
+def record_of(taurun: Mapping[str, Any]) -> RunRecord:
+    """The run record a TauRun stands for (what status needs of it)."""
+    meta, spec = taurun.get("metadata") or {}, taurun.get("spec") or {}
+    created = str(meta.get("creationTimestamp") or _iso(datetime.now(UTC)))
+    return RunRecord(
+        run_id=spec.get("runId") or meta.get("name"),
+        name=spec.get("runName") or meta.get("name"),
+        workspace=spec.get("workspace") or "",
+        profile=spec.get("profile") or "",
+        workload_kind=spec.get("workloadKind") or "job",
+        handle=KubeHandle(context=IN_CLUSTER, namespace=meta.get("namespace") or ""),
+        submitter=spec.get("submitter") or "",
+        code_folder="",
+        code_revision=spec.get("codeRevision") or "",
+        code_digest="",
+        config_hash=spec.get("configHash") or "",
+        image="",
+        entrypoint="",
+        created_at=created,
+        attempt=int(spec.get("attempt") or 0),
+        workers=int(spec.get("workers") or 1),
+        gpus_per_worker=int(spec.get("gpusPerWorker") or 0),
+        gpus_available=int(spec.get("gpusPerWorker") or 0),
+        max_retries=int(
+            ((spec.get("manifest") or {}).get("resilience") or {}).get("max_retries") or 0
+        ),
+    )
+
+
+def retry_on(taurun: Mapping[str, Any]) -> list[RetryReason]:
+    from taugrid.api.vocabulary import DEFAULT_RETRY_ON
+
+    res = ((taurun.get("spec") or {}).get("manifest") or {}).get("resilience") or {}
+    return list(res.get("retry_on") or DEFAULT_RETRY_ON)
+
+
+def _iso(t: datetime) -> str:
+    return t.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def recorded(taurun: Mapping[str, Any]) -> TauRunStatus | None:
+    raw = taurun.get("status")
+    if not raw:
+        return None
+    try:
+        return TauRunStatus.model_validate(raw)
+    except ValueError:
+        return None  # written by something else: start again
+
+
+def compute_status(
+    objs: RunObjects, node_problems: Mapping[str, list[str]], now: datetime
+) -> TauRunStatus:
+    """TauRun.status for the run now (`observedAt` is `now`)."""
+    old = recorded(objs.taurun) or TauRunStatus()
+    if old.phase in TERMINAL and objs.workload is None and not objs.pods:
+        return old  # ended, and what showed how is gone: keep what was recorded
+    rec = record_of(objs.taurun)
+    ns = rec.handle.namespace  # type: ignore[union-attr]
+    by_name: dict[str, list[dict[str, Any]]] = {}
+    for e in objs.events:
+        by_name.setdefault((e.get("involvedObject") or {}).get("name") or "", []).append(e)
+    facts = run_facts(rec, True, objs.workload, objs.kueue, objs.pods, by_name,
+                      dict(node_problems), True, ns)  # fmt: skip
+    st = compute(Observations(record=rec, history=[], now=now.timestamp(), owner_alive=None,
+                              cluster=facts))  # fmt: skip
+    phase = st.phase
+    reason = st.termination_reason
+    nodes = sorted({p.node for p in facts.pods if p.node} | set(old.nodes))
+    if old.phase in TERMINAL:  # never leave a terminal phase
+        phase, reason = old.phase, old.terminationReason
+    elif phase == Phase.Failed:
+        reason = failure_reason(objs, node_problems, nodes) or reason or TerminationReason.Failed
+    elif objs.workload is None and not objs.pods and old.phase in (Phase.Running, Phase.Starting):
+        phase, reason = Phase.Failed, TerminationReason.Failed
+    entries = list(observed_timeline(objs, phase, st.summary, now, old.phase))
+    return TauRunStatus(
+        phase=phase,
+        attempt=rec.attempt,
+        terminationReason=reason if phase in TERMINAL else None,
+        startTime=st.started_at or old.startTime,
+        completionTime=(st.finished_at or old.completionTime or _iso(now))
+        if phase in TERMINAL
+        else None,
+        runDir=old.runDir or C.run_dir(rec.run_id),
+        summary=_summary(st.summary, phase, reason),
+        nodes=nodes,
+        observedAt=_iso(now),
+        signals=st.signals,
+        timeline=condense(old.timeline, entries),
+        conditions=old.conditions,
+    )
+
+
+def _summary(summary: str, phase: Phase, reason: TerminationReason | None) -> str:
+    if phase == Phase.Failed and reason == TerminationReason.NodeFailure:
+        return f"failed on a faulty GPU node ({summary})"
+    return summary
+
+
+def failure_reason(
+    objs: RunObjects, node_problems: Mapping[str, list[str]], nodes: Iterable[str]
+) -> TerminationReason | None:
+    """Why a failed run failed, as far as the cluster shows: a node fault (its node had a GPU
+    fault or was lost), an eviction or preemption, or OOM."""
+    if any(node_problems.get(n) for n in nodes):
+        return TerminationReason.NodeFailure
+    for p in objs.pods:
+        st = p.get("status") or {}
+        if st.get("reason") in ("NodeLost", "NodeAffinity", "Terminated"):
+            return TerminationReason.NodeFailure
+        for c in st.get("conditions") or []:
+            if c.get("type") == "DisruptionTarget" and c.get("status") == "True":
+                return (TerminationReason.Preempted if "Preempt" in str(c.get("reason"))
+                        else TerminationReason.Evicted)  # fmt: skip
+        for cs in st.get("containerStatuses") or []:
+            term = (
+                (cs.get("state") or {}).get("terminated")
+                or (cs.get("lastState") or {}).get("terminated")
+                or {}
+            )
+            if term.get("reason") == "OOMKilled":
+                return TerminationReason.OOMKilled
+    for c in ((objs.kueue or {}).get("status") or {}).get("conditions") or []:
+        if c.get("type") in ("Preempted",) and c.get("status") == "True":
+            return TerminationReason.Preempted
+    return None
+
+
+_KUEUE_STEPS = ("QuotaReserved", "Admitted", "Evicted", "Preempted", "Requeued", "Finished")
+
+
+def observed_timeline(
+    objs: RunObjects, phase: Phase, summary: str, now: datetime, old_phase: Phase | None
+) -> Iterable[TimelineEntry]:
+    """Timeline entries of what the objects show now (merged with the stored ones later)."""
+    if phase != old_phase:
+        yield TimelineEntry(at=_iso(now), reason=str(phase), message=summary)
+    for c in ((objs.kueue or {}).get("status") or {}).get("conditions") or []:
+        if (
+            c.get("type") in _KUEUE_STEPS
+            and c.get("status") == "True"
+            and c.get("lastTransitionTime")
+        ):
+            yield TimelineEntry(at=str(c["lastTransitionTime"]), reason=f"Kueue{c['type']}",
+                                message=str(c.get("message") or ""))  # fmt: skip
+    for p in objs.pods:
+        node = (p.get("spec") or {}).get("nodeName")
+        for c in (p.get("status") or {}).get("conditions") or []:
+            if c.get("type") == "PodScheduled" and c.get("status") == "True" and node:
+                yield TimelineEntry(at=str(c.get("lastTransitionTime") or _iso(now)),
+                                    reason="Scheduled",
+                                    message=f"{p['metadata']['name']} on {node}")  # fmt: skip
+    for e in objs.events:
+        at = e.get("firstTimestamp") or e.get("eventTime") or e.get("lastTimestamp")
+        if not at:
+            continue
+        yield TimelineEntry(
+            at=str(at), reason=str(e.get("reason") or "Warning"),
+            message=str(e.get("message") or "")[:300], count=max(1, int(e.get("count") or 1)),
+            last=str(e.get("lastTimestamp") or at),
+        )  # fmt: skip
+
+
+def same(a: TauRunStatus, b: TauRunStatus) -> bool:
+    """Equal but for when it was observed (nothing to write)."""
+    dump = {"exclude": {"observedAt"}, "mode": "json"}
+    return a.model_dump(**dump) == b.model_dump(**dump)  # type: ignore[arg-type]

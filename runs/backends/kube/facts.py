@@ -1,0 +1,174 @@
+"""A run's facts from a cluster's objects (pure: dicts in, `ClusterFacts` out).
+
+Shared by the kube backend (objects from one LIST per kind) and the controller's lifecycle
+recorder (objects from its watches), so `tau run status` and TauRun.status say the same.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from taugrid.api import constants as C
+from taugrid.api.evidence import RunRecord
+from taugrid.runs.status import ClusterFacts, PodFact
+
+
+def node_problems(items: list[dict[str, Any]] | None) -> tuple[dict[str, list[str]], bool]:
+    if items is None:
+        return {}, False
+    problems: dict[str, list[str]] = {}
+    for n in items:
+        bad = [
+            f"{c['type']}={c['status']}" + (f" ({c.get('reason')})" if c.get("reason") else "")
+            for c in (n.get("status") or {}).get("conditions") or []
+            if c.get("type") in C.GPU_FAULT_CONDITIONS and c.get("status") == "True"
+        ]
+        bad += [
+            f"taint {t['key']}" for t in (n.get("spec") or {}).get("taints") or []
+            if t.get("key") == C.GPU_UNHEALTHY_TAINT
+        ]  # fmt: skip
+        problems[n["metadata"]["name"]] = bad
+    return problems, True
+
+
+def admitted(w: dict[str, Any]) -> bool:
+    conds = (w.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Admitted" and c.get("status") == "True" for c in conds)
+
+
+Pending = dict[tuple[str, str], list[dict[str, Any]] | str]
+
+
+def _position(kw: dict[str, Any], ns: str, pending: Pending) -> tuple[int | None, str | None]:
+    """(1-based position in its LocalQueue, or None with the reason it is unknown)."""
+    queue = str((kw.get("spec") or {}).get("queueName"))
+    got = pending.get((ns, queue))
+    if got is None:
+        return None, None
+    if isinstance(got, str):
+        return None, got
+    name = kw["metadata"]["name"]
+    for item in got:
+        if (item.get("metadata") or {}).get("name") == name:
+            return int(item.get("positionInLocalQueue", 0)) + 1, None
+    return None, "not in Kueue's pending list (being admitted?)"
+
+
+def namespace_facts(
+    ns: str, recs: list[RunRecord], lists: dict[tuple[str, str | None], list[dict[str, Any]] | None],
+    nodes: dict[str, list[str]], nodes_visible: bool, pending: Pending | None = None,
+) -> dict[str, ClusterFacts]:  # fmt: skip
+    def items(kind: str) -> list[dict[str, Any]]:
+        return lists.get((kind, ns)) or []
+
+    taruns = {o["metadata"]["name"] for o in items("TauRun")}
+    workloads = {o["metadata"]["name"]: o for o in [*items("RayJob"), *items("Job")]}
+    kueue: dict[str, dict[str, Any]] = {}
+    for w in items("Workload"):
+        for ref in w["metadata"].get("ownerReferences") or []:
+            kueue[ref["name"]] = w
+    pods: dict[str, list[dict[str, Any]]] = {}
+    for p in items("Pod"):
+        rid = (p["metadata"].get("labels") or {}).get(C.LABEL_RUN_ID)
+        if rid:
+            pods.setdefault(rid, []).append(p)
+    events: dict[str, list[dict[str, Any]]] = {}
+    for e in items("Event"):
+        events.setdefault((e.get("involvedObject") or {}).get("name") or "", []).append(e)
+    return {
+        rec.run_id: run_facts(
+            rec,
+            rec.run_id in taruns,
+            workloads.get(rec.run_id),
+            kueue.get(rec.run_id),
+            pods.get(rec.run_id, []),
+            events,
+            nodes,
+            nodes_visible,
+            ns,
+            pending or {},
+        )
+        for rec in recs
+    }
+
+
+def run_facts(rec: RunRecord, taurun: bool, workload: dict[str, Any] | None,
+               kw: dict[str, Any] | None, pods: list[dict[str, Any]],
+               events: dict[str, list[dict[str, Any]]], nodes: dict[str, list[str]],
+               nodes_visible: bool, ns: str = "", pending: Pending | None = None) -> ClusterFacts:  # fmt: skip
+    finished = message = None
+    suspended = None
+    started = ended = None
+    if workload is not None:
+        spec, status = workload.get("spec") or {}, workload.get("status") or {}
+        suspended = spec.get("suspend")
+        started = status.get("startTime")
+        ended = status.get("completionTime") or status.get("endTime")
+        if rec.workload_kind == "rayjob":
+            js, ds = status.get("jobStatus"), status.get("jobDeploymentStatus")
+            if js == "SUCCEEDED" or (ds == "Complete" and js in (None, "SUCCEEDED")):
+                finished = "Succeeded"
+            elif js in ("FAILED", "STOPPED") or ds == "Failed":
+                finished = "Failed"
+            message = status.get("message") or (f"RayJob {ds}" if ds else None)
+        else:
+            conds = {
+                c["type"]: c for c in status.get("conditions") or [] if c.get("status") == "True"
+            }
+            if "Complete" in conds:
+                finished, message = "Succeeded", "the Job completed"
+            elif "Failed" in conds:
+                finished = "Failed"
+                message = (
+                    f"{conds['Failed'].get('reason', '')}: {conds['Failed'].get('message', '')}"
+                )
+    kueue_conds = None
+    cq = queue = None
+    if kw is not None:
+        kueue_conds = [
+            {k: str(v) for k, v in c.items()}
+            for c in (kw.get("status") or {}).get("conditions") or []
+        ]
+        cq = ((kw.get("status") or {}).get("admission") or {}).get("clusterQueue")
+        queue = (kw.get("spec") or {}).get("queueName")
+    position = position_note = None
+    if kw is not None and not admitted(kw):
+        position, position_note = _position(kw, ns, pending or {})
+    facts = [pod_fact(p) for p in pods]
+    names = {rec.run_id, *(p["metadata"]["name"] for p in pods)}
+    if kw is not None:
+        names.add(kw["metadata"]["name"])
+    warnings = sorted(
+        ((e.get("reason") or "", e.get("message") or "", str(e.get("lastTimestamp") or e.get("eventTime") or ""))
+         for n in names for e in events.get(n, []) if e.get("type") == "Warning"),
+        key=lambda w: w[2],
+    )  # fmt: skip
+    return ClusterFacts(
+        taurun=taurun, workload=workload is not None, suspended=suspended, finished=finished,
+        started_at=str(started) if started else None, finished_at=str(ended) if ended else None,
+        workload_message=message, kueue=kueue_conds, cluster_queue=cq, queue=queue,
+        position=position, position_note=position_note,
+        pods=facts, warnings=warnings, node_problems=nodes, nodes_visible=nodes_visible,
+    )  # fmt: skip
+
+
+def pod_fact(p: dict[str, Any]) -> PodFact:
+    status = p.get("status") or {}
+    unsched = None
+    since = None
+    for c in status.get("conditions") or []:
+        if c.get("type") == "PodScheduled" and c.get("status") == "False":
+            unsched = f"{c.get('reason', 'Unschedulable')}: {c.get('message', '')}".rstrip(": ")
+            since = str(c.get("lastTransitionTime") or "")
+    waiting = None
+    for cs in [
+        *(status.get("initContainerStatuses") or []),
+        *(status.get("containerStatuses") or []),
+    ]:
+        w = (cs.get("state") or {}).get("waiting") or {}
+        if w.get("reason") in ("ImagePullBackOff", "ErrImagePull", "CrashLoopBackOff",
+                               "CreateContainerConfigError", "InvalidImageName"):  # fmt: skip
+            waiting = f"{w['reason']}: {w.get('message', '')}".rstrip(": ")
+    return PodFact(name=p["metadata"]["name"], phase=status.get("phase") or "Unknown",
+                   node=(p.get("spec") or {}).get("nodeName"), unschedulable=unsched,
+                   waiting=waiting, since=since)  # fmt: skip
