@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from taugrid.api import constants as C
 from taugrid.api.profiles import WorkloadProfile, WorkspaceRef
-from taugrid.api.vocabulary import Phase, Signal, TerminationReason
+from taugrid.api.vocabulary import Phase, Signal, TerminationReason, TimelineEntry
 
 
 class _Model(BaseModel):
@@ -173,16 +173,6 @@ class TauRunSpec(_Model):
         description="The tau.yaml as submitted (secrets are references only)",
         json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
     )
-
-
-class TimelineEntry(_Model):
-    """One line of a run's condensed timeline (repeats fold into `count` and `last`)."""
-
-    at: str = Field(json_schema_extra={"format": "date-time"})
-    reason: str = Field(min_length=1)
-    message: str = ""
-    count: int = Field(1, ge=1)
-    last: str | None = Field(None, json_schema_extra={"format": "date-time"})
 
 
 class TauRunStatus(_Model):

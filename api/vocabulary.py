@@ -102,6 +102,16 @@ class Signal(_Model):
     evidence: str = ""
 
 
+class TimelineEntry(_Model):
+    """One line of a run's condensed timeline (repeats fold into `count` and `last`)."""
+
+    at: str = Field(json_schema_extra={"format": "date-time"})
+    reason: str = Field(min_length=1)
+    message: str = ""
+    count: int = Field(1, ge=1)
+    last: str | None = Field(None, json_schema_extra={"format": "date-time"})
+
+
 class RunStatus(_Model):
     """What `tau run status` reports: the phase, one-sentence cause, and the six signals."""
 
@@ -123,3 +133,4 @@ class RunStatus(_Model):
     latest_metrics: dict[str, float | int | str] = Field(default_factory=dict)
     last_error: str | None = None  # the last error line the run logged (failed runs)
     evidence: str | None = None  # where the run's evidence record is
+    timeline: list[TimelineEntry] = Field(default_factory=list)  # cluster runs: the controller's

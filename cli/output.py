@@ -101,5 +101,11 @@ def print_status(st: RunStatus) -> None:
         table.add_row(sig.name, f"[{style}]{sig.state}[/]", (sig.since or "")[:19],
                       escape(sig.reason), escape(sig.evidence))  # fmt: skip
     con.print(table)
+    if st.timeline:
+        con.print("  timeline:")
+        for e in st.timeline[-12:]:
+            times = f" x{e.count} (last {(e.last or '')[11:19]})" if e.count > 1 else ""
+            con.print(f"    {e.at[:19].replace('T', ' ')}  {escape(e.reason)}: "
+                      f"{escape(e.message)}{times}")  # fmt: skip
     if st.evidence:
         con.print(f"  evidence: {escape(st.evidence)}")

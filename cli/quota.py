@@ -66,11 +66,12 @@ def _workspace(backend: Any, snap: Any, name: str | None) -> Any:
 
 
 def _namespaces(backend: Any, workspace: str | None, all_: bool) -> list[str] | None:
-    """Where to look: one workspace, cluster-wide (admins), else the user's workspaces."""
+    """Where to look: one workspace, cluster-wide (admins; others fall back to their own
+    workspaces), else the user's workspaces."""
     snap = backend.snapshot()
     if workspace is not None:
         return [_workspace(backend, snap, workspace).namespace]
-    if all_:
+    if all_ and backend.kube.can("list", "TauQuotaRequest", ""):
         return None
     return [w.namespace for w in backend.usable_workspaces(snap)]
 

@@ -396,7 +396,15 @@ class Controller:
                 self.stats.took(
                     "cordon", time.monotonic() - self._since.get("remediation", time.monotonic())
                 )
+        before = self.breaker
         self.breaker = verdicts
+        if before is None or (
+            before.breaker_open,
+            before.limit,
+            before.gpu_nodes,
+            before.quarantined,
+        ) != (verdicts.breaker_open, verdicts.limit, verdicts.gpu_nodes, verdicts.quarantined):
+            self.wake("platform")
         return soonest
 
     # --- quota grants -------------------------------------------------------------------------

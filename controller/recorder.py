@@ -14,11 +14,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from taugrid.api import constants as C
-from taugrid.api.crds import TauRunStatus, TimelineEntry
+from taugrid.api.crds import TauRunStatus
 from taugrid.api.evidence import KubeHandle, RunRecord
-from taugrid.api.vocabulary import TERMINAL, Phase, RetryReason, TerminationReason
+from taugrid.api.vocabulary import TERMINAL, Phase, RetryReason, TerminationReason, TimelineEntry
 from taugrid.controller.timeline import condense
-from taugrid.runs.backends.kube.facts import run_facts
+from taugrid.runs.backends.kube.facts import recorded_status, run_facts
 from taugrid.runs.status import Observations, compute
 
 IN_CLUSTER = "in-cluster"
@@ -76,13 +76,7 @@ def _iso(t: datetime) -> str:
 
 
 def recorded(taurun: Mapping[str, Any]) -> TauRunStatus | None:
-    raw = taurun.get("status")
-    if not raw:
-        return None
-    try:
-        return TauRunStatus.model_validate(raw)
-    except ValueError:
-        return None  # written by something else: start again
+    return recorded_status(dict(taurun))
 
 
 def compute_status(

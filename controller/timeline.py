@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from taugrid.api.crds import TimelineEntry
+from taugrid.api.vocabulary import TimelineEntry
 
 MAX_ENTRIES = 30
 KEEP_HEAD = 5

@@ -263,8 +263,11 @@ class ControlPlane:
         p.write_text(json.dumps(cfg))
         return p
 
-    def add_identity(self, name: str, groups: tuple[str, ...] = ()) -> Identity:
-        cert, key = self.pki.issue(f"user-{name}", name, groups)
+    def add_identity(
+        self, name: str, groups: tuple[str, ...] = (), user: str | None = None
+    ) -> Identity:
+        """A client certificate for `user` (default: `name`; files are named after `name`)."""
+        cert, key = self.pki.issue(f"user-{name}", user or name, groups)
         ident = Identity(name, groups, self.kubeconfig_for(name, cert, key))
         self.identities[name] = ident
         return ident

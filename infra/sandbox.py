@@ -251,8 +251,8 @@ def _start_controller(cp: Any, cfg: PlatformConfig, dyn: Any, say: Say) -> None:
 
     for obj in M.controller_rbac():
         apply(dyn, obj)
-    who = cp.add_identity(f"system:serviceaccount:{SYSTEM_NAMESPACE}:{M.CONTROLLER}",
-                          ("system:serviceaccounts",))  # fmt: skip
+    who = cp.add_identity(M.CONTROLLER, ("system:serviceaccounts",),
+                          user=f"system:serviceaccount:{SYSTEM_NAMESPACE}:{M.CONTROLLER}")  # fmt: skip
     settings = cp.work / "controller.yaml"
     settings.write_text(yaml.safe_dump(
         {"remediation": cfg.components.controller.remediation.model_dump(mode="json")}))  # fmt: skip

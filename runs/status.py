@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from taugrid.api.crds import TauRunStatus
 from taugrid.api.evidence import HistoryEvent, RunRecord
 from taugrid.api.vocabulary import (
     TERMINAL,
@@ -53,6 +54,12 @@ class ClusterFacts:
     warnings: list[tuple[str, str, str]] = field(default_factory=list)  # (reason, message, ts)
     node_problems: dict[str, list[str]] = field(default_factory=dict)  # node -> bad conditions
     nodes_visible: bool = True
+    recorded: TauRunStatus | None = None  # TauRun.status, as the controller recorded it
+
+    @property
+    def from_record(self) -> bool:
+        """The run's workload and pods are gone: only the controller's record explains it."""
+        return bool(self.recorded and self.recorded.phase and not self.workload and not self.pods)
 
 
 @dataclass(frozen=True)
@@ -125,6 +132,9 @@ def cluster_phase(o: Observations) -> tuple[Phase, str | None]:
     assert c is not None
     if rec.phase in TERMINAL:
         return rec.phase, rec.reason
+    if c.from_record:
+        assert c.recorded is not None and c.recorded.phase is not None
+        return c.recorded.phase, c.recorded.summary
     if c.finished == "Succeeded":
         return Phase.Succeeded, c.workload_message or "the workload succeeded"
     if c.finished == "Failed":
@@ -404,8 +414,37 @@ def summarize(phase: Phase, signals: list[Signal], o: Observations | None = None
     )
 
 
+RECORDED = "TauRun status (the controller's record; the run's pods and events are gone)"
+
+
+def _recorded(o: Observations) -> RunStatus | None:
+    """A cluster run whose workload and pods are gone, as the controller recorded it."""
+    c = o.cluster
+    if c is None or not c.from_record or o.record.phase in TERMINAL:
+        return None
+    r = c.recorded
+    assert r is not None and r.phase is not None
+    rec = o.record
+    start = r.startTime or rec.created_at
+    end = _ts(r.completionTime) if r.completionTime else o.now
+    signals = [s.model_copy(update={"evidence": f"{s.evidence}; recorded {r.observedAt or ''}".strip("; ")})
+               for s in r.signals]  # fmt: skip
+    return RunStatus(
+        run_id=rec.run_id, name=rec.name, phase=r.phase, target=rec.target,
+        workload_kind=rec.workload_kind, attempt=r.attempt, created_at=rec.created_at,
+        started_at=r.startTime, finished_at=r.completionTime,
+        duration_s=round(max(0.0, end - _ts(start)), 1),
+        termination_reason=r.terminationReason, signals=signals,
+        summary=f"{r.summary or r.phase.lower()} (recorded by the controller at {r.observedAt})",
+        evidence=RECORDED, timeline=r.timeline, exit_code=rec.exit_code,
+    )  # fmt: skip
+
+
 def compute(o: Observations) -> RunStatus:
     rec = o.record
+    gone = _recorded(o)
+    if gone is not None:
+        return gone
     phase, _ = effective_phase(o)
     signals = [f(o) for f in SIGNAL_FUNCTIONS]
     termination = rec.termination_reason
@@ -434,4 +473,5 @@ def compute(o: Observations) -> RunStatus:
         signals=signals,
         summary=summarize(phase, signals, o),
         exit_code=rec.exit_code,
+        timeline=c.recorded.timeline if c and c.recorded else [],
     )

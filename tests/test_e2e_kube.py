@@ -178,10 +178,10 @@ def test_a_cpu_job_runs_to_completion(sandbox: Path, tmp_path: Path) -> None:
 def test_an_untolerated_taint_shows_failedschedulings_reason(
     sandbox: Path, gpu_project: Path
 ) -> None:
-    """Both a100x1 nodes carry a taint the run does not tolerate: admitted by Kueue (quota is
+    """Every a100x1 node carries a taint the run does not tolerate: admitted by Kueue (quota is
     free) but not schedulable, and status says why in the scheduler's words."""
     nodes = admin(sandbox).resources.get(api_version="v1", kind="Node")
-    names = ["a100x1-0", "a100x1-1"]
+    names = ["a100x1-0", "a100x1-1", "a100x1-2"]
     taint = {"key": "tau.azure.com/maintenance", "value": "true", "effect": "NoSchedule"}
     originals = {n: [t.to_dict() for t in (nodes.get(name=n).spec.taints or [])] for n in names}
     for n in names:
@@ -194,7 +194,7 @@ def test_an_untolerated_taint_shows_failedschedulings_reason(
         st = status(sandbox, run_id)
         assert sig(st, "Admitted")["state"] == "true"
         reason = sig(st, "Scheduled")["reason"]
-        assert "untolerated taint" in reason and "2 node(s)" in reason  # the scheduler's words
+        assert "untolerated taint" in reason and "3 node(s)" in reason  # the scheduler's words
         assert st["summary"].startswith("starting, but not scheduled:")
     finally:
         for n in names:

@@ -231,11 +231,12 @@ class Kube:
 
     def list(self, kind_name: str, namespace: str | None = None,
              labels: dict[str, str] | None = None) -> list[dict[str, Any]]:  # fmt: skip
-        """One LIST call."""
+        """One LIST call (a namespaced kind without a namespace: in every namespace)."""
         kind = KINDS[kind_name]
+        where = namespace if namespace is not None or not kind.namespaced else "*"
         with self.errors("list", kind, namespace):
             selector: dict[str, Any] | None = dict(labels) if labels else None
-            items = self.client.list(_resource(kind), namespace=namespace, labels=selector)
+            items = self.client.list(_resource(kind), namespace=where, labels=selector)
             return [dict(o.to_dict()) for o in items]
 
     def delete(self, kind_name: str, name: str, namespace: str | None) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from taugrid.api import constants as C
+from taugrid.api.crds import TauRunStatus
 from taugrid.api.evidence import RunRecord
 from taugrid.runs.status import ClusterFacts, PodFact
 
@@ -29,6 +30,17 @@ def node_problems(items: list[dict[str, Any]] | None) -> tuple[dict[str, list[st
         ]  # fmt: skip
         problems[n["metadata"]["name"]] = bad
     return problems, True
+
+
+def recorded_status(taurun: dict[str, Any]) -> TauRunStatus | None:
+    """TauRun.status as the controller wrote it (None: none yet, or not ours to read)."""
+    raw = taurun.get("status")
+    if not raw:
+        return None
+    try:
+        return TauRunStatus.model_validate(raw)
+    except ValueError:
+        return None
 
 
 def admitted(w: dict[str, Any]) -> bool:
@@ -62,6 +74,7 @@ def namespace_facts(
         return lists.get((kind, ns)) or []
 
     taruns = {o["metadata"]["name"] for o in items("TauRun")}
+    recorded = {o["metadata"]["name"]: recorded_status(o) for o in items("TauRun")}
     workloads = {o["metadata"]["name"]: o for o in [*items("RayJob"), *items("Job")]}
     kueue: dict[str, dict[str, Any]] = {}
     for w in items("Workload"):
@@ -87,6 +100,7 @@ def namespace_facts(
             nodes_visible,
             ns,
             pending or {},
+            recorded.get(rec.run_id),
         )
         for rec in recs
     }
@@ -95,7 +109,8 @@ def namespace_facts(
 def run_facts(rec: RunRecord, taurun: bool, workload: dict[str, Any] | None,
                kw: dict[str, Any] | None, pods: list[dict[str, Any]],
                events: dict[str, list[dict[str, Any]]], nodes: dict[str, list[str]],
-               nodes_visible: bool, ns: str = "", pending: Pending | None = None) -> ClusterFacts:  # fmt: skip
+               nodes_visible: bool, ns: str = "", pending: Pending | None = None,
+               recorded: TauRunStatus | None = None) -> ClusterFacts:  # fmt: skip
     finished = message = None
     suspended = None
     started = ended = None
@@ -149,6 +164,7 @@ def run_facts(rec: RunRecord, taurun: bool, workload: dict[str, Any] | None,
         workload_message=message, kueue=kueue_conds, cluster_queue=cq, queue=queue,
         position=position, position_note=position_note,
         pods=facts, warnings=warnings, node_problems=nodes, nodes_visible=nodes_visible,
+        recorded=recorded,
     )  # fmt: skip
 
 
