@@ -24,9 +24,13 @@ def _backend(context: str | None) -> Any:
 
 def profiles(context: ContextOpt = None, output: JsonOpt = ReportFormat.text) -> None:
     """The cluster's workload profiles (placement and the bounds of one worker)."""
-    snap = _backend(context).snapshot()
+    backend = _backend(context)
+    snap = backend.snapshot()
+    live = backend.capacity()
     if output is ReportFormat.json:
-        out(dump_json([p.model_dump(mode="json", exclude_none=True) for p in snap.profiles]))
+        out(dump_json([{**p.model_dump(mode="json", exclude_none=True),
+                        **({"live": live[p.name]} if p.name in live else {})}
+                       for p in snap.profiles]))  # fmt: skip
         return
     from rich.table import Table
 
@@ -40,13 +44,20 @@ def profiles(context: ContextOpt = None, output: JsonOpt = ReportFormat.text) ->
         "MAX WORKERS",
         "QUEUE",
         "WORKSPACES",
+        "NODES (HEALTHY)",
+        "GPUS NOW",
     ):
         table.add_column(col)
     for p in snap.profiles:
+        cap = live.get(p.name)
+        nodes = f"{cap['nodes']} ({cap['healthyNodes']})" if cap else "-"
         table.add_row(p.name, str(p.gpusPerWorker), p.gpuClass or "-", str(p.allocatable.cpu),
                       p.allocatable.memory, str(p.maxWorkers or "-"), p.localQueue,
-                      ", ".join(p.workspaces) or "all")  # fmt: skip
+                      ", ".join(p.workspaces) or "all", nodes,
+                      str(cap["allocatableGpus"]) if cap else "-")  # fmt: skip
     console().print(table)
+    if not live:
+        out("(live capacity: none recorded; the TauGrid controller writes it)")
 
 
 def workspaces(context: ContextOpt = None, output: JsonOpt = ReportFormat.text) -> None:

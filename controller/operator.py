@@ -155,33 +155,33 @@ class Controller:
 
         # Indexes: kopf fills them from its watches before any handler runs, so the recorder
         # never writes a status from half a picture. (kopf calls with keywords: `**kw`.)
-        @kopf.index(C.GROUP, C.VERSION, "runs", registry=reg)
+        @kopf.index(C.GROUP, C.VERSION, "runs", id="taurun_idx", registry=reg)
         def taurun_idx(**kw: Any) -> Any:
             return {(kw["namespace"], kw["name"]): slim(kw["body"])}
 
-        @kopf.index("batch", "v1", "jobs", labels=run_id, registry=reg)
+        @kopf.index("batch", "v1", "jobs", labels=run_id, id="job_idx", registry=reg)
         def job_idx(**kw: Any) -> Any:
             return {_run_key(kw): slim(kw["body"])}
 
-        @kopf.index("ray.io", "v1", "rayjobs", labels=run_id, registry=reg)
+        @kopf.index("ray.io", "v1", "rayjobs", labels=run_id, id="rayjob_idx", registry=reg)
         def rayjob_idx(**kw: Any) -> Any:
             return {_run_key(kw): slim(kw["body"])}
 
-        @kopf.index("kueue.x-k8s.io", "v1beta2", "workloads", registry=reg)
+        @kopf.index("kueue.x-k8s.io", "v1beta2", "workloads", id="kueue_idx", registry=reg)
         def kueue_idx(**kw: Any) -> Any:
             owners = kw["body"].get("metadata", {}).get("ownerReferences") or []
             return {(kw["namespace"], o["name"]): slim(kw["body"]) for o in owners}
 
-        @kopf.index("v1", "pods", labels=run_id, registry=reg)
+        @kopf.index("v1", "pods", labels=run_id, id="pod_idx", registry=reg)
         def pod_idx(**kw: Any) -> Any:
             return {_run_key(kw): slim(kw["body"])}
 
-        @kopf.index("v1", "pods", labels=run_id, registry=reg)
+        @kopf.index("v1", "pods", labels=run_id, id="node_runs_idx", registry=reg)
         def node_runs_idx(**kw: Any) -> Any:
             node = kw["spec"].get("nodeName")
             return {node: _run_key(kw)} if node else None
 
-        @kopf.index("v1", "events", registry=reg)
+        @kopf.index("v1", "events", id="event_idx", registry=reg)
         def event_idx(**kw: Any) -> Any:
             body = kw["body"]
             if body.get("type") != "Warning":

@@ -84,8 +84,8 @@ def compute_status(
 ) -> TauRunStatus:
     """TauRun.status for the run now (`observedAt` is `now`)."""
     old = recorded(objs.taurun) or TauRunStatus()
-    if old.phase in TERMINAL and objs.workload is None and not objs.pods:
-        return old  # ended, and what showed how is gone: keep what was recorded
+    if old.phase in TERMINAL:
+        return old  # ended: what it ended with stays (its objects go, one by one, after that)
     rec = record_of(objs.taurun)
     ns = rec.handle.namespace  # type: ignore[union-attr]
     by_name: dict[str, list[dict[str, Any]]] = {}
@@ -98,9 +98,7 @@ def compute_status(
     phase = st.phase
     reason = st.termination_reason
     nodes = sorted({p.node for p in facts.pods if p.node} | set(old.nodes))
-    if old.phase in TERMINAL:  # never leave a terminal phase
-        phase, reason = old.phase, old.terminationReason
-    elif phase == Phase.Failed:
+    if phase == Phase.Failed:
         reason = failure_reason(objs, node_problems, nodes) or reason or TerminationReason.Failed
     elif objs.workload is None and not objs.pods and old.phase in (Phase.Running, Phase.Starting):
         phase, reason = Phase.Failed, TerminationReason.Failed
@@ -164,16 +162,15 @@ _KUEUE_STEPS = ("QuotaReserved", "Admitted", "Evicted", "Preempted", "Requeued",
 def observed_timeline(
     objs: RunObjects, phase: Phase, summary: str, now: datetime, old_phase: Phase | None
 ) -> Iterable[TimelineEntry]:
-    """Timeline entries of what the objects show now (merged with the stored ones later)."""
-    if phase != old_phase:
-        yield TimelineEntry(at=_iso(now), reason=str(phase), message=summary)
-    for c in ((objs.kueue or {}).get("status") or {}).get("conditions") or []:
-        if (
-            c.get("type") in _KUEUE_STEPS
-            and c.get("status") == "True"
-            and c.get("lastTransitionTime")
-        ):
-            yield TimelineEntry(at=str(c["lastTransitionTime"]), reason=f"Kueue{c['type']}",
+    """Timeline entries of what the objects show now (merged with the stored ones later), in
+    the order things happen: Kueue's steps, scheduling, warnings, then the phase they led to."""
+    conds = {
+        c.get("type"): c for c in ((objs.kueue or {}).get("status") or {}).get("conditions") or []
+    }
+    for step in _KUEUE_STEPS:
+        c = conds.get(step)
+        if c and c.get("status") == "True" and c.get("lastTransitionTime"):
+            yield TimelineEntry(at=str(c["lastTransitionTime"]), reason=f"Kueue{step}",
                                 message=str(c.get("message") or ""))  # fmt: skip
     for p in objs.pods:
         node = (p.get("spec") or {}).get("nodeName")
@@ -191,6 +188,8 @@ def observed_timeline(
             message=str(e.get("message") or "")[:300], count=max(1, int(e.get("count") or 1)),
             last=str(e.get("lastTimestamp") or at),
         )  # fmt: skip
+    if phase != old_phase:
+        yield TimelineEntry(at=_iso(now), reason=str(phase), message=summary)
 
 
 def same(a: TauRunStatus, b: TauRunStatus) -> bool:

@@ -42,7 +42,8 @@ def condense(
             seen[k] = was.model_copy(
                 update={"count": max(was.count, e.count), "last": _latest(was.last, e.last)}
             )
-    ordered = sorted(seen.values(), key=lambda e: (e.at, e.reason))
+    # by time; within one second, in the order seen (stored first, then as observed)
+    ordered = sorted(seen.values(), key=lambda e: e.at)
     out: list[TimelineEntry] = []
     for e in ordered:
         prev = out[-1] if out else None

@@ -14,36 +14,9 @@ import pytest
 from conftest import EXAMPLES
 from conftest import run_tau as tau
 from kube import wait_until
+from sandboxkit import admin, kube_env, sig, status, submit
 
 pytestmark = pytest.mark.e2e
-
-
-def kube_env(home: Path, who: str = "researcher") -> dict[str, str]:
-    kc = tau(home, "sandbox", "kubeconfig", "--as", who).stdout.strip()
-    return {"KUBECONFIG": kc, "TAU_TARGET": "kube"}
-
-
-def status(home: Path, run_id: str) -> dict[str, Any]:
-    res = tau(home, "run", "status", run_id, "-o", "json", env=kube_env(home))
-    assert res.returncode in (0, 1), res.stderr
-    return dict(json.loads(res.stdout))
-
-
-def sig(st: dict[str, Any], name: str) -> dict[str, Any]:
-    return next(s for s in st["signals"] if s["name"] == name)
-
-
-def submit(home: Path, folder: Path, *args: str) -> str:
-    res = tau(home, "run", str(folder), "-d", *args, env=kube_env(home))
-    assert res.returncode == 0, res.stderr
-    return res.stdout.strip()
-
-
-def admin(home: Path) -> Any:
-    from kubernetes import config, dynamic
-
-    kc = tau(home, "sandbox", "kubeconfig").stdout.strip()
-    return dynamic.DynamicClient(config.new_client_from_config(config_file=kc))
 
 
 def cpu_job(folder: Path, name: str) -> Path:

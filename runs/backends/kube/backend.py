@@ -78,6 +78,14 @@ class KubeBackend:
             }
         )
 
+    def capacity(self) -> dict[str, dict[str, int]]:
+        """Live capacity per profile, as the controller records it on the TauCluster (empty
+        when no controller runs)."""
+        tc = self.kube.get("TauCluster", CLUSTER_OBJECT) or {}
+        rows = ((tc.get("status") or {}).get("profiles")) or []
+        return {r["name"]: {k: int(r.get(k) or 0) for k in ("nodes", "healthyNodes", "allocatableGpus",
+                                                            "cordonedByTau")} for r in rows}  # fmt: skip
+
     def usable_workspaces(self, snap: ProfileSnapshot) -> list[WorkspaceRef]:
         """The workspaces whose namespace the user may submit runs to (one review each)."""
         return [w for w in snap.workspaces if self.kube.can("create", "TauRun", w.namespace)]

@@ -1,0 +1,162 @@
+"""The lifecycle recorder: timeline condensation, TauRun.status from a run's objects (the same
+status engine as the CLI), NodeFailure on a faulty GPU node, and `tau run status` falling back
+to the recorded status once pods and events are gone."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from taugrid.api.crds import TauRunStatus
+from taugrid.api.evidence import KubeHandle, RunRecord
+from taugrid.api.vocabulary import Phase, TerminationReason, TimelineEntry
+from taugrid.controller import recorder as REC
+from taugrid.controller.timeline import FOLDED, condense
+from taugrid.runs.backends.kube.facts import namespace_facts
+from taugrid.runs.status import Observations, compute
+
+NOW = datetime(2026, 12, 1, 12, 0, 30, tzinfo=UTC)
+
+
+def e(
+    at: str, reason: str, message: str = "", count: int = 1, last: str | None = None
+) -> TimelineEntry:
+    return TimelineEntry(at=f"2026-12-01T12:00:{at}Z", reason=reason, message=message, count=count,
+                         last=f"2026-12-01T12:00:{last}Z" if last else None)  # fmt: skip
+
+
+def test_repeats_fold_and_reobserved_events_do_not_double() -> None:
+    got = condense([], [e("01", "BackOff", "pull", 3, "05"), e("01", "Queued")])
+    assert [x.reason for x in got] == ["BackOff", "Queued"]
+    # the same event seen again with a higher count: one entry, the larger count
+    again = condense(got, [e("01", "BackOff", "pull", 5, "09")])
+    backoff = next(x for x in again if x.reason == "BackOff")
+    assert backoff.count == 5 and backoff.last == "2026-12-01T12:00:09Z"
+    # consecutive identical entries at different times fold into one with a count
+    folded = condense(
+        [], [e("01", "FailedScheduling", "no node"), e("02", "FailedScheduling", "no node")]
+    )
+    assert len(folded) == 1 and folded[0].count == 2 and folded[0].last == "2026-12-01T12:00:02Z"
+
+
+def test_a_long_timeline_keeps_its_start_and_end() -> None:
+    many = [e(f"{i:02d}", f"R{i}") for i in range(50)]
+    got = condense([], many, limit=12)
+    assert len(got) == 12
+    assert [x.reason for x in got[:5]] == ["R0", "R1", "R2", "R3", "R4"]
+    assert got[5].reason == FOLDED and got[5].count == 50 - 11
+    assert got[-1].reason == "R49"
+    # folding again keeps counting what was folded before
+    more = condense(got, [e("59", "Last")], limit=12)
+    fold = next(x for x in more if x.reason == FOLDED)
+    assert fold.count == 50 - 11 + 1 and more[-1].reason == "Last"
+
+
+def test_order_within_a_second_is_the_order_seen() -> None:
+    got = condense([e("01", "Queued")], [e("01", "KueueAdmitted"), e("01", "Running")])
+    assert [x.reason for x in got] == ["Queued", "KueueAdmitted", "Running"]
+
+
+def taurun(status: dict[str, Any] | None = None, gpus: int = 1) -> dict[str, Any]:
+    return {"metadata": {"name": "kq-abc12", "namespace": "research", "creationTimestamp": "2026-12-01T12:00:00Z"},
+            "spec": {"runId": "kq-abc12", "runName": "kq", "workspace": "research", "profile": "a100x1",
+                     "workloadKind": "job", "configHash": "h", "gpusPerWorker": gpus,
+                     "manifest": {"resilience": {"max_retries": 2, "retry_on": ["NodeFailure"]}}},
+            **({"status": status} if status else {})}  # fmt: skip
+
+
+def job(failed: bool = False, done: bool = False) -> dict[str, Any]:
+    conds = (
+        [
+            {
+                "type": "Failed",
+                "status": "True",
+                "reason": "BackoffLimitExceeded",
+                "message": "pod failed",
+            }
+        ]
+        if failed
+        else []
+    )
+    conds += [{"type": "Complete", "status": "True"}] if done else []
+    return {"metadata": {"name": "kq-abc12"}, "spec": {"suspend": False},
+            "status": {"startTime": "2026-12-01T12:00:05Z", "conditions": conds}}  # fmt: skip
+
+
+def kueue() -> dict[str, Any]:
+    return {"metadata": {"name": "job-kq-abc12-x"}, "spec": {"queueName": "gpu"},
+            "status": {"admission": {"clusterQueue": "gpu"}, "conditions": [
+                {"type": "QuotaReserved", "status": "True", "lastTransitionTime": "2026-12-01T12:00:02Z", "message": "Quota reserved"},
+                {"type": "Admitted", "status": "True", "lastTransitionTime": "2026-12-01T12:00:03Z", "message": "admitted"}]}}  # fmt: skip
+
+
+def pod(node: str = "a100x1-0", phase: str = "Running") -> dict[str, Any]:
+    return {"metadata": {"name": "kq-abc12-p", "labels": {"tau.azure.com/run-id": "kq-abc12"}},
+            "spec": {"nodeName": node},
+            "status": {"phase": phase, "conditions": [
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-12-01T12:00:04Z"}]}}  # fmt: skip
+
+
+def test_a_running_run_is_recorded_with_its_signals_and_timeline() -> None:
+    objs = REC.RunObjects(taurun=taurun(), workload=job(), kueue=kueue(), pods=[pod()])
+    st = REC.compute_status(objs, {"a100x1-0": []}, NOW)
+    assert st.phase == Phase.Running and st.nodes == ["a100x1-0"]
+    sig = {s.name: s.state for s in st.signals}
+    assert sig["Admitted"] == "true" and sig["GPUHealthy"] == "true"
+    reasons = [x.reason for x in st.timeline]
+    assert reasons == ["KueueQuotaReserved", "KueueAdmitted", "Scheduled", "Running"]
+    # the same objects again: nothing to write
+    again = REC.compute_status(REC.RunObjects(taurun=taurun(st.model_dump(mode="json")), workload=job(),
+                                              kueue=kueue(), pods=[pod()]), {"a100x1-0": []}, NOW)  # fmt: skip
+    assert REC.same(st, again)
+
+
+def test_a_gpu_fault_on_its_node_shows_and_a_failure_there_is_a_node_failure() -> None:
+    objs = REC.RunObjects(taurun=taurun(), workload=job(), kueue=kueue(), pods=[pod()])
+    bad = {"a100x1-0": ["GPUXidError=True (XID 79)"]}
+    st = REC.compute_status(objs, bad, NOW)
+    gpu = next(s for s in st.signals if s.name == "GPUHealthy")
+    assert gpu.state == "false" and "XID 79" in gpu.reason
+    failed = REC.compute_status(REC.RunObjects(taurun=taurun(st.model_dump(mode="json")),
+                                               workload=job(failed=True), kueue=kueue(),
+                                               pods=[pod(phase="Failed")]), bad, NOW)  # fmt: skip
+    assert failed.phase == Phase.Failed
+    assert failed.terminationReason == TerminationReason.NodeFailure
+    assert "faulty GPU node" in (failed.summary or "")
+    assert TerminationReason.NodeFailure.retried_by(REC.retry_on(taurun()))
+
+
+def test_an_ended_run_keeps_its_record_when_its_objects_go() -> None:
+    done = REC.compute_status(REC.RunObjects(taurun=taurun(), workload=job(done=True), kueue=kueue(),
+                                             pods=[pod(phase="Succeeded")]), {}, NOW)  # fmt: skip
+    assert done.phase == Phase.Succeeded and done.completionTime
+    gone = REC.compute_status(REC.RunObjects(taurun=taurun(done.model_dump(mode="json"))), {}, NOW)
+    assert gone == done
+    # half gone (the Job deleted, a pod still terminating): still what it ended with
+    half = REC.compute_status(REC.RunObjects(taurun=taurun(done.model_dump(mode="json")),
+                                             pods=[pod(phase="Running")]), {}, NOW)  # fmt: skip
+    assert half == done
+
+
+def test_status_falls_back_to_the_record_once_pods_and_events_are_gone() -> None:
+    recorded = TauRunStatus(phase=Phase.Failed, terminationReason=TerminationReason.NodeFailure,
+                            summary="failed on a faulty GPU node", observedAt="2026-12-01T12:00:20Z",
+                            startTime="2026-12-01T12:00:05Z", completionTime="2026-12-01T12:00:20Z",
+                            timeline=[e("03", "KueueAdmitted")])  # fmt: skip
+    rec = RunRecord(run_id="kq-abc12", name="kq", workspace="research", profile="a100x1",
+                    workload_kind="job", handle=KubeHandle(namespace="research"), submitter="alice",
+                    code_folder=".", code_revision="r", code_digest="d", config_hash="h", image="i",
+                    entrypoint="e", created_at="2026-12-01T12:00:00Z", gpus_per_worker=1)  # fmt: skip
+    lists: dict[Any, Any] = {("TauRun", "research"): [taurun(recorded.model_dump(mode="json"))]}
+    facts = namespace_facts("research", [rec], lists, {}, True)
+    st = compute(Observations(record=rec, history=[], now=NOW.timestamp(), owner_alive=None,
+                              cluster=facts["kq-abc12"]))  # fmt: skip
+    assert st.phase == Phase.Failed and st.termination_reason == TerminationReason.NodeFailure
+    assert "faulty GPU node" in st.summary and "recorded by the controller" in st.summary
+    assert st.timeline and st.timeline[0].reason == "KueueAdmitted"
+    assert "pods and events are gone" in (st.evidence or "")
+    # without a record, the same emptiness is not explained away
+    bare = namespace_facts("research", [rec], {("TauRun", "research"): [taurun()]}, {}, True)
+    st2 = compute(Observations(record=rec, history=[], now=NOW.timestamp(), owner_alive=None,
+                               cluster=bare["kq-abc12"]))  # fmt: skip
+    assert st2.phase != Phase.Failed and not st2.timeline
