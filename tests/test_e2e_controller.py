@@ -140,9 +140,7 @@ def test_a_grant_and_a_pulumi_style_apply_of_the_base_quota_never_conflict(sandb
     cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = "5"
     try:
         for body, res in ((objs[("Cohort", "tau-grants-cpu")], cohorts), (cq, cqs)):
-            res.server_side_apply(
-                body=body, field_manager=DECLARER, force_conflicts=False
-            )
+            res.server_side_apply(body=body, field_manager=DECLARER, force_conflicts=False)
         got = cohorts.get(name="tau-grants-cpu").to_dict()
         assert got["spec"]["parentName"] == "sandbox"
         assert got["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] == "2"
@@ -151,9 +149,7 @@ def test_a_grant_and_a_pulumi_style_apply_of_the_base_quota_never_conflict(sandb
         owners = {m["manager"] for m in got["metadata"]["managedFields"]}
         assert {"taugrid-controller", DECLARER} <= owners
     finally:
-        cqs.server_side_apply(
-            body=original, field_manager=DECLARER, force_conflicts=False
-        )
+        cqs.server_side_apply(body=original, field_manager=DECLARER, force_conflicts=False)
         # no quota request names this queue: the controller empties its grant cohort again
         wait_until(lambda: not cohorts.get(name="tau-grants-cpu").to_dict()["spec"].get("resourceGroups"),
                    what="the controller to take back the unrequested grant")  # fmt: skip

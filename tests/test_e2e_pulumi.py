@@ -148,6 +148,43 @@ def test_a_mandatory_policy_violation_blocks_up_and_changes_nothing(
     assert res.returncode == 0, res.stderr
 
 
+def test_a_controller_grant_survives_pulumi_up_of_a_new_base_quota(
+    bare: Path, tmp_path: Path
+) -> None:
+    """Ownership with the real engine: the controller's grant (the quota of the queue's grant
+    cohort, field manager taugrid-controller) and Pulumi's declarations (the queue's base quota,
+    the cohort's parent) are different fields: `up` with a new base quota neither conflicts nor
+    reverts the grant, and the next `up` sees no drift."""
+    dyn = admin(bare)
+    cohorts = dyn.resources.get(api_version="kueue.x-k8s.io/v1beta2", kind="Cohort")
+    cqs = dyn.resources.get(api_version="kueue.x-k8s.io/v1beta2", kind="ClusterQueue")
+    grant = [{"coveredResources": ["cpu"], "flavors": [{"name": "cpu", "resources": [
+        {"name": "cpu", "nominalQuota": "2", "lendingLimit": "0"}]}]}]  # fmt: skip
+    cohorts.server_side_apply(
+        body={"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Cohort",
+              "metadata": {"name": "tau-grants-cpu"}, "spec": {"resourceGroups": grant}},
+        field_manager="taugrid-controller", force_conflicts=True,
+    )  # fmt: skip
+    text = (ROOT / "stacks" / "Pulumi.sandbox.yaml").read_text()
+    (tmp_path / "Pulumi.sandbox.yaml").write_text(
+        text.replace(
+            "nominalQuota: {cpu: 6, memory: 24Gi}\n", "nominalQuota: {cpu: 8, memory: 24Gi}\n"
+        )
+    )
+    try:
+        up = platform(bare, "up", "--yes", stacks=tmp_path)
+        assert up["changes"]["update"] == 1
+        assert (
+            cqs.get(name="cpu").spec.resourceGroups[0].flavors[0].resources[0].nominalQuota == "8"
+        )
+        got = cohorts.get(name="tau-grants-cpu").to_dict()["spec"]
+        assert got["parentName"] == "sandbox" and got["resourceGroups"] == grant
+        assert platform(bare, "preview", stacks=tmp_path)["steps"] == []  # no drift seen
+    finally:
+        platform(bare, "up", "--yes")
+    assert cohorts.get(name="tau-grants-cpu").to_dict()["spec"]["resourceGroups"] == grant
+
+
 def test_destroy_removes_everything_it_created(bare: Path) -> None:
     created = platform(bare, "preview")["changes"]["same"]
     gone = platform(bare, "destroy", "--yes")
