@@ -1,0 +1,124 @@
+"""The controller as the platform deploys it: Deployment, least-privilege RBAC, kopf peering,
+image pinned with the other versions (and promoted with them), the Dockerfile it comes from,
+quota approval RBAC for platform admins only, and the controller's settings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import ROOT
+from k8s_schemas import crd_errors, k8s_errors
+
+from taugrid.api.platform import CONTROLLER_VERSION, version_lock
+from taugrid.infra.stackfile import validated
+
+pytest.importorskip("pulumi", reason="the platform extra (pulumi) is not installed")
+from taugrid.components import manifests as M  # noqa: E402
+from taugrid.infra import plan  # noqa: E402
+
+
+def prod() -> Any:
+    return validated("prod", ROOT / "stacks")
+
+
+def test_prod_deploys_the_controller_with_its_rbac_and_peering() -> None:
+    inv = plan.evaluate("prod", prod())
+    kinds = {(r.inputs.get("kind"), (r.inputs.get("metadata") or {}).get("name")) for r in inv.resources}
+    for obj in M.controller_objects(prod()):
+        assert (obj["kind"], obj["metadata"]["name"]) in kinds
+    comps = [r for r in inv.resources if r.type == "taugrid:platform:TauController"]
+    assert len(comps) == 1
+
+
+def test_the_sandbox_runs_it_out_of_cluster_instead() -> None:
+    from taugrid.infra.sandbox import PACKAGED_STACKS
+
+    cfg = validated("sandbox", PACKAGED_STACKS)
+    assert cfg.components.controller.install == "external"
+    inv = plan.evaluate("sandbox", cfg)
+    assert not [r for r in inv.resources if r.type == "taugrid:platform:TauController"]
+
+
+def test_objects_are_valid_kubernetes() -> None:
+    for obj in M.controller_objects(prod()):
+        if obj["kind"] == "ClusterKopfPeering":
+            continue  # its schema is the CRD beside it (preserves unknown fields)
+        assert k8s_errors(obj) == [], obj["kind"]
+    for obj in M.quota_approver_objects(prod()):
+        assert k8s_errors(obj) == []
+
+
+def test_the_image_is_pinned_and_promoted_with_the_other_versions() -> None:
+    cfg = prod()
+    dep = next(o for o in M.controller_deployment(cfg) if o["kind"] == "Deployment")
+    (container,) = dep["spec"]["template"]["spec"]["containers"]
+    assert container["image"].endswith(f":{CONTROLLER_VERSION}")
+    assert version_lock(cfg)["components.controller.version"] == CONTROLLER_VERSION
+    assert dep["spec"]["strategy"]["type"] == "Recreate"  # never two reconcilers in a rollout
+    assert "--in-cluster" in container["args"]
+    assert dep["spec"]["template"]["spec"]["serviceAccountName"] == M.CONTROLLER
+
+
+def test_its_settings_are_the_stacks_remediation_config() -> None:
+    from taugrid.controller.config import ControllerConfig
+
+    cfg = prod()
+    cm = next(o for o in M.controller_deployment(cfg) if o["kind"] == "ConfigMap")
+    settings = ControllerConfig.model_validate(yaml.safe_load(cm["data"]["controller.yaml"]))
+    assert settings.remediation == cfg.components.controller.remediation
+
+
+def _rules() -> dict[tuple[str, str], set[str]]:
+    out: dict[tuple[str, str], set[str]] = {}
+    for r in M.CONTROLLER_RULES:
+        for g in r["apiGroups"]:
+            for res in r["resources"]:
+                out.setdefault((g, res), set()).update(r["verbs"])
+    return out
+
+
+def test_the_controllers_role_is_least_privilege() -> None:
+    rules = _rules()
+    writes = {"create", "update", "patch", "delete", "deletecollection"}
+    writable = {k for k, verbs in rules.items() if verbs & writes}
+    # it writes only: status of TauGrid's objects, grant cohorts, node cordons/taints, events
+    assert writable == {
+        ("tau.azure.com", "runs/status"), ("tau.azure.com", "quotarequests/status"),
+        ("tau.azure.com", "workspaces/status"), ("tau.azure.com", "clusters/status"),
+        ("kueue.x-k8s.io", "cohorts"), ("", "nodes"), ("", "events"),
+        ("kopf.dev", "clusterkopfpeerings"),
+    }  # fmt: skip
+    assert not any("delete" in v for v in rules.values())
+    assert not any("*" in g or "*" in r for g, r in rules)
+    assert ("", "secrets") not in rules and ("kueue.x-k8s.io", "clusterqueues") in rules
+    assert "patch" not in rules[("kueue.x-k8s.io", "clusterqueues")]  # Pulumi's, not ours
+
+
+def test_only_platform_admins_may_decide_on_quota() -> None:
+    role, binding = M.quota_approver_objects(prod())
+    assert {r for rule in role["rules"] for r in rule["resources"]} >= {"quotarequests/status"}
+    assert binding["subjects"] == [
+        {"kind": "Group", "name": "taugrid-platform-admins", "apiGroup": "rbac.authorization.k8s.io"}
+    ]
+    researcher = {r for rule in M.RESEARCHER_RULES for r in rule["resources"]}
+    assert "quotarequests" in researcher and "quotarequests/status" not in researcher
+
+
+def test_the_peering_crd_is_structural(tmp_path: Path) -> None:
+    crd, peering = M.kopf_peering()
+    path = tmp_path / "crd.yaml"
+    path.write_text(yaml.safe_dump(crd))
+    assert crd_errors(peering, path, "v1") == []
+
+
+def test_the_dockerfile_builds_the_controller_from_this_package() -> None:
+    text = (ROOT / "controller" / "Dockerfile").read_text()
+    assert "taugrid.controller" in text and "[controller]" in text
+    assert "USER 65532" in text
+    for line in text.splitlines():
+        if line.startswith("COPY "):
+            src = line.split()[1]
+            assert (ROOT / src).exists(), f"COPY {src}: not in the repository"
