@@ -75,6 +75,7 @@ bench: setup pyc
 	$(BIN)/python bench/bench_local.py
 	$(BIN)/python bench/bench_kube.py
 	$(BIN)/python bench/bench_pulumi.py
+	$(BIN)/python bench/bench_controller.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 HOST = "127.0.0.1"
+CONTROLLER_USER = "system:serviceaccount:taugrid-system:taugrid-controller"
 CACHE_ROOT = Path(
     os.environ.get("TAUGRID_CP_CACHE") or Path.home() / ".cache" / "taugrid" / "controlplane"
 )
@@ -296,6 +297,13 @@ class ControlPlane:
         serving_cert, serving_key = self.pki.issue("apiserver", "kube-apiserver", server=True)
         sa_pub, sa_priv = self.pki.rsa_pair("sa")
         self.api_port = free_port()
+        # An audit log of the TauGrid controller's requests only (its API calls per minute are
+        # a budget: bench/bench_controller.py counts them here, watches included).
+        audit_policy = self.work / "audit-policy.json"
+        audit_policy.write_text(json.dumps({
+            "apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
+            "rules": [{"level": "Metadata", "users": [CONTROLLER_USER]}, {"level": "None"}],
+        }))  # fmt: skip
         self._spawn(
             "kube-apiserver",
             [
@@ -316,6 +324,8 @@ class ControlPlane:
                 "--endpoint-reconciler-type=none",
                 f"--cert-dir={self.work / 'certs'}",
                 "--enable-priority-and-fairness=false",
+                f"--audit-policy-file={audit_policy}",
+                f"--audit-log-path={self.work / 'audit.log'}",
                 "--v=1",
             ],
         )

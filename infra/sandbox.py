@@ -251,8 +251,10 @@ def _start_controller(cp: Any, cfg: PlatformConfig, dyn: Any, say: Say) -> None:
 
     for obj in M.controller_rbac():
         apply(dyn, obj)
-    who = cp.add_identity(M.CONTROLLER, ("system:serviceaccounts",),
-                          user=f"system:serviceaccount:{SYSTEM_NAMESPACE}:{M.CONTROLLER}")  # fmt: skip
+    from taugrid.infra.controlplane import CONTROLLER_USER
+
+    assert f"system:serviceaccount:{SYSTEM_NAMESPACE}:{M.CONTROLLER}" == CONTROLLER_USER
+    who = cp.add_identity(M.CONTROLLER, ("system:serviceaccounts",), user=CONTROLLER_USER)
     settings = cp.work / "controller.yaml"
     settings.write_text(yaml.safe_dump(
         {"remediation": cfg.components.controller.remediation.model_dump(mode="json")}))  # fmt: skip

@@ -16,8 +16,8 @@ from taugrid.api.platform import CONTROLLER_VERSION, version_lock
 from taugrid.infra.stackfile import validated
 
 pytest.importorskip("pulumi", reason="the platform extra (pulumi) is not installed")
-from taugrid.components import manifests as M  # noqa: E402
-from taugrid.infra import plan  # noqa: E402
+from taugrid.components import manifests as M
+from taugrid.infra import plan
 
 
 def prod() -> Any:
@@ -26,7 +26,9 @@ def prod() -> Any:
 
 def test_prod_deploys_the_controller_with_its_rbac_and_peering() -> None:
     inv = plan.evaluate("prod", prod())
-    kinds = {(r.inputs.get("kind"), (r.inputs.get("metadata") or {}).get("name")) for r in inv.resources}
+    kinds = {
+        (r.inputs.get("kind"), (r.inputs.get("metadata") or {}).get("name")) for r in inv.resources
+    }
     for obj in M.controller_objects(prod()):
         assert (obj["kind"], obj["metadata"]["name"]) in kinds
     comps = [r for r in inv.resources if r.type == "taugrid:platform:TauController"]
@@ -101,7 +103,11 @@ def test_only_platform_admins_may_decide_on_quota() -> None:
     role, binding = M.quota_approver_objects(prod())
     assert {r for rule in role["rules"] for r in rule["resources"]} >= {"quotarequests/status"}
     assert binding["subjects"] == [
-        {"kind": "Group", "name": "taugrid-platform-admins", "apiGroup": "rbac.authorization.k8s.io"}
+        {
+            "kind": "Group",
+            "name": "taugrid-platform-admins",
+            "apiGroup": "rbac.authorization.k8s.io",
+        }
     ]
     researcher = {r for rule in M.RESEARCHER_RULES for r in rule["resources"]}
     assert "quotarequests" in researcher and "quotarequests/status" not in researcher
