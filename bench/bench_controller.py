@@ -104,23 +104,31 @@ def cordon_latency(dyn: Any, n: int = 7) -> list[float]:
     return out
 
 
-def calls_per_minute(audit: Path, seconds: float) -> float:
-    """The controller's requests in the next `seconds`, per minute (distinct audit ids)."""
+SETTLE_S = 15.0  # what the last change set off (releases, status writes) is over by then
+
+
+def calls_per_minute(audit: Path, seconds: float) -> tuple[float, dict[str, int]]:
+    """The controller's requests in a quiet window of `seconds` (after SETTLE_S), per minute
+    (distinct audit ids), and which they were."""
+    time.sleep(SETTLE_S)
     t0 = time.time()
     time.sleep(seconds)
     t1 = time.time()
-    ids = set()
+    seen: dict[str, str] = {}
     for line in audit.read_text().splitlines():
         e = json.loads(line)
         if e.get("user", {}).get("username") != USER:
             continue
-        ts = (
-            time.mktime(time.strptime(e["stageTimestamp"][:19], "%Y-%m-%dT%H:%M:%S"))
-            - time.timezone
-        )
+        stamp = time.strptime(e["stageTimestamp"][:19], "%Y-%m-%dT%H:%M:%S")
+        ts = time.mktime(stamp) - time.timezone
         if t0 <= ts <= t1:
-            ids.add(e["auditID"])
-    return len(ids) * 60.0 / seconds
+            ref = e.get("objectRef") or {}
+            what = f"{e['verb']} {ref.get('resource', '')}/{ref.get('subresource', '')}"
+            seen[e["auditID"]] = what.rstrip("/")
+    kinds: dict[str, int] = {}
+    for what in seen.values():
+        kinds[what] = kinds.get(what, 0) + 1
+    return len(seen) * 60.0 / seconds, kinds
 
 
 def make_runs(dyn: Any, n: int) -> None:
