@@ -286,6 +286,11 @@ class RemediationConfig(_Model):
         600, ge=0, description="How long conditions must stay clear before a release"
     )
     dry_run: bool = Field(False, description="Decide and report, change no node")
+    evict_runs: bool = Field(
+        True,
+        description="Evict TauGrid runs' pods from a quarantined node (they get DisruptionTarget:"
+        " a Job retries per resilience.retry_on, a RayCluster replaces its worker elsewhere)",
+    )
 
 
 class ControllerSpec(ComponentBase):

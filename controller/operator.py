@@ -114,6 +114,7 @@ class Controller:
         self.stats = Stats()
         self.nodes: dict[str, dict[str, Any]] = {}
         self.problems: dict[str, list[str]] = {}
+        self.problem_since: dict[str, str] = {}  # node -> when its GPU problems were first seen
         self._locks: dict[RunKey, asyncio.Lock] = {}
         self._wake: dict[str, asyncio.Event] = {}
         self._since: dict[str, float] = {}  # first unhandled wake of each worker (latency)
@@ -319,7 +320,7 @@ class Controller:
             if objs is None:
                 self._locks.pop(key, None)
                 return
-            new = compute_status(objs, self.problems, self.clock())
+            new = compute_status(objs, self.problems, self.clock(), self.problem_since)
             old = recorded(objs.taurun)
             if old is not None and same(old, new):
                 return
@@ -339,6 +340,10 @@ class Controller:
         before = self.problems.get(name, [])
         after = node_problems([body])[0].get(name, []) if body else []
         self.problems[name] = after
+        if after and not before:
+            self.problem_since[name] = Q.iso(self.clock())
+        elif not after:
+            self.problem_since.pop(name, None)
         if before != after:
             self.wake("remediation")
             for key in {tuple(k) for k in kw["node_runs_idx"].get(name, ())}:
@@ -396,6 +401,8 @@ class Controller:
                 self.stats.took(
                     "cordon", time.monotonic() - self._since.get("remediation", time.monotonic())
                 )
+                if cfg.evict_runs:
+                    await self.evict_runs(d.node)
         before = self.breaker
         self.breaker = verdicts
         if before is None or (
@@ -406,6 +413,21 @@ class Controller:
         ) != (verdicts.breaker_open, verdicts.limit, verdicts.gpu_nodes, verdicts.quarantined):
             self.wake("platform")
         return soonest
+
+    async def evict_runs(self, node: str) -> None:
+        """Evict the TauGrid runs' pods from a quarantined node (other pods are not ours)."""
+        pods = await self._io("list", self.kube.list, "Pod", None, {C.LABEL_RUN_ID: None},
+                              {"spec.nodeName": node})  # fmt: skip
+        for p in pods:
+            meta = p["metadata"]
+            if p.get("status", {}).get("phase") in ("Succeeded", "Failed") or meta.get(
+                "deletionTimestamp"
+            ):
+                continue
+            log.warning(
+                "evict %s/%s from quarantined node %s", meta["namespace"], meta["name"], node
+            )
+            await self._io("evict", self.kube.evict, meta["name"], meta["namespace"])
 
     # --- quota grants -------------------------------------------------------------------------
     async def reconcile_quota(self) -> float | None:

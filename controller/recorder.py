@@ -80,7 +80,10 @@ def recorded(taurun: Mapping[str, Any]) -> TauRunStatus | None:
 
 
 def compute_status(
-    objs: RunObjects, node_problems: Mapping[str, list[str]], now: datetime
+    objs: RunObjects,
+    node_problems: Mapping[str, list[str]],
+    now: datetime,
+    problem_since: Mapping[str, str] | None = None,
 ) -> TauRunStatus:
     """TauRun.status for the run now (`observedAt` is `now`)."""
     old = recorded(objs.taurun) or TauRunStatus()
@@ -102,7 +105,8 @@ def compute_status(
         reason = failure_reason(objs, node_problems, nodes) or reason or TerminationReason.Failed
     elif objs.workload is None and not objs.pods and old.phase in (Phase.Running, Phase.Starting):
         phase, reason = Phase.Failed, TerminationReason.Failed
-    entries = list(observed_timeline(objs, phase, st.summary, now, old.phase))
+    entries = list(observed_timeline(objs, phase, st.summary, now, old.phase, node_problems,
+                                     problem_since or {}))  # fmt: skip
     return TauRunStatus(
         phase=phase,
         attempt=rec.attempt,
@@ -160,8 +164,9 @@ _KUEUE_STEPS = ("QuotaReserved", "Admitted", "Evicted", "Preempted", "Requeued",
 
 
 def observed_timeline(
-    objs: RunObjects, phase: Phase, summary: str, now: datetime, old_phase: Phase | None
-) -> Iterable[TimelineEntry]:
+    objs: RunObjects, phase: Phase, summary: str, now: datetime, old_phase: Phase | None,
+    node_problems: Mapping[str, list[str]] | None = None, problem_since: Mapping[str, str] | None = None,
+) -> Iterable[TimelineEntry]:  # fmt: skip
     """Timeline entries of what the objects show now (merged with the stored ones later), in
     the order things happen: Kueue's steps, scheduling, warnings, then the phase they led to."""
     conds = {
@@ -179,6 +184,15 @@ def observed_timeline(
                 yield TimelineEntry(at=str(c.get("lastTransitionTime") or _iso(now)),
                                     reason="Scheduled",
                                     message=f"{p['metadata']['name']} on {node}")  # fmt: skip
+            if c.get("type") == "DisruptionTarget" and c.get("status") == "True":
+                yield TimelineEntry(at=str(c.get("lastTransitionTime") or _iso(now)),
+                                    reason=str(c.get("reason") or "Disrupted"),
+                                    message=f"{p['metadata']['name']} on {node}: {c.get('message', '')}")  # fmt: skip
+    for node in sorted({str(n) for p in objs.pods if (n := (p.get("spec") or {}).get("nodeName"))}):
+        bad = (node_problems or {}).get(node)
+        if bad:
+            yield TimelineEntry(at=(problem_since or {}).get(node) or _iso(now),
+                                reason="GPUFault", message=f"{node}: {', '.join(bad)}")  # fmt: skip
     for e in objs.events:
         at = e.get("firstTimestamp") or e.get("eventTime") or e.get("lastTimestamp")
         if not at:

@@ -12,6 +12,7 @@ import base64
 import copy
 import re
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -348,7 +349,8 @@ def render_job(r: Resolved, meta: RunMeta, bundle: CodeBundle) -> list[dict[str,
         "metadata": _metadata(r, meta, bundle),
         "spec": {
             "suspend": True,
-            "backoffLimit": 0,
+            "backoffLimit": m.resilience.max_retries,
+            **job_failure_policy(m.resilience.max_retries, m.resilience.retry_on),
             "completions": 1,
             "parallelism": 1,
             "ttlSecondsAfterFinished": C.JOB_TTL_SECONDS,
@@ -366,6 +368,32 @@ def render_job(r: Resolved, meta: RunMeta, bundle: CodeBundle) -> list[dict[str,
         },
     }
     return [cm, job]
+
+
+def job_failure_policy(max_retries: int, retry_on: Sequence[str]) -> dict[str, Any]:
+    """`resilience` as the Job's own retries: `backoffLimit` attempts, and a podFailurePolicy
+    that counts a failure as retryable only for the reasons in `retry_on` (any other fails the
+    Job at once). A pod evicted from a node (a drain, the controller's GPU quarantine, a
+    preemption) carries DisruptionTarget; exit code 137 is the OOM killer's."""
+    if max_retries == 0:
+        return {}
+
+    def action(retried: bool) -> str:
+        return "Count" if retried else "FailJob"
+
+    disrupted = bool({"Preempted", "Evicted", "NodeFailure"} & set(retry_on))
+    return {
+        "podFailurePolicy": {
+            "rules": [
+                {"action": action(disrupted),
+                 "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+                {"action": action("OOMKilled" in retry_on),
+                 "onExitCodes": {"containerName": "main", "operator": "In", "values": [137]}},
+                {"action": action("Failed" in retry_on),
+                 "onExitCodes": {"containerName": "main", "operator": "NotIn", "values": [0]}},
+            ]
+        }
+    }  # fmt: skip
 
 
 def render_taurun(r: Resolved, meta: RunMeta, parent: str | None = None) -> dict[str, Any]:

@@ -90,7 +90,7 @@ def test_the_controllers_role_is_least_privilege() -> None:
     assert writable == {
         ("tau.azure.com", "runs/status"), ("tau.azure.com", "quotarequests/status"),
         ("tau.azure.com", "workspaces/status"), ("tau.azure.com", "clusters/status"),
-        ("kueue.x-k8s.io", "cohorts"), ("", "nodes"), ("", "events"),
+        ("kueue.x-k8s.io", "cohorts"), ("", "nodes"), ("", "events"), ("", "pods/eviction"),
         ("kopf.dev", "clusterkopfpeerings"),
     }  # fmt: skip
     assert not any("delete" in v for v in rules.values())

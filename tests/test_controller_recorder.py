@@ -114,9 +114,15 @@ def test_a_running_run_is_recorded_with_its_signals_and_timeline() -> None:
 def test_a_gpu_fault_on_its_node_shows_and_a_failure_there_is_a_node_failure() -> None:
     objs = REC.RunObjects(taurun=taurun(), workload=job(), kueue=kueue(), pods=[pod()])
     bad = {"a100x1-0": ["GPUXidError=True (XID 79)"]}
-    st = REC.compute_status(objs, bad, NOW)
+    st = REC.compute_status(objs, bad, NOW, {"a100x1-0": "2026-12-01T12:00:20Z"})
     gpu = next(s for s in st.signals if s.name == "GPUHealthy")
     assert gpu.state == "false" and "XID 79" in gpu.reason
+    fault = next(x for x in st.timeline if x.reason == "GPUFault")
+    assert fault.at == "2026-12-01T12:00:20Z" and "a100x1-0: GPUXidError" in fault.message
+    # recomputed later (the run moved on): the fault stays in its timeline, once
+    later = REC.compute_status(REC.RunObjects(taurun=taurun(st.model_dump(mode="json")), workload=job(),
+                                              kueue=kueue(), pods=[pod(node="a100x1-1")]), {}, NOW)  # fmt: skip
+    assert [x.reason for x in later.timeline].count("GPUFault") == 1
     failed = REC.compute_status(REC.RunObjects(taurun=taurun(st.model_dump(mode="json")),
                                                workload=job(failed=True), kueue=kueue(),
                                                pods=[pod(phase="Failed")]), bad, NOW)  # fmt: skip

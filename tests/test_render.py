@@ -263,3 +263,49 @@ def test_oracles_reject_broken_objects(upstream_crds: Path) -> None:
     bad_cm = copy.deepcopy(cm)
     bad_cm["data"] = {"f0": 3}
     assert k8s_errors(bad_cm)
+
+
+@pytest.mark.parametrize(
+    ("retry_on", "expected"),
+    [
+        # the default: node faults, evictions and preemptions are retried; code errors are not
+        (None, {"DisruptionTarget": "Count", "137": "FailJob", "not 0": "FailJob"}),
+        (["Failed"], {"DisruptionTarget": "FailJob", "137": "FailJob", "not 0": "Count"}),
+        (
+            ["OOMKilled", "NodeFailure"],
+            {"DisruptionTarget": "Count", "137": "Count", "not 0": "FailJob"},
+        ),
+    ],
+)
+def test_a_jobs_retries_follow_resilience(
+    tmp_path: Path, retry_on: list[str] | None, expected: dict[str, str]
+) -> None:
+    folder = EXAMPLE_DIRS[0].parent / "batch-job"
+    text = (folder / "tau.yaml").read_text()
+    res = {"max_retries": 3, **({"retry_on": retry_on} if retry_on is not None else {})}
+    import yaml
+
+    doc = yaml.safe_load(text)
+    doc["resilience"] = res
+    (tmp_path / "tau.yaml").write_text(yaml.safe_dump(doc))
+    (tmp_path / "score.py").write_text("print(1)\n")
+    _r, (_, job) = render_example(tmp_path)
+    assert k8s_errors(job) == []
+    spec = job["spec"]
+    assert spec["backoffLimit"] == 3
+    got = {}
+    for rule in spec["podFailurePolicy"]["rules"]:
+        if "onPodConditions" in rule:
+            got[rule["onPodConditions"][0]["type"]] = rule["action"]
+        elif rule["onExitCodes"]["operator"] == "In":
+            got[str(rule["onExitCodes"]["values"][0])] = rule["action"]
+        else:
+            got["not 0"] = rule["action"]
+    assert got == expected
+    # the first matching rule decides: an evicted pod is judged as a disruption, not by its code
+    assert "onPodConditions" in spec["podFailurePolicy"]["rules"][0]
+
+
+def test_no_retries_no_failure_policy() -> None:
+    _r, (_, job) = render_example(EXAMPLE_DIRS[0].parent / "batch-job")
+    assert job["spec"]["backoffLimit"] == 0 and "podFailurePolicy" not in job["spec"]

@@ -217,6 +217,23 @@ class Kube:
                                     patch_type=PatchType.MERGE, field_manager=manager)  # fmt: skip
         return dict(got.to_dict())
 
+    def evict(self, pod: str, namespace: str) -> bool:
+        """The Eviction API (respects PodDisruptionBudgets; the pod gets DisruptionTarget).
+        False: the pod was already gone."""
+        from lightkube.core.exceptions import ApiError
+        from lightkube.models.meta_v1 import ObjectMeta
+        from lightkube.resources.core_v1 import Pod
+
+        with self.errors("evict", KINDS["Pod"], namespace):
+            try:
+                self.client.create(Pod.Eviction(metadata=ObjectMeta(name=pod, namespace=namespace)),
+                                   name=pod, namespace=namespace)  # fmt: skip
+            except ApiError as e:
+                if e.status.code == 404:
+                    return False
+                raise
+        return True
+
     def get(self, kind_name: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
         from lightkube.core.exceptions import ApiError
 
@@ -230,13 +247,15 @@ class Kube:
                 raise
 
     def list(self, kind_name: str, namespace: str | None = None,
-             labels: dict[str, str] | None = None) -> list[dict[str, Any]]:  # fmt: skip
+             labels: dict[str, Any] | None = None,
+             fields: dict[str, Any] | None = None) -> list[dict[str, Any]]:  # fmt: skip
         """One LIST call (a namespaced kind without a namespace: in every namespace)."""
         kind = KINDS[kind_name]
         where = namespace if namespace is not None or not kind.namespaced else "*"
         with self.errors("list", kind, namespace):
             selector: dict[str, Any] | None = dict(labels) if labels else None
-            items = self.client.list(_resource(kind), namespace=where, labels=selector)
+            items = self.client.list(_resource(kind), namespace=where, labels=selector,
+                                     fields=fields)  # fmt: skip
             return [dict(o.to_dict()) for o in items]
 
     def delete(self, kind_name: str, name: str, namespace: str | None) -> bool:
