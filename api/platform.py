@@ -298,7 +298,7 @@ class ControllerSpec(ComponentBase):
     elsewhere, e.g. out of cluster in the sandbox)."""
 
     image: str = Field(CONTROLLER_IMAGE, description="Image repository (controller/Dockerfile)")
-    replicas: int = Field(2, ge=1, le=5, description="Peers; one is active (kopf peering)")
+    replicas: int = Field(1, ge=1, le=5, description="Peers; kopf peering keeps one handling events")
     remediation: RemediationConfig = Field(default_factory=RemediationConfig)
 
 

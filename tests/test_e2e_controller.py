@@ -106,6 +106,17 @@ def test_request_approve_admits_a_pending_run_and_expiry_gives_it_back(
         conds = {c["type"]: c for c in _request(sandbox, name)["status"]["conditions"]}
         assert conds["Expired"]["status"] == "True" and conds["Approved"]["status"] == "True"
         assert "taugrid-platform-admins-member" in conds["Approved"]["message"]
+        # a denial: terminal, with who and why; nothing granted
+        res = quota(sandbox, "alice", "request", "--gpus", "1", "--for", "1h", "--reason", "more",
+                    "--profile", "a100x1", "-o", "json")  # fmt: skip
+        other = json.loads(res.stdout)["name"]
+        assert quota(sandbox, "alice", "deny", other).returncode == 4
+        no = quota(sandbox, "taugrid-platform-admins-member", "deny", other, "-w", "research",
+                   "--note", "use the spot pool")  # fmt: skip
+        assert no.returncode == 0, no.stderr
+        wait_until(lambda: request_row(sandbox, other)["phase"] == "Denied", what="the denial")
+        assert "use the spot pool" in request_row(sandbox, other)["message"]
+        assert granted(sandbox) is None
     finally:
         for i in ids:
             tau(sandbox, "run", "cancel", i, env=kube_env(sandbox))
