@@ -126,7 +126,8 @@ def test_workspace_rbac_lets_members_work_in_their_namespace_only(
 
     def quota(ns: str) -> dict[str, Any]:
         return {"apiVersion": "tau.azure.com/v1alpha1", "kind": "TauQuotaRequest", "metadata": {"name": "more-gpus", "namespace": ns},
-                "spec": {"workspace": ns, "flavor": "h100x8", "resource": "nvidia.com/gpu", "requested": 8, "reason": "deadline"}}  # fmt: skip
+                "spec": {"workspace": ns, "flavor": "h100x8", "resource": "nvidia.com/gpu", "requested": 8, "reason": "deadline",
+                         "duration": "48h"}}  # fmt: skip
 
     assert _allowed(cluster, "alice@example.com", rayjob("llm"))
     assert _allowed(cluster, "alice@example.com", quota("llm"))
