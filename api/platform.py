@@ -298,7 +298,9 @@ class ControllerSpec(ComponentBase):
     elsewhere, e.g. out of cluster in the sandbox)."""
 
     image: str = Field(CONTROLLER_IMAGE, description="Image repository (controller/Dockerfile)")
-    replicas: int = Field(1, ge=1, le=5, description="Peers; kopf peering keeps one handling events")
+    replicas: int = Field(
+        1, ge=1, le=5, description="Peers; kopf peering keeps one handling events"
+    )
     remediation: RemediationConfig = Field(default_factory=RemediationConfig)
 
 
