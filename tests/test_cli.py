@@ -13,7 +13,7 @@ from conftest import EXAMPLES, PROFILES, ROOT
 
 from taugrid.cli.app import main
 
-HEAVY = ("ray", "pulumi", "kubernetes", "pulumi_kubernetes", "pulumi_azure_native")
+HEAVY = ("ray", "pulumi", "kubernetes", "pulumi_kubernetes", "pulumi_azure_native", "kopf", "lightkube")
 
 
 def test_render_yaml_and_json(capsys: pytest.CaptureFixture[str]) -> None:
@@ -162,8 +162,10 @@ def _modules_after(argv: list[str]) -> set[str]:
         ["--help"],
         ["run", "validate", str(EXAMPLES / "quickstart")],
         ["run", "render", str(EXAMPLES / "quickstart"), "-p", str(PROFILES)],
+        ["quota", "--help"],
+        ["controller", "run", "--help"],
     ],
-    ids=["help", "validate", "render"],
+    ids=["help", "validate", "render", "quota-help", "controller-help"],
 )
 def test_no_heavy_imports(argv: list[str]) -> None:
     loaded = _modules_after(argv)

@@ -148,3 +148,15 @@ def test_dry_run_decides_but_touches_no_node(dry_run: bool) -> None:
             ("list", {"spec.nodeName": "g0"}),
             ("evict", "run-pod"),
         ]
+
+
+def test_controller_run_refuses_a_bad_config_or_kubeconfig(tmp_path: Any) -> None:
+    from conftest import run_tau
+
+    bad = tmp_path / "ctl.yaml"
+    bad.write_text("remediation: {max_unhealthy_share: 2}\n")
+    res = run_tau(tmp_path, "controller", "run", "--config", str(bad))
+    assert res.returncode == 2 and "remediation.max_unhealthy_share" in res.stderr
+    assert "Traceback" not in res.stderr
+    res = run_tau(tmp_path, "controller", "run", env={"KUBECONFIG": str(tmp_path / "none")})
+    assert res.returncode == 4 and "no usable kubeconfig" in res.stderr
