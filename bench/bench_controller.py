@@ -105,6 +105,9 @@ def cordon_latency(dyn: Any, n: int = 7) -> list[float]:
     return out
 
 
+SETTLE_S = 15.0  # what the last change set off (releases, status writes) is over by then
+
+
 def calls_per_minute(audit: Path, seconds: float) -> tuple[float, dict[str, int]]:
     """The controller's requests in a quiet window of `seconds` (after SETTLE_S), per minute
     (distinct audit ids), and which they were."""
