@@ -13,7 +13,15 @@ from conftest import EXAMPLES, PROFILES, ROOT
 
 from taugrid.cli.app import main
 
-HEAVY = ("ray", "pulumi", "kubernetes", "pulumi_kubernetes", "pulumi_azure_native", "kopf", "lightkube")
+HEAVY = (
+    "ray",
+    "pulumi",
+    "kubernetes",
+    "pulumi_kubernetes",
+    "pulumi_azure_native",
+    "kopf",
+    "lightkube",
+)
 
 
 def test_render_yaml_and_json(capsys: pytest.CaptureFixture[str]) -> None:

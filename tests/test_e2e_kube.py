@@ -54,6 +54,13 @@ def test_profiles_and_workspaces_come_from_the_cluster(sandbox: Path) -> None:
 
 def test_submission_is_owned_by_the_taurun_and_idempotent(sandbox: Path, gpu_project: Path) -> None:
     run_id = submit(sandbox, gpu_project)
+    try:
+        _owned_and_idempotent(sandbox, gpu_project, run_id)
+    finally:  # a failed check must not leave the run holding quota for the next tests
+        tau(sandbox, "run", "cancel", run_id, env=kube_env(sandbox))
+
+
+def _owned_and_idempotent(sandbox: Path, gpu_project: Path, run_id: str) -> None:
     dyn = admin(sandbox)
     rj = dyn.resources.get(api_version="ray.io/v1", kind="RayJob").get(
         name=run_id, namespace="research"
@@ -62,11 +69,18 @@ def test_submission_is_owned_by_the_taurun_and_idempotent(sandbox: Path, gpu_pro
     assert owner.kind == "TauRun" and owner.name == run_id
     assert rj.metadata.managedFields[0].manager == "tau"
     taurun = dyn.resources.get(api_version="tau.azure.com/v1alpha1", kind="TauRun")
-    before = taurun.get(name=run_id, namespace="research").metadata.resourceVersion
+
+    def tau_owned() -> tuple[Any, ...]:
+        """What tau wrote (the controller writes the status too: resourceVersion moves)."""
+        meta = taurun.get(name=run_id, namespace="research").metadata
+        mine = [(m.operation, m.time) for m in meta.managedFields if m.manager == "tau"]
+        return (meta.generation, *mine)
+
+    before = tau_owned()
     wait_until(lambda: status(sandbox, run_id)["phase"] == "Running", what="Kueue to admit it")
     again = tau(sandbox, "run", str(gpu_project), "-d", "--run-id", run_id, env=kube_env(sandbox))
     assert again.returncode == 0 and "already submitted; nothing changed" in again.stderr
-    assert taurun.get(name=run_id, namespace="research").metadata.resourceVersion == before
+    assert tau_owned() == before
     rj2 = dyn.resources.get(api_version="ray.io/v1", kind="RayJob").get(
         name=run_id, namespace="research"
     )
@@ -87,6 +101,14 @@ def test_over_quota_waits_with_kueues_reason_and_cancel_frees_the_quota(
 ) -> None:
     # the a100x1 flavor has 2 GPUs of quota: the third 1-GPU run waits
     ids = [submit(sandbox, gpu_project) for _ in range(3)]
+    try:
+        _over_quota(sandbox, ids)
+    finally:  # whatever happened, the quota is free for the next test
+        for rid in ids:
+            tau(sandbox, "run", "cancel", rid, env=kube_env(sandbox))
+
+
+def _over_quota(sandbox: Path, ids: list[str]) -> None:
     wait_until(
         lambda: sig(status(sandbox, ids[0]), "Admitted")["state"] == "true", what="run 1 admitted"
     )
@@ -106,8 +128,6 @@ def test_over_quota_waits_with_kueues_reason_and_cancel_frees_the_quota(
     wait_until(lambda: status(sandbox, ids[1])["phase"] == "Running", what="run 2 running on KWOK")
     st = status(sandbox, ids[1])
     assert sig(st, "Scheduled")["state"] == "true" and "a100x1-" in sig(st, "Scheduled")["reason"]
-    for rid in ids[1:]:
-        tau(sandbox, "run", "cancel", rid, env=kube_env(sandbox))
     assert status(sandbox, ids[0])["phase"] == "Cancelled"
 
 
