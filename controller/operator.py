@@ -41,6 +41,7 @@ from taugrid.api.crds import (
     TauWorkspaceSpec,
     TauWorkspaceStatus,
 )
+from taugrid.api.kubetime import k8s_time, parse_k8s_time
 from taugrid.api.platform import RemediationConfig
 from taugrid.api.profiles import WorkloadProfile
 from taugrid.api.quantity import canonical
@@ -341,7 +342,7 @@ class Controller:
         after = node_problems([body])[0].get(name, []) if body else []
         self.problems[name] = after
         if after and not before:
-            self.problem_since[name] = Q.iso(self.clock())
+            self.problem_since[name] = k8s_time(self.clock())
         elif not after:
             self.problem_since.pop(name, None)
         if before != after:
@@ -493,7 +494,7 @@ class Controller:
             status = TauQuotaRequestStatus()
         target, problem = resolve_target(ns, spec, lqs, cqs, workspaces, profiles)
         return Q.Request(namespace=ns, name=name, generation=int(meta.get("generation") or 1),
-                         created=Q.parse_time(meta.get("creationTimestamp")) or self.clock(),
+                         created=parse_k8s_time(meta.get("creationTimestamp")) or self.clock(),
                          spec=spec, status=status, target=target, problem=problem)  # fmt: skip
 
     # --- platform status ------------------------------------------------------------------------
@@ -557,7 +558,7 @@ class Controller:
             if new_c.model_dump(mode="json", exclude={"observedAt"}) != old_c.model_dump(
                 mode="json", exclude={"observedAt"}
             ):
-                new_c.observedAt = Q.iso(now)
+                new_c.observedAt = k8s_time(now)
                 await self._io(
                     "apply-status",
                     kube.apply_status,

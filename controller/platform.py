@@ -10,10 +10,11 @@ from decimal import Decimal
 from typing import Any
 
 from taugrid.api.crds import Condition, ProfileCapacity
+from taugrid.api.kubetime import k8s_time as iso
 from taugrid.api.platform import RemediationConfig
 from taugrid.api.profiles import WorkloadProfile
 from taugrid.api.quantity import QuantityError, parse_quantity
-from taugrid.controller.quota import Room, Target, iso
+from taugrid.controller.quota import Room, Target
 from taugrid.controller.remediation import NodeView, faults
 
 

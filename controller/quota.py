@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from decimal import Decimal
 
 from taugrid.api.crds import (
@@ -21,6 +21,8 @@ from taugrid.api.crds import (
     TauQuotaRequestSpec,
     TauQuotaRequestStatus,
 )
+from taugrid.api.kubetime import k8s_time as iso
+from taugrid.api.kubetime import parse_k8s_time as parse_time
 from taugrid.api.quantity import QuantityError, canonical, duration, parse_quantity
 
 CONDITION_TYPES: tuple[QuotaPhase, ...] = ("Pending", "Approved", "Active", "Expired", "Denied")
@@ -66,16 +68,6 @@ class Room:
 class Plan:
     statuses: dict[str, TauQuotaRequestStatus] = field(default_factory=dict)  # key -> status
     grants: dict[Target, Decimal] = field(default_factory=dict)  # target -> total granted
-
-
-def iso(t: datetime) -> str:
-    return t.isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
-def parse_time(s: str | None) -> datetime | None:
-    if not s:
-        return None
-    return datetime.fromisoformat(s.replace("Z", "+00:00"))
 
 
 def amount(spec: TauQuotaRequestSpec) -> Decimal:
@@ -308,5 +300,4 @@ __all__ = [
     "parse_time",
     "plan",
     "stamp",
-    "timedelta",
 ]

@@ -16,6 +16,7 @@ from typing import Any
 from taugrid.api import constants as C
 from taugrid.api.crds import TauRunStatus
 from taugrid.api.evidence import KubeHandle, RunRecord
+from taugrid.api.kubetime import k8s_time
 from taugrid.api.vocabulary import TERMINAL, Phase, RetryReason, TerminationReason, TimelineEntry
 from taugrid.controller.timeline import condense
 from taugrid.runs.backends.kube.facts import recorded_status, run_facts
@@ -38,7 +39,7 @@ class RunObjects:
 def record_of(taurun: Mapping[str, Any]) -> RunRecord:
     """The run record a TauRun stands for (what status needs of it)."""
     meta, spec = taurun.get("metadata") or {}, taurun.get("spec") or {}
-    created = str(meta.get("creationTimestamp") or _iso(datetime.now(UTC)))
+    created = str(meta.get("creationTimestamp") or k8s_time(datetime.now(UTC)))
     return RunRecord(
         run_id=spec.get("runId") or meta.get("name"),
         name=spec.get("runName") or meta.get("name"),
@@ -69,10 +70,6 @@ def retry_on(taurun: Mapping[str, Any]) -> list[RetryReason]:
 
     res = ((taurun.get("spec") or {}).get("manifest") or {}).get("resilience") or {}
     return list(res.get("retry_on") or DEFAULT_RETRY_ON)
-
-
-def _iso(t: datetime) -> str:
-    return t.isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def recorded(taurun: Mapping[str, Any]) -> TauRunStatus | None:
@@ -112,13 +109,13 @@ def compute_status(
         attempt=rec.attempt,
         terminationReason=reason if phase in TERMINAL else None,
         startTime=st.started_at or old.startTime,
-        completionTime=(st.finished_at or old.completionTime or _iso(now))
+        completionTime=(st.finished_at or old.completionTime or k8s_time(now))
         if phase in TERMINAL
         else None,
         runDir=old.runDir or C.run_dir(rec.run_id),
         summary=_summary(st.summary, phase, reason),
         nodes=nodes,
-        observedAt=_iso(now),
+        observedAt=k8s_time(now),
         signals=st.signals,
         timeline=condense(old.timeline, entries),
         conditions=old.conditions,
@@ -181,17 +178,17 @@ def observed_timeline(
         node = (p.get("spec") or {}).get("nodeName")
         for c in (p.get("status") or {}).get("conditions") or []:
             if c.get("type") == "PodScheduled" and c.get("status") == "True" and node:
-                yield TimelineEntry(at=str(c.get("lastTransitionTime") or _iso(now)),
+                yield TimelineEntry(at=str(c.get("lastTransitionTime") or k8s_time(now)),
                                     reason="Scheduled",
                                     message=f"{p['metadata']['name']} on {node}")  # fmt: skip
             if c.get("type") == "DisruptionTarget" and c.get("status") == "True":
-                yield TimelineEntry(at=str(c.get("lastTransitionTime") or _iso(now)),
+                yield TimelineEntry(at=str(c.get("lastTransitionTime") or k8s_time(now)),
                                     reason=str(c.get("reason") or "Disrupted"),
                                     message=f"{p['metadata']['name']} on {node}: {c.get('message', '')}")  # fmt: skip
     for node in sorted({str(n) for p in objs.pods if (n := (p.get("spec") or {}).get("nodeName"))}):
         bad = (node_problems or {}).get(node)
         if bad:
-            yield TimelineEntry(at=(problem_since or {}).get(node) or _iso(now),
+            yield TimelineEntry(at=(problem_since or {}).get(node) or k8s_time(now),
                                 reason="GPUFault", message=f"{node}: {', '.join(bad)}")  # fmt: skip
     for e in objs.events:
         at = e.get("firstTimestamp") or e.get("eventTime") or e.get("lastTimestamp")
@@ -203,7 +200,7 @@ def observed_timeline(
             last=str(e.get("lastTimestamp") or at),
         )  # fmt: skip
     if phase != old_phase:
-        yield TimelineEntry(at=_iso(now), reason=str(phase), message=summary)
+        yield TimelineEntry(at=k8s_time(now), reason=str(phase), message=summary)
 
 
 def same(a: TauRunStatus, b: TauRunStatus) -> bool:

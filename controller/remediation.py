@@ -19,6 +19,7 @@ from enum import StrEnum
 from typing import Any
 
 from taugrid.api import constants as C
+from taugrid.api.kubetime import k8s_time, parse_k8s_time
 from taugrid.api.platform import RemediationConfig
 
 TAINT_KEY = C.GPU_UNHEALTHY_TAINT
@@ -118,23 +119,14 @@ def _clear_since(node: NodeView, cfg: RemediationConfig) -> datetime | None:
     """Since when none of the configured conditions is True: the latest transition to False of
     those present, else the time we first saw it clear (annotation), else unknown."""
     times = [
-        _parse(node.conditions[t][2])
+        parse_k8s_time(node.conditions[t][2])
         for t in cfg.conditions
         if t in node.conditions and node.conditions[t][0] != "True"
     ]
     known = [t for t in times if t is not None]
     if known:
         return max(known)
-    return _parse(node.annotations.get(ANN_CLEAR_SINCE))
-
-
-def _parse(s: str | None) -> datetime | None:
-    if not s:
-        return None
-    try:
-        return datetime.fromisoformat(s.replace("Z", "+00:00"))
-    except ValueError:
-        return None
+    return parse_k8s_time(node.annotations.get(ANN_CLEAR_SINCE))
 
 
 def decide(nodes: Iterable[NodeView], cfg: RemediationConfig, now: datetime) -> Verdicts:
@@ -213,7 +205,7 @@ def quarantine_patch(node: NodeView, d: Decision, now: datetime) -> dict[str, An
     """A JSON merge patch: cordon, our taint added to the others, labels, when. It carries the
     node's resourceVersion, so a concurrent change makes it fail (409) instead of losing one."""
     first = d.faults[0].split(" ", 1)[0] if d.faults else "unknown"
-    ann: dict[str, Any] = {ANN_AT: _iso(now), ANN_CLEAR_SINCE: None}
+    ann: dict[str, Any] = {ANN_AT: k8s_time(now), ANN_CLEAR_SINCE: None}
     if node.unschedulable:
         ann[ANN_WAS_CORDONED] = "true"
     taint = {"key": TAINT_KEY, "value": label_value(first), "effect": "NoSchedule"}
@@ -244,8 +236,4 @@ def release_patch(node: NodeView) -> dict[str, Any]:
 
 def clear_seen_patch(now: datetime) -> dict[str, Any]:
     """Remember when a quarantined node's conditions were first seen gone (no transition time)."""
-    return {"metadata": {"annotations": {ANN_CLEAR_SINCE: _iso(now)}}}
-
-
-def _iso(t: datetime) -> str:
-    return t.isoformat(timespec="seconds").replace("+00:00", "Z")
+    return {"metadata": {"annotations": {ANN_CLEAR_SINCE: k8s_time(now)}}}

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from taugrid.api import constants as C
+from taugrid.api.kubetime import k8s_time
 from taugrid.api.platform import RemediationConfig
 from taugrid.controller import remediation as R
 
@@ -22,7 +23,7 @@ def node(name: str, gpus: int = 1, faults: dict[str, str] | None = None, ready: 
     conds = [{"type": "Ready", "status": "True" if ready else "False"}]
     conds += [{"type": t, "status": "True", "reason": why, "lastTransitionTime": "2026-12-01T11:00:00Z"}
               for t, why in (faults or {}).items()]  # fmt: skip
-    conds += [{"type": t, "status": "False", "lastTransitionTime": R._iso(at)}
+    conds += [{"type": t, "status": "False", "lastTransitionTime": k8s_time(at)}
               for t, at in (cleared or {}).items()]  # fmt: skip
     labels = {R.LABEL_BY: R.BY} if ours else {}
     return R.node_view({
@@ -91,7 +92,7 @@ def test_conditions_gone_without_a_time_start_the_clear_wait_now() -> None:
     )
     assert d.action == R.Action.keep and d.mark_clear
     marked = node(
-        "a", ours=True, annotations={R.ANN_CLEAR_SINCE: R._iso(NOW - timedelta(seconds=700))}
+        "a", ours=True, annotations={R.ANN_CLEAR_SINCE: k8s_time(NOW - timedelta(seconds=700))}
     )
     assert actions([marked, node("b")])["a"] == R.Action.release
 

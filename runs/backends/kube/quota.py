@@ -9,12 +9,12 @@ The controller does the rest (grants, expiry); see taugrid.controller.quota.
 from __future__ import annotations
 
 import secrets
-from datetime import UTC, datetime
 from typing import Any, Literal
 
 from taugrid.api import constants as C
 from taugrid.api.crds import TauQuotaRequestSpec, TauQuotaRequestStatus
 from taugrid.api.errors import EXIT_PLATFORM, EXIT_USAGE, TauError
+from taugrid.api.kubetime import k8s_time
 from taugrid.api.profiles import ProfileSnapshot, WorkloadProfile, WorkspaceRef
 from taugrid.api.quantity import QuantityError, duration
 from taugrid.runs.backends.kube.client import Forbidden, Kube
@@ -160,7 +160,7 @@ def decide(
         "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
         "status": {"decision": {
             "verdict": verdict, "by": who, "note": note,
-            "at": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
+            "at": k8s_time(),
             "generation": int(meta.get("generation") or 1),
         }},
     }  # fmt: skip
