@@ -21,10 +21,7 @@ import asyncio
 import contextlib
 import logging
 import threading
-import time
-from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -42,16 +39,15 @@ from taugrid.api.crds import (
     TauWorkspaceStatus,
 )
 from taugrid.api.kubetime import k8s_time, parse_k8s_time
-from taugrid.api.platform import RemediationConfig
 from taugrid.api.profiles import WorkloadProfile
 from taugrid.api.quantity import canonical
 from taugrid.controller import platform as P
 from taugrid.controller import quota as Q
 from taugrid.controller import remediation as R
 from taugrid.controller.config import FIELD_MANAGER, PEERING, ControllerConfig
-from taugrid.controller.recorder import RunObjects, compute_status, recorded, same
+from taugrid.controller.recorder import RunObjects, compute_status, same
 from taugrid.runs.backends.kube.client import Kube
-from taugrid.runs.backends.kube.facts import node_problems
+from taugrid.runs.backends.kube.facts import node_problems, recorded_status
 
 log = logging.getLogger("taugrid.controller")
 RunKey = tuple[str, str]  # (namespace, run id)
@@ -98,41 +94,26 @@ def _run_key(kw: Mapping[str, Any]) -> RunKey:
     return (str(kw["namespace"]), str(kw["labels"][C.LABEL_RUN_ID]))
 
 
-@dataclass
-class Stats:
-    """What the benchmark and `--stats` read: our API calls and reconcile latencies."""
-
-    calls: Counter[str] = field(default_factory=Counter)
-    latency: dict[str, list[float]] = field(default_factory=dict)
-
-    def took(self, what: str, seconds: float) -> None:
-        self.latency.setdefault(what, []).append(seconds)
-
-
 class Controller:
     def __init__(self, cfg: ControllerConfig, kube: Kube, clock: Callable[[], datetime] = now_utc):
         self.cfg, self.kube, self.clock = cfg, kube, clock
-        self.stats = Stats()
         self.nodes: dict[str, dict[str, Any]] = {}
         self.problems: dict[str, list[str]] = {}
         self.problem_since: dict[str, str] = {}  # node -> when its GPU problems were first seen
         self._locks: dict[RunKey, asyncio.Lock] = {}
         self._wake: dict[str, asyncio.Event] = {}
-        self._since: dict[str, float] = {}  # first unhandled wake of each worker (latency)
         self._tasks: list[asyncio.Task[None]] = []
         self._capacity_sig: tuple[Any, ...] = ()
         self.breaker: R.Verdicts | None = None
         self.registry = self._build()
 
     # --- I/O (in a thread: lightkube is synchronous) ---------------------------------------
-    async def _io(self, verb: str, fn: Callable[..., Any], *args: Any) -> Any:
-        self.stats.calls[verb] += 1
+    async def _io(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.to_thread(fn, *args)
 
     def wake(self, worker: str) -> None:
         ev = self._wake.get(worker)
         if ev is not None:
-            self._since.setdefault(worker, time.monotonic())
             ev.set()
 
     # --- kopf wiring -------------------------------------------------------------------------
@@ -282,10 +263,8 @@ class Controller:
                 await asyncio.wait_for(ev.wait(), timeout)
             await asyncio.sleep(COALESCE_S)
             ev.clear()
-            started = self._since.pop(name, time.monotonic())
             try:
                 timeout = await fn()
-                self.stats.took(name, time.monotonic() - started)
             except asyncio.CancelledError:
                 raise
             except Exception as e:  # keep going: the next event or deadline tries again
@@ -322,13 +301,13 @@ class Controller:
                 self._locks.pop(key, None)
                 return
             new = compute_status(objs, self.problems, self.clock(), self.problem_since)
-            old = recorded(objs.taurun)
+            old = recorded_status(objs.taurun)
             if old is not None and same(old, new):
                 return
             body = {"apiVersion": C.API_VERSION, "kind": "TauRun",
                     "metadata": {"name": key[1], "namespace": key[0]},
                     "status": new.model_dump(mode="json", exclude_none=True)}  # fmt: skip
-            await self._io("apply-status", self.kube.apply_status, body, FIELD_MANAGER)
+            await self._io(self.kube.apply_status, body, FIELD_MANAGER)
 
     # --- nodes --------------------------------------------------------------------------------
     async def node_changed(
@@ -391,19 +370,16 @@ class Controller:
                 patch = R.clear_seen_patch(now)
             elif d.action == R.Action.held_by_breaker:
                 log.warning("hold %s: %s", d.node, d.why)
-            if d.action == R.Action.keep and not d.faults:
-                soonest = min(soonest or cfg.clear_after_seconds, _seconds_left(d.why, cfg))
+            if d.wait_s is not None:  # look again when its clear wait ends
+                due = d.wait_s + 0.5
+                soonest = due if soonest is None else min(soonest, due)
             if patch is None or cfg.dry_run:
                 continue
-            got = await self._io("patch-node", self.kube.merge_patch, "Node", d.node, None, patch,
+            got = await self._io(self.kube.merge_patch, "Node", d.node, None, patch,
                                  FIELD_MANAGER)  # fmt: skip
             self.nodes[d.node] = slim(got)
-            if d.action == R.Action.quarantine:
-                self.stats.took(
-                    "cordon", time.monotonic() - self._since.get("remediation", time.monotonic())
-                )
-                if cfg.evict_runs:
-                    await self.evict_runs(d.node)
+            if d.action == R.Action.quarantine and cfg.evict_runs:
+                await self.evict_runs(d.node)
         before = self.breaker
         self.breaker = verdicts
         if before is None or (
@@ -417,7 +393,7 @@ class Controller:
 
     async def evict_runs(self, node: str) -> None:
         """Evict the TauGrid runs' pods from a quarantined node (other pods are not ours)."""
-        pods = await self._io("list", self.kube.list, "Pod", None, {C.LABEL_RUN_ID: None},
+        pods = await self._io(self.kube.list, "Pod", None, {C.LABEL_RUN_ID: None},
                               {"spec.nodeName": node})  # fmt: skip
         for p in pods:
             meta = p["metadata"]
@@ -428,19 +404,19 @@ class Controller:
             log.warning(
                 "evict %s/%s from quarantined node %s", meta["namespace"], meta["name"], node
             )
-            await self._io("evict", self.kube.evict, meta["name"], meta["namespace"])
+            await self._io(self.kube.evict, meta["name"], meta["namespace"])
 
     # --- quota grants -------------------------------------------------------------------------
     async def reconcile_quota(self) -> float | None:
         kube = self.kube
         lists = await asyncio.gather(
-            self._io("list", kube.list, "TauQuotaRequest", None),
-            self._io("list", kube.list, "ClusterQueue", None),
-            self._io("list", kube.list, "LocalQueue", None),
-            self._io("list", kube.list, "ResourceFlavor", None),
-            self._io("list", kube.list, "Cohort", None),
-            self._io("list", kube.list, "TauWorkspace", self.cfg.system_namespace),
-            self._io("get", kube.get, "TauCluster", self.cfg.cluster_object, None),
+            self._io(kube.list, "TauQuotaRequest", None),
+            self._io(kube.list, "ClusterQueue", None),
+            self._io(kube.list, "LocalQueue", None),
+            self._io(kube.list, "ResourceFlavor", None),
+            self._io(kube.list, "Cohort", None),
+            self._io(kube.list, "TauWorkspace", self.cfg.system_namespace),
+            self._io(kube.get, "TauCluster", self.cfg.cluster_object, None),
         )
         reqs_raw, cqs_raw, lqs_raw, flavors_raw, cohorts_raw, ws_raw, cluster = lists
         now = self.clock()
@@ -468,7 +444,7 @@ class Controller:
                 body = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Cohort",
                         "metadata": {"name": naming.grant_cohort(cq)},
                         "spec": {"resourceGroups": want}}  # fmt: skip
-                await self._io("apply", kube.apply, body, FIELD_MANAGER)
+                await self._io(kube.apply, body, FIELD_MANAGER)
                 log.info("grant cohort %s: %s", naming.grant_cohort(cq), want or "no grants")
         for r in requests:
             new = plan.statuses[r.key]
@@ -479,7 +455,7 @@ class Controller:
                     "metadata": {"name": r.name, "namespace": r.namespace},
                     "status": new.model_dump(mode="json", exclude_none=True,
                                              exclude={"decision"})}  # fmt: skip
-            await self._io("apply-status", kube.apply_status, body, FIELD_MANAGER)
+            await self._io(kube.apply_status, body, FIELD_MANAGER)
         nxt = Q.next_change(plan.statuses.values())
         return max(0.0, (nxt - self.clock()).total_seconds()) if nxt else None
 
@@ -501,11 +477,11 @@ class Controller:
     async def reconcile_platform(self) -> float | None:
         kube, cfg = self.kube, self.cfg
         ws_raw, lqs, cqs_raw, pvcs, cluster = await asyncio.gather(
-            self._io("list", kube.list, "TauWorkspace", cfg.system_namespace),
-            self._io("list", kube.list, "LocalQueue", None),
-            self._io("list", kube.list, "ClusterQueue", None),
-            self._io("list", kube.list, "PersistentVolumeClaim", None),
-            self._io("get", kube.get, "TauCluster", cfg.cluster_object, None),
+            self._io(kube.list, "TauWorkspace", cfg.system_namespace),
+            self._io(kube.list, "LocalQueue", None),
+            self._io(kube.list, "ClusterQueue", None),
+            self._io(kube.list, "PersistentVolumeClaim", None),
+            self._io(kube.get, "TauCluster", cfg.cluster_object, None),
         )
         now = self.clock()
         cqs = {c["metadata"]["name"]: c for c in cqs_raw}
@@ -527,7 +503,6 @@ class Controller:
             )  # fmt: skip
             if new.model_dump(mode="json") != old.model_dump(mode="json"):
                 await self._io(
-                    "apply-status",
                     kube.apply_status,
                     _status_body("TauWorkspace", w, new),
                     FIELD_MANAGER,
@@ -560,7 +535,6 @@ class Controller:
             ):
                 new_c.observedAt = k8s_time(now)
                 await self._io(
-                    "apply-status",
                     kube.apply_status,
                     _status_body("TauCluster", cluster, new_c),
                     FIELD_MANAGER,
@@ -616,13 +590,6 @@ def _normal(groups: Iterable[Mapping[str, Any]]) -> list[Any]:
 def _status_same(old: TauQuotaRequestStatus, new: TauQuotaRequestStatus) -> bool:
     dump = {"mode": "json", "exclude": {"decision"}}
     return old.model_dump(**dump) == new.model_dump(**dump)  # type: ignore[arg-type]
-
-
-def _seconds_left(why: str, cfg: RemediationConfig) -> float:
-    words = why.rsplit(" in ", 1)
-    if len(words) == 2 and words[1].endswith("s") and words[1][:-1].isdigit():
-        return float(words[1][:-1]) + 0.5
-    return float(cfg.clear_after_seconds)
 
 
 def resolve_target(
@@ -696,7 +663,7 @@ def run(
     stop: threading.Event | None = None,
     ready: threading.Event | None = None,
 ) -> Controller:
-    """Run until stopped (SIGINT/SIGTERM, or `stop`). Returns the controller (its stats)."""
+    """Run until stopped (SIGINT/SIGTERM, or `stop`)."""
     kube = Kube(context, in_cluster=in_cluster)
     ctl = Controller(cfg, kube)
     coro = kopf.operator(

@@ -72,10 +72,6 @@ def retry_on(taurun: Mapping[str, Any]) -> list[RetryReason]:
     return list(res.get("retry_on") or DEFAULT_RETRY_ON)
 
 
-def recorded(taurun: Mapping[str, Any]) -> TauRunStatus | None:
-    return recorded_status(dict(taurun))
-
-
 def compute_status(
     objs: RunObjects,
     node_problems: Mapping[str, list[str]],
@@ -83,7 +79,7 @@ def compute_status(
     problem_since: Mapping[str, str] | None = None,
 ) -> TauRunStatus:
     """TauRun.status for the run now (`observedAt` is `now`)."""
-    old = recorded(objs.taurun) or TauRunStatus()
+    old = recorded_status(dict(objs.taurun)) or TauRunStatus()
     if old.phase in TERMINAL:
         return old  # ended: what it ended with stays (its objects go, one by one, after that)
     rec = record_of(objs.taurun)

@@ -66,6 +66,7 @@ class Decision:
     why: str
     faults: tuple[str, ...] = ()
     mark_clear: bool = False  # remember now as the time its conditions were seen clear
+    wait_s: float | None = None  # kept while its conditions are clear: seconds to its release
 
 
 @dataclass
@@ -144,9 +145,8 @@ def decide(nodes: Iterable[NodeView], cfg: RemediationConfig, now: datetime) -> 
                 continue
             since = _clear_since(n, cfg)
             if since is None:
-                out.decisions.append(
-                    Decision(n.name, Action.keep, "clear since now", mark_clear=True)
-                )
+                out.decisions.append(Decision(n.name, Action.keep, "clear since now",
+                                              mark_clear=True, wait_s=cfg.clear_after_seconds))  # fmt: skip
                 continue
             waited = now - since
             if waited >= timedelta(seconds=cfg.clear_after_seconds):
@@ -155,8 +155,9 @@ def decide(nodes: Iterable[NodeView], cfg: RemediationConfig, now: datetime) -> 
                 )
                 quarantined -= 1
             else:
-                left = cfg.clear_after_seconds - int(waited.total_seconds())
-                out.decisions.append(Decision(n.name, Action.keep, f"clear; released in {left}s"))
+                left = cfg.clear_after_seconds - waited.total_seconds()
+                out.decisions.append(Decision(n.name, Action.keep, f"clear; released in {int(left)}s",
+                                              wait_s=left))  # fmt: skip
             continue
         if not bad:
             out.decisions.append(Decision(n.name, Action.none, "healthy"))
