@@ -23,7 +23,6 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 TAU = str(Path(sys.executable).parent / "tau")
-USER = "system:serviceaccount:taugrid-system:taugrid-controller"
 WINDOW_S = 45.0
 RUNS = 500
 
@@ -109,6 +108,8 @@ SETTLE_S = 15.0  # what the last change set off (releases, status writes) is ove
 
 
 def calls_per_minute(audit: Path, seconds: float) -> tuple[float, dict[str, int]]:
+    from taugrid.components.manifests import CONTROLLER_USER
+
     """The controller's requests in a quiet window of `seconds` (after SETTLE_S), per minute
     (distinct audit ids), and which they were."""
     time.sleep(SETTLE_S)
@@ -118,7 +119,7 @@ def calls_per_minute(audit: Path, seconds: float) -> tuple[float, dict[str, int]
     seen: dict[str, str] = {}
     for line in audit.read_text().splitlines():
         e = json.loads(line)
-        if e.get("user", {}).get("username") != USER:
+        if e.get("user", {}).get("username") != CONTROLLER_USER:
             continue
         stamp = time.strptime(e["stageTimestamp"][:19], "%Y-%m-%dT%H:%M:%S")
         ts = time.mktime(stamp) - time.timezone

@@ -419,6 +419,7 @@ def workspace_objects(cfg: PlatformConfig, ws: WorkspaceSpec) -> list[dict[str, 
 # --- quota approval and the controller ---------------------------------------------------------
 QUOTA_APPROVER_CLUSTERROLE = "taugrid-quota-approver"
 CONTROLLER = "taugrid-controller"  # its ServiceAccount, ClusterRole, Deployment, peering
+CONTROLLER_USER = f"system:serviceaccount:{SYSTEM_NAMESPACE}:{CONTROLLER}"  # as RBAC sees it
 CONTROLLER_PORT = 8080
 
 

@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 HOST = "127.0.0.1"
-CONTROLLER_USER = "system:serviceaccount:taugrid-system:taugrid-controller"
 CACHE_ROOT = Path(
     os.environ.get("TAUGRID_CP_CACHE") or Path.home() / ".cache" / "taugrid" / "controlplane"
 )
@@ -299,6 +298,8 @@ class ControlPlane:
         self.api_port = free_port()
         # An audit log of the TauGrid controller's requests only (its API calls per minute are
         # a budget: bench/bench_controller.py counts them here, watches included).
+        from taugrid.components.manifests import CONTROLLER_USER
+
         audit_policy = self.work / "audit-policy.json"
         audit_policy.write_text(json.dumps({
             "apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],

@@ -251,10 +251,7 @@ def _start_controller(cp: Any, cfg: PlatformConfig, dyn: Any, say: Say) -> None:
 
     for obj in M.controller_rbac():
         apply(dyn, obj)
-    from taugrid.infra.controlplane import CONTROLLER_USER
-
-    assert f"system:serviceaccount:{SYSTEM_NAMESPACE}:{M.CONTROLLER}" == CONTROLLER_USER
-    who = cp.add_identity(M.CONTROLLER, ("system:serviceaccounts",), user=CONTROLLER_USER)
+    who = cp.add_identity(M.CONTROLLER, ("system:serviceaccounts",), user=M.CONTROLLER_USER)
     settings = cp.work / "controller.yaml"
     settings.write_text(yaml.safe_dump(
         {"remediation": cfg.components.controller.remediation.model_dump(mode="json")}))  # fmt: skip

@@ -45,6 +45,7 @@ class KubeBackend:
         self._context = context or os.environ.get(CONTEXT_ENV) or None
         self._kube: Kube | None = None
         self._cluster: str | None = None
+        self._tau_cluster: dict[str, Any] | None = None  # as the last snapshot() read it
 
     @property
     def kube(self) -> Kube:
@@ -55,7 +56,7 @@ class KubeBackend:
     # --- discovery ------------------------------------------------------------------------------
     def snapshot(self) -> ProfileSnapshot:
         """The cluster's profiles and workspaces, as its TauCluster publishes them."""
-        tc = self.kube.get("TauCluster", CLUSTER_OBJECT)
+        tc = self._tau_cluster = self.kube.get("TauCluster", CLUSTER_OBJECT)
         if tc is None:
             raise TauError(
                 f"no TauCluster {CLUSTER_OBJECT!r} at {self.kube.server}: the TauGrid platform is "
@@ -80,8 +81,8 @@ class KubeBackend:
 
     def capacity(self) -> dict[str, dict[str, int]]:
         """Live capacity per profile, as the controller records it on the TauCluster (empty
-        when no controller runs)."""
-        tc = self.kube.get("TauCluster", CLUSTER_OBJECT) or {}
+        when no controller runs); from the object `snapshot` read, else one GET."""
+        tc = self._tau_cluster or self.kube.get("TauCluster", CLUSTER_OBJECT) or {}
         rows = ((tc.get("status") or {}).get("profiles")) or []
         return {r["name"]: {k: int(r.get(k) or 0) for k in ("nodes", "healthyNodes", "allocatableGpus",
                                                             "cordonedByTau")} for r in rows}  # fmt: skip
