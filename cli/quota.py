@@ -32,7 +32,7 @@ def request(
 
     backend = _backend(context)
     snap = backend.snapshot()
-    ws = _workspace(backend, snap, workspace)
+    ws = backend.workspace(snap, workspace)
     prof = q.pick_profile(snap, ws, profile)
     obj = q.new_request(snap, ws, prof, gpus, for_, reason, q.whoami(backend.kube))
     got = q.submit(backend.kube, obj)
@@ -43,37 +43,6 @@ def request(
     out(f"asked for +{gpus} GPU(s) on {prof.name} in workspace {ws.name} for {for_}: "
         f"request {r['name']} (pending a platform admin's decision)\n"
         f"  follow it: tau quota list -w {ws.name}")  # fmt: skip
-
-
-def _workspace(backend: Any, snap: Any, name: str | None) -> Any:
-    from taugrid.api.errors import EXIT_USAGE, TauError
-
-    if name is not None:
-        ws = snap.workspace(name)
-        if ws is None:
-            raise TauError(f"no workspace {name!r}", exit_code=EXIT_USAGE,
-                           hint="tau workspaces lists yours")  # fmt: skip
-        return ws
-    if snap.defaultWorkspace:
-        usable = backend.usable_workspaces(snap)
-        if len(usable) == 1:
-            return usable[0]
-        ws = snap.workspace(snap.defaultWorkspace)
-        if ws is not None and ws in usable:
-            return ws
-    raise TauError("say which workspace with --workspace", exit_code=EXIT_USAGE,
-                   hint="tau workspaces lists yours")  # fmt: skip
-
-
-def _namespaces(backend: Any, workspace: str | None, all_: bool) -> list[str] | None:
-    """Where to look: one workspace, cluster-wide (admins; others fall back to their own
-    workspaces), else the user's workspaces."""
-    snap = backend.snapshot()
-    if workspace is not None:
-        return [_workspace(backend, snap, workspace).namespace]
-    if all_ and backend.kube.can("list", "TauQuotaRequest", ""):
-        return None
-    return [w.namespace for w in backend.usable_workspaces(snap)]
 
 
 @app.command("list")
@@ -87,7 +56,7 @@ def list_(
     from taugrid.runs.backends.kube import quota as q
 
     backend = _backend(context)
-    rows = [q.row(o) for o in q.list_requests(backend.kube, _namespaces(backend, workspace, all_))]
+    rows = [q.row(o) for o in q.list_requests(backend.kube, q.namespaces(backend, workspace, all_))]
     if output is ReportFormat.json:
         out(dump_json(rows))
         return
@@ -112,7 +81,7 @@ def _decide(ref: str, verdict: Any, note: str, workspace: str | None, context: s
     from taugrid.runs.backends.kube import quota as q
 
     backend = _backend(context)
-    namespaces = _namespaces(backend, workspace, workspace is None)
+    namespaces = q.namespaces(backend, workspace, workspace is None)
     obj = q.find(backend.kube, ref, namespaces)
     got = q.decide(backend.kube, obj, verdict, note, q.whoami(backend.kube))
     r = q.row(got)

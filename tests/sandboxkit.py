@@ -35,3 +35,14 @@ def admin(home: Path) -> Any:
 
     kc = tau(home, "sandbox", "kubeconfig").stdout.strip()
     return dynamic.DynamicClient(config.new_client_from_config(config_file=kc))
+
+
+def gpu_rayjob(folder: Path, name: str, extra: str = "") -> Path:
+    """A one-GPU RayJob project (a CPU head and one a100x1-sized worker; KWOK runs both)."""
+    (folder / "train.py").write_text("print('hi')\n")
+    (folder / "tau.yaml").write_text(
+        f"schema_version: 1\nname: {name}\nrun: {{entrypoint: train.py, workload_kind: rayjob}}\n"
+        "compute: {gpus: 1, workers: 1, worker_cpus: 8, worker_memory: 32Gi}\n"
+        f"runtime: {{image: rayproject/ray:2.56.0-py312-gpu}}\n{extra}"
+    )
+    return folder

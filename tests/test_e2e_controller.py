@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from conftest import run_tau as tau
 from kube import wait_until
-from sandboxkit import admin, kube_env, sig, status, submit
+from sandboxkit import admin, gpu_rayjob, kube_env, sig, status, submit
 
 from taugrid.api import constants as C
 
@@ -27,13 +27,7 @@ DECLARER = "taugrid-sandbox"  # the field manager the sandbox applies the stack'
 
 @pytest.fixture()
 def gpu_project(tmp_path: Path) -> Path:
-    (tmp_path / "train.py").write_text("print('hi')\n")
-    (tmp_path / "tau.yaml").write_text(
-        "schema_version: 1\nname: ctl\nrun: {entrypoint: train.py, workload_kind: rayjob}\n"
-        "compute: {gpus: 1, workers: 1, worker_cpus: 8, worker_memory: 32Gi}\n"
-        "runtime: {image: rayproject/ray:2.56.0-py312-gpu}\npolicy: {profile: a100x1}\n"
-    )
-    return tmp_path
+    return gpu_rayjob(tmp_path, "ctl", "policy: {profile: a100x1}\n")
 
 
 def quota(home: Path, who: str, *args: str) -> Any:

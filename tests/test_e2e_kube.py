@@ -14,7 +14,7 @@ import pytest
 from conftest import EXAMPLES
 from conftest import run_tau as tau
 from kube import wait_until
-from sandboxkit import admin, kube_env, sig, status, submit
+from sandboxkit import admin, gpu_rayjob, kube_env, sig, status, submit
 
 pytestmark = pytest.mark.e2e
 
@@ -31,13 +31,7 @@ def cpu_job(folder: Path, name: str) -> Path:
 
 @pytest.fixture()
 def gpu_project(tmp_path: Path) -> Path:
-    (tmp_path / "train.py").write_text("print('hi')\n")
-    (tmp_path / "tau.yaml").write_text(
-        "schema_version: 1\nname: kq\nrun: {entrypoint: train.py, workload_kind: rayjob}\n"
-        "compute: {gpus: 1, workers: 1, worker_cpus: 8, worker_memory: 32Gi}\n"
-        "runtime: {image: rayproject/ray:2.56.0-py312-gpu}\n"
-    )
-    return tmp_path
+    return gpu_rayjob(tmp_path, "kq")
 
 
 def test_profiles_and_workspaces_come_from_the_cluster(sandbox: Path) -> None:

@@ -91,6 +91,24 @@ class KubeBackend:
         """The workspaces whose namespace the user may submit runs to (one review each)."""
         return [w for w in snap.workspaces if self.kube.can("create", "TauRun", w.namespace)]
 
+    def workspace(self, snap: ProfileSnapshot, name: str | None) -> WorkspaceRef:
+        """The workspace a command means: the one named; else the only one the user may use;
+        else the cluster's default if the user may use it."""
+        if name is not None:
+            ws = snap.workspace(name)
+            if ws is None:
+                raise TauError(f"no workspace {name!r}", exit_code=EXIT_USAGE,
+                               hint="tau workspaces lists yours")  # fmt: skip
+            return ws
+        usable = self.usable_workspaces(snap)
+        if len(usable) == 1:
+            return usable[0]
+        default = snap.workspace(snap.defaultWorkspace) if snap.defaultWorkspace else None
+        if default is not None and default in usable:
+            return default
+        raise TauError("say which workspace with --workspace", exit_code=EXIT_USAGE,
+                       hint="tau workspaces lists yours")  # fmt: skip
+
     # --- submitting -------------------------------------------------------------------------------
     def prepare(self, request: RunRequest) -> PreparedRun:
         from taugrid.runs.prepare import prepare
@@ -105,11 +123,10 @@ class KubeBackend:
         return prepare(request, snap)
 
     def submit(self, prepared: PreparedRun, options: SubmitOptions, say: Say) -> RunDir:
-        if options.python or options.ray_pip:
-            raise TauError("--python and --ray-pip are for local runs", exit_code=EXIT_USAGE)
         ns = prepared.resolved.namespace
-        if self._submitted(prepared, say):
-            return self._record(prepared, ns)
+        again = self._resubmitted(prepared, options, say)
+        if again is not None:
+            return again
         try:
             owner = self.kube.apply(prepared.taurun())
         except Forbidden as e:
@@ -128,6 +145,16 @@ class KubeBackend:
         say(f"submitted {prepared.run_id} to {self.kube.server} (namespace {ns}, queue "
             f"{prepared.resolved.queue}); Kueue admits it when there is quota")  # fmt: skip
         return rd
+
+    def _resubmitted(self, prepared: PreparedRun, options: SubmitOptions,
+                     say: Say) -> RunDir | None:  # fmt: skip
+        """What every cluster submission checks first: no local-only options; and the same
+        run already submitted is not submitted again (its record is returned)."""
+        if options.python or options.ray_pip:
+            raise TauError("--python and --ray-pip are for local runs", exit_code=EXIT_USAGE)
+        if self._submitted(prepared, say):
+            return self._record(prepared, prepared.resolved.namespace)
+        return None
 
     def _submitted(self, prepared: PreparedRun, say: Say) -> bool:
         """Idempotent by run id: whether this run is in the cluster already (the same run again

@@ -9,7 +9,7 @@ The controller does the rest (grants, expiry); see taugrid.controller.quota.
 from __future__ import annotations
 
 import secrets
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from taugrid.api import constants as C
 from taugrid.api.crds import TauQuotaRequestSpec, TauQuotaRequestStatus
@@ -18,6 +18,9 @@ from taugrid.api.kubetime import k8s_time
 from taugrid.api.profiles import ProfileSnapshot, WorkloadProfile, WorkspaceRef
 from taugrid.api.quantity import QuantityError, duration
 from taugrid.runs.backends.kube.client import Forbidden, Kube
+
+if TYPE_CHECKING:
+    from taugrid.runs.backends.kube.backend import KubeBackend
 
 DECIDER = "tau-quota-admin"  # field manager of decisions (status.decision)
 
@@ -90,6 +93,17 @@ def submit(kube: Kube, obj: dict[str, Any]) -> dict[str, Any]:
             exit_code=EXIT_PLATFORM,
             hint="tau workspaces lists where you may",
         ) from None
+
+
+def namespaces(backend: KubeBackend, workspace: str | None, all_: bool) -> list[str] | None:
+    """Where to look for requests: one workspace; cluster-wide (None) for who may list them
+    there (admins; anybody else falls back to their own workspaces); else the user's."""
+    snap = backend.snapshot()
+    if workspace is not None:
+        return [backend.workspace(snap, workspace).namespace]
+    if all_ and backend.kube.can("list", "TauQuotaRequest", ""):
+        return None
+    return [w.namespace for w in backend.usable_workspaces(snap)]
 
 
 def list_requests(kube: Kube, namespaces: list[str] | None) -> list[dict[str, Any]]:

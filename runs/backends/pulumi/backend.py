@@ -14,7 +14,7 @@ import os
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TextIO
 
-from taugrid.api.errors import EXIT_USAGE, TauError
+from taugrid.api.errors import TauError
 from taugrid.api.evidence import PulumiHandle, RunRecord, TerminalStateError
 from taugrid.api.vocabulary import TERMINAL, Phase
 from taugrid.runs.backends.base import Backend, Say, SubmitOptions
@@ -41,13 +41,12 @@ class PulumiBackend(KubeBackend):
     name = "pulumi"
 
     def submit(self, prepared: PreparedRun, options: SubmitOptions, say: Say) -> RunDir:
-        if options.python or options.ray_pip:
-            raise TauError("--python and --ray-pip are for local runs", exit_code=EXIT_USAGE)
+        again = self._resubmitted(prepared, options, say)
+        if again is not None:
+            return again
         from taugrid.runs.backends.pulumi.program import run_program
 
         ns = prepared.resolved.namespace
-        if self._submitted(prepared, say):
-            return self._record(prepared, ns)
         stack = STACK_PREFIX + prepared.run_id
         taurun, objects, context = prepared.taurun(), prepared.objects(), self.kube.context
         eng = _engine(stack, lambda: run_program(taurun, objects, context))
