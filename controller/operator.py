@@ -23,7 +23,6 @@ import logging
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import UTC, datetime
-from decimal import Decimal
 from typing import Any
 
 import kopf
@@ -67,7 +66,7 @@ def _first(store: Any) -> dict[str, Any] | None:
 _DROP_META = ("managedFields", "ownerReferences")
 
 
-def slim(body: Mapping[str, Any], keep_spec: bool = True) -> dict[str, Any]:
+def slim(body: Mapping[str, Any]) -> dict[str, Any]:
     """What the controller keeps of an object: no managed fields, no pod spec but its node."""
     meta = {k: v for k, v in dict(body.get("metadata") or {}).items() if k not in _DROP_META}
     if body.get("kind") == "Workload" or body.get("metadata", {}).get("ownerReferences"):
@@ -82,7 +81,7 @@ def slim(body: Mapping[str, Any], keep_spec: bool = True) -> dict[str, Any]:
         spec = {"nodeName": spec.get("nodeName")}
     elif body.get("kind") in ("Job", "RayJob"):
         spec = {"suspend": spec.get("suspend")}
-    out["spec"] = spec if keep_spec else {}
+    out["spec"] = spec
     for k in ("type", "reason", "message", "count", "firstTimestamp", "lastTimestamp",
               "eventTime", "involvedObject"):  # fmt: skip
         if k in body:
@@ -304,9 +303,7 @@ class Controller:
             old = recorded_status(objs.taurun)
             if old is not None and same(old, new):
                 return
-            body = {"apiVersion": C.API_VERSION, "kind": "TauRun",
-                    "metadata": {"name": key[1], "namespace": key[0]},
-                    "status": new.model_dump(mode="json", exclude_none=True)}  # fmt: skip
+            body = _status_body("TauRun", objs.taurun, new)
             await self._io(self.kube.apply_status, body, FIELD_MANAGER)
 
     # --- nodes --------------------------------------------------------------------------------
@@ -451,10 +448,9 @@ class Controller:
             new.conditions = Q.stamp(new.conditions, now)
             if _status_same(r.status, new):
                 continue
-            body = {"apiVersion": C.API_VERSION, "kind": "TauQuotaRequest",
-                    "metadata": {"name": r.name, "namespace": r.namespace},
-                    "status": new.model_dump(mode="json", exclude_none=True,
-                                             exclude={"decision"})}  # fmt: skip
+            meta = {"metadata": {"name": r.name, "namespace": r.namespace}}
+            # never the decision: that field is the admins' (field manager tau-quota-admin)
+            body = _status_body("TauQuotaRequest", meta, new, exclude={"decision"})
             await self._io(kube.apply_status, body, FIELD_MANAGER)
         nxt = Q.next_change(plan.statuses.values())
         return max(0.0, (nxt - self.clock()).total_seconds()) if nxt else None
@@ -468,7 +464,7 @@ class Controller:
             status = TauQuotaRequestStatus.model_validate(raw.get("status") or {})
         except ValueError:
             status = TauQuotaRequestStatus()
-        target, problem = resolve_target(ns, spec, lqs, cqs, workspaces, profiles)
+        target, problem = P.resolve_target(ns, spec, lqs, cqs, workspaces, profiles)
         return Q.Request(namespace=ns, name=name, generation=int(meta.get("generation") or 1),
                          created=parse_k8s_time(meta.get("creationTimestamp")) or self.clock(),
                          spec=spec, status=status, target=target, problem=problem)  # fmt: skip
@@ -542,12 +538,14 @@ class Controller:
         return None
 
 
-def _status_body(kind: str, obj: Mapping[str, Any], status: Any) -> dict[str, Any]:
+def _status_body(kind: str, obj: Mapping[str, Any], status: Any,
+                 exclude: set[str] | None = None) -> dict[str, Any]:  # fmt: skip
+    """What the controller applies to a status subresource: the object's name and its status."""
     meta = {"name": obj["metadata"]["name"]}
     if obj["metadata"].get("namespace"):
         meta["namespace"] = obj["metadata"]["namespace"]
     return {"apiVersion": C.API_VERSION, "kind": kind, "metadata": meta,
-            "status": status.model_dump(mode="json", exclude_none=True)}  # fmt: skip
+            "status": status.model_dump(mode="json", exclude_none=True, exclude=exclude)}  # fmt: skip
 
 
 def _model(cls: Any, raw: Any) -> Any:
@@ -590,41 +588,6 @@ def _normal(groups: Iterable[Mapping[str, Any]]) -> list[Any]:
 def _status_same(old: TauQuotaRequestStatus, new: TauQuotaRequestStatus) -> bool:
     dump = {"mode": "json", "exclude": {"decision"}}
     return old.model_dump(**dump) == new.model_dump(**dump)  # type: ignore[arg-type]
-
-
-def resolve_target(
-    ns: str, spec: TauQuotaRequestSpec, lqs: list[dict[str, Any]], cqs: Mapping[str, Any],
-    workspaces: Mapping[str, Any], profiles: list[WorkloadProfile],
-) -> tuple[Q.Target | None, str | None]:  # fmt: skip
-    """The ClusterQueue a request raises, checked against what the workspace may use."""
-    ws = workspaces.get(spec.workspace)
-    if ws is None:
-        return None, f"no workspace {spec.workspace!r}"
-    if (ws.get("spec") or {}).get("namespace") != ns:
-        return None, f"workspace {spec.workspace!r} is not namespace {ns!r}'s"
-    mine = {
-        str((q.get("spec") or {}).get("clusterQueue"))
-        for q in lqs
-        if q["metadata"]["namespace"] == ns
-    }
-    fits = sorted(cq for cq in mine if cq in cqs and P.covers(cqs[cq], spec.flavor, spec.resource))
-    wanted = spec.clusterQueue
-    if wanted is None and spec.profile:
-        wanted = next((p.clusterQueue for p in profiles if p.name == spec.profile), None)
-    if wanted is not None:
-        if wanted not in fits:
-            return None, (f"ClusterQueue {wanted} does not serve {spec.flavor}/{spec.resource} "
-                          f"to this workspace's queues ({', '.join(sorted(mine)) or 'none'})")  # fmt: skip
-    elif len(fits) == 1:
-        wanted = fits[0]
-    else:
-        return None, (f"{len(fits)} ClusterQueues serve {spec.flavor}/{spec.resource} here: "
-                      "name one (spec.clusterQueue)")  # fmt: skip
-    cohort = (cqs[wanted].get("spec") or {}).get("cohortName")
-    if cohort != naming.grant_cohort(wanted):
-        return None, (f"ClusterQueue {wanted} is in cohort {cohort!r}, not its grant cohort "
-                      f"{naming.grant_cohort(wanted)!r} (a platform older than this controller)")  # fmt: skip
-    return Q.Target(wanted, spec.flavor, spec.resource), None
 
 
 def connection_info(kube: Kube) -> kopf.ConnectionInfo:
@@ -672,6 +635,3 @@ def run(
     )  # fmt: skip
     asyncio.run(coro)
     return ctl
-
-
-__all__ = ["Controller", "Decimal", "run"]

@@ -9,7 +9,8 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from taugrid.api.crds import Condition, ProfileCapacity
+from taugrid.api import naming
+from taugrid.api.crds import Condition, ProfileCapacity, TauQuotaRequestSpec
 from taugrid.api.kubetime import k8s_time as iso
 from taugrid.api.platform import RemediationConfig
 from taugrid.api.profiles import WorkloadProfile
@@ -179,3 +180,38 @@ def workspace_conditions(
         "; ".join(problems) or f"{len(list(local_queues))} queue(s) ready", old, now,
     )  # fmt: skip
     return [storage, queues]
+
+
+def resolve_target(
+    ns: str, spec: TauQuotaRequestSpec, lqs: list[dict[str, Any]], cqs: Mapping[str, Any],
+    workspaces: Mapping[str, Any], profiles: list[WorkloadProfile],
+) -> tuple[Target | None, str | None]:  # fmt: skip
+    """The ClusterQueue a request raises, checked against what the workspace may use."""
+    ws = workspaces.get(spec.workspace)
+    if ws is None:
+        return None, f"no workspace {spec.workspace!r}"
+    if (ws.get("spec") or {}).get("namespace") != ns:
+        return None, f"workspace {spec.workspace!r} is not namespace {ns!r}'s"
+    mine = {
+        str((q.get("spec") or {}).get("clusterQueue"))
+        for q in lqs
+        if q["metadata"]["namespace"] == ns
+    }
+    fits = sorted(cq for cq in mine if cq in cqs and covers(cqs[cq], spec.flavor, spec.resource))
+    wanted = spec.clusterQueue
+    if wanted is None and spec.profile:
+        wanted = next((p.clusterQueue for p in profiles if p.name == spec.profile), None)
+    if wanted is not None:
+        if wanted not in fits:
+            return None, (f"ClusterQueue {wanted} does not serve {spec.flavor}/{spec.resource} "
+                          f"to this workspace's queues ({', '.join(sorted(mine)) or 'none'})")  # fmt: skip
+    elif len(fits) == 1:
+        wanted = fits[0]
+    else:
+        return None, (f"{len(fits)} ClusterQueues serve {spec.flavor}/{spec.resource} here: "
+                      "name one (spec.clusterQueue)")  # fmt: skip
+    cohort = (cqs[wanted].get("spec") or {}).get("cohortName")
+    if cohort != naming.grant_cohort(wanted):
+        return None, (f"ClusterQueue {wanted} is in cohort {cohort!r}, not its grant cohort "
+                      f"{naming.grant_cohort(wanted)!r} (a platform older than this controller)")  # fmt: skip
+    return Target(wanted, spec.flavor, spec.resource), None
