@@ -125,8 +125,8 @@ def test_a_grant_and_a_pulumi_style_apply_of_the_base_quota_never_conflict(sandb
     """Two field managers on the real API server: the controller owns the grant cohort's
     quota, the declaring side owns the queue and the cohort's parent (in the sandbox that is
     `taugrid-sandbox`, which applied them; test_e2e_pulumi does the same with the real engine).
-    Re-applying the declared objects with a changed base quota (no force: a conflict would be an
-    error) leaves the grant alone."""
+    With a real grant in place, re-applying the declared objects with a changed base quota (no
+    force: a conflict would be an error) leaves the grant alone."""
     from taugrid.components import manifests as M
     from taugrid.infra.sandbox import PACKAGED_STACKS
     from taugrid.infra.stackfile import validated
@@ -134,30 +134,33 @@ def test_a_grant_and_a_pulumi_style_apply_of_the_base_quota_never_conflict(sandb
     dyn = admin(sandbox)
     cohorts = dyn.resources.get(api_version="kueue.x-k8s.io/v1beta2", kind="Cohort")
     cqs = dyn.resources.get(api_version="kueue.x-k8s.io/v1beta2", kind="ClusterQueue")
-    grant = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Cohort", "metadata": {"name": "tau-grants-cpu"},
-             "spec": {"resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": "cpu", "resources": [
-                 {"name": "cpu", "nominalQuota": "2", "lendingLimit": "0"}]}]}]}}  # fmt: skip
-    cohorts.server_side_apply(body=grant, field_manager="taugrid-controller", force_conflicts=True)
+    res = quota(sandbox, "alice", "request", "--gpus", "1", "--for", "10m", "--reason", "owners",
+                "--profile", "a100x1", "-o", "json")  # fmt: skip
+    name = json.loads(res.stdout)["name"]
+    admins = "taugrid-platform-admins-member"
+    assert quota(sandbox, admins, "approve", name, "-w", "research").returncode == 0
     cfg = validated("sandbox", PACKAGED_STACKS)
     objs = {(o["kind"], o["metadata"]["name"]): o for o in M.kueue_objects(cfg)}
-    cq = json.loads(json.dumps(objs[("ClusterQueue", "cpu")]))
+    cq = json.loads(json.dumps(objs[("ClusterQueue", "gpu")]))
     original = json.loads(json.dumps(cq))
-    cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = "5"
+    a100 = cq["spec"]["resourceGroups"][0]["flavors"][0]
+    assert a100["name"] == "a100x1" and a100["resources"][0]["name"] == "cpu"
+    a100["resources"][0]["nominalQuota"] = "40"  # the base quota changes (not its GPUs)
     try:
-        for body, res in ((objs[("Cohort", "tau-grants-cpu")], cohorts), (cq, cqs)):
-            res.server_side_apply(body=body, field_manager=DECLARER, force_conflicts=False)
-        got = cohorts.get(name="tau-grants-cpu").to_dict()
-        assert got["spec"]["parentName"] == "sandbox"
-        assert got["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] == "2"
-        quota_now = cqs.get(name="cpu").spec.resourceGroups[0].flavors[0].resources[0].nominalQuota
-        assert quota_now == "5"
+        wait_until(lambda: granted(sandbox) == "1", timeout=10, what="the grant")
+        for body, api in ((objs[("Cohort", "tau-grants-gpu")], cohorts), (cq, cqs)):
+            api.server_side_apply(body=body, field_manager=DECLARER, force_conflicts=False)
+        got = cohorts.get(name="tau-grants-gpu").to_dict()
+        assert got["spec"]["parentName"] == "sandbox" and granted(sandbox) == "1"
+        now = cqs.get(name="gpu").spec.resourceGroups[0].flavors[0].resources[0].nominalQuota
+        assert now == "40"
         owners = {m["manager"] for m in got["metadata"]["managedFields"]}
         assert {"taugrid-controller", DECLARER} <= owners
+        assert request_row(sandbox, name)["phase"] == "Active"
     finally:
         cqs.server_side_apply(body=original, field_manager=DECLARER, force_conflicts=False)
-        # no quota request names this queue: the controller empties its grant cohort again
-        wait_until(lambda: not cohorts.get(name="tau-grants-cpu").to_dict()["spec"].get("resourceGroups"),
-                   what="the controller to take back the unrequested grant")  # fmt: skip
+        quota(sandbox, admins, "deny", name, "-w", "research")
+        wait_until(lambda: granted(sandbox) is None, what="the grant to go with the denial")
 
 
 def _set_condition(home: Path, node: str, status: str, reason: str = "XID 79") -> None:
