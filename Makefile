@@ -19,7 +19,7 @@ $(STAMP): requirements/dev.lock requirements/nodeps.lock pyproject.toml
 # Byte-compile the sources (pip does this for installed packages; with PYTHONDONTWRITEBYTECODE
 # set, an editable checkout would otherwise recompile every module on every `tau` start, +0.1 s).
 pyc:
-	@$(BIN)/python -m compileall -q api runs cli components infra runlib > /dev/null
+	@$(BIN)/python -m compileall -q api runs cli components infra runlib kube client controller > /dev/null
 
 # The main job: run the quickstart on this machine (a local Ray head on 127.0.0.1), then
 # check its sealed evidence record.
@@ -62,8 +62,8 @@ e2e: setup controlplane pulumi
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	@mkdir -p .typecheck/taugrid && for d in api runs cli components infra policies controller; do ln -sfn ../../$$d .typecheck/taugrid/$$d; done; for m in tau_run tau_evidence tau_launch; do ln -sfn ../runlib/$$m.py .typecheck/$$m.py; done
-	$(BIN)/mypy -p taugrid.api -p taugrid.runs -p taugrid.cli -p taugrid.components -p taugrid.infra -p taugrid.policies -p taugrid.controller
+	@mkdir -p .typecheck/taugrid && for d in api runs cli components infra policies controller kube client; do ln -sfn ../../$$d .typecheck/taugrid/$$d; done; for m in tau_run tau_evidence tau_launch; do ln -sfn ../runlib/$$m.py .typecheck/$$m.py; done
+	$(BIN)/mypy -p taugrid.api -p taugrid.runs -p taugrid.cli -p taugrid.components -p taugrid.infra -p taugrid.policies -p taugrid.controller -p taugrid.kube -p taugrid.client
 	PYTHONPATH=.typecheck $(BIN)/lint-imports --no-cache
 
 fmt: setup

@@ -40,6 +40,11 @@ class KubeHandle(_Model):
     namespace: str
     cluster: str | None = None
     queue: str | None = Field(None, description="The run's LocalQueue (older records: unknown)")
+    sent: bool = Field(
+        True,
+        description="The cluster has the run (False from the record's "
+        "creation until the cluster accepted it: an interrupted submission)",
+    )
 
 
 class PulumiHandle(_Model):
@@ -52,6 +57,7 @@ class PulumiHandle(_Model):
     namespace: str
     context: str | None = None
     queue: str | None = None
+    sent: bool = True
 
 
 Handle = Annotated[LocalHandle | KubeHandle | PulumiHandle, Field(discriminator="target")]

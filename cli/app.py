@@ -7,15 +7,49 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 import typer
+from typer.core import TyperGroup
 
 from taugrid.api.errors import EXIT_INTERRUPTED, TauError
 from taugrid.cli import cluster, controller, local, platform, quota, run, sandbox
 from taugrid.cli.options import RenderFormat, RenderOutOpt
 from taugrid.cli.output import object_list, out
 
+# The root help, by audience (a command in no section is listed under "Other").
+AUDIENCES: dict[str, list[str]] = {
+    "Researchers": ["run", "logs", "workspaces", "profiles", "quota", "local"],
+    "Platform admins": ["platform", "controller", "crds"],
+    "Development": ["sandbox", "version"],
+}
+
+
+class _RootGroup(TyperGroup):
+    """Commands grouped by who uses them, in a fixed order."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        order = [c for cmds in AUDIENCES.values() for c in cmds]
+        rest = sorted(c for c in self.commands if c not in order)
+        return [c for c in order if c in self.commands] + rest
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        listed: set[str] = set()
+        for title, names in [*AUDIENCES.items(), ("Other", list(self.commands))]:
+            rows = []
+            for name in names:
+                cmd = self.commands.get(name)
+                if cmd is None or cmd.hidden or name in listed:
+                    continue
+                listed.add(name)
+                rows.append((name, cmd.get_short_help_str(limit=formatter.width - 20)))
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+
+
 app = typer.Typer(
+    cls=_RootGroup,
     name="tau",
     help="TauGrid: run training on your team's GPU clusters (or locally) from one tau.yaml.",
     no_args_is_help=True,
@@ -32,6 +66,9 @@ app.add_typer(quota.app, name="quota")
 app.add_typer(controller.app, name="controller")
 app.command("profiles")(cluster.profiles)
 app.command("workspaces")(cluster.workspaces)
+app.command("logs", help="Print a run's log (-f: follow it); the same as `tau run logs`.")(
+    run.run_logs
+)
 
 
 @app.command("crds")
@@ -54,10 +91,33 @@ def version() -> None:
         out("tau (not installed)")
 
 
+# `-w` was --workspace before it became --watch (kubectl's meaning): where a command has no
+# --watch, `-w X` still means --workspace for one release, with a note.
+_NO_WATCH = {("run", "submit"), ("run", "validate"), ("run", "render"), ("run", "list"),
+             ("quota", "request"), ("quota", "list"), ("quota", "approve"), ("quota", "deny")}  # fmt: skip
+
+
+def deprecated_spellings(argv: list[str]) -> list[str]:
+    """Old spellings rewritten to today's (each with a note on stderr)."""
+    if "-w" not in argv or len(argv) < 2:
+        return argv
+    words = [a for a in argv if not a.startswith("-")]
+    group = tuple(words[:2])
+    subcommands = {c.name for c in run.app.registered_commands}
+    if words[:1] == ["run"] and (len(words) < 2 or words[1] not in subcommands):
+        group = ("run", "submit")  # `tau run FILE ...`
+    if group not in _NO_WATCH:
+        return argv
+    sys.stderr.write("note: -w for --workspace is deprecated (-w is --watch now): "
+                     "write --workspace\n")  # fmt: skip
+    return ["--workspace" if a == "-w" else a for a in argv]
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: every TauError becomes one message on stderr and its exit code."""
+    args: Any = deprecated_spellings(list(sys.argv[1:] if argv is None else argv))
     try:
-        app(args=argv, prog_name="tau")
+        app(args=args, prog_name="tau")
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except TauError as e:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from taugrid.cli.cluster import ContextOpt
+from taugrid.cli.options import ContextOpt
 from taugrid.cli.output import say
 
 app = typer.Typer(

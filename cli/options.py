@@ -34,9 +34,18 @@ ProfilesOpt = Annotated[
         "--profiles", "-p", help="Profile snapshot file (kind: TauWorkloadProfileSnapshot)"
     ),
 ]
+# `-w` means --watch (as kubectl's); the workspace has no short name (`-w WORKSPACE` still works
+# for one release where a command has no --watch: cli/app.py rewrites it, with a note).
 WorkspaceOpt = Annotated[
-    str | None, typer.Option("--workspace", "-w", help="Workspace (overrides policy.workspace)")
+    str | None, typer.Option("--workspace", help="Workspace (overrides policy.workspace)")
 ]
+ContextOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--context", help="kubeconfig context (default: TAU_CONTEXT, else the current one)"
+    ),
+]
+WatchOpt = Annotated[bool, typer.Option("--watch", "-w", help="Keep watching until it ends")]
 ProfileOpt = Annotated[
     str | None, typer.Option("--profile", help="Workload profile (overrides policy.profile)")
 ]
@@ -64,5 +73,13 @@ StacksDirOpt = Annotated[
     Path | None,
     typer.Option(
         "--stacks-dir", help="Folder of the stack files (default: from the project's Pulumi.yaml)"
+    ),
+]
+TargetOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--target",
+        "-t",
+        help="Where to run: local, kube or pulumi (default: TAU_TARGET, else local)",
     ),
 ]

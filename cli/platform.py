@@ -8,7 +8,6 @@ from typing import Annotated, Any
 
 import typer
 
-from taugrid.api.errors import missing_extra
 from taugrid.cli.options import JsonOpt, ReportFormat, StackOpt, StacksDirOpt
 from taugrid.cli.output import dump_json, out, say
 
@@ -21,18 +20,9 @@ app = typer.Typer(
 
 
 def _plan_module() -> Any:
-    try:
-        from taugrid.infra import plan
-    except ImportError as e:
-        raise missing_extra("platform", f"Pulumi ({e.name})") from None
-    return plan
+    from taugrid.client import platform
 
-
-def _evaluate(stack: str, stacks_dir: Path | None) -> Any:
-    from taugrid.infra.stackfile import validated
-
-    cfg = validated(stack, stacks_dir)
-    return _plan_module().evaluate(stack, cfg)
+    return platform._plan()
 
 
 @app.command("plan")
@@ -40,7 +30,9 @@ def platform_plan(
     stack: StackOpt, stacks_dir: StacksDirOpt = None, output: JsonOpt = ReportFormat.text
 ) -> None:
     """Every resource the stack would declare, with its key inputs (evaluated offline)."""
-    inv = _evaluate(stack, stacks_dir)
+    from taugrid.client import platform
+
+    inv = platform.plan(stack, stacks_dir)
     plan = _plan_module()
     if output is ReportFormat.json:
         out(dump_json(plan.inventory_doc(inv)))
@@ -58,33 +50,19 @@ def platform_diff(
     output: JsonOpt = ReportFormat.text,
 ) -> None:
     """What promoting SOURCE's declaration onto TARGET would change (offline)."""
-    from taugrid.infra.stackfile import validated
+    from taugrid.client import platform
 
-    a = _evaluate(source, stacks_dir)
-    b = _evaluate(target, stacks_dir)
-    plan = _plan_module()
-    d = plan.diff(a, b)
-    promotes_to = validated(source, stacks_dir).promotesTo
-    d["promotes_to"] = promotes_to
-    d["warnings"] = (
-        []
-        if promotes_to == target
-        else [
-            f"{target} is not where {source} promotes to "
-            f"({source}'s promotesTo is {promotes_to or 'not set'})"
-        ]
-    )
-    out(dump_json(d) if output is ReportFormat.json else "\n".join(plan.format_diff(d)))
+    d = platform.diff(source, target, stacks_dir)
+    out(dump_json(d) if output is ReportFormat.json else "\n".join(_plan_module().format_diff(d)))
 
 
 @app.command("snapshot")
 def platform_snapshot(stack: StackOpt, stacks_dir: StacksDirOpt = None) -> None:
     """The stack's workload profiles as a snapshot file for `tau run render --profiles`."""
-    from taugrid.api.platform import profile_snapshot
-    from taugrid.infra.stackfile import validated
+    from taugrid.client import platform
     from taugrid.runs.yamlio import dump
 
-    out(dump(profile_snapshot(validated(stack, stacks_dir), stack)))
+    out(dump(platform.snapshot(stack, stacks_dir)))
 
 
 # --- the real engine -------------------------------------------------------------------------
@@ -106,32 +84,9 @@ NoPoliciesOpt = Annotated[
 
 
 def _packs(packs: list[Path] | None, none: bool) -> list[str]:
-    from taugrid.api.errors import EXIT_USAGE, TauError
+    from taugrid.client import platform
 
-    if none:
-        return []
-    if packs:
-        for p in packs:
-            if not (p / "PulumiPolicy.yaml").is_file():
-                raise TauError(f"{p} is not a policy pack (no PulumiPolicy.yaml in it)",
-                               exit_code=EXIT_USAGE)  # fmt: skip
-        return [str(p.resolve()) for p in packs]
-    from taugrid.infra.deploy import bundled_policy_pack
-
-    bundled = bundled_policy_pack()
-    if bundled is None:
-        say("note: no policy pack is checked: pulumi-policy is not installed "
-            "(pip install 'taugrid[policy]')")  # fmt: skip
-        return []
-    return [bundled]
-
-
-def _engine(stack: str, stacks_dir: Path | None) -> Any:
-    try:
-        from taugrid.infra.deploy import platform_engine
-    except ImportError as e:
-        raise missing_extra("platform", f"Pulumi ({e.name})") from None
-    return platform_engine(stack, stacks_dir)
+    return platform.packs(packs, none, say)
 
 
 def _print_outcome(outcome: Any, output: ReportFormat) -> None:
@@ -142,18 +97,15 @@ def _print_outcome(outcome: Any, output: ReportFormat) -> None:
     out(f"{outcome.operation} {outcome.stack}: {counts or 'nothing'} ({outcome.seconds:.1f}s)")
 
 
-def _confirm(what: str, yes: bool) -> None:
+def _confirm(what: str) -> bool:
     import sys
 
     from taugrid.api.errors import EXIT_USAGE, TauError
 
-    if yes:
-        return
     if not sys.stdin.isatty():
         raise TauError(f"{what}: confirmation needed, and there is no terminal to ask",
                        exit_code=EXIT_USAGE, hint="pass --yes")  # fmt: skip
-    if not typer.confirm(f"{what}?", default=False, err=True):
-        raise typer.Exit(1)
+    return bool(typer.confirm(f"{what}?", default=False, err=True))
 
 
 @app.command("preview")
@@ -166,12 +118,13 @@ def platform_preview(
 ) -> None:
     """What `up` would change in the stack's cluster (the engine's own preview), checked
     against the policy packs (a mandatory violation exits 4)."""
-    eng = _engine(stack, stacks_dir)
+    from taugrid.client import platform
+
     packs = _packs(policy_pack, no_policies)
     say(f"previewing stack {stack} ...")
-    _print_outcome(
-        eng.preview(say=say if output is ReportFormat.text else None, policy_packs=packs), output
-    )
+    got = platform.preview(stack, stacks_dir=stacks_dir, policy_packs=packs,
+                           say=say if output is ReportFormat.text else None)  # fmt: skip
+    _print_outcome(got, output)
 
 
 @app.command("up")
@@ -185,22 +138,25 @@ def platform_up(
 ) -> None:
     """Create or update the stack's platform (preview first; --yes skips the question). A
     mandatory policy violation stops it before anything changes (exit 4)."""
-    eng = _engine(stack, stacks_dir)
+    from taugrid.client import platform
+
     packs = _packs(policy_pack, no_policies)
     quiet = output is ReportFormat.json
-    if not yes or packs:
-        # the engine's `up` checks policies as it goes (resources before a violation would be
-        # created): a preview with the packs first stops a violation before anything changes
-        preview = eng.preview(say=None if quiet and yes else say, policy_packs=packs)
-        if not quiet or not yes:
-            _print_outcome(preview, ReportFormat.text)
-        if not preview.changed():
-            if quiet:
-                _print_outcome(preview, output)
-            return
-        _confirm(f"apply these changes to stack {stack}", yes)
+
+    def confirm(preview: Any) -> bool:
+        _print_outcome(preview, ReportFormat.text)
+        return _confirm(f"apply these changes to stack {stack}")
+
     say(f"updating stack {stack} ...")
-    _print_outcome(eng.up(say=None if quiet else say, policy_packs=packs), output)
+    got = platform.up(stack, stacks_dir=stacks_dir, policy_packs=packs,
+                      confirm=None if yes else confirm, say=None if quiet else say)  # fmt: skip
+    if got.update is None:
+        if not got.confirmed:
+            raise typer.Exit(1)
+        if got.preview is not None:
+            _print_outcome(got.preview, output)
+        return
+    _print_outcome(got.update, output)
 
 
 @app.command("destroy")
@@ -211,10 +167,14 @@ def platform_destroy(
     output: JsonOpt = ReportFormat.text,
 ) -> None:
     """Delete every resource of the stack from its cluster (the stack's state stays)."""
-    eng = _engine(stack, stacks_dir)
-    _confirm(f"destroy every resource of stack {stack}", yes)
+    from taugrid.client import platform
+
+    if not yes and not _confirm(f"destroy every resource of stack {stack}"):
+        raise typer.Exit(1)
     say(f"destroying stack {stack} ...")
-    _print_outcome(eng.destroy(say=None if output is ReportFormat.json else say), output)
+    got = platform.destroy(stack, stacks_dir=stacks_dir,
+                           say=None if output is ReportFormat.json else say)  # fmt: skip
+    _print_outcome(got, output)
 
 
 @app.command("promote")
@@ -229,21 +189,11 @@ def platform_promote(
     never pools, queues or workspaces) into TARGET's stack file, after showing the change and
     TARGET's offline preview. Refused when TARGET is not SOURCE's promotesTo or the lock has no
     recorded verification (`tau platform ci down ID --passed`)."""
-    from taugrid.infra import promote
-    from taugrid.infra.stackfile import validated
+    from taugrid.client import platform
 
-    p = promote.plan_promotion(source, target, stacks_dir)
-    preview: list[str] = []
-    if p.changes:
-        plan = _plan_module()
-        before = plan.evaluate(target, validated(target, p.dst_file.parent))
-        after = plan.evaluate(target, promote.promoted_config(p))
-        after.stack = f"{target}+{source}"
-        d = plan.diff(after, before)
-        preview = plan.format_diff(d)[1:]
-    if output is ReportFormat.json:
-        doc = {**p.doc(), "written": False}
-    else:
+    p, preview = platform.promotion(source, target, stacks_dir)
+    doc = {**p.doc(), "written": False}
+    if output is not ReportFormat.json:
         out("\n".join(p.lines()))
         if preview:
             out(f"{target}'s resources that change (offline preview):")
@@ -252,8 +202,9 @@ def platform_promote(
         if output is ReportFormat.json:
             out(dump_json(doc))
         return
-    _confirm(f"write these versions into {p.dst_file.name}", yes)
-    promote.write_promotion(p)
+    if not yes and not _confirm(f"write these versions into {p.dst_file.name}"):
+        raise typer.Exit(1)
+    platform.promote(source, target, stacks_dir=stacks_dir)
     if output is ReportFormat.json:
         out(dump_json({**doc, "written": True}))
     else:

@@ -1,5 +1,5 @@
 """`tau quota request | list | approve | deny`: more GPUs for a while, decided by the platform
-team (the work is in taugrid.runs.backends.kube.quota; the controller applies grants)."""
+team (taugrid.client.quota; the controller applies grants)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from taugrid.cli.cluster import ContextOpt, _backend
-from taugrid.cli.options import JsonOpt, ReportFormat
+from taugrid.cli.options import ContextOpt, JsonOpt, ReportFormat, WorkspaceOpt
 from taugrid.cli.output import console, dump_json, out
 
 app = typer.Typer(no_args_is_help=True, help="Ask for more quota for a while; admins decide.")
@@ -22,41 +21,34 @@ def request(
     gpus: Annotated[int, typer.Option("--gpus", help="Extra GPUs of quota")],
     for_: Annotated[str, typer.Option("--for", help="How long once granted: 30m, 48h, 7d")],
     reason: Annotated[str, typer.Option("--reason", help="Why (the platform team reads it)")],
-    workspace: Annotated[str | None, typer.Option("--workspace", "-w", help="Workspace")] = None,
+    workspace: WorkspaceOpt = None,
     profile: Annotated[str | None, typer.Option("--profile", help="GPU profile (pool)")] = None,
     context: ContextOpt = None,
     output: JsonOpt = ReportFormat.text,
 ) -> None:
     """Ask for more GPU quota in a workspace for a while (a TauQuotaRequest)."""
-    from taugrid.runs.backends.kube import quota as q
+    from taugrid.client import quota
 
-    backend = _backend(context)
-    snap = backend.snapshot()
-    ws = backend.workspace(snap, workspace)
-    prof = q.pick_profile(snap, ws, profile)
-    obj = q.new_request(snap, ws, prof, gpus, for_, reason, q.whoami(backend.kube))
-    got = q.submit(backend.kube, obj)
-    r = q.row(got)
+    r = quota.request(gpus, for_, reason, workspace=workspace, profile=profile, context=context)
     if output is ReportFormat.json:
         out(dump_json(r))
         return
-    out(f"asked for +{gpus} GPU(s) on {prof.name} in workspace {ws.name} for {for_}: "
+    out(f"asked for +{gpus} GPU(s) on {r['flavor']} in workspace {r['workspace']} for {for_}: "
         f"request {r['name']} (pending a platform admin's decision)\n"
-        f"  follow it: tau quota list -w {ws.name}")  # fmt: skip
+        f"  follow it: tau quota list --workspace {r['workspace']}")  # fmt: skip
 
 
 @app.command("list")
 def list_(
-    workspace: Annotated[str | None, typer.Option("--workspace", "-w", help="Workspace")] = None,
+    workspace: WorkspaceOpt = None,
     all_: Annotated[bool, typer.Option("--all", "-A", help="Every namespace (admins)")] = False,
     context: ContextOpt = None,
     output: JsonOpt = ReportFormat.text,
 ) -> None:
     """Quota requests and their state (Pending, Approved, Active, Expired, Denied)."""
-    from taugrid.runs.backends.kube import quota as q
+    from taugrid.client import quota
 
-    backend = _backend(context)
-    rows = [q.row(o) for o in q.list_requests(backend.kube, q.namespaces(backend, workspace, all_))]
+    rows = quota.list_requests(workspace=workspace, all_namespaces=all_, context=context)
     if output is ReportFormat.json:
         out(dump_json(rows))
         return
@@ -78,23 +70,19 @@ def list_(
 
 def _decide(ref: str, verdict: Any, note: str, workspace: str | None, context: str | None,
             output: ReportFormat) -> None:  # fmt: skip
-    from taugrid.runs.backends.kube import quota as q
+    from taugrid.client import quota
 
-    backend = _backend(context)
-    namespaces = q.namespaces(backend, workspace, workspace is None)
-    obj = q.find(backend.kube, ref, namespaces)
-    got = q.decide(backend.kube, obj, verdict, note, q.whoami(backend.kube))
-    r = q.row(got)
+    r = quota.decide(ref, verdict, note, workspace=workspace, context=context)
     if output is ReportFormat.json:
         out(dump_json(r))
         return
     out(f"{verdict.lower()} {r['namespace']}/{r['name']} (+{r['requested']} {r['resource']} "
-        f"for {r['for']}); the controller applies it: tau quota list -w {r['workspace']}")  # fmt: skip
+        f"for {r['for']}); the controller applies it: tau quota list --workspace {r['workspace']}")  # fmt: skip
 
 
 @app.command("approve")
 def approve(ref: RefArg, note: NoteOpt = "",
-            workspace: Annotated[str | None, typer.Option("--workspace", "-w")] = None,
+            workspace: WorkspaceOpt = None,
             context: ContextOpt = None, output: JsonOpt = ReportFormat.text) -> None:  # fmt: skip
     """Approve a request (platform admins; the API server checks)."""
     _decide(ref, "Approved", note, workspace, context, output)
@@ -102,7 +90,7 @@ def approve(ref: RefArg, note: NoteOpt = "",
 
 @app.command("deny")
 def deny(ref: RefArg, note: NoteOpt = "",
-         workspace: Annotated[str | None, typer.Option("--workspace", "-w")] = None,
+         workspace: WorkspaceOpt = None,
          context: ContextOpt = None, output: JsonOpt = ReportFormat.text) -> None:  # fmt: skip
     """Deny a request (platform admins; the API server checks)."""
     _decide(ref, "Denied", note, workspace, context, output)

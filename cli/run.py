@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -11,6 +10,7 @@ from typer.core import TyperGroup
 
 from taugrid.api.errors import EXIT_INTERRUPTED, EXIT_PLATFORM, EXIT_RUN_FAILED, TauError
 from taugrid.cli.options import (
+    ContextOpt,
     DetachOpt,
     FileArg,
     JsonOpt,
@@ -23,12 +23,13 @@ from taugrid.cli.options import (
     ReportFormat,
     RunArg,
     RunIdOpt,
+    TargetOpt,
+    WatchOpt,
     WorkspaceOpt,
 )
 from taugrid.cli.output import dump_json, error_items, object_list, out, print_status, say
 
 if TYPE_CHECKING:
-    from taugrid.runs.backends.base import Backend
     from taugrid.runs.evidence import RunDir
 
 
@@ -156,22 +157,23 @@ def run_render(
 
 def _follow_up(run_id: str, path: Any) -> str:
     return (
-        f"  tau run status {run_id}\n  tau run logs -f {run_id}\n  tau run cancel {run_id}\n"
+        f"  tau run status {run_id}\n  tau logs -f {run_id}\n  tau run cancel {run_id}\n"
         f"  evidence: {path}"
     )
 
 
-def _attach(backend: Backend, rd: RunDir, detach: bool) -> None:
+def _attach(rd: RunDir, detach: bool) -> None:
     """Follow a run to its end; Ctrl-C detaches (the run goes on)."""
     from taugrid.api.vocabulary import TERMINAL, Phase
+    from taugrid.client import runs
     from taugrid.runs.backends.base import Follows
 
     sys.stderr.write(f"run {rd.run_id}\n")
-    if detach or not isinstance(backend, Follows):
+    if detach or not isinstance(runs.backend_of(rd), Follows):
         out(rd.run_id)
         return
     try:
-        phase = backend.follow(rd, sys.stdout, sys.stderr)
+        phase = runs.follow(rd)
     except KeyboardInterrupt:
         follow_up = _follow_up(rd.run_id, rd.path)
         sys.stderr.write(f"\ndetached; the run goes on. Follow up with:\n{follow_up}\n")
@@ -189,10 +191,7 @@ def run_submit(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Render instead of submitting")
     ] = False,
-    target: Annotated[
-        str | None,
-        typer.Option("--target", "-t", help="Where to run: local, kube or pulumi (default: local)"),
-    ] = None,
+    target: TargetOpt = None,
     detach: DetachOpt = False,
     strict: Annotated[
         bool, typer.Option("--strict", help="Fail instead of running GPU work on CPU")
@@ -203,76 +202,54 @@ def run_submit(
     workspace: WorkspaceOpt = None,
     profile: ProfileOpt = None,
     run_id: RunIdOpt = None,
-    context: Annotated[
-        str | None, typer.Option("--context", help="kube target: the kubeconfig context")
-    ] = None,
+    context: ContextOpt = None,
     output: RenderOutOpt = RenderFormat.yaml,
 ) -> None:
     """Submit a run and follow it (with --dry-run: render it)."""
     if dry_run:
         run_render(file, profiles, workspace, profile, run_id, output)
         return
-    from taugrid.runs import load
-    from taugrid.runs.backends import base
-    from taugrid.runs.prepare import RunRequest
+    from taugrid.client import runs
 
-    chosen = base.pick_target(target, os.environ, say)
-    backend = base.get(chosen, **({"context": context} if context else {}))
-    loaded = load.load_manifest(file)
-    request = RunRequest(loaded, workspace=workspace, profile=profile, run_id=run_id)
-    prepared = backend.prepare(request)
-    options = base.SubmitOptions(strict=strict, ray_pip=ray_pip, python=python)
-    rd = backend.submit(prepared, options, say)
-    _attach(backend, rd, detach)
+    got = runs.submit(file, target=target, context=context, workspace=workspace, profile=profile,
+                      run_id=run_id, strict=strict, ray_pip=ray_pip, python=python, say=say)  # fmt: skip
+    _attach(runs.find(got.run_id), detach)
+
+
+def _status_exit(phase: str) -> None:
+    raise typer.Exit(EXIT_RUN_FAILED if phase in ("Failed", "Cancelled") else 0)
 
 
 @app.command("status")
 def run_status(
     run: RunArg,
-    watch: Annotated[
-        bool, typer.Option("--watch", "-w", help="Keep watching until the run ends")
-    ] = False,
+    watch: WatchOpt = False,
+    context: ContextOpt = None,
     output: JsonOpt = ReportFormat.text,
 ) -> None:
     """Where is the run, and if it is stuck, why: six signals with their evidence."""
     import json
-    import time
 
-    from taugrid.api.vocabulary import TERMINAL, Phase
-    from taugrid.runs import status
-    from taugrid.runs.backends import base
-    from taugrid.runs.index import find_run
+    from taugrid.client import runs
 
-    rd = find_run(run)
-    backend = base.for_record(rd.read_record())
+    if not watch:
+        st = runs.status(run, context=context)
+        out(dump_json(st.model_dump(mode="json"))) if output is ReportFormat.json else print_status(
+            st
+        )
+        _status_exit(st.phase)
     last = None
-    # A backend that watches says when to look again; the others are looked at every second.
-    ticks = backend.changes([rd]) if watch and isinstance(backend, base.Watches) else None
-    while True:
-        if ticks is not None:
-            next(ticks)
-        (obs,) = backend.observe([rd])
-        st = status.compute(obs)
-        doc = st.model_dump(mode="json")
-        changed = {k: v for k, v in doc.items() if k != "duration_s"}  # time alone is no change
-        if output is ReportFormat.json:
-            if watch:
-                if changed != last:
-                    out(json.dumps(doc))
+    try:
+        for st in runs.watch(run, context=context):
+            last = st
+            if output is ReportFormat.json:
+                out(json.dumps(st.model_dump(mode="json")))
             else:
-                out(dump_json(doc))
-        elif changed != last:
-            print_status(st)
-        last = changed
-        if not watch or st.phase in TERMINAL:
-            break
-        if ticks is None:
-            try:
-                time.sleep(1.0)
-            except KeyboardInterrupt:
-                raise typer.Exit(EXIT_INTERRUPTED) from None
-    failed = st.phase in (Phase.Failed, Phase.Cancelled)
-    raise typer.Exit(EXIT_RUN_FAILED if failed else 0)
+                print_status(st)
+    except KeyboardInterrupt:
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    assert last is not None
+    _status_exit(last.phase)
 
 
 @app.command("logs")
@@ -281,53 +258,49 @@ def run_logs(
     follow_: Annotated[
         bool, typer.Option("--follow", "-f", help="Keep printing until the run ends")
     ] = False,
+    context: ContextOpt = None,
 ) -> None:
     """Print a run's log (live while it runs, from the evidence record after)."""
-    from taugrid.runs.backends import base
-    from taugrid.runs.index import find_run
+    from taugrid.client import runs
 
-    rd = find_run(run)
-    backend = base.for_record(rd.read_record())
-    if follow_ and isinstance(backend, base.Follows):
+    if follow_:
         try:
-            backend.follow(rd, sys.stdout, sys.stderr, transitions=False)
+            runs.follow(run, transitions=False, context=context)
         except KeyboardInterrupt:
             raise typer.Exit(EXIT_INTERRUPTED) from None
         return
-    backend.logs(rd, sys.stdout)
+    runs.logs(run, sys.stdout, context=context)
 
 
 @app.command("list")
-def run_list(output: JsonOpt = ReportFormat.text) -> None:
-    """List the runs submitted from this machine, newest last."""
-    import time
-    from collections import defaultdict
+def run_list(
+    cluster: Annotated[
+        bool,
+        typer.Option(
+            "--cluster",
+            help="Every run of the cluster's workspaces (from any machine), not only this machine's",
+        ),
+    ] = False,
+    workspace: WorkspaceOpt = None,
+    mine: Annotated[
+        bool, typer.Option("--mine", help="--cluster: only runs you submitted")
+    ] = False,
+    context: ContextOpt = None,
+    output: JsonOpt = ReportFormat.text,
+) -> None:
+    """List runs, newest last: the ones submitted from this machine, or (--cluster, or a
+    --workspace) every run of the cluster's workspaces that you may read."""
+    from taugrid.client import runs
 
-    from taugrid.runs import status
-    from taugrid.runs.backends import base
-    from taugrid.runs.index import list_runs
-
-    by_target: dict[str, list[RunDir]] = defaultdict(list)
-    for rd in list_runs():
-        try:
-            by_target[rd.read_record().target].append(rd)
-        except TauError:
-            continue
+    if cluster or workspace or mine:
+        statuses = runs.cluster_runs(workspace=workspace, mine=mine, context=context)
+    else:
+        statuses = runs.list_runs(context=context, say=say)
     rows: list[dict[str, Any]] = []
-    for target, runs in by_target.items():
-        try:
-            observed = base.get(target).observe(runs)
-        except TauError as e:  # e.g. a cluster that does not answer: the other runs still list
-            say(f"note: {len(runs)} {target} run(s) shown from their local records: {e.message}")
-            observed = [status.Observations(record=rd.read_record(), history=[], now=time.time(),
-                                            owner_alive=None, evidence=str(rd.path))
-                        for rd in runs]  # fmt: skip
-        for obs in observed:
-            st = status.compute(obs)
-            doc = st.model_dump(mode="json", exclude={"signals"})
-            doc["kind"] = doc.pop("workload_kind")
-            rows.append(doc)
-    rows.sort(key=lambda r: r["created_at"])
+    for st in statuses:
+        doc = st.model_dump(mode="json", exclude={"signals", "timeline"})
+        doc["kind"] = doc.pop("workload_kind")
+        rows.append(doc)
     if output is ReportFormat.json:
         out(dump_json(rows))
         return
@@ -349,100 +322,58 @@ def run_list(output: JsonOpt = ReportFormat.text) -> None:
 
 
 @app.command("cancel")
-def run_cancel(run: RunArg) -> None:
+def run_cancel(run: RunArg, context: ContextOpt = None) -> None:
     """Stop a run; its evidence is sealed as Cancelled."""
-    from taugrid.api.vocabulary import TERMINAL
-    from taugrid.runs.backends import base
-    from taugrid.runs.index import find_run
+    from taugrid.client import runs
 
-    rd = find_run(run)
-    before = rd.read_record()
-    phase = base.for_record(before).cancel(rd)
-    if before.phase in TERMINAL:
-        out(f"{rd.run_id} had already ended: {phase}")
-    else:
-        out(f"{rd.run_id} cancelled")
+    phase, had_ended = runs.cancel(run, context=context)
+    name = runs.find(run, context=context).run_id
+    out(f"{name} had already ended: {phase}" if had_ended else f"{name} cancelled")
 
 
 @app.command("attach")
-def run_attach(run: RunArg, detach: DetachOpt = False) -> None:
-    """Re-attach a run whose supervisor died: a new one adopts it if the run still runs
-    (else its record is closed as Failed), then follow it like `tau run`."""
-    from taugrid.api.vocabulary import TERMINAL
-    from taugrid.runs.backends import base
-    from taugrid.runs.index import find_run
+def run_attach(run: RunArg, detach: DetachOpt = False, context: ContextOpt = None) -> None:
+    """Re-attach a run whose owner died: locally a new supervisor adopts it if the run still
+    runs (else its record is closed as Failed); on a cluster an interrupted submission is sent
+    again. Then follow it like `tau run`."""
+    from taugrid.client import runs
 
-    rd = find_run(run)
-    rec = rd.read_record()
-    backend = base.for_record(rec)
-    if rec.phase in TERMINAL:
-        out(f"{rd.run_id} has already ended: {rec.phase}")
-        raise typer.Exit(0 if rec.phase == "Succeeded" else EXIT_RUN_FAILED)
-    if not isinstance(backend, base.Attaches):
-        raise TauError(f"runs on {rec.target} cannot be re-attached by this build")
-    if not backend.attach(rd, say):
-        out(f"{rd.run_id}: {rd.read_record().phase}: {rd.read_record().reason}")
-        raise typer.Exit(EXIT_RUN_FAILED)
-    _attach(backend, rd, detach)
+    try:
+        rd = runs.attach(run, context=context, say=say)
+    except TauError as e:
+        if e.exit_code in (0, EXIT_RUN_FAILED) and "already ended" in e.message:
+            out(e.message)
+            raise typer.Exit(e.exit_code) from None
+        raise
+    _attach(rd, detach)
 
 
 @app.command("resume")
 def run_resume(
-    run: RunArg, detach: DetachOpt = False, ray_pip: RayPipOpt = False, python: PythonOpt = None
-) -> None:
+    run: RunArg, detach: DetachOpt = False, ray_pip: RayPipOpt = False, python: PythonOpt = None,
+    context: ContextOpt = None,
+) -> None:  # fmt: skip
     """Start a new run from the newest complete checkpoint of RUN (lineage kept in both)."""
-    from pathlib import Path
+    from taugrid.client import runs
 
-    from taugrid.api.vocabulary import TERMINAL
-    from taugrid.runs import load, status
-    from taugrid.runs.backends import base
-    from taugrid.runs.index import find_run
-    from taugrid.runs.prepare import RunRequest
-
-    parent = find_run(run)
-    rec = parent.read_record()
-    backend = base.for_record(rec)
-    phase, _ = status.effective_phase(backend.observe([parent])[0])
-    if phase not in TERMINAL:
-        raise TauError(
-            f"{parent.run_id} is still {phase.lower()}",
-            hint=f"tau run cancel {parent.run_id} first",
-        )
-    if not isinstance(backend, base.Resumes):
-        raise TauError(f"runs on {rec.target} cannot be resumed by this build")
-    ckpt = backend.newest_checkpoint(parent)
-    if ckpt is None:
-        raise TauError(
-            f"{parent.run_id} has no complete checkpoint to resume from", exit_code=EXIT_RUN_FAILED
-        )
-    loaded = load.load_manifest(Path(rec.code_folder))
-    if loaded.manifest.config_hash() != rec.config_hash:
-        sys.stderr.write("note: tau.yaml changed since the original run; the current one is used\n")
-    sys.stderr.write(f"resuming {parent.run_id} from {ckpt}\n")
-    request = RunRequest(loaded, resume_from=ckpt, parent=parent.run_id)
-    options = base.SubmitOptions(ray_pip=ray_pip, python=python)
-    rd = backend.submit(backend.prepare(request), options, say)
-    parent.record_child(rd.run_id, ckpt)
-    if isinstance(backend, base.RecordsLineage):
-        backend.record_child(parent, rd.run_id)
-    _attach(backend, rd, detach)
+    got = runs.resume(run, context=context, ray_pip=ray_pip, python=python, say=say)
+    _attach(runs.find(got.run_id), detach)
 
 
 @app.command("verify")
-def run_verify(run: RunArg) -> None:
+def run_verify(run: RunArg, context: ContextOpt = None) -> None:
     """Check a run's sealed evidence record against its MANIFEST.sha256."""
-    from taugrid.runs.index import find_run
+    from taugrid.client import runs
 
-    rd = find_run(run)
-    n, problems = rd.verify()
-    if problems:
+    v = runs.verify(run, context=context)
+    if v.problems:
         sys.stderr.write(
-            f"{rd.run_id}: evidence record does NOT verify ({len(problems)} problem(s)):\n"
+            f"{v.run_id}: evidence record does NOT verify ({len(v.problems)} problem(s)):\n"
         )
-        for p in problems:
+        for p in v.problems:
             sys.stderr.write(f"  {p}\n")
         raise typer.Exit(EXIT_RUN_FAILED)
-    out(f"ok: {rd.run_id}: {n} files match {rd.manifest_path.name}")
+    out(f"ok: {v.run_id}: {v.files} files match MANIFEST.sha256")
 
 
 @app.command("metrics")
@@ -452,27 +383,26 @@ def run_metrics(
         list[str] | None, typer.Option("--metric", "-m", help="Metric(s) to plot")
     ] = None,
     png: Annotated[str | None, typer.Option("--png", help="Write the plot to a PNG file")] = None,
+    context: ContextOpt = None,
     output: JsonOpt = ReportFormat.text,
 ) -> None:
     """Plot a run's metrics in the terminal (or to a PNG)."""
     from pathlib import Path
 
     from taugrid.cli import plots
-    from taugrid.runs.index import find_run, lineage_metric_rows
+    from taugrid.client import runs
 
-    rd = find_run(run)
-    rows = lineage_metric_rows(rd)  # a resumed run continues its parents' curves
+    rows = runs.metrics(run, context=context)  # a resumed run continues its parents' curves
     if output is ReportFormat.json:
         out(dump_json(rows))
         return
+    rec = runs.record(run, context=context)
     if not rows:
-        raise TauError(
-            f"{rd.run_id} has no metrics yet ({rd.metrics_path})", exit_code=EXIT_RUN_FAILED
-        )
-    names = plots.pick_metrics(rows, metric, rd.read_record().primary_metric)
-    runs = list(dict.fromkeys(r["run_id"] for r in rows))
+        raise TauError(f"{rec.run_id} has no metrics yet", exit_code=EXIT_RUN_FAILED)
+    names = plots.pick_metrics(rows, metric, rec.primary_metric)
+    ids = list(dict.fromkeys(r["run_id"] for r in rows))
     title = (
-        rd.run_id if len(runs) == 1 else f"{rd.run_id} (resumed from {' <- '.join(runs[-2::-1])})"
+        rec.run_id if len(ids) == 1 else f"{rec.run_id} (resumed from {' <- '.join(ids[-2::-1])})"
     )
     if png is not None:
         plots.to_png(rows, names, Path(png), title=title)

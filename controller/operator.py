@@ -45,8 +45,8 @@ from taugrid.controller import quota as Q
 from taugrid.controller import remediation as R
 from taugrid.controller.config import FIELD_MANAGER, PEERING, ControllerConfig
 from taugrid.controller.recorder import RunObjects, compute_status, same
-from taugrid.runs.backends.kube.client import Kube
-from taugrid.runs.backends.kube.facts import node_problems, recorded_status
+from taugrid.kube.client import Kube
+from taugrid.kube.facts import node_problems, recorded_status
 
 log = logging.getLogger("taugrid.controller")
 RunKey = tuple[str, str]  # (namespace, run id)

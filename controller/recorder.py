@@ -1,6 +1,6 @@
 """The lifecycle recorder (pure): a run's objects in, its TauRun.status out.
 
-The same facts (`runs.backends.kube.facts`) and the same status engine (`runs.status`) as
+The same facts (`kube.facts`) and the same status engine (`runs.status`) as
 `tau run status`, so the CLI and the cluster say the same thing; the result is kept in
 TauRun.status with a condensed timeline, so a run is still explained after its pods and events
 are gone. A run that ended keeps the status it ended with.
@@ -17,10 +17,11 @@ from taugrid.api import constants as C
 from taugrid.api.crds import TauRunStatus
 from taugrid.api.evidence import KubeHandle, RunRecord
 from taugrid.api.kubetime import k8s_time
+from taugrid.api.observations import Observations
 from taugrid.api.vocabulary import TERMINAL, Phase, RetryReason, TerminationReason, TimelineEntry
 from taugrid.controller.timeline import condense
-from taugrid.runs.backends.kube.facts import recorded_status, run_facts
-from taugrid.runs.status import Observations, compute
+from taugrid.kube.facts import recorded_status, run_facts
+from taugrid.runs.status import compute
 
 IN_CLUSTER = "in-cluster"
 

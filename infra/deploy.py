@@ -7,11 +7,13 @@ project's stack file and validated before the engine starts.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from taugrid.api.errors import EXIT_USAGE, TauError
 from taugrid.api.platform import ExistingClusterSpec, PlatformConfig
-from taugrid.infra.engine import Engine
+from taugrid.infra.engine import Engine, Outcome
 from taugrid.infra.stackfile import validated
 
 
@@ -44,3 +46,51 @@ def bundled_policy_pack() -> str | None:
     except ImportError:
         return None
     return str(Path(policies.__file__).resolve().parent)
+
+
+Say = Callable[[str], None]
+Confirm = Callable[[Outcome], bool]
+
+
+def policy_packs(packs: list[Path] | None, none: bool, say: Say) -> list[str]:
+    """The policy packs a preview or up checks: the ones named, else TauGrid's own (said when
+    it cannot be checked), none with `none`."""
+    if none:
+        return []
+    if packs:
+        for p in packs:
+            if not (p / "PulumiPolicy.yaml").is_file():
+                raise TauError(f"{p} is not a policy pack (no PulumiPolicy.yaml in it)",
+                               exit_code=EXIT_USAGE)  # fmt: skip
+        return [str(p.resolve()) for p in packs]
+    bundled = bundled_policy_pack()
+    if bundled is None:
+        say("note: no policy pack is checked: pulumi-policy is not installed "
+            "(pip install 'taugrid[policy]')")  # fmt: skip
+        return []
+    return [bundled]
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What `apply` did: the preview it showed, and the update (None: nothing to do, or the
+    change was not confirmed)."""
+
+    preview: Outcome | None
+    update: Outcome | None
+    confirmed: bool = True
+
+
+def apply(eng: Engine, packs: list[str], confirm: Confirm | None, say: Say | None) -> Applied:
+    """The platform rule: preview with the policy packs, then confirm, then up. The engine's
+    `up` checks policies as it goes (resources before a violation would be created), so a
+    preview with the packs first stops a violation before anything changes. `confirm` None:
+    confirmed in advance (`--yes`); with no packs and no question, straight to up."""
+    if confirm is None and not packs:
+        return Applied(None, eng.up(say=say, policy_packs=packs))
+    preview = eng.preview(say=say, policy_packs=packs)
+    if not preview.changed():
+        return Applied(preview, None)
+    if confirm is not None and not confirm(preview):
+        return Applied(preview, None, confirmed=False)
+    return Applied(preview, eng.up(say=say, policy_packs=packs))

@@ -170,3 +170,16 @@ def _check(path: Path, stack: str) -> None:
 def promoted_config(p: Promotion) -> PlatformConfig:
     """DST's declaration with the promotion applied (nothing written)."""
     return with_lock(validated(p.dst, p.dst_file.parent), {c.path: c.new for c in p.changes})
+
+
+def preview_lines(p: Promotion) -> list[str]:
+    """TARGET's resources that the promotion changes (offline, under Pulumi's mocks)."""
+    if not p.changes:
+        return []
+    from taugrid.infra import plan
+    from taugrid.infra.stackfile import validated
+
+    before = plan.evaluate(p.dst, validated(p.dst, p.dst_file.parent))
+    after = plan.evaluate(p.dst, promoted_config(p))
+    after.stack = f"{p.dst}+{p.src}"
+    return plan.format_diff(plan.diff(after, before))[1:]

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from taugrid.api import naming
 from taugrid.api.errors import TauError
+from taugrid.api.evidence import Handle, Lineage, RunRecord
 from taugrid.api.manifest import Manifest, WorkloadKind
 from taugrid.runs import provenance
 from taugrid.runs.codebundle import CodeBundle, collect
@@ -70,6 +71,27 @@ class PreparedRun:
     def taurun(self) -> dict[str, Any]:
         """The TauRun that records the run in the cluster and owns its objects."""
         return render_taurun(self.resolved, self.meta, self.request.parent)
+
+    def new_record(self, handle: Handle, *, created_at: str, image: str | None = None,
+                   gpus_available: int | None = None,
+                   warnings: list[str] | None = None) -> RunRecord:  # fmt: skip
+        """The run's record as every backend first writes it (one builder for all targets:
+        identity, code, size, lineage); a backend passes only what differs where it runs."""
+        m, r = self.manifest, self.resolved
+        parent = self.request.parent
+        return RunRecord(
+            run_id=self.run_id, name=m.name, workspace=r.workspace.name, profile=r.profile.name,
+            workload_kind=self.kind, handle=handle, submitter=self.meta.submitter,
+            code_folder=str(self.loaded.folder.resolve()), code_revision=self.meta.code_revision,
+            code_digest=self.bundle.digest, config_hash=m.config_hash(),
+            image=image if image is not None else r.image, entrypoint=m.entrypoint_path or "",
+            created_at=created_at, max_retries=m.resilience.max_retries, workers=r.workers,
+            gpus_per_worker=r.gpus, gpus_available=r.gpus if gpus_available is None else gpus_available,
+            stall_after_seconds=m.metrics.stall_after_seconds, primary_metric=m.metrics.primary,
+            checkpoint_subdir=m.checkpoint_subdir, output_subdir=m.output_subdir,
+            warnings=list(self.warnings) if warnings is None else warnings,
+            resumed_from=Lineage(run_id=parent, checkpoint=self.meta.resume_from) if parent else None,
+        )  # fmt: skip
 
 
 def check_run_id(run_id: str) -> str:

@@ -8,11 +8,10 @@ and `compute` joins them into a phase, a one-sentence summary and the signal tab
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from taugrid.api.crds import TauRunStatus
-from taugrid.api.evidence import HistoryEvent, RunRecord
+from taugrid.api.evidence import HistoryEvent
+from taugrid.api.observations import ClusterFacts, Observations
 from taugrid.api.vocabulary import (
     TERMINAL,
     Phase,
@@ -22,68 +21,6 @@ from taugrid.api.vocabulary import (
     SignalState,
     TerminationReason,
 )
-
-
-@dataclass(frozen=True)
-class PodFact:
-    name: str
-    phase: str  # Pending, Running, Succeeded, Failed, Unknown
-    node: str | None
-    unschedulable: str | None = None  # PodScheduled=False: the scheduler's message
-    waiting: str | None = None  # a container stuck: "ImagePullBackOff: ...", "CrashLoopBackOff"
-    since: str | None = None
-
-
-@dataclass(frozen=True)
-class ClusterFacts:
-    """What a cluster says about one run (from one LIST per kind, shared by every run)."""
-
-    taurun: bool  # the TauRun (the run's owner) exists
-    workload: bool  # the RayJob / Job exists
-    suspended: bool | None = None
-    finished: str | None = None  # "Succeeded" | "Failed" when the workload says so
-    finished_at: str | None = None  # when the workload says it ended
-    started_at: str | None = None  # when the workload says it started
-    workload_message: str | None = None
-    kueue: list[dict[str, str]] | None = None  # the Kueue Workload's conditions; None: none yet
-    cluster_queue: str | None = None
-    queue: str | None = None  # the LocalQueue
-    position: int | None = None
-    position_note: str | None = None  # why the position is unknown
-    pods: list[PodFact] = field(default_factory=list)
-    warnings: list[tuple[str, str, str]] = field(default_factory=list)  # (reason, message, ts)
-    node_problems: dict[str, list[str]] = field(default_factory=dict)  # node -> bad conditions
-    nodes_visible: bool = True
-    recorded: TauRunStatus | None = None  # TauRun.status, as the controller recorded it
-
-    @property
-    def from_record(self) -> bool:
-        """The run's workload and pods are gone: only the controller's record explains it."""
-        return bool(self.recorded and self.recorded.phase and not self.workload and not self.pods)
-
-
-@dataclass(frozen=True)
-class Observations:
-    """Everything status needs about one run, gathered by its backend at one moment."""
-
-    record: RunRecord
-    history: list[HistoryEvent]
-    now: float  # unix seconds
-    owner_alive: bool | None  # the process that owns the run (local supervisor); None: n/a
-    orphans: int = 0  # processes of the run still alive while its owner is gone
-    last_metric_ts: float | None = None  # mtime of metrics.jsonl
-    last_log_ts: float | None = None  # mtime of the newest log
-    metric_rows: int = 0
-    last_step: int | None = None
-    checkpoints: int = 0
-    newest_checkpoint: str | None = None
-    sealed: bool = False
-    outputs: int = 0  # files under the run's storage.output folder
-    latest_metrics: dict[str, float | int | str] = field(default_factory=dict)  # the last row
-    last_error: str | None = None  # the last error-looking line of the log
-    evidence: str | None = None  # where the evidence record is
-    cluster: ClusterFacts | None = None  # runs on a cluster: what it says
-    extra: dict[str, str] = field(default_factory=dict)
 
 
 def _iso(ts: float | None) -> str | None:
@@ -111,6 +48,10 @@ def ago(seconds: float) -> str:
 
 SUPERVISOR_LOST_RUNNING = (
     "its supervisor is gone (killed?) but {n} process(es) of the run still run"
+)
+NOT_SENT = (
+    "the submission was interrupted before the cluster received it: `tau run attach "
+    "{run}` sends it, `tau run cancel {run}` drops it"
 )
 SUPERVISOR_LOST = "the local supervisor process is gone without recording an end (killed?)"
 
@@ -140,6 +81,8 @@ def cluster_phase(o: Observations) -> tuple[Phase, str | None]:
     if c.finished == "Failed":
         return Phase.Failed, c.workload_message or "the workload failed"
     if not c.taurun and not c.workload:
+        if not getattr(rec.handle, "sent", True):
+            return Phase.Pending, NOT_SENT.format(run=rec.run_id)
         return Phase.Failed, "its TauRun and workload are gone from the cluster (deleted?)"
     if _true(c, "Admitted"):
         running = [p for p in c.pods if p.phase == "Running"]

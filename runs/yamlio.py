@@ -45,3 +45,9 @@ def dump(doc: Any) -> str:
         width=100,
         allow_unicode=True,
     )
+
+
+def load_all(text: str) -> list[dict[str, Any]]:
+    """The documents of a multi-document YAML text (what dump_all wrote)."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return [d for d in yaml.load_all(text, Loader=loader) if isinstance(d, dict)]

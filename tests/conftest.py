@@ -66,7 +66,7 @@ def cluster() -> Iterator[ControlPlane]:
 @pytest.fixture(scope="session")
 def cluster_crds(cluster: ControlPlane) -> Any:
     """The cluster with the upstream Kueue/KubeRay CRDs and TauGrid's installed (once)."""
-    from kube import install_crds
+    from kubekit import install_crds
 
     if not UPSTREAM_CRDS.is_dir():
         pytest.skip(f"{UPSTREAM_CRDS} is absent: the upstream CRDs live in ../shared")

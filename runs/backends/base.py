@@ -10,19 +10,22 @@ checks for them with isinstance. Adding a backend: a module with a class that sa
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TextIO, runtime_checkable
 
 from taugrid.api.errors import EXIT_USAGE, TauError
+from taugrid.api.evidence import TerminalStateError
+from taugrid.api.vocabulary import TERMINAL, Phase, TerminationReason
 
 if TYPE_CHECKING:
     from taugrid.api.evidence import RunRecord
-    from taugrid.api.vocabulary import Phase
+    from taugrid.api.observations import Observations
     from taugrid.runs.evidence import RunDir
     from taugrid.runs.prepare import PreparedRun, RunRequest
-    from taugrid.runs.status import Observations
 
 Say = Callable[[str], None]
 
@@ -57,6 +60,78 @@ class Backend(Protocol):
     def cancel(self, run: RunDir) -> Phase:
         """Stop the run; the phase it ended in."""
         ...
+
+
+class Template(ABC):
+    """The order of a submission and of a cancel, written once; each backend fills in the
+    steps. Submit: check the options -> idempotency (the same run again returns its record) ->
+    write the local record -> start. The record exists before anything is sent or started, so
+    an interruption between the two leaves a record that status, cancel and attach understand.
+    Cancel: a run that has ended is left as it is -> one that ended on its own is recorded so
+    -> stop -> the Cancelled transition (unless the run's owner recorded its end meanwhile)."""
+
+    name: str
+
+    def submit(self, prepared: PreparedRun, options: SubmitOptions, say: Say) -> RunDir:
+        self.check_options(prepared, options)
+        again = self.already_submitted(prepared, say)
+        if again is not None:
+            return again
+        run = self.record(prepared, options, say)
+        try:
+            self.start(run, prepared, options, say)
+        except BaseException as e:
+            self.start_failed(run, e)
+            raise
+        return run
+
+    def cancel(self, run: RunDir) -> Phase:
+        rec = run.read_record()
+        if rec.phase in TERMINAL:
+            return rec.phase
+        ended = self.ended_on_its_own(run)
+        if ended is not None:
+            with contextlib.suppress(TerminalStateError):
+                run.transition(ended, f"it ended before the cancel ({ended})")
+            return run.read_record().phase
+        reason = self.stop(run)
+        try:
+            return run.transition(Phase.Cancelled, reason,
+                                  termination=TerminationReason.Cancelled).phase  # fmt: skip
+        except TerminalStateError as e:  # its owner recorded the end while it stopped
+            return e.phase
+
+    # --- the steps ----------------------------------------------------------------------------
+    @abstractmethod
+    def check_options(self, prepared: PreparedRun, options: SubmitOptions) -> None:
+        """Refuse options this target cannot honour (TauError, exit 2), before anything."""
+
+    def already_submitted(self, prepared: PreparedRun, say: Say) -> RunDir | None:
+        """The record of this very run if it was submitted already (None: a new run)."""
+        return None
+
+    @abstractmethod
+    def record(self, prepared: PreparedRun, options: SubmitOptions, say: Say) -> RunDir:
+        """Write the run's local evidence record (built by `PreparedRun.new_record`)."""
+
+    @abstractmethod
+    def start(self, run: RunDir, prepared: PreparedRun, options: SubmitOptions, say: Say) -> None:
+        """Send or start the recorded run."""
+
+    def start_failed(self, run: RunDir, error: BaseException) -> None:
+        """What a failed start leaves: by default the record, closed as Failed."""
+        if isinstance(error, TauError):
+            with contextlib.suppress(TerminalStateError, TauError):
+                run.transition(Phase.Failed, f"could not start: {error.message}",
+                               termination=TerminationReason.Failed)  # fmt: skip
+
+    @abstractmethod
+    def ended_on_its_own(self, run: RunDir) -> Phase | None:
+        """The terminal phase of a run that ended before the cancel (None: it has not)."""
+
+    @abstractmethod
+    def stop(self, run: RunDir) -> str:
+        """Stop the run wherever it is; the reason the record keeps."""
 
 
 @runtime_checkable

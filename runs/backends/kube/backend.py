@@ -21,151 +21,78 @@ from typing import TYPE_CHECKING, Any, TextIO
 from taugrid.api import constants as C
 from taugrid.api.errors import EXIT_PLATFORM, EXIT_USAGE, TauError
 from taugrid.api.evidence import KubeHandle, PulumiHandle, RunRecord, TerminalStateError
-from taugrid.api.profiles import ProfileSnapshot
+from taugrid.api.observations import ClusterFacts, Observations
 from taugrid.api.vocabulary import TERMINAL, Phase
-from taugrid.runs.backends.base import Backend, Say, SubmitOptions
-from taugrid.runs.backends.kube.client import Forbidden, Kube
-from taugrid.runs.backends.kube.facts import admitted, namespace_facts, node_problems
+from taugrid.kube.client import CONTEXT_ENV, Forbidden, KubeAPI
+from taugrid.kube.discovery import Discovery
+from taugrid.kube.facts import admitted, namespace_facts, node_problems
+from taugrid.runs.backends.base import Backend, Say, SubmitOptions, Template
 from taugrid.runs.evidence import RunDir, ensure_writable, now_iso
 from taugrid.runs.paths import runs_root, write_atomic
-from taugrid.runs.status import ClusterFacts, Observations
 
 if TYPE_CHECKING:
     from taugrid.api.profiles import WorkspaceRef
+    from taugrid.api.vocabulary import RunStatus
     from taugrid.runs.prepare import PreparedRun, RunRequest
 
-CLUSTER_OBJECT = "cluster"
-CONTEXT_ENV = "TAU_CONTEXT"  # the kubeconfig context (--context sets it)
+SUBMITTING = "submitting.yaml"  # config/manifests/: the full objects until the cluster has them
 
 
-class KubeBackend:
+class KubeBackend(Template):
     name = "kube"
 
-    def __init__(self, context: str | None = None) -> None:
+    def __init__(self, context: str | None = None, kube: KubeAPI | None = None) -> None:
         self._context = context or os.environ.get(CONTEXT_ENV) or None
-        self._kube: Kube | None = None
-        self._cluster: str | None = None
-        self._tau_cluster: dict[str, Any] | None = None  # as the last snapshot() read it
+        self._kube = kube
+        self._discovery: Discovery | None = None
+        self._sent_owner = False  # this submission's TauRun (or stack) reached the cluster
 
     @property
-    def kube(self) -> Kube:
+    def kube(self) -> KubeAPI:
         if self._kube is None:
+            from taugrid.kube.client import Kube
+
             self._kube = Kube(self._context)
         return self._kube
 
-    # --- discovery ------------------------------------------------------------------------------
-    def snapshot(self) -> ProfileSnapshot:
-        """The cluster's profiles and workspaces, as its TauCluster publishes them."""
-        tc = self._tau_cluster = self.kube.get("TauCluster", CLUSTER_OBJECT)
-        if tc is None:
-            raise TauError(
-                f"no TauCluster {CLUSTER_OBJECT!r} at {self.kube.server}: the TauGrid platform is "
-                "not installed on this cluster",
-                exit_code=EXIT_PLATFORM,
-                hint="pulumi up the platform stack (or tau sandbox up)",
-            )
-        spec = tc.get("spec") or {}
-        ann = (tc.get("metadata") or {}).get("annotations") or {}
-        self._cluster = spec.get("stack")
-        return ProfileSnapshot.model_validate(
-            {
-                "apiVersion": C.API_VERSION,
-                "kind": "TauWorkloadProfileSnapshot",
-                "cluster": spec.get("stack", "?"),
-                "profileSetHash": ann.get(C.ANN_PROFILE_SET_HASH),
-                "defaultWorkspace": spec.get("defaultWorkspace"),
-                "workspaces": spec.get("workspaces") or [],
-                "profiles": spec.get("workloadProfiles") or [],
-            }
-        )
+    @property
+    def discovery(self) -> Discovery:
+        """What the cluster offers (its TauCluster read once per backend)."""
+        if self._discovery is None:
+            self._discovery = Discovery(self.kube)
+        return self._discovery
 
-    def capacity(self) -> dict[str, dict[str, int]]:
-        """Live capacity per profile, as the controller records it on the TauCluster (empty
-        when no controller runs); from the object `snapshot` read, else one GET."""
-        tc = self._tau_cluster or self.kube.get("TauCluster", CLUSTER_OBJECT) or {}
-        rows = ((tc.get("status") or {}).get("profiles")) or []
-        return {r["name"]: {k: int(r.get(k) or 0) for k in ("nodes", "healthyNodes", "allocatableGpus",
-                                                            "cordonedByTau")} for r in rows}  # fmt: skip
-
-    def usable_workspaces(self, snap: ProfileSnapshot) -> list[WorkspaceRef]:
-        """The workspaces whose namespace the user may submit runs to (one review each)."""
-        return [w for w in snap.workspaces if self.kube.can("create", "TauRun", w.namespace)]
-
-    def workspace(self, snap: ProfileSnapshot, name: str | None) -> WorkspaceRef:
-        """The workspace a command means: the one named; else the only one the user may use;
-        else the cluster's default if the user may use it."""
-        if name is not None:
-            ws = snap.workspace(name)
-            if ws is None:
-                raise TauError(f"no workspace {name!r}", exit_code=EXIT_USAGE,
-                               hint="tau workspaces lists yours")  # fmt: skip
-            return ws
-        usable = self.usable_workspaces(snap)
-        if len(usable) == 1:
-            return usable[0]
-        default = snap.workspace(snap.defaultWorkspace) if snap.defaultWorkspace else None
-        if default is not None and default in usable:
-            return default
-        raise TauError("say which workspace with --workspace", exit_code=EXIT_USAGE,
-                       hint="tau workspaces lists yours")  # fmt: skip
+    def workspace(self, name: str | None) -> WorkspaceRef:
+        return self.discovery.workspace(name)
 
     # --- submitting -------------------------------------------------------------------------------
     def prepare(self, request: RunRequest) -> PreparedRun:
         from taugrid.runs.prepare import prepare
 
-        snap = self.snapshot()
+        snap = self.discovery.snapshot()
         if request.workspace is None and request.loaded.manifest.policy.workspace is None:
-            usable = self.usable_workspaces(snap)
+            usable = self.discovery.usable_workspaces(snap)
             if len(usable) == 1:  # the one workspace this user may submit to
                 from dataclasses import replace
 
                 request = replace(request, workspace=usable[0].name)
         return prepare(request, snap)
 
-    def submit(self, prepared: PreparedRun, options: SubmitOptions, say: Say) -> RunDir:
-        ns = prepared.resolved.namespace
-        again = self._resubmitted(prepared, options, say)
-        if again is not None:
-            return again
-        try:
-            owner = self.kube.apply(prepared.taurun())
-        except Forbidden as e:
-            raise self._forbidden(e, prepared) from None
-        ref = {
-            "apiVersion": C.API_VERSION,
-            "kind": "TauRun",
-            "name": prepared.run_id,
-            "uid": owner["metadata"]["uid"],
-            "blockOwnerDeletion": True,
-        }
-        for obj in prepared.objects():
-            obj["metadata"]["ownerReferences"] = [ref]
-            self.kube.apply(obj)
-        rd = self._record(prepared, ns)
-        say(f"submitted {prepared.run_id} to {self.kube.server} (namespace {ns}, queue "
-            f"{prepared.resolved.queue}); Kueue admits it when there is quota")  # fmt: skip
-        return rd
-
-    def _resubmitted(self, prepared: PreparedRun, options: SubmitOptions,
-                     say: Say) -> RunDir | None:  # fmt: skip
-        """What every cluster submission checks first: no local-only options; and the same
-        run already submitted is not submitted again (its record is returned)."""
+    def check_options(self, prepared: PreparedRun, options: SubmitOptions) -> None:
         if options.python or options.ray_pip:
             raise TauError("--python and --ray-pip are for local runs", exit_code=EXIT_USAGE)
-        if self._submitted(prepared, say):
-            return self._record(prepared, prepared.resolved.namespace)
-        return None
 
-    def _submitted(self, prepared: PreparedRun, say: Say) -> bool:
-        """Idempotent by run id: whether this run is in the cluster already (the same run again
-        changes nothing; the same id with another config is refused)."""
+    def already_submitted(self, prepared: PreparedRun, say: Say) -> RunDir | None:
+        """Idempotent by run id: the same run again changes nothing (its record is returned;
+        made here if it was submitted from another machine); the same id with another config
+        is refused."""
         ns = prepared.resolved.namespace
         try:
             existing = self.kube.get("TauRun", prepared.run_id, ns)
         except Forbidden as e:
             raise self._forbidden(e, prepared) from None
         if existing is None:
-            return False
+            return None
         if (existing.get("spec") or {}).get("configHash") != prepared.manifest.config_hash():
             raise TauError(
                 f"run {prepared.run_id} already exists in namespace {ns} with another config",
@@ -173,11 +100,70 @@ class KubeBackend:
                 hint="leave out --run-id to get a new run id",
             )
         say(f"{prepared.run_id} is already submitted; nothing changed")
-        return True
+        rd = RunDir(runs_root() / prepared.run_id)
+        if rd.record_path.is_file():
+            return rd
+        return self._write_record(prepared, self.handle(prepared, sent=True), with_objects=False)
+
+    def handle(self, prepared: PreparedRun, sent: bool) -> KubeHandle | PulumiHandle:
+        """Where the run is (the pulumi backend's handle names its stack too)."""
+        cluster = self.discovery.cluster_name
+        return KubeHandle(context=self.kube.context, namespace=prepared.resolved.namespace,
+                          cluster=cluster, queue=prepared.resolved.queue, sent=sent)  # fmt: skip
+
+    def record(self, prepared: PreparedRun, options: SubmitOptions, say: Say) -> RunDir:
+        self._sent_owner = False
+        return self._write_record(prepared, self.handle(prepared, sent=False), with_objects=True)
+
+    def start(self, run: RunDir, prepared: PreparedRun, options: SubmitOptions, say: Say) -> None:
+        self.send(run, prepared)
+        say(f"submitted {prepared.run_id} to {self.kube.server} (namespace "
+            f"{prepared.resolved.namespace}, queue {prepared.resolved.queue}); Kueue admits it "
+            "when there is quota")  # fmt: skip
+
+    def send(self, run: RunDir, prepared: PreparedRun | None = None) -> None:
+        """Server-side apply the TauRun, then its objects, each owned by it; then the record
+        says the cluster has the run. From `prepared`, or (a resent interrupted submission)
+        from the objects the record kept."""
+        from taugrid.runs.yamlio import load_all
+
+        if prepared is not None:
+            taurun, objects = prepared.taurun(), prepared.objects()
+        else:
+            taurun, *objects = load_all(
+                (run.path / "config" / "manifests" / SUBMITTING).read_text()
+            )
+        try:
+            owner = self.kube.apply(taurun)
+        except Forbidden as e:
+            if prepared is None:
+                raise
+            raise self._forbidden(e, prepared) from None
+        self._sent_owner = True
+        ref = {"apiVersion": C.API_VERSION, "kind": "TauRun", "name": taurun["metadata"]["name"],
+               "uid": owner["metadata"]["uid"], "blockOwnerDeletion": True}  # fmt: skip
+        for obj in objects:
+            obj["metadata"]["ownerReferences"] = [ref]
+            self.kube.apply(obj)
+        run.update_handle(sent=True)
+        with contextlib.suppress(FileNotFoundError):
+            (run.path / "config" / "manifests" / SUBMITTING).unlink()
+
+    def start_failed(self, run: RunDir, error: BaseException) -> None:
+        """Nothing reached the cluster: the record goes too (the error says why). Part of it
+        did: the record stays, not sent, and the error says how to finish or drop it."""
+        if not self._sent_owner:
+            import shutil
+
+            shutil.rmtree(run.path, ignore_errors=True)
+            return
+        if isinstance(error, TauError):
+            error.hint = (f"{run.run_id} is recorded but not completely sent: `tau run attach "
+                          f"{run.run_id}` sends it again, `tau run cancel {run.run_id}` drops it")  # fmt: skip
 
     def _forbidden(self, e: Forbidden, prepared: PreparedRun) -> TauError:
         try:
-            usable = [w.name for w in self.usable_workspaces(self.snapshot())]
+            usable = [w.name for w in self.discovery.usable_workspaces()]
         except TauError:
             usable = []
         hint = (
@@ -191,44 +177,30 @@ class KubeBackend:
             hint=hint,
         )
 
-    def _record(self, prepared: PreparedRun, namespace: str,
-                handle: KubeHandle | PulumiHandle | None = None) -> RunDir:  # fmt: skip
-        """The local evidence record of a cluster run: what was submitted, where."""
+    def _write_record(self, prepared: PreparedRun, handle: KubeHandle | PulumiHandle,
+                      with_objects: bool) -> RunDir:  # fmt: skip
+        """The local evidence record of a cluster run: what is submitted, where (and, until the
+        cluster has it, the objects in full, so an interrupted submission can be sent again)."""
         from taugrid.runs.yamlio import dump_all
 
         root = runs_root()
         ensure_writable(root)
         rd = RunDir(root / prepared.run_id)
-        if (rd.path / C.RUN_RECORD_FILENAME).is_file():
-            return rd  # the same run id again: the cluster changed nothing, nor does this
         (rd.path / "config" / "manifests").mkdir(parents=True, exist_ok=True)
         (rd.path / "logs").mkdir(exist_ok=True)
-        m, r = prepared.manifest, prepared.resolved
         write_atomic(rd.path / "config" / "tau.yaml", prepared.loaded.text.encode())
         submitted = [prepared.taurun(), *prepared.objects()]
+        if with_objects:
+            write_atomic(rd.path / "config" / "manifests" / SUBMITTING,
+                         dump_all(submitted).encode())  # fmt: skip
         for obj in submitted:
             if obj["kind"] == "ConfigMap":  # the code: recorded by digest, not again in full
                 obj["data"] = {"...": f"{len(obj.get('data', {}))} files, {prepared.bundle.digest}"}
         write_atomic(
             rd.path / "config" / "manifests" / "submitted.yaml", dump_all(submitted).encode()
         )
-        rd.create(
-            RunRecord(
-                run_id=prepared.run_id, name=m.name, workspace=r.workspace.name,
-                profile=r.profile.name, workload_kind=prepared.kind,
-                handle=handle or KubeHandle(context=self.kube.context, namespace=namespace,
-                                            cluster=self._cluster, queue=r.queue),
-                submitter=prepared.meta.submitter, code_folder=str(prepared.loaded.folder.resolve()),
-                code_revision=prepared.meta.code_revision, code_digest=prepared.bundle.digest,
-                config_hash=m.config_hash(), image=r.image, entrypoint=m.entrypoint_path or "",
-                created_at=now_iso(), max_retries=m.resilience.max_retries, workers=r.workers,
-                gpus_per_worker=r.gpus, gpus_available=r.gpus,
-                stall_after_seconds=m.metrics.stall_after_seconds, primary_metric=m.metrics.primary,
-                checkpoint_subdir=m.checkpoint_subdir, output_subdir=m.output_subdir,
-                warnings=list(prepared.warnings),
-            ),
-            reason=f"submitted to {self.kube.server}",
-        )  # fmt: skip
+        rd.create(prepared.new_record(handle, created_at=now_iso()),
+                  reason=f"submitted to {self.kube.server}")  # fmt: skip
         return rd
 
     # --- observing --------------------------------------------------------------------------------
@@ -436,7 +408,7 @@ class KubeBackend:
         return effective_phase(self.observe([run])[0])[0] in TERMINAL
 
     def _read_volume(self, rec: RunRecord, path: str, out: TextIO) -> int:
-        from taugrid.runs.backends.kube.reader import read_file
+        from taugrid.kube.reader import read_file
 
         h = _handle(rec)
         try:
@@ -449,31 +421,91 @@ class KubeBackend:
     def _queue_of(self, rec: RunRecord) -> str | None:
         """Records written before the handle kept the queue: its profile's LocalQueue."""
         with contextlib.suppress(TauError):
-            for p in self.snapshot().profiles:
+            for p in self.discovery.snapshot().profiles:
                 if p.name == rec.profile:
                     return p.localQueue
         return None
 
-    def cancel(self, run: RunDir) -> Phase:
-        """Delete the TauRun (foreground): its workload and code go with it, and so does its
-        quota; the local record is closed as Cancelled."""
-        rec = run.read_record()
-        if rec.phase in TERMINAL:
-            return rec.phase
-        (obs,) = self.observe([run])
+    # --- runs from any machine ---------------------------------------------------------------
+    def find_taurun(self, ref: str) -> dict[str, Any] | None:
+        """A TauRun by run id (GET) or run name (the newest with that label), in the namespaces of
+        the workspaces the user may read."""
+        for ws in self.discovery.snapshot().workspaces:
+            with contextlib.suppress(Forbidden):
+                got = self.kube.get("TauRun", ref, ws.namespace)
+                if got is not None:
+                    return got
+        named: list[dict[str, Any]] = []
+        for ws in self.discovery.snapshot().workspaces:
+            with contextlib.suppress(Forbidden):
+                named += self.kube.list("TauRun", ws.namespace, {C.LABEL_RUN_NAME: ref})
+        named.sort(key=lambda o: str(o["metadata"].get("creationTimestamp") or ""))
+        return named[-1] if named else None
+
+    def workspace_runs(self, workspace: str | None, mine: bool = False) -> list[RunStatus]:
+        """Every TauRun of a workspace (or of every workspace the user may read), whoever
+        submitted it, with the status the controller recorded on it; newest last."""
+        from taugrid.kube.facts import record_from_taurun, recorded_status
+        from taugrid.runs.status import compute
+
+        snap = self.discovery.snapshot()
+        spaces = [self.discovery.workspace(workspace, snap)] if workspace else snap.workspaces
+        me = self.kube.whoami() if mine else None
+        now = time.time()
+        out = []
+        for ws in spaces:
+            try:
+                items = self.kube.list("TauRun", ws.namespace)
+            except Forbidden:
+                if workspace:
+                    raise
+                continue
+            for obj in items:
+                rec = record_from_taurun(obj, self.kube.context)
+                if me is not None and rec.submitter != me and not _same_user(rec.submitter, me):
+                    continue
+                local = RunDir(runs_root() / rec.run_id)
+                if local.record_path.is_file():
+                    with contextlib.suppress(TauError):
+                        rec = local.read_record()
+                facts = ClusterFacts(taurun=True, workload=False, recorded=recorded_status(obj))
+                out.append(compute(Observations(record=rec, history=[], now=now, owner_alive=None,
+                                                cluster=facts,
+                                                evidence=str(local.path) if local.record_path.is_file() else None)))  # fmt: skip
+        out.sort(key=lambda s: s.created_at)
+        return out
+
+    def ended_on_its_own(self, run: RunDir) -> Phase | None:
         from taugrid.runs.status import effective_phase
 
-        phase, _ = effective_phase(obs)
-        if phase in TERMINAL:
-            with contextlib.suppress(TerminalStateError):
-                run.transition(phase, f"ended in the cluster before the cancel ({phase})")
-            return phase
-        self.kube.delete("TauRun", rec.run_id, _handle(rec).namespace)
-        try:
-            return run.transition(Phase.Cancelled, "cancelled by the user: TauRun deleted; its "
-                                  "workload and quota are released").phase  # fmt: skip
-        except TerminalStateError as e:
-            return e.phase
+        phase, _ = effective_phase(self.observe([run])[0])
+        return phase if phase in TERMINAL else None
+
+    def stop(self, run: RunDir) -> str:
+        """Delete the TauRun (foreground): its workload and code go with it, and so does its
+        quota (a submission interrupted before the cluster had it: nothing to delete)."""
+        rec = run.read_record()
+        gone = self.kube.delete("TauRun", rec.run_id, _handle(rec).namespace)
+        with contextlib.suppress(FileNotFoundError):
+            (run.path / "config" / "manifests" / SUBMITTING).unlink()
+        if not gone and not _handle(rec).sent:
+            return "cancelled by the user before the cluster received it"
+        return "cancelled by the user: TauRun deleted; its workload and quota are released"
+
+    def attach(self, run: RunDir, say: Say) -> bool:
+        """A submission interrupted before the cluster had all of it is sent again (the same
+        objects, idempotent); a sent run is followed as it is."""
+        rec = run.read_record()
+        if rec.phase in TERMINAL:
+            return False
+        if not _handle(rec).sent:
+            if not (run.path / "config" / "manifests" / SUBMITTING).is_file():
+                raise TauError(f"{run.run_id} was not completely sent, and its objects are not "
+                               "in the record any more", exit_code=EXIT_PLATFORM,
+                               hint=f"tau run cancel {run.run_id}, then submit again")  # fmt: skip
+            self.send(run)
+            say(f"{run.run_id}: the interrupted submission is sent to {self.kube.server}")
+        return True
 
 
 def _say(message: str) -> None:
@@ -491,3 +523,38 @@ if TYPE_CHECKING:  # mypy proves the class has the whole interface (the registry
 
     def _is_a_backend(b: KubeBackend) -> Backend:
         return b
+
+
+# --- runs from any machine --------------------------------------------------------------------
+def _kubeconfig_present() -> bool:
+    path = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or os.path.expanduser(
+        "~/.kube/config"
+    )
+    return bool(path) and os.path.isfile(path)
+
+
+def adopt_remote(ref: str, context: str | None) -> RunDir | None:
+    """A cluster run this machine has no record of (a teammate's, or this user's from another
+    machine): its TauRun, found by run id or run name in the workspaces the user may read,
+    becomes a local record (sent, not sealed). None when no cluster is configured or no TauRun
+    matches."""
+    if not (context or os.environ.get(CONTEXT_ENV) or _kubeconfig_present()):
+        return None
+    backend = KubeBackend(context)
+    found = backend.find_taurun(ref)
+    if found is None:
+        return None
+    from taugrid.kube.facts import record_from_taurun
+
+    rec = record_from_taurun(found, backend.kube.context)
+    rd = RunDir(runs_root() / rec.run_id)
+    if not rd.record_path.is_file():
+        (rd.path / "logs").mkdir(parents=True, exist_ok=True)
+        rd.create(rec, reason=f"found in the cluster at {backend.kube.server} (submitted by "
+                  f"{rec.submitter} from another machine)")  # fmt: skip
+    return rd
+
+
+def _same_user(submitter: str, me: str) -> bool:
+    """The submitter tau recorded (user@host) and the API server's name for the same person."""
+    return submitter.split("@", 1)[0] == me.split(":")[-1]

@@ -17,20 +17,20 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from taugrid.api.errors import EXIT_PLATFORM, EXIT_USAGE, TauError
-from taugrid.api.evidence import Lineage, LocalHandle, RunRecord, TerminalStateError
+from taugrid.api.evidence import LocalHandle, TerminalStateError
 from taugrid.api.manifest import Manifest
+from taugrid.api.observations import Observations
 from taugrid.api.profiles import ProfileSnapshot, WorkerSize, WorkloadProfile, WorkspaceRef
 from taugrid.api.vocabulary import TERMINAL, Phase, TerminationReason
-from taugrid.runs.backends.base import Backend, Say, SubmitOptions
+from taugrid.runs.backends.base import Backend, Say, SubmitOptions, Template
 from taugrid.runs.backends.local import procs, rayhead
 from taugrid.runs.backends.local.plan import LocalPlan
 from taugrid.runs.evidence import RunDir, ensure_writable, now_iso
 from taugrid.runs.paths import data_root, runs_root, tau_home, write_atomic
 from taugrid.runs.prepare import PreparedRun, RunRequest, prepare
-from taugrid.runs.status import Observations
 
 LOCAL = "local"
 
@@ -88,11 +88,13 @@ def local_snapshot(m: Manifest) -> ProfileSnapshot:
     return ProfileSnapshot(cluster=LOCAL, profiles=[prof], workspaces=[ws])
 
 
-class LocalBackend:
+class LocalBackend(Template):
     name = LOCAL
 
     def __init__(self, **_options: object) -> None:
         """Local runs take no target options."""
+        # a recorded run's plan, head and standby claim, from `record` to `start`
+        self._starting: dict[str, tuple[LocalPlan, rayhead.Head | None, Any]] = {}
 
     # --- submitting -----------------------------------------------------------------------------
     def prepare(self, request: RunRequest) -> PreparedRun:
@@ -100,14 +102,17 @@ class LocalBackend:
         local = replace(request, workspace=LOCAL, profile=LOCAL)
         return prepare(local, local_snapshot(m), include_helper=False)
 
-    def submit(self, prepared: PreparedRun, options: SubmitOptions, say: Say) -> RunDir:
-        """Record the run and start it (the record exists before anything runs)."""
-        m, kind = prepared.manifest, prepared.kind
-        if options.ray_pip and kind != "rayjob":
+    def check_options(self, prepared: PreparedRun, options: SubmitOptions) -> None:
+        if options.ray_pip and prepared.kind != "rayjob":
             raise TauError(
                 "--ray-pip lets Ray build the environment; a `job` runs as a plain subprocess",
                 exit_code=EXIT_USAGE,
             )
+
+    def record(self, prepared: PreparedRun, options: SubmitOptions, say: Say) -> RunDir:
+        """The run's folder and record; for a rayjob, the local Ray head and a standby job are
+        made ready first (the record names them), but nothing of the run starts yet."""
+        m, kind = prepared.manifest, prepared.kind
         gpus_here = detect_gpus()
         warnings = _warnings(m, gpus_here, options, kind, say)
         note = prepared.bundle.left_out_summary()
@@ -135,8 +140,17 @@ class LocalBackend:
                 claim = standby.claim_standby(head, rd.path)
         try:
             self._record(prepared, rd, plan, gpus_here, warnings, head, claim)
-            # Last, the plan: for a rayjob its presence is the launcher's go signal.
-            plan.write(rd.path)
+        except BaseException:
+            if claim is not None:
+                claim.abort()
+            raise
+        self._starting[rd.run_id] = (plan, head, claim)
+        return rd
+
+    def start(self, run: RunDir, prepared: PreparedRun, options: SubmitOptions, say: Say) -> None:
+        plan, head, claim = self._starting.pop(run.run_id)
+        try:
+            plan.write(run.path)  # for a rayjob its presence is the launcher's go signal
         except BaseException:
             if claim is not None:
                 claim.abort()
@@ -144,9 +158,8 @@ class LocalBackend:
         if claim is not None:
             claim.done = True  # the record and the supervisor own the job from here
         elif head is not None:
-            self._submit_attempt0(rd, head, plan)
-        self._start_supervisor(rd, kind)
-        return rd
+            self._submit_attempt0(run, head, plan)
+        self._start_supervisor(run, prepared.kind)
 
     def _record(
         self,
@@ -182,37 +195,9 @@ class LocalBackend:
             ray_address=head.dashboard if head else None,
             ray_submission_id=sub_id if head else None,
         )
-        parent = prepared.parent
-        rd.create(
-            RunRecord(
-                run_id=prepared.run_id,
-                name=m.name,
-                workspace=LOCAL,
-                profile=LOCAL,
-                workload_kind=prepared.kind,
-                handle=handle,
-                submitter=prepared.meta.submitter,
-                code_folder=str(prepared.loaded.folder.resolve()),
-                code_revision=prepared.meta.code_revision,
-                code_digest=prepared.bundle.digest,
-                config_hash=m.config_hash(),
-                image=m.image_ref or "(local python)",
-                entrypoint=m.entrypoint_path or "",
-                created_at=now_iso(),
-                max_retries=m.resilience.max_retries,
-                workers=r.workers,
-                gpus_per_worker=r.gpus,
-                gpus_available=gpus_here,
-                stall_after_seconds=m.metrics.stall_after_seconds,
-                primary_metric=m.metrics.primary,
-                checkpoint_subdir=m.checkpoint_subdir,
-                output_subdir=m.output_subdir,
-                warnings=warnings,
-                resumed_from=Lineage(run_id=parent, checkpoint=prepared.meta.resume_from)
-                if parent
-                else None,
-            )
-        )
+        rd.create(prepared.new_record(handle, created_at=now_iso(),
+                                      image=m.image_ref or "(local python)",
+                                      gpus_available=gpus_here, warnings=warnings))  # fmt: skip
 
     def _submit_attempt0(self, rd: RunDir, head: rayhead.Head, plan: LocalPlan) -> None:
         """Submit attempt 0 right away (the supervisor would take ~0.5 s more to start)."""
@@ -300,37 +285,29 @@ class LocalBackend:
     def newest_checkpoint(self, run: RunDir) -> str | None:
         return run.newest_checkpoint(run.read_record().checkpoint_subdir)
 
-    def cancel(self, run: RunDir, wait_s: float = 30.0) -> Phase:
-        """Stop a run. Returns the phase it ended in."""
-        rec = run.read_record()
-        if rec.phase in TERMINAL:
-            return rec.phase
-        h = rec.local
+    def ended_on_its_own(self, run: RunDir) -> Phase | None:
+        return None  # the supervisor records a local run's end itself
+
+    def stop(self, run: RunDir, wait_s: float = 30.0) -> str:
+        """Stop a run: its supervisor stops it and records the end; without one, what it left
+        behind (the Ray job, every process of the run) is stopped here."""
+        h = run.read_record().local
         if procs.pid_alive(h.supervisor_pid):
             assert h.supervisor_pid is not None
             os.kill(h.supervisor_pid, signal.SIGTERM)
             deadline = time.monotonic() + wait_s
             while time.monotonic() < deadline:
-                rec = run.read_record()
-                if rec.phase in TERMINAL:
-                    return rec.phase
+                if run.read_record().phase in TERMINAL:
+                    return "cancelled by the user"
                 time.sleep(0.1)
             raise TauError(
                 f"run {run.run_id} did not stop within {wait_s:.0f}s", exit_code=EXIT_PLATFORM
             )
-        # The supervisor is gone: stop what it left behind (the Ray job, and every process of
-        # the run wherever it is), then close the record ourselves.
         if h.ray_submission_id and h.ray_address:
             with contextlib.suppress(OSError, ValueError):
                 rayhead.stop_job(h.ray_address, h.ray_submission_id)
         procs.stop_run_processes(run.run_id, h.process_group)
-        try:
-            rec = run.transition(
-                Phase.Cancelled, "cancelled by the user (the supervisor was already gone)"
-            )
-        except TerminalStateError as e:
-            return e.phase
-        return rec.phase
+        return "cancelled by the user (the supervisor was already gone)"
 
 
 def _warnings(

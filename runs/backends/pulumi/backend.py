@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TextIO
 
 from taugrid.api.errors import TauError
-from taugrid.api.evidence import PulumiHandle, RunRecord, TerminalStateError
+from taugrid.api.evidence import KubeHandle, PulumiHandle, RunRecord, TerminalStateError
 from taugrid.api.vocabulary import TERMINAL, Phase
 from taugrid.runs.backends.base import Backend, Say, SubmitOptions
 from taugrid.runs.backends.kube.backend import KubeBackend
@@ -40,28 +40,45 @@ def _engine(stack: str, program: Any = None) -> Engine:
 class PulumiBackend(KubeBackend):
     name = "pulumi"
 
-    def submit(self, prepared: PreparedRun, options: SubmitOptions, say: Say) -> RunDir:
-        again = self._resubmitted(prepared, options, say)
-        if again is not None:
-            return again
-        from taugrid.runs.backends.pulumi.program import run_program
+    def handle(self, prepared: PreparedRun, sent: bool) -> KubeHandle | PulumiHandle:
+        from taugrid.infra.engine import backend_url
 
-        ns = prepared.resolved.namespace
-        stack = STACK_PREFIX + prepared.run_id
-        taurun, objects, context = prepared.taurun(), prepared.objects(), self.kube.context
-        eng = _engine(stack, lambda: run_program(taurun, objects, context))
         ttl = float(os.environ.get(TTL_ENV) or DEFAULT_TTL_H)
         expires = (datetime.now(UTC) + timedelta(hours=ttl)).isoformat(timespec="seconds")
-        eng.set_tags({TAG_RUN: prepared.run_id, TAG_EXPIRES: expires})
-        say(f"stack {stack}: creating the run's objects with the Pulumi engine ...")
+        return PulumiHandle(stack=STACK_PREFIX + prepared.run_id, backend_url=backend_url(),
+                            expires_at=expires, namespace=prepared.resolved.namespace,
+                            context=self.kube.context, queue=prepared.resolved.queue,
+                            sent=sent)  # fmt: skip
+
+    def send(self, run: RunDir, prepared: PreparedRun | None = None) -> None:
+        """`pulumi up` of the run's stack (tagged with the run id and its expiry)."""
+        from taugrid.runs.backends.pulumi.program import run_program
+        from taugrid.runs.yamlio import load_all
+
+        handle = run.read_record().handle
+        assert isinstance(handle, PulumiHandle)
+        if prepared is not None:
+            taurun, objects = prepared.taurun(), prepared.objects()
+        else:
+            from taugrid.runs.backends.kube.backend import SUBMITTING
+
+            taurun, *objects = load_all(
+                (run.path / "config" / "manifests" / SUBMITTING).read_text()
+            )
+        context = self.kube.context
+        eng = _engine(handle.stack, lambda: run_program(taurun, objects, context))
+        eng.set_tags({TAG_RUN: run.run_id, TAG_EXPIRES: handle.expires_at or ""})
+        self._sent_owner = True  # a stack may hold part of the run from here on
         eng.up()
-        handle = PulumiHandle(stack=stack, backend_url=eng.env["PULUMI_BACKEND_URL"],
-                              expires_at=expires, namespace=ns, context=context,
-                              queue=prepared.resolved.queue)  # fmt: skip
-        rd = self._record(prepared, ns, handle)
-        say(f"submitted {prepared.run_id} as stack {stack} (namespace {ns}, queue "
-            f"{prepared.resolved.queue}); the stack is destroyed when the run ends")  # fmt: skip
-        return rd
+        run.update_handle(sent=True)
+
+    def start(self, run: RunDir, prepared: PreparedRun, options: SubmitOptions, say: Say) -> None:
+        stack = STACK_PREFIX + prepared.run_id
+        say(f"stack {stack}: creating the run's objects with the Pulumi engine ...")
+        self.send(run, prepared)
+        say(f"submitted {prepared.run_id} as stack {stack} (namespace "
+            f"{prepared.resolved.namespace}, queue {prepared.resolved.queue}); the stack is "
+            "destroyed when the run ends")  # fmt: skip
 
     def follow(self, run: RunDir, out: TextIO, err: TextIO, *, transitions: bool = True) -> Phase:
         phase = super().follow(run, out, err, transitions=transitions)
@@ -69,17 +86,10 @@ class PulumiBackend(KubeBackend):
             self.destroy_stack(run.read_record(), err)
         return phase
 
-    def cancel(self, run: RunDir) -> Phase:
+    def stop(self, run: RunDir) -> str:
         """Destroy the run's stack (its TauRun goes, and with it the workload and the quota)."""
-        rec = run.read_record()
-        if rec.phase in TERMINAL:
-            return rec.phase
-        self.destroy_stack(rec, None)
-        try:
-            return run.transition(Phase.Cancelled, "cancelled by the user: its stack was "
-                                  "destroyed; workload and quota released").phase  # fmt: skip
-        except TerminalStateError as e:
-            return e.phase
+        self.destroy_stack(run.read_record(), None)
+        return "cancelled by the user: its stack was destroyed; workload and quota released"
 
     def destroy_stack(self, rec: RunRecord, err: TextIO | None) -> bool:
         """Destroy and remove the run's stack if it is still there; whether it was."""

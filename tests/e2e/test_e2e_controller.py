@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 from conftest import run_tau as tau
-from kube import wait_until
 from sandboxkit import admin, gpu_rayjob, kube_env, sig, status, submit
 
+from kubekit import wait_until
 from taugrid.api import constants as C
 
 pytestmark = pytest.mark.e2e

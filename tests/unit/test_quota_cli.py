@@ -12,8 +12,8 @@ from conftest import PROFILES
 
 from taugrid.api.crds import TauQuotaRequestSpec
 from taugrid.api.errors import EXIT_USAGE, TauError
+from taugrid.kube import quota as q
 from taugrid.runs import load
-from taugrid.runs.backends.kube import quota as q
 
 SNAP = load.load_snapshot(PROFILES)
 
@@ -89,33 +89,6 @@ def test_an_ended_request_cannot_be_decided_again() -> None:
 
 
 # --- the controller's node reconciler with a fake client ---------------------------------------
-class FakeKube:
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, Any]] = []
-
-    def merge_patch(
-        self, kind: str, name: str, ns: Any, patch: dict[str, Any], manager: str
-    ) -> dict[str, Any]:
-        self.calls.append(("patch", name))
-        return {"metadata": {"name": name, "labels": patch["metadata"].get("labels") or {}},
-                "spec": patch.get("spec") or {}, "status": {}}  # fmt: skip
-
-    def list(
-        self, kind: str, ns: Any = None, labels: Any = None, fields: Any = None
-    ) -> list[dict[str, Any]]:
-        self.calls.append(("list", fields))
-        return [
-            {
-                "metadata": {"name": "run-pod", "namespace": "research"},
-                "status": {"phase": "Running"},
-            }
-        ]
-
-    def evict(self, pod: str, ns: str) -> bool:
-        self.calls.append(("evict", pod))
-        return True
-
-
 def _faulty(name: str) -> dict[str, Any]:
     return {"metadata": {"name": name, "labels": {}}, "spec": {},
             "status": {"allocatable": {"nvidia.com/gpu": "1"}, "conditions": [
@@ -132,7 +105,10 @@ def test_dry_run_decides_but_touches_no_node(dry_run: bool) -> None:
     from taugrid.controller.operator import Controller
 
     cfg = ControllerConfig(remediation=RemediationConfig(dry_run=dry_run))
-    fake = FakeKube()
+    from taugrid.kube.fake import FakeKube
+
+    fake = FakeKube({"Pod": [{"metadata": {"name": "run-pod", "namespace": "research"},
+                              "spec": {"nodeName": "g0"}, "status": {"phase": "Running"}}]})  # fmt: skip
     ctl = Controller(cfg, fake)  # type: ignore[arg-type]
     ctl.nodes = {"g0": _faulty("g0"), "g1": {**_faulty("g1"), "status": {"allocatable": {"nvidia.com/gpu": "1"},
                  "conditions": [{"type": "Ready", "status": "True"}]}}}  # fmt: skip
@@ -143,11 +119,8 @@ def test_dry_run_decides_but_touches_no_node(dry_run: bool) -> None:
     if dry_run:
         assert fake.calls == []
     else:
-        assert fake.calls == [
-            ("patch", "g0"),
-            ("list", {"spec.nodeName": "g0"}),
-            ("evict", "run-pod"),
-        ]
+        assert fake.calls == [("patch", "Node", None), ("list", "Pod", None), ("evict", "Pod", "research")]
+        assert fake.evicted == ["run-pod"]
 
 
 def test_controller_run_refuses_a_bad_config_or_kubeconfig(tmp_path: Any) -> None:

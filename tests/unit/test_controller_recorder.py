@@ -9,11 +9,12 @@ from typing import Any
 
 from taugrid.api.crds import TauRunStatus
 from taugrid.api.evidence import KubeHandle, RunRecord
+from taugrid.api.observations import Observations
 from taugrid.api.vocabulary import Phase, TerminationReason, TimelineEntry
 from taugrid.controller import recorder as REC
 from taugrid.controller.timeline import FOLDED, condense
-from taugrid.runs.backends.kube.facts import namespace_facts
-from taugrid.runs.status import Observations, compute
+from taugrid.kube.facts import namespace_facts
+from taugrid.runs.status import compute
 
 NOW = datetime(2026, 12, 1, 12, 0, 30, tzinfo=UTC)
 

@@ -12,9 +12,11 @@ import pytest
 from taugrid.api import constants as C
 from taugrid.api import naming
 from taugrid.api.errors import TauError
-from taugrid.runs.backends.kube import reader
-from tests.k8s_schemas import k8s_errors
-from tests.test_kube_observe import record
+from k8s_schemas import k8s_errors
+from test_kube_observe import record
+
+from taugrid.kube import reader
+from taugrid.kube.fake import FakeKube
 
 PATH = "/data/runs/r-1/logs/driver.log"
 
@@ -62,10 +64,12 @@ def pod(state: dict[str, Any], phase: str = "Running") -> dict[str, Any]:
     }
 
 
-class Cluster:
-    """The reader job's pod goes through `pods` (one per LIST); its log is `log`."""
+class Cluster(FakeKube):
+    """The shared fake, scripted: the reader job's pod goes through `pods` (one per LIST); its
+    log is `log`."""
 
     def __init__(self, pods: list[dict[str, Any] | None], log: list[str] | Exception) -> None:
+        super().__init__()
         self.pods, self.log = pods, log
         self.applied: list[dict[str, Any]] = []
         self.deleted: list[tuple[str, str]] = []
@@ -73,9 +77,10 @@ class Cluster:
 
     def apply(self, obj: dict[str, Any], manager: str = "tau") -> dict[str, Any]:
         self.applied.append(obj)
-        return obj
+        return super().apply(obj, manager)
 
-    def list(self, kind: str, namespace: str | None = None, labels: Any = None) -> list[Any]:
+    def list(self, kind: str, namespace: str | None = None, labels: Any = None,
+             fields: Any = None) -> list[Any]:  # fmt: skip
         assert labels == {"job-name": self.applied[0]["metadata"]["name"]}
         got = self.pods.pop(0) if len(self.pods) > 1 else self.pods[0]
         return [got] if got else []
@@ -92,12 +97,12 @@ class Cluster:
 
     def delete(self, kind: str, name: str, namespace: str | None) -> bool:
         self.deleted.append((kind, name))
-        return True
+        return super().delete(kind, name, namespace) or True
 
 
 def read(cluster: Cluster, timeout_s: float = 5.0) -> tuple[str, list[str]]:
     out, said = io.StringIO(), []
-    reader.read_file(cluster, record("r-1"), "research", "gpu", PATH, out, said.append,  # type: ignore[arg-type]
+    reader.read_file(cluster, record("r-1"), "research", "gpu", PATH, out, said.append,
                      timeout_s=timeout_s)  # fmt: skip
     return out.getvalue(), said
 

@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 from conftest import EXAMPLES
 from conftest import run_tau as tau
-from kube import wait_until
 from sandboxkit import admin, gpu_rayjob, kube_env, sig, status, submit
+
+from kubekit import wait_until
 
 pytestmark = pytest.mark.e2e
 

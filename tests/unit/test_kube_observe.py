@@ -11,29 +11,9 @@ import pytest
 from taugrid.api import constants as C
 from taugrid.api.evidence import KubeHandle, RunRecord
 from taugrid.runs import status
+from taugrid.kube.fake import FakeKube
 from taugrid.runs.backends.kube.backend import KubeBackend
 from taugrid.runs.evidence import RunDir
-
-
-class FakeKube:
-    """Answers LISTs from canned objects and counts the calls."""
-
-    def __init__(self, objects: dict[str, list[dict[str, Any]]]) -> None:
-        self.objects = objects
-        self.calls: list[tuple[str, str | None]] = []
-
-    def list(
-        self, kind: str, namespace: str | None = None, labels: Any = None
-    ) -> list[dict[str, Any]]:
-        self.calls.append((kind, namespace))
-        return self.objects.get(kind, [])
-
-    def pending(self, namespace: str, queue: str) -> list[dict[str, Any]] | str:
-        self.calls.append((f"pending/{queue}", namespace))
-        got = self.objects.get("Pending")
-        return (
-            "Kueue's visibility API (pendingworkloads) is not served here" if got is None else got
-        )
 
 
 def record(run_id: str, kind: str = "rayjob") -> RunRecord:
@@ -81,10 +61,11 @@ def observe_with(
         rd.path.mkdir(parents=True)
         rd.create(record(rid))
         dirs.append(rd)
+    pending = objects.pop("Pending", None)
     fake = FakeKube(objects)
-    backend = KubeBackend()
-    backend._kube = fake  # type: ignore[assignment]
-    return fake, backend.observe(dirs)
+    if pending is not None:
+        fake.pending_items = {("research", "gpu"): pending}
+    return fake, KubeBackend(kube=fake).observe(dirs)
 
 
 def observe(tmp_path: Path, n: int, first_waits: bool = False) -> tuple[FakeKube, list[Any]]:
@@ -130,7 +111,7 @@ def test_cluster_facts_become_signals(tmp_path: Path) -> None:
 def test_admitted_reads_conditions_by_type(
     conds: list[dict[str, str]], state: str, words: str
 ) -> None:
-    from taugrid.runs.status import ClusterFacts
+    from taugrid.api.observations import ClusterFacts
 
     facts = ClusterFacts(taurun=True, workload=True, kueue=conds, queue="gpu")
     s = status._admitted_cluster(facts)
@@ -149,7 +130,7 @@ def test_queue_position_from_kueues_visibility_api(tmp_path: Path) -> None:
     adm = {rid: next(s for s in st[rid].signals if s.name == "Admitted") for rid in ids}
     assert "position 2" in adm["run-00001"].reason and "position 1" in adm["run-00003"].reason
     assert "position" not in adm["run-00000"].reason  # admitted: no queue
-    assert [c for c in fake.calls if c[0].startswith("pending/")] == [("pending/gpu", "research")]
+    assert [c for c in fake.calls if c[0] == "pending"] == [("pending", "gpu", "research")]
 
 
 def test_without_the_visibility_api_the_position_is_unknown_with_the_reason(tmp_path: Path) -> None:

@@ -17,15 +17,15 @@ from taugrid.api.errors import EXIT_PLATFORM, EXIT_USAGE, TauError
 from taugrid.api.kubetime import k8s_time
 from taugrid.api.profiles import ProfileSnapshot, WorkloadProfile, WorkspaceRef
 from taugrid.api.quantity import QuantityError, duration
-from taugrid.runs.backends.kube.client import Forbidden, Kube
+from taugrid.kube.client import Forbidden, KubeAPI
 
 if TYPE_CHECKING:
-    from taugrid.runs.backends.kube.backend import KubeBackend
+    from taugrid.kube.discovery import Discovery
 
 DECIDER = "tau-quota-admin"  # field manager of decisions (status.decision)
 
 
-def whoami(kube: Kube) -> str:
+def whoami(kube: KubeAPI) -> str:
     return kube.whoami()
 
 
@@ -83,7 +83,7 @@ def new_request(
     }  # fmt: skip
 
 
-def submit(kube: Kube, obj: dict[str, Any]) -> dict[str, Any]:
+def submit(kube: KubeAPI, obj: dict[str, Any]) -> dict[str, Any]:
     ns = obj["metadata"]["namespace"]
     try:
         return kube.apply(obj)
@@ -95,18 +95,17 @@ def submit(kube: Kube, obj: dict[str, Any]) -> dict[str, Any]:
         ) from None
 
 
-def namespaces(backend: KubeBackend, workspace: str | None, all_: bool) -> list[str] | None:
+def namespaces(disc: Discovery, workspace: str | None, all_: bool) -> list[str] | None:
     """Where to look for requests: one workspace; cluster-wide (None) for who may list them
     there (admins; anybody else falls back to their own workspaces); else the user's."""
-    snap = backend.snapshot()
     if workspace is not None:
-        return [backend.workspace(snap, workspace).namespace]
-    if all_ and backend.kube.can("list", "TauQuotaRequest", ""):
+        return [disc.workspace(workspace).namespace]
+    if all_ and disc.kube.can("list", "TauQuotaRequest", ""):
         return None
-    return [w.namespace for w in backend.usable_workspaces(snap)]
+    return [w.namespace for w in disc.usable_workspaces()]
 
 
-def list_requests(kube: Kube, namespaces: list[str] | None) -> list[dict[str, Any]]:
+def list_requests(kube: KubeAPI, namespaces: list[str] | None) -> list[dict[str, Any]]:
     """All requests (namespaces None: cluster-wide), newest first."""
     items: list[dict[str, Any]] = []
     for ns in namespaces if namespaces is not None else [None]:
@@ -141,7 +140,7 @@ def row(obj: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def find(kube: Kube, ref: str, namespaces: list[str] | None) -> dict[str, Any]:
+def find(kube: KubeAPI, ref: str, namespaces: list[str] | None) -> dict[str, Any]:
     """A request by `namespace/name` or by name (unique among those listed)."""
     if "/" in ref:
         ns, name = ref.split("/", 1)
@@ -160,7 +159,7 @@ def find(kube: Kube, ref: str, namespaces: list[str] | None) -> dict[str, Any]:
 
 
 def decide(
-    kube: Kube, obj: dict[str, Any], verdict: Literal["Approved", "Denied"], note: str, who: str
+    kube: KubeAPI, obj: dict[str, Any], verdict: Literal["Approved", "Denied"], note: str, who: str
 ) -> dict[str, Any]:
     """Write the decision into the request's status (RBAC: quotarequests/status)."""
     meta = obj["metadata"]

@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 
 from taugrid.api.evidence import HistoryEvent, RunRecord
+from taugrid.api.observations import Observations
 from taugrid.api.vocabulary import SIGNALS, Phase, SignalState, TerminationReason
 from taugrid.runs import status
-from taugrid.runs.status import Observations, compute
+from taugrid.runs.status import compute
 
 T0 = datetime(2026, 11, 29, 10, 0, tzinfo=UTC).timestamp()
 

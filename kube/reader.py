@@ -22,7 +22,7 @@ from taugrid.api.errors import EXIT_PLATFORM, TauError
 
 if TYPE_CHECKING:
     from taugrid.api.evidence import RunRecord
-    from taugrid.runs.backends.kube.client import Kube
+    from taugrid.kube.client import KubeAPI
 
 IMAGE_ENV = "TAU_READER_IMAGE"  # default: the run's own image (pullable there, has a shell)
 LABEL_READS: str = f"{C.GROUP}/reads-run"
@@ -106,7 +106,7 @@ def started(pod: dict[str, Any]) -> tuple[bool, int | None, str | None]:
     return status.get("phase") == "Running", None, None
 
 
-def read_file(kube: Kube, rec: RunRecord, namespace: str, queue: str | None, path: str,
+def read_file(kube: KubeAPI, rec: RunRecord, namespace: str, queue: str | None, path: str,
               out: TextIO, say: Callable[[str], None], timeout_s: float = 120.0) -> int:  # fmt: skip
     """Print `path` from the run's workspace volume through a reader Job; the number of lines.
 
@@ -139,7 +139,7 @@ def read_file(kube: Kube, rec: RunRecord, namespace: str, queue: str | None, pat
         kube.delete("Job", name, namespace)
 
 
-def _wait(kube: Kube, job: str, namespace: str, queue: str | None,
+def _wait(kube: KubeAPI, job: str, namespace: str, queue: str | None,
           timeout_s: float) -> tuple[str, int | None]:  # fmt: skip
     """The reader's pod once its container started (and its exit code if it already ended)."""
     deadline = time.monotonic() + timeout_s
@@ -166,6 +166,6 @@ def _wait(kube: Kube, job: str, namespace: str, queue: str | None,
                    exit_code=EXIT_PLATFORM)  # fmt: skip
 
 
-def _exit_code(kube: Kube, pod: str, namespace: str) -> int | None:
+def _exit_code(kube: KubeAPI, pod: str, namespace: str) -> int | None:
     got = kube.get("Pod", pod, namespace)
     return started(got)[1] if got else None

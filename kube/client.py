@@ -1,7 +1,10 @@
-"""The kube backend's client layer (lightkube): kubeconfig and context, the kinds tau uses,
-server-side apply, one LIST per kind, and Kubernetes failures turned into clear errors (exit 4).
+"""The client (lightkube): kubeconfig and context, the kinds tau uses, server-side apply, one
+LIST per kind, and Kubernetes failures turned into clear errors (exit 4).
 
-Imported only when a cluster command runs: `tau --help` never pays for it.
+`KubeAPI` is the interface every user of the layer codes against (the kube backend, the
+controller, the Python API); `Kube` implements it over lightkube, `taugrid.kube.fake.FakeKube`
+in memory for unit tests. lightkube is imported only when a `Kube` is made: `tau --help` never
+pays for it.
 """
 
 from __future__ import annotations
@@ -12,12 +15,13 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from taugrid.api import constants as C
 from taugrid.api.errors import EXIT_PLATFORM, TauError, missing_extra
 
 FIELD_MANAGER = "tau"
+CONTEXT_ENV = "TAU_CONTEXT"  # the kubeconfig context (every cluster command's --context sets it)
 CONNECT_TIMEOUT_S = 5.0
 READ_TIMEOUT_S = 20.0
 
@@ -82,6 +86,45 @@ KINDS: dict[str, Kind] = {
 }
 
 
+class KubeAPI(Protocol):
+    """What tau asks of a cluster. Failures are TauErrors (exit 4); 403 is `Forbidden`."""
+
+    context: str | None
+    server: str
+    user: str
+
+    def apply(self, obj: dict[str, Any], manager: str = FIELD_MANAGER) -> dict[str, Any]: ...
+
+    def apply_status(self, obj: dict[str, Any], manager: str) -> dict[str, Any]: ...
+
+    def merge_patch(self, kind_name: str, name: str, namespace: str | None,
+                    patch: dict[str, Any], manager: str) -> dict[str, Any]: ...  # fmt: skip
+
+    def evict(self, pod: str, namespace: str) -> bool: ...
+
+    def get(
+        self, kind_name: str, name: str, namespace: str | None = None
+    ) -> dict[str, Any] | None: ...
+
+    def list(self, kind_name: str, namespace: str | None = None,
+             labels: dict[str, Any] | None = None,
+             fields: dict[str, Any] | None = None) -> list[dict[str, Any]]: ...  # fmt: skip
+
+    def delete(self, kind_name: str, name: str, namespace: str | None) -> bool: ...
+
+    def log_lines(self, pod: str, namespace: str, container: str | None,
+                  follow: bool = False) -> Iterator[str]: ...  # fmt: skip
+
+    def watch(self, kind_name: str, namespace: str | None = None,
+              labels: dict[str, str] | None = None) -> Iterator[str]: ...  # fmt: skip
+
+    def pending(self, namespace: str, queue: str) -> builtins.list[dict[str, Any]] | str: ...
+
+    def whoami(self) -> str: ...
+
+    def can(self, verb: str, kind_name: str, namespace: str) -> bool: ...
+
+
 _RESOURCES: dict[Kind, Any] = {}
 _RESOURCES_LOCK = threading.Lock()
 
@@ -119,6 +162,7 @@ class Kube:
             raise missing_extra("kube", f"the Kubernetes client ({e.name})") from None
         from lightkube.core.exceptions import ConfigError
 
+        context = context or os.environ.get(CONTEXT_ENV) or None
         path = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or os.path.expanduser(
             "~/.kube/config"
         )

@@ -11,7 +11,7 @@ from typing import Any
 from taugrid.api import constants as C
 from taugrid.api.crds import TauRunStatus
 from taugrid.api.evidence import RunRecord
-from taugrid.runs.status import ClusterFacts, PodFact
+from taugrid.api.observations import ClusterFacts, PodFact
 
 
 def node_problems(items: list[dict[str, Any]] | None) -> tuple[dict[str, list[str]], bool]:
@@ -41,6 +41,40 @@ def recorded_status(taurun: dict[str, Any]) -> TauRunStatus | None:
         return TauRunStatus.model_validate(raw)
     except ValueError:
         return None
+
+
+REMOTE = "(submitted from another machine)"
+
+
+def record_from_taurun(taurun: dict[str, Any], context: str | None) -> RunRecord:
+    """A run's record made from its TauRun: what a teammate's machine knows of a run submitted
+    from another (the code stays where it was submitted; its digest is the TauRun's)."""
+    from taugrid.api.evidence import KubeHandle, Lineage
+
+    meta, spec = taurun.get("metadata") or {}, taurun.get("spec") or {}
+    manifest = spec.get("manifest") or {}
+    runtime, resilience = manifest.get("runtime") or {}, manifest.get("resilience") or {}
+    ann = meta.get("annotations") or {}
+    labels = meta.get("labels") or {}
+    parent = spec.get("parentRun")
+    return RunRecord(
+        run_id=spec.get("runId") or meta["name"], name=spec.get("runName") or meta["name"],
+        workspace=spec.get("workspace") or "?", profile=spec.get("profile") or "?",
+        workload_kind=spec.get("workloadKind") or "job",
+        handle=KubeHandle(context=context, namespace=meta.get("namespace") or "default",
+                          queue=labels.get(C.KUEUE_QUEUE_LABEL)),
+        submitter=spec.get("submitter") or "?", code_folder=REMOTE,
+        code_revision=spec.get("codeRevision") or "?",
+        code_digest=ann.get(C.ANN_CODE_DIGEST) or "?",
+        config_hash=spec.get("configHash") or "?", image=runtime.get("image") or "?",
+        entrypoint=(manifest.get("run") or {}).get("entrypoint") or "",
+        created_at=str(meta.get("creationTimestamp") or ""), attempt=int(spec.get("attempt") or 0),
+        max_retries=int(resilience.get("max_retries") or 0), workers=int(spec.get("workers") or 1),
+        gpus_per_worker=int(spec.get("gpusPerWorker") or 0),
+        gpus_available=int(spec.get("gpusPerWorker") or 0),
+        primary_metric=(manifest.get("metrics") or {}).get("primary"),
+        resumed_from=Lineage(run_id=parent, checkpoint=spec.get("resumeFrom")) if parent else None,
+    )  # fmt: skip
 
 
 def admitted(w: dict[str, Any]) -> bool:

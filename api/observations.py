@@ -1,0 +1,74 @@
+"""What a backend observes of one run at one moment: the inputs of status (runs/status.py).
+
+Pure data (no I/O): the kube layer (taugrid.kube.facts) fills `ClusterFacts` from the cluster's
+objects, the backends fill `Observations`, and `runs.status.compute` turns them into a RunStatus.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from taugrid.api.crds import TauRunStatus
+from taugrid.api.evidence import HistoryEvent, RunRecord
+
+
+@dataclass(frozen=True)
+class PodFact:
+    name: str
+    phase: str  # Pending, Running, Succeeded, Failed, Unknown
+    node: str | None
+    unschedulable: str | None = None  # PodScheduled=False: the scheduler's message
+    waiting: str | None = None  # a container stuck: "ImagePullBackOff: ...", "CrashLoopBackOff"
+    since: str | None = None
+
+
+@dataclass(frozen=True)
+class ClusterFacts:
+    """What a cluster says about one run (from one LIST per kind, shared by every run)."""
+
+    taurun: bool  # the TauRun (the run's owner) exists
+    workload: bool  # the RayJob / Job exists
+    suspended: bool | None = None
+    finished: str | None = None  # "Succeeded" | "Failed" when the workload says so
+    finished_at: str | None = None  # when the workload says it ended
+    started_at: str | None = None  # when the workload says it started
+    workload_message: str | None = None
+    kueue: list[dict[str, str]] | None = None  # the Kueue Workload's conditions; None: none yet
+    cluster_queue: str | None = None
+    queue: str | None = None  # the LocalQueue
+    position: int | None = None
+    position_note: str | None = None  # why the position is unknown
+    pods: list[PodFact] = field(default_factory=list)
+    warnings: list[tuple[str, str, str]] = field(default_factory=list)  # (reason, message, ts)
+    node_problems: dict[str, list[str]] = field(default_factory=dict)  # node -> bad conditions
+    nodes_visible: bool = True
+    recorded: TauRunStatus | None = None  # TauRun.status, as the controller recorded it
+
+    @property
+    def from_record(self) -> bool:
+        """The run's workload and pods are gone: only the controller's record explains it."""
+        return bool(self.recorded and self.recorded.phase and not self.workload and not self.pods)
+
+
+@dataclass(frozen=True)
+class Observations:
+    """Everything status needs about one run, gathered by its backend at one moment."""
+
+    record: RunRecord
+    history: list[HistoryEvent]
+    now: float  # unix seconds
+    owner_alive: bool | None  # the process that owns the run (local supervisor); None: n/a
+    orphans: int = 0  # processes of the run still alive while its owner is gone
+    last_metric_ts: float | None = None  # mtime of metrics.jsonl
+    last_log_ts: float | None = None  # mtime of the newest log
+    metric_rows: int = 0
+    last_step: int | None = None
+    checkpoints: int = 0
+    newest_checkpoint: str | None = None
+    sealed: bool = False
+    outputs: int = 0  # files under the run's storage.output folder
+    latest_metrics: dict[str, float | int | str] = field(default_factory=dict)  # the last row
+    last_error: str | None = None  # the last error-looking line of the log
+    evidence: str | None = None  # where the evidence record is
+    cluster: ClusterFacts | None = None  # runs on a cluster: what it says
+    extra: dict[str, str] = field(default_factory=dict)

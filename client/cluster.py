@@ -1,0 +1,67 @@
+"""What a cluster offers the user: workspaces they may submit to, and workload profiles."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from taugrid.api.profiles import WorkloadProfile, WorkspaceRef
+    from taugrid.kube.discovery import Discovery
+
+
+def discovery(context: str | None = None) -> Discovery:
+    """What the cluster of `context` (default `TAU_CONTEXT`, else the kubeconfig's current
+    one) offers, read once."""
+    from taugrid.kube.client import Kube
+    from taugrid.kube.discovery import Discovery
+
+    return Discovery(Kube(context))
+
+
+@dataclass(frozen=True)
+class Workspace:
+    ref: WorkspaceRef
+    default: bool
+    queues: list[str]
+    profiles: list[str]
+
+    def doc(self) -> dict[str, Any]:
+        return {**self.ref.model_dump(mode="json", exclude_none=True), "default": self.default,
+                "queues": self.queues, "profiles": self.profiles}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Workspaces:
+    cluster: str
+    usable: list[Workspace]
+    all_names: list[str] = field(default_factory=list)
+
+
+def workspaces(context: str | None = None) -> Workspaces:
+    """The workspaces the user may submit runs to (namespace, queues, profiles, /data PVC)."""
+    disc = discovery(context)
+    snap = disc.snapshot()
+    rows = []
+    for w in disc.usable_workspaces(snap):
+        mine = [p for p in snap.profiles if p.applies_to(w.name)]
+        rows.append(Workspace(w, w.name == snap.defaultWorkspace,
+                              sorted({p.localQueue for p in mine}), [p.name for p in mine]))  # fmt: skip
+    return Workspaces(snap.cluster, rows, [w.name for w in snap.workspaces])
+
+
+@dataclass(frozen=True)
+class Profile:
+    profile: WorkloadProfile
+    live: dict[str, int] | None  # the controller's count of nodes and GPUs now
+
+    def doc(self) -> dict[str, Any]:
+        d = self.profile.model_dump(mode="json", exclude_none=True)
+        return {**d, **({"live": self.live} if self.live is not None else {})}
+
+
+def profiles(context: str | None = None) -> list[Profile]:
+    """The cluster's workload profiles (placement, the bounds of one worker, live capacity)."""
+    disc = discovery(context)
+    live = disc.capacity()
+    return [Profile(p, live.get(p.name)) for p in disc.snapshot().profiles]

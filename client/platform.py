@@ -1,0 +1,118 @@
+"""The platform, per stack: offline (plan, diff, snapshot) and through the Pulumi engine
+(preview, up, destroy), and promotion of a tested version lock. The rules (preview with the
+policy packs before up; promotion's checks and preview) are the platform layer's
+(`taugrid.infra.deploy`, `taugrid.infra.promote`); these calls only join them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from taugrid.api.errors import missing_extra
+
+if TYPE_CHECKING:
+    from taugrid.infra.deploy import Applied
+    from taugrid.infra.engine import Engine, Outcome
+    from taugrid.infra.promote import Promotion
+
+Say = Callable[[str], None]
+
+
+def _quiet(_: str) -> None:
+    """Say nothing."""
+
+
+def _plan() -> Any:
+    try:
+        from taugrid.infra import plan
+    except ImportError as e:
+        raise missing_extra("platform", f"Pulumi ({e.name})") from None
+    return plan
+
+
+def engine(stack: str, stacks_dir: Path | None = None) -> Engine:
+    try:
+        from taugrid.infra.deploy import platform_engine
+    except ImportError as e:
+        raise missing_extra("platform", f"Pulumi ({e.name})") from None
+    return platform_engine(stack, stacks_dir)
+
+
+def packs(policy_packs: list[Path] | None = None, no_policies: bool = False,
+          say: Say = _quiet) -> list[str]:  # fmt: skip
+    from taugrid.infra.deploy import policy_packs as chosen
+
+    return chosen(policy_packs, no_policies, say)
+
+
+def plan(stack: str, stacks_dir: Path | None = None) -> Any:
+    """Every resource the stack would declare, with its key inputs (offline, under mocks)."""
+    from taugrid.infra.stackfile import validated
+
+    return _plan().evaluate(stack, validated(stack, stacks_dir))
+
+
+def diff(source: str, target: str, stacks_dir: Path | None = None) -> dict[str, Any]:
+    """The declaration difference between two stacks (offline), with promotion's warning."""
+    from taugrid.infra.stackfile import validated
+
+    d: dict[str, Any] = _plan().diff(plan(source, stacks_dir), plan(target, stacks_dir))
+    promotes_to = validated(source, stacks_dir).promotesTo
+    d["promotes_to"] = promotes_to
+    d["warnings"] = [] if promotes_to == target else [
+        f"{target} is not where {source} promotes to ({source}'s promotesTo is "
+        f"{promotes_to or 'not set'})"]  # fmt: skip
+    return d
+
+
+def snapshot(stack: str, stacks_dir: Path | None = None) -> dict[str, Any]:
+    """The stack's workload profiles as a snapshot document (no Pulumi needed)."""
+    from taugrid.api.platform import profile_snapshot
+    from taugrid.infra.stackfile import validated
+
+    return profile_snapshot(validated(stack, stacks_dir), stack)
+
+
+def preview(stack: str, *, stacks_dir: Path | None = None, policy_packs: list[str] | None = None,
+            say: Say | None = None) -> Outcome:  # fmt: skip
+    """What `up` would change (the engine's preview), checked against the policy packs (a
+    mandatory violation: TauError, exit 4)."""
+    return engine(stack, stacks_dir).preview(say=say, policy_packs=policy_packs or [])
+
+
+def up(stack: str, *, stacks_dir: Path | None = None, policy_packs: list[str] | None = None,
+       confirm: Callable[[Outcome], bool] | None = None, say: Say | None = None) -> Applied:  # fmt: skip
+    """Preview with the policy packs, ask `confirm` (None: confirmed), then update."""
+    from taugrid.infra.deploy import apply
+
+    return apply(engine(stack, stacks_dir), policy_packs or [], confirm, say)
+
+
+def destroy(stack: str, *, stacks_dir: Path | None = None, say: Say | None = None) -> Outcome:
+    """Delete every resource of the stack from its cluster (the stack's state stays)."""
+    return engine(stack, stacks_dir).destroy(say=say)
+
+
+def promotion(
+    source: str, target: str, stacks_dir: Path | None = None
+) -> tuple[Promotion, list[str]]:
+    """The checked promotion of SOURCE's verified version lock onto TARGET (nothing written),
+    and TARGET's resources that it changes (offline preview)."""
+    from taugrid.infra import promote
+
+    p = promote.plan_promotion(source, target, stacks_dir)
+    return p, promote.preview_lines(p)
+
+
+def promote(source: str, target: str, *, stacks_dir: Path | None = None,
+            confirm: Callable[[Promotion, list[str]], bool] | None = None) -> Promotion | None:  # fmt: skip
+    """Check, preview, confirm (None: confirmed), and write the promotion into TARGET's stack
+    file. None: nothing to change, or not confirmed."""
+    from taugrid.infra import promote as promote_
+
+    p, lines = promotion(source, target, stacks_dir)
+    if not p.changes or (confirm is not None and not confirm(p, lines)):
+        return None
+    promote_.write_promotion(p)
+    return p

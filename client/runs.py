@@ -1,0 +1,346 @@
+"""Runs: submit, status, list, logs, follow, cancel, resume, attach, verify, metrics.
+
+Every function returns models of `taugrid.api` (a `RunRecord`, a `RunStatus`, metric rows) and
+raises `TauError` (with the exit code the CLI uses); nothing here prints or asks. A run is named
+by its id, a unique prefix of one, or its name (the newest run of that name).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from taugrid.api.errors import EXIT_RUN_FAILED, TauError
+
+if TYPE_CHECKING:
+    from taugrid.api.evidence import RunRecord
+    from taugrid.api.vocabulary import Phase, RunStatus
+    from taugrid.runs.backends.base import Backend
+    from taugrid.runs.evidence import RunDir
+
+Say = Callable[[str], None]
+
+
+def _quiet(_: str) -> None:
+    """The default `say`: the API says nothing unless the caller asks."""
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """A submitted run: its record, and where its evidence is kept on this machine."""
+
+    record: RunRecord
+    evidence: Path
+
+    @property
+    def run_id(self) -> str:
+        return self.record.run_id
+
+
+def _backend(target: str | None, context: str | None, say: Say) -> Backend:
+    import os
+
+    from taugrid.runs.backends import base
+
+    chosen = base.pick_target(target, os.environ, say)
+    return base.get(chosen, **({"context": context} if context else {}))
+
+
+def submit(
+    file: str | Path | None = None,
+    *,
+    target: str | None = None,
+    context: str | None = None,
+    workspace: str | None = None,
+    profile: str | None = None,
+    run_id: str | None = None,
+    strict: bool = False,
+    ray_pip: bool = False,
+    python: str | None = None,
+    say: Say = _quiet,
+) -> Submitted:
+    """Submit the run of a tau.yaml (or a folder holding one) to a target (local, kube or
+    pulumi; default `TAU_TARGET`, else local). Returns at once; `follow` or `wait` for its end."""
+    from taugrid.runs import load
+    from taugrid.runs.backends import base
+    from taugrid.runs.prepare import RunRequest
+
+    backend = _backend(target, context, say)
+    loaded = load.load_manifest(None if file is None else str(file))
+    request = RunRequest(loaded, workspace=workspace, profile=profile, run_id=run_id)
+    prepared = backend.prepare(request)
+    options = base.SubmitOptions(strict=strict, ray_pip=ray_pip, python=python)
+    rd = backend.submit(prepared, options, say)
+    return Submitted(rd.read_record(), rd.path)
+
+
+def find(run: str, *, context: str | None = None) -> RunDir:
+    """A run's local record: from this machine's runs, else (a cluster run submitted from
+    another machine) made from its TauRun in the workspaces the user may read."""
+    from taugrid.runs.index import find_run
+
+    try:
+        return find_run(run)
+    except TauError as local_miss:
+        from taugrid.runs.backends.kube.backend import adopt_remote
+
+        found = adopt_remote(run, context)
+        if found is None:
+            raise local_miss from None
+        return found
+
+
+def record(run: str, *, context: str | None = None) -> RunRecord:
+    return find(run, context=context).read_record()
+
+
+def backend_of(rd: RunDir) -> Backend:
+    from taugrid.runs.backends import base
+
+    return base.for_record(rd.read_record())
+
+
+def statuses(runs: list[str], *, context: str | None = None) -> list[RunStatus]:
+    """The status of several runs (one gather per backend: never one call per run)."""
+    dirs = [find(r, context=context) for r in runs]
+    return _statuses(dirs)
+
+
+def _statuses(dirs: list[RunDir]) -> list[RunStatus]:
+    from taugrid.runs import status as engine
+    from taugrid.runs.backends import base
+
+    groups: dict[tuple[str, str | None], list[RunDir]] = {}
+    for rd in dirs:  # one backend per target and kubeconfig context
+        rec = rd.read_record()
+        groups.setdefault((rec.target, getattr(rec.handle, "context", None)), []).append(rd)
+    done: dict[str, RunStatus] = {}
+    for group in groups.values():
+        backend = base.for_record(group[0].read_record())
+        for rd, obs in zip(group, backend.observe(group), strict=True):
+            done[rd.run_id] = engine.compute(obs)
+            _seal_if_ended(rd, done[rd.run_id])
+    return [done[rd.run_id] for rd in dirs]
+
+
+def _seal_if_ended(rd: RunDir, st: RunStatus) -> None:
+    """The local record learns a run's end the first time it is seen, wherever from (a
+    detached cluster run included), and is sealed once."""
+    import contextlib
+
+    from taugrid.api.evidence import TerminalStateError
+    from taugrid.api.vocabulary import TERMINAL
+
+    if st.phase in TERMINAL and rd.read_record().phase not in TERMINAL:
+        with contextlib.suppress(TerminalStateError):
+            rd.transition(st.phase, st.summary, termination=st.termination_reason)
+
+
+def status(run: str, *, context: str | None = None) -> RunStatus:
+    """Where the run is and, if it is stuck, why: the phase, six signals, one sentence."""
+    return statuses([run], context=context)[0]
+
+
+def watch(run: str, *, context: str | None = None, poll_s: float = 1.0) -> Iterator[RunStatus]:
+    """The run's status each time it changes (a watch where the backend has one), until it
+    ends; the first status at once."""
+    from taugrid.api.vocabulary import TERMINAL
+    from taugrid.runs import status as engine
+    from taugrid.runs.backends import base
+
+    rd = find(run, context=context)
+    backend = backend_of(rd)
+    ticks = backend.changes([rd]) if isinstance(backend, base.Watches) else None
+    last: dict[str, Any] | None = None
+    while True:
+        if ticks is not None:
+            next(ticks)
+        st = engine.compute(backend.observe([rd])[0])
+        doc = st.model_dump(mode="json", exclude={"duration_s"})
+        if doc != last:
+            yield st
+        last = doc
+        if st.phase in TERMINAL:
+            _seal_if_ended(rd, st)
+            return
+        if ticks is None:
+            time.sleep(poll_s)
+
+
+def list_runs(*, context: str | None = None, say: Say = _quiet) -> list[RunStatus]:
+    """The runs submitted from this machine, newest last, each with its status (a cluster
+    that does not answer: its runs from their local records, and `say` says so)."""
+    from taugrid.api.observations import Observations
+    from taugrid.runs import status as engine
+    from taugrid.runs.backends import base
+    from taugrid.runs.index import list_runs as local_runs
+
+    by_target: dict[str, list[RunDir]] = {}
+    for rd in local_runs():
+        try:
+            by_target.setdefault(rd.read_record().target, []).append(rd)
+        except TauError:
+            continue
+    out: list[RunStatus] = []
+    for target, dirs in by_target.items():
+        try:
+            observed = base.get(target, **({"context": context} if context else {})).observe(dirs)
+        except TauError as e:  # e.g. a cluster that does not answer: the other runs still list
+            say(f"note: {len(dirs)} {target} run(s) shown from their local records: {e.message}")
+            observed = [Observations(record=rd.read_record(), history=rd.read_history(),
+                                     now=time.time(), owner_alive=None, evidence=str(rd.path))
+                        for rd in dirs]  # fmt: skip
+        for rd, obs in zip(dirs, observed, strict=True):
+            st = engine.compute(obs)
+            _seal_if_ended(rd, st)
+            out.append(st)
+    out.sort(key=lambda s: s.created_at)
+    return out
+
+
+def cluster_runs(*, workspace: str | None = None, mine: bool = False,
+                 context: str | None = None) -> list[RunStatus]:  # fmt: skip
+    """The runs of a cluster's workspace (every TauRun the user may read, whoever submitted
+    it, from any machine), from what the controller recorded on each."""
+    from taugrid.runs.backends.kube.backend import KubeBackend
+
+    return KubeBackend(context).workspace_runs(workspace, mine=mine)
+
+
+def logs(run: str, out: TextIO | None = None, *, context: str | None = None) -> None:
+    """Write what the run has logged so far to `out` (default stdout)."""
+    rd = find(run, context=context)
+    backend_of(rd).logs(rd, out or sys.stdout)
+
+
+def follow(run: str | RunDir, out: TextIO | None = None, err: TextIO | None = None, *,
+           transitions: bool = True, context: str | None = None) -> Phase:  # fmt: skip
+    """Stream the run's log (and, with `transitions`, each change of phase to `err`) until it
+    ends; its final phase. A backend that cannot stream: waits for the end."""
+    from taugrid.runs.backends import base
+
+    rd = find(run, context=context) if isinstance(run, str) else run
+    backend = backend_of(rd)
+    if isinstance(backend, base.Follows):
+        phase = backend.follow(rd, out or sys.stdout, err or sys.stderr, transitions=transitions)
+        return phase
+    return wait(rd.run_id, context=context)
+
+
+def wait(run: str, *, context: str | None = None, timeout_s: float | None = None) -> Phase:
+    """Block until the run ends (or `timeout_s` passes: TauError, exit 3); its final phase."""
+    from taugrid.api.errors import EXIT_NOT_ADMITTED
+
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    st = None
+    for st in watch(run, context=context):
+        if deadline is not None and time.monotonic() > deadline:
+            raise TauError(f"{run} did not end within {timeout_s:.0f}s ({st.phase})",
+                           exit_code=EXIT_NOT_ADMITTED)  # fmt: skip
+    assert st is not None
+    return st.phase
+
+
+def cancel(run: str, *, context: str | None = None) -> tuple[Phase, bool]:
+    """Stop a run; (the phase it ended in, whether it had ended before the cancel)."""
+    from taugrid.api.vocabulary import TERMINAL
+
+    rd = find(run, context=context)
+    before = rd.read_record().phase
+    return backend_of(rd).cancel(rd), before in TERMINAL
+
+
+def attach(run: str, *, context: str | None = None, say: Say = _quiet) -> RunDir:
+    """Give a run whose owner died a new one (local: a new supervisor adopts it, or its record
+    is closed as Failed; cluster: an interrupted submission is sent again). TauError exit 1
+    when it had ended or nothing is left of it; the run's record otherwise (then `follow`)."""
+    from taugrid.api.vocabulary import TERMINAL
+    from taugrid.runs.backends import base
+
+    rd = find(run, context=context)
+    rec = rd.read_record()
+    backend = backend_of(rd)
+    if rec.phase in TERMINAL:
+        raise TauError(f"{rd.run_id} has already ended: {rec.phase}",
+                       exit_code=0 if rec.phase == "Succeeded" else EXIT_RUN_FAILED)  # fmt: skip
+    if not isinstance(backend, base.Attaches):
+        raise TauError(f"runs on {rec.target} cannot be re-attached by this build")
+    if not backend.attach(rd, say):
+        now = rd.read_record()
+        raise TauError(f"{rd.run_id}: {now.phase}: {now.reason}", exit_code=EXIT_RUN_FAILED)
+    return rd
+
+
+def resume(run: str, *, context: str | None = None, ray_pip: bool = False,
+           python: str | None = None, say: Say = _quiet) -> Submitted:  # fmt: skip
+    """A new run from the newest complete checkpoint of an ended one (lineage kept in both)."""
+    from taugrid.api.vocabulary import TERMINAL
+    from taugrid.runs import load
+    from taugrid.runs import status as engine
+    from taugrid.runs.backends import base
+    from taugrid.runs.prepare import RunRequest
+
+    parent = find(run, context=context)
+    rec = parent.read_record()
+    backend = backend_of(parent)
+    phase, _ = engine.effective_phase(backend.observe([parent])[0])
+    if phase not in TERMINAL:
+        raise TauError(f"{parent.run_id} is still {phase.lower()}",
+                       hint=f"tau run cancel {parent.run_id} first")  # fmt: skip
+    if not isinstance(backend, base.Resumes):
+        raise TauError(f"runs on {rec.target} cannot be resumed by this build")
+    ckpt = backend.newest_checkpoint(parent)
+    if ckpt is None:
+        raise TauError(f"{parent.run_id} has no complete checkpoint to resume from",
+                       exit_code=EXIT_RUN_FAILED)  # fmt: skip
+    folder = Path(rec.code_folder)
+    if not folder.is_dir():
+        raise TauError(f"{parent.run_id}'s code folder {folder} is not on this machine",
+                       hint="resume it from the machine that submitted it")  # fmt: skip
+    loaded = load.load_manifest(folder)
+    if loaded.manifest.config_hash() != rec.config_hash:
+        say("note: tau.yaml changed since the original run; the current one is used")
+    say(f"resuming {parent.run_id} from {ckpt}")
+    request = RunRequest(loaded, resume_from=ckpt, parent=parent.run_id)
+    options = base.SubmitOptions(ray_pip=ray_pip, python=python)
+    rd = backend.submit(backend.prepare(request), options, say)
+    parent.record_child(rd.run_id, ckpt)
+    if isinstance(backend, base.RecordsLineage):
+        backend.record_child(parent, rd.run_id)
+    return Submitted(rd.read_record(), rd.path)
+
+
+@dataclass(frozen=True)
+class Verified:
+    run_id: str
+    files: int
+    problems: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def verify(run: str, *, context: str | None = None) -> Verified:
+    """Check a run's sealed evidence record against its MANIFEST.sha256 (a cluster run that
+    ended but whose local record was not sealed yet is sealed first, from its status)."""
+    rd = find(run, context=context)
+    if not rd.sealed:
+        from contextlib import suppress
+
+        with suppress(TauError):  # the cluster may be gone: then "not sealed yet" is the truth
+            _statuses([rd])
+    n, problems = rd.verify()
+    return Verified(rd.run_id, n, problems)
+
+
+def metrics(run: str, *, context: str | None = None) -> list[dict[str, Any]]:
+    """Metric rows (`{"step", "ts", <name>: number, "run_id"}`) across the run's resume
+    lineage: a resumed run continues its parents' curves."""
+    from taugrid.runs.index import lineage_metric_rows
+
+    return lineage_metric_rows(find(run, context=context))

@@ -1,0 +1,3 @@
+"""The Kubernetes layer: the client (the one place a Kubernetes library is imported), discovery
+of what a cluster offers (TauCluster, workspaces), a run's facts from cluster objects, quota
+requests, and the reader job. Used by the kube backend, the controller and the Python API."""
