@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import Annotated, Literal
 
@@ -375,235 +376,158 @@ def _alias_conflicts(m: Manifest, what: str, given: list[tuple[str, str | None]]
     return [Issue(path, v, message, example) for path, v in set_[1:] if v != first]
 
 
-def semantic_issues(m: Manifest) -> list[Issue]:
-    """Rules that span several fields. Empty list: the manifest is consistent."""
-    issues: list[Issue] = []
+# --- rules that span several fields: one function per rule, each yielding its problems ---------
+def name_fits(m: Manifest) -> Iterator[Issue]:
+    """The run id <name>-<5 chars> must stay within KubeRay's name limit."""
     limit = max_name_length(m.resource_naming.prefix)
     if len(m.name) > limit:
-        why = (
-            f" with resource_naming.prefix={m.resource_naming.prefix!r}"
-            if m.resource_naming.prefix
-            else ""
-        )
-        issues.append(
-            Issue(
-                "name",
-                m.name,
-                f"is {len(m.name)} characters; at most {limit} fit{why} (the run id "
-                f"<name>-<5 chars> must stay within KubeRay's {C.KUBERAY_NAME_LIMIT})",
-                "name: " + m.name[:limit].rstrip("-"),
-            )
-        )
-    if not m.entrypoint_path:
-        issues.append(
-            Issue(
-                "run.entrypoint",
-                None,
-                "is required: the script to run",
-                "run: {entrypoint: train.py}",
-            )
-        )
-    else:
-        ep = m.entrypoint_path
-        if ep.startswith("/") or ".." in ep.split("/"):
-            issues.append(
-                Issue(
-                    "run.entrypoint",
-                    ep,
-                    "must be a path inside the tau.yaml folder",
-                    "run: {entrypoint: train.py}",
-                )
-            )
-        elif not ep.endswith((".py", ".sh")):
-            issues.append(
-                Issue(
-                    "run.entrypoint", ep, "must be a .py or .sh file", "run: {entrypoint: train.py}"
-                )
-            )
-    issues += _alias_conflicts(
-        m,
-        "the script to run",
+        prefix = m.resource_naming.prefix
+        why = f" with resource_naming.prefix={prefix!r}" if prefix else ""
+        yield Issue("name", m.name,
+                    f"is {len(m.name)} characters; at most {limit} fit{why} (the run id "
+                    f"<name>-<5 chars> must stay within KubeRay's {C.KUBERAY_NAME_LIMIT})",
+                    "name: " + m.name[:limit].rstrip("-"))  # fmt: skip
+
+
+def entrypoint_is_a_script_inside(m: Manifest) -> Iterator[Issue]:
+    ep, example = m.entrypoint_path, "run: {entrypoint: train.py}"
+    if not ep:
+        yield Issue("run.entrypoint", None, "is required: the script to run", example)
+    elif ep.startswith("/") or ".." in ep.split("/"):
+        yield Issue("run.entrypoint", ep, "must be a path inside the tau.yaml folder", example)
+    elif not ep.endswith((".py", ".sh")):
+        yield Issue("run.entrypoint", ep, "must be a .py or .sh file", example)
+
+
+def aliases_agree(m: Manifest) -> Iterator[Issue]:
+    """The same setting under several names (TauGrid compatibility) must agree."""
+    yield from _alias_conflicts(
+        m, "the script to run",
         [("run.entrypoint", m.run.entrypoint), ("run.script", m.run.script),
          ("entrypoint", m.entrypoint), ("script", m.script)],
     )  # fmt: skip
-    issues += _alias_conflicts(
-        m,
-        "the image",
+    yield from _alias_conflicts(
+        m, "the image",
         [("runtime.image", m.runtime.image), ("run.image", m.run.image), ("image", m.image)],
-    )
-    kinds = {k for k in (m.run.workload_kind, m.compute.workload_kind) if k}
-    if len(kinds) > 1:
-        issues.append(
-            Issue(
-                "compute.workload_kind",
-                m.compute.workload_kind,
-                f"contradicts run.workload_kind={m.run.workload_kind}",
-                f"run: {{workload_kind: {m.run.workload_kind}}}",
-            )
-        )
-    kind = m.workload_kind()
-    if kind == "job" and m.compute.workers > 1:
-        issues.append(
-            Issue(
-                "compute.workers",
-                m.compute.workers,
-                "a job is a single pod; more than one worker needs workload_kind: rayjob",
-                "run: {workload_kind: rayjob}",
-            )
-        )
-    if kind == "job" and any(
-        v is not None
-        for v in (
-            m.compute.worker_cpus,
-            m.compute.worker_memory,
-            m.compute.worker_cpu_limit,
-            m.compute.worker_memory_limit,
-        )
-    ):
-        issues.append(
-            Issue(
-                "compute.worker_cpus",
-                m.compute.worker_cpus or m.compute.worker_memory,
-                "worker_* sizes apply to rayjob workers; a job pod is sized by cpus and memory",
-                "compute: {cpus: 8, memory: 32Gi}",
-            )
-        )
-    if m.compute.gpus == 0 and (m.compute.mig_profile or m.compute.gpu_resource_mode == "mig"):
-        issues.append(
-            Issue(
-                "compute.mig_profile",
-                m.compute.mig_profile,
-                "needs compute.gpus >= 1",
-                "compute: {gpus: 1, mig_profile: 1g.10gb}",
-            )
-        )
-    if m.compute.gpu_resource_mode == "mig" and not m.compute.mig_profile:
-        issues.append(
-            Issue(
-                "compute.mig_profile",
-                None,
-                "is required when gpu_resource_mode is mig",
-                "compute: {mig_profile: 1g.10gb}",
-            )
-        )
-    for req, lim, kind_ in (
-        ("cpus", "cpu_limit", "cpu"),
-        ("worker_cpus", "worker_cpu_limit", "cpu"),
-        ("memory", "memory_limit", "mem"),
-        ("worker_memory", "worker_memory_limit", "mem"),
-    ):
+    )  # fmt: skip
+
+
+def one_workload_kind(m: Manifest) -> Iterator[Issue]:
+    if len({k for k in (m.run.workload_kind, m.compute.workload_kind) if k}) > 1:
+        yield Issue("compute.workload_kind", m.compute.workload_kind,
+                    f"contradicts run.workload_kind={m.run.workload_kind}",
+                    f"run: {{workload_kind: {m.run.workload_kind}}}")  # fmt: skip
+
+
+def a_job_is_one_pod(m: Manifest) -> Iterator[Issue]:
+    if m.workload_kind() != "job":
+        return
+    c = m.compute
+    if c.workers > 1:
+        yield Issue("compute.workers", c.workers,
+                    "a job is a single pod; more than one worker needs workload_kind: rayjob",
+                    "run: {workload_kind: rayjob}")  # fmt: skip
+    sizes = (c.worker_cpus, c.worker_memory, c.worker_cpu_limit, c.worker_memory_limit)
+    if any(v is not None for v in sizes):
+        yield Issue("compute.worker_cpus", c.worker_cpus or c.worker_memory,
+                    "worker_* sizes apply to rayjob workers; a job pod is sized by cpus and memory",
+                    "compute: {cpus: 8, memory: 32Gi}")  # fmt: skip
+
+
+def mig_is_consistent(m: Manifest) -> Iterator[Issue]:
+    c = m.compute
+    if c.gpus == 0 and (c.mig_profile or c.gpu_resource_mode == "mig"):
+        yield Issue("compute.mig_profile", c.mig_profile, "needs compute.gpus >= 1",
+                    "compute: {gpus: 1, mig_profile: 1g.10gb}")  # fmt: skip
+    if c.gpu_resource_mode == "mig" and not c.mig_profile:
+        yield Issue("compute.mig_profile", None, "is required when gpu_resource_mode is mig",
+                    "compute: {mig_profile: 1g.10gb}")  # fmt: skip
+
+
+def limits_cover_requests(m: Manifest) -> Iterator[Issue]:
+    for req, lim, kind in (("cpus", "cpu_limit", "cpu"), ("worker_cpus", "worker_cpu_limit", "cpu"),
+                           ("memory", "memory_limit", "mem"),
+                           ("worker_memory", "worker_memory_limit", "mem")):  # fmt: skip
         rv, lv = getattr(m.compute, req), getattr(m.compute, lim)
         if rv is None or lv is None:
             continue
-        parse = parse_cpu if kind_ == "cpu" else parse_memory
+        parse = parse_cpu if kind == "cpu" else parse_memory
         r: Decimal | int = parse(rv)
         li: Decimal | int = parse(lv)
         if li < r:
-            issues.append(
-                Issue(
-                    f"compute.{lim}",
-                    lv,
-                    f"must be >= compute.{req}={rv}",
-                    f"compute: {{{req}: {rv}, {lim}: {rv}}}",
-                )
-            )
+            yield Issue(f"compute.{lim}", lv, f"must be >= compute.{req}={rv}",
+                        f"compute: {{{req}: {rv}, {lim}: {rv}}}")  # fmt: skip
+
+
+def env_names(m: Manifest) -> Iterator[Issue]:
+    """Valid, not TAU_* (the run contract's), each set once, from one source."""
     seen: set[str] = set()
-    env_items = m.runtime.env_items()
-    for i, e in enumerate(env_items):
-        path = (
-            f"runtime.env[{i}].name" if isinstance(m.runtime.env, list) else f"runtime.env.{e.name}"
-        )
+    example = "runtime: {env: [{name: MY_FLAG, value: '1'}]}"
+    listed = isinstance(m.runtime.env, list)
+    for i, e in enumerate(m.runtime.env_items()):
+        path = f"runtime.env[{i}].name" if listed else f"runtime.env.{e.name}"
         if not ENV_NAME.match(e.name):
-            issues.append(
-                Issue(
-                    path,
-                    e.name,
-                    "is not a valid environment variable name",
-                    "runtime: {env: [{name: MY_FLAG, value: '1'}]}",
-                )
-            )
+            yield Issue(path, e.name, "is not a valid environment variable name", example)
         if e.name.upper().startswith(C.RESERVED_ENV_PREFIX):
-            issues.append(
-                Issue(
-                    path,
-                    e.name,
-                    "TAU_* variables belong to the run contract and are set by tau; choose another name",
-                    "runtime: {env: [{name: MY_FLAG, value: '1'}]}",
-                )
-            )
+            yield Issue(path, e.name, "TAU_* variables belong to the run contract and are set by "
+                        "tau; choose another name", example)  # fmt: skip
         if e.name in seen:
-            issues.append(Issue(path, e.name, "is set twice", None))
+            yield Issue(path, e.name, "is set twice", None)
         seen.add(e.name)
-        if isinstance(m.runtime.env, list) and (e.value is None) == (e.valueFrom is None):
-            issues.append(
-                Issue(
-                    f"runtime.env[{i}]",
-                    e.name,
-                    "needs exactly one of value or valueFrom",
-                    "runtime: {env: [{name: MY_FLAG, value: '1'}]}",
-                )
-            )
+        if listed and (e.value is None) == (e.valueFrom is None):
+            yield Issue(f"runtime.env[{i}]", e.name, "needs exactly one of value or valueFrom",
+                        example)  # fmt: skip
     for name in m.runtime.env_from_secret:
         path = f"runtime.env_from_secret.{name}"
         if name.upper().startswith(C.RESERVED_ENV_PREFIX):
-            issues.append(
-                Issue(
-                    path,
-                    name,
-                    "TAU_* variables belong to the run contract; choose another name",
-                    None,
-                )
+            yield Issue(
+                path, name, "TAU_* variables belong to the run contract; choose another name", None
             )
         elif name in seen:
-            issues.append(Issue(path, name, "is also set in runtime.env", None))
+            yield Issue(path, name, "is also set in runtime.env", None)
         elif not ENV_NAME.match(name):
-            issues.append(Issue(path, name, "is not a valid environment variable name", None))
-    if (
-        m.storage.checkpoint
-        and m.artifacts.checkpoint
-        and m.storage.checkpoint != m.artifacts.checkpoint
-    ):
-        issues.append(
-            Issue(
-                "artifacts.checkpoint",
-                m.artifacts.checkpoint,
-                f"contradicts storage.checkpoint={m.storage.checkpoint}",
-                None,
-            )
-        )
+            yield Issue(path, name, "is not a valid environment variable name", None)
+
+
+def one_checkpoint_folder(m: Manifest) -> Iterator[Issue]:
+    s, a = m.storage.checkpoint, m.artifacts.checkpoint
+    if s and a and s != a:
+        yield Issue("artifacts.checkpoint", a, f"contradicts storage.checkpoint={s}", None)
+
+
+def mounts_are_distinct(m: Manifest) -> Iterator[Issue]:
     names, paths = set(), set()
     reserved_paths = (C.DATA_DIR, C.CODE_DIR, "/dev/shm", "/tmp")
     for i, mt in enumerate(m.storage.mounts):
         if mt.name in ("data", "code", "dshm") or mt.name in names:
-            issues.append(
-                Issue(f"storage.mounts[{i}].name", mt.name, "is reserved or used twice", None)
-            )
-        if (
-            not mt.mountPath.startswith("/")
-            or any(mt.mountPath == p or mt.mountPath.startswith(p + "/") for p in reserved_paths)
-            or mt.mountPath in paths
-        ):
-            issues.append(
-                Issue(
-                    f"storage.mounts[{i}].mountPath",
-                    mt.mountPath,
-                    "must be an absolute path outside /data, /code, /tmp and /dev/shm, used once",
-                    "mountPath: /datasets",
-                )
-            )
+            yield Issue(f"storage.mounts[{i}].name", mt.name, "is reserved or used twice", None)
+        p = mt.mountPath
+        if (not p.startswith("/") or p in paths
+                or any(p == r or p.startswith(r + "/") for r in reserved_paths)):  # fmt: skip
+            yield Issue(f"storage.mounts[{i}].mountPath", p,
+                        "must be an absolute path outside /data, /code, /tmp and /dev/shm, used once",
+                        "mountPath: /datasets")  # fmt: skip
         names.add(mt.name)
-        paths.add(mt.mountPath)
+        paths.add(p)
+
+
+def experiment_is_a_label(m: Manifest) -> Iterator[Issue]:
     exp = m.experiment.name or m.research.experiment
     if exp is not None and (len(exp) > 63 or not LABEL_VALUE.match(exp)):
-        issues.append(
-            Issue(
-                "experiment.name",
-                exp,
-                "must be a valid label value (<= 63 chars, alphanumerics, '-', '_', '.')",
-                None,
-            )
-        )
-    return issues
+        yield Issue("experiment.name", exp,
+                    "must be a valid label value (<= 63 chars, alphanumerics, '-', '_', '.')", None)  # fmt: skip
+
+
+RULES: list[Callable[[Manifest], Iterator[Issue]]] = [
+    name_fits, entrypoint_is_a_script_inside, aliases_agree, one_workload_kind, a_job_is_one_pod,
+    mig_is_consistent, limits_cover_requests, env_names, one_checkpoint_folder,
+    mounts_are_distinct, experiment_is_a_label,
+]  # fmt: skip
+
+
+def semantic_issues(m: Manifest) -> list[Issue]:
+    """Rules that span several fields (RULES, in order). Empty list: the manifest is consistent."""
+    return [issue for rule in RULES for issue in rule(m)]
 
 
 # Good examples per key path, for error messages (api/issues.py picks the closest).

@@ -8,7 +8,7 @@ workspaces. Everything the Pulumi program creates is derived from it. Pure: no I
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, MutableMapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 
@@ -455,87 +455,80 @@ def _q(v: Quantity, resource: str) -> Decimal:
     return Decimal(str(v))
 
 
-def invariants(cfg: PlatformConfig) -> list[Issue]:
-    """Cross-component rules, checked before any resource is declared. Empty: consistent."""
-    out: list[Issue] = []
+# --- cross-component rules: one function per rule, each yielding its problems ------------------
+Rule = Callable[[PlatformConfig], Iterator[Issue]]
+
+
+def _pools(cfg: PlatformConfig) -> Iterator[tuple[str, int, GpuPool | CpuPool]]:
+    for i, gp in enumerate(cfg.gpuPools):
+        yield "gpuPools", i, gp
+    for i, cp in enumerate(cfg.cpuPools):
+        yield "cpuPools", i, cp
+
+
+def default_workspace_exists(cfg: PlatformConfig) -> Iterator[Issue]:
     if cfg.defaultWorkspace and cfg.defaultWorkspace not in {w.name for w in cfg.workspaces}:
         known = ", ".join(w.name for w in cfg.workspaces) or "(none)"
-        out.append(Issue("defaultWorkspace", cfg.defaultWorkspace,
-                         f"is not one of the workspaces ({known})", None))  # fmt: skip
-    pools = {p.name: p for p in [*cfg.gpuPools, *cfg.cpuPools]}
-    seen_names: set[str] = set()
-    for kind, plist in (("gpuPools", cfg.gpuPools), ("cpuPools", cfg.cpuPools)):
-        for i, p in enumerate(plist):
-            if p.name in seen_names:
-                out.append(Issue(f"{kind}[{i}].name", p.name, "is used by another pool", None))
-            seen_names.add(p.name)
-            if p.node_allocatable() is None:
-                out.append(
-                    Issue(
-                        f"{kind}[{i}].allocatable",
-                        None,
+        yield Issue("defaultWorkspace", cfg.defaultWorkspace,
+                    f"is not one of the workspaces ({known})", None)  # fmt: skip
+
+
+def pool_names_unique(cfg: PlatformConfig) -> Iterator[Issue]:
+    seen: set[str] = set()
+    for kind, i, p in _pools(cfg):
+        if p.name in seen:
+            yield Issue(f"{kind}[{i}].name", p.name, "is used by another pool", None)
+        seen.add(p.name)
+
+
+def pool_size_known(cfg: PlatformConfig) -> Iterator[Issue]:
+    """A VM size outside the catalog needs its shape written out."""
+    for kind, i, p in _pools(cfg):
+        if p.node_allocatable() is None:
+            yield Issue(f"{kind}[{i}].allocatable", None,
                         f"is required: {p.vmSize} is not in the VM size catalog",
-                        "allocatable: {cpu: 22, memory: 200Gi}",
-                    )
-                )
-    op = cfg.components.gpuOperator
+                        "allocatable: {cpu: 22, memory: 200Gi}")  # fmt: skip
     for i, gp in enumerate(cfg.gpuPools):
         if gp.gpus() is None:
-            out.append(
-                Issue(
-                    f"gpuPools[{i}].gpusPerNode",
-                    None,
-                    f"is required: {gp.vmSize} is not in the VM size catalog",
-                    "gpusPerNode: 1",
-                )
-            )
+            yield Issue(f"gpuPools[{i}].gpusPerNode", None,
+                        f"is required: {gp.vmSize} is not in the VM size catalog", "gpusPerNode: 1")  # fmt: skip
         if gp.gpu_class() is None:
-            out.append(
-                Issue(
-                    f"gpuPools[{i}].gpuClass",
-                    None,
-                    f"is required: {gp.vmSize} is not in the VM size catalog",
-                    "gpuClass: a100-80gb",
-                )
-            )
+            yield Issue(f"gpuPools[{i}].gpuClass", None,
+                        f"is required: {gp.vmSize} is not in the VM size catalog",
+                        "gpuClass: a100-80gb")  # fmt: skip
+
+
+def gpus_match_the_catalog(cfg: PlatformConfig) -> Iterator[Issue]:
+    for i, gp in enumerate(cfg.gpuPools):
         catalog = VM_SIZES.get(gp.vmSize)
         if catalog and gp.gpusPerNode is not None and gp.gpusPerNode != catalog[2]:
-            out.append(
-                Issue(
-                    f"gpuPools[{i}].gpusPerNode",
-                    gp.gpusPerNode,
-                    f"contradicts {gp.vmSize}, which has {catalog[2]} GPU(s)",
-                    None,
-                )
-            )
+            yield Issue(f"gpuPools[{i}].gpusPerNode", gp.gpusPerNode,
+                        f"contradicts {gp.vmSize}, which has {catalog[2]} GPU(s)", None)  # fmt: skip
+
+
+def one_driver_installer(cfg: PlatformConfig) -> Iterator[Issue]:
+    """GPU Operator installs the driver <=> every GPU pool skips the AKS driver."""
+    op = cfg.components.gpuOperator
+    for i, gp in enumerate(cfg.gpuPools):
         if op.enabled and op.installDriver and gp.gpuDriver == "install":
-            out.append(
-                Issue(
-                    f"gpuPools[{i}].gpuDriver",
-                    "install",
-                    "the GPU Operator installs the driver (components.gpuOperator.installDriver); the pool must skip the AKS driver",
-                    "gpuDriver: none   # or components.gpuOperator.installDriver: false",
-                )
-            )
+            yield Issue(f"gpuPools[{i}].gpuDriver", "install",
+                        "the GPU Operator installs the driver (components.gpuOperator.installDriver); the pool must skip the AKS driver",
+                        "gpuDriver: none   # or components.gpuOperator.installDriver: false")  # fmt: skip
         if (not op.enabled or not op.installDriver) and gp.gpuDriver == "none":
-            out.append(
-                Issue(
-                    f"gpuPools[{i}].gpuDriver",
-                    "none",
-                    "nothing would install the NVIDIA driver: AKS skips it and the GPU Operator does not install it",
-                    "gpuDriver: install",
-                )
-            )
-        if gp.migProfile and not op.enabled:
-            out.append(
-                Issue(
-                    f"gpuPools[{i}].migProfile",
-                    gp.migProfile,
-                    "MIG needs the GPU Operator (mig-manager)",
-                    None,
-                )
-            )
-    # GPU class labels mean one shape.
+            yield Issue(f"gpuPools[{i}].gpuDriver", "none",
+                        "nothing would install the NVIDIA driver: AKS skips it and the GPU Operator does not install it",
+                        "gpuDriver: install")  # fmt: skip
+
+
+def mig_needs_the_operator(cfg: PlatformConfig) -> Iterator[Issue]:
+    for i, gp in enumerate(cfg.gpuPools):
+        if gp.migProfile and not cfg.components.gpuOperator.enabled:
+            yield Issue(f"gpuPools[{i}].migProfile", gp.migProfile,
+                        "MIG needs the GPU Operator (mig-manager)", None)  # fmt: skip
+
+
+def gpu_class_is_one_shape(cfg: PlatformConfig) -> Iterator[Issue]:
+    """A GPU class label means one shape (GPUs per node and VM size)."""
     shapes: dict[str, tuple[int | None, str, int]] = {}
     for i, gp in enumerate(cfg.gpuPools):
         cls = gp.gpu_class()
@@ -544,97 +537,99 @@ def invariants(cfg: PlatformConfig) -> list[Issue]:
         shape = (gp.gpus(), gp.vmSize)
         if cls in shapes and shapes[cls][:2] != shape:
             first = cfg.gpuPools[shapes[cls][2]]
-            out.append(
-                Issue(
-                    f"gpuPools[{i}].gpuClass",
-                    cls,
-                    f"is also the class of pool {first.name} ({first.vmSize}, {first.gpus()} GPU/node) with a different shape "
-                    f"({gp.vmSize}, {gp.gpus()} GPU/node); give each shape its own class",
-                    f"gpuClass: {cls}-{gp.gpus()}x",
-                )
-            )
+            yield Issue(f"gpuPools[{i}].gpuClass", cls,
+                        f"is also the class of pool {first.name} ({first.vmSize}, {first.gpus()} GPU/node) with a different shape "
+                        f"({gp.vmSize}, {gp.gpus()} GPU/node); give each shape its own class",
+                        f"gpuClass: {cls}-{gp.gpus()}x")  # fmt: skip
         shapes.setdefault(cls, (*shape, i))
-    # Components: versions, DCGM source.
+
+
+def enabled_components_have_versions(cfg: PlatformConfig) -> Iterator[Issue]:
     for name in ("gpuOperator", "dcgmExporter", "nodeProblemDetector", "kueue", "kuberay"):
         spec: ComponentBase = getattr(cfg.components, name)
         if spec.enabled and not cfg.components.version(name).strip():
-            out.append(
-                Issue(
-                    f"components.{name}.version",
-                    spec.version,
-                    "is empty; an enabled component needs a version",
-                    f"version: {CHARTS[name].version}",
-                )
-            )
+            yield Issue(f"components.{name}.version", spec.version,
+                        "is empty; an enabled component needs a version",
+                        f"version: {CHARTS[name].version}")  # fmt: skip
+
+
+def dcgm_source_exists(cfg: PlatformConfig) -> Iterator[Issue]:
     dcgm = cfg.components.dcgmExporter
-    if dcgm.enabled and dcgm.source == "operator" and not op.enabled:
-        out.append(
-            Issue(
-                "components.dcgmExporter.source",
-                "operator",
-                "the GPU Operator is disabled; use source: standalone",
-                "source: standalone",
-            )
-        )
+    if dcgm.enabled and dcgm.source == "operator" and not cfg.components.gpuOperator.enabled:
+        yield Issue("components.dcgmExporter.source", "operator",
+                    "the GPU Operator is disabled; use source: standalone", "source: standalone")  # fmt: skip
+
+
+def workspaces_need_kueue(cfg: PlatformConfig) -> Iterator[Issue]:
     if cfg.workspaces and not cfg.components.kueue.enabled:
-        out.append(
-            Issue(
-                "components.kueue.enabled",
-                False,
-                "workspaces submit through Kueue LocalQueues; Kueue must be enabled",
-                None,
-            )
-        )
-    # Queues: flavors exist, quotas fit pool capacity.
-    used: dict[tuple[str, str], Decimal] = {}
-    qnames: set[str] = set()
+        yield Issue("components.kueue.enabled", False,
+                    "workspaces submit through Kueue LocalQueues; Kueue must be enabled", None)  # fmt: skip
+
+
+def queue_names(cfg: PlatformConfig) -> Iterator[Issue]:
+    seen: set[str] = set()
     for qi, cq in enumerate(cfg.queues.clusterQueues):
         if cq.name == "default":
-            out.append(Issue(f"queues.clusterQueues[{qi}].name", cq.name,
-                             "a LocalQueue named default captures every job of a namespace; pick another name", "name: gpu"))  # fmt: skip
-        if cq.name in qnames:
-            out.append(
-                Issue(
-                    f"queues.clusterQueues[{qi}].name",
-                    cq.name,
-                    "is used by another ClusterQueue",
-                    None,
-                )
-            )
-        qnames.add(cq.name)
-        resources: set[frozenset[str]] = set()
+            yield Issue(f"queues.clusterQueues[{qi}].name", cq.name,
+                        "a LocalQueue named default captures every job of a namespace; pick another name", "name: gpu")  # fmt: skip
+        if cq.name in seen:
+            yield Issue(f"queues.clusterQueues[{qi}].name", cq.name,
+                        "is used by another ClusterQueue", None)  # fmt: skip
+        seen.add(cq.name)
+
+
+def _flavors(cfg: PlatformConfig) -> Iterator[tuple[int, ClusterQueueSpec, str, FlavorQuota]]:
+    for qi, cq in enumerate(cfg.queues.clusterQueues):
         for fi, fq in enumerate(cq.flavors):
-            path = f"queues.clusterQueues[{qi}].flavors[{fi}]"
-            pool = pools.get(fq.pool)
-            if pool is None:
-                out.append(
-                    Issue(
-                        f"{path}.pool",
-                        fq.pool,
-                        f"is not a pool; known: {', '.join(pools) or '(none)'}",
-                        None,
-                    )
-                )
-                continue
-            resources.add(frozenset(fq.nominalQuota))
-            for res, amount in fq.nominalQuota.items():
-                try:
-                    used[(fq.pool, res)] = used.get((fq.pool, res), Decimal(0)) + _q(amount, res)
-                except (QuantityError, ArithmeticError, ValueError) as e:
-                    out.append(Issue(f"{path}.nominalQuota.{res}", amount, str(e), None))
-            if fq.borrowingLimit and not (cq.cohort or cfg.queues.cohort):
-                out.append(
-                    Issue(f"{path}.borrowingLimit", fq.borrowingLimit, "needs a cohort", None)
-                )
-        if len(resources) > 1:
-            out.append(
-                Issue(
-                    f"queues.clusterQueues[{qi}].flavors",
-                    None,
-                    "every flavor of a queue must cover the same resources",
-                    None,
-                )
+            yield qi, cq, f"queues.clusterQueues[{qi}].flavors[{fi}]", fq
+
+
+def flavors_name_pools(cfg: PlatformConfig) -> Iterator[Issue]:
+    pools = [p.name for _k, _i, p in _pools(cfg)]
+    for _qi, _cq, path, fq in _flavors(cfg):
+        if fq.pool not in pools:
+            yield Issue(
+                f"{path}.pool",
+                fq.pool,
+                f"is not a pool; known: {', '.join(pools) or '(none)'}",
+                None,
             )
+
+
+def borrowing_needs_a_cohort(cfg: PlatformConfig) -> Iterator[Issue]:
+    pools = {p.name for _k, _i, p in _pools(cfg)}
+    for _qi, cq, path, fq in _flavors(cfg):
+        if fq.pool in pools and fq.borrowingLimit and not (cq.cohort or cfg.queues.cohort):
+            yield Issue(f"{path}.borrowingLimit", fq.borrowingLimit, "needs a cohort", None)
+
+
+def flavors_cover_the_same_resources(cfg: PlatformConfig) -> Iterator[Issue]:
+    pools = {p.name for _k, _i, p in _pools(cfg)}
+    for qi, cq in enumerate(cfg.queues.clusterQueues):
+        resources = {frozenset(fq.nominalQuota) for fq in cq.flavors if fq.pool in pools}
+        if len(resources) > 1:
+            yield Issue(f"queues.clusterQueues[{qi}].flavors", None,
+                        "every flavor of a queue must cover the same resources", None)  # fmt: skip
+
+
+def _format(res: str, amount: Decimal) -> str:
+    if res == "memory":
+        return format_memory(int(amount))
+    return format_cpu(amount) if res == "cpu" else str(amount)
+
+
+def quotas_within_capacity(cfg: PlatformConfig) -> Iterator[Issue]:
+    """Every quota is a quantity, and the queues' quotas on a pool fit its maximum capacity."""
+    pools = {p.name: p for _k, _i, p in _pools(cfg)}
+    used: dict[tuple[str, str], Decimal] = {}
+    for _qi, _cq, path, fq in _flavors(cfg):
+        if fq.pool not in pools:
+            continue
+        for res, amount in fq.nominalQuota.items():
+            try:
+                used[(fq.pool, res)] = used.get((fq.pool, res), Decimal(0)) + _q(amount, res)
+            except (QuantityError, ArithmeticError, ValueError) as e:
+                yield Issue(f"{path}.nominalQuota.{res}", amount, str(e), None)
     for (pool_name, res), total in used.items():
         pool = pools[pool_name]
         alloc = pool.node_allocatable()
@@ -647,54 +642,49 @@ def invariants(cfg: PlatformConfig) -> list[Issue]:
         elif res == "memory" and alloc:
             cap = Decimal(parse_memory(alloc.memory) * pool.maxCount)
         if cap is not None and total > cap:
-            shown = (
-                format_memory(int(total))
-                if res == "memory"
-                else (format_cpu(total) if res == "cpu" else str(total))
-            )
-            cap_s = (
-                format_memory(int(cap))
-                if res == "memory"
-                else (format_cpu(cap) if res == "cpu" else str(cap))
-            )
-            out.append(
-                Issue(
-                    "queues.clusterQueues",
-                    f"{pool_name}/{res}",
-                    f"nominal quota {shown} of {res} on pool {pool_name} exceeds its maximum capacity {cap_s} "
-                    f"({pool.maxCount} nodes)",
-                    None,
-                )
-            )
-    # Workspaces.
-    wnames: set[str] = set()
+            yield Issue("queues.clusterQueues", f"{pool_name}/{res}",
+                        f"nominal quota {_format(res, total)} of {res} on pool {pool_name} exceeds its "
+                        f"maximum capacity {_format(res, cap)} ({pool.maxCount} nodes)", None)  # fmt: skip
+
+
+def workspace_names_unique(cfg: PlatformConfig) -> Iterator[Issue]:
+    seen: set[str] = set()
     for wi, ws in enumerate(cfg.workspaces):
-        if ws.name in wnames:
-            out.append(
-                Issue(f"workspaces[{wi}].name", ws.name, "is used by another workspace", None)
-            )
-        wnames.add(ws.name)
+        if ws.name in seen:
+            yield Issue(f"workspaces[{wi}].name", ws.name, "is used by another workspace", None)
+        seen.add(ws.name)
+
+
+def workspace_queues_exist(cfg: PlatformConfig) -> Iterator[Issue]:
+    qnames = {cq.name for cq in cfg.queues.clusterQueues}
+    for wi, ws in enumerate(cfg.workspaces):
         for qi, qn in enumerate(ws.queues):
             if qn not in qnames:
-                out.append(
-                    Issue(
-                        f"workspaces[{wi}].queues[{qi}]",
-                        qn,
-                        f"is not a ClusterQueue; known: {', '.join(sorted(qnames)) or '(none)'}",
-                        None,
-                    )
-                )
+                yield Issue(f"workspaces[{wi}].queues[{qi}]", qn,
+                            f"is not a ClusterQueue; known: {', '.join(sorted(qnames)) or '(none)'}", None)  # fmt: skip
+
+
+def default_priority_exists(cfg: PlatformConfig) -> Iterator[Issue]:
     prio = {p.name for p in cfg.priorityClasses}
     if cfg.defaultPriority and cfg.defaultPriority not in prio:
-        out.append(
-            Issue(
-                "defaultPriority",
-                cfg.defaultPriority,
-                f"is not a priority class; known: {', '.join(sorted(prio))}",
-                None,
-            )
-        )
-    return out
+        yield Issue("defaultPriority", cfg.defaultPriority,
+                    f"is not a priority class; known: {', '.join(sorted(prio))}", None)  # fmt: skip
+
+
+RULES: list[Rule] = [
+    default_workspace_exists, pool_names_unique, pool_size_known, gpus_match_the_catalog,
+    one_driver_installer, mig_needs_the_operator, gpu_class_is_one_shape,
+    enabled_components_have_versions, dcgm_source_exists, workspaces_need_kueue, queue_names,
+    flavors_name_pools, borrowing_needs_a_cohort, flavors_cover_the_same_resources,
+    quotas_within_capacity, workspace_names_unique, workspace_queues_exist,
+    default_priority_exists,
+]  # fmt: skip
+
+
+def invariants(cfg: PlatformConfig) -> list[Issue]:
+    """Cross-component rules (RULES, in order), checked before any resource is declared.
+    Empty: consistent."""
+    return [issue for rule in RULES for issue in rule(cfg)]
 
 
 # --- derived: pools -> node labels/taints -> profiles ---------------------------------------------------

@@ -16,13 +16,14 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "unit"))
 TAU = str(Path(sys.executable).parent / "tau")
 
 
 def status_of_many(n: int = 1000) -> float:
-    from test_kube_observe import FakeKube, cluster_objects, record
+    from test_kube_observe import cluster_objects, record
 
+    from taugrid.kube.fake import FakeKube
     from taugrid.runs import status
     from taugrid.runs.backends.kube.backend import KubeBackend
     from taugrid.runs.evidence import RunDir
@@ -35,8 +36,7 @@ def status_of_many(n: int = 1000) -> float:
             rd.path.mkdir()
             rd.create(record(rid))
             dirs.append(rd)
-        backend = KubeBackend()
-        backend._kube = FakeKube(cluster_objects(ids))  # type: ignore[assignment]
+        backend = KubeBackend(kube=FakeKube(cluster_objects(ids)))
         t0 = time.perf_counter()
         results = [status.compute(o) for o in backend.observe(dirs)]
         elapsed = time.perf_counter() - t0

@@ -10,7 +10,10 @@ import typer
 from taugrid.cli.options import ContextOpt, JsonOpt, ReportFormat, WorkspaceOpt
 from taugrid.cli.output import console, dump_json, out
 
-app = typer.Typer(no_args_is_help=True, help="Ask for more quota for a while; admins decide.")
+app = typer.Typer(
+    no_args_is_help=True,
+    help="Quota for a while: request and list (researchers), approve and deny (platform admins).",
+)
 
 RefArg = Annotated[str, typer.Argument(help="The request's name (or namespace/name)")]
 NoteOpt = Annotated[str, typer.Option("--note", help="Why (kept with the decision)")]

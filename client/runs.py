@@ -128,13 +128,16 @@ def _statuses(dirs: list[RunDir]) -> list[RunStatus]:
 
 
 def _seal_if_ended(rd: RunDir, st: RunStatus) -> None:
-    """The local record learns a run's end the first time it is seen, wherever from (a
-    detached cluster run included), and is sealed once."""
+    """A cluster run's local record learns the run's end the first time it is seen, wherever
+    from (a detached run included), and is sealed once. (A local run's end is recorded by its
+    supervisor, or by `attach` when the supervisor died.)"""
     import contextlib
 
     from taugrid.api.evidence import TerminalStateError
     from taugrid.api.vocabulary import TERMINAL
 
+    if st.target == "local":
+        return
     if st.phase in TERMINAL and rd.read_record().phase not in TERMINAL:
         with contextlib.suppress(TerminalStateError):
             rd.transition(st.phase, st.summary, termination=st.termination_reason)

@@ -21,27 +21,16 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 import kopf
 
 from taugrid.api import constants as C
-from taugrid.api import naming
-from taugrid.api.crds import (
-    TauClusterSpec,
-    TauClusterStatus,
-    TauQuotaRequestSpec,
-    TauQuotaRequestStatus,
-    TauWorkspaceSpec,
-    TauWorkspaceStatus,
-)
-from taugrid.api.kubetime import k8s_time, parse_k8s_time
-from taugrid.api.profiles import WorkloadProfile
-from taugrid.api.quantity import canonical
-from taugrid.controller import platform as P
-from taugrid.controller import quota as Q
+from taugrid.api.kubetime import k8s_time
+from taugrid.controller import decide as D
+from taugrid.controller import platform_status as P
 from taugrid.controller import remediation as R
 from taugrid.controller.config import FIELD_MANAGER, PEERING, ControllerConfig
 from taugrid.controller.recorder import RunObjects, compute_status, same
@@ -303,7 +292,7 @@ class Controller:
             old = recorded_status(objs.taurun)
             if old is not None and same(old, new):
                 return
-            body = _status_body("TauRun", objs.taurun, new)
+            body = D.status_body("TauRun", objs.taurun, new)
             await self._io(self.kube.apply_status, body, FIELD_MANAGER)
 
     # --- nodes --------------------------------------------------------------------------------
@@ -403,10 +392,10 @@ class Controller:
             )
             await self._io(self.kube.evict, meta["name"], meta["namespace"])
 
-    # --- quota grants -------------------------------------------------------------------------
+    # --- quota grants and platform status: gather -> decide (pure) -> apply -----------------------
     async def reconcile_quota(self) -> float | None:
         kube = self.kube
-        lists = await asyncio.gather(
+        reqs, cqs, lqs, flavors, cohorts, wss, cluster = await asyncio.gather(
             self._io(kube.list, "TauQuotaRequest", None),
             self._io(kube.list, "ClusterQueue", None),
             self._io(kube.list, "LocalQueue", None),
@@ -415,179 +404,31 @@ class Controller:
             self._io(kube.list, "TauWorkspace", self.cfg.system_namespace),
             self._io(kube.get, "TauCluster", self.cfg.cluster_object, None),
         )
-        reqs_raw, cqs_raw, lqs_raw, flavors_raw, cohorts_raw, ws_raw, cluster = lists
-        now = self.clock()
-        cqs = {c["metadata"]["name"]: c for c in cqs_raw}
-        profiles = _profiles(cluster)
-        workspaces = {w["metadata"]["name"]: w for w in ws_raw}
-        requests = [self._request(r, lqs_raw, cqs, workspaces, profiles) for r in reqs_raw]
-        targets = {r.target for r in requests if r.target is not None}
-        flavor_labels = {f["metadata"]["name"]: (f.get("spec") or {}).get("nodeLabels") or {}
-                         for f in flavors_raw}  # fmt: skip
-        views = [R.node_view(b) for b in self.nodes.values()]
-        alloc = {n: (b.get("status") or {}).get("allocatable") or {} for n, b in self.nodes.items()}
-        capacity = {(t.flavor, t.resource): P.pool_capacity(profiles, views, alloc, flavor_labels,
-                                                              t.flavor, t.resource)
-                    for t in targets}  # fmt: skip
-        plan = Q.plan(requests, P.rooms(targets, cqs, capacity), now)
-        # Cohorts first (the grant), then what each request says about it.
-        cohorts = {c["metadata"]["name"]: c for c in cohorts_raw}
-        for cq in sorted({t.cluster_queue for t in targets} | _granted_queues(cohorts)):
-            want = Q.cohort_quota(plan.grants, cq)
-            have = ((cohorts.get(naming.grant_cohort(cq)) or {}).get("spec") or {}).get(
-                "resourceGroups"
-            ) or []
-            if _normal(want) != _normal(have):
-                body = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Cohort",
-                        "metadata": {"name": naming.grant_cohort(cq)},
-                        "spec": {"resourceGroups": want}}  # fmt: skip
-                await self._io(kube.apply, body, FIELD_MANAGER)
-                log.info("grant cohort %s: %s", naming.grant_cohort(cq), want or "no grants")
-        for r in requests:
-            new = plan.statuses[r.key]
-            new.conditions = Q.stamp(new.conditions, now)
-            if _status_same(r.status, new):
-                continue
-            meta = {"metadata": {"name": r.name, "namespace": r.namespace}}
-            # never the decision: that field is the admins' (field manager tau-quota-admin)
-            body = _status_body("TauQuotaRequest", meta, new, exclude={"decision"})
-            await self._io(kube.apply_status, body, FIELD_MANAGER)
-        nxt = Q.next_change(plan.statuses.values())
-        return max(0.0, (nxt - self.clock()).total_seconds()) if nxt else None
+        objects = D.QuotaObjects(reqs, cqs, lqs, flavors, cohorts, wss, cluster, dict(self.nodes))
+        decision = D.quota(objects, self.clock())
+        await self.apply(decision)
+        return decision.wake_in_s
 
-    def _request(self, raw: dict[str, Any], lqs: list[dict[str, Any]], cqs: Mapping[str, Any],
-                 workspaces: Mapping[str, Any], profiles: list[WorkloadProfile]) -> Q.Request:  # fmt: skip
-        meta = raw["metadata"]
-        ns, name = meta["namespace"], meta["name"]
-        spec = TauQuotaRequestSpec.model_validate(raw.get("spec") or {})
-        try:
-            status = TauQuotaRequestStatus.model_validate(raw.get("status") or {})
-        except ValueError:
-            status = TauQuotaRequestStatus()
-        target, problem = P.resolve_target(ns, spec, lqs, cqs, workspaces, profiles)
-        return Q.Request(namespace=ns, name=name, generation=int(meta.get("generation") or 1),
-                         created=parse_k8s_time(meta.get("creationTimestamp")) or self.clock(),
-                         spec=spec, status=status, target=target, problem=problem)  # fmt: skip
-
-    # --- platform status ------------------------------------------------------------------------
     async def reconcile_platform(self) -> float | None:
         kube, cfg = self.kube, self.cfg
-        ws_raw, lqs, cqs_raw, pvcs, cluster = await asyncio.gather(
+        wss, lqs, cqs, pvcs, cluster = await asyncio.gather(
             self._io(kube.list, "TauWorkspace", cfg.system_namespace),
             self._io(kube.list, "LocalQueue", None),
             self._io(kube.list, "ClusterQueue", None),
             self._io(kube.list, "PersistentVolumeClaim", None),
             self._io(kube.get, "TauCluster", cfg.cluster_object, None),
         )
-        now = self.clock()
-        cqs = {c["metadata"]["name"]: c for c in cqs_raw}
-        for w in ws_raw:
-            spec = TauWorkspaceSpec.model_validate(w.get("spec") or {})
-            old = _model(TauWorkspaceStatus, w.get("status"))
-            pvc = next((p for p in pvcs if p["metadata"]["namespace"] == spec.namespace
-                        and p["metadata"]["name"] == spec.storage.pvc), None)  # fmt: skip
-            present = {
-                q["metadata"]["name"]: q
-                for q in lqs
-                if q["metadata"]["namespace"] == spec.namespace
-            }
-            conds = P.workspace_conditions(spec.storage.pvc, pvc, spec.localQueues, present, cqs,
-                                           old.conditions, now)  # fmt: skip
-            new = TauWorkspaceStatus(
-                phase="Ready" if all(c.status == "True" for c in conds) else "Pending",
-                observedGeneration=w["metadata"].get("generation"), conditions=conds,
-            )  # fmt: skip
-            if new.model_dump(mode="json") != old.model_dump(mode="json"):
-                await self._io(
-                    kube.apply_status,
-                    _status_body("TauWorkspace", w, new),
-                    FIELD_MANAGER,
-                )
-        if cluster is not None:
-            old_c = _model(TauClusterStatus, cluster.get("status"))
-            views = [R.node_view(b) for b in self.nodes.values()]
-            alloc = {
-                n: (b.get("status") or {}).get("allocatable") or {} for n, b in self.nodes.items()
-            }
-            caps = P.profile_capacity(_profiles(cluster), views, alloc, cfg.remediation)
-            breaker = self.breaker
-            gpu_ok = all(c.cordonedByTau == 0 for c in caps)
-            conds = [
-                P.condition("GPUNodesHealthy", gpu_ok, "Healthy" if gpu_ok else "Quarantined",
-                            ", ".join(f"{c.name}: {c.cordonedByTau} quarantined" for c in caps
-                                      if c.cordonedByTau) or "no node quarantined",
-                            old_c.conditions, now),
-                P.condition("RemediationHeld", bool(breaker and breaker.breaker_open),
-                            "CircuitBreaker" if breaker and breaker.breaker_open else "Closed",
-                            f"at most {breaker.limit} of {breaker.gpu_nodes} GPU nodes quarantined at once"
-                            if breaker else "", old_c.conditions, now),
-            ]  # fmt: skip
-            new_c = old_c.model_copy(update={
-                "phase": "Ready" if gpu_ok else "Degraded", "profiles": caps, "conditions": conds,
-                "observedGeneration": cluster["metadata"].get("generation"),
-            })  # fmt: skip
-            if new_c.model_dump(mode="json", exclude={"observedAt"}) != old_c.model_dump(
-                mode="json", exclude={"observedAt"}
-            ):
-                new_c.observedAt = k8s_time(now)
-                await self._io(
-                    kube.apply_status,
-                    _status_body("TauCluster", cluster, new_c),
-                    FIELD_MANAGER,
-                )
-        return None
+        objects = D.PlatformObjects(wss, lqs, cqs, pvcs, cluster, dict(self.nodes))
+        decision = D.platform(objects, self.breaker, cfg.remediation, self.clock())
+        await self.apply(decision)
+        return decision.wake_in_s
 
-
-def _status_body(kind: str, obj: Mapping[str, Any], status: Any,
-                 exclude: set[str] | None = None) -> dict[str, Any]:  # fmt: skip
-    """What the controller applies to a status subresource: the object's name and its status."""
-    meta = {"name": obj["metadata"]["name"]}
-    if obj["metadata"].get("namespace"):
-        meta["namespace"] = obj["metadata"]["namespace"]
-    return {"apiVersion": C.API_VERSION, "kind": kind, "metadata": meta,
-            "status": status.model_dump(mode="json", exclude_none=True, exclude=exclude)}  # fmt: skip
-
-
-def _model(cls: Any, raw: Any) -> Any:
-    try:
-        return cls.model_validate(raw or {})
-    except ValueError:
-        return cls()
-
-
-def _profiles(cluster: Mapping[str, Any] | None) -> list[WorkloadProfile]:
-    if not cluster:
-        return []
-    try:
-        return TauClusterSpec.model_validate(cluster.get("spec") or {}).workloadProfiles
-    except ValueError:
-        return []
-
-
-def _granted_queues(cohorts: Mapping[str, Any]) -> set[str]:
-    """ClusterQueues whose grant cohort holds a grant now (so expiry can empty it)."""
-    prefix = naming.grant_cohort("")
-    return {name[len(prefix):] for name, c in cohorts.items()
-            if name.startswith(prefix) and (c.get("spec") or {}).get("resourceGroups")}  # fmt: skip
-
-
-def _normal(groups: Iterable[Mapping[str, Any]]) -> list[Any]:
-    """resourceGroups compared by value (quantities canonical, as Kueue writes them back)."""
-    out = []
-    for g in groups:
-        flavors = []
-        for f in g.get("flavors") or []:
-            res = [(r.get("name"), canonical(str(r.get("nominalQuota"))),
-                    canonical(str(r.get("lendingLimit"))) if r.get("lendingLimit") is not None else None)
-                   for r in f.get("resources") or []]  # fmt: skip
-            flavors.append((f.get("name"), res))
-        out.append((tuple(g.get("coveredResources") or []), flavors))
-    return out
-
-
-def _status_same(old: TauQuotaRequestStatus, new: TauQuotaRequestStatus) -> bool:
-    dump = {"mode": "json", "exclude": {"decision"}}
-    return old.model_dump(**dump) == new.model_dump(**dump)  # type: ignore[arg-type]
+    async def apply(self, decision: D.Decision) -> None:
+        for w in decision.writes:
+            if w.note:
+                log.info("%s", w.note)
+            fn = self.kube.apply if w.verb == "apply" else self.kube.apply_status
+            await self._io(fn, w.body, FIELD_MANAGER)
 
 
 def connection_info(kube: Kube) -> kopf.ConnectionInfo:

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from taugrid.api.errors import TauError
+from taugrid.api.kubetime import k8s_time
 from taugrid.kube.client import FIELD_MANAGER, KINDS, Forbidden
 
 NOT_SERVED = "Kueue's visibility API (pendingworkloads) is not served here"
@@ -63,6 +64,8 @@ class FakeKube:
     def put(self, kind: str, obj: dict[str, Any]) -> dict[str, Any]:
         meta = obj.setdefault("metadata", {})
         meta.setdefault("uid", f"uid-{next(self._uid)}")
+        meta.setdefault("creationTimestamp", k8s_time())
+        meta.setdefault("generation", 1)
         meta["resourceVersion"] = str(next(self._rv))
         obj.setdefault("kind", kind)
         self.objects[(kind, meta.get("namespace"), meta["name"])] = obj

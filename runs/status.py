@@ -336,6 +336,9 @@ def summarize(phase: Phase, signals: list[Signal], o: Observations | None = None
     if o is not None and o.cluster is None and o.record.target != "local":
         return f"{phase.lower()} when last recorded here; its cluster was not observed"
     if o is not None and o.cluster is not None and phase not in TERMINAL:
+        c = o.cluster
+        if not c.taurun and not c.workload and not getattr(o.record.handle, "sent", True):
+            return f"{phase.lower()}: {NOT_SENT.format(run=o.record.run_id)}"
         adm = by_name[SignalName.Admitted]
         sched = by_name[SignalName.Scheduled]
         if sched.state == SignalState.false:

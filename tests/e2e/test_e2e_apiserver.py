@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import yaml
 from conftest import EXAMPLE_DIRS, PROFILES
-
 from kubekit import apply, error_message
+
 from taugrid.api import naming
 from taugrid.runs import codebundle, load, render, resolve
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 from conftest import run_tau as tau
+from kubekit import wait_until
 from sandboxkit import admin, gpu_rayjob, kube_env, sig, status, submit
 
-from kubekit import wait_until
 from taugrid.api import constants as C
 
 pytestmark = pytest.mark.e2e
@@ -49,7 +49,7 @@ def granted(home: Path) -> str | None:
 
 
 def request_row(home: Path, name: str) -> dict[str, Any]:
-    rows = json.loads(quota(home, "alice", "list", "-w", "research", "-o", "json").stdout)
+    rows = json.loads(quota(home, "alice", "list", "--workspace", "research", "-o", "json").stdout)
     return next(r for r in rows if r["name"] == name)
 
 
@@ -83,7 +83,7 @@ def test_request_approve_admits_a_pending_run_and_expiry_gives_it_back(
         denied = quota(sandbox, "alice", "approve", name)
         assert denied.returncode == 4 and "only platform admins may approve" in denied.stderr
         assert request_row(sandbox, name)["phase"] == "Pending"
-        ok = quota(sandbox, "taugrid-platform-admins-member", "approve", name, "-w", "research",
+        ok = quota(sandbox, "taugrid-platform-admins-member", "approve", name, "--workspace", "research",
                    "--note", "go")  # fmt: skip
         assert ok.returncode == 0, ok.stderr
         wait_until(lambda: granted(sandbox) == "1", timeout=10, what="the grant in the cohort")
@@ -105,7 +105,7 @@ def test_request_approve_admits_a_pending_run_and_expiry_gives_it_back(
                     "--profile", "a100x1", "-o", "json")  # fmt: skip
         other = json.loads(res.stdout)["name"]
         assert quota(sandbox, "alice", "deny", other).returncode == 4
-        no = quota(sandbox, "taugrid-platform-admins-member", "deny", other, "-w", "research",
+        no = quota(sandbox, "taugrid-platform-admins-member", "deny", other, "--workspace", "research",
                    "--note", "use the spot pool")  # fmt: skip
         assert no.returncode == 0, no.stderr
         wait_until(lambda: request_row(sandbox, other)["phase"] == "Denied", what="the denial")
@@ -138,7 +138,7 @@ def test_a_grant_and_a_pulumi_style_apply_of_the_base_quota_never_conflict(sandb
                 "--profile", "a100x1", "-o", "json")  # fmt: skip
     name = json.loads(res.stdout)["name"]
     admins = "taugrid-platform-admins-member"
-    assert quota(sandbox, admins, "approve", name, "-w", "research").returncode == 0
+    assert quota(sandbox, admins, "approve", name, "--workspace", "research").returncode == 0
     cfg = validated("sandbox", PACKAGED_STACKS)
     objs = {(o["kind"], o["metadata"]["name"]): o for o in M.kueue_objects(cfg)}
     cq = json.loads(json.dumps(objs[("ClusterQueue", "gpu")]))
@@ -159,7 +159,7 @@ def test_a_grant_and_a_pulumi_style_apply_of_the_base_quota_never_conflict(sandb
         assert request_row(sandbox, name)["phase"] == "Active"
     finally:
         cqs.server_side_apply(body=original, field_manager=DECLARER, force_conflicts=False)
-        quota(sandbox, admins, "deny", name, "-w", "research")
+        quota(sandbox, admins, "deny", name, "--workspace", "research")
         wait_until(lambda: granted(sandbox) is None, what="the grant to go with the denial")
 
 

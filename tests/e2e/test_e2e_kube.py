@@ -13,9 +13,8 @@ from typing import Any
 import pytest
 from conftest import EXAMPLES
 from conftest import run_tau as tau
-from sandboxkit import admin, gpu_rayjob, kube_env, sig, status, submit
-
 from kubekit import wait_until
+from sandboxkit import admin, gpu_rayjob, kube_env, sig, status, submit
 
 pytestmark = pytest.mark.e2e
 

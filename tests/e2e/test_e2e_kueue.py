@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 from conftest import EXAMPLES
-
 from kubekit import apply, wait_until
+
 from taugrid.api import constants as C
 from taugrid.api.platform import SYSTEM_NAMESPACE, parse_platform, profile_snapshot
 from taugrid.api.profiles import ProfileSnapshot

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 from conftest import EXAMPLES, PROFILES
-
 from kubekit import apply, wait_until
+
 from taugrid.api import constants as C
 from taugrid.runs import codebundle, load, render, resolve
 

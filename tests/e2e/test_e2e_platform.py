@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import yaml
 from conftest import EXAMPLES, ROOT
-
 from kubekit import apply, error_message
+
 from taugrid.api.platform import SYSTEM_NAMESPACE, parse_platform, profile_snapshot
 from taugrid.api.profiles import ProfileSnapshot
 from taugrid.components import manifests

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from conftest import EXAMPLES, TAU
 from conftest import run_tau as tau
-
 from kubekit import wait_until
+
 from taugrid.infra.controlplane import binaries_dir, group_alive
 
 pytestmark = pytest.mark.e2e

@@ -10,8 +10,8 @@ import pytest
 
 from taugrid.api import constants as C
 from taugrid.api.evidence import KubeHandle, RunRecord
-from taugrid.runs import status
 from taugrid.kube.fake import FakeKube
+from taugrid.runs import status
 from taugrid.runs.backends.kube.backend import KubeBackend
 from taugrid.runs.evidence import RunDir
 

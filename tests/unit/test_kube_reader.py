@@ -8,13 +8,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from k8s_schemas import k8s_errors
+from test_kube_observe import record
 
 from taugrid.api import constants as C
 from taugrid.api import naming
 from taugrid.api.errors import TauError
-from k8s_schemas import k8s_errors
-from test_kube_observe import record
-
 from taugrid.kube import reader
 from taugrid.kube.fake import FakeKube
 

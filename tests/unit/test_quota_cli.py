@@ -119,7 +119,11 @@ def test_dry_run_decides_but_touches_no_node(dry_run: bool) -> None:
     if dry_run:
         assert fake.calls == []
     else:
-        assert fake.calls == [("patch", "Node", None), ("list", "Pod", None), ("evict", "Pod", "research")]
+        assert fake.calls == [
+            ("patch", "Node", None),
+            ("list", "Pod", None),
+            ("evict", "Pod", "research"),
+        ]
         assert fake.evicted == ["run-pod"]
 
 

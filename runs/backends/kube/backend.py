@@ -533,14 +533,17 @@ def _kubeconfig_present() -> bool:
     return bool(path) and os.path.isfile(path)
 
 
-def adopt_remote(ref: str, context: str | None) -> RunDir | None:
+def adopt_remote(
+    ref: str, context: str | None, backend: KubeBackend | None = None
+) -> RunDir | None:
     """A cluster run this machine has no record of (a teammate's, or this user's from another
     machine): its TauRun, found by run id or run name in the workspaces the user may read,
     becomes a local record (sent, not sealed). None when no cluster is configured or no TauRun
     matches."""
-    if not (context or os.environ.get(CONTEXT_ENV) or _kubeconfig_present()):
-        return None
-    backend = KubeBackend(context)
+    if backend is None:
+        if not (context or os.environ.get(CONTEXT_ENV) or _kubeconfig_present()):
+            return None
+        backend = KubeBackend(context)
     found = backend.find_taurun(ref)
     if found is None:
         return None

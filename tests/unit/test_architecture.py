@@ -1,0 +1,39 @@
+"""Rules of the layout that import-linter cannot express (it takes packages, not modules)."""
+
+from __future__ import annotations
+
+import ast
+import sys
+
+import pytest
+from conftest import ROOT
+
+RUNLIB = sorted((ROOT / "runlib").glob("*.py"))
+
+
+@pytest.mark.parametrize("path", RUNLIB, ids=lambda p: p.name)
+def test_runlib_imports_the_standard_library_only(path: object) -> None:
+    """runlib's modules are carried into every run's pod, whose image need not have TauGrid or
+    any other package: each import is of the standard library (or of runlib itself)."""
+    ours = {p.stem for p in RUNLIB}
+    tree = ast.parse(path.read_text())  # type: ignore[attr-defined]
+    for node in ast.walk(tree):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        for name in names:
+            top = name.split(".")[0]
+            assert top in sys.stdlib_module_names or top in ours, f"{path}: imports {name}"
+
+
+def test_the_python_api_imports_nothing_heavy() -> None:
+    """`import taugrid.client` (a notebook's first line) loads no Ray, Kubernetes client or
+    Pulumi: the calls that need them import them."""
+    import subprocess
+
+    code = ("import sys, taugrid.client; heavy = [m for m in ('ray', 'lightkube', 'kubernetes', "
+            "'pulumi', 'kopf') if m in sys.modules]; print(heavy)")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

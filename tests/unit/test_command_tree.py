@@ -1,0 +1,131 @@
+"""The command tree is fixed here, on purpose: a new, renamed or removed command or option fails
+this test until the tree below is updated with it (and the docs say so). Also the rules the
+tree follows: one meaning of `-w`, `--context` on every command that talks to a cluster, the
+root help grouped by audience, and old spellings that still work with a note."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import typer
+
+from taugrid.cli.app import AUDIENCES, app, deprecated_spellings
+
+TREE = """
+controller run: --config --context --dry-run --standalone
+crds: --output -o
+local status: --output -o
+local stop:
+logs: --context --follow -f
+platform ci down: --output --passed --stacks-dir -o
+platform ci list: --output -o
+platform ci reap: --output -o
+platform ci up: --from --name --no-policies --output --policy-pack --stacks-dir --ttl -o
+platform destroy: --output --stack --stacks-dir --yes -o -s -y
+platform diff: --output --stacks-dir -o
+platform plan: --output --stack --stacks-dir -o -s
+platform preview: --no-policies --output --policy-pack --stack --stacks-dir -o -s
+platform promote: --output --stacks-dir --yes -o -y
+platform snapshot: --stack --stacks-dir -s
+platform up: --no-policies --output --policy-pack --stack --stacks-dir --yes -o -s -y
+profiles: --context --output -o
+quota approve: --context --note --output --workspace -o
+quota deny: --context --note --output --workspace -o
+quota list: --all --context --output --workspace -A -o
+quota request: --context --for --gpus --output --profile --reason --workspace -o
+run attach: --context --detach -d
+run cancel: --context
+run gc: --output -o
+run list: --cluster --context --mine --output --workspace -o
+run logs: --context --follow -f
+run metrics: --context --metric --output --png -m -o
+run render: --output --profile --profiles --run-id --workspace -o -p
+run resume: --context --detach --python --ray-pip -d
+run schema:
+run status: --context --output --watch -o -w
+run submit: --context --detach --dry-run --output --profile --profiles --python --ray-pip --run-id --strict --target --workspace -d -o -p -t
+run validate: --output --profile --profiles --workspace -o -p
+run verify: --context
+sandbox down:
+sandbox kubeconfig: --as
+sandbox status: --output -o
+sandbox up: --no-platform --stack --stacks-dir -s
+version:
+workspaces: --context --output -o
+"""
+
+
+def commands(cmd: Any = None, path: tuple[str, ...] = ()) -> dict[str, Any]:
+    cmd = cmd if cmd is not None else typer.main.get_command(app)
+    if hasattr(cmd, "commands"):
+        out: dict[str, Any] = {}
+        for name, sub in cmd.commands.items():
+            out.update(commands(sub, (*path, name)))
+        return out
+    return {" ".join(path): cmd}
+
+
+def options(cmd: Any) -> list[str]:
+    return sorted(o for p in cmd.params for o in (*p.opts, *p.secondary_opts) if o.startswith("-"))
+
+
+def test_the_command_tree_is_the_one_written_here() -> None:
+    got = {name: options(c) for name, c in commands().items()}
+    want = {}
+    for line in TREE.strip().splitlines():
+        name, _, opts = line.partition(":")
+        want[name] = opts.split()
+    assert sorted(got) == sorted(want), "a command was added, renamed or removed"
+    for name in want:
+        assert got[name] == want[name], f"the options of `tau {name}` changed"
+
+
+def test_w_means_watch_only() -> None:
+    for name, cmd in commands().items():
+        for p in cmd.params:
+            if "-w" in p.opts:
+                assert "--watch" in p.opts, f"`tau {name}`: -w is --watch (as kubectl's)"
+
+
+# Commands that talk to a cluster take --context (and read TAU_CONTEXT); the offline ones don't.
+OFFLINE = {"run validate", "run render", "run schema", "run gc", "crds", "version", "local status",
+           "local stop"}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["run " + c for c in (
+    "attach", "cancel", "list", "logs", "metrics", "resume", "status", "submit", "verify")]
+    + ["logs", "profiles", "workspaces", "quota request", "quota list", "quota approve",
+       "quota deny", "controller run"])  # fmt: skip
+def test_every_cluster_command_takes_context(name: str) -> None:
+    assert "--context" in options(commands()[name])
+    assert name not in OFFLINE
+
+
+def test_the_root_help_is_grouped_by_audience(capsys: pytest.CaptureFixture[str]) -> None:
+    from taugrid.cli.app import main
+
+    assert main(["--help"]) == 0
+    text = capsys.readouterr().out
+    heads = [text.index(f"{title}:") for title in AUDIENCES]
+    assert heads == sorted(heads), "sections in the order researchers, admins, development"
+    assert "Other:" not in text, "every command belongs to an audience"
+    top = {n.split()[0] for n in commands()}
+    assert top == {c for cmds in AUDIENCES.values() for c in cmds}
+
+
+@pytest.mark.parametrize(
+    ("argv", "want"),
+    [
+        (["run", "tau.yaml", "-w", "llm"], ["run", "tau.yaml", "--workspace", "llm"]),
+        (["run", "validate", "-w", "llm"], ["run", "validate", "--workspace", "llm"]),
+        (["quota", "list", "-w", "research"], ["quota", "list", "--workspace", "research"]),
+        (["run", "status", "r-1", "-w"], ["run", "status", "r-1", "-w"]),  # --watch
+    ],
+)
+def test_the_old_w_for_workspace_still_works_with_a_note(
+    argv: list[str], want: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert deprecated_spellings(argv) == want
+    note = capsys.readouterr().err
+    assert ("deprecated" in note) == (argv != want)

@@ -1,0 +1,178 @@
+"""The kube backend's submission order on the shared fake cluster: the record exists before
+anything is sent; an interruption (a kill -9) between the two leaves a record that status,
+attach and cancel understand; a run is found from another machine by its TauRun; resumed runs
+keep their parent."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import EXAMPLES, PROFILES
+
+from taugrid.api.errors import TauError
+from taugrid.api.evidence import KubeHandle
+from taugrid.api.vocabulary import Phase
+from taugrid.kube.fake import FakeKube
+from taugrid.runs import load
+from taugrid.runs import status as engine
+from taugrid.runs.backends.base import SubmitOptions
+from taugrid.runs.backends.kube.backend import SUBMITTING, KubeBackend, adopt_remote
+from taugrid.runs.evidence import RunDir
+from taugrid.runs.prepare import PreparedRun, RunRequest
+
+
+def tau_cluster() -> dict[str, Any]:
+    snap = yaml.safe_load(PROFILES.read_text())
+    return {"metadata": {"name": "cluster"},
+            "spec": {"stack": snap["cluster"], "defaultWorkspace": snap["defaultWorkspace"],
+                     "workspaces": snap["workspaces"], "workloadProfiles": snap["profiles"]}}  # fmt: skip
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("TAU_HOME", str(tmp_path / "home-a"))
+    return tmp_path
+
+
+@pytest.fixture
+def fake() -> FakeKube:
+    return FakeKube({"TauCluster": [tau_cluster()]})
+
+
+def prepared(backend: KubeBackend, tmp_path: Path, **kw: Any) -> PreparedRun:
+    project = tmp_path / "project"
+    if not project.exists():
+        shutil.copytree(EXAMPLES / "batch-job", project)
+    loaded = load.load_manifest(str(project))
+    return backend.prepare(RunRequest(loaded, workspace="research", **kw))
+
+
+def status_of(backend: KubeBackend, rd: RunDir) -> Any:
+    return engine.compute(backend.observe([rd])[0])
+
+
+def test_the_record_is_written_before_anything_is_sent(home: Path, fake: FakeKube) -> None:
+    seen: list[bool] = []
+
+    class Watching(FakeKube):
+        def apply(self, obj: dict[str, Any], manager: str = "tau") -> dict[str, Any]:
+            seen.append(any((Path(p) / "run.json").is_file()
+                            for p in (home / "home-a").rglob("*") if p.is_dir()))  # fmt: skip
+            return super().apply(obj, manager)
+
+    cluster = Watching({"TauCluster": [tau_cluster()]})
+    backend = KubeBackend(kube=cluster)
+    rd = backend.submit(prepared(backend, home), SubmitOptions(), lambda _m: None)
+    assert seen and all(seen)  # every apply came after the record
+    rec = rd.read_record()
+    assert isinstance(rec.handle, KubeHandle) and rec.handle.sent
+    assert not (rd.path / "config" / "manifests" / SUBMITTING).exists()
+    kinds = {k for (k, _ns, _n) in cluster.objects}
+    assert {"TauRun", "ConfigMap", "Job"} <= kinds
+
+
+def test_killed_after_the_record_before_the_cluster(home: Path, fake: FakeKube) -> None:
+    """kill -9 right after the record: nothing in the cluster; status says so; attach sends
+    it; cancel drops it."""
+    backend = KubeBackend(kube=fake)
+    p = prepared(backend, home)
+    rd = backend.record(p, SubmitOptions(), lambda _m: None)  # ... and the process dies here
+    st = status_of(backend, rd)
+    assert st.phase == Phase.Pending and "interrupted before the cluster received it" in st.summary
+    assert f"tau run attach {rd.run_id}" in st.summary
+    said: list[str] = []
+    assert KubeBackend(kube=fake).attach(rd, said.append)
+    assert fake.get("TauRun", rd.run_id, "research") is not None
+    assert rd.read_record().handle.sent and "sent" in said[0]  # type: ignore[union-attr]
+    assert status_of(backend, rd).phase == Phase.Pending  # submitted: waiting for Kueue
+    assert KubeBackend(kube=fake).cancel(rd) == Phase.Cancelled
+    assert fake.get("TauRun", rd.run_id, "research") is None
+
+
+def test_killed_between_the_owner_and_its_objects(home: Path, fake: FakeKube) -> None:
+    """kill -9 after the TauRun reached the cluster but before its workload: cancel removes
+    what is there; the record ends Cancelled and sealed."""
+    backend = KubeBackend(kube=fake)
+    p = prepared(backend, home)
+    rd = backend.record(p, SubmitOptions(), lambda _m: None)
+    fake.apply(p.taurun())  # the first apply went through, then the process died
+    assert not rd.read_record().handle.sent  # type: ignore[union-attr]
+    st = status_of(backend, rd)
+    assert st.phase == Phase.Pending  # the cluster has its owner: no false "gone"
+    assert KubeBackend(kube=fake).cancel(rd) == Phase.Cancelled
+    assert fake.list("TauRun", "research") == [] and rd.sealed
+    assert not (rd.path / "config" / "manifests" / SUBMITTING).exists()
+
+
+def test_a_refused_submission_leaves_no_record(home: Path, fake: FakeKube) -> None:
+    fake.forbid.add(("apply", "TauRun", "research"))
+    backend = KubeBackend(kube=fake)
+    p = prepared(backend, home)
+    with pytest.raises(TauError) as e:
+        backend.submit(p, SubmitOptions(), lambda _m: None)
+    assert "forbidden" in e.value.message and e.value.exit_code == 4
+    assert not RunDir(home / "home-a" / "data" / "runs" / p.run_id).path.exists()
+
+
+def test_a_partly_sent_submission_keeps_its_record_and_says_how_to_finish(
+    home: Path, fake: FakeKube
+) -> None:
+    fake.forbid.add(("apply", "Job", "research"))
+    backend = KubeBackend(kube=fake)
+    p = prepared(backend, home)
+    with pytest.raises(TauError) as e:
+        backend.submit(p, SubmitOptions(), lambda _m: None)
+    assert e.value.hint and f"tau run attach {p.run_id}" in e.value.hint
+    fake.forbid.clear()
+    rd = next((home / "home-a").rglob(p.run_id))
+    assert KubeBackend(kube=fake).attach(RunDir(rd), lambda _m: None)
+    assert fake.get("Job", p.run_id, "research") is not None
+
+
+def test_submitting_the_same_run_again_changes_nothing(home: Path, fake: FakeKube) -> None:
+    backend = KubeBackend(kube=fake)
+    p = prepared(backend, home, run_id="same-run-1")
+    first = backend.submit(p, SubmitOptions(), lambda _m: None)
+    applies = sum(1 for c in fake.calls if c[0] == "apply")
+    said: list[str] = []
+    again = backend.submit(p, SubmitOptions(), said.append)
+    assert again.path == first.path and "already submitted" in said[0]
+    assert sum(1 for c in fake.calls if c[0] == "apply") == applies
+
+
+def test_a_run_is_found_from_another_machine(
+    home: Path, fake: FakeKube, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two TAU_HOMEs, one researcher: the second finds the run by id and by name, lists it,
+    and can cancel it."""
+    backend = KubeBackend(kube=fake)
+    p = prepared(backend, home)
+    backend.submit(p, SubmitOptions(), lambda _m: None)
+    monkeypatch.setenv("TAU_HOME", str(home / "home-b"))
+    other = KubeBackend(kube=fake)
+    assert adopt_remote("no-such-run", None, other) is None
+    rd = adopt_remote(p.run_id, None, other)
+    assert rd is not None and rd.path.is_relative_to(home / "home-b")
+    rec = rd.read_record()
+    assert (rec.run_id, rec.name, rec.workspace, rec.workload_kind) == (
+        p.run_id, "batch-score", "research", "job")  # fmt: skip
+    assert rec.config_hash == p.manifest.config_hash() and rec.image == "python:3.12-slim"
+    by_name = adopt_remote("batch-score", None, KubeBackend(kube=fake))
+    assert by_name is not None and by_name.run_id == p.run_id
+    listed = KubeBackend(kube=fake).workspace_runs("research")
+    assert [s.run_id for s in listed] == [p.run_id]
+    assert KubeBackend(kube=fake).cancel(rd) == Phase.Cancelled
+    assert fake.get("TauRun", p.run_id, "research") is None
+
+
+def test_a_resumed_run_keeps_its_parent_on_a_cluster(home: Path, fake: FakeKube) -> None:
+    backend = KubeBackend(kube=fake)
+    p = prepared(backend, home, resume_from="/data/runs/x/checkpoints/@newest", parent="parent-1")
+    rd = backend.submit(p, SubmitOptions(), lambda _m: None)
+    lineage = rd.read_record().resumed_from
+    assert lineage is not None and lineage.run_id == "parent-1"
+    assert lineage.checkpoint == "/data/runs/x/checkpoints/@newest"
