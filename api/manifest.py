@@ -148,6 +148,18 @@ def _secret_ref_problem(name: str, ref: str) -> str | None:
     return None
 
 
+# Requirements in their common forms (a name, extras, PEP 440 version clauses), which are valid
+# by construction; anything else goes to `packaging` (slower to import), which decides.
+_REQ_NAME = r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?"
+_N = r"[0-9]+"
+_REQ_VERSION = rf"{_N}(?:\.{_N})*(?:(?:a|b|rc){_N})?(?:\.post{_N})?(?:\.dev{_N})?"
+_REQ_CLAUSE = (rf"(?:(?:==|!=) ?{_N}(?:\.{_N})*\.\*|~= ?{_N}(?:\.{_N})+(?:(?:a|b|rc){_N})?"
+               rf"|(?:==|!=|<=|>=|<|>) ?{_REQ_VERSION})")  # fmt: skip
+SIMPLE_REQUIREMENT = re.compile(
+    rf"{_REQ_NAME} ?(?:\[{_REQ_NAME}(?:, ?{_REQ_NAME})*\])? ?(?:{_REQ_CLAUSE}(?:, ?{_REQ_CLAUSE})*)?"
+)
+
+
 class Runtime(_Model):
     image: str | None = Field(None, description="Container image (a Ray image for rayjob)")
     pip: list[str] = Field(default_factory=list, description="pip requirements of the run")
@@ -166,8 +178,6 @@ class Runtime(_Model):
     @field_validator("pip")
     @classmethod
     def _pip(cls, v: list[str]) -> list[str]:
-        from packaging.requirements import InvalidRequirement, Requirement
-
         problems = []
         for i, item in enumerate(v):
             if not item.strip():
@@ -176,7 +186,9 @@ class Runtime(_Model):
                 problems.append(f"item {i} ({item!r}) must be one requirement on one line")
             elif item.startswith("-"):
                 problems.append(f"item {i} ({item!r}) is a pip option, not a requirement")
-            else:
+            elif not SIMPLE_REQUIREMENT.fullmatch(item):  # the common forms need no parser
+                from packaging.requirements import InvalidRequirement, Requirement
+
                 try:
                     Requirement(item)
                 except InvalidRequirement as e:

@@ -341,7 +341,10 @@ def run_attach(run: RunArg, detach: DetachOpt = False, context: ContextOpt = Non
     try:
         rd = runs.attach(run, context=context, say=say)
     except TauError as e:
-        if e.exit_code in (0, EXIT_RUN_FAILED):  # it had ended, or ends now: an answer, not an error
+        if e.exit_code in (
+            0,
+            EXIT_RUN_FAILED,
+        ):  # it had ended, or ends now: an answer, not an error
             out(e.message)
             raise typer.Exit(e.exit_code) from None
         raise

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -80,10 +81,24 @@ class CodeBundle:
 HELPER = "tau_run.py"
 
 
-def _rules(root: Path) -> tuple[GitIgnoreSpec, list[str]]:
-    from pathspec import GitIgnoreSpec
+def default_reason(rel: str) -> str | None:
+    """DEFAULT_RULES alone, as gitignore reads them, without pathspec (a faster start): each is
+    a name pattern with no inner '/', so it matches the last component (the walk has already
+    left out ignored folders); a trailing '/' matches folders only; the last match wins."""
+    is_dir = rel.endswith("/")
+    name = rel.rstrip("/").rsplit("/", 1)[-1]
+    for pattern, reason in reversed(DEFAULT_RULES):
+        if pattern.endswith("/"):
+            if is_dir and fnmatchcase(name, pattern[:-1]):
+                return reason
+        elif fnmatchcase(name, pattern):
+            return reason
+    return None
 
-    lines, reasons = [p for p, _ in DEFAULT_RULES], [r for _, r in DEFAULT_RULES]
+
+def _rules(root: Path) -> tuple[GitIgnoreSpec, list[str]] | None:
+    """The folder's ignore rules after the defaults (None: it has no ignore file)."""
+    extra: list[tuple[str, str]] = []
     for name in IGNORE_FILES:
         try:
             text = (root / name).read_text(encoding="utf-8", errors="replace")
@@ -92,9 +107,13 @@ def _rules(root: Path) -> tuple[GitIgnoreSpec, list[str]]:
         for raw in text.splitlines():
             line = raw.strip()
             if line and not line.startswith("#"):
-                lines.append(raw.rstrip())
-                reasons.append(f"{name}: {line}")
-    return GitIgnoreSpec.from_lines(lines), reasons
+                extra.append((raw.rstrip(), f"{name}: {line}"))
+    if not extra:
+        return None
+    from pathspec import GitIgnoreSpec
+
+    rules = [*DEFAULT_RULES, *extra]
+    return GitIgnoreSpec.from_lines([p for p, _ in rules]), [r for _, r in rules]
 
 
 def collect(
@@ -106,11 +125,14 @@ def collect(
     code can `import tau_run` on cluster images that do not have TauGrid installed, and the
     in-pod launcher `tau_launch` with `tau_evidence`, which keep the run's evidence record.
     """
-    spec, reasons = _rules(root)
+    rules = _rules(root)
     files: list[tuple[str, bytes]] = []
     left_out: list[LeftOut] = []
 
     def ignored(rel: str) -> str | None:
+        if rules is None:
+            return default_reason(rel)
+        spec, reasons = rules
         hit = spec.check_file(rel)
         return reasons[hit.index] if hit.include and hit.index is not None else None
 

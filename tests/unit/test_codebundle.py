@@ -73,3 +73,31 @@ def test_validate_reports_left_out_files_and_enforces_the_size_limit(
     assert "over the 768 KiB" in err and "big.csv" in err and ".tauignore" in err
     (tmp_path / ".tauignore").write_text("big.csv\n")
     assert main(["run", "validate", str(tmp_path)]) == 0
+
+
+# --- the defaults without pathspec read exactly as gitignore does ----------------------------
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_NAME = st.text(alphabet="abc._-pthzoybinsfgrwd", min_size=1, max_size=14).filter(
+    lambda n: n not in (".", "..")
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(parents=st.lists(_NAME, max_size=2), name=_NAME, is_dir=st.booleans())
+def test_the_default_rules_match_as_gitignore_reads_them(
+    parents: list[str], name: str, is_dir: bool
+) -> None:
+    from pathspec import GitIgnoreSpec
+
+    from taugrid.runs.codebundle import DEFAULT_RULES, default_reason
+
+    rel = "/".join([*parents, name]) + ("/" if is_dir else "")
+    spec = GitIgnoreSpec.from_lines([p for p, _ in DEFAULT_RULES])
+    hit = spec.check_file(rel)
+    want = DEFAULT_RULES[hit.index][1] if hit.include and hit.index is not None else None
+    # the walk never looks inside an ignored folder: only paths whose parents are kept count
+    if any(default_reason(p + "/") for p in parents):
+        return
+    assert default_reason(rel) == want, rel

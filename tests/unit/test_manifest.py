@@ -384,3 +384,32 @@ def test_near_valid_documents_name_the_key(
             else "run"
         )
         assert block in err
+
+
+# --- requirements in their common forms are checked without importing packaging -------------
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.from_regex(__import__("taugrid.api.manifest", fromlist=["x"]).SIMPLE_REQUIREMENT,
+                     fullmatch=True).filter(lambda s: s == s.strip() and "\n" not in s))  # fmt: skip
+def test_every_requirement_the_fast_check_accepts_is_valid(req: str) -> None:
+    from packaging.requirements import Requirement
+
+    Requirement(req)  # raises if the fast path accepted an invalid one
+
+
+@pytest.mark.parametrize("req", ["torch>=2.4.0", "numpy==2.1.*", "transformers",
+                                 "ray[default,tune]>=2.50,<3", "foo~=1.2", "bar!=1.0.post1"])  # fmt: skip
+def test_common_requirements_take_the_fast_path(req: str) -> None:
+    from taugrid.api.manifest import SIMPLE_REQUIREMENT
+
+    assert SIMPLE_REQUIREMENT.fullmatch(req)
+
+
+@pytest.mark.parametrize("req", ["torch>=2.*", "foo~=1", "bar>=1.0abc", "x; python_version<'3.8'"])
+def test_the_rest_goes_to_packaging(req: str) -> None:
+    from taugrid.api.manifest import SIMPLE_REQUIREMENT
+
+    assert not SIMPLE_REQUIREMENT.fullmatch(req)

@@ -276,31 +276,19 @@ class KubeBackend(Template):
     def changes(self, runs: Sequence[RunDir]) -> Iterator[None]:
         """Once now, then once per burst of changes to the runs' objects (the watch API on
         workloads, Kueue Workloads, pods and TauRuns of their namespaces): no polling."""
-        import queue
-        import threading
+        feed = self.feed(runs)
+        yield None
+        while True:
+            feed.wait(None)
+            yield None
 
-        recs = [rd.read_record() for rd in runs]
-        signal: queue.Queue[None] = queue.Queue()
+    def feed(self, runs: Sequence[RunDir]) -> ChangeFeed:
         watches: set[tuple[str, str]] = set()
-        for rec in recs:
+        for rec in (rd.read_record() for rd in runs):
             ns = _handle(rec).namespace
             workload = "RayJob" if rec.workload_kind == "rayjob" else "Job"
             watches |= {(workload, ns), ("Workload", ns), ("Pod", ns), ("TauRun", ns)}
-
-        def pump(kind: str, ns: str) -> None:
-            with contextlib.suppress(TauError):  # e.g. no Kueue: the others still report
-                for _ in self.kube.watch(kind, ns):
-                    signal.put(None)
-
-        for kind, ns in sorted(watches):
-            threading.Thread(target=pump, args=(kind, ns), daemon=True).start()
-        yield None
-        while True:
-            signal.get()
-            time.sleep(0.1)  # one recomputation per burst
-            while not signal.empty():
-                signal.get_nowait()
-            yield None
+        return ChangeFeed(self.kube, sorted(watches))
 
     # --- resume ---------------------------------------------------------------------------------
     def newest_checkpoint(self, run: RunDir) -> str | None:
@@ -330,6 +318,7 @@ class KubeBackend(Template):
         from taugrid.runs.status import compute
 
         seen, said, log_ok = 0, "", True
+        feed = self.feed([run])  # look again when the run's objects change, not every second
         while True:
             st = compute(self.observe([run])[0])
             line = f"[{st.phase.lower()}] {st.summary}"
@@ -348,8 +337,9 @@ class KubeBackend(Template):
                     log_ok = False
                     err.write(f"note: {e.message}; following the status only\n")
                     err.flush()
+                feed.wait(FOLLOW_SETTLE_S)  # the log ended: its pod's end is the next change
                 continue
-            time.sleep(1.0)
+            feed.wait(FOLLOW_FALLBACK_S)
 
     def _driver_pod(self, rec: RunRecord) -> tuple[str, str] | None:
         """(pod, container) that runs the entrypoint: the Job's pod, or a RayJob's head."""
@@ -505,6 +495,41 @@ class KubeBackend(Template):
                                hint=f"tau run cancel {run.run_id}, then submit again")  # fmt: skip
             self.send(run)
             say(f"{run.run_id}: the interrupted submission is sent to {self.kube.server}")
+        return True
+
+
+FOLLOW_SETTLE_S = 2.0  # after a log stream ends, at most this long until the next look
+FOLLOW_FALLBACK_S = 30.0  # a look at least this often, should a watch have broken silently
+
+
+class ChangeFeed:
+    """Watches on some (kind, namespace) pairs; `wait` returns at the next burst of changes
+    (True) or when `timeout` passes (False). The watches reconnect by themselves."""
+
+    def __init__(self, kube: KubeAPI, watches: Sequence[tuple[str, str]]) -> None:
+        import queue
+        import threading
+
+        self._signal: queue.Queue[None] = queue.Queue()
+        self._kube = kube
+        for kind, ns in watches:
+            threading.Thread(target=self._pump, args=(kind, ns), daemon=True).start()
+
+    def _pump(self, kind: str, ns: str) -> None:
+        with contextlib.suppress(TauError):  # e.g. no Kueue: the others still report
+            for _ in self._kube.watch(kind, ns):
+                self._signal.put(None)
+
+    def wait(self, timeout: float | None) -> bool:
+        import queue
+
+        try:
+            self._signal.get(timeout=timeout)
+        except queue.Empty:
+            return False
+        time.sleep(0.1)  # one recomputation per burst
+        while not self._signal.empty():
+            self._signal.get_nowait()
         return True
 
 
