@@ -10,17 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from taugrid.api import constants as C
 from taugrid.api.crds import TauRunStatus
-from taugrid.api.evidence import KubeHandle, RunRecord
+from taugrid.api.evidence import RunRecord
 from taugrid.api.kubetime import k8s_time
 from taugrid.api.observations import Observations
 from taugrid.api.vocabulary import TERMINAL, Phase, RetryReason, TerminationReason, TimelineEntry
 from taugrid.controller.timeline import condense
-from taugrid.kube.facts import recorded_status, run_facts
+from taugrid.kube.facts import record_from_taurun, recorded_status, run_facts
 from taugrid.runs.status import compute
 
 IN_CLUSTER = "in-cluster"
@@ -38,32 +38,9 @@ class RunObjects:
 
 
 def record_of(taurun: Mapping[str, Any]) -> RunRecord:
-    """The run record a TauRun stands for (what status needs of it)."""
-    meta, spec = taurun.get("metadata") or {}, taurun.get("spec") or {}
-    created = str(meta.get("creationTimestamp") or k8s_time(datetime.now(UTC)))
-    return RunRecord(
-        run_id=spec.get("runId") or meta.get("name"),
-        name=spec.get("runName") or meta.get("name"),
-        workspace=spec.get("workspace") or "",
-        profile=spec.get("profile") or "",
-        workload_kind=spec.get("workloadKind") or "job",
-        handle=KubeHandle(context=IN_CLUSTER, namespace=meta.get("namespace") or ""),
-        submitter=spec.get("submitter") or "",
-        code_folder="",
-        code_revision=spec.get("codeRevision") or "",
-        code_digest="",
-        config_hash=spec.get("configHash") or "",
-        image="",
-        entrypoint="",
-        created_at=created,
-        attempt=int(spec.get("attempt") or 0),
-        workers=int(spec.get("workers") or 1),
-        gpus_per_worker=int(spec.get("gpusPerWorker") or 0),
-        gpus_available=int(spec.get("gpusPerWorker") or 0),
-        max_retries=int(
-            ((spec.get("manifest") or {}).get("resilience") or {}).get("max_retries") or 0
-        ),
-    )
+    """The run record a TauRun stands for (what status needs of it): the kube layer's reading,
+    the same a teammate's machine makes."""
+    return record_from_taurun(dict(taurun), IN_CLUSTER)
 
 
 def retry_on(taurun: Mapping[str, Any]) -> list[RetryReason]:

@@ -22,32 +22,53 @@ def _key(e: TimelineEntry) -> tuple[str, str, str]:
     return (e.at, e.reason, e.message)
 
 
+# Within one second, entries go in the order a run's life has them (then by name): a fixed
+# order, never the order they happened to be observed in (which differs between passes).
+_LIFE = ("Pending", "Queued", "KueueQuotaReserved", "KueueAdmitted", "Scheduled", "Starting",
+         "Running", "Retrying")  # fmt: skip
+_RANK = {r: i for i, r in enumerate(_LIFE)}
+
+
+def _order(e: TimelineEntry) -> tuple[str, int, str, str]:
+    return (e.at, _RANK.get(e.reason, len(_LIFE)), e.reason, e.message)
+
+
+def _covers(s: TimelineEntry, e: TimelineEntry) -> bool:
+    """`e` was already counted in `s`: a repeat folded into it, or an entry folded away."""
+    end = s.last or s.at
+    if s.reason == FOLDED:
+        return s.at <= e.at <= end
+    return (s.reason, s.message) == (e.reason, e.message) and s.at <= e.at <= end
+
+
 def condense(
     old: Iterable[TimelineEntry], new: Iterable[TimelineEntry], limit: int = MAX_ENTRIES
 ) -> list[TimelineEntry]:
-    """`old` (as stored) joined with `new` (as observed now), deduplicated, folded, capped."""
-    seen: dict[tuple[str, str, str], TimelineEntry] = {}
-    folded_before = 0
-    for e in old:
-        if e.reason == FOLDED:
-            folded_before += e.count
-            continue
-        seen[_key(e)] = e
+    """`old` (as stored) joined with `new` (as observed now), deduplicated, folded, capped.
+
+    Idempotent: condensing the result with the same observations again gives the same result
+    (an entry already counted in a stored one is not counted again), so the status written
+    from it changes only when something new is seen."""
+    stored = list(old)
+    folds = [e for e in stored if e.reason == FOLDED]
+    kept: dict[tuple[str, str, str], TimelineEntry] = {
+        _key(e): e for e in stored if e.reason != FOLDED
+    }
     for e in new:
         k = _key(e)
-        was = seen.get(k)
-        if was is None:
-            seen[k] = e
-        else:  # the same event seen again (its count may have grown)
-            seen[k] = was.model_copy(
+        was = kept.get(k)
+        if was is not None:  # the same event seen again (its count may have grown)
+            kept[k] = was.model_copy(
                 update={"count": max(was.count, e.count), "last": _latest(was.last, e.last)}
             )
-    # by time; within one second, in the order seen (stored first, then as observed)
-    ordered = sorted(seen.values(), key=lambda e: e.at)
+        elif not any(_covers(s, e) for s in (*kept.values(), *folds)):
+            kept[k] = e
     out: list[TimelineEntry] = []
-    for e in ordered:
+    # the stored folds stay where they are: what they hold separates the entries around them
+    for e in sorted([*kept.values(), *folds], key=_order):
         prev = out[-1] if out else None
-        if prev is not None and (prev.reason, prev.message) == (e.reason, e.message):
+        same = prev is not None and (prev.reason, prev.message) == (e.reason, e.message)
+        if prev is not None and same and e.reason != FOLDED:
             out[-1] = prev.model_copy(
                 update={
                     "count": prev.count + e.count,
@@ -56,24 +77,24 @@ def condense(
             )
         else:
             out.append(e)
-    return cap(out, limit, folded_before)
+    return cap(out, limit)
 
 
-def cap(entries: list[TimelineEntry], limit: int, folded_before: int = 0) -> list[TimelineEntry]:
-    """At most `limit` entries: the first KEEP_HEAD, a Folded entry, the newest."""
-    if len(entries) <= limit and not folded_before:
+def cap(entries: list[TimelineEntry], limit: int) -> list[TimelineEntry]:
+    """At most `limit` entries: the first KEEP_HEAD, one Folded entry (what earlier folds held
+    and what is folded now), the newest. A timeline within the limit is left as it is."""
+    if len(entries) <= limit:
         return entries
-    if len(entries) <= limit - 1:
-        head, tail, middle = entries[:KEEP_HEAD], entries[KEEP_HEAD:], []
-    else:
-        tail_n = limit - KEEP_HEAD - 1
-        head, middle, tail = entries[:KEEP_HEAD], entries[KEEP_HEAD:-tail_n], entries[-tail_n:]
-    n = folded_before + sum(e.count for e in middle)
-    if not n:
-        return entries
-    at = middle[0].at if middle else (tail[0].at if tail else head[-1].at)
-    fold = TimelineEntry(at=at, reason=FOLDED, message=f"{n} entries folded", count=n)
-    return [*head, fold, *tail]
+    folds = [e for e in entries if e.reason == FOLDED]
+    items = [e for e in entries if e.reason != FOLDED]
+    tail_n = limit - KEEP_HEAD - 1
+    head, middle, tail = items[:KEEP_HEAD], items[KEEP_HEAD:-tail_n], items[-tail_n:]
+    n = sum(f.count for f in folds) + sum(e.count for e in middle)
+    starts = [f.at for f in folds] + [e.at for e in middle]
+    ends = [f.last or f.at for f in folds] + [e.last or e.at for e in middle]
+    fold = TimelineEntry(at=min(starts), reason=FOLDED, message=f"{n} entries folded", count=n,
+                         last=max(ends))  # fmt: skip
+    return sorted([*head, fold, *tail], key=_order)
 
 
 def _latest(a: str | None, b: str | None) -> str | None:

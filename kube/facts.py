@@ -11,6 +11,7 @@ from typing import Any
 from taugrid.api import constants as C
 from taugrid.api.crds import TauRunStatus
 from taugrid.api.evidence import RunRecord
+from taugrid.api.kubetime import k8s_time
 from taugrid.api.observations import ClusterFacts, PodFact
 
 
@@ -68,7 +69,7 @@ def record_from_taurun(taurun: dict[str, Any], context: str | None) -> RunRecord
         code_digest=ann.get(C.ANN_CODE_DIGEST) or "?",
         config_hash=spec.get("configHash") or "?", image=runtime.get("image") or "?",
         entrypoint=(manifest.get("run") or {}).get("entrypoint") or "",
-        created_at=str(meta.get("creationTimestamp") or ""), attempt=int(spec.get("attempt") or 0),
+        created_at=str(meta.get("creationTimestamp") or k8s_time()), attempt=int(spec.get("attempt") or 0),
         max_retries=int(resilience.get("max_retries") or 0), workers=int(spec.get("workers") or 1),
         gpus_per_worker=int(spec.get("gpusPerWorker") or 0),
         gpus_available=int(spec.get("gpusPerWorker") or 0),

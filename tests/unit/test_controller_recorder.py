@@ -28,7 +28,7 @@ def e(
 
 def test_repeats_fold_and_reobserved_events_do_not_double() -> None:
     got = condense([], [e("01", "BackOff", "pull", 3, "05"), e("01", "Queued")])
-    assert [x.reason for x in got] == ["BackOff", "Queued"]
+    assert [x.reason for x in got] == ["Queued", "BackOff"]  # a run's life first, then by name
     # the same event seen again with a higher count: one entry, the larger count
     again = condense(got, [e("01", "BackOff", "pull", 5, "09")])
     backoff = next(x for x in again if x.reason == "BackOff")
@@ -53,9 +53,51 @@ def test_a_long_timeline_keeps_its_start_and_end() -> None:
     assert fold.count == 50 - 11 + 1 and more[-1].reason == "Last"
 
 
-def test_order_within_a_second_is_the_order_seen() -> None:
+def test_order_within_a_second_is_the_runs_life_whatever_order_it_was_seen_in() -> None:
+    want = ["Queued", "KueueAdmitted", "Running"]
     got = condense([e("01", "Queued")], [e("01", "KueueAdmitted"), e("01", "Running")])
-    assert [x.reason for x in got] == ["Queued", "KueueAdmitted", "Running"]
+    assert [x.reason for x in got] == want
+    swapped = condense([e("01", "Running")], [e("01", "Queued"), e("01", "KueueAdmitted")])
+    assert [x.reason for x in swapped] == want
+
+
+def test_a_repeat_is_counted_once_however_often_it_is_observed() -> None:
+    """The storm a reviewer saw: the same observations folded again on every pass made the
+    count grow ("x2994") and the status change, so the controller wrote it again and again."""
+    seen = [e("01", "Pending", "waiting for quota"), e("03", "Pending", "waiting for quota"),
+            e("05", "KueueAdmitted"), e("06", "Running")]  # fmt: skip
+    first = condense([], seen)
+    assert [(x.reason, x.count) for x in first] == [
+        ("Pending", 2),
+        ("KueueAdmitted", 1),
+        ("Running", 1),
+    ]
+    again = first
+    for _ in range(50):
+        again = condense(again, seen)
+    assert again == first
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_entries = st.lists(
+    st.builds(e, at=st.sampled_from(["01", "02", "03", "07"]),
+              reason=st.sampled_from(["Pending", "Running", "BackOff", "KueueAdmitted", "Scheduled"]),
+              message=st.sampled_from(["", "a", "b"]), count=st.integers(1, 4),
+              last=st.sampled_from([None, "08", "09"])),
+    max_size=40,
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(old=_entries, new=_entries, limit=st.integers(8, 30))
+def test_condensing_again_with_the_same_observations_changes_nothing(
+    old: list[TimelineEntry], new: list[TimelineEntry], limit: int
+) -> None:
+    once = condense(old, new, limit)
+    assert condense(once, new, limit) == once
+    assert len(once) <= max(limit, len(old) + len(new))
 
 
 def taurun(status: dict[str, Any] | None = None, gpus: int = 1) -> dict[str, Any]:
