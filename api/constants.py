@@ -25,6 +25,7 @@ MANAGED_BY_VALUE: Final = "tau"
 # --- annotations -------------------------------------------------------------------------
 ANN_CONFIG_HASH: Final = f"{GROUP}/config-hash"
 ANN_SUBMITTER: Final = f"{GROUP}/submitter"
+ANN_CLUSTER_USER: Final = f"{GROUP}/cluster-user"  # who submitted, as the API server knows them
 ANN_CODE_REVISION: Final = f"{GROUP}/code-revision"
 ANN_CODE_DIGEST: Final = f"{GROUP}/code-digest"
 ANN_PROFILE_SET_HASH: Final = f"{GROUP}/profile-set-hash"
@@ -59,6 +60,7 @@ DATASETS_SUBDIR: Final = "datasets"
 DEFAULT_CHECKPOINT_SUBDIR: Final = "checkpoints"
 DEFAULT_OUTPUT_SUBDIR: Final = "outputs"
 METRICS_FILENAME: Final = "metrics.jsonl"
+FINAL_STATUS_FILENAME: Final = "status.json"  # a cluster run's status when its end was seen
 HISTORY_FILENAME: Final = "history.jsonl"
 RUN_RECORD_FILENAME: Final = "run.json"
 MANIFEST_FILENAME: Final = "MANIFEST.sha256"

@@ -88,7 +88,11 @@ def find(run: str, *, context: str | None = None) -> RunDir:
     except TauError as local_miss:
         from taugrid.runs.backends.kube.backend import adopt_remote
 
-        found = adopt_remote(run, context)
+        try:
+            found = adopt_remote(run, context)
+        except TauError as e:  # say both: not here, and why the cluster could not be asked
+            local_miss.hint = f"{local_miss.hint}; the cluster could not be asked: {e.message}"
+            raise local_miss from None
         if found is None:
             raise local_miss from None
         return found
@@ -114,12 +118,15 @@ def _statuses(dirs: list[RunDir]) -> list[RunStatus]:
     from taugrid.runs import status as engine
     from taugrid.runs.backends import base
 
-    groups: dict[tuple[str, str | None], list[RunDir]] = {}
-    for rd in dirs:  # one backend per target and kubeconfig context
-        rec = rd.read_record()
-        groups.setdefault((rec.target, getattr(rec.handle, "context", None)), []).append(rd)
     done: dict[str, RunStatus] = {}
-    for group in groups.values():
+    groups: dict[tuple[str, str | None], list[RunDir]] = {}
+    for rd in dirs:
+        rec = rd.read_record()
+        if _ended_here(rd, rec):  # its end is recorded and sealed: no cluster needed
+            done[rd.run_id] = rd.final_status() or engine.compute(_offline(rd, rec))
+            continue
+        groups.setdefault((rec.target, getattr(rec.handle, "context", None)), []).append(rd)
+    for group in groups.values():  # one backend per target and kubeconfig context
         backend = base.for_record(group[0].read_record())
         for rd, obs in zip(group, backend.observe(group), strict=True):
             done[rd.run_id] = engine.compute(obs)
@@ -127,20 +134,27 @@ def _statuses(dirs: list[RunDir]) -> list[RunStatus]:
     return [done[rd.run_id] for rd in dirs]
 
 
+def _ended_here(rd: RunDir, rec: RunRecord) -> bool:
+    from taugrid.api.vocabulary import TERMINAL
+
+    return rec.target != "local" and rec.phase in TERMINAL and rd.sealed
+
+
+def _offline(rd: RunDir, rec: RunRecord) -> Any:
+    from taugrid.api.observations import Observations
+
+    return Observations(record=rec, history=rd.read_history(), now=time.time(), owner_alive=None,
+                        sealed=True, evidence=str(rd.path))  # fmt: skip
+
+
 def _seal_if_ended(rd: RunDir, st: RunStatus) -> None:
     """A cluster run's local record learns the run's end the first time it is seen, wherever
     from (a detached run included), and is sealed once. (A local run's end is recorded by its
     supervisor, or by `attach` when the supervisor died.)"""
-    import contextlib
-
-    from taugrid.api.evidence import TerminalStateError
     from taugrid.api.vocabulary import TERMINAL
 
-    if st.target == "local":
-        return
-    if st.phase in TERMINAL and rd.read_record().phase not in TERMINAL:
-        with contextlib.suppress(TerminalStateError):
-            rd.transition(st.phase, st.summary, termination=st.termination_reason)
+    if st.target != "local" and st.phase in TERMINAL:
+        rd.record_end(st)
 
 
 def status(run: str, *, context: str | None = None) -> RunStatus:

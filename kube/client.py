@@ -171,15 +171,21 @@ class Kube:
                 config = KubeConfig.from_service_account()
                 path = "the service account"
             else:
+                from pathlib import Path
+
+                from taugrid.kube.kubeconfig import check
+
+                context = check(Path(path), context)
                 config = KubeConfig.from_file(path)
             self.context = context or config.current_context
             single = config.get(context_name=self.context)
             if single is None:
                 raise ValueError(f"no context {self.context!r}")
             self.config = single
-        except (ConfigError, FileNotFoundError, OSError, KeyError, ValueError) as e:
+        except (ConfigError, FileNotFoundError, OSError, KeyError, ValueError, TypeError,
+                AttributeError) as e:  # fmt: skip
             raise TauError(
-                f"no usable kubeconfig at {path}: {e}",
+                f"no usable kubeconfig at {path}: {type(e).__name__}: {e}",
                 exit_code=EXIT_PLATFORM,
                 hint="set KUBECONFIG (for the sandbox: export KUBECONFIG=$(tau sandbox kubeconfig "
                 "--as researcher)) or pass --context",

@@ -23,8 +23,8 @@ import tau_evidence
 
 from taugrid.api import constants as C
 from taugrid.api.errors import EXIT_PLATFORM, EXIT_RUN_FAILED, TauError
-from taugrid.api.evidence import HistoryEvent, RunRecord, transition
-from taugrid.api.vocabulary import TERMINAL, Phase, TerminationReason
+from taugrid.api.evidence import HistoryEvent, RunRecord, TerminalStateError, transition
+from taugrid.api.vocabulary import TERMINAL, Phase, RunStatus, TerminationReason
 from taugrid.runs.paths import write_atomic
 
 ERROR_LINE = re.compile(r"(Error|Exception|error:|FATAL|Killed|Traceback)")
@@ -61,6 +61,17 @@ class RunDir:
     @property
     def driver_log(self) -> Path:
         return self.logs / "driver.log"
+
+    @property
+    def final_status_path(self) -> Path:
+        """The status a cluster run ended with, as it was observed (record_end)."""
+        return self.path / C.FINAL_STATUS_FILENAME
+
+    def final_status(self) -> RunStatus | None:
+        try:
+            return RunStatus.model_validate_json(self.final_status_path.read_bytes())
+        except (FileNotFoundError, ValueError):
+            return None
 
     @property
     def manifest_path(self) -> Path:
@@ -125,6 +136,27 @@ class RunDir:
             if event is not None and phase in TERMINAL:
                 self.seal()
         return rec
+
+    def record_end(self, st: RunStatus) -> RunRecord | None:
+        """A run's end as it was observed (a cluster run's end, seen by status, list, logs,
+        verify or follow, wherever from), recorded and sealed once: its phase, summary,
+        termination reason and exit code (0 for a success whose code the cluster did not say),
+        and the status it ended with (status.json: signals, the controller's timeline), so that
+        status works offline afterwards. None: the record had ended already."""
+        if st.phase not in TERMINAL:
+            raise ValueError(f"{st.run_id} has not ended ({st.phase})")
+        if self.read_record().phase in TERMINAL:
+            return None
+        code = st.exit_code
+        if code is None and st.phase == Phase.Succeeded:
+            code = 0
+        termination = st.termination_reason or TerminationReason.for_phase(st.phase)
+        final = st.model_copy(update={"exit_code": code, "termination_reason": termination})
+        write_atomic(self.final_status_path, final.model_dump_json(indent=2).encode() + b"\n")
+        try:
+            return self.transition(st.phase, st.summary, termination=termination, exit_code=code)
+        except TerminalStateError:
+            return None
 
     def update(self, **changes: Any) -> RunRecord:
         """Read-modify-write of fields other than the phase (those go through transition)."""

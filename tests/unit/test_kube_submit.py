@@ -176,3 +176,30 @@ def test_a_resumed_run_keeps_its_parent_on_a_cluster(home: Path, fake: FakeKube)
     lineage = rd.read_record().resumed_from
     assert lineage is not None and lineage.run_id == "parent-1"
     assert lineage.checkpoint == "/data/runs/x/checkpoints/@newest"
+
+
+def test_an_ended_cluster_run_is_sealed_once_and_its_status_needs_no_cluster(
+    home: Path, fake: FakeKube, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A detached run that succeeded: the next status seals the local record (exit code 0,
+    reason Completed), `verify` passes, and status then works with the cluster gone."""
+    from taugrid.client import runs
+
+    backend = KubeBackend(kube=fake)
+    rd = backend.submit(prepared(backend, home), SubmitOptions(), lambda _m: None)
+    job = fake.objects[("Job", "research", rd.run_id)]
+    job["status"] = {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}
+    import taugrid.runs.backends.base as base
+
+    monkeypatch.setattr(base, "get", lambda target, **kw: KubeBackend(kube=fake))
+    (st,) = runs._statuses([rd])
+    assert st.phase == Phase.Succeeded
+    rec = rd.read_record()
+    assert rec.phase == Phase.Succeeded and rec.exit_code == 0
+    assert rec.termination_reason == "Completed" and rd.sealed
+    assert rd.verify()[1] == []
+    fake.forbid.add(("*", "*", None))  # the cluster is gone: nothing may be asked of it
+    (again,) = runs._statuses([rd])
+    assert again.phase == Phase.Succeeded and again.exit_code == 0
+    history = [h.phase for h in rd.read_history()]
+    assert history.count(Phase.Succeeded) == 1  # sealed once

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from taugrid.api import constants as C
 from taugrid.api.errors import EXIT_PLATFORM, EXIT_USAGE, TauError
-from taugrid.api.evidence import KubeHandle, PulumiHandle, RunRecord, TerminalStateError
+from taugrid.api.evidence import KubeHandle, PulumiHandle, RunRecord
 from taugrid.api.observations import ClusterFacts, Observations
 from taugrid.api.vocabulary import TERMINAL, Phase
 from taugrid.kube.client import CONTEXT_ENV, Forbidden, KubeAPI
@@ -134,7 +134,7 @@ class KubeBackend(Template):
                 (run.path / "config" / "manifests" / SUBMITTING).read_text()
             )
         try:
-            owner = self.kube.apply(taurun)
+            owner = self.kube.apply(self.stamped(taurun))
         except Forbidden as e:
             if prepared is None:
                 raise
@@ -148,6 +148,13 @@ class KubeBackend(Template):
         run.update_handle(sent=True)
         with contextlib.suppress(FileNotFoundError):
             (run.path / "config" / "manifests" / SUBMITTING).unlink()
+
+    def stamped(self, taurun: dict[str, Any]) -> dict[str, Any]:
+        """The TauRun with who submits it, as the cluster knows them (`--mine`, from any
+        machine: the local user@host says nothing there)."""
+        ann = taurun["metadata"].setdefault("annotations", {})
+        ann[C.ANN_CLUSTER_USER] = self.kube.whoami()
+        return taurun
 
     def start_failed(self, run: RunDir, error: BaseException) -> None:
         """Nothing reached the cluster: the record goes too (the error says why). Part of it
@@ -327,8 +334,7 @@ class KubeBackend(Template):
                 err.flush()
                 said = line
             if st.phase in TERMINAL:
-                with contextlib.suppress(TerminalStateError):  # the local record ends too
-                    run.transition(st.phase, st.summary, termination=st.termination_reason)
+                run.record_end(st)  # the local record ends too, sealed
                 return st.phase
             if log_ok and st.phase == Phase.Running:
                 try:
@@ -452,7 +458,8 @@ class KubeBackend(Template):
                 continue
             for obj in items:
                 rec = record_from_taurun(obj, self.kube.context)
-                if me is not None and rec.submitter != me and not _same_user(rec.submitter, me):
+                ann = (obj.get("metadata") or {}).get("annotations") or {}
+                if me is not None and ann.get(C.ANN_CLUSTER_USER) != me:
                     continue
                 local = RunDir(runs_root() / rec.run_id)
                 if local.record_path.is_file():
@@ -581,8 +588,3 @@ def adopt_remote(
         rd.create(rec, reason=f"found in the cluster at {backend.kube.server} (submitted by "
                   f"{rec.submitter} from another machine)")  # fmt: skip
     return rd
-
-
-def _same_user(submitter: str, me: str) -> bool:
-    """The submitter tau recorded (user@host) and the API server's name for the same person."""
-    return submitter.split("@", 1)[0] == me.split(":")[-1]

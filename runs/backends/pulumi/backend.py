@@ -65,7 +65,7 @@ class PulumiBackend(KubeBackend):
             taurun, *objects = load_all(
                 (run.path / "config" / "manifests" / SUBMITTING).read_text()
             )
-        context = self.kube.context
+        context, taurun = self.kube.context, self.stamped(taurun)
         eng = _engine(handle.stack, lambda: run_program(taurun, objects, context))
         eng.set_tags({TAG_RUN: run.run_id, TAG_EXPIRES: handle.expires_at or ""})
         self._sent_owner = True  # a stack may hold part of the run from here on
