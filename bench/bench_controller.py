@@ -107,16 +107,21 @@ def cordon_latency(dyn: Any, n: int = 7) -> list[float]:
 SETTLE_S = 15.0  # what the last change set off (releases, status writes) is over by then
 
 
+WRITES = ("create", "update", "patch", "delete")
+LAST_WRITES: dict[str, int] = {}  # object -> the controller's writes in the last window
+
+
 def calls_per_minute(audit: Path, seconds: float) -> tuple[float, dict[str, int]]:
+    """The controller's requests in a quiet window of `seconds` (after SETTLE_S), per minute
+    (distinct audit ids), and which they were; its writes per object go to LAST_WRITES."""
     from taugrid.components.manifests import CONTROLLER_USER
 
-    """The controller's requests in a quiet window of `seconds` (after SETTLE_S), per minute
-    (distinct audit ids), and which they were."""
     time.sleep(SETTLE_S)
     t0 = time.time()
     time.sleep(seconds)
     t1 = time.time()
     seen: dict[str, str] = {}
+    writes: dict[str, set[str]] = {}
     for line in audit.read_text().splitlines():
         e = json.loads(line)
         if e.get("user", {}).get("username") != CONTROLLER_USER:
@@ -127,6 +132,11 @@ def calls_per_minute(audit: Path, seconds: float) -> tuple[float, dict[str, int]
             ref = e.get("objectRef") or {}
             what = f"{e['verb']} {ref.get('resource', '')}/{ref.get('subresource', '')}"
             seen[e["auditID"]] = what.rstrip("/")
+            if e["verb"] in WRITES:
+                obj = f"{ref.get('resource', '')}/{ref.get('namespace', '')}/{ref.get('name', '')}"
+                writes.setdefault(obj, set()).add(e["auditID"])
+    LAST_WRITES.clear()
+    LAST_WRITES.update({obj: len(ids) for obj, ids in writes.items()})
     kinds: dict[str, int] = {}
     for what in seen.values():
         kinds[what] = kinds.get(what, 0) + 1
@@ -197,6 +207,7 @@ def main() -> int:
             record_s = time.perf_counter() - t0
             rss500 = rss_mb(pid)
             idle500, kinds500 = calls_per_minute(audit, WINDOW_S)
+            per_object = dict(LAST_WRITES)
         finally:
             subprocess.run([TAU, "sandbox", "down"], env=env, capture_output=True, check=False)
     p50a, p50c = statistics.median(approve), statistics.median(cordon)
@@ -208,6 +219,8 @@ def main() -> int:
         "api_calls_per_min_0_idle_runs": round(idle0, 1),
         "api_calls_per_min_500_idle_runs": round(idle500, 1),
         "api_calls_0_idle_runs": kinds0, "api_calls_500_idle_runs": kinds500,
+        "writes_per_object_500_idle_runs": per_object,
+        "max_writes_to_one_object_500_idle_runs": max(per_object.values(), default=0),
     }  # fmt: skip
     out = ROOT / "bench" / "results" / "controller.json"
     out.write_text(json.dumps(results, indent=2) + "\n")
@@ -220,6 +233,11 @@ def main() -> int:
     print(f"API calls/min, 0 vs {RUNS} idle runs:        {idle0:.1f} vs {idle500:.1f}  "
           f"{ok(idle500 <= idle0 + 2)}")  # fmt: skip
     print(f"  which (0 runs): {kinds0}\n  which ({RUNS} runs): {kinds500}")
+    most = max(per_object.values(), default=0)
+    print(
+        f"writes to one object in the quiet window:  max {most}  == 0 {ok(most == 0)}"
+        f"{'  ' + str(per_object) if per_object else ''}"
+    )
     return 0
 
 

@@ -86,6 +86,13 @@ class PulumiBackend(KubeBackend):
             self.destroy_stack(run.read_record(), err)
         return phase
 
+    def ended_on_its_own(self, run: RunDir) -> Phase | None:
+        """A run that ended before the cancel: its stack goes all the same (as when followed)."""
+        phase = super().ended_on_its_own(run)
+        if phase is not None:
+            self.destroy_stack(run.read_record(), None)
+        return phase
+
     def stop(self, run: RunDir) -> str:
         """Destroy the run's stack (its TauRun goes, and with it the workload and the quota)."""
         self.destroy_stack(run.read_record(), None)
