@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import run_tau as tau
 from kubekit import wait_until
-from sandboxkit import gpu_rayjob, kube_env, status, submit
+from sandboxkit import admin, gpu_rayjob, kube_env, status, submit
 
 from taugrid.components.manifests import CONTROLLER_USER
 
@@ -37,26 +37,56 @@ def writes_to(audit: Path, run_id: str, since: float) -> list[str]:
     return out
 
 
+A100 = ["a100x1-0", "a100x1-1", "a100x1-2"]
+
+
+def cordon(home: Path, nodes: list[str], on: bool) -> None:
+    api = admin(home).resources.get(api_version="v1", kind="Node")
+    for n in nodes:
+        api.patch(name=n, body={"spec": {"unschedulable": on}},
+                  content_type="application/merge-patch+json")  # fmt: skip
+
+
 def test_a_waiting_then_running_run_is_not_rewritten_when_nothing_changes(
     sandbox: Path, tmp_path: Path
 ) -> None:
-    project = gpu_rayjob(tmp_path, "quiet", "policy: {profile: a100x1}\n")
-    # the gpu queue has 2 GPUs of a100x1 quota: the third one-GPU run waits
-    ids = [submit(sandbox, project) for _ in range(3)]
+    """It waits twice: in the queue (over quota), then with its two workers unschedulable
+    (their nodes cordoned: the same FailedScheduling message on two pods, seconds apart: the
+    repeats that made an earlier controller rewrite the status without end); then it runs."""
+    (tmp_path / "run").mkdir()
+    (tmp_path / "blocker").mkdir()
+    project = gpu_rayjob(tmp_path / "run", "quiet", "policy: {profile: a100x1}\n")
+    two = (project / "tau.yaml").read_text().replace("workers: 1", "workers: 2")
+    (project / "tau.yaml").write_text(two)
+    blocker = submit(
+        sandbox, gpu_rayjob(tmp_path / "blocker", "blocker", "policy: {profile: a100x1}\n")
+    )
+    ids = [blocker]
     try:
-        wait_until(lambda: status(sandbox, ids[2])["phase"] == "Queued", what="run 3 queued")
-        tau(sandbox, "run", "cancel", ids[0], env=kube_env(sandbox))
-        wait_until(lambda: status(sandbox, ids[2])["phase"] == "Running", timeout=120,
-                   what="the waiting run to be admitted and run")  # fmt: skip
+        wait_until(lambda: status(sandbox, blocker)["phase"] == "Running", what="the blocker runs")
+        run = submit(sandbox, project)  # 2 GPUs; the gpu queue has 2, the blocker holds 1
+        ids.append(run)
+        wait_until(lambda: status(sandbox, run)["phase"] == "Queued", what="the run queued")
+        cordon(sandbox, A100, True)
+        tau(sandbox, "run", "cancel", blocker, env=kube_env(sandbox))
+
+        def unschedulable() -> bool:
+            entries = status(sandbox, run).get("timeline") or []
+            return sum(e["reason"] == "FailedScheduling" for e in entries) >= 1
+
+        wait_until(unschedulable, timeout=120, what="its workers to fail scheduling")
+        cordon(sandbox, A100, False)
+        wait_until(lambda: status(sandbox, run)["phase"] == "Running", timeout=180,
+                   what="the waiting run to run")  # fmt: skip
         audit = sandbox / "sandbox" / "audit.log"
-        started = time.time() - 120
-        assert writes_to(audit, ids[2], started), "the controller recorded the run's changes"
+        assert writes_to(audit, run, time.time() - 600), "the controller recorded its changes"
         time.sleep(SETTLE_S)
         quiet_from = time.time()
         time.sleep(QUIET_S)
-        assert writes_to(audit, ids[2], quiet_from) == []
-        timeline = status(sandbox, ids[2])["timeline"]
+        assert writes_to(audit, run, quiet_from) == []
+        timeline = status(sandbox, run)["timeline"]
         assert all(e["count"] < 10 for e in timeline), timeline  # no runaway repeat counts
     finally:
+        cordon(sandbox, A100, False)
         for i in ids:
             tau(sandbox, "run", "cancel", i, env=kube_env(sandbox))
