@@ -35,6 +35,10 @@ ANN_RESUMED_BY: Final = f"{GROUP}/resumed-by"
 # the pod by tau_launch.py (which has the workspace PVC; tau on a laptop does not).
 NEWEST_CHECKPOINT: Final = "@newest"
 
+# --- a node a run's pod is on, lost: its problems say so in these words (kube/facts.py)
+NODE_GONE: Final = "gone (deleted from the cluster)"
+NODE_NOT_READY: Final = "NotReady"
+
 # --- GPU node contract (set by the platform on GPU pools) --------------------------------
 GPU_RESOURCE: Final = "nvidia.com/gpu"
 GPU_TAINT_KEY: Final = "sku"

@@ -43,6 +43,7 @@ class ClusterFacts:
     node_problems: dict[str, list[str]] = field(default_factory=dict)  # node -> bad conditions
     nodes_visible: bool = True
     recorded: TauRunStatus | None = None  # TauRun.status, as the controller recorded it
+    retries: int = 0  # attempts the cluster itself made again (a Job's failed pods, retried)
 
     @property
     def from_record(self) -> bool:

@@ -304,7 +304,8 @@ class Controller:
         else:
             self.nodes[name] = body
         before = self.problems.get(name, [])
-        after = node_problems([body])[0].get(name, []) if body else []
+        # a deleted node: the runs whose pods were on it are told so at once
+        after = node_problems([body])[0].get(name, []) if body else [C.NODE_GONE]
         self.problems[name] = after
         if after and not before:
             self.problem_since[name] = k8s_time(self.clock())

@@ -78,9 +78,13 @@ def compute_status(
         phase, reason = Phase.Failed, TerminationReason.Failed
     entries = list(observed_timeline(objs, phase, st.summary, now, old.phase, node_problems,
                                      problem_since or {}))  # fmt: skip
+    if st.attempt > old.attempt:  # the cluster (or TauGrid) tried again: each retry, with why
+        why = failure_reason(objs, node_problems, nodes)
+        entries.append(TimelineEntry(at=k8s_time(now), reason="Retrying",
+                                     message=f"attempt {st.attempt}" + (f" after {why}" if why else "")))  # fmt: skip
     return TauRunStatus(
         phase=phase,
-        attempt=rec.attempt,
+        attempt=st.attempt,
         terminationReason=reason if phase in TERMINAL else None,
         startTime=st.started_at or old.startTime,
         completionTime=(st.finished_at or old.completionTime or k8s_time(now))

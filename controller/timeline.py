@@ -63,9 +63,16 @@ def condense(
             )
         elif not any(_covers(s, e) for s in (*kept.values(), *folds)):
             kept[k] = e
-    out: list[TimelineEntry] = []
     # the stored folds stay where they are: what they hold separates the entries around them
-    for e in sorted([*kept.values(), *folds], key=_order):
+    merged = _merge(sorted([*kept.values(), *folds], key=_order))
+    # capping can bring two repeats next to each other: they merge too (the cap still holds)
+    return _merge(cap(merged, limit))
+
+
+def _merge(entries: list[TimelineEntry]) -> list[TimelineEntry]:
+    """Repeats in a row (same reason and message) fold into one entry with a count."""
+    out: list[TimelineEntry] = []
+    for e in entries:
         prev = out[-1] if out else None
         same = prev is not None and (prev.reason, prev.message) == (e.reason, e.message)
         if prev is not None and same and e.reason != FOLDED:
@@ -77,7 +84,7 @@ def condense(
             )
         else:
             out.append(e)
-    return cap(out, limit)
+    return out
 
 
 def cap(entries: list[TimelineEntry], limit: int) -> list[TimelineEntry]:

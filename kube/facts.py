@@ -20,7 +20,12 @@ def node_problems(items: list[dict[str, Any]] | None) -> tuple[dict[str, list[st
         return {}, False
     problems: dict[str, list[str]] = {}
     for n in items:
-        bad = [
+        conds = (n.get("status") or {}).get("conditions") or []
+        ready = next((c for c in conds if c.get("type") == "Ready"), None)
+        lost = ([f"{C.NODE_NOT_READY} (Ready={ready.get('status')}"
+                 + (f": {ready.get('reason')})" if ready.get("reason") else ")")]
+                if ready is not None and ready.get("status") != "True" else [])  # fmt: skip
+        bad = lost + [
             f"{c['type']}={c['status']}" + (f" ({c.get('reason')})" if c.get("reason") else "")
             for c in (n.get("status") or {}).get("conditions") or []
             if c.get("type") in C.GPU_FAULT_CONDITIONS and c.get("status") == "True"
@@ -149,6 +154,7 @@ def run_facts(rec: RunRecord, taurun: bool, workload: dict[str, Any] | None,
     finished = message = None
     suspended = None
     started = ended = None
+    retries = 0
     if workload is not None:
         spec, status = workload.get("spec") or {}, workload.get("status") or {}
         suspended = spec.get("suspend")
@@ -162,6 +168,7 @@ def run_facts(rec: RunRecord, taurun: bool, workload: dict[str, Any] | None,
                 finished = "Failed"
             message = status.get("message") or (f"RayJob {ds}" if ds else None)
         else:
+            retries = int(status.get("failed") or 0)  # each failed pod was one attempt
             conds = {
                 c["type"]: c for c in status.get("conditions") or [] if c.get("status") == "True"
             }
@@ -185,6 +192,11 @@ def run_facts(rec: RunRecord, taurun: bool, workload: dict[str, Any] | None,
     if kw is not None and not admitted(kw):
         position, position_note = _position(kw, ns, pending or {})
     facts = [pod_fact(p) for p in pods]
+    if nodes_visible:  # a pod on a node the cluster no longer has: the node is gone
+        nodes = {
+            **nodes,
+            **{f.node: [C.NODE_GONE] for f in facts if f.node and f.node not in nodes},
+        }
     names = {rec.run_id, *(p["metadata"]["name"] for p in pods)}
     if kw is not None:
         names.add(kw["metadata"]["name"])
@@ -199,7 +211,7 @@ def run_facts(rec: RunRecord, taurun: bool, workload: dict[str, Any] | None,
         workload_message=message, kueue=kueue_conds, cluster_queue=cq, queue=queue,
         position=position, position_note=position_note,
         pods=facts, warnings=warnings, node_problems=nodes, nodes_visible=nodes_visible,
-        recorded=recorded,
+        recorded=recorded, retries=retries,
     )  # fmt: skip
 
 

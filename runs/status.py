@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from taugrid.api import constants as C
 from taugrid.api.evidence import HistoryEvent
-from taugrid.api.observations import ClusterFacts, Observations
+from taugrid.api.observations import ClusterFacts, Observations, PodFact
 from taugrid.api.vocabulary import (
     TERMINAL,
     Phase,
@@ -172,20 +173,51 @@ def scheduled(o: Observations) -> Signal:
                   reason="waiting for the process to start", evidence="history.jsonl")  # fmt: skip
 
 
+def node_lost(problems: list[str]) -> str | None:
+    """The part of a node's problems that says it is lost (gone, or not Ready)."""
+    lost = [p for p in problems if p == C.NODE_GONE or p.startswith(C.NODE_NOT_READY)]
+    return ", ".join(lost) or None
+
+
+_IMAGE = ("ImagePullBackOff", "ErrImagePull", "InvalidImageName")
+
+
+def _waiting_words(p: PodFact) -> str:
+    """A container that cannot start, in words: the pod is placed; this is what stops it."""
+    assert p.waiting is not None
+    reason, _, detail = p.waiting.partition(": ")
+    where = f"{p.name} is scheduled on {p.node}" if p.node else f"{p.name}"
+    if reason in _IMAGE:
+        what = "its image cannot be pulled"
+    elif reason == "CrashLoopBackOff":
+        what = "its container keeps crashing"
+    else:
+        what = "its container cannot start"
+    return f"{where}, but {what} ({reason}{': ' + detail if detail else ''})"
+
+
 def _scheduled_cluster(c: ClusterFacts) -> Signal:
     name, ev = SignalName.Scheduled, "pods, events"
     for p in c.pods:
+        lost = node_lost(c.node_problems.get(p.node) or []) if p.node else None
+        if lost:
+            return Signal(name=name, state=SignalState.false, since=p.since,
+                          reason=f"{p.name} is on node {p.node}, which is {lost}",
+                          evidence="pods, nodes")  # fmt: skip
         if p.unschedulable:
             return Signal(name=name, state=SignalState.false, since=p.since,
-                          reason=f"{p.name}: {p.unschedulable}", evidence=ev)  # fmt: skip
+                          reason=f"not scheduled: {p.name}: {p.unschedulable}", evidence=ev)  # fmt: skip
         if p.waiting:
             return Signal(name=name, state=SignalState.false, since=p.since,
-                          reason=f"{p.name}: {p.waiting}", evidence=ev)  # fmt: skip
+                          reason=_waiting_words(p), evidence=ev)  # fmt: skip
     settled = bool(c.pods) and all(p.phase in ("Running", "Succeeded") for p in c.pods)
     for reason, message, ts in reversed(c.warnings):  # newest first; old ones may be over
         if settled:
             break  # events outlive what they describe: the pods are placed and running now
-        if reason in ("FailedMount", "FailedAttachVolume", "FailedScheduling", "FailedCreate"):
+        if reason == "FailedScheduling":
+            return Signal(name=name, state=SignalState.false, since=ts,
+                          reason=f"not scheduled: {reason}: {message}", evidence="events")  # fmt: skip
+        if reason in ("FailedMount", "FailedAttachVolume", "FailedCreate"):
             return Signal(name=name, state=SignalState.false, since=ts,
                           reason=f"{reason}: {message}", evidence="events")  # fmt: skip
     if c.pods and all(p.node for p in c.pods):
@@ -342,7 +374,7 @@ def summarize(phase: Phase, signals: list[Signal], o: Observations | None = None
         adm = by_name[SignalName.Admitted]
         sched = by_name[SignalName.Scheduled]
         if sched.state == SignalState.false:
-            return f"{phase.lower()}, but not scheduled: {sched.reason}"
+            return f"{phase.lower()}, but {sched.reason}"
         if adm.state != SignalState.true:
             return f"{phase.lower()}: {adm.reason}"
     if o is not None and o.owner_alive is False and o.orphans and phase not in TERMINAL:
@@ -412,7 +444,7 @@ def compute(o: Observations) -> RunStatus:
         phase=phase,
         target=rec.target,
         workload_kind=rec.workload_kind,
-        attempt=rec.attempt,
+        attempt=rec.attempt + (c.retries if c else 0),
         created_at=rec.created_at,
         finished_at=finished_at,
         termination_reason=termination,

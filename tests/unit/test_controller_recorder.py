@@ -90,7 +90,7 @@ _entries = st.lists(
 )  # fmt: skip
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(old=_entries, new=_entries, limit=st.integers(8, 30))
 def test_condensing_again_with_the_same_observations_changes_nothing(
     old: list[TimelineEntry], new: list[TimelineEntry], limit: int
@@ -209,3 +209,26 @@ def test_status_falls_back_to_the_record_once_pods_and_events_are_gone() -> None
     st2 = compute(Observations(record=rec, history=[], now=NOW.timestamp(), owner_alive=None,
                                cluster=bare["kq-abc12"]))  # fmt: skip
     assert st2.phase != Phase.Failed and not st2.timeline
+
+
+def test_a_job_retried_by_kubernetes_counts_each_attempt_with_its_reason() -> None:
+    """A node lost mid-run: Kubernetes retries the Job's pod elsewhere. Each retry is an
+    attempt, in the status and in the timeline (once, however often it is recomputed)."""
+    first = REC.compute_status(REC.RunObjects(taurun=taurun(), workload=job(), kueue=kueue(),
+                                              pods=[pod()]), {"a100x1-0": []}, NOW)  # fmt: skip
+    assert first.attempt == 0
+    retried = job()
+    retried["status"]["failed"] = 1  # one pod failed; the Job made another
+    evicted = pod(node="a100x1-1")
+    evicted["status"]["conditions"].append({"type": "DisruptionTarget", "status": "True",
+                                            "reason": "DeletionByTaintManager", "message": "node lost",
+                                            "lastTransitionTime": "2026-12-01T12:00:30Z"})  # fmt: skip
+    objs = REC.RunObjects(taurun=taurun(first.model_dump(mode="json")), workload=retried,
+                          kueue=kueue(), pods=[evicted])  # fmt: skip
+    second = REC.compute_status(objs, {"a100x1-1": []}, NOW)
+    assert second.attempt == 1
+    retry = [x for x in second.timeline if x.reason == "Retrying"]
+    assert len(retry) == 1 and retry[0].message.startswith("attempt 1 after ")
+    objs.taurun = taurun(second.model_dump(mode="json"))
+    third = REC.compute_status(objs, {"a100x1-1": []}, NOW)
+    assert REC.same(second, third)

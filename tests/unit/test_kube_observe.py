@@ -141,3 +141,60 @@ def test_without_the_visibility_api_the_position_is_unknown_with_the_reason(tmp_
         "position unknown (Kueue's visibility API (pendingworkloads) is not served here)"
         in adm.reason
     )
+
+
+# --- a node lost mid-run, an image that cannot be pulled: said at once, in words ---------------
+def _running_on(node_list: list[dict[str, Any]], pod_extra: dict[str, Any] | None = None) -> Any:
+    rec = record("lost-00001")
+    pod = {"metadata": {"name": "lost-00001-worker", "namespace": "research",
+                        "labels": {C.LABEL_RUN_ID: "lost-00001"}},
+           "spec": {"nodeName": "a100x1-2"}, "status": {"phase": "Running", **(pod_extra or {})}}  # fmt: skip
+    wl = {"metadata": {"name": "lost-00001", "namespace": "research"}, "spec": {"suspend": False},
+          "status": {}}  # fmt: skip
+    kw = {"metadata": {"name": "rayjob-lost-00001", "namespace": "research",
+                       "ownerReferences": [{"name": "lost-00001"}]},
+          "spec": {"queueName": "gpu"},
+          "status": {"conditions": [{"type": "Admitted", "status": "True"}]}}  # fmt: skip
+    from taugrid.kube.facts import node_problems, run_facts
+
+    nodes, visible = node_problems(node_list)
+    facts = run_facts(rec, True, wl, kw, [pod], {}, nodes, visible, "research")
+    from taugrid.api.observations import Observations
+
+    return status.compute(Observations(record=rec, history=[], now=0.0, owner_alive=None,
+                                       cluster=facts))  # fmt: skip
+
+
+def _node(name: str, ready: str = "True", reason: str = "") -> dict[str, Any]:
+    return {"metadata": {"name": name}, "spec": {},
+            "status": {"conditions": [{"type": "Ready", "status": ready, "reason": reason}]}}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("nodes", "words"),
+    [
+        ([_node("a100x1-0")], "a100x1-2, which is gone (deleted from the cluster)"),
+        ([_node("a100x1-2", "Unknown", "NodeStatusUnknown")],
+         "a100x1-2, which is NotReady (Ready=Unknown: NodeStatusUnknown)"),
+    ],
+)  # fmt: skip
+def test_a_pod_on_a_lost_node_is_said_at_once(nodes: list[dict[str, Any]], words: str) -> None:
+    st = _running_on(nodes)
+    sig = {s.name: s for s in st.signals}
+    assert sig["Scheduled"].state == "false" and words in sig["Scheduled"].reason
+    assert sig["GPUHealthy"].state == "false" and "a100x1-2" in sig["GPUHealthy"].reason
+    assert words in st.summary
+    healthy = _running_on([_node("a100x1-2")])
+    assert {s.name: s.state for s in healthy.signals}["GPUHealthy"] == "true"
+
+
+def test_an_image_that_cannot_be_pulled_is_named_on_its_node() -> None:
+    waiting = {"containerStatuses": [{"name": "w", "state": {"waiting": {
+        "reason": "ImagePullBackOff", "message": "Back-off pulling image \"nope:1\""}}}]}  # fmt: skip
+    st = _running_on([_node("a100x1-2")], waiting)
+    sched = next(s for s in st.signals if s.name == "Scheduled")
+    assert sched.state == "false"
+    assert (
+        "is scheduled on a100x1-2, but its image cannot be pulled (ImagePullBackOff" in sched.reason
+    )
+    assert "not scheduled" not in st.summary
