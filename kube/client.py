@@ -358,11 +358,31 @@ class Kube:
                         raise _not_served(kind) from None
                     raise
         except Forbidden:
+            # RBAC answers before the API exists: a 403 may mean "not served" too; discovery
+            # (open to every user) tells which
+            served = self.served(kind.group)
+            if served is False:
+                return "Kueue's visibility API (pendingworkloads) is not served here"
+            if served is None:
+                return ("Kueue's visibility API is not served here, or your identity may not "
+                        "read it")  # fmt: skip
             return "your identity may not read Kueue's visibility API"
         except TauError:
             return "Kueue's visibility API (pendingworkloads) is not served here"
         items = dict(got.to_dict()).get("items") or []
         return [dict(i) for i in items]
+
+    def served(self, group: str) -> bool | None:
+        """Whether the API server serves an API group (its discovery document; every user
+        may read it). None: it could not be told."""
+        try:
+            http = self.client._client._client  # lightkube's httpx client (no public raw GET)
+            resp = http.get(f"/apis/{group}")
+        except Exception:
+            return None
+        if resp.status_code == 404:
+            return False
+        return True if resp.status_code == 200 else None
 
     def whoami(self) -> str:
         """The user as the API server sees them (SelfSubjectReview), else the kubeconfig's."""

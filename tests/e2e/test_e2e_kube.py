@@ -113,6 +113,9 @@ def _over_quota(sandbox: Path, ids: list[str]) -> None:
     adm = sig(st, "Admitted")
     assert adm["state"] == "pending" and "waiting for quota in queue gpu" in adm["reason"]
     assert "nvidia.com/gpu" in adm["reason"] and "position unknown" in adm["reason"]
+    # the sandbox's Kueue does not serve its visibility API (an aggregated API needs a service
+    # reference, which nothing here may use): the true reason, not "may not read"
+    assert "visibility API (pendingworkloads) is not served here" in adm["reason"]
     assert st["summary"].startswith("queued: waiting for quota")
     res = tau(sandbox, "run", "cancel", ids[0], env=kube_env(sandbox))
     assert res.returncode == 0 and "cancelled" in res.stdout

@@ -198,3 +198,25 @@ def test_an_image_that_cannot_be_pulled_is_named_on_its_node() -> None:
         "is scheduled on a100x1-2, but its image cannot be pulled (ImagePullBackOff" in sched.reason
     )
     assert "not scheduled" not in st.summary
+
+
+def test_a_403_from_an_unserved_visibility_api_says_it_is_not_served() -> None:
+    """RBAC answers before the API exists: a 403 is told apart by discovery."""
+    pytest.importorskip("lightkube")
+    from taugrid.kube.client import KINDS, Forbidden, Kube
+
+    kube = Kube.__new__(Kube)
+
+    def denied(*_a: Any, **_k: Any) -> Any:
+        raise Forbidden("get", KINDS["PendingWorkloadsSummary"], "research", "no")
+
+    class Client:
+        get = staticmethod(denied)
+
+    kube.client = Client()  # type: ignore[assignment]
+    kube.server, kube.context = "https://fake", "x"
+    for served, words in ((False, "is not served here"), (True, "may not read"),
+                          (None, "not served here, or your identity may not read it")):  # fmt: skip
+        kube.served = lambda _g, s=served: s  # type: ignore[method-assign]
+        got = kube.pending("research", "gpu")
+        assert isinstance(got, str) and words in got
