@@ -132,7 +132,7 @@ def test_cluster_targets_without_a_kubeconfig_say_how_to_get_one(
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
     assert main(["run", str(EXAMPLES / "quickstart"), "--target", target]) == 4
     err = capsys.readouterr().err
-    assert "no usable kubeconfig" in err and "tau sandbox kubeconfig" in err
+    assert "missing: no such file" in err and "tau sandbox kubeconfig" in err
 
 
 def test_bad_target_from_env(

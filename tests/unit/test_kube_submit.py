@@ -203,3 +203,13 @@ def test_an_ended_cluster_run_is_sealed_once_and_its_status_needs_no_cluster(
     assert again.phase == Phase.Succeeded and again.exit_code == 0
     history = [h.phase for h in rd.read_history()]
     assert history.count(Phase.Succeeded) == 1  # sealed once
+
+
+def test_a_kubelet_that_serves_no_log_is_said_in_words() -> None:
+    from taugrid.runs.backends.kube.backend import _log_note
+
+    raw = ('get logs of pods in namespace research: 500 Internal Server Error: Get '
+           '"https://127.0.0.1:10250/containerLogs/research/p/c": dial tcp: connection refused')  # fmt: skip
+    said = _log_note(raw)
+    assert "containerLogs" not in said and "does not serve this pod's log" in said
+    assert _log_note("something else") == "something else"

@@ -136,4 +136,4 @@ def test_controller_run_refuses_a_bad_config_or_kubeconfig(tmp_path: Any) -> Non
     assert res.returncode == 2 and "remediation.max_unhealthy_share" in res.stderr
     assert "Traceback" not in res.stderr
     res = run_tau(tmp_path, "controller", "run", env={"KUBECONFIG": str(tmp_path / "none")})
-    assert res.returncode == 4 and "no usable kubeconfig" in res.stderr
+    assert res.returncode == 4 and f"kubeconfig {tmp_path / 'none'}: no such file" in res.stderr

@@ -341,7 +341,7 @@ class KubeBackend(Template):
                     seen = self._logs(run, out, follow=True, skip=seen)
                 except TauError as e:
                     log_ok = False
-                    err.write(f"note: {e.message}; following the status only\n")
+                    err.write(f"note: {_log_note(e.message)}; following the status only\n")
                     err.flush()
                 feed.wait(FOLLOW_SETTLE_S)  # the log ended: its pod's end is the next change
                 continue
@@ -389,10 +389,12 @@ class KubeBackend(Template):
                     out.flush()
         except TauError as e:
             if n == 0 and not follow and self._ended(run):
-                _say(f"the log of pod {pod} is not available from the cluster ({e.message})")
+                _say(
+                    f"the log of pod {pod} is not available from the cluster ({_log_note(e.message)})"
+                )
                 return self._read_volume(rec, pvc_path, out)
             raise TauError(
-                f"the log of pod {pod} is not available from the cluster ({e.message}); "
+                f"the log of pod {pod} is not available from the cluster ({_log_note(e.message)}); "
                 f"the run also keeps it on the workspace PVC at {pvc_path}",
                 exit_code=EXIT_PLATFORM,
             ) from None
@@ -538,6 +540,15 @@ class ChangeFeed:
         while not self._signal.empty():
             self._signal.get_nowait()
         return True
+
+
+def _log_note(message: str) -> str:
+    """Why no log comes, in words: the node's kubelet that serves a container's log did not
+    answer (a KWOK node of the sandbox runs no containers, so it never does)."""
+    if "containerLogs" in message or "10250" in message:
+        return ("the node's kubelet does not serve this pod's log (on the sandbox: KWOK nodes run "
+                "no containers; on a cluster: is the node up?)")  # fmt: skip
+    return message
 
 
 def _say(message: str) -> None:
