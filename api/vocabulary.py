@@ -100,6 +100,9 @@ class Signal(_Model):
     since: str | None = Field(None, json_schema_extra={"format": "date-time"})
     reason: str = ""
     evidence: str = ""
+    detail: str | None = Field(
+        None, description="What the source said, as it said it (e.g. Kueue's message)"
+    )
 
 
 class TimelineEntry(_Model):

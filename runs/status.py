@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 
 from taugrid.api import constants as C
 from taugrid.api.evidence import HistoryEvent
+from taugrid.api.kueuewords import explain, without_noise
 from taugrid.api.observations import ClusterFacts, Observations, PodFact
 from taugrid.api.vocabulary import (
     TERMINAL,
@@ -109,11 +110,14 @@ def effective_phase(o: Observations) -> tuple[Phase, str | None]:
 
 
 # --- one function per signal --------------------------------------------------------------------
-def _queue_words(c: ClusterFacts) -> str:
-    where = f" in queue {c.queue}" if c.queue else ""
+def _position_words(c: ClusterFacts) -> str:
     if c.position is not None:
-        return f"{where}; position {c.position}"
-    return where + (f"; position unknown ({c.position_note})" if c.position_note else "")
+        return f"; position {c.position}"
+    return f"; position unknown ({c.position_note})" if c.position_note else ""
+
+
+def _queue_words(c: ClusterFacts) -> str:
+    return (f" in queue {c.queue}" if c.queue else "") + _position_words(c)
 
 
 def admitted(o: Observations) -> Signal:
@@ -139,10 +143,19 @@ def _admitted_cluster(c: ClusterFacts) -> Signal:
         why = "no Kueue Workload yet" + ("" if c.workload else " (the workload is not there)")
         return Signal(name=name, state=SignalState.pending, reason=why, evidence=ev)
     qr = _cond(c, "QuotaReserved")
-    detail = (qr or adm or {}).get("message") or (qr or adm or {}).get("reason") or "waiting"
+    raw = (qr or adm or {}).get("message") or (qr or adm or {}).get("reason") or "waiting"
+    since = (qr or {}).get("lastTransitionTime")
+    words = explain(raw, c.queue)
+    if words is not None and words.never:
+        return Signal(name=name, state=SignalState.false, since=since, reason=words.text,
+                      evidence=ev, detail=raw)  # fmt: skip
+    if words is not None:
+        return Signal(name=name, state=SignalState.pending, since=since,
+                      reason=f"{words.text}{_position_words(c)}", evidence=ev, detail=raw)  # fmt: skip
     waiting = "waiting for quota" if qr and qr.get("status") == "False" else "waiting for admission"
-    return Signal(name=name, state=SignalState.pending, since=(qr or {}).get("lastTransitionTime"),
-                  reason=f"{waiting}{_queue_words(c)}: {detail}", evidence=ev)  # fmt: skip
+    return Signal(name=name, state=SignalState.pending, since=since,
+                  reason=f"{waiting}{_queue_words(c)}: {without_noise(raw)}", evidence=ev,
+                  detail=raw)  # fmt: skip
 
 
 def _admitted_local(o: Observations) -> Signal:

@@ -112,7 +112,8 @@ def _over_quota(sandbox: Path, ids: list[str]) -> None:
     st = status(sandbox, ids[2])
     adm = sig(st, "Admitted")
     assert adm["state"] == "pending" and "waiting for quota in queue gpu" in adm["reason"]
-    assert "nvidia.com/gpu" in adm["reason"] and "position unknown" in adm["reason"]
+    assert "GPU needed in flavor a100x1" in adm["reason"] and "position unknown" in adm["reason"]
+    assert "nvidia.com/gpu" in adm["detail"]  # Kueue's own words stay in -o json
     # the sandbox's Kueue does not serve its visibility API (an aggregated API needs a service
     # reference, which nothing here may use): the true reason, not "may not read"
     assert "visibility API (pendingworkloads) is not served here" in adm["reason"]

@@ -95,7 +95,8 @@ def test_cluster_facts_become_signals(tmp_path: Path) -> None:
     wsig = {s.name: s for s in waiting.signals}
     assert waiting.phase == "Queued" and wsig["Admitted"].state == "pending"
     assert "waiting for quota in queue gpu" in wsig["Admitted"].reason
-    assert "1 more needed" in waiting.summary
+    assert "1 more GPU needed in flavor a100x1" in waiting.summary  # in TauGrid's words
+    assert "1 more needed" in (wsig["Admitted"].detail or "")  # Kueue's own, for -o json
 
 
 @pytest.mark.parametrize(
