@@ -46,3 +46,13 @@ def gpu_rayjob(folder: Path, name: str, extra: str = "") -> Path:
         f"runtime: {{image: rayproject/ray:2.56.0-py312-gpu}}\n{extra}"
     )
     return folder
+
+
+def cpu_job(folder: Path, name: str) -> Path:
+    """A one-pod CPU Job project (KWOK completes its pod at once)."""
+    (folder / "s.py").write_text("print('done')\n")
+    (folder / "tau.yaml").write_text(
+        f"schema_version: 1\nname: {name}\nrun: {{entrypoint: s.py, workload_kind: job}}\n"
+        "compute: {gpus: 0, cpus: 1, memory: 1Gi}\nruntime: {image: python:3.12-slim}\n"
+    )
+    return folder

@@ -11,18 +11,9 @@ from pathlib import Path
 import pytest
 from conftest import run_tau as tau
 from kubekit import wait_until
-from sandboxkit import kube_env
+from sandboxkit import cpu_job, kube_env
 
 pytestmark = pytest.mark.e2e
-
-
-def cpu_job(folder: Path, name: str) -> Path:
-    (folder / "s.py").write_text("print('done')\n")
-    (folder / "tau.yaml").write_text(
-        f"schema_version: 1\nname: {name}\nrun: {{entrypoint: s.py, workload_kind: job}}\n"
-        "compute: {gpus: 0, cpus: 1, memory: 1Gi}\nruntime: {image: python:3.12-slim}\n"
-    )
-    return folder
 
 
 def other_machine(sandbox: Path, tmp_path: Path) -> tuple[Path, dict[str, str]]:

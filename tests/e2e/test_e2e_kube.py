@@ -13,19 +13,9 @@ import pytest
 from conftest import EXAMPLES
 from conftest import run_tau as tau
 from kubekit import wait_until
-from sandboxkit import admin, gpu_rayjob, kube_env, sig, status, submit
+from sandboxkit import admin, cpu_job, gpu_rayjob, kube_env, sig, status, submit
 
 pytestmark = pytest.mark.e2e
-
-
-def cpu_job(folder: Path, name: str) -> Path:
-    """A one-pod CPU Job project (KWOK completes its pod at once)."""
-    (folder / "s.py").write_text("print('done')\n")
-    (folder / "tau.yaml").write_text(
-        f"schema_version: 1\nname: {name}\nrun: {{entrypoint: s.py, workload_kind: job}}\n"
-        "compute: {gpus: 0, cpus: 1, memory: 1Gi}\nruntime: {image: python:3.12-slim}\n"
-    )
-    return folder
 
 
 @pytest.fixture()
