@@ -6,6 +6,7 @@ recorder (objects from its watches), so `tau run status` and TauRun.status say t
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from taugrid.api import constants as C
@@ -83,6 +84,28 @@ def record_from_taurun(taurun: dict[str, Any], context: str | None) -> RunRecord
     )  # fmt: skip
 
 
+_UID = re.compile(r"\(UID: (?P<uid>[^,)\s]+)(?:, JobUID: [^)]*)?\)")
+
+
+def name_preemptor(message: str, workloads_by_uid: dict[str, dict[str, Any]]) -> str:
+    """Kueue names the workload that took the quota by UID: say which run it is (name,
+    workspace, priority) when it is one the user can see, else that it is another workspace's."""
+
+    def words(m: re.Match[str]) -> str:
+        w = workloads_by_uid.get(m["uid"])
+        if w is None:
+            return "(a workload you cannot see: another workspace's)"
+        labels = w["metadata"].get("labels") or {}
+        refs: list[dict[str, Any]] = w["metadata"].get("ownerReferences") or []
+        owner = refs[0].get("name") if refs else None
+        run = labels.get(C.LABEL_RUN_ID) or owner or w["metadata"].get("name")
+        ws = labels.get(C.LABEL_WORKSPACE) or w["metadata"].get("namespace")
+        prio = (w.get("spec") or {}).get("priorityClassName") or labels.get(C.KUEUE_PRIORITY_LABEL)
+        return f"(run {run}, workspace {ws}" + (f", priority {prio})" if prio else ")")
+
+    return _UID.sub(words, message)
+
+
 def admitted(w: dict[str, Any]) -> bool:
     conds = (w.get("status") or {}).get("conditions") or []
     return any(c.get("type") == "Admitted" and c.get("status") == "True" for c in conds)
@@ -117,6 +140,9 @@ def namespace_facts(
     recorded = {o["metadata"]["name"]: recorded_status(o) for o in items("TauRun")}
     workloads = {o["metadata"]["name"]: o for o in [*items("RayJob"), *items("Job")]}
     kueue: dict[str, dict[str, Any]] = {}
+    by_uid = {
+        str(w["metadata"].get("uid")): w for w in items("Workload") if w["metadata"].get("uid")
+    }
     for w in items("Workload"):
         for ref in w["metadata"].get("ownerReferences") or []:
             kueue[ref["name"]] = w
@@ -141,6 +167,7 @@ def namespace_facts(
             ns,
             pending or {},
             recorded.get(rec.run_id),
+            by_uid,
         )
         for rec in recs
     }
@@ -150,7 +177,8 @@ def run_facts(rec: RunRecord, taurun: bool, workload: dict[str, Any] | None,
                kw: dict[str, Any] | None, pods: list[dict[str, Any]],
                events: dict[str, list[dict[str, Any]]], nodes: dict[str, list[str]],
                nodes_visible: bool, ns: str = "", pending: Pending | None = None,
-               recorded: TauRunStatus | None = None) -> ClusterFacts:  # fmt: skip
+               recorded: TauRunStatus | None = None,
+               workloads_by_uid: dict[str, dict[str, Any]] | None = None) -> ClusterFacts:  # fmt: skip
     finished = message = None
     suspended = None
     started = ended = None
@@ -186,6 +214,11 @@ def run_facts(rec: RunRecord, taurun: bool, workload: dict[str, Any] | None,
             {k: str(v) for k, v in c.items()}
             for c in (kw.get("status") or {}).get("conditions") or []
         ]
+        for c in kueue_conds:  # "which run took the quota", not Kueue's UIDs
+            if workloads_by_uid is not None and c.get("type") in ("Preempted", "Evicted"):
+                c["message"] = name_preemptor(c.get("message", ""), workloads_by_uid)
+        # each time Kueue evicted it (a preemption) and queued it again is an attempt too
+        retries += int(((kw.get("status") or {}).get("requeueState") or {}).get("count") or 0)
         cq = ((kw.get("status") or {}).get("admission") or {}).get("clusterQueue")
         queue = (kw.get("spec") or {}).get("queueName")
     position = position_note = None

@@ -221,3 +221,35 @@ def test_a_403_from_an_unserved_visibility_api_says_it_is_not_served() -> None:
         kube.served = lambda _g, s=served: s  # type: ignore[method-assign]
         got = kube.pending("research", "gpu")
         assert isinstance(got, str) and words in got
+
+
+def test_a_preempted_run_is_told_which_run_took_its_quota_and_counts_an_attempt(
+    tmp_path: Path,
+) -> None:
+    ids = ["low-00001", "high-00001"]
+    objects = cluster_objects(ids)
+    low, high = objects["Workload"]
+    high["metadata"]["uid"] = "uid-high"
+    high["spec"]["priorityClassName"] = "high"
+    low["status"] = {"requeueState": {"count": 1}, "conditions": [
+        {"type": "Preempted", "status": "True", "reason": "InClusterQueue",
+         "message": "Preempted to accommodate a workload (UID: uid-high, JobUID: j-1) due to prioritization in the ClusterQueue"},
+        {"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": "waiting"}]}  # fmt: skip
+    _, obs = observe_with(tmp_path, ids, objects)
+    st = status.compute(obs[0])
+    adm = next(s for s in st.signals if s.name == "Admitted")
+    assert adm.state == "false"
+    assert "(run high-00001, workspace research, priority high)" in adm.reason
+    assert "uid-high" not in adm.reason
+    assert st.attempt == 1  # the preemption counts as an attempt
+
+
+def test_a_preemptor_the_user_cannot_see_is_said_so() -> None:
+    from taugrid.kube.facts import name_preemptor
+
+    msg = "Preempted to accommodate a workload (UID: x-1, JobUID: y) due to prioritization"
+    assert name_preemptor(msg, {}) == (
+        "Preempted to accommodate a workload (a workload you cannot see: another workspace's) "
+        "due to prioritization"
+    )
+    assert name_preemptor("no uid here", {}) == "no uid here"
