@@ -213,7 +213,9 @@ def run_submit(
 
     got = runs.submit(file, target=target, context=context, workspace=workspace, profile=profile,
                       run_id=run_id, strict=strict, ray_pip=ray_pip, python=python, say=say)  # fmt: skip
-    _attach(runs.find(got.run_id), detach)
+    from taugrid.runs.evidence import RunDir
+
+    _attach(RunDir(got.evidence), detach)
 
 
 def _status_exit(phase: str) -> None:
@@ -326,9 +328,8 @@ def run_cancel(run: RunArg, context: ContextOpt = None) -> None:
     """Stop a run; its evidence is sealed as Cancelled."""
     from taugrid.client import runs
 
-    phase, had_ended = runs.cancel(run, context=context)
-    name = runs.find(run, context=context).run_id
-    out(f"{name} had already ended: {phase}" if had_ended else f"{name} cancelled")
+    c = runs.cancel(run, context=context)
+    out(f"{c.run_id} had already ended: {c.phase}" if c.had_ended else f"{c.run_id} cancelled")
 
 
 @app.command("attach")
@@ -360,7 +361,9 @@ def run_resume(
     from taugrid.client import runs
 
     got = runs.resume(run, context=context, ray_pip=ray_pip, python=python, say=say)
-    _attach(runs.find(got.run_id), detach)
+    from taugrid.runs.evidence import RunDir
+
+    _attach(RunDir(got.evidence), detach)
 
 
 @app.command("verify")

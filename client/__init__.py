@@ -19,6 +19,7 @@ from taugrid.api.errors import TauError
 from taugrid.client import cluster, platform, quota
 from taugrid.client.cluster import profiles, workspaces
 from taugrid.client.runs import (
+    Cancelled,
     Submitted,
     Verified,
     attach,
@@ -42,7 +43,7 @@ from taugrid.client.runs import (
 list = list_runs
 
 __all__ = [
-    "Submitted", "TauError", "Verified", "attach", "cancel", "cluster", "cluster_runs", "find",
+    "Cancelled", "Submitted", "TauError", "Verified", "attach", "cancel", "cluster", "cluster_runs", "find",
     "follow", "list", "list_runs", "logs", "metrics", "platform", "profiles", "quota", "record",
     "resume", "status", "statuses", "submit", "verify", "wait", "watch", "workspaces",
 ]  # fmt: skip

@@ -10,17 +10,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from taugrid.api.errors import missing_extra
+from taugrid.client.runs import Say, _quiet
 
 if TYPE_CHECKING:
     from taugrid.infra.deploy import Applied
     from taugrid.infra.engine import Engine, Outcome
     from taugrid.infra.promote import Promotion
-
-Say = Callable[[str], None]
-
-
-def _quiet(_: str) -> None:
-    """Say nothing."""
 
 
 def _plan() -> Any:

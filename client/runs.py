@@ -262,13 +262,20 @@ def wait(run: str, *, context: str | None = None, timeout_s: float | None = None
     return st.phase
 
 
-def cancel(run: str, *, context: str | None = None) -> tuple[Phase, bool]:
-    """Stop a run; (the phase it ended in, whether it had ended before the cancel)."""
+@dataclass(frozen=True)
+class Cancelled:
+    run_id: str
+    phase: Phase  # the phase it ended in
+    had_ended: bool  # it had ended before the cancel
+
+
+def cancel(run: str, *, context: str | None = None) -> Cancelled:
+    """Stop a run (a run that had ended is left as it is)."""
     from taugrid.api.vocabulary import TERMINAL
 
     rd = find(run, context=context)
     before = rd.read_record().phase
-    return backend_of(rd).cancel(rd), before in TERMINAL
+    return Cancelled(rd.run_id, backend_of(rd).cancel(rd), before in TERMINAL)
 
 
 def attach(run: str, *, context: str | None = None, say: Say = _quiet) -> RunDir:

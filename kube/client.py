@@ -15,6 +15,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from taugrid.api import constants as C
@@ -162,19 +163,15 @@ class Kube:
             raise missing_extra("kube", f"the Kubernetes client ({e.name})") from None
         from lightkube.core.exceptions import ConfigError
 
+        from taugrid.kube.kubeconfig import HINT, check, kubeconfig_path
+
         context = context or os.environ.get(CONTEXT_ENV) or None
-        path = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or os.path.expanduser(
-            "~/.kube/config"
-        )
+        path = str(kubeconfig_path())
         try:
             if in_cluster:  # a pod's service account (the controller's Deployment)
                 config = KubeConfig.from_service_account()
                 path = "the service account"
             else:
-                from pathlib import Path
-
-                from taugrid.kube.kubeconfig import check
-
                 context = check(Path(path), context)
                 config = KubeConfig.from_file(path)
             self.context = context or config.current_context
@@ -187,8 +184,7 @@ class Kube:
             raise TauError(
                 f"no usable kubeconfig at {path}: {type(e).__name__}: {e}",
                 exit_code=EXIT_PLATFORM,
-                hint="set KUBECONFIG (for the sandbox: export KUBECONFIG=$(tau sandbox kubeconfig "
-                "--as researcher)) or pass --context",
+                hint=HINT,
             ) from None
         self.server = str(self.config.cluster.server)
         import httpx2

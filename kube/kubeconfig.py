@@ -3,6 +3,7 @@ in words (exit 4), never a parser's exception."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,12 @@ from taugrid.api.errors import EXIT_PLATFORM, TauError
 
 HINT = ("set KUBECONFIG to a working file (for the sandbox: export KUBECONFIG=$(tau sandbox "
         "kubeconfig --as researcher)), or pass --context")  # fmt: skip
+
+
+def kubeconfig_path() -> Path:
+    """The kubeconfig a cluster command reads: the first of KUBECONFIG, else ~/.kube/config."""
+    first = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
+    return Path(first or os.path.expanduser("~/.kube/config"))
 
 
 def _names(items: Any) -> list[str]:

@@ -569,13 +569,6 @@ if TYPE_CHECKING:  # mypy proves the class has the whole interface (the registry
 
 
 # --- runs from any machine --------------------------------------------------------------------
-def _kubeconfig_present() -> bool:
-    path = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or os.path.expanduser(
-        "~/.kube/config"
-    )
-    return bool(path) and os.path.isfile(path)
-
-
 def adopt_remote(
     ref: str, context: str | None, backend: KubeBackend | None = None
 ) -> RunDir | None:
@@ -584,7 +577,9 @@ def adopt_remote(
     becomes a local record (sent, not sealed). None when no cluster is configured or no TauRun
     matches."""
     if backend is None:
-        if not (context or os.environ.get(CONTEXT_ENV) or _kubeconfig_present()):
+        from taugrid.kube.kubeconfig import kubeconfig_path
+
+        if not (context or os.environ.get(CONTEXT_ENV) or kubeconfig_path().is_file()):
             return None
         backend = KubeBackend(context)
     found = backend.find_taurun(ref)
