@@ -17,6 +17,7 @@ import datetime as dt
 import ipaddress
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -38,6 +39,20 @@ CACHE_ROOT = Path(
 READY_TIMEOUT_S = 90.0
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 KUEUE_METRICS_CERTS = "/etc/kueue/metrics/certs"
+
+
+def name_lookups(work: Path) -> dict[str, list[str]]:
+    """Host names each component of a control plane (its logs in `work`) looked up through a
+    resolver, from Go's resolver trace (`_spawn` turns it on): empty on a sandbox that stays on
+    the loopback."""
+    out: dict[str, list[str]] = {}
+    for log in sorted(work.glob("*.log")):
+        hosts = re.findall(
+            r"go package net: hostLookupOrder\(([^)]*)\)", log.read_text(errors="replace")
+        )
+        if hosts:
+            out[log.stem] = sorted(set(hosts))
+    return out
 
 
 def binaries_dir() -> Path | None:
@@ -211,6 +226,9 @@ class ControlPlane:
     def _spawn(
         self, name: str, args: list[str], env: dict[str, str] | None = None
     ) -> subprocess.Popen[bytes]:
+        # Go's resolver logs every host name it looks up (the sandbox must look up none: its
+        # components talk to 127.0.0.1 by address; `name_lookups` reads these lines).
+        env = {**(env if env is not None else os.environ), "GODEBUG": "netdns=go+2"}
         with (self.work / f"{name}.log").open("wb") as log:
             proc = subprocess.Popen(
                 args,
@@ -494,7 +512,9 @@ class ControlPlane:
         return (self.bin_dir / "ray-operator").is_file()
 
     def start_kuberay(self) -> None:
-        """The KubeRay operator out of cluster (no webhooks; RayJob -> RayCluster -> pods)."""
+        """The KubeRay operator out of cluster (no webhooks; RayJob -> RayCluster -> pods), built
+        with the sandbox's Ray dashboard clients: it never connects to a Ray head (there is none:
+        KWOK simulates the pods), a RayJob's Ray job has its submitter Job's state."""
         if "kuberay" in self.procs or not self.has_kuberay:
             return
         metrics, probe = free_port(), free_port()
@@ -502,8 +522,7 @@ class ControlPlane:
         self._spawn(
             "kuberay",
             [str(self.bin_dir / "ray-operator"), f"--metrics-addr={HOST}:{metrics}",
-             f"--health-probe-bind-address={HOST}:{probe}", "--enable-leader-election=false",
-             "--log-stdout-encoder=console"],
+             f"--health-probe-bind-address={HOST}:{probe}"],
             env=env,
         )  # fmt: skip
         self._wait("kuberay", lambda: _http_ok(f"http://{HOST}:{probe}/readyz"))

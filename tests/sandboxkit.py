@@ -37,13 +37,16 @@ def admin(home: Path) -> Any:
     return dynamic.DynamicClient(config.new_client_from_config(config_file=kc))
 
 
-def gpu_rayjob(folder: Path, name: str, extra: str = "") -> Path:
-    """A one-GPU RayJob project (a CPU head and one a100x1-sized worker; KWOK runs both)."""
+def gpu_rayjob(folder: Path, name: str, extra: str = "", runs_for: int = 86400) -> Path:
+    """A one-GPU RayJob project (a CPU head and one a100x1-sized worker; KWOK runs both). The
+    sandbox's Ray job runs for `runs_for` seconds (SANDBOX_RUN_SECONDS): by default until
+    the test is over, so a test sees it running."""
     (folder / "train.py").write_text("print('hi')\n")
     (folder / "tau.yaml").write_text(
         f"schema_version: 1\nname: {name}\nrun: {{entrypoint: train.py, workload_kind: rayjob}}\n"
         "compute: {gpus: 1, workers: 1, worker_cpus: 8, worker_memory: 32Gi}\n"
-        f"runtime: {{image: rayproject/ray:2.56.0-py312-gpu}}\n{extra}"
+        "runtime: {image: rayproject/ray:2.56.0-py312-gpu, "
+        f"env: {{SANDBOX_RUN_SECONDS: '{runs_for}'}}}}\n{extra}"
     )
     return folder
 

@@ -4,7 +4,8 @@
 #   (k8s.io/kubernetes with every staging module pinned), KWOK, Kueue and the KubeRay operator
 #   (v1.5.0: the proxy refuses v1.7.0) where they build.
 # The wrapper modules (go.mod/go.sum with `tool` lines) are ours; nothing else from upstream is
-# committed. Cache: $TAUGRID_CP_CACHE (default ~/.cache/taugrid/controlplane)/<k8s version>/;
+# committed. The KubeRay operator is our own main (rayoperator/) over KubeRay's controllers as a
+# library, with sandbox dashboard clients that never open a connection (see its main.go). Cache: $TAUGRID_CP_CACHE (default ~/.cache/taugrid/controlplane)/<k8s version>/;
 # each component is rebuilt only when its wrapper module changes. `current` points at it.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -16,7 +17,7 @@ command -v go >/dev/null || { echo "go is not installed: cannot build the contro
 export GOFLAGS=-trimpath CGO_ENABLED=0
 start=$(date +%s)
 
-key() { cat "$HERE/$1/go.mod" "$HERE/$1/go.sum" <(echo "$K8S_VERSION") | sha256sum | cut -c1-16; }
+key() { cat "$HERE/$1/go.mod" "$HERE/$1/go.sum" $(ls "$HERE/$1"/*.go 2>/dev/null) <(echo "$K8S_VERSION") | sha256sum | cut -c1-16; }
 fresh() { [ -f "$OUT/.$1.key" ] && [ "$(cat "$OUT/.$1.key")" = "$(key "$1")" ]; }
 done_() { key "$1" > "$OUT/.$1.key"; }
 
@@ -50,7 +51,7 @@ optional() {  # name module-path binary
 }
 optional kwok sigs.k8s.io/kwok/cmd/kwok kwok
 optional kueue sigs.k8s.io/kueue/cmd/kueue kueue
-optional kuberay github.com/ray-project/kuberay/ray-operator ray-operator
+optional rayoperator . ray-operator
 
 # Data that ships inside the modules and is used at test time (never copied into the repo):
 # KWOK's stock node/pod lifecycle stages; Kueue's CRDs match ../shared/upstream-crds.
@@ -65,22 +66,22 @@ fi
 
 # The CRDs that ship in the Kueue and KubeRay modules (the sandbox installs them; the e2e suite
 # checks rendered objects against ../shared/upstream-crds).
-crds() {  # name module subdir
-  [ -x "$OUT/bin/$4" ] || return 0
-  [ -d "$OUT/crds/$1" ] && [ "$(cat "$OUT/crds/.$1.key" 2>/dev/null)" = "$(key "$1")" ] && return 0
+crds() {  # name wrapper-dir module subdir binary
+  [ -x "$OUT/bin/$5" ] || return 0
+  [ -d "$OUT/crds/$1" ] && [ "$(cat "$OUT/crds/.$1.key" 2>/dev/null)" = "$(key "$2")" ] && return 0
   local dir
-  dir=$(cd "$HERE/$1" && go mod download -json "$2" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+  dir=$(cd "$HERE/$2" && go mod download -json "$3" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
   rm -rf "$OUT/crds/$1" && mkdir -p "$OUT/crds/$1"
-  cp "$dir/$3"/*.yaml "$OUT/crds/$1/"
-  key "$1" > "$OUT/crds/.$1.key"
+  cp "$dir/$4"/*.yaml "$OUT/crds/$1/"
+  key "$2" > "$OUT/crds/.$1.key"
 }
-crds kueue sigs.k8s.io/kueue config/components/crd/bases kueue
-crds kuberay github.com/ray-project/kuberay/ray-operator config/crd/bases ray-operator
+crds kueue kueue sigs.k8s.io/kueue config/components/crd/bases kueue
+crds kuberay rayoperator github.com/ray-project/kuberay/ray-operator config/crd/bases ray-operator
 
 version() { (cd "$HERE/$1" && go list -m -f '{{.Version}}' "$2" 2>/dev/null) || echo none; }
 kwok=none; [ -x "$OUT/bin/kwok" ] && kwok=$(version kwok sigs.k8s.io/kwok)
 kueue=none; [ -x "$OUT/bin/kueue" ] && kueue=$(version kueue sigs.k8s.io/kueue)
-kuberay=none; [ -x "$OUT/bin/ray-operator" ] && kuberay=$(version kuberay github.com/ray-project/kuberay/ray-operator)
+kuberay=none; [ -x "$OUT/bin/ray-operator" ] && kuberay=$(version rayoperator github.com/ray-project/kuberay/ray-operator)
 printf '{"kubernetes": "%s", "etcd": "%s", "kwok": "%s", "kueue": "%s", "kuberay": "%s"}\n' \
   "$K8S_VERSION" "$(version etcd go.etcd.io/etcd/server/v3)" "$kwok" "$kueue" "$kuberay" > "$OUT/versions.json"
 touch "$OUT/.complete"

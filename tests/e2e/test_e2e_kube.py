@@ -238,10 +238,21 @@ def test_a_cluster_without_the_platform_says_so(tmp_path: Path) -> None:
     assert "TauGrid's CRDs (the platform) is not installed" in res.stderr
 
 
-def test_quickstart_renders_for_the_sandbox_like_for_prod(sandbox: Path) -> None:
-    res = tau(sandbox, "run", str(EXAMPLES / "quickstart"), "-d", env=kube_env(sandbox))
+def test_the_readme_quickstart_succeeds_on_the_sandbox_without_a_name_lookup(
+    sandbox: Path,
+) -> None:
+    """The README's first cluster example, attached: Kueue admits the RayJob, KubeRay makes its
+    RayCluster, the sandbox's Ray job ends, and tau says so and seals the record (it ran for
+    ever before: KubeRay polled a Ray dashboard that does not exist). No sandbox process looked
+    up a host name (KubeRay resolved `*.svc.cluster.local` through the host's resolver)."""
+    from taugrid.infra.controlplane import name_lookups
+
+    res = tau(sandbox, "run", str(EXAMPLES / "quickstart"), env=kube_env(sandbox), timeout=180)
     assert res.returncode == 0, res.stderr
-    tau(sandbox, "run", "cancel", res.stdout.strip(), env=kube_env(sandbox))
+    assert "[succeeded] succeeded" in res.stderr
+    run_id = next(w for w in res.stderr.split() if w.startswith("tau-aks-gpu-quickstart-"))
+    assert tau(sandbox, "run", "verify", run_id).returncode == 0
+    assert name_lookups(sandbox / "sandbox") == {}
 
 
 def test_an_attached_run_follows_the_phases_and_logs_say_where_they_are(
