@@ -22,6 +22,15 @@ KUEUE_QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"
 KUEUE_PRIORITY_LABEL: Final = "kueue.x-k8s.io/priority-class"
 MANAGED_BY_VALUE: Final = "tau"
 
+# --- the controller's heartbeat ---------------------------------------------------------------
+# The controller writes TauCluster.status.controllerHeartbeat every CONTROLLER_HEARTBEAT_S (its own
+# field manager); a client trusts a run's TauRun.status as current while the heartbeat is younger
+# than HEARTBEAT_FRESH_S (else it computes the status from the run's objects itself).
+CONTROLLER_HEARTBEAT_S: Final = 30.0
+HEARTBEAT_FRESH_S: Final = 90.0
+FIELD_MANAGER_HEARTBEAT: Final = "taugrid-controller-heartbeat"
+CLUSTER_OBJECT: Final = "cluster"  # the TauCluster's name
+
 # --- annotations -------------------------------------------------------------------------
 ANN_CONFIG_HASH: Final = f"{GROUP}/config-hash"
 ANN_SUBMITTER: Final = f"{GROUP}/submitter"

@@ -72,6 +72,12 @@ class TauClusterStatus(_Model):
     observedGeneration: int | None = None
     profileSetHash: str | None = None
     observedAt: str | None = Field(None, json_schema_extra={"format": "date-time"})
+    controllerHeartbeat: str | None = Field(
+        None,
+        description="When the TauGrid controller last said it is alive (every 30 s); runs' "
+        "TauRun.status is current while this is recent",
+        json_schema_extra={"format": "date-time"},
+    )
     profiles: list[ProfileCapacity] = Field(
         default_factory=list, json_schema_extra=_list_map("name")
     )

@@ -44,11 +44,17 @@ class ClusterFacts:
     nodes_visible: bool = True
     recorded: TauRunStatus | None = None  # TauRun.status, as the controller recorded it
     retries: int = 0  # attempts the cluster itself made again (a Job's failed pods, retried)
+    # TauRun.status is current (the controller is alive, or the run ended): it is the answer,
+    # nothing else was read; `heartbeat` is when the controller last said it is alive.
+    current: bool = False
+    heartbeat: str | None = None
 
     @property
     def from_record(self) -> bool:
-        """The run's workload and pods are gone: only the controller's record explains it."""
-        return bool(self.recorded and self.recorded.phase and not self.workload and not self.pods)
+        """Only the controller's record explains the run: it is current, or the run's workload
+        and pods are gone."""
+        gone = not self.workload and not self.pods
+        return bool(self.recorded and self.recorded.phase and (self.current or gone))
 
 
 @dataclass(frozen=True)

@@ -184,9 +184,9 @@ def platform(o: PlatformObjects, breaker: R.Verdicts | None, remediation: Remedi
     if o.cluster is not None:
         cluster_status = _cluster_status(o, breaker, remediation, now)
         if cluster_status is not None:
-            writes.append(
-                Write("apply_status", status_body("TauCluster", o.cluster, cluster_status))
-            )
+            body = status_body("TauCluster", o.cluster, cluster_status,
+                               exclude={"controllerHeartbeat"})  # fmt: skip
+            writes.append(Write("apply_status", body))
     return Decision(writes)
 
 
@@ -218,6 +218,23 @@ def _cluster_status(o: PlatformObjects, breaker: R.Verdicts | None, remediation:
         return None
     new.observedAt = k8s_time(now)
     return new
+
+
+def heartbeat_body(cluster: str, now: datetime) -> dict[str, Any]:
+    """The controller's heartbeat: TauCluster.status.controllerHeartbeat only."""
+    return {"apiVersion": C.API_VERSION, "kind": "TauCluster", "metadata": {"name": cluster},
+            "status": {"controllerHeartbeat": k8s_time(now)}}  # fmt: skip
+
+
+def signature(body: Mapping[str, Any]) -> str:
+    """What the reconcilers read of an object: its spec, labels and status, without the
+    heartbeat and the bookkeeping that changes on every write."""
+    import json
+
+    status = {k: v for k, v in (body.get("status") or {}).items() if k != "controllerHeartbeat"}
+    meta = body.get("metadata") or {}
+    return json.dumps([body.get("spec"), meta.get("labels"), meta.get("deletionTimestamp"),
+                       status], sort_keys=True, default=str)  # fmt: skip
 
 
 # --- small readers --------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from typing import Any
 import kopf
 
 from taugrid.api import constants as C
+from taugrid.api.errors import TauError
 from taugrid.api.kubetime import k8s_time
 from taugrid.controller import decide as D
 from taugrid.controller import platform_status as P
@@ -216,8 +217,15 @@ class Controller:
               workers: tuple[str, ...]) -> None:  # fmt: skip
         args = (group, version, plural) if plural else (group, version)
 
+        seen: dict[str, str] = {}
+
         @kopf.on.event(*args, registry=reg)
-        async def wake(**_: Any) -> None:
+        async def wake(**kw: Any) -> None:
+            # The heartbeat (every 30 s) changes nothing a reconciler reads: no wake for it.
+            sig = D.signature(kw.get("body") or {})
+            if kw.get("type") != "DELETED" and seen.get(kw["name"]) == sig:
+                return
+            seen[kw["name"]] = sig
             for w in workers:
                 self.wake(w)
 
@@ -237,7 +245,8 @@ class Controller:
 
     def start_workers(self) -> None:
         for name, fn in (("quota", self.reconcile_quota), ("remediation", self.reconcile_nodes),
-                         ("platform", self.reconcile_platform)):  # fmt: skip
+                         ("platform", self.reconcile_platform),
+                         ("heartbeat", self.heartbeat)):  # fmt: skip
             self._wake[name] = asyncio.Event()
             self._wake[name].set()  # once at start
             self._tasks.append(asyncio.create_task(self._loop(name, fn)))
@@ -423,6 +432,16 @@ class Controller:
         decision = D.platform(objects, self.breaker, cfg.remediation, self.clock())
         await self.apply(decision)
         return decision.wake_in_s
+
+    async def heartbeat(self) -> float | None:
+        """TauCluster.status.controllerHeartbeat, every CONTROLLER_HEARTBEAT_S, with its own field
+        manager: while it is recent, clients read runs' TauRun.status instead of every object."""
+        body = D.heartbeat_body(self.cfg.cluster_object, self.clock())
+        try:
+            await self._io(self.kube.apply_status, body, C.FIELD_MANAGER_HEARTBEAT)
+        except TauError as e:  # no TauCluster yet (the platform is being installed): next time
+            log.debug("heartbeat not written: %s", e)
+        return C.CONTROLLER_HEARTBEAT_S
 
     async def apply(self, decision: D.Decision) -> None:
         for w in decision.writes:

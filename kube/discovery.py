@@ -10,7 +10,7 @@ from taugrid.api.errors import EXIT_PLATFORM, EXIT_USAGE, TauError
 from taugrid.api.profiles import ProfileSnapshot, WorkspaceRef
 from taugrid.kube.client import KubeAPI
 
-CLUSTER_OBJECT = "cluster"
+CLUSTER_OBJECT = C.CLUSTER_OBJECT
 
 
 class Discovery:

@@ -50,6 +50,34 @@ def recorded_status(taurun: dict[str, Any]) -> TauRunStatus | None:
         return None
 
 
+def heartbeat_of(tau_cluster: dict[str, Any] | None) -> str | None:
+    """When the controller last said it is alive (TauCluster.status), if ever."""
+    return ((tau_cluster or {}).get("status") or {}).get("controllerHeartbeat")
+
+
+def current_status(
+    taurun: dict[str, Any], heartbeat: str | None, now: float
+) -> TauRunStatus | None:
+    """TauRun.status when it is the answer a client would compute itself: the run ended (the
+    controller keeps what it ended with), or the controller is alive (its heartbeat is younger
+    than HEARTBEAT_FRESH_S) and the run is past the queue (a queued run's position and a
+    never-admittable request's numbers are read by the client). None: compute it here."""
+    from taugrid.api.kubetime import parse_k8s_time
+    from taugrid.api.vocabulary import TERMINAL, Phase
+
+    st = recorded_status(taurun)
+    if st is None or st.phase is None:
+        return None
+    if st.phase in TERMINAL:
+        return st
+    if st.phase in (Phase.Pending, Phase.Queued):
+        return None
+    beat = parse_k8s_time(heartbeat) if heartbeat else None
+    if beat is None or abs(now - beat.timestamp()) > C.HEARTBEAT_FRESH_S:  # clocks may differ a bit
+        return None
+    return st
+
+
 REMOTE = "(submitted from another machine)"
 
 

@@ -54,6 +54,7 @@ class FakeKube:
         self.logs: dict[str, builtins.list[str]] = {}  # pod -> lines
         self.pending_items: dict[tuple[str, str], builtins.list[dict[str, Any]]] | None = None
         self.evicted: builtins.list[str] = []
+        self._status_owners: dict[tuple[str, str | None, str], dict[str, str]] = {}
         self._uid = itertools.count(1)
         self._rv = itertools.count(1)
         for kind, items in (objects or {}).items():
@@ -93,8 +94,16 @@ class FakeKube:
         key = (kind, meta.get("namespace"), meta["name"])
         if key not in self.objects:
             raise TauError(f"{kind} {meta['name']} not found", exit_code=4)
+        # Server-side apply, to the depth of status' top-level fields: this manager's fields
+        # become what it sends (one it sent before and omits now goes); other managers' stay.
         cur = self.objects[key]
-        cur["status"] = copy.deepcopy(obj.get("status") or {})
+        sent = copy.deepcopy(obj.get("status") or {})
+        owned = self._status_owners.setdefault(key, {})
+        status = {k: v for k, v in (cur.get("status") or {}).items()
+                  if k in sent or owned.get(k, manager) != manager}  # fmt: skip
+        status.update(sent)
+        owned.update(dict.fromkeys(sent, manager))
+        cur["status"] = status
         return copy.deepcopy(self.put(kind, cur))
 
     def merge_patch(self, kind_name: str, name: str, namespace: str | None,

@@ -406,10 +406,12 @@ def summarize(phase: Phase, signals: list[Signal], o: Observations | None = None
 
 
 RECORDED = "TauRun status (the controller's record; the run's pods and events are gone)"
+CURRENT = "TauRun status (written by the controller, alive at {heartbeat})"
 
 
 def _recorded(o: Observations) -> RunStatus | None:
-    """A cluster run whose workload and pods are gone, as the controller recorded it."""
+    """A cluster run as the controller recorded it: current (the controller is alive, or the
+    run ended), or all that is left (its workload and pods are gone)."""
     c = o.cluster
     if c is None or not c.from_record or o.record.phase in TERMINAL:
         return None
@@ -418,16 +420,21 @@ def _recorded(o: Observations) -> RunStatus | None:
     rec = o.record
     start = r.startTime or rec.created_at
     end = _ts(r.completionTime) if r.completionTime else o.now
-    signals = [s.model_copy(update={"evidence": f"{s.evidence}; recorded {r.observedAt or ''}".strip("; ")})
-               for s in r.signals]  # fmt: skip
+    if c.current:
+        signals, summary = list(r.signals), r.summary or r.phase.lower()
+        evidence = CURRENT.format(heartbeat=c.heartbeat) if c.heartbeat else "TauRun status"
+    else:
+        signals = [s.model_copy(update={"evidence": f"{s.evidence}; recorded {r.observedAt or ''}".strip("; ")})
+                   for s in r.signals]  # fmt: skip
+        summary = f"{r.summary or r.phase.lower()} (recorded by the controller at {r.observedAt})"
+        evidence = RECORDED
     return RunStatus(
         run_id=rec.run_id, name=rec.name, phase=r.phase, target=rec.target,
-        workload_kind=rec.workload_kind, attempt=r.attempt, created_at=rec.created_at,
-        started_at=r.startTime, finished_at=r.completionTime,
+        workload_kind=rec.workload_kind, attempt=max(r.attempt, rec.attempt),
+        created_at=rec.created_at, started_at=r.startTime, finished_at=r.completionTime,
         duration_s=round(max(0.0, end - _ts(start)), 1),
-        termination_reason=r.terminationReason, signals=signals,
-        summary=f"{r.summary or r.phase.lower()} (recorded by the controller at {r.observedAt})",
-        evidence=RECORDED, timeline=r.timeline, exit_code=rec.exit_code,
+        termination_reason=r.terminationReason, signals=signals, summary=summary,
+        evidence=evidence, timeline=r.timeline, exit_code=rec.exit_code,
     )  # fmt: skip
 
 

@@ -59,3 +59,17 @@ def test_status_bodies_carry_only_name_namespace_and_status() -> None:
 def test_no_requests_no_grants_no_writes() -> None:
     o = D.QuotaObjects([], [], [], [], [], [], None, {})
     assert D.quota(o, NOW) == D.Decision([], None)
+
+
+def test_the_platform_status_never_writes_the_heartbeat_and_a_heartbeat_asks_for_no_write() -> None:
+    """Two field managers on TauCluster.status: the platform reconciler's writes leave the
+    heartbeat to the heartbeat's manager (an old value in its write would move it back), and a
+    new heartbeat is no reason for a platform write."""
+    fake = FakeKube({"TauCluster": [{"metadata": {"name": "cluster"}, "spec": {"stack": "s"},
+                                     "status": {"controllerHeartbeat": "2026-12-01T11:59:50Z"}}]})  # fmt: skip
+    first = D.platform(objects(fake), None, RemediationConfig(), NOW)
+    body = next(w.body for w in first.writes if w.body["kind"] == "TauCluster")
+    assert "controllerHeartbeat" not in body["status"]
+    apply(fake, first)
+    fake.apply_status(D.heartbeat_body("cluster", NOW), "taugrid-controller-heartbeat")
+    assert D.platform(objects(fake), None, RemediationConfig(), NOW).writes == []

@@ -25,7 +25,13 @@ from taugrid.api.observations import ClusterFacts, Observations
 from taugrid.api.vocabulary import TERMINAL, Phase
 from taugrid.kube.client import CONTEXT_ENV, Forbidden, KubeAPI
 from taugrid.kube.discovery import Discovery
-from taugrid.kube.facts import admitted, namespace_facts, node_problems
+from taugrid.kube.facts import (
+    admitted,
+    current_status,
+    heartbeat_of,
+    namespace_facts,
+    node_problems,
+)
 from taugrid.runs.backends.base import Backend, Say, SubmitOptions, Template
 from taugrid.runs.evidence import RunDir, ensure_writable, now_iso
 from taugrid.runs.paths import runs_root, write_atomic
@@ -212,36 +218,37 @@ class KubeBackend(Template):
 
     # --- observing --------------------------------------------------------------------------------
     def observe(self, runs: Sequence[RunDir], now: float | None = None) -> list[Observations]:
-        """One LIST per kind per namespace (and one of nodes), all at once, for any number of
-        runs; then each run's facts are picked from those lists."""
+        """TauRun.status first: one LIST of TauRuns per namespace and the controller's heartbeat
+        (one GET), at once; a run whose TauRun.status is current (`facts.current_status`) is
+        answered from it. For the others, one LIST per kind per namespace (and one of nodes),
+        all at once, for any number of runs; then each run's facts are picked from those lists."""
         t = now if now is not None else time.time()
         records = [rd.read_record() for rd in runs]
         by_ns: dict[str, list[RunRecord]] = {}
         for rec in records:
             by_ns.setdefault(_handle(rec).namespace, []).append(rec)
-        managed = {C.LABEL_MANAGED_BY: C.MANAGED_BY_VALUE}
-        wanted: dict[tuple[str, str | None], dict[str, str] | None] = {("Node", None): None}
-        for ns, recs in by_ns.items():
-            kinds = {r.workload_kind for r in recs}
-            wanted.update({("TauRun", ns): None, ("Workload", ns): None, ("Pod", ns): None,
-                           ("Event", ns): None})  # fmt: skip
-            if "rayjob" in kinds:
-                wanted[("RayJob", ns)] = managed
-            if "job" in kinds:
-                wanted[("Job", ns)] = managed
-        lists = self._list_all(wanted)
-        nodes, nodes_visible = node_problems(lists[("Node", None)])
-        # Queue positions: one visibility call per LocalQueue that has waiting runs.
-        waiting = {
-            (ns, str((w.get("spec") or {}).get("queueName")))
-            for ns in by_ns
-            for w in lists.get(("Workload", ns)) or []
-            if (w.get("spec") or {}).get("queueName") and not admitted(w)
+        first: dict[tuple[str, str | None], dict[str, str] | None] = {
+            ("TauRun", ns): None for ns in by_ns
         }
-        pending = {key: self.kube.pending(*key) for key in sorted(waiting)}
+        first[("TauCluster", None)] = None
+        lists = self._list_all(first)
+        beat = heartbeat_of(next(iter(lists.pop(("TauCluster", None)) or []), None))
         facts: dict[str, ClusterFacts] = {}
         for ns, recs in by_ns.items():
-            facts.update(namespace_facts(ns, recs, lists, nodes, nodes_visible, pending))
+            tauruns = {o["metadata"]["name"]: o for o in lists[("TauRun", ns)] or []}
+            for rec in recs:
+                obj = tauruns.get(rec.run_id)
+                st = current_status(obj, beat, t) if obj is not None else None
+                if st is not None:
+                    facts[rec.run_id] = ClusterFacts(taurun=True, workload=True, recorded=st,
+                                                     current=True, heartbeat=beat)  # fmt: skip
+        rest: dict[str, list[RunRecord]] = {}
+        for ns, recs in by_ns.items():
+            todo = [r for r in recs if r.run_id not in facts]
+            if todo:
+                rest[ns] = todo
+        if rest:
+            facts.update(self._observe_objects(rest, lists))
         return [
             Observations(
                 record=rec,
@@ -254,10 +261,41 @@ class KubeBackend(Template):
             for rd, rec in zip(runs, records, strict=True)
         ]
 
+    def _observe_objects(
+        self,
+        by_ns: dict[str, list[RunRecord]],
+        lists: dict[tuple[str, str | None], list[dict[str, Any]] | None],
+    ) -> dict[str, ClusterFacts]:
+        """The runs' facts from their objects (`lists` holds the TauRuns already read)."""
+        managed = {C.LABEL_MANAGED_BY: C.MANAGED_BY_VALUE}
+        wanted: dict[tuple[str, str | None], dict[str, str] | None] = {("Node", None): None}
+        for ns, recs in by_ns.items():
+            kinds = {r.workload_kind for r in recs}
+            wanted.update({("Workload", ns): None, ("Pod", ns): None, ("Event", ns): None})
+            if "rayjob" in kinds:
+                wanted[("RayJob", ns)] = managed
+            if "job" in kinds:
+                wanted[("Job", ns)] = managed
+        lists = {**lists, **self._list_all(wanted)}
+        nodes, nodes_visible = node_problems(lists[("Node", None)])
+        # Queue positions: one visibility call per LocalQueue that has waiting runs.
+        waiting = {
+            (ns, str((w.get("spec") or {}).get("queueName")))
+            for ns in by_ns
+            for w in lists.get(("Workload", ns)) or []
+            if (w.get("spec") or {}).get("queueName") and not admitted(w)
+        }
+        pending = {key: self.kube.pending(*key) for key in sorted(waiting)}
+        facts: dict[str, ClusterFacts] = {}
+        for ns, recs in by_ns.items():
+            facts.update(namespace_facts(ns, recs, lists, nodes, nodes_visible, pending))
+        return facts
+
     def _list_all(
         self, wanted: dict[tuple[str, str | None], dict[str, str] | None]
     ) -> dict[tuple[str, str | None], list[dict[str, Any]] | None]:
-        """The LISTs concurrently (each is a round trip). None: forbidden (nodes) or not
+        """The LISTs concurrently (each is a round trip; ("TauCluster", None) is a GET of the
+        TauCluster, as a list of at most one). None: forbidden (nodes, the TauCluster) or not
         served (Kueue's Workloads); every other failure is the command's error."""
         from concurrent.futures import ThreadPoolExecutor
 
@@ -266,9 +304,12 @@ class KubeBackend(Template):
         def one(key: tuple[str, str | None]) -> list[dict[str, Any]] | None:
             kind, ns = key
             try:
+                if kind == "TauCluster":
+                    got = kube.get(kind, C.CLUSTER_OBJECT)
+                    return [got] if got is not None else []
                 return kube.list(kind, ns, wanted[key])
             except Forbidden:
-                if kind == "Node":
+                if kind in ("Node", "TauCluster"):
                     return None
                 raise
             except TauError:
