@@ -313,7 +313,12 @@ def researcher_read_clusterrole() -> dict[str, Any]:
             {"apiGroups": [C.GROUP], "resources": ["clusters"], "verbs": ["get", "list", "watch"]},
             {
                 "apiGroups": ["kueue.x-k8s.io"],
-                "resources": ["clusterqueues", "resourceflavors", "workloadpriorityclasses"],
+                "resources": [
+                    "clusterqueues",
+                    "cohorts",
+                    "resourceflavors",
+                    "workloadpriorityclasses",
+                ],
                 "verbs": ["get", "list", "watch"],
             },
             {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},

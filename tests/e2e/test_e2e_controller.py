@@ -317,3 +317,43 @@ def test_a_runs_status_is_explained_after_its_pods_are_gone(sandbox: Path, tmp_p
     assert reasons[-1] == "Succeeded"
     text = tau(sandbox, "run", "status", run_id, env=kube_env(sandbox)).stdout
     assert "timeline:" in text and "Succeeded" in text
+
+
+def test_a_preempted_run_is_told_which_run_took_its_quota_and_counts_an_attempt(
+    sandbox: Path, tmp_path: Path
+) -> None:
+    """Two low-priority runs hold the gpu queue's 2 GPUs of a100x1; a high-priority run comes:
+    Kueue preempts one low run. Its status names the run that took the quota (name, workspace,
+    priority), not Kueue's UIDs, counts the preemption as an attempt and keeps it in the
+    timeline; the preemptor runs."""
+    low = gpu_rayjob(tmp_path / "low", "low", "policy: {profile: a100x1, priority: low}\n")
+    high = gpu_rayjob(tmp_path / "high", "high", "policy: {profile: a100x1, priority: high}\n")
+    ids = [submit(sandbox, low) for _ in range(2)]
+    try:
+        for i in ids:
+            wait_until(lambda i=i: status(sandbox, i)["phase"] in ("Starting", "Running"),
+                       what=f"{i} to be admitted")  # fmt: skip
+        ids.append(submit(sandbox, high))
+        preemptor = ids[-1]
+        wait_until(lambda: status(sandbox, preemptor)["phase"] in ("Starting", "Running"),
+                   timeout=120, what="the high-priority run to be admitted by preemption")  # fmt: skip
+
+        def preempted() -> dict[str, Any] | None:
+            for i in ids[:2]:
+                st = status(sandbox, i)
+                if st["attempt"] >= 1 and st["phase"] in ("Queued", "Pending"):
+                    return st
+            return None
+
+        wait_until(lambda: preempted() is not None, timeout=120,
+                   what="a low run to be preempted, requeued and counted")  # fmt: skip
+        st = preempted()
+        assert st is not None
+        words = json.dumps(st)
+        assert preemptor in words and "workspace research" in words and "priority high" in words
+        assert "UID" not in sig(st, "Admitted")["reason"]
+        assert any(e["reason"] == "Retrying" or "Preempt" in e["reason"] + e["message"]
+                   for e in st["timeline"]), st["timeline"]  # fmt: skip
+    finally:
+        for i in ids:
+            tau(sandbox, "run", "cancel", i, env=kube_env(sandbox))

@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from taugrid.api import constants as C
-from taugrid.api.errors import EXIT_PLATFORM, EXIT_USAGE, TauError
+from taugrid.api.errors import EXIT_NOT_ADMITTED, EXIT_PLATFORM, EXIT_USAGE, TauError
 from taugrid.api.evidence import KubeHandle, PulumiHandle, RunRecord
 from taugrid.api.observations import ClusterFacts, Observations
 from taugrid.api.vocabulary import TERMINAL, Phase
@@ -87,6 +87,36 @@ class KubeBackend(Template):
     def check_options(self, prepared: PreparedRun, options: SubmitOptions) -> None:
         if options.python or options.ray_pip:
             raise TauError("--python and --ray-pip are for local runs", exit_code=EXIT_USAGE)
+        self.check_fits(prepared)
+
+    def check_fits(self, prepared: PreparedRun) -> None:
+        """Refuse, before anything is written, a run its queue can never admit (above what the
+        ClusterQueue may use at most: nominal quota plus borrowing), with the numbers. Skipped
+        when the queue or its cohorts cannot be read: Kueue then says it in the run's status."""
+        from taugrid.kube import ceiling
+
+        ns, lq = prepared.resolved.namespace, prepared.resolved.queue
+        wanted: dict[tuple[str, str | None], dict[str, str] | None] = {
+            ("LocalQueue", ns): None, ("ClusterQueue", None): None, ("Cohort", None): None,
+        }  # fmt: skip
+        try:
+            lists = self._list_all(wanted, tolerate=True)
+        except TauError:
+            return
+        local = next((q for q in lists[("LocalQueue", ns)] or [] if q["metadata"]["name"] == lq),
+                     None)  # fmt: skip
+        cq = ((local or {}).get("spec") or {}).get("clusterQueue")
+        if not cq or lists[("ClusterQueue", None)] is None or lists[("Cohort", None)] is None:
+            return  # without the cohorts, what the queue may borrow is unknown
+        limits = ceiling.ceilings(cq, lists[("ClusterQueue", None)] or [],
+                                  lists[("Cohort", None)] or [])  # fmt: skip
+        if limits is None:
+            return
+        why = ceiling.never_admittable(ceiling.podsets(prepared.objects()), limits, cq)
+        if why is not None:
+            raise TauError(f"{prepared.run_id} is not submitted: {why}", exit_code=EXIT_NOT_ADMITTED,
+                           hint=f"tau quota request --workspace {prepared.resolved.workspace.name}"
+                           " (ask for more), or lower compute in tau.yaml")  # fmt: skip
 
     def already_submitted(self, prepared: PreparedRun, say: Say) -> RunDir | None:
         """Idempotent by run id: the same run again changes nothing (its record is returned;
@@ -292,7 +322,9 @@ class KubeBackend(Template):
         return facts
 
     def _list_all(
-        self, wanted: dict[tuple[str, str | None], dict[str, str] | None]
+        self,
+        wanted: dict[tuple[str, str | None], dict[str, str] | None],
+        tolerate: bool = False,
     ) -> dict[tuple[str, str | None], list[dict[str, Any]] | None]:
         """The LISTs concurrently (each is a round trip; ("TauCluster", None) is a GET of the
         TauCluster, as a list of at most one). None: forbidden (nodes, the TauCluster) or not
@@ -309,7 +341,7 @@ class KubeBackend(Template):
                     return [got] if got is not None else []
                 return kube.list(kind, ns, wanted[key])
             except Forbidden:
-                if kind in ("Node", "TauCluster"):
+                if tolerate or kind in ("Node", "TauCluster"):
                     return None
                 raise
             except TauError:
