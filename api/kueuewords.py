@@ -65,6 +65,27 @@ def explain(message: str, queue: str | None = None) -> Words | None:
     return None
 
 
+_PREEMPTED = re.compile(
+    r"Preempted to accommodate a workload \((?P<who>[^)]*)\)(?: due to (?P<why>[^;]+))?"
+)
+
+
+def evicted(reason: str, message: str) -> str:
+    """Kueue's Evicted/Preempted condition in words: who took the quota (the kube layer has
+    already put the run's name, workspace and priority in place of Kueue's UIDs), and why;
+    Kueue's queue paths left out."""
+    m = _PREEMPTED.search(message)
+    if m is not None:
+        who = m["who"].strip()
+        if who.startswith("run "):
+            run, _, rest = who.partition(", ")
+            who = f"{run} ({rest})" if rest else run
+        why = f", for {m['why'].strip()}" if m["why"] else ""
+        return f"preempted by {who}{why}"
+    text = re.split(r";\s*preempt(?:or|ee) path", message)[0].strip()
+    return f"evicted by Kueue ({reason})" + (f": {text}" if text else "")
+
+
 def without_noise(message: str) -> str:
     """Kueue's message without the clauses about flavors that do not fit a pod set anyway."""
     parts = [p.strip() for p in re.split(r";\s*", message)]

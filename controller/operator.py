@@ -56,6 +56,25 @@ def _first(store: Any) -> dict[str, Any] | None:
 _DROP_META = ("managedFields", "ownerReferences")
 
 
+class ByUid(Mapping[str, dict[str, Any]]):
+    """A kopf index keyed by UID, read as a mapping UID -> object (no copy of the index)."""
+
+    def __init__(self, index: Any) -> None:
+        self._index = index
+
+    def __getitem__(self, uid: str) -> dict[str, Any]:
+        got = _first(self._index.get(uid))
+        if got is None:
+            raise KeyError(uid)
+        return got
+
+    def __iter__(self) -> Any:
+        return iter(self._index)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+
 def slim(body: Mapping[str, Any]) -> dict[str, Any]:
     """What the controller keeps of an object: no managed fields, no pod spec but its node."""
     meta = {k: v for k, v in dict(body.get("metadata") or {}).items() if k not in _DROP_META}
@@ -143,6 +162,10 @@ class Controller:
         def kueue_idx(**kw: Any) -> Any:
             owners = kw["body"].get("metadata", {}).get("ownerReferences") or []
             return {(kw["namespace"], o["name"]): slim(kw["body"]) for o in owners}
+
+        @kopf.index("kueue.x-k8s.io", "v1beta2", "workloads", id="kueue_uid_idx", registry=reg)
+        def kueue_uid_idx(**kw: Any) -> Any:
+            return {kw["body"]["metadata"]["uid"]: slim(kw["body"])}
 
         @kopf.index("v1", "pods", labels=run_id, id="pod_idx", registry=reg)
         def pod_idx(**kw: Any) -> Any:
@@ -288,7 +311,8 @@ class Controller:
             names.add(kueue["metadata"]["name"])
         events = [dict(e) for n in names for e in kw["event_idx"].get((key[0], n), ())]
         workload = _first(kw["job_idx"].get(key)) or _first(kw["rayjob_idx"].get(key))
-        return RunObjects(taurun=tr, workload=workload, kueue=kueue, pods=pods, events=events)
+        return RunObjects(taurun=tr, workload=workload, kueue=kueue, pods=pods, events=events,
+                          workloads_by_uid=ByUid(kw["kueue_uid_idx"]))  # fmt: skip
 
     async def record(self, key: RunKey, kw: Mapping[str, Any]) -> None:
         lock = self._locks.setdefault(key, asyncio.Lock())

@@ -20,7 +20,7 @@ from taugrid.api.kubetime import k8s_time
 from taugrid.api.observations import Observations
 from taugrid.api.vocabulary import TERMINAL, Phase, RetryReason, TerminationReason, TimelineEntry
 from taugrid.controller.timeline import condense
-from taugrid.kube.facts import record_from_taurun, recorded_status, run_facts
+from taugrid.kube.facts import name_preemptor, record_from_taurun, recorded_status, run_facts
 from taugrid.runs.status import compute
 
 IN_CLUSTER = "in-cluster"
@@ -35,6 +35,8 @@ class RunObjects:
     kueue: dict[str, Any] | None = None  # Kueue Workload
     pods: list[dict[str, Any]] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)  # Warning events of its objects
+    # Kueue Workloads by UID (Kueue names a preemptor by UID: the status names the run)
+    workloads_by_uid: Mapping[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def record_of(taurun: Mapping[str, Any]) -> RunRecord:
@@ -66,7 +68,7 @@ def compute_status(
     for e in objs.events:
         by_name.setdefault((e.get("involvedObject") or {}).get("name") or "", []).append(e)
     facts = run_facts(rec, True, objs.workload, objs.kueue, objs.pods, by_name,
-                      dict(node_problems), True, ns)  # fmt: skip
+                      dict(node_problems), True, ns, workloads_by_uid=objs.workloads_by_uid)  # fmt: skip
     st = compute(Observations(record=rec, history=[], now=now.timestamp(), owner_alive=None,
                               cluster=facts))  # fmt: skip
     phase = st.phase
@@ -151,7 +153,8 @@ def observed_timeline(
         c = conds.get(step)
         if c and c.get("status") == "True" and c.get("lastTransitionTime"):
             yield TimelineEntry(at=str(c["lastTransitionTime"]), reason=f"Kueue{step}",
-                                message=str(c.get("message") or ""))  # fmt: skip
+                                message=name_preemptor(str(c.get("message") or ""),
+                                                       objs.workloads_by_uid))  # fmt: skip
     for p in objs.pods:
         node = (p.get("spec") or {}).get("nodeName")
         for c in (p.get("status") or {}).get("conditions") or []:

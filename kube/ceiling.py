@@ -86,7 +86,7 @@ def ceilings(queue: str, cluster_queues: Iterable[Mapping[str, Any]],
         for key, q in _quota(_groups(m), "nominalQuota").items():
             tree[key] = tree.get(key, Decimal(0)) + q
     out: dict[Key, Decimal] = {}
-    for key in set(nominal) | set(tree):
+    for key in nominal:  # a queue borrows only flavors and resources it lists itself
         own = nominal.get(key, Decimal(0))
         most = tree.get(key, own)
         if key in limit:

@@ -7,6 +7,7 @@ recorder (objects from its watches), so `tau run status` and TauRun.status say t
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from taugrid.api import constants as C
@@ -115,7 +116,7 @@ def record_from_taurun(taurun: dict[str, Any], context: str | None) -> RunRecord
 _UID = re.compile(r"\(UID: (?P<uid>[^,)\s]+)(?:, JobUID: [^)]*)?\)")
 
 
-def name_preemptor(message: str, workloads_by_uid: dict[str, dict[str, Any]]) -> str:
+def name_preemptor(message: str, workloads_by_uid: Mapping[str, dict[str, Any]]) -> str:
     """Kueue names the workload that took the quota by UID: say which run it is (name,
     workspace, priority) when it is one the user can see, else that it is another workspace's."""
 
@@ -128,10 +129,21 @@ def name_preemptor(message: str, workloads_by_uid: dict[str, dict[str, Any]]) ->
         owner = refs[0].get("name") if refs else None
         run = labels.get(C.LABEL_RUN_ID) or owner or w["metadata"].get("name")
         ws = labels.get(C.LABEL_WORKSPACE) or w["metadata"].get("namespace")
-        prio = (w.get("spec") or {}).get("priorityClassName") or labels.get(C.KUEUE_PRIORITY_LABEL)
+        spec = w.get("spec") or {}
+        prio = ((spec.get("priorityClassRef") or {}).get("name") or spec.get("priorityClassName")
+                or labels.get(C.KUEUE_PRIORITY_LABEL))  # fmt: skip
         return f"(run {run}, workspace {ws}" + (f", priority {prio})" if prio else ")")
 
     return _UID.sub(words, message)
+
+
+def kueue_retries(kw: Mapping[str, Any]) -> int:
+    """Each time Kueue evicted the run (a preemption, a node lost) and queued it again is an
+    attempt: its eviction counts (`schedulingStats`), or its requeue count (older Kueues)."""
+    status = kw.get("status") or {}
+    evictions = sum(int(e.get("count") or 0)
+                    for e in (status.get("schedulingStats") or {}).get("evictions") or [])  # fmt: skip
+    return max(evictions, int((status.get("requeueState") or {}).get("count") or 0))
 
 
 def admitted(w: dict[str, Any]) -> bool:
@@ -206,7 +218,7 @@ def run_facts(rec: RunRecord, taurun: bool, workload: dict[str, Any] | None,
                events: dict[str, list[dict[str, Any]]], nodes: dict[str, list[str]],
                nodes_visible: bool, ns: str = "", pending: Pending | None = None,
                recorded: TauRunStatus | None = None,
-               workloads_by_uid: dict[str, dict[str, Any]] | None = None) -> ClusterFacts:  # fmt: skip
+               workloads_by_uid: Mapping[str, dict[str, Any]] | None = None) -> ClusterFacts:  # fmt: skip
     finished = message = None
     suspended = None
     started = ended = None
@@ -245,8 +257,7 @@ def run_facts(rec: RunRecord, taurun: bool, workload: dict[str, Any] | None,
         for c in kueue_conds:  # "which run took the quota", not Kueue's UIDs
             if workloads_by_uid is not None and c.get("type") in ("Preempted", "Evicted"):
                 c["message"] = name_preemptor(c.get("message", ""), workloads_by_uid)
-        # each time Kueue evicted it (a preemption) and queued it again is an attempt too
-        retries += int(((kw.get("status") or {}).get("requeueState") or {}).get("count") or 0)
+        retries += kueue_retries(kw)
         cq = ((kw.get("status") or {}).get("admission") or {}).get("clusterQueue")
         queue = (kw.get("spec") or {}).get("queueName")
     position = position_note = None

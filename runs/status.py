@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 from taugrid.api import constants as C
 from taugrid.api.evidence import HistoryEvent
-from taugrid.api.kueuewords import explain, without_noise
+from taugrid.api.kueuewords import evicted, explain, without_noise
 from taugrid.api.observations import ClusterFacts, Observations, PodFact
 from taugrid.api.vocabulary import (
     TERMINAL,
@@ -131,9 +131,12 @@ def _admitted_cluster(c: ClusterFacts) -> Signal:
     for kind in ("Evicted", "Preempted"):
         x = _cond(c, kind)
         if x and x.get("status") == "True":
-            why = f"{kind}: {x.get('reason', '')}: {x.get('message', '')}".rstrip(": ")
+            raw = x.get("message", "")
+            why = evicted(x.get("reason", ""), raw)
+            if _cond(c, "Requeued") and (_cond(c, "Requeued") or {}).get("status") == "True":
+                why += f"; queued again{_queue_words(c)}"
             return Signal(name=name, state=SignalState.false, since=x.get("lastTransitionTime"),
-                          reason=why, evidence=ev)  # fmt: skip
+                          reason=why, evidence=ev, detail=f"{kind}: {raw}")  # fmt: skip
     adm = _cond(c, "Admitted")
     if adm and adm.get("status") == "True":
         cq = f" to ClusterQueue {c.cluster_queue}" if c.cluster_queue else ""
@@ -407,6 +410,7 @@ def summarize(phase: Phase, signals: list[Signal], o: Observations | None = None
 
 RECORDED = "TauRun status (the controller's record; the run's pods and events are gone)"
 CURRENT = "TauRun status (written by the controller, alive at {heartbeat})"
+ENDED = "TauRun status (the controller's record of how the run ended)"
 
 
 def _recorded(o: Observations) -> RunStatus | None:
@@ -420,14 +424,14 @@ def _recorded(o: Observations) -> RunStatus | None:
     rec = o.record
     start = r.startTime or rec.created_at
     end = _ts(r.completionTime) if r.completionTime else o.now
-    if c.current:
+    if c.current and r.phase not in TERMINAL:
         signals, summary = list(r.signals), r.summary or r.phase.lower()
-        evidence = CURRENT.format(heartbeat=c.heartbeat) if c.heartbeat else "TauRun status"
+        evidence = CURRENT.format(heartbeat=c.heartbeat)
     else:
         signals = [s.model_copy(update={"evidence": f"{s.evidence}; recorded {r.observedAt or ''}".strip("; ")})
                    for s in r.signals]  # fmt: skip
         summary = f"{r.summary or r.phase.lower()} (recorded by the controller at {r.observedAt})"
-        evidence = RECORDED
+        evidence = ENDED if r.phase in TERMINAL else RECORDED
     return RunStatus(
         run_id=rec.run_id, name=rec.name, phase=r.phase, target=rec.target,
         workload_kind=rec.workload_kind, attempt=max(r.attempt, rec.attempt),

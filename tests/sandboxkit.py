@@ -41,6 +41,7 @@ def gpu_rayjob(folder: Path, name: str, extra: str = "", runs_for: int = 86400) 
     """A one-GPU RayJob project (a CPU head and one a100x1-sized worker; KWOK runs both). The
     sandbox's Ray job runs for `runs_for` seconds (SANDBOX_RUN_SECONDS): by default until
     the test is over, so a test sees it running."""
+    folder.mkdir(parents=True, exist_ok=True)
     (folder / "train.py").write_text("print('hi')\n")
     (folder / "tau.yaml").write_text(
         f"schema_version: 1\nname: {name}\nrun: {{entrypoint: train.py, workload_kind: rayjob}}\n"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import run_tau as tau
 from kubekit import wait_until
-from sandboxkit import cpu_job, kube_env
+from sandboxkit import cpu_job, gpu_rayjob, kube_env
 
 pytestmark = pytest.mark.e2e
 
@@ -29,11 +29,7 @@ def other_machine(sandbox: Path, tmp_path: Path) -> tuple[Path, dict[str, str]]:
 def test_a_run_is_seen_and_cancelled_from_another_machine(sandbox: Path, tmp_path: Path) -> None:
     project = tmp_path / "p"
     project.mkdir()
-    gpu = project / "tau.yaml"
-    (project / "train.py").write_text("print('hi')\n")
-    gpu.write_text("schema_version: 1\nname: elsewhere\nrun: {entrypoint: train.py, workload_kind: rayjob}\n"
-                   "compute: {gpus: 1, workers: 1, worker_cpus: 8, worker_memory: 32Gi}\n"
-                   "runtime: {image: rayproject/ray:2.56.0-py312-gpu}\n")  # fmt: skip
+    gpu_rayjob(project, "elsewhere")  # runs until cancelled
     res = tau(sandbox, "run", str(project), "-d", env=kube_env(sandbox))
     assert res.returncode == 0, res.stderr
     run_id = res.stdout.strip()

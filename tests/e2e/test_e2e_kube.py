@@ -368,3 +368,25 @@ def test_target_pulumi_without_a_pulumi_cli_exits_4(sandbox: Path, tmp_path: Pat
     res = tau(sandbox, "run", str(tmp_path), "-d", env=env)
     assert res.returncode == 4
     assert "no Pulumi CLI found" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_a_run_its_queue_can_never_admit_is_refused_before_submission(
+    sandbox: Path, tmp_path: Path
+) -> None:
+    """The cpu queue has 6 CPU of flavor cpu and may borrow the gpu queue's 6 (cohort sandbox):
+    a RayJob with two 6-CPU workers and a head fits the cpu profile's nodes but can never start
+    in that queue. It is refused with the numbers, exit 3, and nothing is left in the cluster or
+    in the run records (Kueue would have kept it pending for ever)."""
+    (tmp_path / "s.py").write_text("print('big')\n")
+    (tmp_path / "tau.yaml").write_text(
+        "schema_version: 1\nname: toobig\nrun: {entrypoint: s.py, workload_kind: rayjob}\n"
+        "compute: {gpus: 0, workers: 2, worker_cpus: 6, worker_memory: 8Gi}\n"
+        "runtime: {image: rayproject/ray:2.56.0-py312}\npolicy: {profile: cpu}\n"
+    )
+    res = tau(sandbox, "run", str(tmp_path), "-d", env=kube_env(sandbox))
+    assert res.returncode == 3, res.stderr
+    assert "CPU in all; queue cpu may use at most 12" in res.stderr
+    assert "can never start here" in res.stderr
+    listed = tau(sandbox, "run", "list", "--cluster", "-o", "json", env=kube_env(sandbox))
+    assert not [r for r in json.loads(listed.stdout) if r["name"] == "toobig"]
+    assert not list((sandbox / "data" / "runs").glob("toobig-*"))  # no record

@@ -103,7 +103,8 @@ def test_cluster_facts_become_signals(tmp_path: Path) -> None:
     ("conds", "state", "words"),
     [
         ([{"type": "Admitted", "status": "True"}, {"type": "Evicted", "status": "True",
-          "reason": "PodsReadyTimeout", "message": "pods not ready in 30m"}], "false", "Evicted: PodsReadyTimeout"),
+          "reason": "PodsReadyTimeout", "message": "pods not ready in 30m"}], "false",
+         "evicted by Kueue (PodsReadyTimeout): pods not ready in 30m"),
         # the last condition is not the state: Admitted=True listed first still counts
         ([{"type": "Admitted", "status": "True"}, {"type": "QuotaReserved", "status": "True"}], "true", "admitted"),
         ([], "pending", "waiting for admission"),
@@ -223,15 +224,24 @@ def test_a_403_from_an_unserved_visibility_api_says_it_is_not_served() -> None:
         assert isinstance(got, str) and words in got
 
 
+@pytest.mark.parametrize(
+    ("priority", "counted"),
+    [
+        # Kueue v1beta2 (what the sandbox runs): the class by reference, evictions counted
+        ({"priorityClassRef": {"kind": "WorkloadPriorityClass", "name": "high"}},
+         {"schedulingStats": {"evictions": [{"reason": "Preempted", "count": 1}]}}),
+        ({"priorityClassName": "high"}, {"requeueState": {"count": 1}}),  # older Kueues
+    ],
+)  # fmt: skip
 def test_a_preempted_run_is_told_which_run_took_its_quota_and_counts_an_attempt(
-    tmp_path: Path,
+    tmp_path: Path, priority: dict[str, Any], counted: dict[str, Any]
 ) -> None:
     ids = ["low-00001", "high-00001"]
     objects = cluster_objects(ids)
     low, high = objects["Workload"]
     high["metadata"]["uid"] = "uid-high"
-    high["spec"]["priorityClassName"] = "high"
-    low["status"] = {"requeueState": {"count": 1}, "conditions": [
+    high["spec"].update(priority)
+    low["status"] = {**counted, "conditions": [
         {"type": "Preempted", "status": "True", "reason": "InClusterQueue",
          "message": "Preempted to accommodate a workload (UID: uid-high, JobUID: j-1) due to prioritization in the ClusterQueue"},
         {"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": "waiting"}]}  # fmt: skip
@@ -239,7 +249,7 @@ def test_a_preempted_run_is_told_which_run_took_its_quota_and_counts_an_attempt(
     st = status.compute(obs[0])
     adm = next(s for s in st.signals if s.name == "Admitted")
     assert adm.state == "false"
-    assert "(run high-00001, workspace research, priority high)" in adm.reason
+    assert "preempted by run high-00001 (workspace research, priority high)" in adm.reason
     assert "uid-high" not in adm.reason
     assert st.attempt == 1  # the preemption counts as an attempt
 

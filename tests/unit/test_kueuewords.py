@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from taugrid.api.kueuewords import explain, without_noise
+from taugrid.api.kueuewords import evicted, explain, without_noise
 
 NEVER = (
     "couldn't assign flavors to pod set head: flavor a100x1 doesn't match node affinity; "
@@ -52,3 +52,22 @@ def test_any_message_is_read_without_error(message: str) -> None:
 def test_the_queue_is_named_when_known(queue: str | None) -> None:
     w = explain(SHORT, queue)
     assert w is not None and (("queue gpu" in w.text) if queue else ("the queue" in w.text))
+
+
+@pytest.mark.parametrize(
+    ("reason", "message", "words"),
+    [
+        ("Preempted", "Preempted to accommodate a workload (run high-x1, workspace research, priority high) "
+         "due to prioritization in the ClusterQueue; preemptor path: /sandbox/tau-grants-gpu/gpu; "
+         "preemptee path: /sandbox/tau-grants-gpu/gpu",
+         "preempted by run high-x1 (workspace research, priority high), for prioritization in the ClusterQueue"),
+        ("Preempted", "Preempted to accommodate a workload (a workload you cannot see: another workspace's) "
+         "due to reclamation within the cohort",
+         "preempted by a workload you cannot see: another workspace's, for reclamation within the cohort"),
+        ("PodsReadyTimeout", "Exceeded the PodsReady timeout default/x; preemptor path: /a",
+         "evicted by Kueue (PodsReadyTimeout): Exceeded the PodsReady timeout default/x"),
+        ("InactiveWorkload", "", "evicted by Kueue (InactiveWorkload)"),
+    ],
+)  # fmt: skip
+def test_evictions_in_words(reason: str, message: str, words: str) -> None:
+    assert evicted(reason, message) == words

@@ -57,6 +57,8 @@ def test_borrowing_is_bounded_by_the_limit_and_by_what_the_tree_holds() -> None:
         cq("elsewhere", "other", {"cpu": {"cpu": {"nominalQuota": "100"}}}),
     ]
     assert ceiling.ceilings("a", queues, [])[("cpu", "cpu")] == D(12)  # 8 + limit 4
+    queues.append(cq("d", "team", {"gpu": {"cpu": {"nominalQuota": "50"}}}))
+    assert set(ceiling.ceilings("c", queues, [])) == {("cpu", "cpu")}  # not d's flavor
     assert ceiling.ceilings("c", queues, [])[("cpu", "cpu")] == D(30)  # the whole tree
     assert ceiling.ceilings("nope", queues, []) is None
 

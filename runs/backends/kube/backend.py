@@ -87,7 +87,42 @@ class KubeBackend(Template):
     def check_options(self, prepared: PreparedRun, options: SubmitOptions) -> None:
         if options.python or options.ray_pip:
             raise TauError("--python and --ray-pip are for local runs", exit_code=EXIT_USAGE)
+        self._prefetch(prepared)
         self.check_fits(prepared)
+
+    def _prefetch(self, prepared: PreparedRun) -> None:
+        """What the next steps read, in one round trip (each step still runs in its order): the
+        queue objects (check_fits), the run's TauRun (already_submitted) and who the user is
+        (the TauRun's stamp)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        kube, ns = self.kube, prepared.resolved.namespace
+        calls: dict[str, Any] = {
+            "LocalQueue": lambda: kube.list("LocalQueue", ns),
+            "ClusterQueue": lambda: kube.list("ClusterQueue"),
+            "Cohort": lambda: kube.list("Cohort"),
+            "TauRun": lambda: kube.get("TauRun", prepared.run_id, ns),
+            "whoami": kube.whoami,
+        }
+
+        def one(name: str) -> Any:
+            try:
+                return calls[name]()
+            except TauError as e:  # Forbidden included: the step that needs it raises it
+                return e
+
+        with ThreadPoolExecutor(max_workers=len(calls)) as pool:
+            self._pre = dict(zip(calls, pool.map(one, calls), strict=True))
+
+    def _prefetched(self, name: str, fetch: Any) -> Any:
+        """A prefetched answer (raised again if it was an error), else fetched now."""
+        pre = getattr(self, "_pre", {})
+        if name not in pre:
+            return fetch()
+        got = pre.pop(name)
+        if isinstance(got, BaseException):
+            raise got
+        return got
 
     def check_fits(self, prepared: PreparedRun) -> None:
         """Refuse, before anything is written, a run its queue can never admit (above what the
@@ -96,21 +131,16 @@ class KubeBackend(Template):
         from taugrid.kube import ceiling
 
         ns, lq = prepared.resolved.namespace, prepared.resolved.queue
-        wanted: dict[tuple[str, str | None], dict[str, str] | None] = {
-            ("LocalQueue", ns): None, ("ClusterQueue", None): None, ("Cohort", None): None,
-        }  # fmt: skip
-        try:
-            lists = self._list_all(wanted, tolerate=True)
-        except TauError:
-            return
-        local = next((q for q in lists[("LocalQueue", ns)] or [] if q["metadata"]["name"] == lq),
-                     None)  # fmt: skip
+        read: dict[str, list[dict[str, Any]]] = {}
+        for kind, ns_ in (("LocalQueue", ns), ("ClusterQueue", None), ("Cohort", None)):
+            try:
+                read[kind] = self._prefetched(kind, lambda k=kind, n=ns_: self.kube.list(k, n))
+            except TauError:
+                return  # not readable (or not served): Kueue says it in the run's status
+        local = next((q for q in read["LocalQueue"] if q["metadata"]["name"] == lq), None)
         cq = ((local or {}).get("spec") or {}).get("clusterQueue")
-        if not cq or lists[("ClusterQueue", None)] is None or lists[("Cohort", None)] is None:
-            return  # without the cohorts, what the queue may borrow is unknown
-        limits = ceiling.ceilings(cq, lists[("ClusterQueue", None)] or [],
-                                  lists[("Cohort", None)] or [])  # fmt: skip
-        if limits is None:
+        limits = ceiling.ceilings(cq, read["ClusterQueue"], read["Cohort"]) if cq else None
+        if cq is None or limits is None:
             return
         why = ceiling.never_admittable(ceiling.podsets(prepared.objects()), limits, cq)
         if why is not None:
@@ -124,7 +154,8 @@ class KubeBackend(Template):
         is refused."""
         ns = prepared.resolved.namespace
         try:
-            existing = self.kube.get("TauRun", prepared.run_id, ns)
+            existing = self._prefetched("TauRun",
+                                        lambda: self.kube.get("TauRun", prepared.run_id, ns))  # fmt: skip
         except Forbidden as e:
             raise self._forbidden(e, prepared) from None
         if existing is None:
@@ -189,7 +220,7 @@ class KubeBackend(Template):
         """The TauRun with who submits it, as the cluster knows them (`--mine`, from any
         machine: the local user@host says nothing there)."""
         ann = taurun["metadata"].setdefault("annotations", {})
-        ann[C.ANN_CLUSTER_USER] = self.kube.whoami()
+        ann[C.ANN_CLUSTER_USER] = self._prefetched("whoami", self.kube.whoami)
         return taurun
 
     def start_failed(self, run: RunDir, error: BaseException) -> None:
