@@ -20,7 +20,7 @@ from taugrid.api.vocabulary import Phase, Signal, TerminationReason, TimelineEnt
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class Condition(_Model):

@@ -44,7 +44,26 @@ def status_of_many(n: int = 1000) -> float:
         return elapsed
 
 
-def sandbox_cli() -> tuple[float, float] | None:
+def _project(folder: Path) -> Path:
+    """The quickstart with a sandbox Ray job that runs until cancelled (SANDBOX_RUN_SECONDS)."""
+    import shutil
+
+    import yaml
+
+    shutil.copytree(ROOT / "examples" / "quickstart", folder)
+    doc = yaml.safe_load((folder / "tau.yaml").read_text())
+    runtime = doc.setdefault("runtime", {})
+    env = runtime.get("env") or []
+    if isinstance(env, dict):
+        env = [{"name": k, "value": v} for k, v in env.items()]
+    runtime["env"] = [*env, {"name": "SANDBOX_RUN_SECONDS", "value": "86400"}]
+    (folder / "tau.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    return folder
+
+
+def sandbox_cli() -> tuple[float, float, float] | None:
+    """Medians of 5: submit (cold CLI), status right after (queued: computed by the client),
+    status once running (TauRun.status, written by the controller)."""
     from taugrid.infra.controlplane import binaries_dir
 
     if binaries_dir() is None:
@@ -56,17 +75,30 @@ def sandbox_cli() -> tuple[float, float] | None:
             kc = subprocess.run([TAU, "sandbox", "kubeconfig", "--as", "researcher"], env=env,
                                 check=True, capture_output=True, text=True).stdout.strip()  # fmt: skip
             env.update(KUBECONFIG=kc, TAU_TARGET="kube")
-            submits, statuses = [], []
+            project = _project(Path(home) / "project")
+            submits, queued, running = [], [], []
+
+            def timed(*args: str) -> tuple[float, str]:
+                t0 = time.perf_counter()
+                res = subprocess.run([TAU, *args], env=env, capture_output=True, text=True,
+                                     check=False)  # fmt: skip
+                return time.perf_counter() - t0, res.stdout
+
             for _ in range(5):
-                t0 = time.perf_counter()
-                res = subprocess.run([TAU, "run", str(ROOT / "examples" / "quickstart"), "-d"],
-                                     env=env, capture_output=True, text=True, check=True)  # fmt: skip
-                submits.append(time.perf_counter() - t0)
-                t0 = time.perf_counter()
-                subprocess.run([TAU, "run", "status", res.stdout.strip()], env=env,
-                               capture_output=True, check=False)  # fmt: skip
-                statuses.append(time.perf_counter() - t0)
-            return statistics.median(submits), statistics.median(statuses)
+                took, out = timed("run", str(project), "-d")
+                submits.append(took)
+                run_id = out.strip()
+                queued.append(timed("run", "status", run_id)[0])
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline:
+                    took, out = timed("run", "status", run_id, "-o", "json")
+                    if '"phase": "Running"' in out and "written by the controller" in out:
+                        break
+                    time.sleep(0.5)
+                running.append(timed("run", "status", run_id)[0])
+                timed("run", "cancel", run_id)
+            return (statistics.median(submits), statistics.median(queued),
+                    statistics.median(running))  # fmt: skip
         finally:
             subprocess.run([TAU, "sandbox", "down"], env=env, capture_output=True, check=False)
 
@@ -80,12 +112,15 @@ def main() -> int:
     if cli is None:
         print("sandbox: control plane not built (make controlplane); CLI budgets not measured")
         return 0
-    submit, st = cli
+    submit, queued, running = cli
     print(
         f"tau run --target kube to submitted (median): {submit:.3f}s  <= 0.8s {'ok' if submit <= 0.8 else 'OVER'}"
     )
     print(
-        f"tau run status, kube run (median):          {st:.3f}s  <= 0.5s {'ok' if st <= 0.5 else 'OVER'}"
+        f"tau run status, running run (median):       {running:.3f}s  <= 0.5s {'ok' if running <= 0.5 else 'OVER'}"
+    )
+    print(
+        f"tau run status, queued run (median):        {queued:.3f}s  <= 0.5s {'ok' if queued <= 0.5 else 'OVER'}"
     )
     return 0
 

@@ -13,13 +13,13 @@ import typer
 from typer.core import TyperGroup
 
 from taugrid.api.errors import EXIT_INTERRUPTED, TauError
-from taugrid.cli import cluster, controller, local, platform, quota, run, sandbox
+from taugrid.cli import cluster, controller, data, local, platform, quota, run, sandbox
 from taugrid.cli.options import RenderFormat, RenderOutOpt
 from taugrid.cli.output import object_list, out
 
 # The root help, by audience (a command in no section is listed under "Other").
 AUDIENCES: dict[str, list[str]] = {
-    "Researchers": ["run", "logs", "workspaces", "profiles", "quota", "local"],
+    "Researchers": ["run", "logs", "data", "workspaces", "profiles", "quota", "local"],
     "Platform admins": ["platform", "controller", "crds"],
     "Development": ["sandbox", "version"],
 }
@@ -59,6 +59,7 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 app.add_typer(run.app, name="run")
+app.add_typer(data.app, name="data")
 app.add_typer(local.app, name="local")
 app.add_typer(platform.app, name="platform")
 app.add_typer(sandbox.app, name="sandbox")

@@ -15,6 +15,29 @@ from taugrid.cli.app import AUDIENCES, app, deprecated_spellings
 TREE = """
 controller run: --config --context --dry-run --standalone
 crds: --output -o
+data dataset alias get: --output --registry -o
+data dataset alias history: --output --registry -o
+data dataset alias rm: --expect --output --registry -o
+data dataset alias set: --expect --expect-absent --output --registry -o
+data dataset list: --output --registry -o
+data dataset pull: --registry
+data dataset ref: --output --registry -o
+data dataset register: --description --output --purpose --registry --tag -o
+data dataset rm: --registry --yes
+data dataset show: --output --registry -o
+data dataset verify: --output --registry -o
+data lineage: --output --registry -o
+data model alias get: --output --registry -o
+data model alias history: --output --registry -o
+data model alias rm: --expect --output --registry -o
+data model alias set: --expect --expect-absent --output --registry -o
+data model list: --output --registry -o
+data model pull: --registry
+data model ref: --output --registry -o
+data model register: --checkpoint --description --from-run --output --purpose --registry --tag -o
+data model rm: --registry --yes
+data model show: --output --registry -o
+data model verify: --output --registry -o
 local status: --output -o
 local stop:
 logs: --context --follow -f

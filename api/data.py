@@ -1,0 +1,180 @@
+"""Datasets and models with versions, aliases and lineage: the records (pure: no I/O).
+
+A version is immutable and named by its content: the sha256 of its canonical manifest (one
+line `path<TAB>size<TAB>sha256` per file, sorted by path), shown short as `sha256:1a2b3c4d5e6f`.
+Each file's bytes are stored once in a store, however many versions contain them. Aliases
+(`prod`, `latest`) point at versions; every move is appended to the alias's history.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from taugrid.api.errors import EXIT_USAGE, TauError
+
+Kind = Literal["dataset", "model"]
+KINDS: tuple[Kind, ...] = ("dataset", "model")
+DIGEST_PREFIX = "sha256:"
+SHORT = 12  # hex digits shown
+
+_NAME = re.compile(r"^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$")
+_HEX = re.compile(r"^[0-9a-f]{64}$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+
+
+def bad(what: str, value: str, why: str, hint: str | None = None) -> TauError:
+    return TauError(f"{what} {value!r}: {why}", exit_code=EXIT_USAGE, hint=hint)
+
+
+def check_name(value: str, what: str = "name") -> str:
+    """Dataset, model and alias names: lower-case letters, digits, `.`, `_`, `-` (<= 63)."""
+    if not _NAME.match(value) or ".." in value:
+        raise bad(what, value, "use lower-case letters, digits, '.', '_' and '-' (at most 63, "
+                  "starting and ending with a letter or digit)", "e.g. fineweb-edu or prod")  # fmt: skip
+    return value
+
+
+def check_path(value: str) -> str:
+    """A file's path inside a version: relative, `/`-separated, no `..`, no control chars."""
+    if not value or value.startswith("/") or _CONTROL.search(value) or "\\" in value:
+        raise bad("path", value, "must be relative, '/'-separated, without control characters")
+    parts = value.split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        raise bad("path", value, "must not contain '.', '..' or empty parts")
+    return value
+
+
+class FileEntry(_Model):
+    path: str
+    size: int = Field(ge=0)
+    sha256: str
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, v: str) -> str:
+        try:
+            return check_path(v)
+        except TauError as e:
+            raise ValueError(str(e)) from None
+
+    @field_validator("sha256")
+    @classmethod
+    def _sha(cls, v: str) -> str:
+        if not _HEX.match(v):
+            raise ValueError("not a sha256 hex digest")
+        return v
+
+
+def manifest_digest(files: list[FileEntry]) -> str:
+    """The version id: sha256 of the canonical manifest (sorted by path)."""
+    h = hashlib.sha256()
+    for f in sorted(files, key=lambda f: f.path):
+        h.update(f"{f.path}\t{f.size}\t{f.sha256}\n".encode())
+    return DIGEST_PREFIX + h.hexdigest()
+
+
+def short(version: str) -> str:
+    return version[: len(DIGEST_PREFIX) + SHORT]
+
+
+class Created(_Model):
+    by: str
+    at: str
+    host: str
+    run: str | None = None  # the run that made it (a model)
+
+
+class DataInput(_Model):
+    """A dataset a run read, by exact version."""
+
+    name: str
+    version: str
+
+
+class Lineage(_Model):
+    run: str | None = None
+    inputs: list[DataInput] = Field(default_factory=list)
+    config_hash: str | None = None
+    code_revision: str | None = None
+    checkpoint: str | None = None  # the run's checkpoint this model is
+    metrics: dict[str, float] = Field(default_factory=dict)  # at that checkpoint
+
+
+class VersionRecord(_Model):
+    """One immutable version of a dataset or a model."""
+
+    schema_version: Literal[1] = 1
+    kind: Kind
+    name: str
+    version: str
+    files: list[FileEntry]
+    size: int = Field(ge=0)
+    created: Created
+    purpose: str | None = None
+    description: str | None = None
+    tags: dict[str, str] = Field(default_factory=dict)
+    lineage: Lineage = Field(default_factory=Lineage)
+
+    @property
+    def short(self) -> str:
+        return short(self.version)
+
+    def digest_ok(self) -> bool:
+        return manifest_digest(self.files) == self.version
+
+
+class AliasMove(_Model):
+    alias: str
+    from_version: str | None = Field(None, alias="from")
+    to: str | None  # None: removed
+    by: str
+    at: str
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class Ref(_Model):
+    """NAME, NAME@VERSION (full or short digest) or NAME@ALIAS."""
+
+    name: str
+    at: str | None = None
+
+    @property
+    def is_version(self) -> bool:
+        return self.at is not None and self.at.startswith(DIGEST_PREFIX)
+
+    def __str__(self) -> str:
+        return f"{self.name}@{self.at}" if self.at else self.name
+
+
+def parse_ref(text: str) -> Ref:
+    name, sep, at = text.partition("@")
+    check_name(name)
+    if not sep:
+        return Ref(name=name)
+    if not at:
+        raise bad("reference", text, "names nothing after '@'", "NAME@ALIAS or NAME@sha256:VERSION")
+    if at.startswith(DIGEST_PREFIX):
+        hexpart = at[len(DIGEST_PREFIX) :]
+        if not re.fullmatch(r"[0-9a-f]{6,64}", hexpart):
+            raise bad("version", at, "is not sha256:<hex> (6 to 64 hex digits)")
+        return Ref(name=name, at=at)
+    return Ref(name=name, at=check_name(at, "alias"))
+
+
+def parse_tags(items: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        k, sep, v = item.partition("=")
+        if not sep or not k or _CONTROL.search(item):
+            raise bad("tag", item, "must be KEY=VALUE", "e.g. --tag split=train")
+        out[k] = v
+    return out

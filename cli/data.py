@@ -1,0 +1,353 @@
+"""`tau data dataset|model ...` and `tau data lineage`: versions named by content, aliases moved
+by compare-and-swap, lineage from runs (taugrid.client.data; no registry server)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Annotated, Any
+
+import typer
+
+from taugrid.cli.options import JsonOpt, ReportFormat
+from taugrid.cli.output import console, dump_json, out, say
+
+app = typer.Typer(no_args_is_help=True,
+                  help="Datasets and models: versions by content, aliases, lineage.")  # fmt: skip
+
+RegistryOpt = Annotated[
+    str | None,
+    typer.Option("--registry", help="The store: file://DIR (default $TAU_REGISTRY, else "
+                 "$TAU_HOME/registry)", envvar="TAU_REGISTRY"),
+]  # fmt: skip
+RefArg = Annotated[str, typer.Argument(help="NAME, NAME@ALIAS or NAME@sha256:VERSION")]
+NameArg = Annotated[str, typer.Argument(help="The dataset's or model's name")]
+AliasArg = Annotated[str, typer.Argument(help="The alias, e.g. prod, latest")]
+PurposeOpt = Annotated[
+    str | None, typer.Option("--purpose", help="What it is for, e.g. pretrain, eval")
+]
+DescOpt = Annotated[str | None, typer.Option("--description", help="A line about it")]
+TagOpt = Annotated[list[str] | None, typer.Option("--tag", help="KEY=VALUE (repeat)")]
+ExpectOpt = Annotated[
+    str | None, typer.Option("--expect", help="Move only if the alias is this version now")
+]
+
+
+def _size(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+@contextlib.contextmanager
+def _progress(what: str, enabled: bool) -> Iterator[Any]:
+    """A progress bar on stderr for long work (none when stderr is not a terminal, or -o json)."""
+    import sys
+
+    if not enabled or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+
+    with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
+                  TransferSpeedColumn(), transient=True) as bar:  # fmt: skip
+        task = bar.add_task(what, total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield update
+
+
+def _record_lines(rec: Any, aliases: list[str]) -> str:
+    lines = [f"{rec.kind} {rec.name}@{rec.short}  ({rec.version})",
+             f"  {len(rec.files)} file(s), {_size(rec.size)}; created {rec.created.at} by {rec.created.by} on {rec.created.host}"]  # fmt: skip
+    if aliases:
+        lines.append(f"  aliases: {', '.join(aliases)}")
+    for k in ("purpose", "description"):
+        if getattr(rec, k):
+            lines.append(f"  {k}: {getattr(rec, k)}")
+    if rec.tags:
+        lines.append("  tags: " + ", ".join(f"{k}={v}" for k, v in rec.tags.items()))
+    lin = rec.lineage
+    if lin.run:
+        metrics = ", ".join(f"{k}={v:g}" for k, v in lin.metrics.items())
+        lines.append(
+            f"  from run {lin.run}, checkpoint {lin.checkpoint}"
+            + (f" ({metrics})" if metrics else "")
+        )
+    for i in lin.inputs:
+        lines.append(f"  input: {i.name}@{i.version[:19]}")
+    return "\n".join(lines)
+
+
+def _verbs(kind: Any) -> typer.Typer:
+    """The same verbs for datasets and models."""
+    sub = typer.Typer(no_args_is_help=True, help=f"{kind.capitalize()}s: register, list, show, verify, "
+                      "pull, ref, alias, rm.")  # fmt: skip
+    alias_app = typer.Typer(
+        no_args_is_help=True, help=f"Aliases of a {kind} (compare-and-swap moves)."
+    )
+    sub.add_typer(alias_app, name="alias")
+
+    if kind == "dataset":
+
+        @sub.command("register")
+        def register(name: NameArg, path: Annotated[str, typer.Argument(help="A file or folder")],
+                     purpose: PurposeOpt = None, description: DescOpt = None, tag: TagOpt = None,
+                     registry: RegistryOpt = None, output: JsonOpt = ReportFormat.text) -> None:  # fmt: skip
+            """Register a file or folder as a version (the same content again: the same version)."""
+            from taugrid.api.data import parse_tags
+            from taugrid.client import data
+
+            tags = parse_tags(tag or [])
+            with _progress(f"registering {name}", output is ReportFormat.text) as bar:
+                got = data.register("dataset", name, path, purpose=purpose, description=description,
+                                    tags=tags, registry=registry, progress=bar)  # fmt: skip
+            _registered(got, output)
+
+    else:
+
+        @sub.command("register")
+        def register_model(
+            name: NameArg,
+            path: Annotated[str | None, typer.Argument(help="A file or folder (or --from-run)")] = None,
+            from_run: Annotated[str | None, typer.Option("--from-run", help="A run whose checkpoint it is")] = None,
+            checkpoint: Annotated[str, typer.Option("--checkpoint", help="latest, best (by the run's primary metric) or a path")] = "latest",
+            purpose: PurposeOpt = None, description: DescOpt = None, tag: TagOpt = None,
+            registry: RegistryOpt = None, output: JsonOpt = ReportFormat.text,
+        ) -> None:  # fmt: skip
+            """Register a model: a run's checkpoint (with its lineage) or a file or folder."""
+            from taugrid.api.data import parse_tags
+            from taugrid.api.errors import EXIT_USAGE, TauError
+            from taugrid.client import data
+
+            if (path is None) == (from_run is None):
+                raise TauError("give a PATH or --from-run RUN (one of them)", exit_code=EXIT_USAGE)
+            tags = parse_tags(tag or [])
+            with _progress(f"registering {name}", output is ReportFormat.text) as bar:
+                if from_run:
+                    got = data.register_model_from_run(name, from_run, checkpoint=checkpoint,
+                                                       purpose=purpose, description=description,
+                                                       tags=tags, registry=registry, progress=bar)  # fmt: skip
+                else:
+                    assert path is not None
+                    got = data.register("model", name, path, purpose=purpose, description=description,
+                                        tags=tags, registry=registry, progress=bar)  # fmt: skip
+            _registered(got, output)
+
+    @sub.command("list")
+    def list_(registry: RegistryOpt = None, output: JsonOpt = ReportFormat.text) -> None:
+        """Every one: versions, the newest, its size, aliases."""
+        from taugrid.client import data
+
+        rows = data.list_(kind, registry=registry)
+        if output is ReportFormat.json:
+            out(dump_json(rows))
+            return
+        if not rows:
+            out(f"no {kind}s in {data.registry_url(registry)}")
+            return
+        from rich.table import Table
+
+        table = Table(box=None, show_edge=False, pad_edge=False)
+        for col in ("NAME", "VERSIONS", "NEWEST", "FILES", "SIZE", "ALIASES"):
+            table.add_column(col)
+        for r in rows:
+            table.add_row(r["name"], str(r["versions"]), r["newest"], str(r["files"]), _size(r["size"]),
+                          ", ".join(f"{a}={v[7:]}" for a, v in r["aliases"].items()) or "-")  # fmt: skip
+        console().print(table)
+
+    @sub.command("show")
+    def show(
+        ref: RefArg, registry: RegistryOpt = None, output: JsonOpt = ReportFormat.text
+    ) -> None:
+        """One version: files, size, who made it, aliases, lineage (NAME alone: its newest)."""
+        from taugrid.client import data
+
+        rec = data.show(kind, ref, registry=registry)
+        aliases = data.aliases_of(kind, rec, registry=registry)
+        if output is ReportFormat.json:
+            out(dump_json({**rec.model_dump(mode="json", by_alias=True), "aliases": aliases}))
+            return
+        out(_record_lines(rec, aliases))
+        versions = data.versions(kind, rec.name, registry=registry)
+        if len(versions) > 1:
+            out("  versions: " + ", ".join(v.short for v in versions[-5:]))
+
+    @sub.command("verify")
+    def verify(
+        ref: RefArg, registry: RegistryOpt = None, output: JsonOpt = ReportFormat.text
+    ) -> None:
+        """Re-hash every file of a version; name each missing or changed one (exit 1)."""
+        from taugrid.client import data
+
+        with _progress(f"verifying {ref}", output is ReportFormat.text) as bar:
+            rec, problems = data.verify(kind, ref, registry=registry, progress=bar)
+        if output is ReportFormat.json:
+            out(dump_json({"name": rec.name, "version": rec.version, "ok": not problems,
+                           "problems": problems}))  # fmt: skip
+        else:
+            for p in problems:
+                out(f"  {p}")
+            out(f"{rec.name}@{rec.short}: " + (f"{len(problems)} problem(s)" if problems else
+                                                 f"ok ({len(rec.files)} file(s), {_size(rec.size)})"))  # fmt: skip
+        if problems:
+            raise typer.Exit(1)
+
+    @sub.command("pull")
+    def pull(ref: RefArg, dest: Annotated[str, typer.Argument(help="Folder to copy the files into")],
+             registry: RegistryOpt = None) -> None:  # fmt: skip
+        """Copy a version's files into a folder (checked as they are copied)."""
+        from taugrid.client import data
+
+        with _progress(f"pulling {ref}", True) as bar:
+            rec = data.pull(kind, ref, dest, registry=registry, progress=bar)
+        say(f"{rec.name}@{rec.short}: {len(rec.files)} file(s), {_size(rec.size)} in {dest}")
+
+    @sub.command("ref")
+    def ref_(ref: RefArg, registry: RegistryOpt = None,
+             output: Annotated[str, typer.Option("-o", "--output", help="env or json")] = "json") -> None:  # fmt: skip
+        """The exact version a reference names now (for scripts: -o env or json)."""
+        from taugrid.api.errors import EXIT_USAGE, TauError
+        from taugrid.client import data
+
+        rec = data.show(kind, ref, registry=registry)
+        doc = {
+            "kind": kind,
+            "name": rec.name,
+            "version": rec.version,
+            "registry": data.registry_url(registry),
+        }
+        if output == "env":
+            key = rec.name.upper().replace("-", "_").replace(".", "_")
+            out(f"TAU_{kind.upper()}_{key}={rec.name}@{rec.version}")
+        elif output == "json":
+            out(dump_json(doc))
+        else:
+            raise TauError(f"-o {output}: use env or json", exit_code=EXIT_USAGE)
+
+    @sub.command("rm")
+    def rm(ref: RefArg, yes: Annotated[bool, typer.Option("--yes", help="Really remove it")] = False,
+           registry: RegistryOpt = None) -> None:  # fmt: skip
+        """Remove a version (NAME@VERSION): refused while an alias points at it; files shared
+        with other versions stay."""
+        from taugrid.api.errors import EXIT_USAGE, TauError
+        from taugrid.client import data
+
+        if not yes:
+            raise TauError(
+                f"removing {ref} cannot be undone", exit_code=EXIT_USAGE, hint="add --yes"
+            )
+        rec = data.remove(kind, ref, registry=registry)
+        say(f"removed {rec.name}@{rec.short}")
+
+    @alias_app.command("set")
+    def alias_set(name: NameArg, alias: AliasArg,
+                  version: Annotated[str, typer.Argument(help="sha256:VERSION (short is fine) or another alias")],
+                  expect: ExpectOpt = None,
+                  expect_absent: Annotated[bool, typer.Option("--expect-absent", help="Only if the alias does not exist yet")] = False,
+                  registry: RegistryOpt = None, output: JsonOpt = ReportFormat.text) -> None:  # fmt: skip
+        """Point an alias at a version: with --expect/--expect-absent, only if nobody moved it
+        meanwhile (exit 1 names what it is now)."""
+        from taugrid.client import data
+
+        move = data.set_alias(kind, name, alias, version, expect=expect, expect_absent=expect_absent,
+                              registry=registry)  # fmt: skip
+        _moved(name, move, output)
+
+    @alias_app.command("rm")
+    def alias_rm(name: NameArg, alias: AliasArg, expect: ExpectOpt = None,
+                 registry: RegistryOpt = None, output: JsonOpt = ReportFormat.text) -> None:  # fmt: skip
+        """Remove an alias (kept in its history)."""
+        from taugrid.client import data
+
+        _moved(name, data.remove_alias(kind, name, alias, expect=expect, registry=registry), output)
+
+    @alias_app.command("get")
+    def alias_get(name: NameArg, alias: AliasArg, registry: RegistryOpt = None,
+                  output: JsonOpt = ReportFormat.text) -> None:  # fmt: skip
+        """The version an alias points at now."""
+        from taugrid.client import data
+
+        rec = data.get_alias(kind, name, alias, registry=registry)
+        out(dump_json({"alias": alias, "version": rec.version}) if output is ReportFormat.json
+            else f"{name}@{alias} = {rec.short}")  # fmt: skip
+
+    @alias_app.command("history")
+    def alias_history(name: NameArg, alias: Annotated[str | None, typer.Argument(help="One alias (default: all)")] = None,
+                      registry: RegistryOpt = None, output: JsonOpt = ReportFormat.text) -> None:  # fmt: skip
+        """Every move of the aliases (who, when, from, to), oldest first."""
+        from taugrid.client import data
+
+        moves = data.history(kind, name, alias, registry=registry)
+        if output is ReportFormat.json:
+            out(dump_json([m.model_dump(mode="json", by_alias=True) for m in moves]))
+            return
+        for m in moves:
+            was = m.from_version[:19] if m.from_version else "(none)"
+            now = m.to[:19] if m.to else "(removed)"
+            out(f"{m.at}  {m.alias}: {was} -> {now}  by {m.by}")
+        if not moves:
+            out(f"no alias moves for {name}")
+
+    return sub
+
+
+def _registered(got: Any, output: ReportFormat) -> None:
+    rec = got.record
+    if output is ReportFormat.json:
+        out(dump_json({**rec.model_dump(mode="json", by_alias=True), "new": got.created}))
+        return
+    if got.created:
+        say(f"registered {rec.kind} {rec.name}@{rec.short}: {len(rec.files)} file(s), {_size(rec.size)}"
+            f" (hashed {_size(got.hashed_bytes)})")  # fmt: skip
+    else:
+        say(
+            f"{rec.kind} {rec.name}@{rec.short} is already registered with this content: nothing changed"
+        )
+    out(f"{rec.name}@{rec.version}")
+
+
+def _moved(name: str, move: Any, output: ReportFormat) -> None:
+    if output is ReportFormat.json:
+        out(dump_json(move.model_dump(mode="json", by_alias=True)))
+        return
+    was = move.from_version[:19] if move.from_version else "(none)"
+    now = move.to[:19] if move.to else "(removed)"
+    out(f"{name}@{move.alias}: {was} -> {now}")
+
+
+app.add_typer(_verbs("dataset"), name="dataset")
+app.add_typer(_verbs("model"), name="model")
+
+
+@app.command("lineage")
+def lineage(
+    ref: Annotated[str, typer.Argument(help="model:NAME@REF or dataset:NAME@REF (default model)")],
+    registry: RegistryOpt = None, output: JsonOpt = ReportFormat.text,
+) -> None:  # fmt: skip
+    """A model's run and that run's inputs; a dataset version's models."""
+    from taugrid.client import data
+
+    kind, sep, rest = ref.partition(":")
+    if not sep or kind not in ("model", "dataset"):
+        kind, rest = "model", ref
+    doc = data.lineage(kind, rest, registry=registry)  # type: ignore[arg-type]
+    if output is ReportFormat.json:
+        out(dump_json(doc))
+        return
+    out(f"{kind} {doc['name']}@{doc['version'][:19]}")
+    if kind == "model":
+        out(f"  made by run {doc['run'] or '(not a run: registered from a folder)'}"
+            + (f", checkpoint {doc['checkpoint']}" if doc.get("checkpoint") else ""))  # fmt: skip
+        for i in doc["inputs"]:
+            out(f"  input: {i['name']}@{i['version'][:19]}")
+    else:
+        for m in doc["models"] or []:
+            out(f"  model {m['name']}@{m['version']} (run {m['run']})")
+        if not doc["models"]:
+            out("  no model names it as an input yet")

@@ -1,0 +1,241 @@
+"""Datasets and models (`tau data`): register, list, show, verify, pull, aliases, lineage.
+
+The store is `registry` (a URL: `file://DIR` or a folder), else `TAU_REGISTRY`, else
+`$TAU_HOME/registry`. Every call returns api models (`taugrid.api.data`) or rows, and raises
+TauErrors with the CLI's exit codes: 2 bad input, 1 a lost alias race or a failed verify, 4 a
+store that cannot be used.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+from pathlib import Path
+from typing import Any
+
+from taugrid.api.data import (
+    AliasMove,
+    Created,
+    Kind,
+    Lineage,
+    VersionRecord,
+    parse_ref,
+    short,
+)
+from taugrid.api.errors import EXIT_USAGE, TauError
+from taugrid.data.store import FileStore, Progress, Registered, open_store
+
+REGISTRY_ENV = "TAU_REGISTRY"
+
+
+def registry_url(registry: str | None = None) -> str:
+    from taugrid.api.home import tau_home
+
+    return registry or os.environ.get(REGISTRY_ENV) or f"file://{tau_home() / 'registry'}"
+
+
+def store(registry: str | None = None) -> FileStore:
+    from taugrid.api.home import tau_home
+
+    return open_store(registry_url(registry), tau_home() / "cache" / "data-stat.sqlite")
+
+
+def _created(run: str | None = None) -> Created:
+    import socket
+
+    from taugrid.api.kubetime import k8s_time
+    from taugrid.runs.provenance import submitter
+
+    return Created(by=submitter(), at=k8s_time(), host=socket.gethostname(), run=run)
+
+
+def register(kind: Kind, name: str, path: str | Path, *, purpose: str | None = None,
+             description: str | None = None, tags: dict[str, str] | None = None,
+             registry: str | None = None, progress: Progress | None = None) -> Registered:  # fmt: skip
+    """A file or folder as a new version of `name` (the same content again: the same version,
+    nothing re-read that the stat cache knows)."""
+    return store(registry).register(kind, name, Path(path), _created(), purpose=purpose,
+                                    description=description, tags=tags, progress=progress)  # fmt: skip
+
+
+def register_model_from_run(name: str, run: str, *, checkpoint: str = "latest",
+                            purpose: str | None = None, description: str | None = None,
+                            tags: dict[str, str] | None = None, registry: str | None = None,
+                            progress: Progress | None = None) -> Registered:  # fmt: skip
+    """A run's checkpoint as a model version, with its lineage (the run, its config hash, code
+    revision and the metrics at that checkpoint). `checkpoint`: latest, best (by the run's
+    primary metric and its direction) or a path."""
+    from taugrid.client.runs import find
+
+    rd = find(run)
+    rec = rd.read_record()
+    path, step = _checkpoint(rd, checkpoint)
+    metrics = _metrics_at(rd, step)
+    lineage = Lineage(run=rec.run_id, config_hash=rec.config_hash, code_revision=rec.code_revision,
+                      checkpoint=path.name, metrics=metrics)  # fmt: skip
+    return store(registry).register("model", name, path, _created(rec.run_id), purpose=purpose,
+                                    description=description, tags=tags, lineage=lineage,
+                                    progress=progress)  # fmt: skip
+
+
+def _checkpoint(rd: Any, which: str) -> tuple[Path, int | None]:
+    ckpts = rd.complete_checkpoints()
+    if which not in ("latest", "best"):
+        p = Path(which)
+        p = p if p.is_absolute() else rd.checkpoint_dir() / which
+        if not p.exists():
+            raise TauError(f"checkpoint {which}: not found in run {rd.run_id}", exit_code=EXIT_USAGE,
+                           hint=f"complete ones: {', '.join(c['path'] for c in ckpts) or 'none'}")  # fmt: skip
+        step = next((c.get("step") for c in ckpts if c["path"] == p.name), None)
+        return p, step
+    if not ckpts:
+        raise TauError(f"run {rd.run_id} has no complete checkpoint", exit_code=EXIT_USAGE,
+                       hint="register a folder instead: tau data model register NAME PATH")  # fmt: skip
+    if which == "latest":
+        c = ckpts[-1]
+        return rd.checkpoint_dir() / c["path"], c.get("step")
+    metric, lower = _primary(rd)
+    rows = {r["step"]: r for r in rd.metric_rows() if isinstance(r.get(metric), int | float)}
+    scored = [(rows[c["step"]][metric], c) for c in ckpts if c.get("step") in rows]
+    if not scored:
+        raise TauError(f"run {rd.run_id}: no checkpoint has a value of {metric!r}",
+                       exit_code=EXIT_USAGE, hint="--checkpoint latest, or a path")  # fmt: skip
+    best = (min if lower else max)(scored, key=lambda x: x[0])[1]
+    return rd.checkpoint_dir() / best["path"], best.get("step")
+
+
+def _primary(rd: Any) -> tuple[str, bool]:
+    import yaml
+
+    rec = rd.read_record()
+    metric, direction = rec.primary_metric, None
+    with_config = rd.path / "config" / "resolved.yaml"
+    if with_config.is_file():
+        doc = yaml.safe_load(with_config.read_text()) or {}
+        m = (doc.get("manifest") or doc).get("metrics") or {}
+        metric = metric or m.get("primary")
+        direction = m.get("direction")
+    if not metric:
+        raise TauError(f"run {rd.run_id} names no primary metric: 'best' is undefined",
+                       exit_code=EXIT_USAGE, hint="--checkpoint latest, or set metrics.primary in tau.yaml")  # fmt: skip
+    lower = direction != "higher" and not (direction is None and "acc" in metric)
+    return metric, lower
+
+
+def _metrics_at(rd: Any, step: int | None) -> dict[str, float]:
+    if step is None:
+        return {}
+    for r in rd.metric_rows():
+        if r.get("step") == step:
+            return {k: float(v) for k, v in r.items() if isinstance(v, int | float) and k != "step"}
+    return {}
+
+
+def versions(kind: Kind, name: str, *, registry: str | None = None) -> builtins.list[VersionRecord]:
+    return store(registry).versions(kind, name)
+
+
+def list_(kind: Kind, *, registry: str | None = None) -> builtins.list[dict[str, Any]]:
+    """One row per name: versions, the newest, its size, and the aliases."""
+    s = store(registry)
+    rows = []
+    for name in s.names(kind):
+        vs = s.versions(kind, name)
+        if not vs:
+            continue
+        aliases = s.aliases(kind, name)
+        rows.append({"name": name, "versions": len(vs), "newest": short(vs[-1].version),
+                     "size": vs[-1].size, "files": len(vs[-1].files), "created": vs[-1].created.at,
+                     "aliases": {a: short(v) for a, v in sorted(aliases.items())}})  # fmt: skip
+    return rows
+
+
+def show(kind: Kind, ref: str, *, registry: str | None = None) -> VersionRecord:
+    return store(registry).resolve(kind, parse_ref(ref))
+
+
+def aliases_of(
+    kind: Kind, record: VersionRecord, *, registry: str | None = None
+) -> builtins.list[str]:
+    return sorted(
+        a for a, v in store(registry).aliases(kind, record.name).items() if v == record.version
+    )
+
+
+def verify(kind: Kind, ref: str, *, registry: str | None = None,
+           progress: Progress | None = None) -> tuple[VersionRecord, builtins.list[str]]:  # fmt: skip
+    s = store(registry)
+    rec = s.resolve(kind, parse_ref(ref))
+    return rec, s.verify(rec, progress)
+
+
+def pull(kind: Kind, ref: str, dest: str | Path, *, registry: str | None = None,
+         progress: Progress | None = None) -> VersionRecord:  # fmt: skip
+    s = store(registry)
+    rec = s.resolve(kind, parse_ref(ref))
+    s.pull(rec, Path(dest), progress)
+    return rec
+
+
+def set_alias(kind: Kind, name: str, alias: str, ref: str, *, expect: str | None = None,
+              expect_absent: bool = False, registry: str | None = None) -> AliasMove:  # fmt: skip
+    """Move `alias` to the version `ref` names, only if it is `expect` now (a version or a short
+    version) or absent: a true compare-and-swap."""
+    from taugrid.api.kubetime import k8s_time
+    from taugrid.runs.provenance import submitter
+
+    s = store(registry)
+    target = s.resolve(kind, parse_ref(f"{name}@{ref}" if "@" not in ref else ref))
+    exp = s.resolve(kind, parse_ref(f"{name}@{expect}")).version if expect else None
+    return s.set_alias(kind, name, alias, target.version, submitter(), k8s_time(),
+                       expect=exp, expect_absent=expect_absent)  # fmt: skip
+
+
+def remove_alias(kind: Kind, name: str, alias: str, *, expect: str | None = None,
+                 registry: str | None = None) -> AliasMove:  # fmt: skip
+    from taugrid.api.kubetime import k8s_time
+    from taugrid.runs.provenance import submitter
+
+    s = store(registry)
+    exp = s.resolve(kind, parse_ref(f"{name}@{expect}")).version if expect else None
+    return s.set_alias(kind, name, alias, None, submitter(), k8s_time(), expect=exp)
+
+
+def get_alias(kind: Kind, name: str, alias: str, *, registry: str | None = None) -> VersionRecord:
+    return store(registry).resolve(kind, parse_ref(f"{name}@{alias}"))
+
+
+def history(kind: Kind, name: str, alias: str | None = None, *,
+            registry: str | None = None) -> builtins.list[AliasMove]:  # fmt: skip
+    return store(registry).history(kind, name, alias)
+
+
+def remove(kind: Kind, ref: str, *, registry: str | None = None) -> VersionRecord:
+    r = parse_ref(ref)
+    if not r.is_version:
+        raise TauError(f"{ref}: name the version to remove (NAME@sha256:...)", exit_code=EXIT_USAGE,
+                       hint=f"tau data {kind} show {r.name} lists them")  # fmt: skip
+    s = store(registry)
+    rec = s.resolve(kind, r)
+    s.remove(kind, rec.name, rec.version)
+    return rec
+
+
+def lineage(kind: Kind, ref: str, *, registry: str | None = None) -> dict[str, Any]:
+    """A model: the run that made it and that run's inputs. A dataset: the models whose
+    lineage names it."""
+    s = store(registry)
+    rec = s.resolve(kind, parse_ref(ref))
+    out: dict[str, Any] = {"kind": kind, "name": rec.name, "version": rec.version}
+    if kind == "model":
+        out.update(run=rec.lineage.run, inputs=[i.model_dump() for i in rec.lineage.inputs],
+                   checkpoint=rec.lineage.checkpoint, metrics=rec.lineage.metrics,
+                   config_hash=rec.lineage.config_hash)  # fmt: skip
+        return out
+    models = []
+    for name in s.names("model"):
+        for m in s.versions("model", name):
+            if any(i.name == rec.name and i.version == rec.version for i in m.lineage.inputs):
+                models.append({"name": name, "version": short(m.version), "run": m.lineage.run})
+    out["models"] = models
+    return out

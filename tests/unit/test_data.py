@@ -1,0 +1,331 @@
+"""Datasets and models (`tau data`) on the file store: versions named by content, files stored
+once, alias moves as a true compare-and-swap (threads and processes), nothing partial after a
+kill -9, the stat cache, verify, and bad input refused with exit 2."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from conftest import run_tau
+
+from taugrid.api.data import Created, FileEntry, manifest_digest, parse_ref, parse_tags
+from taugrid.api.errors import TauError
+from taugrid.data.store import Conflict, FileStore
+
+WHO = Created(by="alice@lab", at="2026-12-01T12:00:00Z", host="lab")
+
+
+def tree(root: Path, files: dict[str, bytes]) -> Path:
+    for rel, data in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)
+    return root
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> FileStore:
+    return FileStore(tmp_path / "registry", tmp_path / "cache" / "stat.sqlite")
+
+
+# --- the model ----------------------------------------------------------------------------------
+def test_the_version_is_the_digest_of_the_sorted_file_list() -> None:
+    a = FileEntry(path="a.txt", size=1, sha256="0" * 64)
+    b = FileEntry(path="b/c.txt", size=2, sha256="1" * 64)
+    assert manifest_digest([a, b]) == manifest_digest([b, a])
+    assert manifest_digest([a, b]) != manifest_digest([a, b.model_copy(update={"size": 3})])
+    assert manifest_digest([a]).startswith("sha256:") and len(manifest_digest([a])) == 71
+
+
+@pytest.mark.parametrize(
+    "path", ["/etc/passwd", "../up", "a/../b", "a//b", "./a", "a\x00b", "a\nb", "", "a\\b"]
+)
+def test_bad_paths_are_refused(path: str) -> None:
+    with pytest.raises(ValueError):
+        FileEntry(path=path, size=0, sha256="0" * 64)
+
+
+@pytest.mark.parametrize(
+    "ref",
+    ["", "UPPER", "a b", "../x", "x@", "x@../y", "x@sha256:zz", "x@sha256:12", "-x", "x" * 64],
+)
+def test_bad_references_exit_2(ref: str) -> None:
+    with pytest.raises(TauError) as e:
+        parse_ref(ref)
+    assert e.value.exit_code == 2
+
+
+def test_references_and_tags() -> None:
+    assert parse_ref("fineweb").at is None
+    assert parse_ref("fineweb@prod").at == "prod" and not parse_ref("fineweb@prod").is_version
+    assert parse_ref("fineweb@sha256:1a2b3c").is_version
+    assert parse_tags(["split=train", "lang=en=us"]) == {"split": "train", "lang": "en=us"}
+    with pytest.raises(TauError):
+        parse_tags(["nokey"])
+
+
+# --- the file store -----------------------------------------------------------------------------
+def test_same_content_same_version_and_files_stored_once(store: FileStore, tmp_path: Path) -> None:
+    src = tree(
+        tmp_path / "d", {"a.txt": b"hello", "sub/b.bin": os.urandom(50_000), "c.txt": b"hello"}
+    )
+    first = store.register("dataset", "toy", src, WHO)
+    assert first.created and first.record.digest_ok() and len(first.record.files) == 3
+    again = store.register("dataset", "toy", src, WHO)
+    assert not again.created and again.record.version == first.record.version
+    assert again.hashed_bytes == 0  # the stat cache knew every file
+    (src / "c.txt").write_bytes(b"changed")
+    second = store.register("dataset", "toy", src, WHO)
+    assert second.created and second.record.version != first.record.version
+    assert second.hashed_bytes == len(b"changed")  # only the changed file was read
+    blobs = [p for p in (store.root / "blobs").rglob("*") if p.is_file()]
+    assert len(blobs) == 3  # hello (twice in v1), b.bin, changed: each stored once
+    assert [r.version for r in store.versions("dataset", "toy")] == [
+        first.record.version,
+        second.record.version,
+    ]
+
+
+def test_resolve_by_alias_short_version_and_name(store: FileStore, tmp_path: Path) -> None:
+    v1 = store.register("dataset", "toy", tree(tmp_path / "1", {"a": b"1"}), WHO).record
+    v2 = store.register("dataset", "toy", tree(tmp_path / "2", {"a": b"2"}), WHO).record
+    assert store.resolve("dataset", parse_ref("toy")).version == v2.version  # newest
+    store.set_alias("dataset", "toy", "prod", v1.version, "a", "t")
+    assert store.resolve("dataset", parse_ref("toy@prod")).version == v1.version
+    assert store.resolve("dataset", parse_ref(f"toy@{v2.short}")).version == v2.version
+    with pytest.raises(TauError) as e:
+        store.resolve("dataset", parse_ref("toy@staging"))
+    assert e.value.exit_code == 2 and "aliases: prod" in (e.value.hint or "")
+    with pytest.raises(TauError) as e:
+        store.resolve("dataset", parse_ref("nothing"))
+    assert "no dataset 'nothing'" in str(e.value)
+
+
+def test_an_alias_moves_only_from_what_the_caller_expects(store: FileStore, tmp_path: Path) -> None:
+    v1 = store.register("model", "m", tree(tmp_path / "1", {"w": b"1"}), WHO).record.version
+    v2 = store.register("model", "m", tree(tmp_path / "2", {"w": b"2"}), WHO).record.version
+    store.set_alias("model", "m", "prod", v1, "a", "t1", expect_absent=True)
+    with pytest.raises(Conflict) as e:
+        store.set_alias("model", "m", "prod", v2, "b", "t2", expect_absent=True)
+    assert e.value.exit_code == 1 and e.value.current == v1
+    with pytest.raises(Conflict):
+        store.set_alias("model", "m", "prod", v2, "b", "t2", expect=v2)
+    store.set_alias("model", "m", "prod", v2, "b", "t3", expect=v1)
+    store.set_alias("model", "m", "prod", None, "c", "t4", expect=v2)
+    moves = store.history("model", "m", "prod")
+    assert [(m.from_version, m.to, m.by) for m in moves] == [
+        (None, v1, "a"),
+        (v1, v2, "b"),
+        (v2, None, "c"),
+    ]
+    with pytest.raises(TauError) as e2:
+        store.set_alias("model", "m", "prod", "sha256:" + "f" * 64, "x", "t")
+    assert e2.value.exit_code == 2  # no such version
+
+
+def test_remove_is_refused_while_an_alias_holds_the_version(
+    store: FileStore, tmp_path: Path
+) -> None:
+    src = tree(tmp_path / "1", {"shared": b"s", "own": b"1"})
+    v1 = store.register("dataset", "d", src, WHO).record
+    (src / "own").write_bytes(b"2")
+    v2 = store.register("dataset", "d", src, WHO).record
+    store.set_alias("dataset", "d", "prod", v1.version, "a", "t")
+    with pytest.raises(TauError) as e:
+        store.remove("dataset", "d", v1.version)
+    assert "held by alias prod" in str(e.value)
+    store.remove("dataset", "d", v2.version)
+    assert [r.version for r in store.versions("dataset", "d")] == [v1.version]
+    assert store.verify(v1) == []  # its shared file stayed
+
+
+def _race(root: str, version: str, expect: str, barrier: object, results: object, i: int) -> None:
+    s = FileStore(Path(root))
+    barrier.wait()  # type: ignore[attr-defined]
+    try:
+        s.set_alias("dataset", "d", "prod", version, f"racer-{i}", "t", expect=expect)
+        results.put(("won", i))  # type: ignore[attr-defined]
+    except Conflict as e:
+        results.put(("lost", e.current))  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("how", ["threads", "processes"])
+def test_100_racers_one_winner_per_round_and_every_move_in_the_history(
+    store: FileStore, tmp_path: Path, how: str
+) -> None:
+    versions = [store.register("dataset", "d", tree(tmp_path / str(i), {"f": str(i).encode()}), WHO).record.version
+                for i in range(4)]  # fmt: skip
+    store.set_alias("dataset", "d", "prod", versions[0], "setup", "t")
+    ctx = multiprocessing.get_context("fork")
+    for rnd in range(3):
+        expect, target = versions[rnd], versions[rnd + 1]
+        if how == "threads":
+            import queue
+
+            barrier: object = threading.Barrier(100)
+            results: object = queue.Queue()
+            workers = [threading.Thread(target=_race, args=(str(store.root), target, expect, barrier, results, i))
+                       for i in range(100)]  # fmt: skip
+        else:
+            barrier, results = ctx.Barrier(100), ctx.Queue()
+            workers = [ctx.Process(target=_race, args=(str(store.root), target, expect, barrier, results, i))  # type: ignore[misc]
+                       for i in range(100)]  # fmt: skip
+        for w in workers:
+            w.start()
+        got = [results.get(timeout=60) for _ in range(100)]  # type: ignore[attr-defined]
+        for w in workers:
+            w.join(timeout=60)
+        won = [g for g in got if g[0] == "won"]
+        assert len(won) == 1, f"round {rnd}: {len(won)} winners"
+        assert all(g[1] == target for g in got if g[0] == "lost")  # each loser is told the current
+    moves = store.history("dataset", "d", "prod")
+    assert [m.to for m in moves] == versions  # setup + one move per round, nothing else
+    assert store.aliases("dataset", "d") == {"prod": versions[3]}
+
+
+def test_kill_9_during_register_leaves_no_partial_version_and_reuses_finished_files(
+    store: FileStore, tmp_path: Path
+) -> None:
+    src = tree(tmp_path / "big", {f"f{i:02d}.bin": os.urandom(2 << 20) for i in range(12)})
+    code = ("import sys, time; from pathlib import Path; from taugrid.data.store import FileStore;"
+            "from taugrid.api.data import Created;"
+            "s = FileStore(Path(sys.argv[1]), Path(sys.argv[2]));"
+            "s.register('dataset', 'big', Path(sys.argv[3]), Created(by='a', at='t', host='h'),"
+            " progress=lambda d, t: (print(d, flush=True), time.sleep(0.02)))")  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-c", code, str(store.root), str(store.stat_cache), str(src)],
+                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+    assert proc.stdout is not None
+    while int(proc.stdout.readline() or 0) < (6 << 20):  # some files done, not all
+        pass
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert store.versions("dataset", "big") == []  # nothing half-written is listed
+    blobs = [p for p in (store.root / "blobs").rglob("*") if p.is_file()]
+    assert 0 < len(blobs) < 12
+    done = store.register("dataset", "big", src, WHO)
+    assert done.created and store.verify(done.record) == []
+    assert done.hashed_bytes < 24 << 20  # the finished files were not read again
+
+
+def test_verify_names_each_missing_or_changed_file(store: FileStore, tmp_path: Path) -> None:
+    rec = store.register(
+        "dataset", "v", tree(tmp_path / "v", {"a": b"aaa", "b": b"bbb"}), WHO
+    ).record
+    a, b = (store.blob(f.sha256) for f in rec.files)
+    a.chmod(0o644)
+    a.write_bytes(b"tampered")
+    b.unlink()
+    problems = store.verify(rec)
+    assert any(p.startswith("a: changed") for p in problems) and "b: missing" in problems
+    with pytest.raises(TauError) as e:
+        store.pull(rec, tmp_path / "out")
+    assert e.value.exit_code == 1
+
+
+def test_pull_copies_the_exact_files(store: FileStore, tmp_path: Path) -> None:
+    files = {"x/y/z.txt": b"deep", "top": os.urandom(3000)}
+    rec = store.register("dataset", "p", tree(tmp_path / "p", files), WHO).record
+    store.pull(rec, tmp_path / "out")
+    assert {str(p.relative_to(tmp_path / "out")): p.read_bytes()
+            for p in (tmp_path / "out").rglob("*") if p.is_file()} == files  # fmt: skip
+
+
+def test_nothing_to_register_and_a_missing_source_are_clear(
+    store: FileStore, tmp_path: Path
+) -> None:
+    (tmp_path / "empty").mkdir()
+    for src in (tmp_path / "empty", tmp_path / "nope"):
+        with pytest.raises(TauError) as e:
+            store.register("dataset", "d", src, WHO)
+        assert e.value.exit_code == 2
+
+
+# --- the CLI ------------------------------------------------------------------------------------
+def test_the_cli_registers_aliases_and_refuses_bad_input(tmp_path: Path) -> None:
+    def tau(*args: str) -> subprocess.CompletedProcess[str]:
+        return run_tau(tmp_path / "home", *args)
+
+    src = tree(tmp_path / "d", {"a.txt": b"1"})
+    res = tau("data", "dataset", "register", "toy", str(src), "-o", "json")
+    assert res.returncode == 0, res.stderr
+    version = json.loads(res.stdout)["version"]
+    res = tau("data", "dataset", "alias", "set", "toy", "prod", version[:19], "--expect-absent")
+    assert res.returncode == 0, res.stderr
+    lost = tau("data", "dataset", "alias", "set", "toy", "prod", version[:19], "--expect-absent")
+    assert lost.returncode == 1 and "exists" in lost.stderr
+    got = tau("data", "dataset", "ref", "toy@prod", "-o", "env")
+    assert got.stdout.strip() == f"TAU_DATASET_TOY=toy@{version}"
+    bad = tau("data", "dataset", "show", "toy@../etc")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    rm = tau("data", "dataset", "rm", f"toy@{version}")
+    assert rm.returncode == 2 and "--yes" in rm.stderr
+    listed = json.loads(tau("data", "dataset", "list", "-o", "json").stdout)
+    assert listed[0]["name"] == "toy" and listed[0]["aliases"] == {"prod": version[:19]}
+
+
+def _run_with_checkpoints(home: Path, losses: dict[int, float]) -> str:
+    """A finished local run's record with checkpoints at the given steps and their loss."""
+    from taugrid.api.evidence import LocalHandle, RunRecord
+    from taugrid.runs.evidence import RunDir
+
+    rd = RunDir(home / "data" / "runs" / "train-abcde")
+    rd.path.mkdir(parents=True)
+    rd.create(RunRecord(run_id="train-abcde", name="train", workspace="local", profile="local",
+                        workload_kind="job", handle=LocalHandle(), submitter="a", code_folder="/x",
+                        code_revision="rev1", code_digest="d", config_hash="cfg1", image="i",
+                        entrypoint="t.py", created_at="2026-12-01T00:00:00+00:00",
+                        primary_metric="loss"))  # fmt: skip
+    ckpt = rd.checkpoint_dir()
+    ckpt.mkdir(parents=True, exist_ok=True)
+    entries = []
+    for step in losses:
+        (ckpt / f"step-{step:08d}").mkdir(parents=True)
+        (ckpt / f"step-{step:08d}" / "weights.bin").write_bytes(f"w{step}".encode())
+        entries.append({"step": step, "path": f"step-{step:08d}", "ts": 0})
+    (ckpt / "index.json").write_text(json.dumps({"complete": entries}))
+    rd.metrics_path.write_text(
+        "".join(json.dumps({"step": s, "loss": v}) + "\n" for s, v in losses.items())
+    )
+    return rd.run_id
+
+
+@pytest.mark.parametrize(("which", "step"), [("latest", 30), ("best", 20), ("step-00000010", 10)])
+def test_a_model_from_a_run_keeps_its_lineage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, which: str, step: int
+) -> None:
+    from taugrid.client import data
+
+    monkeypatch.setenv("TAU_HOME", str(tmp_path))
+    run = _run_with_checkpoints(tmp_path, {10: 0.9, 20: 0.2, 30: 0.5})
+    rec = data.register_model_from_run("clf", run, checkpoint=which).record
+    assert rec.kind == "model" and [f.path for f in rec.files] == ["weights.bin"]
+    lin = rec.lineage
+    assert (lin.run, lin.config_hash, lin.code_revision) == (run, "cfg1", "rev1")
+    assert lin.checkpoint == f"step-{step:08d}" and lin.metrics == {
+        "loss": {10: 0.9, 20: 0.2, 30: 0.5}[step]
+    }
+    assert rec.created.run == run
+    assert data.lineage("model", f"clf@{rec.short}")["run"] == run
+
+
+def test_a_run_without_checkpoints_or_a_metric_says_what_to_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from taugrid.client import data
+
+    monkeypatch.setenv("TAU_HOME", str(tmp_path))
+    run = _run_with_checkpoints(tmp_path, {})
+    with pytest.raises(TauError) as e:
+        data.register_model_from_run("clf", run)
+    assert e.value.exit_code == 2 and "no complete checkpoint" in str(e.value)
+    with pytest.raises(TauError) as e:
+        data.register_model_from_run("clf", run, checkpoint="step-00000099")
+    assert "not found" in str(e.value)
