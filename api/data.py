@@ -99,6 +99,16 @@ class DataInput(_Model):
     version: str
 
 
+class ResolvedInput(_Model):
+    """A run's input as resolved at submit: exact version, and where the run sees it."""
+
+    kind: Kind = "dataset"
+    name: str
+    version: str
+    path: str  # under $TAU_INPUT_DIR
+    ref: str | None = None  # what tau.yaml said (e.g. fineweb@prod)
+
+
 class Lineage(_Model):
     run: str | None = None
     inputs: list[DataInput] = Field(default_factory=list)

@@ -284,6 +284,23 @@ class Research(_Model):
     experiment: str | None = None
 
 
+class DataInputSpec(_Model):
+    ref: str = Field(
+        description="A dataset or model version: NAME, NAME@ALIAS or NAME@sha256:VERSION "
+        "(`tau data`), resolved to an exact version at submit"
+    )
+    kind: Literal["dataset", "model"] = "dataset"
+    path: str | None = Field(
+        None, description="Where the run sees it, under $TAU_INPUT_DIR (default: the name)"
+    )
+
+
+class DataSpec(_Model):
+    inputs: list[DataInputSpec] = Field(
+        default_factory=list, description="Datasets and models the run reads, by reference"
+    )
+
+
 class ModelInfo(_Model):
     name: str | None = None
     base: str | None = None
@@ -322,6 +339,7 @@ class Manifest(_Model):
     experiment: Experiment = Field(default_factory=Experiment)
     research: Research = Field(default_factory=Research)
     model: ModelInfo = Field(default_factory=ModelInfo)
+    data: DataSpec = Field(default_factory=DataSpec)
 
     @field_validator("name")
     @classmethod
@@ -530,10 +548,35 @@ def experiment_is_a_label(m: Manifest) -> Iterator[Issue]:
                     "must be a valid label value (<= 63 chars, alphanumerics, '-', '_', '.')", None)  # fmt: skip
 
 
+def data_inputs_are_references(m: Manifest) -> Iterator[Issue]:
+    from taugrid.api.data import check_path, parse_ref
+    from taugrid.api.errors import TauError
+
+    seen: set[str] = set()
+    for i, inp in enumerate(m.data.inputs):
+        try:
+            name = parse_ref(inp.ref).name
+        except TauError as e:
+            yield Issue(f"data.inputs[{i}].ref", inp.ref, str(e).split(": ", 1)[-1],
+                        "ref: fineweb@prod")  # fmt: skip
+            continue
+        path = inp.path or name
+        try:
+            check_path(path)
+        except TauError:
+            yield Issue(
+                f"data.inputs[{i}].path", path, "must be relative, without '..'", "path: fineweb"
+            )
+            continue
+        if path in seen:
+            yield Issue(f"data.inputs[{i}].path", path, "is used by another input", None)
+        seen.add(path)
+
+
 RULES: list[Callable[[Manifest], Iterator[Issue]]] = [
     name_fits, entrypoint_is_a_script_inside, aliases_agree, one_workload_kind, a_job_is_one_pod,
     mig_is_consistent, limits_cover_requests, env_names, one_checkpoint_folder,
-    mounts_are_distinct, experiment_is_a_label,
+    mounts_are_distinct, experiment_is_a_label, data_inputs_are_references,
 ]  # fmt: skip
 
 

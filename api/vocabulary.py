@@ -11,6 +11,8 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from taugrid.api.data import ResolvedInput
+
 
 class Phase(StrEnum):
     """Where a run is in its life. The last three are terminal: a run never leaves them."""
@@ -137,3 +139,4 @@ class RunStatus(_Model):
     last_error: str | None = None  # the last error line the run logged (failed runs)
     evidence: str | None = None  # where the run's evidence record is
     timeline: list[TimelineEntry] = Field(default_factory=list)  # cluster runs: the controller's
+    inputs: list[ResolvedInput] = Field(default_factory=list)  # data it reads, by exact version

@@ -18,7 +18,7 @@ app = typer.Typer(no_args_is_help=True,
 RegistryOpt = Annotated[
     str | None,
     typer.Option("--registry", help="The store: file://DIR (default $TAU_REGISTRY, else "
-                 "$TAU_HOME/registry)", envvar="TAU_REGISTRY"),
+                 "$TAU_HOME/data/registry)", envvar="TAU_REGISTRY"),
 ]  # fmt: skip
 RefArg = Annotated[str, typer.Argument(help="NAME, NAME@ALIAS or NAME@sha256:VERSION")]
 NameArg = Annotated[str, typer.Argument(help="The dataset's or model's name")]

@@ -107,5 +107,10 @@ def print_status(st: RunStatus) -> None:
             times = f" x{e.count} (last {(e.last or '')[11:19]})" if e.count > 1 else ""
             con.print(f"    {e.at[:19].replace('T', ' ')}  {escape(e.reason)}: "
                       f"{escape(e.message)}{times}")  # fmt: skip
+    for i in st.inputs:
+        said = f" ({i.ref})" if i.ref and i.ref != f"{i.name}@{i.version}" else ""
+        con.print(
+            f"  input: {i.kind} {escape(i.name)}@{i.version[:19]}{escape(said)} at $TAU_INPUT_DIR/{escape(i.path)}"
+        )
     if st.evidence:
         con.print(f"  evidence: {escape(st.evidence)}")

@@ -1,7 +1,7 @@
 """Datasets and models (`tau data`): register, list, show, verify, pull, aliases, lineage.
 
 The store is `registry` (a URL: `file://DIR` or a folder), else `TAU_REGISTRY`, else
-`$TAU_HOME/registry`. Every call returns api models (`taugrid.api.data`) or rows, and raises
+`$TAU_HOME/data/registry`. Every call returns api models (`taugrid.api.data`) or rows, and raises
 TauErrors with the CLI's exit codes: 2 bad input, 1 a lost alias race or a failed verify, 4 a
 store that cannot be used.
 """
@@ -9,7 +9,6 @@ store that cannot be used.
 from __future__ import annotations
 
 import builtins
-import os
 from pathlib import Path
 from typing import Any
 
@@ -23,21 +22,12 @@ from taugrid.api.data import (
     short,
 )
 from taugrid.api.errors import EXIT_USAGE, TauError
-from taugrid.data.store import FileStore, Progress, Registered, open_store
-
-REGISTRY_ENV = "TAU_REGISTRY"
-
-
-def registry_url(registry: str | None = None) -> str:
-    from taugrid.api.home import tau_home
-
-    return registry or os.environ.get(REGISTRY_ENV) or f"file://{tau_home() / 'registry'}"
+from taugrid.data.store import FileStore, Progress, Registered, default_store
+from taugrid.data.store import registry_url as registry_url
 
 
 def store(registry: str | None = None) -> FileStore:
-    from taugrid.api.home import tau_home
-
-    return open_store(registry_url(registry), tau_home() / "cache" / "data-stat.sqlite")
+    return default_store(registry)
 
 
 def _created(run: str | None = None) -> Created:

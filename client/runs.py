@@ -329,7 +329,9 @@ def resume(run: str, *, context: str | None = None, ray_pip: bool = False,
     if loaded.manifest.config_hash() != rec.config_hash:
         say("note: tau.yaml changed since the original run; the current one is used")
     say(f"resuming {parent.run_id} from {ckpt}")
-    request = RunRequest(loaded, resume_from=ckpt, parent=parent.run_id)
+    # the versions the parent read, even if an alias moved since
+    pinned = tuple(rec.inputs) if rec.inputs else None
+    request = RunRequest(loaded, resume_from=ckpt, parent=parent.run_id, inputs=pinned)
     options = base.SubmitOptions(ray_pip=ray_pip, python=python)
     rd = backend.submit(backend.prepare(request), options, say)
     parent.record_child(rd.run_id, ckpt)

@@ -28,6 +28,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import tau_inputs
+
 from taugrid.api.data import (
     DIGEST_PREFIX,
     AliasMove,
@@ -147,7 +149,8 @@ class FileStore:
 
     # --- paths -------------------------------------------------------------------------------
     def blob(self, sha: str) -> Path:
-        return self.root / "blobs" / "sha256" / sha[:2] / sha[2:]
+        path: Path = tau_inputs.blob_path(self.root, sha)
+        return path
 
     def home(self, kind: Kind, name: str) -> Path:
         return self.root / f"{kind}s" / check_name(name)
@@ -426,6 +429,23 @@ def _walk(source: Path) -> list[tuple[str, Path, os.stat_result]]:
     if not out:
         raise TauError(f"{source}: no files to register", exit_code=EXIT_USAGE)
     return out
+
+
+REGISTRY_ENV = "TAU_REGISTRY"
+
+
+def registry_url(registry: str | None = None) -> str:
+    """`registry`, else TAU_REGISTRY, else $TAU_HOME/data/registry (the local stand-in for the
+    workspace volume's /data/registry)."""
+    from taugrid.api.home import tau_home
+
+    return registry or os.environ.get(REGISTRY_ENV) or f"file://{tau_home() / 'data' / 'registry'}"
+
+
+def default_store(registry: str | None = None) -> FileStore:
+    from taugrid.api.home import tau_home
+
+    return open_store(registry_url(registry), tau_home() / "cache" / "data-stat.sqlite")
 
 
 def open_store(url: str, stat_cache: Path | None = None) -> FileStore:

@@ -23,6 +23,7 @@ from typing import Any
 import tau_evidence
 
 NEWEST = "@newest"  # taugrid.api.constants.NEWEST_CHECKPOINT
+EXIT_INPUT = 66  # a data input is missing or changed (EX_NOINPUT): the code never ran
 
 
 def _newest(folder: Path) -> Path | None:
@@ -79,6 +80,17 @@ def main(argv: list[str]) -> int:
             return 3
         os.environ["TAU_RESUME_FROM"] = str(found)
         print(f"tau_launch: resuming from {found}", flush=True)
+    import tau_inputs
+
+    try:  # data inputs by exact version, checked, before the entrypoint starts
+        for line in tau_inputs.from_env():
+            print(f"tau_launch: input {line}", flush=True)
+    except tau_inputs.InputError as e:
+        msg = f"tau_launch: a data input cannot be read: {e}; the entrypoint was not started"
+        print(msg, file=sys.stderr, flush=True)
+        with (run_dir / "logs" / "driver.log").open("a", encoding="utf-8") as log:
+            log.write(msg + "\n")
+        return EXIT_INPUT
     started = tau_evidence.now_iso()
     _record(run_dir, {"phase": "Running", "attempt": attempt, "started_at": started})
     tau_evidence.append_history(

@@ -167,12 +167,13 @@ def collect(
         )
     if include_helper:
         import tau_evidence
+        import tau_inputs
         import tau_launch
 
         import tau_run
 
         have = {rel for rel, _ in files}
-        for module in (tau_run, tau_evidence, tau_launch):
+        for module in (tau_run, tau_evidence, tau_launch, tau_inputs):
             name = Path(str(module.__file__)).name
             if name not in have:  # a folder's own tau_run.py wins
                 files.append((name, Path(str(module.__file__)).read_bytes()))

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from taugrid.api import naming
+from taugrid.api.data import ResolvedInput
 from taugrid.api.errors import TauError
 from taugrid.api.evidence import Handle, Lineage, RunRecord
 from taugrid.api.manifest import Manifest, WorkloadKind
@@ -34,6 +35,7 @@ class RunRequest:
     run_id: str | None = None
     resume_from: str | None = None  # a checkpoint path
     parent: str | None = None  # the run id this one resumes
+    inputs: tuple[ResolvedInput, ...] | None = None  # pinned (a resumed run reads its parent's)
 
 
 @dataclass(frozen=True)
@@ -91,7 +93,26 @@ class PreparedRun:
             checkpoint_subdir=m.checkpoint_subdir, output_subdir=m.output_subdir,
             warnings=list(self.warnings) if warnings is None else warnings,
             resumed_from=Lineage(run_id=parent, checkpoint=self.meta.resume_from) if parent else None,
+            inputs=list(self.meta.inputs),
         )  # fmt: skip
+
+
+def resolve_inputs(m: Manifest) -> tuple[ResolvedInput, ...]:
+    """tau.yaml's data inputs as exact versions, from the registry (TAU_REGISTRY, else the
+    local one): what the run reads even if an alias moves later."""
+    if not m.data.inputs:
+        return ()
+    from taugrid.api.data import parse_ref
+    from taugrid.data.store import default_store
+
+    store = default_store()
+    out = []
+    for inp in m.data.inputs:
+        ref = parse_ref(inp.ref)
+        rec = store.resolve(inp.kind, ref)
+        out.append(ResolvedInput(kind=inp.kind, name=rec.name, version=rec.version,
+                                 path=inp.path or rec.name, ref=inp.ref))  # fmt: skip
+    return tuple(out)
 
 
 def check_run_id(run_id: str) -> str:
@@ -120,6 +141,7 @@ def prepare(
         submitter=submitter or provenance.submitter(),
         code_revision=provenance.code_revision(request.loaded.folder),
         resume_from=request.resume_from,
+        inputs=request.inputs if request.inputs is not None else resolve_inputs(m),
     )
     bundle = collect(request.loaded.folder, include_helper=include_helper)
     return PreparedRun(request=request, resolved=resolved, meta=meta, bundle=bundle)

@@ -20,6 +20,7 @@ import yaml
 
 from taugrid.api import constants as C
 from taugrid.api import naming
+from taugrid.api.data import ResolvedInput
 from taugrid.api.manifest import Manifest
 from taugrid.api.quantity import format_memory
 from taugrid.runs.codebundle import CodeBundle
@@ -38,6 +39,7 @@ class RunMeta:
     code_revision: str = "unknown"
     resume_from: str | None = None
     attempt: int = 0
+    inputs: tuple[ResolvedInput, ...] = ()  # data inputs, resolved at submit
 
 
 def labels(r: Resolved, run_id: str) -> dict[str, str]:
@@ -58,8 +60,11 @@ def labels(r: Resolved, run_id: str) -> dict[str, str]:
     return out
 
 
-def contract_env(r: Resolved, meta: RunMeta, data_dir: str = C.DATA_DIR) -> dict[str, str]:
-    """The TAU_* env every process of the run sees (also used by the local backend)."""
+def contract_env(r: Resolved, meta: RunMeta, data_dir: str = C.DATA_DIR,
+                 registry_dir: str | None = None) -> dict[str, str]:  # fmt: skip
+    """The TAU_* env every process of the run sees (also used by the local backend). With data
+    inputs: which versions (TAU_INPUTS), the registry they are in (the workspace volume's
+    /data/registry on a cluster) and where the run sees them (TAU_INPUT_DIR)."""
     m = r.manifest
     rdir = C.run_dir(meta.run_id, data_dir)
     env = {
@@ -78,6 +83,16 @@ def contract_env(r: Resolved, meta: RunMeta, data_dir: str = C.DATA_DIR) -> dict
     }
     if meta.resume_from:
         env[C.ENV_RESUME_FROM] = meta.resume_from
+    if meta.inputs:
+        import json
+
+        import tau_inputs
+
+        env[tau_inputs.INPUTS_ENV] = json.dumps(
+            [i.model_dump(exclude={"ref"}) for i in meta.inputs], separators=(",", ":")
+        )
+        env[tau_inputs.REGISTRY_DIR_ENV] = registry_dir or f"{data_dir}/registry"
+        env[tau_inputs.INPUT_DIR_ENV] = f"{rdir}/inputs"
     if m.run.smoke_pairs is not None:
         env["TAU_SMOKE_PAIRS"] = str(m.run.smoke_pairs)
     return env

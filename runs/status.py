@@ -438,7 +438,7 @@ def _recorded(o: Observations) -> RunStatus | None:
         created_at=rec.created_at, started_at=r.startTime, finished_at=r.completionTime,
         duration_s=round(max(0.0, end - _ts(start)), 1),
         termination_reason=r.terminationReason, signals=signals, summary=summary,
-        evidence=evidence, timeline=r.timeline, exit_code=rec.exit_code,
+        evidence=evidence, timeline=r.timeline, exit_code=rec.exit_code, inputs=rec.inputs,
     )  # fmt: skip
 
 
@@ -476,4 +476,5 @@ def compute(o: Observations) -> RunStatus:
         summary=summarize(phase, signals, o),
         exit_code=rec.exit_code,
         timeline=c.recorded.timeline if c and c.recorded else [],
+        inputs=rec.inputs,
     )

@@ -329,3 +329,78 @@ def test_a_run_without_checkpoints_or_a_metric_says_what_to_do(
     with pytest.raises(TauError) as e:
         data.register_model_from_run("clf", run, checkpoint="step-00000099")
     assert "not found" in str(e.value)
+
+
+# --- tau.yaml inputs and the layout of a run's inputs -----------------------------------------
+@pytest.mark.parametrize(
+    ("inputs", "where"),
+    [
+        ("[{ref: '../x'}]", "data.inputs[0].ref"),
+        ("[{ref: a, path: /abs}]", "data.inputs[0].path"),
+        ("[{ref: a}, {ref: b, path: a}]", "data.inputs[1].path"),
+        ("[{ref: a, kind: table}]", "data.inputs.0.kind"),
+    ],
+)
+def test_bad_data_inputs_are_named(inputs: str, where: str, tmp_path: Path) -> None:
+    from taugrid.api.errors import ConfigError
+    from taugrid.runs import load
+
+    (tmp_path / "t.py").write_text("")
+    (tmp_path / "tau.yaml").write_text(
+        f"schema_version: 1\nname: x\nrun: {{entrypoint: t.py}}\ndata: {{inputs: {inputs}}}\n"
+    )
+    with pytest.raises(ConfigError) as e:
+        load.load_manifest(str(tmp_path))
+    assert where in str(e.value) or where.replace(".0.", "[0].") in str(e.value)
+
+
+def test_inputs_are_laid_out_read_only_and_checked(store: FileStore, tmp_path: Path) -> None:
+    import tau_inputs
+
+    rec = store.register(
+        "dataset", "c", tree(tmp_path / "c", {"a/b.txt": b"bytes", "top": b"t"}), WHO
+    ).record
+    spec = [{"kind": "dataset", "name": "c", "version": rec.version, "path": "corpus"}]
+    lines = tau_inputs.materialize(store.root, spec, tmp_path / "in")
+    assert lines and (tmp_path / "in" / "corpus" / "a" / "b.txt").read_bytes() == b"bytes"
+    assert (tmp_path / "in" / "corpus" / "top").stat().st_mode & 0o222 == 0  # read-only
+    store.blob(rec.files[0].sha256).chmod(0o644)
+    store.blob(rec.files[0].sha256).write_bytes(b"other")
+    with pytest.raises(tau_inputs.InputError, match="changed in the registry"):
+        tau_inputs.materialize(store.root, spec, tmp_path / "in2")
+    with pytest.raises(tau_inputs.InputError, match="not in the registry"):
+        tau_inputs.materialize(
+            store.root, [{**spec[0], "version": "sha256:" + "0" * 64}], tmp_path / "in3"
+        )
+
+
+def test_a_cluster_run_carries_the_exact_version_and_reads_the_workspace_registry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    from conftest import EXAMPLES, PROFILES
+
+    from taugrid.runs import load
+    from taugrid.runs.prepare import RunRequest, prepare
+
+    monkeypatch.setenv("TAU_HOME", str(tmp_path / "home"))
+    from taugrid.client import data
+
+    version = data.register("dataset", "corpus", tree(tmp_path / "d", {"x": b"1"})).record.version
+    project = tmp_path / "p"
+    shutil.copytree(EXAMPLES / "batch-job", project)
+    with (project / "tau.yaml").open("a") as f:
+        f.write("data: {inputs: [{ref: corpus, path: train}]}\n")
+    p = prepare(
+        RunRequest(load.load_manifest(str(project)), workspace="research"),
+        load.load_snapshot(PROFILES),
+    )
+    env = {e["name"]: e.get("value") for o in p.objects() if o["kind"] == "Job"
+           for e in o["spec"]["template"]["spec"]["containers"][0]["env"]}  # fmt: skip
+    assert json.loads(env["TAU_INPUTS"]) == [
+        {"kind": "dataset", "name": "corpus", "version": version, "path": "train"}
+    ]
+    assert env["TAU_REGISTRY_DIR"] == "/data/registry"
+    assert env["TAU_INPUT_DIR"].endswith(f"/runs/{p.run_id}/inputs")
+    assert "tau_inputs.py" in {rel for rel, _ in p.bundle.files}

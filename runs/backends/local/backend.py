@@ -395,7 +395,11 @@ def _plan(prepared: PreparedRun, options: SubmitOptions) -> LocalPlan:
     from taugrid.runs import render
 
     m = prepared.manifest
-    env = render.contract_env(prepared.resolved, prepared.meta, data_dir=str(data_root()))
+    from taugrid.data.store import registry_url
+
+    registry = registry_url().removeprefix("file://")
+    env = render.contract_env(prepared.resolved, prepared.meta, data_dir=str(data_root()),
+                              registry_dir=registry)  # fmt: skip
     folder = prepared.loaded.folder.resolve()
     user_env = {e.name: e.value for e in m.runtime.env_items() if e.value is not None}
     # The code folder, then tau's helper (`import tau_run` in any interpreter), then the user's.

@@ -1,0 +1,100 @@
+"""tau_inputs: a run's data inputs, by exact version, laid out before its entrypoint starts
+(stdlib only: it runs in the local launcher and, carried in the run's code, in the pod).
+
+The registry's file layout (the one definition; taugrid.data.store uses these paths):
+
+    <registry>/blobs/sha256/<2>/<62>                  a file's bytes, named by their sha256
+    <registry>/<kind>s/<name>/versions/<hex>.json     a version record (its files: path, size, sha256)
+
+TAU_INPUTS (JSON: [{"kind", "name", "version", "path"}]) names the versions tau resolved at
+submit; each is laid out read-only under $TAU_INPUT_DIR/<path>/ (hard links to the blobs where
+the filesystem allows, else copies), every file checked against its size and sha256 first: a
+missing or changed file stops the run before its code runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+INPUTS_ENV = "TAU_INPUTS"
+INPUT_DIR_ENV = "TAU_INPUT_DIR"
+REGISTRY_DIR_ENV = "TAU_REGISTRY_DIR"
+PREFIX = "sha256:"
+
+
+class InputError(Exception):
+    """An input cannot be laid out (the message says which file and why)."""
+
+
+def blob_path(root: Path, sha: str) -> Path:
+    return root / "blobs" / "sha256" / sha[:2] / sha[2:]
+
+
+def record_path(root: Path, kind: str, name: str, version: str) -> Path:
+    return root / f"{kind}s" / name / "versions" / f"{version[len(PREFIX) :]}.json"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _safe(rel: str) -> str:
+    parts = rel.split("/")
+    if not rel or rel.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        raise InputError(f"unsafe path {rel!r} in a version record")
+    return rel
+
+
+def materialize(root: Path, inputs: list[dict[str, Any]], dest: Path) -> list[str]:
+    """Lay out each input under dest/<path>/; returns one line per input."""
+    lines = []
+    for inp in inputs:
+        kind, name, version = inp["kind"], inp["name"], inp["version"]
+        where = dest / _safe(inp.get("path") or name)
+        try:
+            rec = json.loads(record_path(root, kind, name, version).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise InputError(
+                f"{kind} {name}@{version[:19]} is not in the registry at {root}"
+            ) from None
+        if where.exists():
+            shutil.rmtree(where)  # an earlier attempt's: laid out again, checked again
+        for f in rec["files"]:
+            blob, out = blob_path(root, f["sha256"]), where / _safe(f["path"])
+            if not blob.is_file():
+                raise InputError(f"{name}@{version[:19]}: {f['path']} is missing from the registry")
+            if blob.stat().st_size != f["size"] or _sha256(blob) != f["sha256"]:
+                raise InputError(f"{name}@{version[:19]}: {f['path']} changed in the registry")
+            out.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(blob, out)
+            except OSError:  # another filesystem, or links not allowed: a copy
+                shutil.copyfile(blob, out)
+                out.chmod(0o444)
+        lines.append(f"{kind} {name}@{version[:19]} at {where} ({len(rec['files'])} file(s))")
+    return lines
+
+
+def from_env(env: dict[str, str] | None = None) -> list[str]:
+    """Lay out the inputs TAU_INPUTS names (nothing when it is unset)."""
+    env = dict(os.environ) if env is None else env
+    raw = env.get(INPUTS_ENV)
+    if not raw:
+        return []
+    try:
+        inputs = json.loads(raw)
+    except ValueError:
+        raise InputError(f"{INPUTS_ENV} is not JSON") from None
+    root, dest = env.get(REGISTRY_DIR_ENV), env.get(INPUT_DIR_ENV)
+    if not root or not dest:
+        raise InputError(f"{INPUTS_ENV} is set without {REGISTRY_DIR_ENV} and {INPUT_DIR_ENV}")
+    return materialize(Path(root), inputs, Path(dest))
