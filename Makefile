@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-SRC    := api runs cli components infra policies controller kube client runlib
+SRC    := api runs cli components infra policies controller kube client data runlib
 # The install is redone when the locks, pyproject or the set of source files change (the
 # editable install links each file: a new module needs a new link).
 STAMP  := $(VENV)/.installed-$(shell { cat requirements/dev.lock requirements/nodeps.lock pyproject.toml; find $(SRC) -name '*.py' -o -name '*.yaml' | sort; } | sha256sum | cut -c1-12)
@@ -10,7 +10,7 @@ LOG    := $(VENV)/install.log
 # Quiet on success (pip's and setuptools' notes go to $(LOG)); the log is shown on failure.
 QUIET   = > $(LOG) 2>&1 || { cat $(LOG); echo "setup failed (log: $(LOG))"; exit 1; }
 
-.PHONY: setup pyc run render profiles test controlplane pulumi e2e lint fmt bench clean
+.PHONY: setup pyc run render profiles test controlplane pulumi e2e lint fmt bench clean azurite
 
 setup: $(STAMP)
 
@@ -47,8 +47,16 @@ profiles: setup
 	   echo "# \`tau run render --profiles\` reads offline. Do not edit; change stacks/ instead."; \
 	   $(BIN)/tau platform snapshot --stack prod; } > examples/profiles.yaml
 
+# Azurite (the Azure Storage emulator, from npm) for the tests of tau data's az:// store.
+AZURITE := e2e/azurite/node_modules/.bin/azurite-blob
+azurite: $(AZURITE)
+$(AZURITE): e2e/azurite/package.json e2e/azurite/package-lock.json
+	@echo "azurite: installing the Azure Storage emulator from npm (e2e/azurite)"
+	@cd e2e/azurite && npm ci --no-audit --no-fund --silent
+	@touch $@
+
 # pytest exits 5 when it collected nothing: say so, and fail.
-test: setup
+test: setup azurite
 	@$(BIN)/python -m pytest -q -m "not e2e"; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; fi; exit $$rc
 

@@ -132,6 +132,9 @@ class VersionRecord(_Model):
     description: str | None = None
     tags: dict[str, str] = Field(default_factory=dict)
     lineage: Lineage = Field(default_factory=Lineage)
+    written_ns: int = Field(
+        0, description="When the store wrote it (orders versions made in one second)"
+    )
 
     @property
     def short(self) -> str:

@@ -22,11 +22,11 @@ from taugrid.api.data import (
     short,
 )
 from taugrid.api.errors import EXIT_USAGE, TauError
-from taugrid.data.store import FileStore, Progress, Registered, default_store
+from taugrid.data.store import Progress, Registered, Store, default_store
 from taugrid.data.store import registry_url as registry_url
 
 
-def store(registry: str | None = None) -> FileStore:
+def store(registry: str | None = None) -> Store:
     return default_store(registry)
 
 

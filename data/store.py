@@ -1,11 +1,16 @@
-"""The file store of datasets and models (`file://DIR`): no server, safe for many writers.
+"""Registry stores of datasets and models: no server, safe for many writers.
 
-Layout under DIR (the same on a laptop and on a workspace volume, e.g. /data/registry):
+`Store` holds what every store does (register with the stat cache, resolve, verify, pull,
+list), on a few primitives each store implements: blobs and version records written
+create-if-absent, and an alias document moved by compare-and-swap. `FileStore` (`file://DIR`)
+is below; `AzureStore` (`az://`, data/azure.py) writes with ETag conditions.
+
+The file store's layout under DIR (the same on a laptop and on a workspace volume, e.g. /data/registry):
 
     blobs/sha256/<2>/<62>                 each file's bytes, once, named by their sha256
     <kind>s/<name>/versions/<hex>.json    an immutable version record
-    <kind>s/<name>/aliases.json           alias -> version (replaced atomically)
-    <kind>s/<name>/aliases.history.jsonl  every alias move, appended (fsync) under the lock
+    <kind>s/<name>/aliases.json           {aliases: alias -> version, history: every move,
+                                          removed: versions removed}, replaced atomically
     <kind>s/<name>/.lock                  flock: alias moves and removals are compare-and-swap
     tmp/                                  half-written files (never visible as blobs or records)
 
@@ -24,9 +29,11 @@ import json
 import os
 import sqlite3
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import tau_inputs
 
@@ -132,10 +139,252 @@ def _fsync_dir(path: Path) -> None:
             os.close(fd)
 
 
-class FileStore:
+class Store:
+    """What every store does, on its primitives (the `_` methods a store implements)."""
+
+    url: str
+    stat_cache: Path | None
+
+    # --- primitives ------------------------------------------------------------------------
+    def _has_blob(self, sha: str) -> bool:
+        raise NotImplementedError
+
+    def _store_file(self, path: Path, progress: Callable[[int], None]) -> str:
+        """Store one file's bytes as a blob (create-if-absent); its sha256."""
+        raise NotImplementedError
+
+    def _read_blob(self, sha: str) -> Iterator[bytes] | None:
+        """A blob's bytes in chunks; None when it is missing."""
+        raise NotImplementedError
+
+    def _put_record(self, kind: Kind, name: str, version: str, data: bytes) -> bool:
+        """Create-if-absent. False: the record was there."""
+        raise NotImplementedError
+
+    def _get_record(self, kind: Kind, name: str, version: str) -> bytes | None:
+        raise NotImplementedError
+
+    def _version_ids(self, kind: Kind, name: str) -> list[str]:
+        """Hex ids of the versions of `name`, in the order they were written."""
+        raise NotImplementedError
+
+    def names(self, kind: Kind) -> list[str]:
+        raise NotImplementedError
+
+    def _aliases_doc(self, kind: Kind, name: str) -> dict[str, Any]:
+        """{"aliases": {alias: version}, "history": [moves]} as it is now."""
+        raise NotImplementedError
+
+    def _update_aliases(self, kind: Kind, name: str,
+                        change: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:  # fmt: skip
+        """Apply `change` to the alias document atomically (change may raise: nothing written)."""
+        raise NotImplementedError
+
+    def _drop_record(self, kind: Kind, name: str, version: str) -> None:
+        raise NotImplementedError
+
+    # --- register ----------------------------------------------------------------------------
+    def register(self, kind: Kind, name: str, source: Path, created: Created, *,
+                 purpose: str | None = None, description: str | None = None,
+                 tags: dict[str, str] | None = None, lineage: Lineage | None = None,
+                 progress: Progress | None = None) -> Registered:  # fmt: skip
+        """Store a file or a folder as a version (the same content again: the same version)."""
+        check_name(name)
+        files = _walk(source)
+        total = sum(st.st_size for _, _, st in files)
+        cache = StatCache(self.stat_cache)
+        done = hashed = 0
+        entries: list[FileEntry] = []
+        try:
+            for rel, path, st in files:
+                sha = cache.get(st)
+                if sha is None or not self._has_blob(sha):
+                    sha = self._store_file(path, _offset(progress, done, total))
+                    hashed += st.st_size
+                    cache.put(st, sha)
+                entries.append(FileEntry(path=rel, size=st.st_size, sha256=sha))
+                done += st.st_size
+                if progress:
+                    progress(done, total)
+        finally:
+            cache.close()
+        version = manifest_digest(entries)
+        record = VersionRecord(kind=kind, name=name, version=version,
+                               files=sorted(entries, key=lambda e: e.path), size=total,
+                               created=created, purpose=purpose, description=description,
+                               tags=tags or {}, lineage=lineage or Lineage(),
+                               written_ns=time.time_ns())  # fmt: skip
+        data = record.model_dump_json(indent=1, by_alias=True).encode()
+        if not self._put_record(kind, name, version, data):
+            return Registered(self.read(kind, name, version), False, hashed)
+        return Registered(record, True, hashed)
+
+    # --- read --------------------------------------------------------------------------------
+    def versions(self, kind: Kind, name: str) -> list[VersionRecord]:
+        """Oldest first (by when made; ties: in the order written)."""
+        check_name(name)
+        recs = []
+        for i, hexid in enumerate(self._version_ids(kind, name)):
+            raw = self._get_record(kind, name, DIGEST_PREFIX + hexid)
+            if raw is not None:
+                recs.append((VersionRecord.model_validate_json(raw), i))
+        return [r for r, _ in sorted(recs, key=lambda x: (x[0].created.at, x[0].written_ns, x[1]))]
+
+    def read(self, kind: Kind, name: str, version: str) -> VersionRecord:
+        raw = self._get_record(kind, check_name(name), version)
+        if raw is None:
+            raise self._unknown(kind, name, version)
+        return VersionRecord.model_validate_json(raw)
+
+    def _unknown(self, kind: Kind, name: str, at: str) -> TauError:
+        known = [short(r.version) for r in self.versions(kind, name)][-5:]
+        aliases = sorted(self.aliases(kind, name))
+        if not known:
+            return TauError(f"no {kind} {name!r} in {self.url}", exit_code=EXIT_USAGE,
+                            hint=f"tau data {kind} list (register it first: tau data {kind} register)")  # fmt: skip
+        return TauError(f"{kind} {name} has no version or alias {at!r}", exit_code=EXIT_USAGE,
+                        hint=f"versions: {', '.join(known)}; aliases: {', '.join(aliases) or 'none'}")  # fmt: skip
+
+    def resolve(self, kind: Kind, ref: Ref) -> VersionRecord:
+        """NAME (its `latest` alias, else its newest version), NAME@ALIAS or NAME@VERSION."""
+        name, at = ref.name, ref.at
+        if at is None:
+            at = "latest" if "latest" in self.aliases(kind, name) else None
+            if at is None:
+                vs = self.versions(kind, name)
+                if not vs:
+                    raise self._unknown(kind, name, "")
+                return vs[-1]
+        if at.startswith(DIGEST_PREFIX):
+            hexpart = at[len(DIGEST_PREFIX) :]
+            hits = [h for h in self._version_ids(kind, name) if h.startswith(hexpart)]
+            if len(hits) == 1:
+                return self.read(kind, name, DIGEST_PREFIX + hits[0])
+            if len(hits) > 1:
+                raise TauError(f"{at} names {len(hits)} versions of {name}", exit_code=EXIT_USAGE,
+                               hint="give more digits of the version")  # fmt: skip
+            raise self._unknown(kind, name, at)
+        target = self.aliases(kind, name).get(at)
+        if target is None:
+            raise self._unknown(kind, name, at)
+        return self.read(kind, name, target)
+
+    # --- aliases -----------------------------------------------------------------------------
+    def aliases(self, kind: Kind, name: str) -> dict[str, str]:
+        return dict(self._aliases_doc(kind, check_name(name)).get("aliases") or {})
+
+    def set_alias(self, kind: Kind, name: str, alias: str, version: str | None, by: str, at: str,
+                  *, expect: str | None = None, expect_absent: bool = False) -> AliasMove:  # fmt: skip
+        """Point `alias` at `version` (None: remove it), only if it is `expect` now (or absent,
+        with `expect_absent`): a compare-and-swap; the move joins the alias history in the same
+        write. Exit 1 (Conflict, naming the current version) on a lost race."""
+        check_name(alias, "alias")
+        if version is not None:
+            self.read(kind, name, version)  # exists
+        moved: list[AliasMove] = []
+
+        def change(doc: dict[str, Any]) -> dict[str, Any]:
+            aliases = dict(doc.get("aliases") or {})
+            now = aliases.get(alias)
+            if expect_absent and now is not None:
+                raise Conflict(f"alias {name}@{alias} exists (it is {short(now)})", now)
+            if expect is not None and now != expect:
+                said = short(now) if now else "absent"
+                raise Conflict(f"alias {name}@{alias} is {said}, not {short(expect)}", now)
+            if version is not None and version in (doc.get("removed") or []):
+                raise self._unknown(kind, name, version)
+            if version is None:
+                aliases.pop(alias, None)
+            else:
+                aliases[alias] = version
+            move = AliasMove(alias=alias, from_version=now, to=version, by=by, at=at)
+            moved[:] = [move]
+            history = [*(doc.get("history") or []), move.model_dump(mode="json", by_alias=True)]
+            return {**doc, "aliases": aliases, "history": history}
+
+        self._update_aliases(kind, name, change)
+        return moved[0]
+
+    def history(self, kind: Kind, name: str, alias: str | None = None) -> list[AliasMove]:
+        moves = [
+            AliasMove.model_validate(m) for m in self._aliases_doc(kind, name).get("history") or []
+        ]
+        return [m for m in moves if alias is None or m.alias == alias]
+
+    # --- remove, verify, pull ---------------------------------------------------------------
+    def remove(self, kind: Kind, name: str, version: str) -> None:
+        """Drop a version's record (its files stay while another version shares them); refused
+        while an alias points at it. The check and a tombstone are one alias-document write, so
+        no alias can move to the version meanwhile."""
+        self.read(kind, name, version)
+
+        def change(doc: dict[str, Any]) -> dict[str, Any]:
+            held = sorted(a for a, v in (doc.get("aliases") or {}).items() if v == version)
+            if held:
+                raise TauError(f"{name}@{short(version)} is held by alias {', '.join(held)}",
+                               exit_code=EXIT_USAGE,
+                               hint=f"move or remove the alias first (tau data {kind} alias rm)")  # fmt: skip
+            return {**doc, "removed": sorted({*(doc.get("removed") or []), version})}
+
+        self._update_aliases(kind, name, change)
+        self._drop_record(kind, name, version)
+
+    def verify(self, record: VersionRecord, progress: Progress | None = None) -> list[str]:
+        """Re-hash every file of a version: the problems (missing or changed files), or none."""
+        problems = (
+            [] if record.digest_ok() else ["the record's file list does not match its version id"]
+        )
+        done = 0
+        for f in record.files:
+            chunks = self._read_blob(f.sha256)
+            if chunks is None:
+                problems.append(f"{f.path}: missing")
+                continue
+            h = hashlib.sha256()
+            for chunk in chunks:
+                h.update(chunk)
+                done += len(chunk)
+                if progress:
+                    progress(done, record.size)
+            if h.hexdigest() != f.sha256:
+                problems.append(
+                    f"{f.path}: changed (sha256 {h.hexdigest()[:12]}, recorded {f.sha256[:12]})"
+                )
+        return problems
+
+    def pull(self, record: VersionRecord, dest: Path, progress: Progress | None = None) -> int:
+        """Copy a version's files to `dest` (checked against their sha256 as they are copied)."""
+        done = 0
+        hint = f"tau data {record.kind} verify {record.name}@{record.short}"
+        for f in record.files:
+            out = dest / check_path(f.path)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            chunks = self._read_blob(f.sha256)
+            if chunks is None:
+                raise TauError(f"{record.name}@{record.short}: {f.path} is missing from the store",
+                               exit_code=EXIT_RUN_FAILED, hint=hint)  # fmt: skip
+            h = hashlib.sha256()
+            with out.open("wb") as o:
+                for chunk in chunks:
+                    h.update(chunk)
+                    o.write(chunk)
+                    done += len(chunk)
+                    if progress:
+                        progress(done, record.size)
+            if h.hexdigest() != f.sha256:
+                raise TauError(f"{record.name}@{record.short}: {f.path} changed in the store",
+                               exit_code=EXIT_RUN_FAILED, hint=hint)  # fmt: skip
+        return len(record.files)
+
+
+class FileStore(Store):
+    """`file://DIR`: blobs and records hard-linked into place if absent; the alias document
+    (aliases.json, with its history) replaced atomically under an flock."""
+
     def __init__(self, root: Path, stat_cache: Path | None = None) -> None:
         self.root = root
         self.stat_cache = stat_cache
+        self.url = f"file://{root}"
         try:
             for d in ("blobs/sha256", "tmp"):
                 (root / d).mkdir(parents=True, exist_ok=True)
@@ -143,11 +392,6 @@ class FileStore:
             raise TauError(f"registry {root} is not usable: {e.strerror}", exit_code=EXIT_PLATFORM,
                            hint="choose a writable folder (--registry file://DIR or TAU_REGISTRY)") from None  # fmt: skip
 
-    @property
-    def url(self) -> str:
-        return f"file://{self.root}"
-
-    # --- paths -------------------------------------------------------------------------------
     def blob(self, sha: str) -> Path:
         path: Path = tau_inputs.blob_path(self.root, sha)
         return path
@@ -156,7 +400,8 @@ class FileStore:
         return self.root / f"{kind}s" / check_name(name)
 
     def _record_path(self, kind: Kind, name: str, version: str) -> Path:
-        return self.home(kind, name) / "versions" / f"{version[len(DIGEST_PREFIX) :]}.json"
+        path: Path = tau_inputs.record_path(self.root, kind, check_name(name), version)
+        return path
 
     @contextlib.contextmanager
     def _lock(self, kind: Kind, name: str) -> Iterator[None]:
@@ -181,42 +426,6 @@ class FileStore:
         finally:
             tmp.unlink(missing_ok=True)
 
-    # --- register ----------------------------------------------------------------------------
-    def register(self, kind: Kind, name: str, source: Path, created: Created, *,
-                 purpose: str | None = None, description: str | None = None,
-                 tags: dict[str, str] | None = None, lineage: Lineage | None = None,
-                 progress: Progress | None = None) -> Registered:  # fmt: skip
-        """Store a file or a folder as a version (the same content again: the same version)."""
-        check_name(name)
-        files = _walk(source)
-        total = sum(st.st_size for _, _, st in files)
-        cache = StatCache(self.stat_cache)
-        done = hashed = 0
-        entries: list[FileEntry] = []
-        try:
-            for rel, path, st in files:
-                sha = cache.get(st)
-                if sha is None or not self.blob(sha).is_file():
-                    sha = self._store_blob(path, _offset(progress, done, total))
-                    hashed += st.st_size
-                    cache.put(st, sha)
-                entries.append(FileEntry(path=rel, size=st.st_size, sha256=sha))
-                done += st.st_size
-                if progress:
-                    progress(done, total)
-        finally:
-            cache.close()
-        version = manifest_digest(entries)
-        record = VersionRecord(kind=kind, name=name, version=version,
-                               files=sorted(entries, key=lambda e: e.path), size=total,
-                               created=created, purpose=purpose, description=description,
-                               tags=tags or {}, lineage=lineage or Lineage())  # fmt: skip
-        final = self._record_path(kind, name, version)
-        tmp = self._tmp_write(record.model_dump_json(indent=1, by_alias=True).encode())
-        if not self._place(tmp, final):
-            return Registered(self.read(kind, name, version), False, hashed)
-        return Registered(record, True, hashed)
-
     def _tmp_write(self, data: bytes) -> Path:
         fd, name = tempfile.mkstemp(dir=self.root / "tmp")
         with os.fdopen(fd, "wb") as f:
@@ -225,8 +434,12 @@ class FileStore:
             os.fsync(f.fileno())
         return Path(name)
 
-    def _store_blob(self, path: Path, progress: Callable[[int], None]) -> str:
-        """Stream a file into the blob store (hashing as it goes): flat memory at any size."""
+    # primitives
+    def _has_blob(self, sha: str) -> bool:
+        return self.blob(sha).is_file()
+
+    def _store_file(self, path: Path, progress: Callable[[int], None]) -> str:
+        """Copy into the blob store, hashing as it goes: one read, flat memory at any size."""
         h = hashlib.sha256()
         fd, name = tempfile.mkstemp(dir=self.root / "tmp")
         tmp = Path(name)
@@ -248,167 +461,55 @@ class FileStore:
         self._place(tmp, self.blob(sha))
         return sha
 
-    # --- read --------------------------------------------------------------------------------
+    def _read_blob(self, sha: str) -> Iterator[bytes] | None:
+        p = self.blob(sha)
+        if not p.is_file():
+            return None
+
+        def chunks() -> Iterator[bytes]:
+            with p.open("rb") as f:
+                while chunk := f.read(CHUNK):
+                    yield chunk
+
+        return chunks()
+
+    def _put_record(self, kind: Kind, name: str, version: str, data: bytes) -> bool:
+        return self._place(self._tmp_write(data), self._record_path(kind, name, version))
+
+    def _get_record(self, kind: Kind, name: str, version: str) -> bytes | None:
+        try:
+            return self._record_path(kind, name, version).read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def _version_ids(self, kind: Kind, name: str) -> list[str]:
+        d = self.home(kind, name) / "versions"
+        if not d.is_dir():
+            return []
+        found = sorted(d.glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
+        return [p.stem for p in found]
+
     def names(self, kind: Kind) -> list[str]:
         d = self.root / f"{kind}s"
         return sorted(p.name for p in d.iterdir() if p.is_dir()) if d.is_dir() else []
 
-    def versions(self, kind: Kind, name: str) -> list[VersionRecord]:
-        d = self.home(kind, name) / "versions"
-        if not d.is_dir():
-            return []
-        # oldest first: by when it was made, then by when its record was written (ns)
-        found = [(self._load(p), p.stat().st_mtime_ns) for p in d.glob("*.json")]
-        return [r for r, _ in sorted(found, key=lambda x: (x[0].created.at, x[1]))]
-
-    def _load(self, path: Path) -> VersionRecord:
-        return VersionRecord.model_validate_json(path.read_bytes())
-
-    def read(self, kind: Kind, name: str, version: str) -> VersionRecord:
+    def _aliases_doc(self, kind: Kind, name: str) -> dict[str, Any]:
         try:
-            return self._load(self._record_path(kind, name, version))
-        except FileNotFoundError:
-            raise self._unknown(kind, name, version) from None
-
-    def _unknown(self, kind: Kind, name: str, at: str) -> TauError:
-        known = [short(r.version) for r in self.versions(kind, name)][-5:]
-        aliases = sorted(self.aliases(kind, name))
-        if not known:
-            return TauError(f"no {kind} {name!r} in {self.url}", exit_code=EXIT_USAGE,
-                            hint=f"tau data {kind} list (register it first: tau data {kind} register)")  # fmt: skip
-        return TauError(f"{kind} {name} has no version or alias {at!r}", exit_code=EXIT_USAGE,
-                        hint=f"versions: {', '.join(known)}; aliases: {', '.join(aliases) or 'none'}")  # fmt: skip
-
-    def resolve(self, kind: Kind, ref: Ref) -> VersionRecord:
-        """NAME (its `latest` alias, else its newest version), NAME@ALIAS or NAME@VERSION."""
-        name, at = ref.name, ref.at
-        if at is None:
-            at = "latest" if "latest" in self.aliases(kind, name) else None
-            if at is None:
-                vs = self.versions(kind, name)
-                if not vs:
-                    raise self._unknown(kind, name, "")
-                return vs[-1]
-        if at.startswith(DIGEST_PREFIX):
-            hexpart = at[len(DIGEST_PREFIX) :]
-            d = self.home(kind, name) / "versions"
-            hits = sorted(d.glob(f"{hexpart}*.json")) if d.is_dir() else []
-            if len(hits) == 1:
-                return self._load(hits[0])
-            if len(hits) > 1:
-                raise TauError(f"{at} names {len(hits)} versions of {name}", exit_code=EXIT_USAGE,
-                               hint="give more digits of the version")  # fmt: skip
-            raise self._unknown(kind, name, at)
-        target = self.aliases(kind, name).get(at)
-        if target is None:
-            raise self._unknown(kind, name, at)
-        return self.read(kind, name, target)
-
-    # --- aliases (compare-and-swap under the lock) ------------------------------------------
-    def aliases(self, kind: Kind, name: str) -> dict[str, str]:
-        p = self.home(kind, name) / "aliases.json"
-        try:
-            return dict(json.loads(p.read_text()))
+            return dict(json.loads((self.home(kind, name) / "aliases.json").read_text()))
         except FileNotFoundError:
             return {}
 
-    def set_alias(self, kind: Kind, name: str, alias: str, version: str | None, by: str, at: str,
-                  *, expect: str | None = None, expect_absent: bool = False) -> AliasMove:  # fmt: skip
-        """Point `alias` at `version` (None: remove it), only if it is `expect` now (or absent,
-        with `expect_absent`); the move is appended to the alias history. Exit 1 on a lost race."""
-        check_name(alias, "alias")
-        if version is not None:
-            self.read(kind, name, version)  # exists
+    def _update_aliases(self, kind: Kind, name: str,
+                        change: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:  # fmt: skip
         with self._lock(kind, name):
-            home = self.home(kind, name)
-            current = self.aliases(kind, name)
-            now = current.get(alias)
-            if expect_absent and now is not None:
-                raise Conflict(f"alias {name}@{alias} exists (it is {short(now)})", now)
-            if expect is not None and now != expect:
-                said = short(now) if now else "absent"
-                raise Conflict(f"alias {name}@{alias} is {said}, not {short(expect)}", now)
-            if version is None:
-                current.pop(alias, None)
-            else:
-                current[alias] = version
-            tmp = self._tmp_write(json.dumps(current, indent=1, sort_keys=True).encode())
-            os.replace(tmp, home / "aliases.json")
-            move = AliasMove(alias=alias, from_version=now, to=version, by=by, at=at)
-            with (home / "aliases.history.jsonl").open("a") as f:
-                f.write(move.model_dump_json(by_alias=True) + "\n")
-                f.flush()
-                os.fsync(f.fileno())
-            return move
+            new = change(self._aliases_doc(kind, name))
+            tmp = self._tmp_write(json.dumps(new, indent=1, sort_keys=True).encode())
+            os.replace(tmp, self.home(kind, name) / "aliases.json")
+            _fsync_dir(self.home(kind, name))
+            return new
 
-    def history(self, kind: Kind, name: str, alias: str | None = None) -> list[AliasMove]:
-        p = self.home(kind, name) / "aliases.history.jsonl"
-        try:
-            lines = p.read_text().splitlines()
-        except FileNotFoundError:
-            return []
-        moves = [AliasMove.model_validate_json(ln) for ln in lines if ln.strip()]
-        return [m for m in moves if alias is None or m.alias == alias]
-
-    # --- remove, verify, pull ---------------------------------------------------------------
-    def remove(self, kind: Kind, name: str, version: str) -> None:
-        """Drop a version's record (its files stay while another version shares them); refused
-        while an alias points at it (checked under the lock, so no alias can move to it meanwhile)."""
-        with self._lock(kind, name):
-            self.read(kind, name, version)
-            held = sorted(a for a, v in self.aliases(kind, name).items() if v == version)
-            if held:
-                raise TauError(f"{name}@{short(version)} is held by alias {', '.join(held)}",
-                               exit_code=EXIT_USAGE,
-                               hint=f"move or remove the alias first (tau data {kind} alias rm)")  # fmt: skip
-            self._record_path(kind, name, version).unlink()
-
-    def verify(self, record: VersionRecord, progress: Progress | None = None) -> list[str]:
-        """Re-hash every file of a version: the problems (missing or changed files), or none."""
-        problems = (
-            [] if record.digest_ok() else ["the record's file list does not match its version id"]
-        )
-        done = 0
-        for f in record.files:
-            p = self.blob(f.sha256)
-            if not p.is_file():
-                problems.append(f"{f.path}: missing")
-                continue
-            h = hashlib.sha256()
-            with p.open("rb") as src:
-                while chunk := src.read(CHUNK):
-                    h.update(chunk)
-                    done += len(chunk)
-                    if progress:
-                        progress(done, record.size)
-            if h.hexdigest() != f.sha256:
-                problems.append(
-                    f"{f.path}: changed (sha256 {h.hexdigest()[:12]}, recorded {f.sha256[:12]})"
-                )
-        return problems
-
-    def pull(self, record: VersionRecord, dest: Path, progress: Progress | None = None) -> int:
-        """Copy a version's files to `dest` (checked against their sha256 as they are copied)."""
-        done = 0
-        for f in record.files:
-            src, out = self.blob(f.sha256), dest / check_path(f.path)
-            out.parent.mkdir(parents=True, exist_ok=True)
-            h = hashlib.sha256()
-            try:
-                with src.open("rb") as i, out.open("wb") as o:
-                    while chunk := i.read(CHUNK):
-                        h.update(chunk)
-                        o.write(chunk)
-                        done += len(chunk)
-                        if progress:
-                            progress(done, record.size)
-            except FileNotFoundError:
-                raise TauError(f"{record.name}@{record.short}: {f.path} is missing from the store",
-                               exit_code=EXIT_RUN_FAILED, hint=f"tau data {record.kind} verify {record.name}@{record.short}") from None  # fmt: skip
-            if h.hexdigest() != f.sha256:
-                raise TauError(f"{record.name}@{record.short}: {f.path} changed in the store",
-                               exit_code=EXIT_RUN_FAILED, hint=f"tau data {record.kind} verify {record.name}@{record.short}")  # fmt: skip
-        return len(record.files)
+    def _drop_record(self, kind: Kind, name: str, version: str) -> None:
+        self._record_path(kind, name, version).unlink(missing_ok=True)
 
 
 def _walk(source: Path) -> list[tuple[str, Path, os.stat_result]]:
@@ -442,17 +543,21 @@ def registry_url(registry: str | None = None) -> str:
     return registry or os.environ.get(REGISTRY_ENV) or f"file://{tau_home() / 'data' / 'registry'}"
 
 
-def default_store(registry: str | None = None) -> FileStore:
+def default_store(registry: str | None = None) -> Store:
     from taugrid.api.home import tau_home
 
     return open_store(registry_url(registry), tau_home() / "cache" / "data-stat.sqlite")
 
 
-def open_store(url: str, stat_cache: Path | None = None) -> FileStore:
-    """`file://DIR` or a plain folder; `az://` is not in this build yet."""
+def open_store(url: str, stat_cache: Path | None = None) -> Store:
+    """`file://DIR` (or a plain folder) or `az://ACCOUNT/CONTAINER[/PREFIX]`."""
     if url.startswith("file://"):
         return FileStore(Path(url[len("file://") :]).expanduser(), stat_cache)
+    if url.startswith("az://"):
+        from taugrid.data.azure import AzureStore
+
+        return AzureStore(url, stat_cache)
     if "://" in url:
-        raise TauError(f"registry {url}: only file:// stores are in this build (az:// is planned)",
-                       exit_code=EXIT_USAGE, hint="--registry file://DIR")  # fmt: skip
+        raise TauError(f"registry {url}: use file://DIR or az://ACCOUNT/CONTAINER[/PREFIX]",
+                       exit_code=EXIT_USAGE)  # fmt: skip
     return FileStore(Path(url).expanduser(), stat_cache)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from azuritekit import azurite  # noqa: F401  (the az:// registry tests' Azurite)
 from localkit import example_copy, project, tau  # noqa: F401  (fixtures for test_local_*.py)
 
 if TYPE_CHECKING:

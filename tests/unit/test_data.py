@@ -18,7 +18,7 @@ from conftest import run_tau
 
 from taugrid.api.data import Created, FileEntry, manifest_digest, parse_ref, parse_tags
 from taugrid.api.errors import TauError
-from taugrid.data.store import Conflict, FileStore
+from taugrid.data.store import Conflict, FileStore, Store, open_store
 
 WHO = Created(by="alice@lab", at="2026-12-01T12:00:00Z", host="lab")
 
@@ -31,9 +31,45 @@ def tree(root: Path, files: dict[str, bytes]) -> Path:
     return root
 
 
+@pytest.fixture(params=["file", "azure"])
+def store(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Store:
+    """Each store test runs on the file store and on Azure Blob Storage (Azurite, 127.0.0.1)."""
+    cache = tmp_path / "cache" / "stat.sqlite"
+    if request.param == "file":
+        return FileStore(tmp_path / "registry", cache)
+    from azuritekit import connection_string, new_container
+
+    port = request.getfixturevalue("azurite")
+    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", connection_string(port))
+    return open_store(new_container(port), cache)
+
+
 @pytest.fixture
-def store(tmp_path: Path) -> FileStore:
+def fstore(tmp_path: Path) -> FileStore:
     return FileStore(tmp_path / "registry", tmp_path / "cache" / "stat.sqlite")
+
+
+def blob_count(store: Store) -> int:
+    if isinstance(store, FileStore):
+        return len([p for p in (store.root / "blobs").rglob("*") if p.is_file()])
+    return len([b for b in store.container.list_blobs(name_starts_with=store._key("blobs/"))])  # type: ignore[attr-defined]
+
+
+def overwrite_blob(store: Store, sha: str, data: bytes | None) -> None:
+    """Change (or, with None, delete) a blob behind the store's back."""
+    if isinstance(store, FileStore):
+        p = store.blob(sha)
+        if data is None:
+            p.unlink()
+        else:
+            p.chmod(0o644)
+            p.write_bytes(data)
+        return
+    client = store.container.get_blob_client(store._blob_key(sha))  # type: ignore[attr-defined]
+    if data is None:
+        client.delete_blob()
+    else:
+        client.upload_blob(data, overwrite=True)
 
 
 # --- the model ----------------------------------------------------------------------------------
@@ -73,7 +109,7 @@ def test_references_and_tags() -> None:
 
 
 # --- the file store -----------------------------------------------------------------------------
-def test_same_content_same_version_and_files_stored_once(store: FileStore, tmp_path: Path) -> None:
+def test_same_content_same_version_and_files_stored_once(store: Store, tmp_path: Path) -> None:
     src = tree(
         tmp_path / "d", {"a.txt": b"hello", "sub/b.bin": os.urandom(50_000), "c.txt": b"hello"}
     )
@@ -86,15 +122,14 @@ def test_same_content_same_version_and_files_stored_once(store: FileStore, tmp_p
     second = store.register("dataset", "toy", src, WHO)
     assert second.created and second.record.version != first.record.version
     assert second.hashed_bytes == len(b"changed")  # only the changed file was read
-    blobs = [p for p in (store.root / "blobs").rglob("*") if p.is_file()]
-    assert len(blobs) == 3  # hello (twice in v1), b.bin, changed: each stored once
+    assert blob_count(store) == 3  # hello (twice in v1), b.bin, changed: each stored once
     assert [r.version for r in store.versions("dataset", "toy")] == [
         first.record.version,
         second.record.version,
     ]
 
 
-def test_resolve_by_alias_short_version_and_name(store: FileStore, tmp_path: Path) -> None:
+def test_resolve_by_alias_short_version_and_name(store: Store, tmp_path: Path) -> None:
     v1 = store.register("dataset", "toy", tree(tmp_path / "1", {"a": b"1"}), WHO).record
     v2 = store.register("dataset", "toy", tree(tmp_path / "2", {"a": b"2"}), WHO).record
     assert store.resolve("dataset", parse_ref("toy")).version == v2.version  # newest
@@ -109,7 +144,7 @@ def test_resolve_by_alias_short_version_and_name(store: FileStore, tmp_path: Pat
     assert "no dataset 'nothing'" in str(e.value)
 
 
-def test_an_alias_moves_only_from_what_the_caller_expects(store: FileStore, tmp_path: Path) -> None:
+def test_an_alias_moves_only_from_what_the_caller_expects(store: Store, tmp_path: Path) -> None:
     v1 = store.register("model", "m", tree(tmp_path / "1", {"w": b"1"}), WHO).record.version
     v2 = store.register("model", "m", tree(tmp_path / "2", {"w": b"2"}), WHO).record.version
     store.set_alias("model", "m", "prod", v1, "a", "t1", expect_absent=True)
@@ -131,9 +166,7 @@ def test_an_alias_moves_only_from_what_the_caller_expects(store: FileStore, tmp_
     assert e2.value.exit_code == 2  # no such version
 
 
-def test_remove_is_refused_while_an_alias_holds_the_version(
-    store: FileStore, tmp_path: Path
-) -> None:
+def test_remove_is_refused_while_an_alias_holds_the_version(store: Store, tmp_path: Path) -> None:
     src = tree(tmp_path / "1", {"shared": b"s", "own": b"1"})
     v1 = store.register("dataset", "d", src, WHO).record
     (src / "own").write_bytes(b"2")
@@ -147,8 +180,8 @@ def test_remove_is_refused_while_an_alias_holds_the_version(
     assert store.verify(v1) == []  # its shared file stayed
 
 
-def _race(root: str, version: str, expect: str, barrier: object, results: object, i: int) -> None:
-    s = FileStore(Path(root))
+def _race(url: str, version: str, expect: str, barrier: object, results: object, i: int) -> None:
+    s = open_store(url)
     barrier.wait()  # type: ignore[attr-defined]
     try:
         s.set_alias("dataset", "d", "prod", version, f"racer-{i}", "t", expect=expect)
@@ -159,7 +192,7 @@ def _race(root: str, version: str, expect: str, barrier: object, results: object
 
 @pytest.mark.parametrize("how", ["threads", "processes"])
 def test_100_racers_one_winner_per_round_and_every_move_in_the_history(
-    store: FileStore, tmp_path: Path, how: str
+    store: Store, tmp_path: Path, how: str
 ) -> None:
     versions = [store.register("dataset", "d", tree(tmp_path / str(i), {"f": str(i).encode()}), WHO).record.version
                 for i in range(4)]  # fmt: skip
@@ -172,11 +205,11 @@ def test_100_racers_one_winner_per_round_and_every_move_in_the_history(
 
             barrier: object = threading.Barrier(100)
             results: object = queue.Queue()
-            workers = [threading.Thread(target=_race, args=(str(store.root), target, expect, barrier, results, i))
+            workers = [threading.Thread(target=_race, args=(store.url, target, expect, barrier, results, i))
                        for i in range(100)]  # fmt: skip
         else:
             barrier, results = ctx.Barrier(100), ctx.Queue()
-            workers = [ctx.Process(target=_race, args=(str(store.root), target, expect, barrier, results, i))  # type: ignore[misc]
+            workers = [ctx.Process(target=_race, args=(store.url, target, expect, barrier, results, i))  # type: ignore[misc]
                        for i in range(100)]  # fmt: skip
         for w in workers:
             w.start()
@@ -192,15 +225,15 @@ def test_100_racers_one_winner_per_round_and_every_move_in_the_history(
 
 
 def test_kill_9_during_register_leaves_no_partial_version_and_reuses_finished_files(
-    store: FileStore, tmp_path: Path
+    store: Store, tmp_path: Path
 ) -> None:
     src = tree(tmp_path / "big", {f"f{i:02d}.bin": os.urandom(2 << 20) for i in range(12)})
-    code = ("import sys, time; from pathlib import Path; from taugrid.data.store import FileStore;"
+    code = ("import sys, time; from pathlib import Path; from taugrid.data.store import open_store;"
             "from taugrid.api.data import Created;"
-            "s = FileStore(Path(sys.argv[1]), Path(sys.argv[2]));"
+            "s = open_store(sys.argv[1], Path(sys.argv[2]));"
             "s.register('dataset', 'big', Path(sys.argv[3]), Created(by='a', at='t', host='h'),"
             " progress=lambda d, t: (print(d, flush=True), time.sleep(0.02)))")  # fmt: skip
-    proc = subprocess.Popen([sys.executable, "-c", code, str(store.root), str(store.stat_cache), str(src)],
+    proc = subprocess.Popen([sys.executable, "-c", code, store.url, str(store.stat_cache), str(src)],
                             stdout=subprocess.PIPE, text=True)  # fmt: skip
     assert proc.stdout is not None
     while int(proc.stdout.readline() or 0) < (6 << 20):  # some files done, not all
@@ -208,21 +241,19 @@ def test_kill_9_during_register_leaves_no_partial_version_and_reuses_finished_fi
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert store.versions("dataset", "big") == []  # nothing half-written is listed
-    blobs = [p for p in (store.root / "blobs").rglob("*") if p.is_file()]
-    assert 0 < len(blobs) < 12
+    assert 0 < blob_count(store) < 12
     done = store.register("dataset", "big", src, WHO)
     assert done.created and store.verify(done.record) == []
     assert done.hashed_bytes < 24 << 20  # the finished files were not read again
 
 
-def test_verify_names_each_missing_or_changed_file(store: FileStore, tmp_path: Path) -> None:
+def test_verify_names_each_missing_or_changed_file(store: Store, tmp_path: Path) -> None:
     rec = store.register(
         "dataset", "v", tree(tmp_path / "v", {"a": b"aaa", "b": b"bbb"}), WHO
     ).record
-    a, b = (store.blob(f.sha256) for f in rec.files)
-    a.chmod(0o644)
-    a.write_bytes(b"tampered")
-    b.unlink()
+    a, b = (f.sha256 for f in rec.files)
+    overwrite_blob(store, a, b"tampered")
+    overwrite_blob(store, b, None)
     problems = store.verify(rec)
     assert any(p.startswith("a: changed") for p in problems) and "b: missing" in problems
     with pytest.raises(TauError) as e:
@@ -230,7 +261,7 @@ def test_verify_names_each_missing_or_changed_file(store: FileStore, tmp_path: P
     assert e.value.exit_code == 1
 
 
-def test_pull_copies_the_exact_files(store: FileStore, tmp_path: Path) -> None:
+def test_pull_copies_the_exact_files(store: Store, tmp_path: Path) -> None:
     files = {"x/y/z.txt": b"deep", "top": os.urandom(3000)}
     rec = store.register("dataset", "p", tree(tmp_path / "p", files), WHO).record
     store.pull(rec, tmp_path / "out")
@@ -238,9 +269,7 @@ def test_pull_copies_the_exact_files(store: FileStore, tmp_path: Path) -> None:
             for p in (tmp_path / "out").rglob("*") if p.is_file()} == files  # fmt: skip
 
 
-def test_nothing_to_register_and_a_missing_source_are_clear(
-    store: FileStore, tmp_path: Path
-) -> None:
+def test_nothing_to_register_and_a_missing_source_are_clear(store: Store, tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     for src in (tmp_path / "empty", tmp_path / "nope"):
         with pytest.raises(TauError) as e:
@@ -354,7 +383,8 @@ def test_bad_data_inputs_are_named(inputs: str, where: str, tmp_path: Path) -> N
     assert where in str(e.value) or where.replace(".0.", "[0].") in str(e.value)
 
 
-def test_inputs_are_laid_out_read_only_and_checked(store: FileStore, tmp_path: Path) -> None:
+def test_inputs_are_laid_out_read_only_and_checked(fstore: FileStore, tmp_path: Path) -> None:
+    store = fstore
     import tau_inputs
 
     rec = store.register(
@@ -404,3 +434,46 @@ def test_a_cluster_run_carries_the_exact_version_and_reads_the_workspace_registr
     assert env["TAU_REGISTRY_DIR"] == "/data/registry"
     assert env["TAU_INPUT_DIR"].endswith(f"/runs/{p.run_id}/inputs")
     assert "tau_inputs.py" in {rel for rel, _ in p.bundle.files}
+
+
+# --- az:// failures: exit 4 with what to do, no traceback ----------------------------------------
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.parametrize("case", ["wrong key", "no container", "down", "bad url"])
+def test_an_unusable_azure_store_says_what_to_do(
+    case: str, azurite: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from azuritekit import ACCOUNT, connection_string, new_container
+
+    url = new_container(azurite)
+    port, key = azurite, None
+    if case == "wrong key":
+        key = "d3Jvbmcga2V5IHdyb25nIGtleSB3cm9uZyBrZXkgd3Jvbmcga2V5IHdyb25nIGtleSB3cm9uZw=="
+    elif case == "no container":
+        url = f"az://{ACCOUNT}/nosuchcontainer"
+    elif case == "down":
+        port = _free_port()
+    else:
+        url = "az://onlyaccount"
+    monkeypatch.setenv(
+        "AZURE_STORAGE_CONNECTION_STRING", connection_string(port, *([key] if key else []))
+    )
+    with pytest.raises(TauError) as e:
+        open_store(url).names("dataset")
+    words = {"wrong key": "refused the credentials", "no container": "does not exist",
+             "down": "cannot reach", "bad url": "expected az://ACCOUNT/CONTAINER"}[case]  # fmt: skip
+    assert words in str(e.value)
+    assert e.value.exit_code == (2 if case == "bad url" else 4)
+    res = run_tau(tmp_path / "home", "data", "dataset", "list", "--registry", url,
+                  env={"AZURE_STORAGE_CONNECTION_STRING": connection_string(port, *([key] if key else []))})  # fmt: skip
+    assert (
+        res.returncode == e.value.exit_code
+        and "Traceback" not in res.stderr
+        and words in res.stderr
+    )

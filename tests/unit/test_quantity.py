@@ -104,11 +104,14 @@ _MULT = {
     "Mi": 2**20,
     "Gi": 2**30,
     "Ti": 2**40,
+    "Pi": 2**50,
+    "E": 10**18,
+    "Ei": 2**60,
 }
 
 
 def amount(q: str) -> Decimal:
-    i = len(q.rstrip("mkMGKiTP"))
+    i = len(q.rstrip("mkMGKiTPE"))
     return Decimal(q[:i]) * _MULT[q[i:]]
 
 

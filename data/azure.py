@@ -1,0 +1,230 @@
+"""`az://ACCOUNT/CONTAINER[/PREFIX]`: the registry on Azure Blob Storage (no server of ours).
+
+The same layout as the file store under PREFIX. Blobs and version records are written with
+`If-None-Match: *` (create-if-absent: an upload that loses to another is the same bytes). The
+alias document (`<kind>s/<name>/aliases.json`: aliases, their history, removed versions) is
+read with its ETag and written back with `If-Match` (or `If-None-Match: *` when new): a lost
+race re-reads and decides again, so a conditional move fails cleanly when someone moved the
+alias first, and every successful move is in the history (the same write).
+
+Credentials as the Azure SDK finds them: `AZURE_STORAGE_CONNECTION_STRING` (also how the tests
+reach Azurite on 127.0.0.1), else the account's URL with DefaultAzureCredential (azure-identity).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from taugrid.api.data import DIGEST_PREFIX, Kind, check_name
+from taugrid.api.errors import EXIT_PLATFORM, EXIT_USAGE, TauError
+from taugrid.data.store import CHUNK, Store
+
+CONNECTION_ENV = "AZURE_STORAGE_CONNECTION_STRING"
+# A store that cannot be reached is said within seconds (the SDK's default retries take minutes).
+CLIENT_OPTIONS: dict[str, Any] = {"connection_timeout": 10}
+RETRIES = 200  # alias-document writes lost to others before giving up (each re-reads first)
+
+
+def _writer(client: Any, data: bytes, etag: str | None, if_match: Any) -> Callable[[], Any]:
+    """Create (If-None-Match: *) when there was no document, else replace only that version."""
+
+    def write() -> Any:
+        if etag is None:
+            return client.upload_blob(data, overwrite=False)
+        return client.upload_blob(data, overwrite=True, etag=etag, match_condition=if_match)
+
+    return write
+
+
+def _azure() -> Any:
+    try:
+        import azure.core.exceptions as errors
+        import azure.storage.blob as blob
+    except ImportError:
+        raise TauError("az:// registries need the Azure SDK: pip install 'taugrid[azure]'",
+                       exit_code=EXIT_USAGE) from None  # fmt: skip
+    return blob, errors
+
+
+class AzureStore(Store):
+    def __init__(self, url: str, stat_cache: Path | None = None) -> None:
+        rest = url[len("az://") :].strip("/")
+        parts = rest.split("/", 2)
+        if len(parts) < 2 or not parts[0] or not parts[1]:
+            raise TauError(f"registry {url}: expected az://ACCOUNT/CONTAINER[/PREFIX]",
+                           exit_code=EXIT_USAGE)  # fmt: skip
+        self.account, self.container_name = parts[0], parts[1]
+        self.prefix = (parts[2].strip("/") + "/") if len(parts) > 2 and parts[2].strip("/") else ""
+        self.url, self.stat_cache = url, stat_cache
+        blob, errors = _azure()
+        self._errors = errors
+        conn = os.environ.get(CONNECTION_ENV)
+        options = {**CLIENT_OPTIONS,
+                   "retry_policy": blob.LinearRetry(backoff=0.5, random_jitter_range=0, retry_total=2)}  # fmt: skip
+        try:
+            if conn:
+                service = blob.BlobServiceClient.from_connection_string(conn, **options)
+            else:
+                try:
+                    from azure.identity import DefaultAzureCredential  # type: ignore[import-untyped]
+                except ImportError:
+                    raise TauError(f"registry {url}: no credentials: set {CONNECTION_ENV}, or "
+                                   "install azure-identity for DefaultAzureCredential",
+                                   exit_code=EXIT_PLATFORM) from None  # fmt: skip
+                service = blob.BlobServiceClient(f"https://{self.account}.blob.core.windows.net",
+                                                 credential=DefaultAzureCredential(), **options)  # fmt: skip
+        except ValueError as e:
+            raise TauError(f"registry {url}: {CONNECTION_ENV} is not usable: {e}",
+                           exit_code=EXIT_PLATFORM) from None  # fmt: skip
+        self.container = service.get_container_client(self.container_name)
+        self._check()
+
+    def _call(self, what: str, fn: Callable[[], Any]) -> Any:
+        """An SDK call with its failures as TauErrors: unreachable, refused credentials, no
+        container (exit 4, with what to do)."""
+        e = self._errors
+        try:
+            return fn()
+        except e.ResourceNotFoundError as x:
+            if "ContainerNotFound" in str(getattr(x, "error_code", "") or x):
+                raise TauError(f"registry {self.url}: container {self.container_name!r} does not exist",
+                               exit_code=EXIT_PLATFORM,
+                               hint=f"create it (az storage container create -n {self.container_name})") from None  # fmt: skip
+            raise
+        except e.ClientAuthenticationError as x:
+            raise TauError(f"registry {self.url}: the storage account refused the credentials "
+                           f"({type(x).__name__})", exit_code=EXIT_PLATFORM,
+                           hint=f"check {CONNECTION_ENV} or your Azure login") from None  # fmt: skip
+        except e.HttpResponseError as x:
+            if getattr(x, "status_code", None) in (401, 403):
+                raise TauError(f"registry {self.url}: the storage account refused the credentials "
+                               f"({getattr(x, 'error_code', None) or x.status_code})", exit_code=EXIT_PLATFORM,
+                               hint=f"check {CONNECTION_ENV} or your Azure login") from None  # fmt: skip
+            if isinstance(
+                x, e.ResourceExistsError | e.ResourceModifiedError | e.ResourceNotFoundError
+            ):
+                raise
+            raise TauError(f"registry {self.url}: the storage account said {x.status_code} while trying to "
+                           f"{what}: {str(x).splitlines()[0][:200]}", exit_code=EXIT_PLATFORM) from None  # fmt: skip
+        except e.ServiceRequestError as x:
+            raise TauError(f"registry {self.url}: cannot reach the storage account while trying to "
+                           f"{what}: {str(x).splitlines()[0][:200]}", exit_code=EXIT_PLATFORM,
+                           hint="is it up (for tests: Azurite), and is the endpoint right?") from None  # fmt: skip
+
+    def _check(self) -> None:
+        self._call("read the container", self.container.get_container_properties)
+
+    # --- names -------------------------------------------------------------------------------
+    def _key(self, rel: str) -> str:
+        return self.prefix + rel
+
+    def _blob_key(self, sha: str) -> str:
+        return self._key(f"blobs/sha256/{sha[:2]}/{sha[2:]}")
+
+    def _record_key(self, kind: Kind, name: str, version: str) -> str:
+        return self._key(
+            f"{kind}s/{check_name(name)}/versions/{version[len(DIGEST_PREFIX) :]}.json"
+        )
+
+    def _aliases_key(self, kind: Kind, name: str) -> str:
+        return self._key(f"{kind}s/{check_name(name)}/aliases.json")
+
+    # --- primitives --------------------------------------------------------------------------
+    def _exists(self, key: str) -> bool:
+        return bool(self._call("read", self.container.get_blob_client(key).exists))
+
+    def _create(self, key: str, data: Any, length: int | None = None) -> bool:
+        """Upload if absent (If-None-Match: *). False: it was there."""
+        client = self.container.get_blob_client(key)
+        try:
+            self._call("write", lambda: client.upload_blob(data, length=length, overwrite=False))
+            return True
+        except self._errors.ResourceExistsError:
+            return False
+
+    def _has_blob(self, sha: str) -> bool:
+        return self._exists(self._blob_key(sha))
+
+    def _store_file(self, path: Path, progress: Callable[[int], None]) -> str:
+        """Hash (one streamed read), then upload if no blob has those bytes (a second read)."""
+        h = hashlib.sha256()
+        with path.open("rb") as f:
+            while chunk := f.read(CHUNK):
+                h.update(chunk)
+        sha = h.hexdigest()
+        if not self._has_blob(sha):
+            with path.open("rb") as f:
+                self._create(self._blob_key(sha), f, length=path.stat().st_size)
+        progress(path.stat().st_size)
+        return sha
+
+    def _read_blob(self, sha: str) -> Iterator[bytes] | None:
+        client = self.container.get_blob_client(self._blob_key(sha))
+        try:
+            stream = self._call("read", client.download_blob)
+        except self._errors.ResourceNotFoundError:
+            return None
+        chunks: Iterator[bytes] = iter(stream.chunks())
+        return chunks
+
+    def _put_record(self, kind: Kind, name: str, version: str, data: bytes) -> bool:
+        return self._create(self._record_key(kind, name, version), data)
+
+    def _get_record(self, kind: Kind, name: str, version: str) -> bytes | None:
+        client = self.container.get_blob_client(self._record_key(kind, name, version))
+        try:
+            return bytes(self._call("read", lambda: client.download_blob().readall()))
+        except self._errors.ResourceNotFoundError:
+            return None
+
+    def _version_ids(self, kind: Kind, name: str) -> list[str]:
+        start = self._key(f"{kind}s/{check_name(name)}/versions/")
+        items = self._call("list", lambda: list(self.container.list_blobs(name_starts_with=start)))
+        items.sort(key=lambda b: (b.creation_time, b.name))
+        return [b.name[len(start) : -len(".json")] for b in items if b.name.endswith(".json")]
+
+    def names(self, kind: Kind) -> list[str]:
+        start = self._key(f"{kind}s/")
+        found = self._call(
+            "list", lambda: list(self.container.walk_blobs(name_starts_with=start, delimiter="/"))
+        )
+        return sorted(p.name[len(start) :].strip("/") for p in found if p.name.endswith("/"))
+
+    def _read_doc(self, kind: Kind, name: str) -> tuple[dict[str, Any], str | None]:
+        client = self.container.get_blob_client(self._aliases_key(kind, name))
+        try:
+            stream = self._call("read", client.download_blob)
+        except self._errors.ResourceNotFoundError:
+            return {}, None
+        return dict(json.loads(stream.readall())), stream.properties.etag
+
+    def _aliases_doc(self, kind: Kind, name: str) -> dict[str, Any]:
+        return self._read_doc(kind, name)[0]
+
+    def _update_aliases(self, kind: Kind, name: str,
+                        change: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:  # fmt: skip
+        from azure.core import MatchConditions
+
+        client = self.container.get_blob_client(self._aliases_key(kind, name))
+        for _ in range(RETRIES):
+            doc, etag = self._read_doc(kind, name)
+            new = change(doc)  # may raise (a Conflict): nothing written
+            data = json.dumps(new, indent=1, sort_keys=True).encode()
+            try:
+                self._call("write", _writer(client, data, etag, MatchConditions.IfNotModified))
+                return new
+            except (self._errors.ResourceExistsError, self._errors.ResourceModifiedError):
+                continue  # someone wrote first: read again and decide again
+        raise TauError(f"{self.url}: the aliases of {name} changed {RETRIES} times while moving one",
+                       exit_code=1, hint="try again")  # fmt: skip
+
+    def _drop_record(self, kind: Kind, name: str, version: str) -> None:
+        client = self.container.get_blob_client(self._record_key(kind, name, version))
+        with contextlib.suppress(self._errors.ResourceNotFoundError):
+            self._call("delete", client.delete_blob)
