@@ -93,6 +93,7 @@ bench: setup pyc
 	$(BIN)/python bench/bench_kube.py
 	$(BIN)/python bench/bench_pulumi.py
 	$(BIN)/python bench/bench_controller.py
+	$(BIN)/python bench/bench_data.py
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -130,12 +130,13 @@ def list_(kind: Kind, *, registry: str | None = None) -> builtins.list[dict[str,
     s = store(registry)
     rows = []
     for name in s.names(kind):
-        vs = s.versions(kind, name)
-        if not vs:
+        got = s.summary(kind, name)
+        if got is None:
             continue
+        count, newest = got
         aliases = s.aliases(kind, name)
-        rows.append({"name": name, "versions": len(vs), "newest": short(vs[-1].version),
-                     "size": vs[-1].size, "files": len(vs[-1].files), "created": vs[-1].created.at,
+        rows.append({"name": name, "versions": count, "newest": short(newest.version),
+                     "size": newest.size, "files": len(newest.files), "created": newest.created.at,
                      "aliases": {a: short(v) for a, v in sorted(aliases.items())}})  # fmt: skip
     return rows
 
