@@ -448,10 +448,19 @@ class PlatformConfig(_Model):
 
 
 def _q(v: Quantity, resource: str) -> Decimal:
+    """One quantity parser for every quota field: memory and storage as memory, cpu as cores,
+    any other resource (GPUs, MIG slices, ...) as a whole number >= 0. QuantityError says why,
+    with an example."""
     if resource == "memory" or resource.endswith("storage"):
         return Decimal(parse_memory(v))
     if resource == "cpu":
-        return parse_cpu(v)
+        n = parse_cpu(v)
+        if n < 0:
+            raise QuantityError("must be >= 0 cores, e.g. 48")
+        return n
+    if isinstance(v, bool) or not re.fullmatch(r"[0-9]+", str(v)):
+        what = "GPUs" if resource == C.GPU_RESOURCE else f"units of {resource}"
+        raise QuantityError(f"must be a whole number of {what} >= 0, e.g. 2")
     return Decimal(str(v))
 
 
@@ -481,21 +490,43 @@ def pool_names_unique(cfg: PlatformConfig) -> Iterator[Issue]:
         seen.add(p.name)
 
 
+def _size_unknown(p: GpuPool | CpuPool) -> bool:
+    """A size outside the catalog whose shape is not written out either."""
+    if p.node_allocatable() is None:
+        return True
+    return isinstance(p, GpuPool) and (p.gpus() is None or p.gpu_class() is None)
+
+
 def pool_size_known(cfg: PlatformConfig) -> Iterator[Issue]:
-    """A VM size outside the catalog needs its shape written out."""
+    """A VM size outside the catalog: one problem per pool (no cascade), with the nearest sizes
+    of the catalog, and what to write out if the size is right."""
+    import difflib
+
     for kind, i, p in _pools(cfg):
-        if p.node_allocatable() is None:
-            yield Issue(f"{kind}[{i}].allocatable", None,
-                        f"is required: {p.vmSize} is not in the VM size catalog",
-                        "allocatable: {cpu: 22, memory: 200Gi}")  # fmt: skip
-    for i, gp in enumerate(cfg.gpuPools):
-        if gp.gpus() is None:
-            yield Issue(f"gpuPools[{i}].gpusPerNode", None,
-                        f"is required: {gp.vmSize} is not in the VM size catalog", "gpusPerNode: 1")  # fmt: skip
-        if gp.gpu_class() is None:
-            yield Issue(f"gpuPools[{i}].gpuClass", None,
-                        f"is required: {gp.vmSize} is not in the VM size catalog",
-                        "gpuClass: a100-80gb")  # fmt: skip
+        if not _size_unknown(p):
+            continue
+        near = difflib.get_close_matches(p.vmSize, list(VM_SIZES), n=3, cutoff=0.6)
+        missing = ["allocatable"] if p.node_allocatable() is None else []
+        if isinstance(p, GpuPool):
+            missing += [
+                f for f, v in (("gpusPerNode", p.gpus()), ("gpuClass", p.gpu_class())) if v is None
+            ]
+        said = f"did you mean {' or '.join(near)}? " if near else ""
+        yield Issue(f"{kind}[{i}].vmSize", p.vmSize,
+                    f"is not in the VM size catalog: {said}(a size outside it needs "
+                    f"{', '.join(missing)} written out)",
+                    near[0] if near else "allocatable: {cpu: 22, memory: 200Gi}")  # fmt: skip
+
+
+def cpu_pools_have_no_gpus(cfg: PlatformConfig) -> Iterator[Issue]:
+    """A GPU size under cpuPools gets no GPU taint: CPU work would fill the GPU nodes."""
+    for i, cp in enumerate(cfg.cpuPools):
+        gpus = VM_SIZES.get(cp.vmSize, (0, 0, 0, None))[2]
+        if gpus:
+            yield Issue(f"cpuPools[{i}].vmSize", cp.vmSize,
+                        f"is a GPU size ({gpus} GPU(s) per node): declare it under gpuPools (a CPU "
+                        "pool is not tainted, so any CPU pod would land on these GPU nodes)",
+                        "cpuPools: [{name: cpu, vmSize: Standard_D16s_v5}]")  # fmt: skip
 
 
 def gpus_match_the_catalog(cfg: PlatformConfig) -> Iterator[Issue]:
@@ -618,33 +649,57 @@ def _format(res: str, amount: Decimal) -> str:
     return format_cpu(amount) if res == "cpu" else str(amount)
 
 
+_QUOTA_FIELDS = ("nominalQuota", "borrowingLimit", "lendingLimit")
+
+
+def quotas_are_quantities(cfg: PlatformConfig) -> Iterator[Issue]:
+    """Every quota, borrowing and lending limit parses, per resource (no negative or fractional
+    GPUs anywhere), with an example."""
+    for _qi, _cq, path, fq in _flavors(cfg):
+        for field in _QUOTA_FIELDS:
+            for res, amount in (getattr(fq, field) or {}).items():
+                try:
+                    _q(amount, res)
+                except (QuantityError, ArithmeticError, ValueError) as e:
+                    example = {"cpu": "48", "memory": "400Gi"}.get(res, "2")
+                    yield Issue(f"{path}.{field}.{res}", amount, str(e), f"{res}: {example}")
+
+
 def quotas_within_capacity(cfg: PlatformConfig) -> Iterator[Issue]:
-    """Every quota is a quantity, and the queues' quotas on a pool fit its maximum capacity."""
+    """The queues' quotas on a pool fit its maximum capacity; the problem points at the flavor
+    that goes over, with the fix (pools of unknown size are left to pool_size_known)."""
     pools = {p.name: p for _k, _i, p in _pools(cfg)}
     used: dict[tuple[str, str], Decimal] = {}
+    last: dict[tuple[str, str], str] = {}
     for _qi, _cq, path, fq in _flavors(cfg):
-        if fq.pool not in pools:
+        if fq.pool not in pools or _size_unknown(pools[fq.pool]):
             continue
         for res, amount in fq.nominalQuota.items():
             try:
                 used[(fq.pool, res)] = used.get((fq.pool, res), Decimal(0)) + _q(amount, res)
-            except (QuantityError, ArithmeticError, ValueError) as e:
-                yield Issue(f"{path}.nominalQuota.{res}", amount, str(e), None)
+            except (QuantityError, ArithmeticError, ValueError):
+                continue  # said by quotas_are_quantities
+            last[(fq.pool, res)] = f"{path}.nominalQuota.{res}"
     for (pool_name, res), total in used.items():
         pool = pools[pool_name]
         alloc = pool.node_allocatable()
         cap: Decimal | None = None
+        per_node: Decimal | None = None
         if res == C.GPU_RESOURCE:
-            gpus = pool.gpus() if isinstance(pool, GpuPool) else 0
-            cap = Decimal((gpus or 0) * pool.maxCount)
+            per_node = Decimal(pool.gpus() or 0) if isinstance(pool, GpuPool) else Decimal(0)
         elif res == "cpu" and alloc:
-            cap = parse_cpu(alloc.cpu) * pool.maxCount
+            per_node = parse_cpu(alloc.cpu)
         elif res == "memory" and alloc:
-            cap = Decimal(parse_memory(alloc.memory) * pool.maxCount)
+            per_node = Decimal(parse_memory(alloc.memory))
+        if per_node is not None:
+            cap = per_node * pool.maxCount
         if cap is not None and total > cap:
-            yield Issue("queues.clusterQueues", f"{pool_name}/{res}",
+            nodes = -(-total // per_node) if per_node else None
+            fix = (f"lower the queues' quota on {pool_name} to {_format(res, cap)} in all, or raise "
+                   f"maxCount of pool {pool_name} to {nodes}") if nodes else f"lower the quota on {pool_name}"  # fmt: skip
+            yield Issue(last[(pool_name, res)], f"{pool_name}/{res}",
                         f"nominal quota {_format(res, total)} of {res} on pool {pool_name} exceeds its "
-                        f"maximum capacity {_format(res, cap)} ({pool.maxCount} nodes)", None)  # fmt: skip
+                        f"maximum capacity {_format(res, cap)} ({pool.maxCount} nodes)", fix)  # fmt: skip
 
 
 def workspace_names_unique(cfg: PlatformConfig) -> Iterator[Issue]:
@@ -672,11 +727,12 @@ def default_priority_exists(cfg: PlatformConfig) -> Iterator[Issue]:
 
 
 RULES: list[Rule] = [
-    default_workspace_exists, pool_names_unique, pool_size_known, gpus_match_the_catalog,
+    default_workspace_exists, pool_names_unique, pool_size_known, cpu_pools_have_no_gpus,
+    gpus_match_the_catalog,
     one_driver_installer, mig_needs_the_operator, gpu_class_is_one_shape,
     enabled_components_have_versions, dcgm_source_exists, workspaces_need_kueue, queue_names,
     flavors_name_pools, borrowing_needs_a_cohort, flavors_cover_the_same_resources,
-    quotas_within_capacity, workspace_names_unique, workspace_queues_exist,
+    quotas_are_quantities, quotas_within_capacity, workspace_names_unique, workspace_queues_exist,
     default_priority_exists,
 ]  # fmt: skip
 

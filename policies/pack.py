@@ -112,6 +112,37 @@ def spot_pools_tolerated(resources: Iterable[Resource]) -> list[str]:
     return out
 
 
+_WHOLE = re.compile(r"^[0-9]+$")
+_CPU = re.compile(r"^[0-9]+(\.[0-9]+)?m?$")
+_MEMORY = re.compile(r"^[0-9]+(\.[0-9]+)?([EPTGMk]i?)?$")
+
+
+def quotas_are_quantities(r: Resource) -> list[str]:
+    """Every quota and limit of a ClusterQueue is a quantity >= 0; GPUs and other devices are
+    whole numbers (Kueue itself accepts -2 and goes Active with it). Existing clusters too."""
+    if r.type != CLUSTER_QUEUE:
+        return []
+    out = []
+    for group in (r.props.get("spec") or {}).get("resourceGroups") or []:
+        for flavor in group.get("flavors") or []:
+            for res in flavor.get("resources") or []:
+                name = str(res.get("name"))
+                pattern = (
+                    _CPU
+                    if name == "cpu"
+                    else _MEMORY
+                    if name in ("memory", "ephemeral-storage")
+                    else _WHOLE
+                )
+                for field in ("nominalQuota", "borrowingLimit", "lendingLimit"):
+                    value = res.get(field)
+                    if value is not None and not pattern.match(str(value)):
+                        out.append(f"ClusterQueue {r.name}: {field} of {name} in flavor "
+                                   f"{flavor.get('name')} is {value!r}: use a quantity >= 0"
+                                   + (" (whole GPUs)" if pattern is _WHOLE else ""))  # fmt: skip
+    return out
+
+
 def quotas_within_capacity(resources: Iterable[Resource]) -> list[str]:
     """Per pool (ResourceFlavor), the GPUs every ClusterQueue may use nominally <= the pool's
     nodes x GPUs per node. Stacks without AgentPools (existing clusters) are not checked."""
@@ -123,10 +154,11 @@ def quotas_within_capacity(resources: Iterable[Resource]) -> list[str]:
         for group in (cq.props.get("spec") or {}).get("resourceGroups") or []:
             for flavor in group.get("flavors") or []:
                 for res in flavor.get("resources") or []:
-                    if res.get("name") == GPU:
-                        quota[flavor["name"]] = quota.get(flavor["name"], 0) + float(
-                            str(res.get("nominalQuota") or 0)
-                        )
+                    value = str(res.get("nominalQuota") or 0)
+                    if res.get("name") == GPU and _WHOLE.match(
+                        value
+                    ):  # else: quotas-are-quantities
+                        quota[flavor["name"]] = quota.get(flavor["name"], 0) + float(value)
     return [f"ClusterQueues may use {q:g} GPUs of pool {pool}, which has {capacity[pool]} "
             "(max nodes x GPUs per node): lower the quotas or grow the pool"
             for pool, q in sorted(quota.items()) if pool in capacity and q > capacity[pool]]  # fmt: skip
@@ -164,6 +196,10 @@ POLICIES: list[Any] = [
     ResourceValidationPolicy(name="prod-api-server-closed", description="A prod cluster's API "
                              "server is private or limited to authorized IP ranges",
                              validate=_per_resource(prod_api_server_closed),
+                             enforcement_level=MANDATORY),
+    ResourceValidationPolicy(name="quotas-are-quantities", description="Every quota and limit "
+                             "of a ClusterQueue is a quantity >= 0 (whole GPUs)",
+                             validate=_per_resource(quotas_are_quantities),
                              enforcement_level=MANDATORY),
     StackValidationPolicy(name="spot-pools-tolerated", description="Profiles on spot pools "
                           "tolerate the spot taint", validate=_per_stack(spot_pools_tolerated),

@@ -46,9 +46,17 @@ BAD = [
     (
         "gpuPools.0.vmSize",
         "Standard_Weird_v9",
-        "gpuPools[0].allocatable",
+        "gpuPools[0].vmSize",
         "not in the VM size catalog",
     ),
+    # a near miss of a catalog size: said once, with the size it probably means
+    (
+        "gpuPools.0.vmSize",
+        "Standard_NC24ads_A100_v5",
+        "gpuPools[0].vmSize",
+        "did you mean Standard_NC24ads_A100_v4",
+    ),
+    ("cpuPools.0.vmSize", "Standard_NC24ads_A100_v4", "cpuPools[0].vmSize", "is a GPU size"),
     (
         "gpuPools.0.gpuDriver",
         "install",
@@ -63,8 +71,29 @@ BAD = [
     (
         "queues.clusterQueues.0.flavors.0.nominalQuota",
         {"nvidia.com/gpu": 3},
-        "queues.clusterQueues",
+        "queues.clusterQueues[0].flavors[0].nominalQuota.nvidia.com/gpu",
         "exceeds its maximum capacity 2",
+    ),
+    *[
+        (
+            "queues.clusterQueues.0.flavors.0.nominalQuota",
+            {"nvidia.com/gpu": bad},
+            "flavors[0].nominalQuota.nvidia.com/gpu",
+            "whole number of GPUs >= 0",
+        )
+        for bad in (-2, "-2", "2 gpus", "1.5")
+    ],
+    (
+        "queues.clusterQueues.0.flavors.0.nominalQuota",
+        {"cpu": -48, "nvidia.com/gpu": 1},
+        "flavors[0].nominalQuota.cpu",
+        "greater than zero",
+    ),
+    (
+        "queues.clusterQueues.0.flavors.0.borrowingLimit",
+        {"nvidia.com/gpu": -1},
+        "flavors[0].borrowingLimit.nvidia.com/gpu",
+        "whole number of GPUs",
     ),
     ("queues.clusterQueues.0.name", "default", "clusterQueues[0].name", "captures every job"),
     ("workspaces.0.queues", ["cpu-only"], "workspaces[0].queues[0]", "is not a ClusterQueue"),
@@ -146,3 +175,23 @@ def test_bad_stack_files(
     assert main(["platform", "plan", "--stack", "bad", "--stacks-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert needle in err and "Traceback" not in err
+
+
+def test_an_unknown_vm_size_is_one_problem_and_no_false_capacity_problem() -> None:
+    from taugrid.api.platform import PlatformConfig, invariants
+
+    cfg = PlatformConfig.model_validate(variant("gpuPools.0.vmSize", "Standard_NC24ads_A100_v5"))
+    problems = invariants(cfg)
+    assert [i.path for i in problems] == ["gpuPools[0].vmSize"], problems
+    assert "Standard_NC24ads_A100_v4" in problems[0].message
+
+
+def test_a_quota_above_capacity_says_how_to_fix_it() -> None:
+    from taugrid.api.platform import PlatformConfig, invariants
+
+    cfg = PlatformConfig.model_validate(
+        variant("queues.clusterQueues.0.flavors.0.nominalQuota", {"nvidia.com/gpu": 3})
+    )
+    (issue,) = [i for i in invariants(cfg) if "maximum capacity" in i.message]
+    assert issue.path.endswith("flavors[0].nominalQuota.nvidia.com/gpu")
+    assert issue.example and "raise maxCount" in issue.example and "to 3" in issue.example

@@ -55,7 +55,7 @@ def find(rs: list[Any], type_: str, name: str | None = None) -> Any:
 
 def test_every_policy_is_mandatory() -> None:
     assert set(BY_NAME) == {"gpu-pools-tainted", "versions-pinned", "prod-api-server-closed",
-                            "spot-pools-tolerated", "quotas-within-capacity"}  # fmt: skip
+                            "spot-pools-tolerated", "quotas-within-capacity", "quotas-are-quantities"}  # fmt: skip
     assert all(p.enforcement_level == pack.EnforcementLevel.MANDATORY for p in pack.POLICIES)
 
 
@@ -130,3 +130,18 @@ def test_quotas_above_a_pools_capacity_are_refused() -> None:
     assert "a100x1" in v and "which has 1" in v
     # existing clusters declare no pools: nothing to compare with
     assert violations("quotas-within-capacity", resources("sandbox")) == []
+
+
+@pytest.mark.parametrize("stack", ["prod", "sandbox"])  # an existing cluster (no pools) too
+@pytest.mark.parametrize(
+    ("field", "value"), [("nominalQuota", "-2"), ("nominalQuota", "1.5"), ("borrowingLimit", "-1")]
+)
+def test_negative_or_fractional_gpu_quotas_are_refused(stack: str, field: str, value: str) -> None:
+    rs = resources(stack)
+    assert violations("quotas-are-quantities", rs) == []
+    cq = find(rs, pack.CLUSTER_QUEUE)
+    gpu = next(r for g in cq.props["spec"]["resourceGroups"] for f in g["flavors"]
+               for r in f["resources"] if r["name"] == pack.GPU)  # fmt: skip
+    gpu[field] = value
+    (v,) = violations("quotas-are-quantities", rs)
+    assert cq.name in v and value in v and "whole GPUs" in v
