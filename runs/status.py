@@ -424,9 +424,9 @@ def _recorded(o: Observations) -> RunStatus | None:
     rec = o.record
     start = r.startTime or rec.created_at
     end = _ts(r.completionTime) if r.completionTime else o.now
-    if c.current and r.phase not in TERMINAL:
+    if c.current:  # alive, or ended: the controller's words, as they are
         signals, summary = list(r.signals), r.summary or r.phase.lower()
-        evidence = CURRENT.format(heartbeat=c.heartbeat)
+        evidence = CURRENT.format(heartbeat=c.heartbeat) if r.phase not in TERMINAL else ENDED
     else:
         signals = [s.model_copy(update={"evidence": f"{s.evidence}; recorded {r.observedAt or ''}".strip("; ")})
                    for s in r.signals]  # fmt: skip
