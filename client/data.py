@@ -15,6 +15,7 @@ from typing import Any
 from taugrid.api.data import (
     AliasMove,
     Created,
+    DataInput,
     Kind,
     Lineage,
     VersionRecord,
@@ -61,8 +62,9 @@ def register_model_from_run(name: str, run: str, *, checkpoint: str = "latest",
     rec = rd.read_record()
     path, step = _checkpoint(rd, checkpoint)
     metrics = _metrics_at(rd, step)
-    lineage = Lineage(run=rec.run_id, config_hash=rec.config_hash, code_revision=rec.code_revision,
-                      checkpoint=path.name, metrics=metrics)  # fmt: skip
+    inputs = [DataInput(name=i.name, version=i.version) for i in rec.inputs if i.kind == "dataset"]
+    lineage = Lineage(run=rec.run_id, inputs=inputs, config_hash=rec.config_hash,
+                      code_revision=rec.code_revision, checkpoint=path.name, metrics=metrics)  # fmt: skip
     return store(registry).register("model", name, path, _created(rec.run_id), purpose=purpose,
                                     description=description, tags=tags, lineage=lineage,
                                     progress=progress)  # fmt: skip
@@ -117,7 +119,8 @@ def _metrics_at(rd: Any, step: int | None) -> dict[str, float]:
         return {}
     for r in rd.metric_rows():
         if r.get("step") == step:
-            return {k: float(v) for k, v in r.items() if isinstance(v, int | float) and k != "step"}
+            return {k: float(v) for k, v in r.items()
+                    if isinstance(v, int | float) and k not in ("step", "ts")}  # fmt: skip
     return {}
 
 

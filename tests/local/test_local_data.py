@@ -60,6 +60,12 @@ def test_a_run_reads_its_input_by_exact_version(
     child = re.search(r"run (reader-\w+)", res.stderr.split("resuming", 1)[-1]).group(1)  # type: ignore[union-attr]
     assert tau.record(child)["inputs"][0]["version"] == v1
     assert "READ first" in (tau.run_dir(child) / "logs" / "driver.log").read_text()
+    # the model made from the run names the dataset version it read, both ways
+    res = tau("data", "model", "register", "reader-model", "--from-run", run_id, "-o", "json")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["lineage"]["inputs"] == [{"name": "corpus", "version": v1}]
+    back = json.loads(tau("data", "lineage", f"dataset:corpus@{v1[:19]}", "-o", "json").stdout)
+    assert [m["name"] for m in back["models"]] == ["reader-model"]
 
 
 def test_a_changed_input_stops_the_run_before_its_code(
