@@ -126,6 +126,26 @@ class KubeAPI(Protocol):
     def can(self, verb: str, kind_name: str, namespace: str) -> bool: ...
 
 
+def _without_http2() -> None:
+    """Tau speaks HTTP/1.1 to the API server (lightkube's default): the h2 library that the
+    HTTP client would import anyway (lightkube depends on httpx2[http2]) costs ~80 ms of every
+    cluster command, a third of `tau run status`'s budget (its Huffman table alone is 64 ms).
+    Marked absent before the client is imported, so httpcore2 takes its HTTP/1.1-only path;
+    asking for HTTP/2 would then fail loudly. Skipped when h2 is already imported."""
+    import sys
+
+    if "httpcore2" not in sys.modules:
+        for name in (
+            "h2",
+            "h2.config",
+            "h2.connection",
+            "h2.events",
+            "h2.exceptions",
+            "h2.settings",
+        ):
+            sys.modules.setdefault(name, None)  # type: ignore[arg-type]
+
+
 _RESOURCES: dict[Kind, Any] = {}
 _RESOURCES_LOCK = threading.Lock()
 
@@ -156,6 +176,7 @@ class Kube:
     """A connection to one cluster (a kubeconfig context)."""
 
     def __init__(self, context: str | None = None, in_cluster: bool = False) -> None:
+        _without_http2()
         try:
             import httpx2
             from lightkube import Client, KubeConfig
