@@ -31,7 +31,8 @@ _NOISE = re.compile(r"doesn't match node affinity|untolerated taint|doesn't have
 NEVER_HINT = "lower the run's compute, or ask for quota (tau quota request)"
 
 
-def _resource_words(res: str) -> str:
+def resource_words(res: str) -> str:
+    """A resource as people say it (GPU, CPU, memory), in every message that names one."""
     return {"nvidia.com/gpu": "GPU", "cpu": "CPU", "memory": "memory"}.get(res, res)
 
 
@@ -47,15 +48,13 @@ def explain(message: str, queue: str | None = None) -> Words | None:
     never: list[str] = []
     short: list[str] = []
     for m in _NEVER.finditer(message):
-        what = _resource_words(m["res"])
+        what = resource_words(m["res"])
         line = (f"needs {m['need'].strip()} {what}; {where} may use at most {m['max'].strip()} "
                 f"in flavor {m['flavor']}")  # fmt: skip
         if line not in never:
             never.append(line)
     for m in _SHORT.finditer(message):
-        line = (
-            f"{m['more'].strip()} more {_resource_words(m['res'])} needed in flavor {m['flavor']}"
-        )
+        line = f"{m['more'].strip()} more {resource_words(m['res'])} needed in flavor {m['flavor']}"
         if line not in short:
             short.append(line)
     if never:

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from taugrid.api.kueuewords import NEVER_HINT
-from taugrid.api.quantity import parse_quantity
+from taugrid.api.kueuewords import NEVER_HINT, resource_words
+from taugrid.api.quantity import format_cpu, format_memory, parse_quantity
 
 Key = tuple[str, str]  # (flavor, resource)
 
@@ -127,13 +127,12 @@ def podsets(objects: Iterable[Mapping[str, Any]]) -> list[PodSet]:
     return out
 
 
-def _words(resource: str) -> str:
-    return {"nvidia.com/gpu": "GPU", "cpu": "CPU", "memory": "memory"}.get(resource, resource)
-
-
 def _num(q: Decimal, resource: str = "") -> str:
+    """A quantity as tau writes it everywhere (64Gi, 500m, 12)."""
     if resource == "memory" or resource.endswith("storage"):
-        return format((q / Decimal(2**30)).quantize(Decimal("0.1")).normalize(), "f") + "Gi"
+        return format_memory(int(q))
+    if resource == "cpu":
+        return format_cpu(q)
     return format(q.normalize(), "f")
 
 
@@ -150,14 +149,14 @@ def never_admittable(sets: list[PodSet], limits: Mapping[Key, Decimal], queue: s
             need = s.total(res)
             if need > best:
                 flavor = max(flavors, key=lambda f: flavors[f])
-                lines.append(f"pod set {s.name} needs {_num(need, res)} {_words(res)}; queue "
+                lines.append(f"pod set {s.name} needs {_num(need, res)} {resource_words(res)}; queue "
                              f"{queue} may use at most {_num(best, res)} in flavor {flavor}")  # fmt: skip
                 break
         else:
             need = sum((s.total(res) for s in sets), Decimal(0))
             have = sum(flavors.values(), Decimal(0))
             if need > have:
-                lines.append(f"needs {_num(need, res)} {_words(res)} in all; queue {queue} may use "
+                lines.append(f"needs {_num(need, res)} {resource_words(res)} in all; queue {queue} may use "
                              f"at most {_num(have, res)}")  # fmt: skip
     if not lines:
         return None

@@ -142,7 +142,7 @@ def test_the_kube_backend_refuses_before_writing_anything(home: Path) -> None:
     with pytest.raises(TauError) as e:
         backend.submit(p, SubmitOptions(), lambda _m: None)
     assert e.value.exit_code == EXIT_NOT_ADMITTED
-    assert "can never start here" in str(e.value) and "queue cpu may use at most 0.5" in str(
+    assert "can never start here" in str(e.value) and "queue cpu may use at most 500m" in str(
         e.value
     )
     assert not any(v == "apply" for v, _k, _ns in fake.calls)  # nothing sent
