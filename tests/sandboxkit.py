@@ -54,6 +54,7 @@ def gpu_rayjob(folder: Path, name: str, extra: str = "", runs_for: int = 86400) 
 
 def cpu_job(folder: Path, name: str) -> Path:
     """A one-pod CPU Job project (KWOK completes its pod at once)."""
+    folder.mkdir(parents=True, exist_ok=True)
     (folder / "s.py").write_text("print('done')\n")
     (folder / "tau.yaml").write_text(
         f"schema_version: 1\nname: {name}\nrun: {{entrypoint: s.py, workload_kind: job}}\n"

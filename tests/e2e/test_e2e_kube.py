@@ -390,3 +390,43 @@ def test_a_run_its_queue_can_never_admit_is_refused_before_submission(
     listed = tau(sandbox, "run", "list", "--cluster", "-o", "json", env=kube_env(sandbox))
     assert not [r for r in json.loads(listed.stdout) if r["name"] == "toobig"]
     assert not list((sandbox / "data" / "runs").glob("toobig-*"))  # no record
+
+
+def test_a_cluster_run_carries_its_data_input_by_exact_version(
+    sandbox: Path, tmp_path: Path
+) -> None:
+    """A dataset registered on this machine, named by alias in tau.yaml: the Job the cluster
+    receives carries the exact version (TAU_INPUTS) and reads the workspace's /data/registry
+    (KWOK runs no container, so the in-pod layout is tested locally); status lists the input."""
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "part-0.txt").write_text("words\n")
+    reg = tau(
+        sandbox, "data", "dataset", "register", "corpus", str(tmp_path / "corpus"), "-o", "json"
+    )
+    assert reg.returncode == 0, reg.stderr
+    version = json.loads(reg.stdout)["version"]
+    assert (
+        tau(sandbox, "data", "dataset", "alias", "set", "corpus", "prod", version).returncode == 0
+    )
+    project = cpu_job(tmp_path / "p", "withdata")
+    with (project / "tau.yaml").open("a") as f:
+        f.write("data: {inputs: [{ref: corpus@prod}]}\n")
+    run_id = submit(sandbox, project)
+    try:
+        job = (
+            admin(sandbox)
+            .resources.get(api_version="batch/v1", kind="Job")
+            .get(name=run_id, namespace="research")
+        )
+        env = {
+            e["name"]: e.get("value")
+            for e in job.to_dict()["spec"]["template"]["spec"]["containers"][0]["env"]
+        }
+        assert json.loads(env["TAU_INPUTS"]) == [
+            {"kind": "dataset", "name": "corpus", "version": version, "path": "corpus"}
+        ]
+        assert env["TAU_REGISTRY_DIR"] == "/data/registry"
+        shown = tau(sandbox, "run", "status", run_id, env=kube_env(sandbox))
+        assert f"input: dataset corpus@{version[:19]} (corpus@prod)" in shown.stdout
+    finally:
+        tau(sandbox, "run", "cancel", run_id, env=kube_env(sandbox))
