@@ -15,6 +15,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from taugrid.api.errors import EXIT_USAGE, TauError
+from taugrid.api.vocabulary import (
+    ResolvedInput as ResolvedInput,  # a run's input (the run vocabulary)
+)
 
 Kind = Literal["dataset", "model"]
 KINDS: tuple[Kind, ...] = ("dataset", "model")
@@ -97,16 +100,6 @@ class DataInput(_Model):
 
     name: str
     version: str
-
-
-class ResolvedInput(_Model):
-    """A run's input as resolved at submit: exact version, and where the run sees it."""
-
-    kind: Kind = "dataset"
-    name: str
-    version: str
-    path: str  # under $TAU_INPUT_DIR
-    ref: str | None = None  # what tau.yaml said (e.g. fineweb@prod)
 
 
 class Lineage(_Model):

@@ -9,8 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
 from taugrid.api import constants as C
-from taugrid.api.data import ResolvedInput
-from taugrid.api.vocabulary import TERMINAL, Phase, TerminationReason
+from taugrid.api.vocabulary import TERMINAL, Phase, ResolvedInput, TerminationReason
 
 
 class _Model(BaseModel):

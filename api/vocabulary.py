@@ -11,8 +11,6 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from taugrid.api.data import ResolvedInput
-
 
 class Phase(StrEnum):
     """Where a run is in its life. The last three are terminal: a run never leaves them."""
@@ -115,6 +113,16 @@ class TimelineEntry(_Model):
     message: str = ""
     count: int = Field(1, ge=1)
     last: str | None = Field(None, json_schema_extra={"format": "date-time"})
+
+
+class ResolvedInput(_Model):
+    """A run's input as resolved at submit: exact version, and where the run sees it."""
+
+    kind: Literal["dataset", "model"] = "dataset"
+    name: str
+    version: str
+    path: str  # under $TAU_INPUT_DIR
+    ref: str | None = None  # what tau.yaml said (e.g. fineweb@prod)
 
 
 class RunStatus(_Model):

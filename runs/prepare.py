@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from taugrid.api import naming
-from taugrid.api.data import ResolvedInput
 from taugrid.api.errors import TauError
 from taugrid.api.evidence import Handle, Lineage, RunRecord
 from taugrid.api.manifest import Manifest, WorkloadKind
+from taugrid.api.vocabulary import ResolvedInput
 from taugrid.runs import provenance
 from taugrid.runs.codebundle import CodeBundle, collect
 from taugrid.runs.load import LoadedManifest

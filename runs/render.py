@@ -20,9 +20,9 @@ import yaml
 
 from taugrid.api import constants as C
 from taugrid.api import naming
-from taugrid.api.data import ResolvedInput
 from taugrid.api.manifest import Manifest
 from taugrid.api.quantity import format_memory
+from taugrid.api.vocabulary import ResolvedInput
 from taugrid.runs.codebundle import CodeBundle
 from taugrid.runs.resolve import Resolved
 
