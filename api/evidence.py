@@ -97,6 +97,7 @@ class RunRecord(_Model):
     stall_after_seconds: int = 900
     inputs: list[ResolvedInput] = Field(default_factory=list)  # data, by exact version
     primary_metric: str | None = None
+    metric_direction: Literal["lower", "higher"] | None = None
     checkpoint_subdir: str = C.DEFAULT_CHECKPOINT_SUBDIR
     output_subdir: str = C.DEFAULT_OUTPUT_SUBDIR
     warnings: list[str] = Field(default_factory=list)

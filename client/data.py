@@ -23,12 +23,8 @@ from taugrid.api.data import (
     short,
 )
 from taugrid.api.errors import EXIT_USAGE, TauError
-from taugrid.data.store import Progress, Registered, Store, default_store
+from taugrid.data.store import Progress, Registered, default_store
 from taugrid.data.store import registry_url as registry_url
-
-
-def store(registry: str | None = None) -> Store:
-    return default_store(registry)
 
 
 def _created(run: str | None = None) -> Created:
@@ -45,7 +41,7 @@ def register(kind: Kind, name: str, path: str | Path, *, purpose: str | None = N
              registry: str | None = None, progress: Progress | None = None) -> Registered:  # fmt: skip
     """A file or folder as a new version of `name` (the same content again: the same version,
     nothing re-read that the stat cache knows)."""
-    return store(registry).register(kind, name, Path(path), _created(), purpose=purpose,
+    return default_store(registry).register(kind, name, Path(path), _created(), purpose=purpose,
                                     description=description, tags=tags, progress=progress)  # fmt: skip
 
 
@@ -65,7 +61,7 @@ def register_model_from_run(name: str, run: str, *, checkpoint: str = "latest",
     inputs = [DataInput(name=i.name, version=i.version) for i in rec.inputs if i.kind == "dataset"]
     lineage = Lineage(run=rec.run_id, inputs=inputs, config_hash=rec.config_hash,
                       code_revision=rec.code_revision, checkpoint=path.name, metrics=metrics)  # fmt: skip
-    return store(registry).register("model", name, path, _created(rec.run_id), purpose=purpose,
+    return default_store(registry).register("model", name, path, _created(rec.run_id), purpose=purpose,
                                     description=description, tags=tags, lineage=lineage,
                                     progress=progress)  # fmt: skip
 
@@ -97,16 +93,9 @@ def _checkpoint(rd: Any, which: str) -> tuple[Path, int | None]:
 
 
 def _primary(rd: Any) -> tuple[str, bool]:
-    import yaml
-
+    """The run's primary metric and whether lower is better, from its record."""
     rec = rd.read_record()
-    metric, direction = rec.primary_metric, None
-    with_config = rd.path / "config" / "resolved.yaml"
-    if with_config.is_file():
-        doc = yaml.safe_load(with_config.read_text()) or {}
-        m = (doc.get("manifest") or doc).get("metrics") or {}
-        metric = metric or m.get("primary")
-        direction = m.get("direction")
+    metric, direction = rec.primary_metric, rec.metric_direction
     if not metric:
         raise TauError(f"run {rd.run_id} names no primary metric: 'best' is undefined",
                        exit_code=EXIT_USAGE, hint="--checkpoint latest, or set metrics.primary in tau.yaml")  # fmt: skip
@@ -125,12 +114,12 @@ def _metrics_at(rd: Any, step: int | None) -> dict[str, float]:
 
 
 def versions(kind: Kind, name: str, *, registry: str | None = None) -> builtins.list[VersionRecord]:
-    return store(registry).versions(kind, name)
+    return default_store(registry).versions(kind, name)
 
 
 def list_(kind: Kind, *, registry: str | None = None) -> builtins.list[dict[str, Any]]:
     """One row per name: versions, the newest, its size, and the aliases."""
-    s = store(registry)
+    s = default_store(registry)
     rows = []
     for name in s.names(kind):
         got = s.summary(kind, name)
@@ -145,27 +134,29 @@ def list_(kind: Kind, *, registry: str | None = None) -> builtins.list[dict[str,
 
 
 def show(kind: Kind, ref: str, *, registry: str | None = None) -> VersionRecord:
-    return store(registry).resolve(kind, parse_ref(ref))
+    return default_store(registry).resolve(kind, parse_ref(ref))
 
 
 def aliases_of(
     kind: Kind, record: VersionRecord, *, registry: str | None = None
 ) -> builtins.list[str]:
     return sorted(
-        a for a, v in store(registry).aliases(kind, record.name).items() if v == record.version
+        a
+        for a, v in default_store(registry).aliases(kind, record.name).items()
+        if v == record.version
     )
 
 
 def verify(kind: Kind, ref: str, *, registry: str | None = None,
            progress: Progress | None = None) -> tuple[VersionRecord, builtins.list[str]]:  # fmt: skip
-    s = store(registry)
+    s = default_store(registry)
     rec = s.resolve(kind, parse_ref(ref))
     return rec, s.verify(rec, progress)
 
 
 def pull(kind: Kind, ref: str, dest: str | Path, *, registry: str | None = None,
          progress: Progress | None = None) -> VersionRecord:  # fmt: skip
-    s = store(registry)
+    s = default_store(registry)
     rec = s.resolve(kind, parse_ref(ref))
     s.pull(rec, Path(dest), progress)
     return rec
@@ -178,7 +169,7 @@ def set_alias(kind: Kind, name: str, alias: str, ref: str, *, expect: str | None
     from taugrid.api.kubetime import k8s_time
     from taugrid.runs.provenance import submitter
 
-    s = store(registry)
+    s = default_store(registry)
     target = s.resolve(kind, parse_ref(f"{name}@{ref}" if "@" not in ref else ref))
     exp = s.resolve(kind, parse_ref(f"{name}@{expect}")).version if expect else None
     return s.set_alias(kind, name, alias, target.version, submitter(), k8s_time(),
@@ -190,18 +181,18 @@ def remove_alias(kind: Kind, name: str, alias: str, *, expect: str | None = None
     from taugrid.api.kubetime import k8s_time
     from taugrid.runs.provenance import submitter
 
-    s = store(registry)
+    s = default_store(registry)
     exp = s.resolve(kind, parse_ref(f"{name}@{expect}")).version if expect else None
     return s.set_alias(kind, name, alias, None, submitter(), k8s_time(), expect=exp)
 
 
 def get_alias(kind: Kind, name: str, alias: str, *, registry: str | None = None) -> VersionRecord:
-    return store(registry).resolve(kind, parse_ref(f"{name}@{alias}"))
+    return default_store(registry).resolve(kind, parse_ref(f"{name}@{alias}"))
 
 
 def history(kind: Kind, name: str, alias: str | None = None, *,
             registry: str | None = None) -> builtins.list[AliasMove]:  # fmt: skip
-    return store(registry).history(kind, name, alias)
+    return default_store(registry).history(kind, name, alias)
 
 
 def remove(kind: Kind, ref: str, *, registry: str | None = None) -> VersionRecord:
@@ -209,7 +200,7 @@ def remove(kind: Kind, ref: str, *, registry: str | None = None) -> VersionRecor
     if not r.is_version:
         raise TauError(f"{ref}: name the version to remove (NAME@sha256:...)", exit_code=EXIT_USAGE,
                        hint=f"tau data {kind} show {r.name} lists them")  # fmt: skip
-    s = store(registry)
+    s = default_store(registry)
     rec = s.resolve(kind, r)
     s.remove(kind, rec.name, rec.version)
     return rec
@@ -218,7 +209,7 @@ def remove(kind: Kind, ref: str, *, registry: str | None = None) -> VersionRecor
 def lineage(kind: Kind, ref: str, *, registry: str | None = None) -> dict[str, Any]:
     """A model: the run that made it and that run's inputs. A dataset: the models whose
     lineage names it."""
-    s = store(registry)
+    s = default_store(registry)
     rec = s.resolve(kind, parse_ref(ref))
     out: dict[str, Any] = {"kind": kind, "name": rec.name, "version": rec.version}
     if kind == "model":

@@ -109,6 +109,7 @@ def record_from_taurun(taurun: dict[str, Any], context: str | None) -> RunRecord
         gpus_per_worker=int(spec.get("gpusPerWorker") or 0),
         gpus_available=int(spec.get("gpusPerWorker") or 0),
         primary_metric=(manifest.get("metrics") or {}).get("primary"),
+        metric_direction=(manifest.get("metrics") or {}).get("direction"),
         resumed_from=Lineage(run_id=parent, checkpoint=spec.get("resumeFrom")) if parent else None,
     )  # fmt: skip
 

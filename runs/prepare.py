@@ -90,6 +90,7 @@ class PreparedRun:
             created_at=created_at, max_retries=m.resilience.max_retries, workers=r.workers,
             gpus_per_worker=r.gpus, gpus_available=r.gpus if gpus_available is None else gpus_available,
             stall_after_seconds=m.metrics.stall_after_seconds, primary_metric=m.metrics.primary,
+            metric_direction=m.metrics.direction,
             checkpoint_subdir=m.checkpoint_subdir, output_subdir=m.output_subdir,
             warnings=list(self.warnings) if warnings is None else warnings,
             resumed_from=Lineage(run_id=parent, checkpoint=self.meta.resume_from) if parent else None,
