@@ -22,6 +22,7 @@ import contextlib
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -98,6 +99,18 @@ def slim(body: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _uid(obj: Mapping[str, Any]) -> str | None:
+    return (obj.get("metadata") or {}).get("uid")
+
+
+def _version(obj: Mapping[str, Any]) -> int:
+    """resourceVersion as a number (etcd's revision; -1 if not one: the index is trusted)."""
+    try:
+        return int((obj.get("metadata") or {}).get("resourceVersion") or -1)
+    except ValueError:
+        return -1
+
+
 def _run_key(kw: Mapping[str, Any]) -> RunKey:
     return (str(kw["namespace"]), str(kw["labels"][C.LABEL_RUN_ID]))
 
@@ -109,6 +122,9 @@ class Controller:
         self.problems: dict[str, list[str]] = {}
         self.problem_since: dict[str, str] = {}  # node -> when its GPU problems were first seen
         self._locks: dict[RunKey, asyncio.Lock] = {}
+        # The TauRun as the controller's own last status write left it: the watch that brings
+        # it back into the index can lag a burst of events of the run's other objects.
+        self._written: dict[RunKey, dict[str, Any]] = {}
         self._wake: dict[str, asyncio.Event] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._capacity_sig: tuple[Any, ...] = ()
@@ -320,13 +336,27 @@ class Controller:
             objs = self.objects(key, kw)
             if objs is None:
                 self._locks.pop(key, None)
+                self._written.pop(key, None)
                 return
+            objs = replace(objs, taurun=self._freshest(key, objs.taurun))
             new = compute_status(objs, self.problems, self.clock(), self.problem_since)
             old = recorded_status(objs.taurun)
             if old is not None and same(old, new):
                 return
             body = D.status_body("TauRun", objs.taurun, new)
-            await self._io(self.kube.apply_status, body, FIELD_MANAGER)
+            self._written[key] = await self._io(self.kube.apply_status, body, FIELD_MANAGER)
+
+    def _freshest(self, key: RunKey, indexed: dict[str, Any]) -> dict[str, Any]:
+        """The index's TauRun, or the one the last status write returned while the index has
+        not caught up with it (else each event of a burst computes from the status before that
+        write, finds it different, and writes the same status again)."""
+        mine = self._written.get(key)
+        if mine is None:
+            return indexed
+        if _uid(mine) == _uid(indexed) and _version(mine) > _version(indexed):
+            return mine
+        self._written.pop(key, None)  # the index has it (or the run was made anew)
+        return indexed
 
     # --- nodes --------------------------------------------------------------------------------
     async def node_changed(

@@ -33,7 +33,8 @@ def writes_to(audit: Path, run_id: str, since: float) -> list[str]:
             continue
         stamp = time.strptime(e["stageTimestamp"][:19], "%Y-%m-%dT%H:%M:%S")
         if time.mktime(stamp) - time.timezone >= since:
-            out.append(f"{e['verb']} {ref.get('subresource', '')} {e['stageTimestamp']}")
+            body = json.dumps(e.get("requestObject"), sort_keys=True)  # what it wrote, to debug
+            out.append(f"{e['verb']} {ref.get('subresource', '')} {e['stageTimestamp']} {body}")
     return out
 
 

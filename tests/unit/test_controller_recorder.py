@@ -232,3 +232,55 @@ def test_a_job_retried_by_kubernetes_counts_each_attempt_with_its_reason() -> No
     objs.taurun = taurun(second.model_dump(mode="json"))
     third = REC.compute_status(objs, {"a100x1-1": []}, NOW)
     assert REC.same(second, third)
+
+
+def test_a_burst_of_events_before_the_index_catches_up_writes_the_status_once() -> None:
+    """The controller's own status write comes back through the TauRun watch later than the
+    pod and Job events that follow it: each of those computed from the status before the write
+    and wrote it again (5 writes in 60 ms). Now one write; the next visible change writes."""
+    import asyncio
+    from datetime import timedelta
+
+    import pytest
+
+    pytest.importorskip("kopf")
+    from taugrid.controller.config import ControllerConfig
+    from taugrid.controller.operator import Controller
+    from taugrid.kube.fake import FakeKube
+
+    fake = FakeKube({"TauRun": [taurun()]})
+    stale = fake.get("TauRun", "kq-abc12", "research")
+    assert stale is not None
+    clock = iter(NOW + timedelta(seconds=s) for s in range(100))
+    ctl = Controller(ControllerConfig(), fake, clock=lambda: next(clock))  # type: ignore[arg-type]
+    key = ("research", "kq-abc12")
+
+    def index(workload: dict[str, Any], taurun_obj: dict[str, Any]) -> dict[str, Any]:
+        return {"taurun_idx": {key: [taurun_obj]}, "job_idx": {key: [workload]},
+                "rayjob_idx": {}, "kueue_idx": {key: [kueue()]}, "kueue_uid_idx": {},
+                "pod_idx": {key: [pod()]}, "event_idx": {}}  # fmt: skip
+
+    def writes() -> int:
+        return sum(c[0] == "apply_status" for c in fake.calls)
+
+    for _ in range(5):  # the index still has the TauRun from before the first write
+        asyncio.run(ctl.record(key, index(job(), stale)))
+    assert writes() == 1
+    assert fake.get("TauRun", "kq-abc12", "research")["status"]["phase"] == "Running"  # type: ignore[index]
+    asyncio.run(ctl.record(key, index(job(done=True), stale)))  # a change a user sees
+    assert writes() == 2
+    assert fake.get("TauRun", "kq-abc12", "research")["status"]["phase"] == "Succeeded"  # type: ignore[index]
+    # once the index has caught up, it is what the recorder reads (no second copy kept)
+    fresh = fake.get("TauRun", "kq-abc12", "research")
+    asyncio.run(ctl.record(key, index(job(done=True), fresh)))  # type: ignore[arg-type]
+    assert writes() == 2 and key not in ctl._written
+    # a TauRun made anew under the same name (another uid, no status yet) is written to, and
+    # not mistaken for the old one the last write returned
+    asyncio.run(ctl.record(key, index(job(done=True), stale)))
+    assert writes() == 3 and key in ctl._written
+    remade = {
+        **taurun(),
+        "metadata": {**taurun()["metadata"], "uid": "other", "resourceVersion": "1"},
+    }
+    asyncio.run(ctl.record(key, index(job(done=True), remade)))
+    assert writes() == 4
