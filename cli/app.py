@@ -25,46 +25,69 @@ AUDIENCES: dict[str, list[str]] = {
 }
 
 
+# The command groups, built into click commands only when one is invoked (or listed in
+# help): building all ~60 commands' options from their signatures cost every command ~0.1 s.
+GROUPS: dict[str, typer.Typer] = {"run": run.app, "data": data.app, "local": local.app,
+                                  "platform": platform.app, "sandbox": sandbox.app,
+                                  "quota": quota.app, "controller": controller.app}  # fmt: skip
+
+
+def _short_help(text: str | None, limit: int) -> str:
+    first = " ".join((text or "").strip().split("\n\n")[0].split())
+    first = first.split(". ")[0].rstrip(".")
+    return first if len(first) <= limit else first[: max(limit - 3, 0)].rstrip() + "..."
+
+
 class _RootGroup(TyperGroup):
-    """Commands grouped by who uses them, in a fixed order."""
+    """Commands grouped by who uses them, in a fixed order; the groups are built lazily."""
 
     def list_commands(self, ctx: Any) -> list[str]:
+        names = {*self.commands, *GROUPS}
         order = [c for cmds in AUDIENCES.values() for c in cmds]
-        rest = sorted(c for c in self.commands if c not in order)
-        return [c for c in order if c in self.commands] + rest
+        return [c for c in order if c in names] + sorted(c for c in names if c not in order)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name not in self.commands and cmd_name in GROUPS:
+            # under a root with the app's settings (help format, completion), as add_typer has it
+            holder = typer.Typer(**SETTINGS)
+            holder.add_typer(GROUPS[cmd_name], name=cmd_name)
+            holder.command("_")(lambda: None)  # two entries: the holder stays a group
+            self.commands[cmd_name] = typer.main.get_group(holder).commands[cmd_name]
+        return self.commands.get(cmd_name)
 
     def format_commands(self, ctx: Any, formatter: Any) -> None:
         listed: set[str] = set()
-        for title, names in [*AUDIENCES.items(), ("Other", list(self.commands))]:
+        limit = formatter.width - 20
+        for title, names in [*AUDIENCES.items(), ("Other", self.list_commands(ctx))]:
             rows = []
             for name in names:
-                cmd = self.commands.get(name)
-                if cmd is None or cmd.hidden or name in listed:
+                if name in listed:
+                    continue
+                if name in GROUPS and name not in self.commands:
+                    rows.append((name, _short_help(GROUPS[name].info.help, limit)))
+                elif (cmd := self.commands.get(name)) is not None and not cmd.hidden:
+                    rows.append((name, cmd.get_short_help_str(limit=limit)))
+                else:
                     continue
                 listed.add(name)
-                rows.append((name, cmd.get_short_help_str(limit=formatter.width - 20)))
             if rows:
                 with formatter.section(title):
                     formatter.write_dl(rows)
 
 
+SETTINGS: dict[str, Any] = {
+    "add_completion": False,
+    "pretty_exceptions_enable": False,
+    "rich_markup_mode": None,  # plain help: Rich's formatter alone costs ~0.4 s of start-up
+    "context_settings": {"help_option_names": ["-h", "--help"]},
+}
 app = typer.Typer(
     cls=_RootGroup,
     name="tau",
     help="TauGrid: run training on your team's GPU clusters (or locally) from one tau.yaml.",
     no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,  # plain help: Rich's formatter alone costs ~0.4 s of start-up
-    context_settings={"help_option_names": ["-h", "--help"]},
+    **SETTINGS,
 )
-app.add_typer(run.app, name="run")
-app.add_typer(data.app, name="data")
-app.add_typer(local.app, name="local")
-app.add_typer(platform.app, name="platform")
-app.add_typer(sandbox.app, name="sandbox")
-app.add_typer(quota.app, name="quota")
-app.add_typer(controller.app, name="controller")
 app.command("profiles")(cluster.profiles)
 app.command("workspaces")(cluster.workspaces)
 app.command("logs", help="Print a run's log (-f: follow it); the same as `tau run logs`.")(

@@ -184,7 +184,7 @@ class Kube:
             raise missing_extra("kube", f"the Kubernetes client ({e.name})") from None
         from lightkube.core.exceptions import ConfigError
 
-        from taugrid.kube.kubeconfig import HINT, check, kubeconfig_path
+        from taugrid.kube.kubeconfig import HINT, kubeconfig_path, load
 
         context = context or os.environ.get(CONTEXT_ENV) or None
         path = str(kubeconfig_path())
@@ -193,8 +193,8 @@ class Kube:
                 config = KubeConfig.from_service_account()
                 path = "the service account"
             else:
-                context = check(Path(path), context)
-                config = KubeConfig.from_file(path)
+                context, doc = load(Path(path), context)
+                config = KubeConfig.from_dict(doc, fname=Path(path).expanduser())
             self.context = context or config.current_context
             single = config.get(context_name=self.context)
             if single is None:

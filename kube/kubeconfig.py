@@ -26,6 +26,11 @@ def _names(items: Any) -> list[str]:
 def check(path: Path, context: str | None) -> str:
     """The context to use (`context`, else the file's current-context), once the file is a
     usable kubeconfig; else a TauError that names the file and the problem."""
+    return load(path, context)[0]
+
+
+def load(path: Path, context: str | None) -> tuple[str, dict[str, Any]]:
+    """`check`, and the file's content (read and parsed once: the client is made from it)."""
     import yaml
 
     def bad(what: str) -> TauError:
@@ -38,7 +43,7 @@ def check(path: Path, context: str | None) -> str:
     except OSError as e:
         raise bad(f"cannot be read ({e.strerror or e})") from None
     try:
-        doc = yaml.safe_load(text)
+        doc = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
@@ -84,4 +89,4 @@ def check(path: Path, context: str | None) -> str:
     if user and user not in _names(users):
         raise bad(f"context {name!r} names user {user!r}, which is not in its users "
                   f"({', '.join(_names(users)) or 'none'})")  # fmt: skip
-    return str(name)
+    return str(name), doc

@@ -80,11 +80,13 @@ workspaces: --context --output -o
 
 
 def commands(cmd: Any = None, path: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Every command as click finds it (the root builds its groups when asked for them)."""
     cmd = cmd if cmd is not None else typer.main.get_command(app)
-    if hasattr(cmd, "commands"):
+    if hasattr(cmd, "list_commands"):
         out: dict[str, Any] = {}
-        for name, sub in cmd.commands.items():
-            out.update(commands(sub, (*path, name)))
+        ctx = typer.Context(cmd)
+        for name in cmd.list_commands(ctx):
+            out.update(commands(cmd.get_command(ctx, name), (*path, name)))
         return out
     return {" ".join(path): cmd}
 
