@@ -237,10 +237,12 @@ def run_facts(rec: RunRecord, taurun: bool, workload: dict[str, Any] | None,
                 finished = "Failed"
             message = status.get("message") or (f"RayJob {ds}" if ds else None)
         else:
-            retries = int(status.get("failed") or 0)  # each failed pod was one attempt
             conds = {
                 c["type"]: c for c in status.get("conditions") or [] if c.get("status") == "True"
             }
+            # each failed pod was followed by another attempt, but the one that failed the Job
+            failed_pods = int(status.get("failed") or 0)
+            retries = max(failed_pods - 1, 0) if "Failed" in conds else failed_pods
             if "Complete" in conds:
                 finished, message = "Succeeded", "the Job completed"
             elif "Failed" in conds:

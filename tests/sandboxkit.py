@@ -52,12 +52,14 @@ def gpu_rayjob(folder: Path, name: str, extra: str = "", runs_for: int = 86400) 
     return folder
 
 
-def cpu_job(folder: Path, name: str) -> Path:
-    """A one-pod CPU Job project (KWOK completes its pod at once)."""
+def cpu_job(folder: Path, name: str, env: dict[str, str] | None = None, extra: str = "") -> Path:
+    """A one-pod CPU Job project. KWOK completes its pod at once, or as `env` says: after
+    SANDBOX_RUN_SECONDS, failed if SANDBOX_RESULT=FAILED."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "s.py").write_text("print('done')\n")
     (folder / "tau.yaml").write_text(
         f"schema_version: 1\nname: {name}\nrun: {{entrypoint: s.py, workload_kind: job}}\n"
-        "compute: {gpus: 0, cpus: 1, memory: 1Gi}\nruntime: {image: python:3.12-slim}\n"
+        "compute: {gpus: 0, cpus: 1, memory: 1Gi}\n"
+        f"runtime: {{image: python:3.12-slim, env: {json.dumps(env or {})}}}\n{extra}"
     )
     return folder

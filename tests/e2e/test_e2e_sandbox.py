@@ -126,6 +126,27 @@ def test_a_researcher_runs_a_rayjob_through_kueue_kuberay_and_kwok(
     )  # the GPU back for the next tests
 
 
+def test_a_sandbox_job_runs_as_long_as_its_env_says_then_succeeds_or_fails(
+    sandbox: Path, tmp_path: Path
+) -> None:
+    """KWOK runs a Job's pod SANDBOX_RUN_SECONDS, then ends it as SANDBOX_RESULT says (what the
+    scale benchmark's runs do): the run is seen Running, then ends on its own."""
+    from sandboxkit import cpu_job, status, submit
+
+    ok = submit(sandbox, cpu_job(tmp_path / "ok", "lasts", {"SANDBOX_RUN_SECONDS": "6"}))
+    bad = submit(sandbox, cpu_job(tmp_path / "bad", "breaks",
+                                  {"SANDBOX_RUN_SECONDS": "2", "SANDBOX_RESULT": "FAILED"},
+                                  "resilience: {max_retries: 0}\n"))  # fmt: skip
+    wait_until(lambda: status(sandbox, ok)["phase"] == "Running", what="the job running")
+    wait_until(lambda: status(sandbox, ok)["phase"] == "Succeeded", timeout=120,
+               what="the job to succeed on its own")  # fmt: skip
+    wait_until(lambda: status(sandbox, bad)["phase"] == "Failed", timeout=120,
+               what="the failing job to fail")  # fmt: skip
+    failed = status(sandbox, bad)
+    assert failed["attempt"] == 0, "tried once: no retry was made"
+    assert not [e for e in failed.get("timeline") or [] if e["reason"] == "Retrying"]
+
+
 def test_down_stops_every_process(tmp_path: Path) -> None:
     if binaries_dir() is None:
         pytest.skip("the control plane is not built")

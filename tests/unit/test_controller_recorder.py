@@ -284,3 +284,19 @@ def test_a_burst_of_events_before_the_index_catches_up_writes_the_status_once() 
     }
     asyncio.run(ctl.record(key, index(job(done=True), remade)))
     assert writes() == 4
+
+
+def test_a_job_that_failed_without_a_retry_is_attempt_0() -> None:
+    """A Job whose one pod failed and which then failed (no retries left) was tried once: not
+    "attempt 1" with a "Retrying" entry for a retry that never happened."""
+    failed = job(failed=True)
+    failed["status"]["failed"] = 1
+    st = REC.compute_status(REC.RunObjects(taurun=taurun(), workload=failed, kueue=kueue(),
+                                           pods=[pod(phase="Failed")]), {"a100x1-0": []}, NOW)  # fmt: skip
+    assert st.phase == Phase.Failed and st.attempt == 0
+    assert not [x for x in st.timeline if x.reason == "Retrying"]
+    retried = job(failed=True)
+    retried["status"]["failed"] = 3  # two retries, then the Job gave up
+    st = REC.compute_status(REC.RunObjects(taurun=taurun(), workload=retried, kueue=kueue(),
+                                           pods=[pod(phase="Failed")]), {"a100x1-0": []}, NOW)  # fmt: skip
+    assert st.attempt == 2
