@@ -78,6 +78,55 @@ def submit(
     return Submitted(rd.read_record(), rd.path)
 
 
+@dataclass(frozen=True)
+class SubmitRequest:
+    """One run of `submit_many`: a tau.yaml (or its folder) and where it goes."""
+
+    file: str | Path
+    workspace: str | None = None
+    profile: str | None = None
+    run_id: str | None = None
+
+
+def submit_many(
+    requests: list[SubmitRequest],
+    *,
+    target: str | None = None,
+    context: str | None = None,
+    workers: int = 8,
+    say: Say = _quiet,
+) -> list[Submitted | TauError]:
+    """Submit many runs from one process, `workers` at a time, each worker with one connection
+    and one read of what the cluster offers for all its runs (a sweep, a benchmark). The
+    results are in the order of `requests`: a run that could not be submitted has its
+    `TauError` there, and the others are submitted all the same."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from taugrid.runs import load
+    from taugrid.runs.backends import base
+    from taugrid.runs.prepare import RunRequest
+
+    local = threading.local()
+    options = base.SubmitOptions()
+
+    def one(req: SubmitRequest) -> Submitted | TauError:
+        try:
+            if getattr(local, "backend", None) is None:
+                local.backend = _backend(target, context, say)
+            backend = local.backend
+            loaded = load.load_manifest(str(req.file))
+            prepared = backend.prepare(RunRequest(loaded, workspace=req.workspace,
+                                                  profile=req.profile, run_id=req.run_id))  # fmt: skip
+            rd = backend.submit(prepared, options, say)
+            return Submitted(rd.read_record(), rd.path)
+        except TauError as e:
+            return e
+
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        return list(pool.map(one, requests))
+
+
 def find(run: str, *, context: str | None = None) -> RunDir:
     """A run's local record: from this machine's runs, else (a cluster run submitted from
     another machine) made from its TauRun in the workspaces the user may read."""

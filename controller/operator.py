@@ -42,6 +42,17 @@ from taugrid.kube.facts import node_problems, recorded_status
 log = logging.getLogger("taugrid.controller")
 RunKey = tuple[str, str]  # (namespace, run id)
 COALESCE_S = 0.05  # a burst of events -> one reconcile
+# The objects the quota and platform reconcilers read (and which of them a change wakes)
+PLATFORM_KINDS: tuple[tuple[str, str, str | None, tuple[str, ...]], ...] = (
+    (C.GROUP, C.VERSION, "quotarequests", ("quota",)),
+    (C.GROUP, C.VERSION, "workspaces", ("platform", "quota")),
+    (C.GROUP, C.VERSION, "clusters", ("platform", "quota")),
+    ("kueue.x-k8s.io", "v1beta2", "clusterqueues", ("platform", "quota")),
+    ("kueue.x-k8s.io", "v1beta2", "localqueues", ("platform", "quota")),
+    ("kueue.x-k8s.io", "v1beta2", "cohorts", ("quota",)),
+    ("kueue.x-k8s.io", "v1beta2", "resourceflavors", ("quota",)),
+    ("v1", "persistentvolumeclaims", None, ("platform",)),
+)
 
 
 def now_utc() -> datetime:
@@ -74,6 +85,12 @@ class ByUid(Mapping[str, dict[str, Any]]):
 
     def __len__(self) -> int:
         return len(self._index)
+
+
+def plain(body: Mapping[str, Any]) -> dict[str, Any]:
+    """An object as the API serves it, without its managed fields."""
+    meta = {k: v for k, v in dict(body.get("metadata") or {}).items() if k != "managedFields"}
+    return {**dict(body), "metadata": meta}
 
 
 def slim(body: Mapping[str, Any]) -> dict[str, Any]:
@@ -125,6 +142,7 @@ class Controller:
         # The TauRun as the controller's own last status write left it: the watch that brings
         # it back into the index can lag a burst of events of the run's other objects.
         self._written: dict[RunKey, dict[str, Any]] = {}
+        self._indexes: dict[str, Any] = {}  # kind -> kopf index of the platform's objects
         self._wake: dict[str, asyncio.Event] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._capacity_sig: tuple[Any, ...] = ()
@@ -239,27 +257,26 @@ class Controller:
             body = None if kw["type"] == "DELETED" else slim(kw["body"])
             await me.node_changed(kw["name"], body, kw)
 
-        # Quota and platform objects: few; their reconcilers read them whole.
-        for group, version, plural, workers in (
-            (C.GROUP, C.VERSION, "quotarequests", ("quota",)),
-            (C.GROUP, C.VERSION, "workspaces", ("platform", "quota")),
-            (C.GROUP, C.VERSION, "clusters", ("platform", "quota")),
-            ("kueue.x-k8s.io", "v1beta2", "clusterqueues", ("platform", "quota")),
-            ("kueue.x-k8s.io", "v1beta2", "localqueues", ("platform", "quota")),
-            ("kueue.x-k8s.io", "v1beta2", "cohorts", ("quota",)),
-            ("v1", "persistentvolumeclaims", None, ("platform",)),
-        ):
+        # Quota and platform objects: few; their reconcilers read them whole, from kopf's
+        # indexes (filled by the watches), never by listing them again on each wake.
+        for group, version, plural, workers in PLATFORM_KINDS:
             me._wire(reg, group, version, plural, workers)
         return reg
 
     def _wire(self, reg: kopf.OperatorRegistry, group: str, version: str, plural: str | None,
               workers: tuple[str, ...]) -> None:  # fmt: skip
         args = (group, version, plural) if plural else (group, version)
+        kind = plural or version
+
+        @kopf.index(*args, id=f"all_{kind}", registry=reg)
+        def keep(**kw: Any) -> Any:
+            return {(kw["namespace"], kw["name"]): plain(kw["body"])}
 
         seen: dict[str, str] = {}
 
         @kopf.on.event(*args, registry=reg)
         async def wake(**kw: Any) -> None:
+            self._hold_indexes(kw)
             # The heartbeat (every 30 s) changes nothing a reconciler reads: no wake for it.
             sig = D.signature(kw.get("body") or {})
             if kw.get("type") != "DELETED" and seen.get(kw["name"]) == sig:
@@ -267,6 +284,27 @@ class Controller:
             seen[kw["name"]] = sig
             for w in workers:
                 self.wake(w)
+
+    def _hold_indexes(self, kw: Mapping[str, Any]) -> None:
+        """kopf calls a handler only once every index is filled: from the first call on, the
+        reconcilers read the platform's objects from them (live views, no copies)."""
+        if not self._indexes:
+            self._indexes = {kind: kw[f"all_{kind}"]
+                             for _, version, plural, _ in PLATFORM_KINDS
+                             if (kind := plural or version)}  # fmt: skip
+            for w in ("quota", "platform"):
+                self.wake(w)
+
+    def _objects(self, kind: str, namespace: str | None = None) -> list[dict[str, Any]]:
+        out = []
+        for (ns, _), store in self._indexes[kind].items():
+            got = _first(store)
+            if got is not None and (namespace is None or ns == namespace):
+                out.append(got)
+        return out
+
+    def _object(self, kind: str, name: str) -> dict[str, Any] | None:
+        return next((o for o in self._objects(kind) if o["metadata"]["name"] == name), None)
 
     def configure(self, settings: kopf.OperatorSettings) -> None:
         settings.peering.name = PEERING
@@ -458,31 +496,26 @@ class Controller:
 
     # --- quota grants and platform status: gather -> decide (pure) -> apply -----------------------
     async def reconcile_quota(self) -> float | None:
-        kube = self.kube
-        reqs, cqs, lqs, flavors, cohorts, wss, cluster = await asyncio.gather(
-            self._io(kube.list, "TauQuotaRequest", None),
-            self._io(kube.list, "ClusterQueue", None),
-            self._io(kube.list, "LocalQueue", None),
-            self._io(kube.list, "ResourceFlavor", None),
-            self._io(kube.list, "Cohort", None),
-            self._io(kube.list, "TauWorkspace", self.cfg.system_namespace),
-            self._io(kube.get, "TauCluster", self.cfg.cluster_object, None),
-        )
-        objects = D.QuotaObjects(reqs, cqs, lqs, flavors, cohorts, wss, cluster, dict(self.nodes))
+        if not self._indexes:
+            return None  # the watches have not filled the indexes yet: woken when they have
+        o = self._objects
+        objects = D.QuotaObjects(o("quotarequests"), o("clusterqueues"), o("localqueues"),
+                                 o("resourceflavors"), o("cohorts"),
+                                 o("workspaces", self.cfg.system_namespace),
+                                 self._object("clusters", self.cfg.cluster_object),
+                                 dict(self.nodes))  # fmt: skip
         decision = D.quota(objects, self.clock())
         await self.apply(decision)
         return decision.wake_in_s
 
     async def reconcile_platform(self) -> float | None:
-        kube, cfg = self.kube, self.cfg
-        wss, lqs, cqs, pvcs, cluster = await asyncio.gather(
-            self._io(kube.list, "TauWorkspace", cfg.system_namespace),
-            self._io(kube.list, "LocalQueue", None),
-            self._io(kube.list, "ClusterQueue", None),
-            self._io(kube.list, "PersistentVolumeClaim", None),
-            self._io(kube.get, "TauCluster", cfg.cluster_object, None),
-        )
-        objects = D.PlatformObjects(wss, lqs, cqs, pvcs, cluster, dict(self.nodes))
+        if not self._indexes:
+            return None
+        o, cfg = self._objects, self.cfg
+        objects = D.PlatformObjects(o("workspaces", cfg.system_namespace), o("localqueues"),
+                                    o("clusterqueues"), o("persistentvolumeclaims"),
+                                    self._object("clusters", cfg.cluster_object),
+                                    dict(self.nodes))  # fmt: skip
         decision = D.platform(objects, self.breaker, cfg.remediation, self.clock())
         await self.apply(decision)
         return decision.wake_in_s

@@ -159,3 +159,39 @@ def test_cohort_quota_lists_every_covered_resource_per_flavor_and_never_lends() 
     assert all(r["lendingLimit"] == "0" for f in flavors.values() for r in f.values())
     assert Q.cohort_quota({GPU: Decimal(0)}, "gpu") == []
     assert Q.cohort_quota({GPU: Decimal(4)}, "cpu") == []  # another queue's grants
+
+
+def test_the_reconcilers_read_the_watched_objects_and_list_nothing() -> None:
+    """Every Workload event wakes the quota reconciler: it used to LIST seven kinds each time
+    (thousands of LISTs under a burst of runs). Now it reads kopf's indexes, and before the
+    watches have filled them it waits (it does not act on an empty picture)."""
+    import asyncio
+
+    pytest.importorskip("kopf")
+    from taugrid.controller.config import ControllerConfig
+    from taugrid.controller.operator import PLATFORM_KINDS, Controller
+    from taugrid.kube.fake import FakeKube
+
+    from taugrid.components import manifests as M
+    from taugrid.infra.sandbox import stacks_dir_for, validated
+
+    cfg = validated("sandbox", stacks_dir_for("sandbox", None))
+    ws = next(o for o in M.workspace_objects(cfg, cfg.workspaces[0]) if o["kind"] == "TauWorkspace")
+    fake = FakeKube({"TauWorkspace": [ws]})
+    ctl = Controller(ControllerConfig(), fake)  # type: ignore[arg-type]
+    assert asyncio.run(ctl.reconcile_quota()) is None and asyncio.run(ctl.reconcile_platform()) is None
+    assert fake.calls == []  # not ready: nothing read, nothing written
+    fake.calls.clear()
+    other = {**ws, "metadata": {"name": "elsewhere", "namespace": "default"}}
+    indexes: dict[str, dict[Any, list[dict[str, Any]]]] = {
+        (plural or version): {} for _, version, plural, _ in PLATFORM_KINDS
+    }
+    indexes["workspaces"] = {(ctl.cfg.system_namespace, ws["metadata"]["name"]): [ws],
+                             ("default", "elsewhere"): [other]}  # fmt: skip
+    ctl._indexes = indexes
+    asyncio.run(ctl.reconcile_quota())
+    asyncio.run(ctl.reconcile_platform())
+    assert not [c for c in fake.calls if c[0] in ("list", "get")]
+    assert [w["metadata"]["name"] for w in ctl._objects("workspaces", ctl.cfg.system_namespace)] == [
+        ws["metadata"]["name"]
+    ]

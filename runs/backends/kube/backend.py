@@ -52,6 +52,7 @@ class KubeBackend(Template):
         self._kube = kube
         self._discovery: Discovery | None = None
         self._sent_owner = False  # this submission's TauRun (or stack) reached the cluster
+        self._kept: dict[tuple[str, ...], Any] = {}  # read once per backend (see _prefetch)
 
     @property
     def kube(self) -> KubeAPI:
@@ -104,6 +105,12 @@ class KubeBackend(Template):
             "TauRun": lambda: kube.get("TauRun", prepared.run_id, ns),
             "whoami": kube.whoami,
         }
+        # Who the user is and the queues' definitions hold for all the runs this backend
+        # submits (one for `tau run`; one per worker of `submit_many`): read once.
+        kept = self._kept
+        keys = {"LocalQueue": ("LocalQueue", ns), "ClusterQueue": ("ClusterQueue",),
+                "Cohort": ("Cohort",), "whoami": ("whoami",)}  # fmt: skip
+        todo = [name for name in calls if keys.get(name) not in kept]
 
         def one(name: str) -> Any:
             try:
@@ -111,8 +118,12 @@ class KubeBackend(Template):
             except TauError as e:  # Forbidden included: the step that needs it raises it
                 return e
 
-        with ThreadPoolExecutor(max_workers=len(calls)) as pool:
-            self._pre = dict(zip(calls, pool.map(one, calls), strict=True))
+        with ThreadPoolExecutor(max_workers=len(todo)) as pool:
+            got = dict(zip(todo, pool.map(one, todo), strict=True))
+        for name, value in got.items():
+            if name in keys and not isinstance(value, BaseException):
+                kept[keys[name]] = value
+        self._pre = {name: got[name] if name in got else kept[keys[name]] for name in calls}
 
     def _prefetched(self, name: str, fetch: Any) -> Any:
         """A prefetched answer (raised again if it was an error), else fetched now."""
@@ -211,7 +222,14 @@ class KubeBackend(Template):
                "uid": owner["metadata"]["uid"], "blockOwnerDeletion": True}  # fmt: skip
         for obj in objects:
             obj["metadata"]["ownerReferences"] = [ref]
-            self.kube.apply(obj)
+        if len(objects) > 1:  # independent of each other (the workload waits, suspended): at once
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(max_workers=len(objects)) as pool:
+                list(pool.map(self.kube.apply, objects))
+        else:
+            for obj in objects:
+                self.kube.apply(obj)
         run.update_handle(sent=True)
         with contextlib.suppress(FileNotFoundError):
             (run.path / "config" / "manifests" / SUBMITTING).unlink()

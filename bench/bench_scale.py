@@ -1,0 +1,395 @@
+"""Fleet scale (docs/scale.md): R runs on N simulated nodes in the sandbox, measured.
+
+A stack of N KWOK nodes in three pools (one-GPU, two-GPU and CPU nodes; quotas = capacity, so
+some runs queue), three workspaces, the controller running. R runs (Jobs and RayJobs, three
+priorities, random durations, a share failing) are submitted through the Python API from one
+process; then it waits until all have ended and reports (JSON and a table): submissions per
+second, time until all admitted / all ended, admission lag, the controller's API requests per
+second (the API server's audit log of its user) busy and idle, its writes, its peak RSS, its
+catch-up after a restart, and `tau run list` / `tau run status` latencies at the end.
+
+    .venv/bin/python bench/bench_scale.py                    # 1,000 runs on 100 nodes
+    .venv/bin/python bench/bench_scale.py --runs 100 --nodes 20
+    .venv/bin/python bench/bench_scale.py --runs 10000 --nodes 100   # the manual 10x run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+TAU = str(Path(sys.executable).parent / "tau")
+WORKSPACES = ("research", "llm", "vision")
+PRIORITIES = ("low", "normal", "normal", "high")
+IDLE_S = 30.0  # the idle window after all ended (after SETTLE_S)
+SETTLE_S = 10.0
+WORKERS = 8  # submit_many's threads
+FAIL_SHARE = 0.1
+HEARTBEAT = "patch clusters/status"
+
+
+# --- the stack ------------------------------------------------------------------------------
+def stack(nodes: int) -> dict[str, Any]:
+    """A sandbox-shaped stack with `nodes` KWOK nodes: half one-GPU, a tenth two-GPU, the rest
+    CPU; the gpu queue's quota is the GPU pools' capacity, the cpu queue's the CPU pool's."""
+    from taugrid.api.platform import CpuPool, GpuPool
+
+    n1, n2 = max(1, nodes // 2), max(1, nodes // 10)
+    ncpu = max(2, nodes - n1 - n2)
+    a1 = GpuPool(name="a100x1", vmSize="Standard_NC24ads_A100_v4", minCount=0, maxCount=n1)
+    a2 = GpuPool(name="a100x2", vmSize="Standard_NC48ads_A100_v4", gpuClass="a100-80gb-2x",
+                 minCount=0, maxCount=n2)  # fmt: skip
+    cpu = CpuPool(name="cpu", vmSize="Standard_D8s_v5", minCount=1, maxCount=ncpu)
+
+    def quota(pool: GpuPool | CpuPool, count: int, share: float = 1.0) -> dict[str, Any]:
+        size = pool.node_allocatable()
+        assert size is not None
+        mem_gi = int(str(size.memory).removesuffix("Gi"))
+        q: dict[str, Any] = {"cpu": int(float(size.cpu) * count * share),
+                             "memory": f"{int(mem_gi * count * share)}Gi"}  # fmt: skip
+        if isinstance(pool, GpuPool):
+            q["nvidia.com/gpu"] = (pool.gpus() or 0) * count
+        return q
+
+    half = ncpu // 2
+    return {"config": {"taugrid:platform": {
+        "cluster": {"provider": "existing", "name": "taugrid-scale", "context": "taugrid-scale"},
+        "gpuPools": [a1.model_dump(mode="json", exclude_defaults=True),
+                     a2.model_dump(mode="json", exclude_defaults=True)],
+        "cpuPools": [cpu.model_dump(mode="json", exclude_defaults=True)],
+        "components": {"gpuOperator": {"enabled": False}, "dcgmExporter": {"enabled": False},
+                       "nodeProblemDetector": {"enabled": False},
+                       "kueue": {"install": "external"}, "kuberay": {"install": "external"},
+                       "controller": {"install": "external"}},
+        "queues": {"cohort": "scale", "clusterQueues": [
+            {"name": "gpu", "flavors": [
+                {"pool": "a100x1", "nominalQuota": quota(a1, n1)},
+                {"pool": "a100x2", "nominalQuota": quota(a2, n2)},
+                {"pool": "cpu", "nominalQuota": {**quota(cpu, half), "nvidia.com/gpu": 0}}]},
+            {"name": "cpu", "flavors": [{"pool": "cpu", "nominalQuota": quota(cpu, ncpu - half)}]},
+        ]},
+        "defaultWorkspace": "research",
+        "workspaces": [{"name": ws, "members": [{"kind": "User", "name": f"{ws}-user"}],
+                        "queues": ["gpu", "cpu"],
+                        "storage": {"size": "10Gi", "storageClass": "tau-sandbox"}}
+                       for ws in WORKSPACES],
+    }}}  # fmt: skip
+
+
+# --- the runs -------------------------------------------------------------------------------
+@dataclass
+class Shape:
+    kind: str  # job | rayjob
+    profile: str
+    compute: str
+
+
+SHAPES = [
+    Shape("job", "cpu", "{gpus: 0, cpus: 1, memory: 2Gi}"),
+    Shape("job", "cpu", "{gpus: 0, cpus: 2, memory: 4Gi}"),
+    Shape("job", "a100x1", "{gpus: 1, cpus: 8, memory: 64Gi}"),
+    Shape("job", "a100x2", "{gpus: 2, cpus: 16, memory: 128Gi}"),
+    Shape("rayjob", "a100x1", "{gpus: 1, workers: 1, worker_cpus: 8, worker_memory: 32Gi}"),
+]
+
+
+def project(folder: Path, i: int, rng: random.Random, max_s: int) -> tuple[Path, str]:
+    """Run i's folder: its shape, duration, outcome and priority chosen by `rng`."""
+    shape = rng.choice(SHAPES)
+    seconds = rng.randint(5, max_s)
+    env = {"SANDBOX_RUN_SECONDS": str(seconds)}
+    if rng.random() < FAIL_SHARE:
+        env["SANDBOX_RESULT"] = "FAILED"
+    folder.mkdir(parents=True)
+    (folder / "train.py").write_text("print('scale')\n")
+    (folder / "tau.yaml").write_text(
+        f"schema_version: 1\nname: scale-{i}\n"
+        f"run: {{entrypoint: train.py, workload_kind: {shape.kind}}}\n"
+        f"compute: {shape.compute}\n"
+        f"runtime: {{image: python:3.12-slim, env: {json.dumps(env)}}}\n"
+        f"policy: {{profile: {shape.profile}, priority: {rng.choice(PRIORITIES)}}}\n"
+        "resilience: {max_retries: 0}\n"
+    )
+    return folder, rng.choice(WORKSPACES)
+
+
+# --- what the audit log says ----------------------------------------------------------------
+def controller_requests(audit: Path, t0: float, t1: float) -> dict[str, Any]:
+    """The controller's requests between t0 and t1 (unix s): count, per second, writes by verb
+    and resource, and the most writes in any one second."""
+    from taugrid.components.manifests import CONTROLLER_USER
+
+    ids: set[str] = set()
+    writes: dict[str, int] = {}
+    per_second: dict[int, int] = {}
+    for line in audit.read_text().splitlines():
+        e = json.loads(line)
+        if (e.get("user") or {}).get("username") != CONTROLLER_USER:
+            continue
+        stamp = time.strptime(e["stageTimestamp"][:19], "%Y-%m-%dT%H:%M:%S")
+        ts = time.mktime(stamp) - time.timezone
+        if not t0 <= ts <= t1 or e["auditID"] in ids:
+            continue
+        ids.add(e["auditID"])
+        if e["verb"] in ("create", "update", "patch", "delete"):
+            ref = e.get("objectRef") or {}
+            what = f"{e['verb']} {ref.get('resource', '')}/{ref.get('subresource', '')}".rstrip("/")
+            writes[what] = writes.get(what, 0) + 1
+            if what != HEARTBEAT:  # the cluster's heartbeat (every 30 s) is not a run's write
+                per_second[int(ts)] = per_second.get(int(ts), 0) + 1
+    span = max(t1 - t0, 1e-9)
+    return {"requests": len(ids), "per_s": round(len(ids) / span, 2), "writes": writes,
+            "max_writes_in_a_second": max(per_second.values(), default=0),
+            "last_write_at": max(per_second, default=None)}  # fmt: skip
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+# --- the benchmark --------------------------------------------------------------------------
+@dataclass
+class Result:
+    runs: int
+    nodes: int
+    figures: dict[str, Any] = field(default_factory=dict)
+
+
+def _timed(env: dict[str, str], *args: str, n: int = 5) -> float:
+    took = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        subprocess.run([TAU, *args], env=env, capture_output=True, check=True)
+        took.append(time.perf_counter() - t0)
+    return round(statistics.median(took), 3)
+
+
+def _wait(cond: Callable[[], bool], timeout: float, step: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what}: not within {timeout:.0f}s")
+        time.sleep(step)
+
+
+def restart_controller(state: Any) -> int:
+    """Stop the sandbox's controller and start it again with the same command and environment
+    (a restart, as a rollout or a crash); the sandbox's state records the new process."""
+    pid = state.pids["controller"]
+    cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]
+    environ = dict(
+        kv.split(b"=", 1) for kv in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") if b"=" in kv
+    )
+    os.killpg(pid, signal.SIGTERM)
+    _wait(lambda: not Path(f"/proc/{pid}").exists() or _zombie(pid), 30, 0.2, "the controller to stop")
+    log = Path(os.environ["TAU_HOME"]) / "sandbox" / "controller.restarted.log"
+    proc = subprocess.Popen(cmd, env={k.decode(): v.decode() for k, v in environ.items()},
+                            stdout=log.open("ab"), stderr=subprocess.STDOUT,
+                            start_new_session=True)  # fmt: skip
+    state.pids["controller"] = proc.pid
+    state.write()
+    return proc.pid
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+    except OSError:
+        return True
+
+
+def run(runs: int, nodes: int, max_s: int, seed: int) -> Result:
+    home = Path(os.environ["TAU_HOME"])
+    stacks = home / "stacks"
+    stacks.mkdir()
+    import yaml
+
+    (stacks / "Pulumi.scale.yaml").write_text(yaml.safe_dump(stack(nodes), sort_keys=False))
+    (stacks / "Pulumi.yaml").write_text("name: taugrid\nruntime: python\n")
+    env = {**os.environ}
+    t = time.perf_counter()
+    subprocess.run([TAU, "sandbox", "up", "--stack", "scale", "--stacks-dir", str(stacks)],
+                   env=env, check=True, capture_output=True)  # fmt: skip
+    res = Result(runs, nodes, {"sandbox_up_s": round(time.perf_counter() - t, 1)})
+    from taugrid.client import runs as client
+    from taugrid.infra.sandbox import State, sandbox_dir
+
+    state = State.read()
+    assert state is not None
+    os.environ.update(KUBECONFIG=state.kubeconfigs["admin"], TAU_TARGET="kube")
+    env.update(KUBECONFIG=state.kubeconfigs["admin"], TAU_TARGET="kube")
+    audit = sandbox_dir() / "audit.log"
+    rng = random.Random(seed)
+    folders = [project(home / "projects" / f"r{i:05d}", i, rng, max_s) for i in range(runs)]
+
+    t_submit = time.time()
+    submitted = client.submit_many([client.SubmitRequest(f, ws) for f, ws in folders],
+                                   workers=WORKERS)  # fmt: skip
+    submit_s = time.time() - t_submit
+    failed = [s for s in submitted if not isinstance(s, client.Submitted)]
+    if failed:
+        raise SystemExit(f"{len(failed)} submissions failed, the first: {failed[0]}")
+    ids = [s.run_id for s in submitted if isinstance(s, client.Submitted)]
+    res.figures["submissions_per_s"] = round(runs / submit_s, 1)
+    print(f"  submitted {runs} in {submit_s:.0f}s", file=sys.stderr)
+
+    phases: dict[str, str] = {}
+
+    def all_ended() -> bool:
+        for ws in WORKSPACES:
+            for st in client.cluster_runs(workspace=ws):
+                phases[st.run_id] = str(st.phase)
+        done = sum(p in ("Succeeded", "Failed", "Cancelled") for p in phases.values())
+        print(f"  {time.time() - t_submit:5.0f}s: {done}/{runs} ended", file=sys.stderr)
+        return done >= runs
+
+    _wait(all_ended, timeout=max(1800.0, runs * 2.0), step=10.0, what="all runs to end")
+    t_end = time.time()
+    res.figures["all_ended_s"] = round(t_end - t_submit, 1)
+    res.figures["phases"] = {p: list(phases.values()).count(p) for p in sorted(set(phases.values()))}
+    res.figures.update(admission(ids))
+    res.figures["controller_busy"] = controller_requests(audit, t_submit, t_end)
+    time.sleep(SETTLE_S)
+    t_idle = time.time()
+    time.sleep(IDLE_S)
+    res.figures["controller_idle"] = controller_requests(audit, t_idle, time.time())
+    res.figures["controller_peak_rss_mb"] = round(peak_rss_mb(state.pids["controller"]), 1)
+    some = ids[len(ids) // 2]
+    res.figures["cli_run_status_s"] = _timed(env, "run", "status", some)
+    res.figures["cli_run_list_s"] = _timed(env, "run", "list", n=3)
+    res.figures["cli_run_list_cluster_s"] = _timed(env, "run", "list", "--cluster", n=3)
+    t_restart = time.time()
+    restart_controller(state)
+    time.sleep(60.0)  # what it writes catching up, and when it is quiet again
+    caught = controller_requests(audit, t_restart, time.time())
+    last = caught["last_write_at"]
+    res.figures["controller_restart"] = {
+        **caught, "caught_up_s": round(last - t_restart, 1) if last else 0.0,
+        "writes_per_s": round(sum(caught["writes"].values()) / 60.0, 2),
+    }  # fmt: skip
+    return res
+
+
+def admission(ids: list[str]) -> dict[str, Any]:
+    """Submission -> KueueAdmitted of each run (from its TauRun's timeline), and when the last
+    was admitted."""
+    from taugrid.client import runs as client
+
+    lags, last = [], 0.0
+    for st in client.statuses(ids):
+        admitted = next((e for e in st.timeline if e.reason == "KueueAdmitted"), None)
+        if admitted is None:
+            continue
+        at = _ts(admitted.at)
+        lags.append(at - _ts(st.created_at))
+        last = max(last, at)
+    lags.sort()
+    if not lags:
+        return {"admitted": 0}
+    pick = lambda q: round(lags[min(len(lags) - 1, int(q * len(lags)))], 1)  # noqa: E731
+    return {"admitted": len(lags), "admission_lag_p50_s": pick(0.5),
+            "admission_lag_p90_s": pick(0.9), "admission_lag_max_s": round(lags[-1], 1),
+            "waited_over_60s": sum(x > 60 for x in lags)}  # fmt: skip
+
+
+def _ts(stamp: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+GOALS = {  # measure -> (figure, goal, ok), scaled for runs and nodes by `check`
+    "submissions_per_s": (">=", 20.0),
+    "cli_run_status_s": ("<=", 0.5),
+    "cli_run_list_cluster_s": ("<=", 0.5),
+    "controller_peak_rss_mb": ("<=", 300.0),
+}
+
+
+def check(res: Result) -> list[str]:
+    """The goals this result misses (empty: all met)."""
+    f = res.figures
+    missed = []
+    for name, (op, goal) in GOALS.items():
+        v = float(f[name])
+        if (op == ">=" and v < goal) or (op == "<=" and v > goal):
+            missed.append(f"{name} {v} (goal {op} {goal})")
+    idle_writes = sum(n for w, n in f["controller_idle"]["writes"].items() if w != HEARTBEAT)
+    if idle_writes:
+        missed.append(f"controller wrote {idle_writes} times while every run had ended")
+    restart = f["controller_restart"]
+    if restart["caught_up_s"] > 60 or restart["max_writes_in_a_second"] > 20:
+        missed.append(f"restart catch-up {restart['caught_up_s']}s, "
+                      f"{restart['max_writes_in_a_second']} writes/s at most (goal <= 60 s, <= 20/s)")  # fmt: skip
+    return missed
+
+
+def table(res: Result) -> str:
+    f = res.figures
+    rows = [
+        ("runs / nodes", f"{res.runs} / {res.nodes}"),
+        ("sandbox up", f"{f['sandbox_up_s']} s"),
+        ("submissions from one process", f"{f['submissions_per_s']} runs/s (goal >= 20)"),
+        ("all ended after", f"{f['all_ended_s']} s  {f['phases']}"),
+        ("admission lag p50 / p90 / max", f"{f.get('admission_lag_p50_s')} / "
+         f"{f.get('admission_lag_p90_s')} / {f.get('admission_lag_max_s')} s"),
+        ("controller requests/s busy", f"{f['controller_busy']['per_s']}  writes {f['controller_busy']['writes']}"),
+        ("controller requests/s idle", f"{f['controller_idle']['per_s']}  writes {f['controller_idle']['writes']}"),
+        ("controller peak RSS", f"{f['controller_peak_rss_mb']} MB (goal <= 300)"),
+        ("controller restart: caught up", f"{f['controller_restart']['caught_up_s']} s, "
+         f"max {f['controller_restart']['max_writes_in_a_second']} writes/s (goal <= 60 s, <= 20/s)"),
+        ("tau run status RUN", f"{f['cli_run_status_s']} s (goal <= 0.5)"),
+        ("tau run list (this machine's runs)", f"{f['cli_run_list_s']} s"),
+        ("tau run list --cluster", f"{f['cli_run_list_cluster_s']} s (goal <= 0.5)"),
+    ]  # fmt: skip
+    width = max(len(r[0]) for r in rows)
+    return "\n".join(f"{a:<{width}}  {b}" for a, b in rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=1000)
+    ap.add_argument("--nodes", type=int, default=100)
+    ap.add_argument("--max-seconds", type=int, default=60, help="longest run (random 5..this)")
+    ap.add_argument("--seed", type=int, default=21)
+    ap.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    args = ap.parse_args(argv)
+    from taugrid.infra.controlplane import binaries_dir
+
+    if binaries_dir() is None:
+        print("control plane not built (make controlplane): fleet scale not measured")
+        return 0
+    with tempfile.TemporaryDirectory() as home:
+        os.environ["TAU_HOME"] = home
+        try:
+            res = run(args.runs, args.nodes, args.max_seconds, args.seed)
+        finally:
+            subprocess.run([TAU, "sandbox", "down"], capture_output=True, check=False)
+    print(table(res))
+    missed = check(res)
+    for m in missed:
+        print(f"OVER: {m}")
+    doc = {"runs": res.runs, "nodes": res.nodes, **res.figures, "missed": missed}
+    out = args.json or ROOT / "bench" / "results" / f"scale-{res.runs}x{res.nodes}.json"
+    out.write_text(json.dumps(doc, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
