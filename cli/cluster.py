@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from taugrid.cli.options import ContextOpt, JsonOpt, ReportFormat
-from taugrid.cli.output import console, dump_json, out
+from taugrid.cli.output import dump_json, out
 
 
 def profiles(context: ContextOpt = None, output: JsonOpt = ReportFormat.text) -> None:
@@ -16,30 +16,18 @@ def profiles(context: ContextOpt = None, output: JsonOpt = ReportFormat.text) ->
     if output is ReportFormat.json:
         out(dump_json([r.doc() for r in rows]))
         return
-    from rich.table import Table
+    from taugrid.cli.output import columns
 
-    table = Table(box=None, show_edge=False, pad_edge=False)
-    for col in (
-        "PROFILE",
-        "GPUS/WORKER",
-        "GPU",
-        "CPU",
-        "MEMORY",
-        "MAX WORKERS",
-        "QUEUE",
-        "WORKSPACES",
-        "NODES (HEALTHY)",
-        "GPUS NOW",
-    ):
-        table.add_column(col)
+    lines = []
     for r in rows:
         p, cap = r.profile, r.live
         nodes = f"{cap['nodes']} ({cap['healthyNodes']})" if cap else "-"
-        table.add_row(p.name, str(p.gpusPerWorker), p.gpuClass or "-", str(p.allocatable.cpu),
+        lines.append((p.name, str(p.gpusPerWorker), p.gpuClass or "-", str(p.allocatable.cpu),
                       p.allocatable.memory, str(p.maxWorkers or "-"), p.localQueue,
                       ", ".join(p.workspaces) or "all", nodes,
-                      str(cap["allocatableGpus"]) if cap else "-")  # fmt: skip
-    console().print(table)
+                      str(cap["allocatableGpus"]) if cap else "-"))  # fmt: skip
+    out(columns(("PROFILE", "GPUS/WORKER", "GPU", "CPU", "MEMORY", "MAX WORKERS", "QUEUE",
+                 "WORKSPACES", "NODES (HEALTHY)", "GPUS NOW"), lines))  # fmt: skip
     if all(r.live is None for r in rows):
         out("(live capacity: none recorded; the TauGrid controller writes it)")
 

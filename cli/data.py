@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from taugrid.cli.options import JsonOpt, ReportFormat
-from taugrid.cli.output import console, dump_json, out, say
+from taugrid.cli.output import dump_json, out, say
 
 app = typer.Typer(no_args_is_help=True,
                   help="Datasets and models: versions by content, aliases, lineage.")  # fmt: skip
@@ -151,15 +151,12 @@ def _verbs(kind: Any) -> typer.Typer:
         if not rows:
             out(f"no {kind}s in {data.registry_url(registry)}")
             return
-        from rich.table import Table
+        from taugrid.cli.output import columns
 
-        table = Table(box=None, show_edge=False, pad_edge=False)
-        for col in ("NAME", "VERSIONS", "NEWEST", "FILES", "SIZE", "ALIASES"):
-            table.add_column(col)
-        for r in rows:
-            table.add_row(r["name"], str(r["versions"]), r["newest"], str(r["files"]), _size(r["size"]),
-                          ", ".join(f"{a}={v[7:]}" for a, v in r["aliases"].items()) or "-")  # fmt: skip
-        console().print(table)
+        lines = [(r["name"], str(r["versions"]), r["newest"], str(r["files"]), _size(r["size"]),
+                  ", ".join(f"{a}={v[7:]}" for a, v in r["aliases"].items()) or "-")
+                 for r in rows]  # fmt: skip
+        out(columns(("NAME", "VERSIONS", "NEWEST", "FILES", "SIZE", "ALIASES"), lines))
 
     @sub.command("show")
     def show(

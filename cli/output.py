@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from taugrid.api.errors import ConfigError, TauError
@@ -47,6 +48,17 @@ def error_items(e: TauError) -> list[dict[str, Any]]:
 
 
 _STATE_STYLE = {"true": "green", "false": "red", "pending": "yellow", "unknown": "bright_black"}
+
+
+def columns(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    """A table as aligned plain text (two spaces between columns, the last one unpadded): what
+    every list command prints. Rich's tables took ~4 ms a row (0.4 s for 100 runs)."""
+    table = [list(headers), *([str(c) for c in r] for r in rows)]
+    widths = [max(len(r[i]) for r in table) for i in range(len(headers) - 1)]
+    return "\n".join(
+        "  ".join([*(c.ljust(w) for c, w in zip(r, widths, strict=False)), r[-1]]).rstrip()
+        for r in table
+    )
 
 
 def console() -> Any:

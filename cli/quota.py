@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from taugrid.cli.options import ContextOpt, JsonOpt, ReportFormat, WorkspaceOpt
-from taugrid.cli.output import console, dump_json, out
+from taugrid.cli.output import dump_json, out
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -58,17 +58,14 @@ def list_(
     if not rows:
         out("no quota requests")
         return
-    from rich.table import Table
+    from taugrid.cli.output import columns
 
-    table = Table(box=None, show_edge=False, pad_edge=False)
-    for col in ("NAME", "WORKSPACE", "ASKED", "FOR", "PHASE", "GRANTED", "EXPIRES", "BY", "WHY"):
-        table.add_column(col)
-    for r in rows:
-        table.add_row(r["name"], r["workspace"], f"{r['requested']} {r['resource']}", r["for"],
-                      r["phase"], str(r["granted"] if r["granted"] is not None else "-"),
-                      r["expiresAt"] or "-", r["decidedBy"] or r["requestedBy"] or "-",
-                      r["message"] or r["reason"])  # fmt: skip
-    console().print(table)
+    lines = [(r["name"], r["workspace"], f"{r['requested']} {r['resource']}", r["for"],
+              r["phase"], str(r["granted"] if r["granted"] is not None else "-"),
+              r["expiresAt"] or "-", r["decidedBy"] or r["requestedBy"] or "-",
+              r["message"] or r["reason"]) for r in rows]  # fmt: skip
+    out(columns(("NAME", "WORKSPACE", "ASKED", "FOR", "PHASE", "GRANTED", "EXPIRES", "BY", "WHY"),
+                lines))  # fmt: skip
 
 
 def _decide(ref: str, verdict: Any, note: str, workspace: str | None, context: str | None,

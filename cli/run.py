@@ -306,21 +306,18 @@ def run_list(
     if output is ReportFormat.json:
         out(dump_json(rows))
         return
-    from rich.markup import escape
-    from rich.table import Table
+    from taugrid.cli.output import columns, duration, metrics_line
 
-    from taugrid.cli.output import console, duration, metrics_line
-
-    table = Table(box=None, show_edge=False, pad_edge=False)
-    for col in ("RUN", "KIND", "PHASE", "DURATION", "STEP", "METRICS", "CREATED", "NOTE"):
-        table.add_column(col)
+    if not rows:
+        out("no runs yet (tau run FILE starts one)")
+        return
+    lines = []
     for r in rows:
         step = "" if r["last_step"] is None else str(r["last_step"])
         note = r["last_error"] or ("" if r["phase"] in ("Succeeded", "Running") else r["summary"])
-        table.add_row(r["run_id"], r["kind"], r["phase"], duration(r["duration_s"]), step,
-                      escape(metrics_line(r["latest_metrics"], 2)), r["created_at"][:19],
-                      escape(note or ""))  # fmt: skip
-    console().print(table if rows else "no runs yet (tau run FILE starts one)")
+        lines.append((r["run_id"], r["kind"], r["phase"], duration(r["duration_s"]), step,
+                      metrics_line(r["latest_metrics"], 2), r["created_at"][:19], note or ""))  # fmt: skip
+    out(columns(("RUN", "KIND", "PHASE", "DURATION", "STEP", "METRICS", "CREATED", "NOTE"), lines))
 
 
 @app.command("cancel")

@@ -163,7 +163,13 @@ def statuses(runs: list[str], *, context: str | None = None) -> list[RunStatus]:
     return _statuses(dirs)
 
 
-def _statuses(dirs: list[RunDir]) -> list[RunStatus]:
+def _statuses(dirs: list[RunDir], say: Say | None = None,
+              context: str | None = None) -> list[RunStatus]:  # fmt: skip
+    """Each run's status: an ended and sealed cluster run from its record (no cluster needed),
+    the others with one gather per backend. With `say`, a cluster that does not answer is
+    said, and its runs are shown from their local records (else its error is raised). With
+    `context`, cluster runs are looked for through that kubeconfig context."""
+    from taugrid.api.observations import Observations
     from taugrid.runs import status as engine
     from taugrid.runs.backends import base
 
@@ -175,9 +181,19 @@ def _statuses(dirs: list[RunDir]) -> list[RunStatus]:
             done[rd.run_id] = rd.final_status() or engine.compute(_offline(rd, rec))
             continue
         groups.setdefault((rec.target, getattr(rec.handle, "context", None)), []).append(rd)
-    for group in groups.values():  # one backend per target and kubeconfig context
-        backend = base.for_record(group[0].read_record())
-        for rd, obs in zip(group, backend.observe(group), strict=True):
+    for (target, _), group in groups.items():  # one backend per target and kubeconfig context
+        backend = (base.get(target, context=context) if context and target != "local"
+                   else base.for_record(group[0].read_record()))  # fmt: skip
+        try:
+            observed = backend.observe(group)
+        except TauError as e:
+            if say is None:
+                raise
+            say(f"note: {len(group)} {target} run(s) shown from their local records: {e.message}")
+            observed = [Observations(record=rd.read_record(), history=rd.read_history(),
+                                     now=time.time(), owner_alive=None, evidence=str(rd.path))
+                        for rd in group]  # fmt: skip
+        for rd, obs in zip(group, observed, strict=True):
             done[rd.run_id] = engine.compute(obs)
             _seal_if_ended(rd, done[rd.run_id])
     return [done[rd.run_id] for rd in dirs]
@@ -238,32 +254,19 @@ def watch(run: str, *, context: str | None = None, poll_s: float = 1.0) -> Itera
 
 
 def list_runs(*, context: str | None = None, say: Say = _quiet) -> list[RunStatus]:
-    """The runs submitted from this machine, newest last, each with its status (a cluster
-    that does not answer: its runs from their local records, and `say` says so)."""
-    from taugrid.api.observations import Observations
-    from taugrid.runs import status as engine
-    from taugrid.runs.backends import base
+    """The runs submitted from this machine, newest last, each with its status: the ended ones
+    from their sealed records, the others from their backends (a cluster that does not answer:
+    its runs from their local records, and `say` says so)."""
     from taugrid.runs.index import list_runs as local_runs
 
-    by_target: dict[str, list[RunDir]] = {}
+    dirs = []
     for rd in local_runs():
         try:
-            by_target.setdefault(rd.read_record().target, []).append(rd)
-        except TauError:
+            rd.read_record()
+        except TauError:  # an unreadable record is not listed (verify says why)
             continue
-    out: list[RunStatus] = []
-    for target, dirs in by_target.items():
-        try:
-            observed = base.get(target, **({"context": context} if context else {})).observe(dirs)
-        except TauError as e:  # e.g. a cluster that does not answer: the other runs still list
-            say(f"note: {len(dirs)} {target} run(s) shown from their local records: {e.message}")
-            observed = [Observations(record=rd.read_record(), history=rd.read_history(),
-                                     now=time.time(), owner_alive=None, evidence=str(rd.path))
-                        for rd in dirs]  # fmt: skip
-        for rd, obs in zip(dirs, observed, strict=True):
-            st = engine.compute(obs)
-            _seal_if_ended(rd, st)
-            out.append(st)
+        dirs.append(rd)
+    out = _statuses(dirs, say, context)
     out.sort(key=lambda s: s.created_at)
     return out
 

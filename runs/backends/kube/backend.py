@@ -573,12 +573,21 @@ class KubeBackend(Template):
         me = self.kube.whoami() if mine else None
         now = time.time()
         out = []
-        for ws in spaces:
+
+        def runs_of(namespace: str) -> list[dict[str, Any]] | Forbidden:
             try:
-                items = self.kube.list("TauRun", ws.namespace)
-            except Forbidden:
+                return self.kube.list("TauRun", namespace)
+            except Forbidden as e:
+                return e
+
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=max(1, min(len(spaces), 8))) as pool:
+            listed = list(pool.map(runs_of, [ws.namespace for ws in spaces]))
+        for items in listed:
+            if isinstance(items, Forbidden):
                 if workspace:
-                    raise
+                    raise items
                 continue
             for obj in items:
                 rec = record_from_taurun(obj, self.kube.context)
