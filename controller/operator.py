@@ -42,6 +42,7 @@ from taugrid.kube.facts import node_problems, recorded_status
 log = logging.getLogger("taugrid.controller")
 RunKey = tuple[str, str]  # (namespace, run id)
 COALESCE_S = 0.05  # a burst of events -> one reconcile
+RECORD_AFTER_S = 1.0  # a run's changes within this long -> one status write
 # The objects the quota and platform reconcilers read (and which of them a change wakes)
 PLATFORM_KINDS: tuple[tuple[str, str, str | None, tuple[str, ...]], ...] = (
     (C.GROUP, C.VERSION, "quotarequests", ("quota",)),
@@ -143,6 +144,7 @@ class Controller:
         # it back into the index can lag a burst of events of the run's other objects.
         self._written: dict[RunKey, dict[str, Any]] = {}
         self._indexes: dict[str, Any] = {}  # kind -> kopf index of the platform's objects
+        self._due: dict[RunKey, asyncio.Task[None]] = {}  # runs whose status is to be recorded
         self._wake: dict[str, asyncio.Event] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._capacity_sig: tuple[Any, ...] = ()
@@ -175,7 +177,7 @@ class Controller:
 
         @kopf.on.cleanup(registry=reg)
         async def cleanup(**_: Any) -> None:
-            for t in me._tasks:
+            for t in [*me._tasks, *me._due.values()]:
                 t.cancel()
 
         # Indexes: kopf fills them from its watches before any handler runs, so the recorder
@@ -369,6 +371,27 @@ class Controller:
                           workloads_by_uid=ByUid(kw["kueue_uid_idx"]))  # fmt: skip
 
     async def record(self, key: RunKey, kw: Mapping[str, Any]) -> None:
+        """A change to one of the run's objects: its status is recorded RECORD_AFTER_S later,
+        once for all the changes of that while (a run's steps come in bursts: queued, quota
+        reserved, admitted; scheduled, started, running). kopf's indexes in `kw` are live:
+        what is recorded is the run as it is then."""
+        if key in self._due:
+            return
+        self._due[key] = asyncio.create_task(self._record_later(key, kw))
+
+    async def _record_later(self, key: RunKey, kw: Mapping[str, Any]) -> None:
+        try:
+            await asyncio.sleep(RECORD_AFTER_S)
+        finally:
+            self._due.pop(key, None)  # a change from here on is recorded by another pass
+        try:
+            await self.record_now(key, kw)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # the next change of the run tries again
+            log.warning("recording %s/%s failed: %s", key[0], key[1], e)
+
+    async def record_now(self, key: RunKey, kw: Mapping[str, Any]) -> None:
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:
             objs = self.objects(key, kw)

@@ -168,18 +168,19 @@ def test_the_reconcilers_read_the_watched_objects_and_list_nothing() -> None:
     import asyncio
 
     pytest.importorskip("kopf")
+    from taugrid.components import manifests as M
     from taugrid.controller.config import ControllerConfig
     from taugrid.controller.operator import PLATFORM_KINDS, Controller
-    from taugrid.kube.fake import FakeKube
-
-    from taugrid.components import manifests as M
     from taugrid.infra.sandbox import stacks_dir_for, validated
+    from taugrid.kube.fake import FakeKube
 
     cfg = validated("sandbox", stacks_dir_for("sandbox", None))
     ws = next(o for o in M.workspace_objects(cfg, cfg.workspaces[0]) if o["kind"] == "TauWorkspace")
     fake = FakeKube({"TauWorkspace": [ws]})
     ctl = Controller(ControllerConfig(), fake)  # type: ignore[arg-type]
-    assert asyncio.run(ctl.reconcile_quota()) is None and asyncio.run(ctl.reconcile_platform()) is None
+    assert (
+        asyncio.run(ctl.reconcile_quota()) is None and asyncio.run(ctl.reconcile_platform()) is None
+    )
     assert fake.calls == []  # not ready: nothing read, nothing written
     fake.calls.clear()
     other = {**ws, "metadata": {"name": "elsewhere", "namespace": "default"}}
@@ -192,6 +193,6 @@ def test_the_reconcilers_read_the_watched_objects_and_list_nothing() -> None:
     asyncio.run(ctl.reconcile_quota())
     asyncio.run(ctl.reconcile_platform())
     assert not [c for c in fake.calls if c[0] in ("list", "get")]
-    assert [w["metadata"]["name"] for w in ctl._objects("workspaces", ctl.cfg.system_namespace)] == [
-        ws["metadata"]["name"]
-    ]
+    assert [
+        w["metadata"]["name"] for w in ctl._objects("workspaces", ctl.cfg.system_namespace)
+    ] == [ws["metadata"]["name"]]

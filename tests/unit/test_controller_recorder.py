@@ -264,25 +264,25 @@ def test_a_burst_of_events_before_the_index_catches_up_writes_the_status_once() 
         return sum(c[0] == "apply_status" for c in fake.calls)
 
     for _ in range(5):  # the index still has the TauRun from before the first write
-        asyncio.run(ctl.record(key, index(job(), stale)))
+        asyncio.run(ctl.record_now(key, index(job(), stale)))
     assert writes() == 1
     assert fake.get("TauRun", "kq-abc12", "research")["status"]["phase"] == "Running"  # type: ignore[index]
-    asyncio.run(ctl.record(key, index(job(done=True), stale)))  # a change a user sees
+    asyncio.run(ctl.record_now(key, index(job(done=True), stale)))  # a change a user sees
     assert writes() == 2
     assert fake.get("TauRun", "kq-abc12", "research")["status"]["phase"] == "Succeeded"  # type: ignore[index]
     # once the index has caught up, it is what the recorder reads (no second copy kept)
     fresh = fake.get("TauRun", "kq-abc12", "research")
-    asyncio.run(ctl.record(key, index(job(done=True), fresh)))  # type: ignore[arg-type]
+    asyncio.run(ctl.record_now(key, index(job(done=True), fresh)))  # type: ignore[arg-type]
     assert writes() == 2 and key not in ctl._written
     # a TauRun made anew under the same name (another uid, no status yet) is written to, and
     # not mistaken for the old one the last write returned
-    asyncio.run(ctl.record(key, index(job(done=True), stale)))
+    asyncio.run(ctl.record_now(key, index(job(done=True), stale)))
     assert writes() == 3 and key in ctl._written
     remade = {
         **taurun(),
         "metadata": {**taurun()["metadata"], "uid": "other", "resourceVersion": "1"},
     }
-    asyncio.run(ctl.record(key, index(job(done=True), remade)))
+    asyncio.run(ctl.record_now(key, index(job(done=True), remade)))
     assert writes() == 4
 
 
@@ -300,3 +300,38 @@ def test_a_job_that_failed_without_a_retry_is_attempt_0() -> None:
     st = REC.compute_status(REC.RunObjects(taurun=taurun(), workload=retried, kueue=kueue(),
                                            pods=[pod(phase="Failed")]), {"a100x1-0": []}, NOW)  # fmt: skip
     assert st.attempt == 2
+
+
+def test_the_changes_of_a_while_are_recorded_in_one_write(monkeypatch: Any) -> None:
+    """A run's steps come in bursts (queued, quota reserved, admitted): each change used to be
+    a status write (11 a run at scale). Now the changes within RECORD_AFTER_S are one write,
+    of the run as it is at the end of that while."""
+    import asyncio
+
+    import pytest
+
+    pytest.importorskip("kopf")
+    from taugrid.controller import operator as OP
+    from taugrid.controller.config import ControllerConfig
+    from taugrid.kube.fake import FakeKube
+
+    monkeypatch.setattr(OP, "RECORD_AFTER_S", 0.01)
+    fake = FakeKube({"TauRun": [taurun()]})
+    tr = fake.get("TauRun", "kq-abc12", "research")
+    ctl = OP.Controller(ControllerConfig(), fake, clock=lambda: NOW)  # type: ignore[arg-type]
+    key = ("research", "kq-abc12")
+    live: dict[str, Any] = {"taurun_idx": {key: [tr]}, "job_idx": {key: [job()]}, "rayjob_idx": {},
+                            "kueue_idx": {key: [kueue()]}, "kueue_uid_idx": {}, "pod_idx": {key: [pod()]},
+                            "event_idx": {}}  # fmt: skip
+
+    async def burst() -> None:
+        for _ in range(5):
+            await ctl.record(key, live)
+        assert len(ctl._due) == 1
+        live["job_idx"] = {key: [job(done=True)]}  # the last change of the while
+        await asyncio.gather(*list(ctl._due.values()))
+
+    asyncio.run(burst())
+    assert sum(c[0] == "apply_status" for c in fake.calls) == 1
+    assert fake.get("TauRun", "kq-abc12", "research")["status"]["phase"] == "Succeeded"  # type: ignore[index]
+    assert not ctl._due
