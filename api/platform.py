@@ -24,7 +24,15 @@ from taugrid.api.profiles import (
     WorkspaceRef,
     profile_set_hash,
 )
-from taugrid.api.quantity import QuantityError, format_cpu, format_memory, parse_cpu, parse_memory
+from taugrid.api.quantity import (
+    MAX_QUOTA_CPUS,
+    MAX_QUOTA_MEMORY_BYTES,
+    QuantityError,
+    format_cpu,
+    format_memory,
+    parse_cpu,
+    parse_memory,
+)
 
 CONFIG_KEY = "taugrid:platform"
 SYSTEM_NAMESPACE = "taugrid-system"
@@ -452,9 +460,9 @@ def _q(v: Quantity, resource: str) -> Decimal:
     any other resource (GPUs, MIG slices, ...) as a whole number >= 0. QuantityError says why,
     with an example."""
     if resource == "memory" or resource.endswith("storage"):
-        return Decimal(parse_memory(v))
+        return Decimal(parse_memory(v, most=MAX_QUOTA_MEMORY_BYTES))
     if resource == "cpu":
-        n = parse_cpu(v)
+        n = parse_cpu(v, most=MAX_QUOTA_CPUS)
         if n < 0:
             raise QuantityError("must be >= 0 cores, e.g. 48")
         return n

@@ -20,6 +20,9 @@ _LOOSE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*$")
 
 MAX_MEMORY_BYTES = 64 * 2**40  # 64 TiB per pod: anything above is a typo
 MAX_CPUS = 1024
+# A queue's quota is a whole fleet's (100 A100 nodes: 2,400 cores, 22 TiB): its typo bounds
+MAX_QUOTA_CPUS = 1_000_000
+MAX_QUOTA_MEMORY_BYTES = 2**60  # 1 EiB
 
 
 class QuantityError(ValueError):
@@ -63,8 +66,9 @@ def _suggest_memory(raw: str) -> str | None:
     return f"{num}{fixed}" if fixed else None
 
 
-def parse_memory(value: object) -> int:
-    """Return bytes for a Kubernetes memory quantity such as `512Mi` or `64Gi`."""
+def parse_memory(value: object, most: int = MAX_MEMORY_BYTES) -> int:
+    """Return bytes for a Kubernetes memory quantity such as `512Mi` or `64Gi` (at most `most`:
+    one pod's bound by default; a typo above it is refused)."""
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise QuantityError("must be a Kubernetes memory quantity like 512Mi or 64Gi")
     if isinstance(value, float) and not math.isfinite(value):
@@ -87,13 +91,16 @@ def parse_memory(value: object) -> int:
         raise QuantityError("must be a number with a unit, like 64Gi") from e
     if n <= 0:
         raise QuantityError("must be greater than zero")
-    if n > MAX_MEMORY_BYTES:
-        raise QuantityError("is larger than any node (over 64Ti); check the unit")
+    if n > most:
+        if most == MAX_MEMORY_BYTES:
+            raise QuantityError("is larger than any node (over 64Ti); check the unit")
+        raise QuantityError(f"is larger than {format_memory(most)}; check the unit")
     return int(n)
 
 
-def parse_cpu(value: object) -> Decimal:
-    """Return cores for a CPU amount: an integer, a decimal (`0.5`) or millicores (`500m`)."""
+def parse_cpu(value: object, most: int = MAX_CPUS) -> Decimal:
+    """Return cores for a CPU amount: an integer, a decimal (`0.5`) or millicores (`500m`), at
+    most `most` (one pod's bound by default)."""
     if isinstance(value, bool):
         raise QuantityError("must be a number of cores like 4, 0.5 or 500m")
     if isinstance(value, float) and not math.isfinite(value):
@@ -109,8 +116,8 @@ def parse_cpu(value: object) -> Decimal:
         raise QuantityError("must be a number of cores like 4, 0.5 or 500m")
     if n <= 0:
         raise QuantityError("must be greater than zero")
-    if n > MAX_CPUS:
-        raise QuantityError(f"is more than {MAX_CPUS} cores; check the value")
+    if n > most:
+        raise QuantityError(f"is more than {most} cores; check the value")
     if n * 1000 != int(n * 1000):
         raise QuantityError("has a precision finer than 1m (one millicore)")
     return n

@@ -35,6 +35,7 @@ TAU = str(Path(sys.executable).parent / "tau")
 WORKSPACES = ("research", "llm", "vision")
 PRIORITIES = ("low", "normal", "normal", "high")
 IDLE_S = 30.0  # the idle window after all ended (after SETTLE_S)
+RESTART_S = 60.0  # how long the controller's catch-up after a restart is watched
 SETTLE_S = 10.0
 WORKERS = 8  # submit_many's threads
 FAIL_SHARE = 0.1
@@ -106,12 +107,14 @@ SHAPES = [
 ]
 
 
-def project(folder: Path, i: int, rng: random.Random, max_s: int) -> tuple[Path, str]:
-    """Run i's folder: its shape, duration, outcome and priority chosen by `rng`."""
+def project(folder: Path, i: int, rng: random.Random, max_s: int) -> tuple[Path, str, str]:
+    """Run i's folder, its workspace and the phase it must end in: its shape, duration,
+    outcome and priority chosen by `rng`."""
     shape = rng.choice(SHAPES)
-    seconds = rng.randint(5, max_s)
+    seconds = rng.randint(min(5, max_s), max_s)
     env = {"SANDBOX_RUN_SECONDS": str(seconds)}
-    if rng.random() < FAIL_SHARE:
+    fails = rng.random() < FAIL_SHARE
+    if fails:
         env["SANDBOX_RESULT"] = "FAILED"
     folder.mkdir(parents=True)
     (folder / "train.py").write_text("print('scale')\n")
@@ -123,7 +126,7 @@ def project(folder: Path, i: int, rng: random.Random, max_s: int) -> tuple[Path,
         f"policy: {{profile: {shape.profile}, priority: {rng.choice(PRIORITIES)}}}\n"
         "resilience: {max_retries: 0}\n"
     )
-    return folder, rng.choice(WORKSPACES)
+    return folder, rng.choice(WORKSPACES), "Failed" if fails else "Succeeded"
 
 
 # --- what the audit log says ----------------------------------------------------------------
@@ -194,10 +197,14 @@ def restart_controller(state: Any) -> int:
     pid = state.pids["controller"]
     cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]
     environ = dict(
-        kv.split(b"=", 1) for kv in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") if b"=" in kv
+        kv.split(b"=", 1)
+        for kv in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        if b"=" in kv
     )
     os.killpg(pid, signal.SIGTERM)
-    _wait(lambda: not Path(f"/proc/{pid}").exists() or _zombie(pid), 30, 0.2, "the controller to stop")
+    _wait(
+        lambda: not Path(f"/proc/{pid}").exists() or _zombie(pid), 30, 0.2, "the controller to stop"
+    )
     log = Path(os.environ["TAU_HOME"]) / "sandbox" / "controller.restarted.log"
     proc = subprocess.Popen(cmd, env={k.decode(): v.decode() for k, v in environ.items()},
                             stdout=log.open("ab"), stderr=subprocess.STDOUT,
@@ -214,7 +221,8 @@ def _zombie(pid: int) -> bool:
         return True
 
 
-def run(runs: int, nodes: int, max_s: int, seed: int) -> Result:
+def run(runs: int, nodes: int, max_s: int, seed: int, idle_s: float = IDLE_S,
+        restart_s: float = RESTART_S) -> Result:  # fmt: skip
     home = Path(os.environ["TAU_HOME"])
     stacks = home / "stacks"
     stacks.mkdir()
@@ -239,7 +247,7 @@ def run(runs: int, nodes: int, max_s: int, seed: int) -> Result:
     folders = [project(home / "projects" / f"r{i:05d}", i, rng, max_s) for i in range(runs)]
 
     t_submit = time.time()
-    submitted = client.submit_many([client.SubmitRequest(f, ws) for f, ws in folders],
+    submitted = client.submit_many([client.SubmitRequest(f, ws) for f, ws, _ in folders],
                                    workers=WORKERS)  # fmt: skip
     submit_s = time.time() - t_submit
     failed = [s for s in submitted if not isinstance(s, client.Submitted)]
@@ -262,12 +270,19 @@ def run(runs: int, nodes: int, max_s: int, seed: int) -> Result:
     _wait(all_ended, timeout=max(1800.0, runs * 2.0), step=10.0, what="all runs to end")
     t_end = time.time()
     res.figures["all_ended_s"] = round(t_end - t_submit, 1)
-    res.figures["phases"] = {p: list(phases.values()).count(p) for p in sorted(set(phases.values()))}
+    res.figures["phases"] = {
+        p: list(phases.values()).count(p) for p in sorted(set(phases.values()))
+    }
+    # truthful at scale: each run ended as its pods did (KWOK ends them as the run's env says)
+    res.figures["ended_otherwise_than_their_pods"] = [
+        f"{rid}: {phases.get(rid)} (its pods: {want})"
+        for rid, (_, _, want) in zip(ids, folders, strict=True) if phases.get(rid) != want
+    ]  # fmt: skip
     res.figures.update(admission(ids))
     res.figures["controller_busy"] = controller_requests(audit, t_submit, t_end)
     time.sleep(SETTLE_S)
     t_idle = time.time()
-    time.sleep(IDLE_S)
+    time.sleep(idle_s)
     res.figures["controller_idle"] = controller_requests(audit, t_idle, time.time())
     res.figures["controller_peak_rss_mb"] = round(peak_rss_mb(state.pids["controller"]), 1)
     some = ids[len(ids) // 2]
@@ -276,12 +291,12 @@ def run(runs: int, nodes: int, max_s: int, seed: int) -> Result:
     res.figures["cli_run_list_cluster_s"] = _timed(env, "run", "list", "--cluster", n=3)
     t_restart = time.time()
     restart_controller(state)
-    time.sleep(60.0)  # what it writes catching up, and when it is quiet again
+    time.sleep(restart_s)  # what it writes catching up, and when it is quiet again
     caught = controller_requests(audit, t_restart, time.time())
     last = caught["last_write_at"]
     res.figures["controller_restart"] = {
         **caught, "caught_up_s": round(last - t_restart, 1) if last else 0.0,
-        "writes_per_s": round(sum(caught["writes"].values()) / 60.0, 2),
+        "writes_per_s": round(sum(caught["writes"].values()) / restart_s, 2),
     }  # fmt: skip
     return res
 
@@ -330,6 +345,10 @@ def check(res: Result) -> list[str]:
         v = float(f[name])
         if (op == ">=" and v < goal) or (op == "<=" and v > goal):
             missed.append(f"{name} {v} (goal {op} {goal})")
+    if f["ended_otherwise_than_their_pods"]:
+        missed.append(
+            f"runs whose phase is not their pods' outcome: {f['ended_otherwise_than_their_pods'][:5]}"
+        )
     idle_writes = sum(n for w, n in f["controller_idle"]["writes"].items() if w != HEARTBEAT)
     if idle_writes:
         missed.append(f"controller wrote {idle_writes} times while every run had ended")
@@ -347,6 +366,7 @@ def table(res: Result) -> str:
         ("sandbox up", f"{f['sandbox_up_s']} s"),
         ("submissions from one process", f"{f['submissions_per_s']} runs/s (goal >= 20)"),
         ("all ended after", f"{f['all_ended_s']} s  {f['phases']}"),
+        ("ended otherwise than their pods", str(len(f["ended_otherwise_than_their_pods"]))),
         ("admission lag p50 / p90 / max", f"{f.get('admission_lag_p50_s')} / "
          f"{f.get('admission_lag_p90_s')} / {f.get('admission_lag_max_s')} s"),
         ("controller requests/s busy", f"{f['controller_busy']['per_s']}  writes {f['controller_busy']['writes']}"),
@@ -368,6 +388,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--nodes", type=int, default=100)
     ap.add_argument("--max-seconds", type=int, default=60, help="longest run (random 5..this)")
     ap.add_argument("--seed", type=int, default=21)
+    ap.add_argument("--idle-seconds", type=float, default=IDLE_S, help="the idle window")
+    ap.add_argument("--restart-seconds", type=float, default=RESTART_S,
+                    help="how long the catch-up after a controller restart is watched")  # fmt: skip
     ap.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = ap.parse_args(argv)
     from taugrid.infra.controlplane import binaries_dir
@@ -378,7 +401,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as home:
         os.environ["TAU_HOME"] = home
         try:
-            res = run(args.runs, args.nodes, args.max_seconds, args.seed)
+            res = run(args.runs, args.nodes, args.max_seconds, args.seed, args.idle_seconds,
+                      args.restart_seconds)  # fmt: skip
         finally:
             subprocess.run([TAU, "sandbox", "down"], capture_output=True, check=False)
     print(table(res))

@@ -126,6 +126,24 @@ def _monitor(inv: Inventory, mocks: Any) -> Any:
     return Monitor(mocks)
 
 
+def _need_event_loop() -> None:
+    """Pulumi's mocks run on the thread's current event loop: a caller that ran `asyncio.run`
+    before (a notebook, a service) has left none, and Pulumi would fail with "There is no
+    current event loop"."""
+    import asyncio
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            loop = asyncio.get_event_loop()
+        if not loop.is_closed():
+            return
+    except RuntimeError:
+        pass
+    asyncio.set_event_loop(asyncio.new_event_loop())
+
+
 def evaluate(stack: str, cfg: Any) -> Inventory:
     """Run the program for one validated config under mocks; return what it declares."""
     import pulumi
@@ -133,6 +151,7 @@ def evaluate(stack: str, cfg: Any) -> Inventory:
     from taugrid.infra.program import build
 
     inv = Inventory(stack=stack)
+    _need_event_loop()
     mocks = _mocks(inv)
     pulumi.runtime.set_mocks(
         mocks, project="taugrid", stack=stack, preview=False, monitor=_monitor(inv, mocks)

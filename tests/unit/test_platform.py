@@ -422,3 +422,13 @@ def test_external_components_have_no_release_but_their_objects() -> None:
     assert one(of_type(inv, "taugrid:platform:Kueue"))
     cfg = validated("sandbox")
     assert cfg.components.kueue.install == "external"
+
+
+def test_the_plan_evaluates_after_asyncio_run_left_no_event_loop() -> None:
+    """A notebook or service that ran `asyncio.run` before leaves the thread no event loop;
+    Pulumi's mocks then failed with "There is no current event loop"."""
+    import asyncio
+
+    asyncio.run(asyncio.sleep(0))
+    inv = plan.evaluate("sandbox", validated("sandbox"))
+    assert inv.resources

@@ -195,3 +195,18 @@ def test_a_quota_above_capacity_says_how_to_fix_it() -> None:
     (issue,) = [i for i in invariants(cfg) if "maximum capacity" in i.message]
     assert issue.path.endswith("flavors[0].nominalQuota.nvidia.com/gpu")
     assert issue.example and "raise maxCount" in issue.example and "to 3" in issue.example
+
+
+def test_a_fleet_sized_quota_is_accepted_and_a_typo_sized_one_is_not() -> None:
+    """A queue's quota is a fleet's: 50 A100 nodes are 1,100 cores and 10 TiB (the per-pod
+    bounds, 1,024 cores and 64 TiB, refused them); a million and more cores is still a typo."""
+    from taugrid.api.platform import PlatformConfig, invariants
+
+    fleet = variant("gpuPools.0.maxCount", 50)
+    fleet["queues"]["clusterQueues"][0]["flavors"][0]["nominalQuota"] = {  # type: ignore[index]
+        "nvidia.com/gpu": 50, "cpu": 1100, "memory": "9900Gi"}  # fmt: skip
+    cfg = PlatformConfig.model_validate(fleet)
+    assert not [i for i in invariants(cfg) if "cores" in i.message or "unit" in i.message]
+    fleet["queues"]["clusterQueues"][0]["flavors"][0]["nominalQuota"]["cpu"] = 2_000_000  # type: ignore[index]
+    problems = [i.message for i in invariants(PlatformConfig.model_validate(fleet))]
+    assert any("more than 1000000 cores" in m for m in problems), problems
