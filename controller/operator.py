@@ -43,6 +43,7 @@ log = logging.getLogger("taugrid.controller")
 RunKey = tuple[str, str]  # (namespace, run id)
 COALESCE_S = 0.05  # a burst of events -> one reconcile
 RECORD_AFTER_S = 1.0  # a run's changes within this long -> one status write
+WORKERS_PER_KIND = 100  # kopf's concurrent per-object workers per watched kind
 # The objects the quota and platform reconcilers read (and which of them a change wakes)
 PLATFORM_KINDS: tuple[tuple[str, str, str | None, tuple[str, ...]], ...] = (
     (C.GROUP, C.VERSION, "quotarequests", ("quota",)),
@@ -321,6 +322,9 @@ class Controller:
         settings.watching.label_selectors["ray.io", "rayjobs"] = C.LABEL_RUN_ID
         settings.watching.field_selectors["v1", "events"] = "type=Warning"
         settings.execution.max_workers = 4
+        # kopf's per-object workers are unlimited by default: a restart with thousands of runs'
+        # objects started them all at once. Bounded per watched kind (the rest wait their turn).
+        settings.queueing.worker_limit = WORKERS_PER_KIND
 
     def start_workers(self) -> None:
         for name, fn in (("quota", self.reconcile_quota), ("remediation", self.reconcile_nodes),

@@ -73,7 +73,7 @@ def _cluster(heartbeat: str | None, phase: str = "Running") -> dict[str, Any]:
 def test_a_live_controller_s_status_is_read_with_two_requests(tmp_path: Path) -> None:
     fresh = k8s_time(datetime.now(UTC))
     fake, obs = observe_with(tmp_path, ["r1"], _cluster(fresh))
-    assert sorted(v + " " + k for v, k, _ in fake.calls) == ["get TauCluster", "list TauRun"]
+    assert sorted(v + " " + k for v, k, _ in fake.calls) == ["get TauCluster", "get TauRun"]
     st = status.compute(obs[0])
     assert st.phase == "Running"
     assert st.summary == "running (the controller's words)"
@@ -86,7 +86,7 @@ def test_without_a_fresh_heartbeat_the_client_computes_from_the_objects(tmp_path
     fake, obs = observe_with(tmp_path, ["r1"], _cluster(stale))
     kinds = {k for _, k, _ in fake.calls}
     assert {"Pod", "Workload", "RayJob", "Node"} <= kinds
-    assert fake.calls.count(("list", "TauRun", "research")) == 1  # read once, used twice
+    assert fake.calls.count(("get", "TauRun", "research")) == 1  # read once, used twice
     st = status.compute(obs[0])
     assert "the controller's words" not in st.summary
     assert st.evidence == str(tmp_path / "r1")

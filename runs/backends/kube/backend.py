@@ -306,12 +306,24 @@ class KubeBackend(Template):
         by_ns: dict[str, list[RunRecord]] = {}
         for rec in records:
             by_ns.setdefault(_handle(rec).namespace, []).append(rec)
-        first: dict[tuple[str, str | None], dict[str, str] | None] = {
-            ("TauRun", ns): None for ns in by_ns
-        }
+        # A few runs of a namespace: a GET each (what one run's status costs does not grow
+        # with the namespace's runs); more: one LIST of the namespace's TauRuns.
+        first: dict[tuple[str, str | None], dict[str, str] | None] = {}
+        for ns, recs in by_ns.items():
+            if len(recs) <= GET_EACH_UP_TO:
+                first.update({(f"TauRun/{r.run_id}", ns): None for r in recs})
+            else:
+                first[("TauRun", ns)] = None
         first[("TauCluster", None)] = None
         lists = self._list_all(first)
         beat = heartbeat_of(next(iter(lists.pop(("TauCluster", None)) or []), None))
+        got: dict[str, list[dict[str, Any]]] = {}
+        for (kind, where), items in list(lists.items()):
+            if kind.startswith("TauRun/"):
+                del lists[(kind, where)]
+                got.setdefault(str(where), []).extend(items or [])
+        for where, items in got.items():
+            lists[("TauRun", where)] = items
         facts: dict[str, ClusterFacts] = {}
         for ns, recs in by_ns.items():
             tauruns = {o["metadata"]["name"]: o for o in lists[("TauRun", ns)] or []}
@@ -376,7 +388,7 @@ class KubeBackend(Template):
         tolerate: bool = False,
     ) -> dict[tuple[str, str | None], list[dict[str, Any]] | None]:
         """The LISTs concurrently (each is a round trip; ("TauCluster", None) is a GET of the
-        TauCluster, as a list of at most one). None: forbidden (nodes, the TauCluster) or not
+        TauCluster and ("TauRun/ID", ns) one of a TauRun, each as a list of at most one). None: forbidden (nodes, the TauCluster) or not
         served (Kueue's Workloads); every other failure is the command's error."""
         from concurrent.futures import ThreadPoolExecutor
 
@@ -385,8 +397,9 @@ class KubeBackend(Template):
         def one(key: tuple[str, str | None]) -> list[dict[str, Any]] | None:
             kind, ns = key
             try:
-                if kind == "TauCluster":
-                    got = kube.get(kind, C.CLUSTER_OBJECT)
+                if kind == "TauCluster" or kind.startswith("TauRun/"):
+                    kind, _, name = kind.partition("/")
+                    got = kube.get(kind, name or C.CLUSTER_OBJECT, ns)
                     return [got] if got is not None else []
                 return kube.list(kind, ns, wanted[key])
             except Forbidden:
@@ -638,6 +651,7 @@ class KubeBackend(Template):
         return True
 
 
+GET_EACH_UP_TO = 8  # runs of one namespace observed with a GET each (more: one LIST)
 FOLLOW_SETTLE_S = 2.0  # after a log stream ends, at most this long until the next look
 FOLLOW_FALLBACK_S = 30.0  # a look at least this often, should a watch have broken silently
 
