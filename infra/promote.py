@@ -111,18 +111,36 @@ class Promotion:
         return out
 
 
+def _path(start: str, nxt: str | None, stacks_dir: Path) -> list[str]:
+    """The stacks after `start` along promotesTo (stops at an unreadable stack or a loop)."""
+    out: list[str] = []
+    while nxt and nxt not in out and nxt != start:
+        out.append(nxt)
+        try:
+            nxt = validated(nxt, stacks_dir).promotesTo
+        except TauError:
+            break
+    return out
+
+
 def plan_promotion(src: str, dst: str, stacks_dir: Path | None = None) -> Promotion:
     """Check and compute a promotion (nothing is written): DST must be SRC's promotesTo, and
     SRC's lock must have a verification record (exit 2 otherwise, saying what to run)."""
     stacks_dir = stacks_dir or find_stacks_dir()
     a, b = validated(src, stacks_dir), validated(dst, stacks_dir)
     if a.promotesTo != dst:
+        ahead = _path(dst, b.promotesTo, stacks_dir)
+        if src in ahead:  # backwards: the fix leads forward, never to a cycle
+            hint = (f"promotion goes forward ({' -> '.join([dst, *ahead[: ahead.index(src) + 1]])}): "
+                    f"tau platform promote {dst} {b.promotesTo}")  # fmt: skip
+        elif a.promotesTo:
+            hint = f"promote along the path: tau platform promote {src} {a.promotesTo}"
+        else:
+            hint = f"set promotesTo: {dst} in {src}'s stack file first"
         raise TauError(
             f"{src} promotes to {a.promotesTo or 'nothing'} (its promotesTo), not {dst}",
             exit_code=EXIT_USAGE,
-            hint=f"promote along the path: tau platform promote {src} {a.promotesTo}"
-            if a.promotesTo
-            else f"set promotesTo: {dst} in {src}'s stack file first",
+            hint=hint,
         )
     changes = lock_changes(a, b)
     lock = version_lock(a)

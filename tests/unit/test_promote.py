@@ -50,6 +50,19 @@ def test_only_along_promotes_to(tmp_path: Path, stacks: Path) -> None:
     assert "dev promotes to staging" in err and "tau platform promote dev staging" in err
 
 
+def test_a_backwards_promotion_is_told_the_forward_way_never_a_cycle(
+    tmp_path: Path, stacks: Path
+) -> None:
+    """prod -> staging used to hint "set promotesTo: staging in prod's stack file" (a cycle)."""
+    rc, _, err = promote(tmp_path, stacks, "prod", "staging", "--yes")
+    assert rc == 2
+    assert "promotesTo: staging" not in err
+    assert "promotion goes forward (staging -> prod)" in err
+    assert "tau platform promote staging prod" in err
+    rc, _, err = promote(tmp_path, stacks, "prod", "dev", "--yes")
+    assert "(dev -> staging -> prod)" in err and "tau platform promote dev staging" in err
+
+
 def test_a_verified_lock_moves_and_nothing_else(tmp_path: Path, stacks: Path) -> None:
     staging = stacks / "Pulumi.staging.yaml"
     before_cfg = validated("staging", stacks)
