@@ -18,9 +18,10 @@ def build(
     pulumi.export("profiles", platform.profile.profiles)
     pulumi.export("workspaceNamespaces", {w.name: w.namespace for w in workspace_refs(cfg)})
     pulumi.export("profileSnapshot", profile_snapshot(cfg, stack))
+    # what this stack runs: a disabled component has no version here
     pulumi.export(
         "versions",
-        {n: cfg.components.version(n) for n in HELM},
+        {n: cfg.components.version(n) for n in HELM if getattr(cfg.components, n).enabled},
     )
     if cfg.promotesTo:
         pulumi.export("promotesTo", cfg.promotesTo)

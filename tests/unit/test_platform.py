@@ -432,3 +432,12 @@ def test_the_plan_evaluates_after_asyncio_run_left_no_event_loop() -> None:
     asyncio.run(asyncio.sleep(0))
     inv = plan.evaluate("sandbox", validated("sandbox"))
     assert inv.resources
+
+
+def test_the_versions_output_names_only_what_the_stack_runs() -> None:
+    """`pulumi stack output versions` listed components the stack disables (the sandbox's GPU
+    Operator, DCGM exporter and node problem detector)."""
+    sandbox = set(inventory("sandbox").exports["versions"])
+    assert not sandbox & {"gpuOperator", "dcgmExporter", "nodeProblemDetector"}, sandbox
+    assert {"kueue", "kuberay"} <= sandbox
+    assert {"gpuOperator", "dcgmExporter", "kueue"} <= set(inventory("prod").exports["versions"])
