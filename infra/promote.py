@@ -22,7 +22,6 @@ from taugrid.api.platform import (
     CONFIG_KEY,
     PlatformConfig,
     lock_hash,
-    set_path,
     version_lock,
     with_lock,
 )
@@ -157,23 +156,101 @@ def plan_promotion(src: str, dst: str, stacks_dir: Path | None = None) -> Promot
 
 
 def write_promotion(p: Promotion) -> None:
-    """Set each changed path in DST's stack file, keeping its comments and layout."""
-    from ruamel.yaml import YAML
-
-    yaml = YAML()
-    yaml.preserve_quotes = True
-    doc = yaml.load(p.dst_file.read_text(encoding="utf-8"))
-    for c in p.changes:
-        set_path(doc["config"][CONFIG_KEY], c.path, c.new)
+    """Set each changed path in DST's stack file, byte for byte the same but the changed values
+    (a missing key is added as new lines under its parent): the git diff of a promotion is
+    exactly what it moves. Refused if the file has uncommitted edits (they would be promoted
+    unseen)."""
+    _refuse_uncommitted(p.dst_file)
+    text = p.dst_file.read_text(encoding="utf-8")
+    edited = edit_values(text, [CONFIG_KEY], {c.path: c.new for c in p.changes})
     tmp = p.dst_file.with_suffix(".tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        yaml.dump(doc, f)
+    tmp.write_text(edited, encoding="utf-8")
     try:
         _check(tmp, p.dst)  # never leave a broken stack file behind
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
     tmp.replace(p.dst_file)
+
+
+def _refuse_uncommitted(path: Path) -> None:
+    import subprocess
+
+    try:
+        res = subprocess.run(["git", "status", "--porcelain", "--", path.name], cwd=path.parent,
+                             capture_output=True, text=True, timeout=30, check=False)  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return  # no git here: nothing to compare with
+    if res.returncode == 0 and res.stdout.strip():
+        raise TauError(
+            f"{path} has uncommitted changes: a promotion would carry them in unseen",
+            exit_code=EXIT_USAGE,
+            hint=f"commit or stash them first (git diff -- {path.name})",
+        )
+
+
+def _scalar(value: str) -> str:
+    """`value` as a plain YAML scalar if it reads back as that string, else double-quoted."""
+    import yaml
+
+    try:
+        plain = yaml.safe_load(f"v: {value}")
+    except yaml.YAMLError:
+        plain = None
+    return value if isinstance(plain, dict) and plain.get("v") == value else json.dumps(value)
+
+
+_TOKEN = r"""(?:"(?:[^"\\]|\\.)*"|'(?:[^']|'')*'|[^\s,#}\]]+(?:[ \t]+[^\s,#}\]]+)*)"""
+
+
+def edit_values(text: str, root: list[str], values: dict[str, str]) -> str:
+    """`text` (a YAML document) with each dotted path under `config.<root>` set to its value,
+    every other byte kept: an existing scalar is replaced where it stands (in its quoting), a
+    missing key is added as lines under the deepest block mapping that exists."""
+    import re
+
+    from ruamel.yaml import YAML
+    from ruamel.yaml.comments import CommentedMap
+
+    lines = text.splitlines(keepends=True)
+    for path, value in sorted(values.items()):
+        doc = YAML().load("".join(lines))
+        node: Any = doc["config"]
+        for key in root:
+            node = node[key]
+        parts = path.split(".")
+        depth = 0
+        while depth < len(parts) - 1 and isinstance(node.get(parts[depth]), CommentedMap):
+            node = node[parts[depth]]
+            depth += 1
+        leaf = parts[depth]
+        if depth == len(parts) - 1 and leaf in node and not isinstance(node[leaf], CommentedMap):
+            row, col = node.lc.value(leaf)
+            line = lines[row]
+            m = re.match(_TOKEN, line[col:])
+            if m is None:
+                raise TauError(f"cannot edit {path} in place", exit_code=EXIT_USAGE)
+            old = m.group(0)
+            new = (json.dumps(value) if old.startswith('"') else
+                   "'" + value.replace("'", "''") + "'" if old.startswith("'") else _scalar(value))  # fmt: skip
+            lines[row] = line[:col] + new + line[col + len(old) :]
+            continue
+        if node.fa.flow_style() or not node:
+            raise TauError(f"cannot add {path} under a flow mapping in place", exit_code=EXIT_USAGE)
+        keys = list(node)
+        indent = node.lc.key(keys[0])[1]
+        last = node.lc.key(keys[-1])[0]
+        end = last + 1  # after the last entry's own lines (deeper, blank or comment lines)
+        while end < len(lines) and (not lines[end].strip() or
+                                    len(lines[end]) - len(lines[end].lstrip()) > indent):  # fmt: skip
+            end += 1
+        new_lines = []
+        for i, key in enumerate(parts[depth:]):
+            pad = " " * (indent + 2 * i)
+            tail = f" {_scalar(value)}" if i == len(parts) - depth - 1 else ""
+            new_lines.append(f"{pad}{key}:{tail}\n")
+        lines[end:end] = new_lines
+    return "".join(lines)
 
 
 def _check(path: Path, stack: str) -> None:

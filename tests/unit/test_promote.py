@@ -101,3 +101,59 @@ def test_a_lock_changed_after_its_verification_is_refused(tmp_path: Path, stacks
     assert lock_hash(version_lock(validated("dev", stacks))) != lock_hash(lock)
     rc, _, err = promote(tmp_path, stacks, "dev", "staging", "--yes")
     assert rc == 2 and "no recorded verification" in err
+
+
+def _changed_lines(before: str, after: str) -> tuple[list[str], list[str]]:
+    import difflib
+
+    diff = list(difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0))
+    removed = [d[1:] for d in diff if d.startswith("-") and not d.startswith("---")]
+    added = [d[1:] for d in diff if d.startswith("+") and not d.startswith("+++")]
+    return removed, added
+
+
+def test_the_diff_of_a_promotion_is_exactly_what_it_moves(tmp_path: Path, stacks: Path) -> None:
+    """The round-trip writer re-indented every list of the target (a 30-line diff for a
+    one-line version bump). A missing key is added; an existing value is replaced in place,
+    in its quoting; nothing else changes."""
+    staging = stacks / "Pulumi.staging.yaml"
+    before = staging.read_text()
+    record_verified("dev", version_lock(validated("dev", stacks)), "ci-x", stacks)
+    rc, _, err = promote(tmp_path, stacks, "dev", "staging", "--yes")
+    assert rc == 0, err
+    removed, added = _changed_lines(before, staging.read_text())
+    assert removed == [] and [a.strip() for a in added] == ["kueue:", "version: 0.19.3"]
+    assert validated("staging", stacks).components.kueue.version == "0.19.3"
+
+    # an existing value, in a flow mapping and quoted: one line changes, its quotes kept
+    dev = stacks / "Pulumi.dev.yaml"
+    dev.write_text(
+        dev.read_text().replace("kueue: {version: 0.19.3}", 'kueue: {version: "0.19.4"}')
+    )
+    record_verified("dev", version_lock(validated("dev", stacks)), "ci-y", stacks)
+    staging.write_text(staging.read_text().replace(
+        "      kueue:\n        version: 0.19.3\n", '      kueue: {enabled: true, version: "0.19.3"}  # pinned\n'))  # fmt: skip
+    before = staging.read_text()
+    rc, _, err = promote(tmp_path, stacks, "dev", "staging", "--yes")
+    assert rc == 0, err
+    removed, added = _changed_lines(before, staging.read_text())
+    assert removed == ['      kueue: {enabled: true, version: "0.19.3"}  # pinned']
+    assert added == ['      kueue: {enabled: true, version: "0.19.4"}  # pinned']
+
+
+def test_uncommitted_edits_in_the_target_are_not_promoted_unseen(
+    tmp_path: Path, stacks: Path
+) -> None:
+    import subprocess
+
+    git = ["git", "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q"], cwd=stacks, check=True)
+    subprocess.run([*git, "add", "."], cwd=stacks, check=True)
+    subprocess.run([*git, "commit", "-qm", "stacks"], cwd=stacks, check=True)
+    staging = stacks / "Pulumi.staging.yaml"
+    staging.write_text(staging.read_text().replace("maxCount: 4", "maxCount: 40", 1))
+    edited = staging.read_bytes()
+    record_verified("dev", version_lock(validated("dev", stacks)), "ci-x", stacks)
+    rc, _, err = promote(tmp_path, stacks, "dev", "staging", "--yes")
+    assert rc == 2 and "uncommitted changes" in err and "commit or stash" in err
+    assert staging.read_bytes() == edited
