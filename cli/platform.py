@@ -48,11 +48,20 @@ def platform_diff(
     target: Annotated[str, typer.Argument(help="Stack it is promoted onto (e.g. prod)")],
     stacks_dir: StacksDirOpt = None,
     output: JsonOpt = ReportFormat.text,
+    everything: Annotated[
+        bool,
+        typer.Option(
+            "--all",
+            help="The whole declaration difference (pools, queues, workspaces, the cluster: "
+            "what promotion never moves)",
+        ),
+    ] = False,
 ) -> None:
-    """What promoting SOURCE's declaration onto TARGET would change (offline)."""
+    """What promoting SOURCE onto TARGET would change (offline): its version lock, and
+    TARGET's resources that it changes."""
     from taugrid.client import platform
 
-    d = platform.diff(source, target, stacks_dir)
+    d = platform.diff(source, target, stacks_dir, everything=everything)
     out(dump_json(d) if output is ReportFormat.json else "\n".join(_plan_module().format_diff(d)))
 
 

@@ -48,16 +48,35 @@ def plan(stack: str, stacks_dir: Path | None = None) -> Any:
     return _plan().evaluate(stack, validated(stack, stacks_dir))
 
 
-def diff(source: str, target: str, stacks_dir: Path | None = None) -> dict[str, Any]:
-    """The declaration difference between two stacks (offline), with promotion's warning."""
-    from taugrid.infra.stackfile import validated
+def diff(source: str, target: str, stacks_dir: Path | None = None, *,
+         everything: bool = False) -> dict[str, Any]:  # fmt: skip
+    """What promoting SOURCE onto TARGET moves (offline): SOURCE's version lock onto TARGET
+    (`lock`: path, old, new) and TARGET's resources that changes. With `everything`, the whole
+    declaration difference instead (pools, queues, workspaces, the cluster: what promotion
+    never moves). Both with promotion's warning."""
+    from dataclasses import asdict
 
-    d: dict[str, Any] = _plan().diff(plan(source, stacks_dir), plan(target, stacks_dir))
-    promotes_to = validated(source, stacks_dir).promotesTo
-    d["promotes_to"] = promotes_to
-    d["warnings"] = [] if promotes_to == target else [
+    from taugrid.api.platform import with_lock
+    from taugrid.infra import promote
+    from taugrid.infra.stackfile import find_stacks_dir, validated
+
+    folder = stacks_dir or find_stacks_dir()
+    src, dst = validated(source, folder), validated(target, folder)
+    if everything:
+        d: dict[str, Any] = _plan().diff(plan(source, folder), plan(target, folder))
+        d["scope"] = "declaration"
+    else:
+        changes = promote.lock_changes(src, dst)
+        before = _plan().evaluate(target, dst)
+        after = _plan().evaluate(target, with_lock(dst, {c.path: c.new for c in changes}))
+        after.stack = source  # the same resources, labelled as the promotion's
+        d = _plan().diff(after, before)
+        d["scope"] = "version lock"
+        d["lock"] = [asdict(c) for c in changes]
+    d["promotes_to"] = src.promotesTo
+    d["warnings"] = [] if src.promotesTo == target else [
         f"{target} is not where {source} promotes to ({source}'s promotesTo is "
-        f"{promotes_to or 'not set'})"]  # fmt: skip
+        f"{src.promotesTo or 'not set'})"]  # fmt: skip
     return d
 
 

@@ -282,8 +282,12 @@ def format_diff(d: dict[str, Any]) -> list[str]:
     import yaml
 
     source, target = d["from"], d["to"]
-    lines = [f"promotion {source} -> {target} (offline; cloud-assigned values unknown)"]
+    what = "the whole declaration" if d.get("scope") == "declaration" else "its version lock"
+    lines = [f"promotion {source} -> {target}: {what} (offline; cloud-assigned values unknown)"]
     lines += [f"warning: {w}" for w in d.get("warnings", [])]
+    for c in d.get("lock") or []:
+        lines.append(f"  {c['path']}: {c['old']} -> {c['new']}")
+    head = len(lines)
 
     def scalar(v: Any) -> str:
         if v is None:
@@ -312,6 +316,6 @@ def format_diff(d: dict[str, Any]) -> list[str]:
             by_type.setdefault(rtype.split(":", 1)[-1], []).append(name)
         for rtype, names in by_type.items():
             lines.append(f"{sign} {rtype}: {', '.join(names)}")
-    if len(lines) == 1 + len(d.get("warnings", [])):
+    if len(lines) == head:
         lines.append("  no differences")
     return lines

@@ -46,7 +46,7 @@ platform ci list: --output -o
 platform ci reap: --output -o
 platform ci up: --from --name --no-policies --output --policy-pack --stacks-dir --ttl -o
 platform destroy: --output --stack --stacks-dir --yes -o -s -y
-platform diff: --output --stacks-dir -o
+platform diff: --all --output --stacks-dir -o
 platform plan: --output --stack --stacks-dir -o -s
 platform preview: --no-policies --output --policy-pack --stack --stacks-dir -o -s
 platform promote: --output --stacks-dir --yes -o -y

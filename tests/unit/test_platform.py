@@ -337,7 +337,7 @@ def test_plan_and_diff_commands(capsys: pytest.CaptureFixture[str]) -> None:
     )
     assert main(["platform", "plan", "--stack", "ci"]) == 0
     assert "offline plan" in capsys.readouterr().out
-    assert main(["platform", "diff", "staging", "prod", "-o", "json"]) == 0
+    assert main(["platform", "diff", "staging", "prod", "--all", "-o", "json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert "azure-native:containerservice:AgentPool::h100x8" in d["only_in_prod"]
     changed = {c["resource"]: c for c in d["changed"]}
@@ -355,7 +355,7 @@ def test_diff_text_is_per_field_and_warns_off_the_promotion_path(
 ) -> None:
     from taugrid.cli.app import main
 
-    assert main(["platform", "diff", "staging", "prod"]) == 0
+    assert main(["platform", "diff", "staging", "prod", "--all"]) == 0
     out = capsys.readouterr().out
     assert "warning" not in out  # staging promotes to prod
     # The cluster's location, as a field of its resource: old (prod) -> new (staging).
@@ -368,6 +368,40 @@ def test_diff_text_is_per_field_and_warns_off_the_promotion_path(
     assert "warning: prod is not where dev promotes to (dev's promotesTo is staging)" in out
     assert main(["platform", "diff", "dev", "prod", "-o", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["warnings"]
+
+
+def test_diff_shows_what_promotion_moves_and_the_rest_behind_all(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`platform diff SRC DST` ("what promotion would change") showed the whole declaration
+    difference, deleting the AKS cluster, pools and workspaces included; promotion moves only
+    the version lock."""
+    import shutil
+
+    from taugrid.cli.app import main
+
+    folder = tmp_path / "stacks"
+    shutil.copytree(ROOT / "stacks", folder)
+    staging = folder / "Pulumi.staging.yaml"
+    staging.write_text(staging.read_text().replace(
+        "      nodeProblemDetector: {enabled: true}\n",
+        "      nodeProblemDetector: {enabled: true}\n      kueue: {version: 0.19.3}\n", 1))  # fmt: skip
+    assert (
+        main(["platform", "diff", "staging", "prod", "--stacks-dir", str(folder), "-o", "json"])
+        == 0
+    )
+    d = json.loads(capsys.readouterr().out)
+    assert d["lock"] == [{"path": "components.kueue.version", "old": "0.19.2", "new": "0.19.3"}]
+    assert d["only_in_staging"] == [] and d["only_in_prod"] == []  # nothing deleted or added
+    changed = {c["resource"] for c in d["changed"]}
+    assert "kubernetes:helm.sh/v3:Release::kueue" in changed  # the chart version moves
+    assert not [r for r in changed if "containerservice" in r or "ClusterQueue" in r], changed
+    assert main(["platform", "diff", "staging", "prod", "--stacks-dir", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert "its version lock" in out and "components.kueue.version: 0.19.2 -> 0.19.3" in out
+    assert "AgentPool" not in out and "h100x8" not in out
+    assert main(["platform", "diff", "staging", "prod", "--stacks-dir", str(folder), "--all"]) == 0
+    assert "h100x8" in capsys.readouterr().out
 
 
 def test_node_counts_are_whole_numbers(capsys: pytest.CaptureFixture[str]) -> None:
