@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -61,15 +61,26 @@ def records(stack: str, stacks_dir: Path) -> list[dict[str, Any]]:
     return [r for r in items or [] if isinstance(r, dict)]
 
 
+def covered(lock: dict[str, str], ran: PlatformConfig) -> dict[str, str]:
+    """The part of `lock` that the platform `ran` exercised: its paths that platform has, and
+    of component versions only those of the components it deployed (a CI template without
+    the node problem detector tested no version of it)."""
+    has = version_lock(ran)
+    return {p: v for p, v in lock.items() if p in has and
+            (not p.startswith("components.") or getattr(ran.components, p.split(".")[1]).enabled)}  # fmt: skip
+
+
 def record_verified(stack: str, lock: dict[str, str], where: str, stacks_dir: Path,
-                    note: str = "") -> dict[str, Any]:  # fmt: skip
-    """Add a record: `lock` (taken from `stack`) passed the tests on `where`."""
+                    note: str = "", not_covered: list[str] | None = None) -> dict[str, Any]:  # fmt: skip
+    """Add a record: `lock` (taken from `stack`: what ran on `where`) passed the tests there;
+    `not_covered`: the paths of the stack's lock that did not run there."""
     entry = {
         "hash": lock_hash(lock),
         "lock": lock,
         "verifiedOn": where,
         "at": datetime.now(UTC).isoformat(timespec="seconds"),
         "by": os.environ.get("GITHUB_ACTOR") or os.environ.get("USER") or "unknown",
+        **({"notCovered": not_covered} if not_covered else {}),
         **({"note": note} if note else {}),
     }
     path = _records_path(stack, stacks_dir)
@@ -82,8 +93,10 @@ def record_verified(stack: str, lock: dict[str, str], where: str, stacks_dir: Pa
 
 
 def verification(stack: str, lock: dict[str, str], stacks_dir: Path) -> dict[str, Any] | None:
-    h = lock_hash(lock)
-    found = [r for r in records(stack, stacks_dir) if r.get("hash") == h]
+    """The newest record whose tested values are all the stack's current ones (what it did not
+    cover is the promotion's to hold back)."""
+    found = [r for r in records(stack, stacks_dir)
+             if r.get("lock") and all(lock.get(p) == v for p, v in r["lock"].items())]  # fmt: skip
     return found[-1] if found else None
 
 
@@ -95,14 +108,19 @@ class Promotion:
     changes: list[Change]
     verified: dict[str, Any] | None
     dst_file: Path
+    untested: list[Change] = field(default_factory=list)  # held back: not run on a CI cluster
 
     def doc(self) -> dict[str, Any]:
         return {"from": self.src, "to": self.dst, "file": str(self.dst_file),
-                "changes": [asdict(c) for c in self.changes], "verified": self.verified}  # fmt: skip
+                "changes": [asdict(c) for c in self.changes], "verified": self.verified,
+                "untested": [asdict(c) for c in self.untested]}  # fmt: skip
 
     def lines(self) -> list[str]:
         out = [f"promote {self.src} -> {self.dst} ({self.dst_file}):"]
         out += [f"  {c.path}: {c.old} -> {c.new}" for c in self.changes] or ["  nothing to change"]
+        if self.untested:
+            out.append("held back (not run on the CI cluster that verified the lock):")
+            out += [f"  {c.path}: {c.old} -> {c.new}" for c in self.untested]
         if self.verified:
             v = self.verified
             out.append(f"verified: {self.src}'s lock {v['hash']} passed on {v['verifiedOn']} "
@@ -144,6 +162,10 @@ def plan_promotion(src: str, dst: str, stacks_dir: Path | None = None) -> Promot
     changes = lock_changes(a, b)
     lock = version_lock(a)
     verified = verification(src, lock, stacks_dir)
+    untested: list[Change] = []
+    if verified is not None:  # only what the CI cluster ran moves
+        untested = [c for c in changes if c.path not in verified["lock"]]
+        changes = [c for c in changes if c.path in verified["lock"]]
     if changes and verified is None:
         raise TauError(
             f"{src}'s version lock {lock_hash(lock)} has no recorded verification: nothing "
@@ -152,7 +174,7 @@ def plan_promotion(src: str, dst: str, stacks_dir: Path | None = None) -> Promot
             hint=f"verify it on a CI cluster: tau platform ci up --from {src} --name ID; run "
             "the pipeline's tests; tau platform ci down ID --passed",
         )
-    return Promotion(src, dst, changes, verified, stacks_dir / f"Pulumi.{dst}.yaml")
+    return Promotion(src, dst, changes, verified, stacks_dir / f"Pulumi.{dst}.yaml", untested)
 
 
 def write_promotion(p: Promotion) -> None:

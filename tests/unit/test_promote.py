@@ -157,3 +157,33 @@ def test_uncommitted_edits_in_the_target_are_not_promoted_unseen(
     rc, _, err = promote(tmp_path, stacks, "dev", "staging", "--yes")
     assert rc == 2 and "uncommitted changes" in err and "commit or stash" in err
     assert staging.read_bytes() == edited
+
+
+def test_only_what_the_ci_cluster_ran_is_verified_and_promoted(
+    tmp_path: Path, stacks: Path
+) -> None:
+    """`ci down --passed` recorded the whole lock, the node problem detector's version too,
+    which the CI template never deploys: promotion could then move an untested version."""
+    from taugrid.infra.ci import TEMPLATE, ci_config
+    from taugrid.infra.promote import covered
+
+    dev = stacks / "Pulumi.dev.yaml"
+    dev.write_text(dev.read_text().replace(
+        "      nodeProblemDetector: {enabled: true}\n",
+        "      nodeProblemDetector: {enabled: true, version: 9.9.9}\n", 1))  # fmt: skip
+    lock = version_lock(validated("dev", stacks))
+    tested = covered(lock, ci_config(validated(TEMPLATE, stacks), "x", lock))
+    assert "components.nodeProblemDetector.version" not in tested
+    assert tested["components.kueue.version"] == "0.19.3"
+    record_verified("dev", tested, "ci-x", stacks,
+                    not_covered=["components.nodeProblemDetector.version"])  # fmt: skip
+    rc, out, err = promote(tmp_path, stacks, "dev", "staging", "--yes", "-o", "json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert [c["path"] for c in doc["changes"]] == ["components.kueue.version"]
+    assert [c["path"] for c in doc["untested"]] == ["components.nodeProblemDetector.version"]
+    staging = validated("staging", stacks)
+    assert staging.components.kueue.version == "0.19.3"
+    assert staging.components.nodeProblemDetector.version != "9.9.9"  # held back
+    rc, out, _ = promote(tmp_path, stacks, "dev", "staging")
+    assert "held back (not run on the CI cluster" in out
