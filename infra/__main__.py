@@ -10,10 +10,10 @@ from taugrid.infra.program import build
 config = pulumi.Config("taugrid")
 try:
     cfg = validate_platform(config.require_object("platform"))
-except PlatformConfigError as e:
-    raise pulumi.RunError(
-        f"invalid stack config (stacks/Pulumi.{pulumi.get_stack()}.yaml):\n{e}"
-    ) from None
+except PlatformConfigError as e:  # said as tau says it: file, key path, line, value, fix
+    from taugrid.infra.stackfile import program_error
+
+    raise pulumi.RunError(program_error(pulumi.get_stack(), e).render()) from None
 
 secret = None
 if isinstance(cfg.cluster, ExistingClusterSpec) and cfg.cluster.kubeconfigSecret:

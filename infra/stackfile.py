@@ -74,7 +74,25 @@ def validated(stack: str, stacks_dir: Path | None = None) -> PlatformConfig:
     try:
         return validate_platform(data)
     except PlatformConfigError as e:
-        located = [
-            Issue(f"config.{CONFIG_KEY}.{i.path}", i.value, i.message, i.example) for i in e.issues
-        ]
-        raise config_error(str(path), text, located) from None
+        raise located_error(str(path), text, e) from None
+
+
+def located_error(source: str, text: str | None, e: PlatformConfigError) -> ConfigError:
+    """The problems of a `taugrid:platform` declaration as tau says them: the file, each key
+    path (with its line when the file's text is known), the value, the fix."""
+    issues = [Issue(f"config.{CONFIG_KEY}.{i.path}", i.value, i.message, i.example)
+              for i in e.issues]  # fmt: skip
+    return config_error(source, text, issues) if text is not None else ConfigError(source, issues)
+
+
+def program_error(stack: str, e: PlatformConfigError) -> ConfigError:
+    """For the program run by plain `pulumi`: the stack file's lines when it is the project's
+    stack file that holds the config (else the config as Pulumi passed it)."""
+    try:
+        path, text, data = read_stack_config(stack)
+        validate_platform(data)
+    except PlatformConfigError as from_file:
+        return located_error(str(path), text, from_file)
+    except TauError:
+        pass
+    return located_error(f"stack {stack}'s config", None, e)

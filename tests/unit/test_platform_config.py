@@ -210,3 +210,40 @@ def test_a_fleet_sized_quota_is_accepted_and_a_typo_sized_one_is_not() -> None:
     fleet["queues"]["clusterQueues"][0]["flavors"][0]["nominalQuota"]["cpu"] = 2_000_000  # type: ignore[index]
     problems = [i.message for i in invariants(PlatformConfig.model_validate(fleet))]
     assert any("more than 1000000 cores" in m for m in problems), problems
+
+
+def test_plain_pulumi_reads_config_errors_as_tau_says_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through plain `pulumi up` the program's errors had no line numbers and showed Python's
+    `None`: now the stack file, key path, line, value and fix, as `tau platform` says them."""
+    from taugrid.api.platform import PlatformConfigError, validate_platform
+    from taugrid.infra.stackfile import program_error
+
+    (tmp_path / "Pulumi.yaml").write_text(
+        "name: taugrid\nruntime: python\nstackConfigDir: stacks\n"
+    )
+    (tmp_path / "stacks").mkdir()
+    bad = variant("queues.clusterQueues.0.flavors.0.nominalQuota", {"nvidia.com/gpu": -2})
+    stack_file = tmp_path / "stacks" / "Pulumi.bad.yaml"
+    stack_file.write_text(yaml.safe_dump({"config": {"taugrid:platform": bad}}, sort_keys=False))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(PlatformConfigError) as caught:
+        validate_platform(bad)
+    text = program_error("bad", caught.value).render()
+    assert str(stack_file) in text and "(line " in text and "nvidia.com/gpu" in text
+    assert "Decimal(" not in text
+    missing = variant("gpuPools.0.maxCount", DELETE)
+    stack_file.write_text(
+        yaml.safe_dump({"config": {"taugrid:platform": missing}}, sort_keys=False)
+    )
+    with pytest.raises(PlatformConfigError) as caught_missing:
+        validate_platform(missing)
+    text = program_error("bad", caught_missing.value).render()
+    assert "maxCount" in text and "(missing)" in text and "None" not in text
+    # config that is not in a stack file of this project: the stack's config, still no repr
+    monkeypatch.chdir(tmp_path / "stacks")
+    (tmp_path / "Pulumi.yaml").unlink()
+    text = program_error("bad", caught_missing.value).render()
+    assert text.startswith("stack bad's config: config.taugrid:platform.gpuPools")
+    assert "(missing)" in text and "None" not in text
