@@ -597,6 +597,8 @@ class KubeBackend(Template):
 
         with ThreadPoolExecutor(max_workers=max(1, min(len(spaces), 8))) as pool:
             listed = list(pool.map(runs_of, [ws.namespace for ws in spaces]))
+        root = runs_root()
+        here = set(os.listdir(root)) if root.is_dir() else set()
         for items in listed:
             if isinstance(items, Forbidden):
                 if workspace:
@@ -607,14 +609,16 @@ class KubeBackend(Template):
                 ann = (obj.get("metadata") or {}).get("annotations") or {}
                 if me is not None and ann.get(C.ANN_CLUSTER_USER) != me:
                     continue
-                local = RunDir(runs_root() / rec.run_id)
-                if local.record_path.is_file():
-                    with contextlib.suppress(TauError):
-                        rec = local.read_record()
+                evidence = None
+                if rec.run_id in here:  # this machine's record of it (one listing, not a stat each)
+                    local = RunDir(root / rec.run_id)
+                    if local.record_path.is_file():
+                        evidence = str(local.path)
+                        with contextlib.suppress(TauError):
+                            rec = local.read_record()
                 facts = ClusterFacts(taurun=True, workload=False, recorded=recorded_status(obj))
                 out.append(compute(Observations(record=rec, history=[], now=now, owner_alive=None,
-                                                cluster=facts,
-                                                evidence=str(local.path) if local.record_path.is_file() else None)))  # fmt: skip
+                                                cluster=facts, evidence=evidence)))  # fmt: skip
         out.sort(key=lambda s: s.created_at)
         return out
 
