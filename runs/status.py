@@ -270,6 +270,10 @@ def gpu_healthy(o: Observations) -> Signal:
     if rec.gpus_per_worker == 0:
         return Signal(name=SignalName.GPUHealthy, state=SignalState.true,
                       reason="no GPUs requested", evidence="tau.yaml")  # fmt: skip
+    if rec.target != "local":  # a cluster run seen from its record: this machine's GPUs say nothing
+        return Signal(name=SignalName.GPUHealthy, state=SignalState.unknown,
+                      reason="its nodes' GPUs are not observed from the run's record",
+                      evidence="run.json")  # fmt: skip
     if rec.gpus_available == 0:
         why = f"{rec.gpus_per_worker} GPU(s) requested; this machine has none, the run uses CPU"
         return Signal(name=SignalName.GPUHealthy, state=SignalState.unknown, reason=why,

@@ -153,3 +153,14 @@ def test_status_json_uses_the_plain_words() -> None:
     doc = compute(obs()).model_dump(mode="json")
     assert doc["phase"] == "Running" and doc["target"] == "local"
     assert {s["state"] for s in doc["signals"]} <= {"true", "false", "pending", "unknown"}
+
+
+def test_a_cluster_run_read_from_its_record_claims_nothing_of_this_machines_gpus() -> None:
+    """A sealed kube run's status (offline) said "GPUHealthy true: 1 GPU(s) visible
+    (nvidia-smi)": this machine's GPUs, not its nodes'."""
+    kube = rec(handle={"target": "kube", "namespace": "research"}, gpus_per_worker=1,
+               gpus_available=1, phase="Succeeded")  # fmt: skip
+    s = status.gpu_healthy(obs(kube, owner_alive=None, sealed=True))
+    assert s.state == SignalState.unknown and "nvidia-smi" not in s.evidence
+    local = status.gpu_healthy(obs(rec(gpus_per_worker=1, gpus_available=1)))
+    assert local.state == SignalState.true and local.evidence == "nvidia-smi"  # a local run's own
