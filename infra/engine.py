@@ -10,6 +10,7 @@ provider, and a `file://` backend under TAU_HOME unless PULUMI_BACKEND_URL names
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -281,9 +282,12 @@ def _step(ev: Any, steps: list[dict[str, Any]], say: Say | None, op: str,
         meta = pre.metadata
         started[meta.urn] = time.monotonic()
         if op == "preview" and str(meta.op.value) != "same":
-            steps.append(_meta(meta))
+            step = _meta(meta)
+            steps.append(step)
             if say:
                 say(f"  {meta.op.value:<8} {meta.type} {meta.urn.rsplit('::', 1)[-1]}")
+                for c in step.get("changes") or []:
+                    say(f"      {c['field']}: {_value(c['old'])} => {_value(c['new'])}")
     elif done is not None and op != "preview":  # a preview reports each resource twice
         meta = done.metadata
         if str(meta.op.value) != "same":
@@ -306,8 +310,32 @@ def _step(ev: Any, steps: list[dict[str, Any]], say: Say | None, op: str,
 
 
 def _meta(meta: Any) -> dict[str, Any]:
-    return {"op": str(meta.op.value), "type": meta.type, "urn": meta.urn,
-            "name": meta.urn.rsplit("::", 1)[-1], "diffs": list(meta.diffs or [])}  # fmt: skip
+    """A step: what it does to which resource and, for an update, each changed input field
+    with its old and new value (the engine's own `diffs` are often empty)."""
+    out: dict[str, Any] = {"op": str(meta.op.value), "type": meta.type, "urn": meta.urn,
+                           "name": meta.urn.rsplit("::", 1)[-1], "diffs": list(meta.diffs or [])}  # fmt: skip
+    if out["op"] in ("update", "replace", "create-replacement"):
+        changes = changed_fields(getattr(getattr(meta, "old", None), "inputs", None),
+                                 getattr(getattr(meta, "new", None), "inputs", None))  # fmt: skip
+        out["changes"] = changes
+        out["diffs"] = out["diffs"] or sorted(
+            {c["field"].split(".")[0].split("[")[0] for c in changes}
+        )
+    return out
+
+
+def changed_fields(old: Any, new: Any) -> list[dict[str, Any]]:
+    """The input fields that differ between two states, by path (list items by name)."""
+    from taugrid.infra.plan import _field, flatten
+
+    fo, fn = flatten(dict(old or {})), flatten(dict(new or {}))
+    return [{"field": _field(p), "old": fo.get(p), "new": fn.get(p)}
+            for p in sorted(set(fo) | set(fn))
+            if fo.get(p) != fn.get(p) and not any(part.startswith("__") for part in p)]  # fmt: skip
+
+
+def _value(v: Any) -> str:
+    return "(absent)" if v is None else json.dumps(v) if isinstance(v, str) else str(v)
 
 
 @contextmanager

@@ -114,6 +114,11 @@ def test_a_config_change_previews_as_exactly_that_change(bare: Path, tmp_path: P
     assert step["type"].endswith("kueue.x-k8s.io/v1beta2:ClusterQueue")
     assert preview["changes"]["update"] == 1
     assert sum(v for k, v in preview["changes"].items() if k != "same") == 1
+    # what changes, field by field, with its old and new value (the engine's diffs were [])
+    (change,) = step["changes"]
+    assert change["field"].endswith("nominalQuota") and "[cpu]" in change["field"], change
+    assert (str(change["old"]), str(change["new"])) == ("6", "8")
+    assert step["diffs"] == ["spec"]
     # and nothing was applied: the stack file as it is still previews clean
     assert platform(bare, "preview")["steps"] == []
 

@@ -475,3 +475,24 @@ def test_the_versions_output_names_only_what_the_stack_runs() -> None:
     assert not sandbox & {"gpuOperator", "dcgmExporter", "nodeProblemDetector"}, sandbox
     assert {"kueue", "kuberay"} <= sandbox
     assert {"gpuOperator", "dcgmExporter", "kueue"} <= set(inventory("prod").exports["versions"])
+
+
+def test_a_preview_step_says_each_changed_field_with_old_and_new() -> None:
+    """`preview` named the resource but not what changes (`"diffs": []`)."""
+    from types import SimpleNamespace
+
+    from taugrid.infra.engine import _meta
+
+    def cq(gpus: str) -> dict[str, Any]:
+        return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+                "metadata": {"name": "gpu"}, "spec": {"resourceGroups": [{"flavors": [
+                    {"name": "a100", "resources": [{"name": "cpu", "nominalQuota": "48"},
+                                                   {"name": "nvidia.com/gpu", "nominalQuota": gpus}]}]}]}}  # fmt: skip
+
+    meta = SimpleNamespace(op=SimpleNamespace(value="update"), type="kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue",
+                           urn="urn:pulumi:s::p::t::gpu", diffs=[],
+                           old=SimpleNamespace(inputs=cq("2")), new=SimpleNamespace(inputs=cq("3")))  # fmt: skip
+    step = _meta(meta)
+    assert step["changes"] == [{"field": "spec.resourceGroups[0].flavors[a100].resources[nvidia.com/gpu].nominalQuota",
+                                "old": "2", "new": "3"}]  # fmt: skip
+    assert step["diffs"] == ["spec"]
