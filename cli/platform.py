@@ -78,6 +78,11 @@ def platform_snapshot(stack: StackOpt, stacks_dir: StacksDirOpt = None) -> None:
 YesOpt = Annotated[
     bool, typer.Option("--yes", "-y", help="Skip the confirmation (as `pulumi up --yes`)")
 ]
+RefreshOpt = Annotated[
+    bool,
+    typer.Option("--refresh", help="Read the cluster as it is first: objects deleted or changed "
+                 "out of band are seen (and put back by up), as `pulumi up --refresh`"),
+]  # fmt: skip
 
 
 PolicyPackOpt = Annotated[
@@ -124,16 +129,36 @@ def platform_preview(
     policy_pack: PolicyPackOpt = None,
     no_policies: NoPoliciesOpt = False,
     output: JsonOpt = ReportFormat.text,
+    refresh: RefreshOpt = False,
 ) -> None:
     """What `up` would change in the stack's cluster (the engine's own preview), checked
     against the policy packs (a mandatory violation exits 4)."""
     from taugrid.client import platform
 
     packs = _packs(policy_pack, no_policies)
-    say(f"previewing stack {stack} ...")
-    got = platform.preview(stack, stacks_dir=stacks_dir, policy_packs=packs,
+    say(f"previewing stack {stack}{' (refreshed from the cluster)' if refresh else ''} ...")
+    got = platform.preview(stack, stacks_dir=stacks_dir, policy_packs=packs, refresh=refresh,
                            say=say if output is ReportFormat.text else None)  # fmt: skip
     _print_outcome(got, output)
+
+
+@app.command("refresh")
+def platform_refresh(
+    stack: StackOpt, stacks_dir: StacksDirOpt = None, output: JsonOpt = ReportFormat.text
+) -> None:
+    """Read the stack's objects from its cluster: report the drift (each object deleted or
+    changed out of band) and record it in the stack's state; `up` then puts it back."""
+    from taugrid.client import platform
+
+    say(f"refreshing stack {stack} from its cluster ...")
+    got = platform.refresh(stack, stacks_dir=stacks_dir,
+                           say=say if output is ReportFormat.text else None)  # fmt: skip
+    if output is ReportFormat.json:
+        out(dump_json({**got.doc(), "drift": [s for s in got.steps if s.get("drift")]}))
+        return
+    drift = [s for s in got.steps if s.get("drift")]
+    out(f"{len(drift)} object(s) drifted" + (f": run `tau platform up --stack {stack}` to put "
+                                             "them back" if drift else ""))  # fmt: skip
 
 
 @app.command("up")
@@ -144,6 +169,7 @@ def platform_up(
     policy_pack: PolicyPackOpt = None,
     no_policies: NoPoliciesOpt = False,
     output: JsonOpt = ReportFormat.text,
+    refresh: RefreshOpt = False,
 ) -> None:
     """Create or update the stack's platform (preview first; --yes skips the question). A
     mandatory policy violation stops it before anything changes (exit 4)."""
@@ -157,7 +183,7 @@ def platform_up(
         return _confirm(f"apply these changes to stack {stack}")
 
     say(f"updating stack {stack} ...")
-    got = platform.up(stack, stacks_dir=stacks_dir, policy_packs=packs,
+    got = platform.up(stack, stacks_dir=stacks_dir, policy_packs=packs, refresh=refresh,
                       confirm=None if yes else confirm, say=None if quiet else say)  # fmt: skip
     if got.update is None:
         if not got.confirmed:

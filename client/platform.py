@@ -89,18 +89,27 @@ def snapshot(stack: str, stacks_dir: Path | None = None) -> dict[str, Any]:
 
 
 def preview(stack: str, *, stacks_dir: Path | None = None, policy_packs: list[str] | None = None,
-            say: Say | None = None) -> Outcome:  # fmt: skip
+            say: Say | None = None, refresh: bool = False) -> Outcome:  # fmt: skip
     """What `up` would change (the engine's preview), checked against the policy packs (a
-    mandatory violation: TauError, exit 4)."""
-    return engine(stack, stacks_dir).preview(say=say, policy_packs=policy_packs or [])
+    mandatory violation: TauError, exit 4); `refresh`: against the cluster as it is now."""
+    return engine(stack, stacks_dir).preview(say=say, policy_packs=policy_packs or [],
+                                             refresh=refresh)  # fmt: skip
 
 
 def up(stack: str, *, stacks_dir: Path | None = None, policy_packs: list[str] | None = None,
-       confirm: Callable[[Outcome], bool] | None = None, say: Say | None = None) -> Applied:  # fmt: skip
-    """Preview with the policy packs, ask `confirm` (None: confirmed), then update."""
+       confirm: Callable[[Outcome], bool] | None = None, say: Say | None = None,
+       refresh: bool = False) -> Applied:  # fmt: skip
+    """Preview with the policy packs, ask `confirm` (None: confirmed), then update;
+    `refresh`: drift (objects changed or deleted out of band) is seen and repaired."""
     from taugrid.infra.deploy import apply
 
-    return apply(engine(stack, stacks_dir), policy_packs or [], confirm, say)
+    return apply(engine(stack, stacks_dir), policy_packs or [], confirm, say, refresh)
+
+
+def refresh(stack: str, *, stacks_dir: Path | None = None, say: Say | None = None) -> Outcome:
+    """Read the stack's resources from the cluster into its state; the drift report is the
+    Outcome's steps (each object gone or changed out of band)."""
+    return engine(stack, stacks_dir).refresh(say=say)
 
 
 def destroy(stack: str, *, stacks_dir: Path | None = None, say: Say | None = None) -> Outcome:

@@ -81,16 +81,19 @@ class Applied:
     confirmed: bool = True
 
 
-def apply(eng: Engine, packs: list[str], confirm: Confirm | None, say: Say | None) -> Applied:
+def apply(eng: Engine, packs: list[str], confirm: Confirm | None, say: Say | None,
+          refresh: bool = False) -> Applied:  # fmt: skip
     """The platform rule: preview with the policy packs, then confirm, then up. The engine's
     `up` checks policies as it goes (resources before a violation would be created), so a
     preview with the packs first stops a violation before anything changes. `confirm` None:
-    confirmed in advance (`--yes`); with no packs and no question, straight to up."""
+    confirmed in advance (`--yes`); with no packs and no question, straight to up. With
+    `refresh`, both read the cluster as it is first: what was changed or deleted out of band
+    is put back (never "nothing to do" from the state's memory)."""
     if confirm is None and not packs:
-        return Applied(None, eng.up(say=say, policy_packs=packs))
-    preview = eng.preview(say=say, policy_packs=packs)
+        return Applied(None, eng.up(say=say, policy_packs=packs, refresh=refresh))
+    preview = eng.preview(say=say, policy_packs=packs, refresh=refresh)
     if not preview.changed():
         return Applied(preview, None)
     if confirm is not None and not confirm(preview):
         return Applied(preview, None, confirmed=False)
-    return Applied(preview, eng.up(say=say, policy_packs=packs))
+    return Applied(preview, eng.up(say=say, policy_packs=packs, refresh=refresh))

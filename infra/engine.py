@@ -221,11 +221,20 @@ class Engine:
             return dict(st.workspace.list_tags(self.stack_name))
 
     # --- operations ------------------------------------------------------------------------------
-    def preview(self, say: Say | None = None, policy_packs: list[str] | None = None) -> Outcome:
-        return self._run("preview", say, policy_packs)
+    def preview(self, say: Say | None = None, policy_packs: list[str] | None = None,
+                refresh: bool = False) -> Outcome:  # fmt: skip
+        """What `up` would change; with `refresh`, against the cluster as it is now (objects
+        changed or deleted out of band), not as the state last recorded it."""
+        return self._run("preview", say, policy_packs, refresh)
 
-    def up(self, say: Say | None = None, policy_packs: list[str] | None = None) -> Outcome:
-        return self._run("up", say, policy_packs)
+    def up(self, say: Say | None = None, policy_packs: list[str] | None = None,
+           refresh: bool = False) -> Outcome:  # fmt: skip
+        return self._run("up", say, policy_packs, refresh)
+
+    def refresh(self, say: Say | None = None) -> Outcome:
+        """Read every resource of the stack from the cluster into its state: the drift (each
+        object that differs or is gone) is what it reports."""
+        return self._run("refresh", say, None)
 
     def destroy(self, say: Say | None = None) -> Outcome:
         return self._run("destroy", say, None)
@@ -236,7 +245,8 @@ class Engine:
             st.workspace.remove_stack(self.stack_name)
         self._stack = None
 
-    def _run(self, op: str, say: Say | None, policy_packs: list[str] | None) -> Outcome:
+    def _run(self, op: str, say: Say | None, policy_packs: list[str] | None,
+             refresh: bool = False) -> Outcome:  # fmt: skip
         st = self.stack()
         steps: list[dict[str, Any]] = []
         log: list[str] = []
@@ -251,6 +261,8 @@ class Engine:
                                   "color": "never"}  # fmt: skip
         if policy_packs:
             kwargs["policy_packs"] = [policy_launcher(p) for p in policy_packs]
+        if refresh:
+            kwargs["refresh"] = True
         with _environ(self.env), _engine_errors(self, log, steps):
             if op == "preview":
                 res: Any = st.preview(diff=False, **kwargs)
@@ -260,6 +272,10 @@ class Engine:
                 res = st.up(**kwargs)
                 summary = dict(res.summary.resource_changes or {})
                 outputs = {k: (None if v.secret else v.value) for k, v in res.outputs.items()}
+            elif op == "refresh":
+                res = st.refresh(**kwargs)
+                summary = dict(res.summary.resource_changes or {})
+                outputs = {}
             else:
                 kwargs.pop("policy_packs", None)
                 res = st.destroy(**kwargs)
@@ -287,6 +303,14 @@ def _step(ev: Any, steps: list[dict[str, Any]], say: Say | None, op: str,
             if say:
                 say(f"  {meta.op.value:<8} {meta.type} {meta.urn.rsplit('::', 1)[-1]}")
                 for c in step.get("changes") or []:
+                    say(f"      {c['field']}: {_value(c['old'])} => {_value(c['new'])}")
+    elif done is not None and op == "refresh":  # drift: what the cluster has differs, or is gone
+        drift = _drift(done.metadata)
+        if drift is not None:
+            steps.append(drift)
+            if say:
+                say(f"  drift: {drift['drift']:<8} {drift['type']} {drift['name']}")
+                for c in drift.get("changes") or []:
                     say(f"      {c['field']}: {_value(c['old'])} => {_value(c['new'])}")
     elif done is not None and op != "preview":  # a preview reports each resource twice
         meta = done.metadata
@@ -322,6 +346,24 @@ def _meta(meta: Any) -> dict[str, Any]:
             {c["field"].split(".")[0].split("[")[0] for c in changes}
         )
     return out
+
+
+def _drift(meta: Any) -> dict[str, Any] | None:
+    """A refreshed resource that is gone from the cluster or whose inputs differ there (None:
+    as the state has it)."""
+    base = {
+        "op": "refresh",
+        "type": meta.type,
+        "urn": meta.urn,
+        "name": meta.urn.rsplit("::", 1)[-1],
+    }
+    if str(meta.op.value) == "delete" or getattr(meta, "new", None) is None:
+        return {**base, "drift": "gone"}
+    changes = changed_fields(getattr(getattr(meta, "old", None), "inputs", None),
+                             getattr(meta.new, "inputs", None))  # fmt: skip
+    if changes or str(meta.op.value) == "update":
+        return {**base, "drift": "changed", "changes": changes}
+    return None
 
 
 def changed_fields(old: Any, new: Any) -> list[dict[str, Any]]:

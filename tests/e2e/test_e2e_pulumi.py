@@ -190,6 +190,34 @@ def test_a_controller_grant_survives_pulumi_up_of_a_new_base_quota(
     assert cohorts.get(name="tau-grants-cpu").to_dict()["spec"]["resourceGroups"] == grant
 
 
+def test_drift_is_seen_and_repaired(bare: Path) -> None:
+    """On a cluster changed out of band (a ClusterQueue and a workspace's namespace deleted by
+    hand), `up` used to print "same" from the state's memory. `preview --refresh` shows both,
+    `tau platform refresh` reports them, `up --refresh` puts them back."""
+    from kubekit import wait_until
+
+    dyn = admin(bare)
+    dyn.resources.get(api_version="kueue.x-k8s.io/v1beta2", kind="ClusterQueue").delete(name="cpu")
+    dyn.resources.get(api_version="v1", kind="Namespace").delete(name="llm")
+    wait_until(lambda: "llm" not in names(bare, "v1", "Namespace"), timeout=120,
+               what="the namespace to be gone")  # fmt: skip
+    assert "cpu" not in names(bare, "kueue.x-k8s.io/v1beta2", "ClusterQueue")
+    seen = platform(bare, "preview", "--refresh")
+    created = {
+        (st["type"].rsplit(":", 1)[-1], st["name"]) for st in seen["steps"] if st["op"] == "create"
+    }
+    assert ("ClusterQueue", "kueue-queues:cpu") in created or any(
+        t == "ClusterQueue" and n.endswith("cpu") for t, n in created), created  # fmt: skip
+    assert any(t == "Namespace" and "llm" in n for t, n in created), created
+    drift = platform(bare, "refresh")["drift"]
+    gone = {d["name"] for d in drift if d["drift"] == "gone"}
+    assert any(n.endswith("cpu") for n in gone) and any("llm" in n for n in gone), drift
+    platform(bare, "up", "--refresh", "--yes")
+    assert "cpu" in names(bare, "kueue.x-k8s.io/v1beta2", "ClusterQueue")
+    assert "llm" in names(bare, "v1", "Namespace")
+    assert platform(bare, "preview", "--refresh")["steps"] == []  # nothing left to repair
+
+
 def test_destroy_removes_everything_it_created(bare: Path) -> None:
     created = platform(bare, "preview")["changes"]["same"]
     gone = platform(bare, "destroy", "--yes")

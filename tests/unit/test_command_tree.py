@@ -48,10 +48,11 @@ platform ci up: --from --name --no-policies --output --policy-pack --stacks-dir 
 platform destroy: --output --stack --stacks-dir --yes -o -s -y
 platform diff: --all --output --stacks-dir -o
 platform plan: --output --stack --stacks-dir -o -s
-platform preview: --no-policies --output --policy-pack --stack --stacks-dir -o -s
+platform preview: --no-policies --output --policy-pack --refresh --stack --stacks-dir -o -s
 platform promote: --output --stacks-dir --yes -o -y
+platform refresh: --output --stack --stacks-dir -o -s
 platform snapshot: --stack --stacks-dir -s
-platform up: --no-policies --output --policy-pack --stack --stacks-dir --yes -o -s -y
+platform up: --no-policies --output --policy-pack --refresh --stack --stacks-dir --yes -o -s -y
 profiles: --context --output -o
 quota approve: --context --note --output --workspace -o
 quota deny: --context --note --output --workspace -o
