@@ -442,7 +442,7 @@ class Controller:
         if before != after:
             self.wake("remediation")
             for key in {tuple(k) for k in kw["node_runs_idx"].get(name, ())}:
-                await self.record(key, kw)
+                await self.record_now(key, kw)  # now: its pods may be moved off in a second
         elif body is not None and self._quarantine_relevant(body):
             self.wake("remediation")
         sig = self._capacity_signature()

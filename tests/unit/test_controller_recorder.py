@@ -335,3 +335,37 @@ def test_the_changes_of_a_while_are_recorded_in_one_write(monkeypatch: Any) -> N
     assert sum(c[0] == "apply_status" for c in fake.calls) == 1
     assert fake.get("TauRun", "kq-abc12", "research")["status"]["phase"] == "Succeeded"  # type: ignore[index]
     assert not ctl._due
+
+
+def test_a_gpu_fault_on_a_runs_node_is_recorded_at_once_not_a_second_later() -> None:
+    """The controller quarantines a faulty node and its runs' pods move off it within a second:
+    a recording delayed like other changes (RECORD_AFTER_S) found them elsewhere and the run's
+    timeline never said its node had failed (two e2e tests caught it)."""
+    import asyncio
+
+    import pytest
+
+    pytest.importorskip("kopf")
+    from taugrid.controller import operator as OP
+    from taugrid.controller.config import ControllerConfig
+    from taugrid.kube.fake import FakeKube
+
+    fake = FakeKube({"TauRun": [taurun()]})
+    tr = fake.get("TauRun", "kq-abc12", "research")
+    ctl = OP.Controller(ControllerConfig(), fake, clock=lambda: NOW)  # type: ignore[arg-type]
+    key = ("research", "kq-abc12")
+    kw: dict[str, Any] = {"taurun_idx": {key: [tr]}, "job_idx": {key: [job()]}, "rayjob_idx": {},
+                          "kueue_idx": {key: [kueue()]}, "kueue_uid_idx": {}, "pod_idx": {key: [pod()]},
+                          "event_idx": {}, "node_runs_idx": {"a100x1-0": [key]}}  # fmt: skip
+    faulty = {"metadata": {"name": "a100x1-0", "labels": {}}, "spec": {},
+              "status": {"allocatable": {"nvidia.com/gpu": "1"}, "conditions": [
+                  {"type": "Ready", "status": "True"},
+                  {"type": "GPUXidError", "status": "True", "reason": "XID79"}]}}  # fmt: skip
+
+    async def fault() -> None:
+        await ctl.node_changed("a100x1-0", faulty, kw)
+        assert not ctl._due  # nothing left for later: it is written already
+
+    asyncio.run(fault())
+    st = fake.get("TauRun", "kq-abc12", "research")["status"]  # type: ignore[index]
+    assert any(e["reason"] == "GPUFault" and "a100x1-0" in e["message"] for e in st["timeline"])
