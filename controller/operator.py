@@ -130,6 +130,16 @@ def _version(obj: Mapping[str, Any]) -> int:
         return -1
 
 
+def _fleeting(pod: Mapping[str, Any]) -> bool:
+    """A pod about to go (evicted, preempted, failed, being deleted): what it says of why the
+    run failed must be recorded before it is gone, not a second later."""
+    status = pod.get("status") or {}
+    if (pod.get("metadata") or {}).get("deletionTimestamp") or status.get("phase") == "Failed":
+        return True
+    return any(c.get("type") == "DisruptionTarget" and c.get("status") == "True"
+               for c in status.get("conditions") or [])  # fmt: skip
+
+
 def _run_key(kw: Mapping[str, Any]) -> RunKey:
     return (str(kw["namespace"]), str(kw["labels"][C.LABEL_RUN_ID]))
 
@@ -242,7 +252,10 @@ class Controller:
 
         @kopf.on.event("v1", "pods", labels=run_id, registry=reg)
         async def on_pod(**kw: Any) -> None:
-            await me.record(_run_key(kw), kw)
+            if _fleeting(kw.get("body") or {}):  # gone in a moment: recorded while it is there
+                await me.record_now(_run_key(kw), kw)
+            else:
+                await me.record(_run_key(kw), kw)
 
         @kopf.on.event("v1", "events", registry=reg)
         async def on_event(**kw: Any) -> None:

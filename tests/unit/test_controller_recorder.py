@@ -369,3 +369,21 @@ def test_a_gpu_fault_on_a_runs_node_is_recorded_at_once_not_a_second_later() -> 
     asyncio.run(fault())
     st = fake.get("TauRun", "kq-abc12", "research")["status"]  # type: ignore[index]
     assert any(e["reason"] == "GPUFault" and "a100x1-0" in e["message"] for e in st["timeline"])
+
+
+def test_a_pod_about_to_go_is_recorded_at_once() -> None:
+    """An evicted or failed pod says why the run failed (DisruptionTarget, its exit) and is
+    deleted moments later: its change is recorded at once, other changes a second later."""
+    import pytest
+
+    pytest.importorskip("kopf")
+    from taugrid.controller.operator import _fleeting
+
+    assert not _fleeting(pod())
+    evicted = pod()
+    evicted["status"]["conditions"].append({"type": "DisruptionTarget", "status": "True"})
+    assert _fleeting(evicted)
+    assert _fleeting(pod(phase="Failed"))
+    deleting = pod()
+    deleting["metadata"]["deletionTimestamp"] = "2026-12-01T12:00:40Z"
+    assert _fleeting(deleting)
