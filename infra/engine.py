@@ -142,7 +142,7 @@ class Outcome:
     outputs: dict[str, Any] = field(default_factory=dict)
 
     def changed(self) -> bool:
-        return any(v for k, v in self.summary.items() if k != "same")
+        return any(v for k, v in self.summary.items() if k not in ("same", "refresh"))
 
     def doc(self) -> dict[str, Any]:
         return {"stack": self.stack, "operation": self.operation, "changes": self.summary,
@@ -282,6 +282,8 @@ class Engine:
                 summary = dict(res.summary.resource_changes or {})
                 outputs = {}
         summary = {str(k): int(v) for k, v in summary.items()}
+        if op != "refresh":
+            summary.pop("refresh", None)  # resources read from the cluster, not changes
         for k in SUMMARY_KEYS:
             summary.setdefault(k, 0)
         return Outcome(self.stack_name, op, summary, steps, time.monotonic() - t0, outputs)
@@ -297,7 +299,7 @@ def _step(ev: Any, steps: list[dict[str, Any]], say: Say | None, op: str,
     if pre is not None:
         meta = pre.metadata
         started[meta.urn] = time.monotonic()
-        if op == "preview" and str(meta.op.value) != "same":
+        if op == "preview" and str(meta.op.value) not in ("same", "refresh"):  # reads: no change
             step = _meta(meta)
             steps.append(step)
             if say:

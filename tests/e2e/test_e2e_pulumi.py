@@ -198,9 +198,19 @@ def test_drift_is_seen_and_repaired(bare: Path) -> None:
 
     dyn = admin(bare)
     dyn.resources.get(api_version="kueue.x-k8s.io/v1beta2", kind="ClusterQueue").delete(name="cpu")
-    dyn.resources.get(api_version="v1", kind="Namespace").delete(name="llm")
-    wait_until(lambda: "llm" not in names(bare, "v1", "Namespace"), timeout=120,
-               what="the namespace to be gone")  # fmt: skip
+    namespaces = dyn.resources.get(api_version="v1", kind="Namespace")
+    namespaces.delete(name="llm")
+
+    def gone() -> bool:  # not just terminating: a terminating namespace still exists
+        from kubernetes.dynamic.exceptions import NotFoundError
+
+        try:
+            namespaces.get(name="llm")
+        except NotFoundError:
+            return True
+        return False
+
+    wait_until(gone, timeout=180, what="the namespace to be gone")
     assert "cpu" not in names(bare, "kueue.x-k8s.io/v1beta2", "ClusterQueue")
     seen = platform(bare, "preview", "--refresh")
     created = {
