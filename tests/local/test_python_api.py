@@ -29,8 +29,13 @@ def example() -> str:
 def test_the_documented_example_runs(tmp_path: Path) -> None:
     env = {**os.environ, "TAU_HOME": str(tmp_path / "home")}
     env.pop("TAU_TARGET", None)
-    res = subprocess.run([sys.executable, "-c", example()], cwd=ROOT, env=env, capture_output=True,
-                         text=True, timeout=600, check=False)  # fmt: skip
+    try:
+        res = subprocess.run([sys.executable, "-c", example()], cwd=ROOT, env=env,
+                             capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
+    finally:  # the example's run started a local Ray head in this TAU_HOME: it must not outlive us
+        tau_bin = str(Path(sys.executable).parent / "tau")
+        subprocess.run([tau_bin, "local", "stop"], env=env, capture_output=True, timeout=120,
+                       check=False)  # fmt: skip
     assert res.returncode == 0, res.stderr[-3000:]
     out = res.stdout
     run_id = re.search(r"submitted (\S+) evidence in", out)
