@@ -140,6 +140,15 @@ def pod(node: str = "a100x1-0", phase: str = "Running") -> dict[str, Any]:
                 {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-12-01T12:00:04Z"}]}}  # fmt: skip
 
 
+def indexes(taurun_obj: dict[str, Any], workload: dict[str, Any] | None = None) -> dict[str, Any]:
+    """kopf's indexes as the controller's handlers get them, for the run kq-abc12: its TauRun,
+    Job, Kueue Workload and one running pod."""
+    key = ("research", "kq-abc12")
+    return {"taurun_idx": {key: [taurun_obj]}, "job_idx": {key: [workload or job()]},
+            "rayjob_idx": {}, "kueue_idx": {key: [kueue()]}, "kueue_uid_idx": {},
+            "pod_idx": {key: [pod()]}, "event_idx": {}}  # fmt: skip
+
+
 def test_a_running_run_is_recorded_with_its_signals_and_timeline() -> None:
     objs = REC.RunObjects(taurun=taurun(), workload=job(), kueue=kueue(), pods=[pod()])
     st = REC.compute_status(objs, {"a100x1-0": []}, NOW)
@@ -256,9 +265,7 @@ def test_a_burst_of_events_before_the_index_catches_up_writes_the_status_once() 
     key = ("research", "kq-abc12")
 
     def index(workload: dict[str, Any], taurun_obj: dict[str, Any]) -> dict[str, Any]:
-        return {"taurun_idx": {key: [taurun_obj]}, "job_idx": {key: [workload]},
-                "rayjob_idx": {}, "kueue_idx": {key: [kueue()]}, "kueue_uid_idx": {},
-                "pod_idx": {key: [pod()]}, "event_idx": {}}  # fmt: skip
+        return indexes(taurun_obj, workload)
 
     def writes() -> int:
         return sum(c[0] == "apply_status" for c in fake.calls)
@@ -320,9 +327,7 @@ def test_the_changes_of_a_while_are_recorded_in_one_write(monkeypatch: Any) -> N
     tr = fake.get("TauRun", "kq-abc12", "research")
     ctl = OP.Controller(ControllerConfig(), fake, clock=lambda: NOW)  # type: ignore[arg-type]
     key = ("research", "kq-abc12")
-    live: dict[str, Any] = {"taurun_idx": {key: [tr]}, "job_idx": {key: [job()]}, "rayjob_idx": {},
-                            "kueue_idx": {key: [kueue()]}, "kueue_uid_idx": {}, "pod_idx": {key: [pod()]},
-                            "event_idx": {}}  # fmt: skip
+    live = indexes(tr)  # type: ignore[arg-type]
 
     async def burst() -> None:
         for _ in range(5):
@@ -354,9 +359,7 @@ def test_a_gpu_fault_on_a_runs_node_is_recorded_at_once_not_a_second_later() -> 
     tr = fake.get("TauRun", "kq-abc12", "research")
     ctl = OP.Controller(ControllerConfig(), fake, clock=lambda: NOW)  # type: ignore[arg-type]
     key = ("research", "kq-abc12")
-    kw: dict[str, Any] = {"taurun_idx": {key: [tr]}, "job_idx": {key: [job()]}, "rayjob_idx": {},
-                          "kueue_idx": {key: [kueue()]}, "kueue_uid_idx": {}, "pod_idx": {key: [pod()]},
-                          "event_idx": {}, "node_runs_idx": {"a100x1-0": [key]}}  # fmt: skip
+    kw = {**indexes(tr), "node_runs_idx": {"a100x1-0": [key]}}  # type: ignore[arg-type]
     faulty = {"metadata": {"name": "a100x1-0", "labels": {}}, "spec": {},
               "status": {"allocatable": {"nvidia.com/gpu": "1"}, "conditions": [
                   {"type": "Ready", "status": "True"},
