@@ -136,7 +136,6 @@ def platform_preview(
     from taugrid.client import platform
 
     packs = _packs(policy_pack, no_policies)
-    say(f"previewing stack {stack}{' (refreshed from the cluster)' if refresh else ''} ...")
     got = platform.preview(stack, stacks_dir=stacks_dir, policy_packs=packs, refresh=refresh,
                            say=say if output is ReportFormat.text else None)  # fmt: skip
     _print_outcome(got, output)
@@ -150,7 +149,6 @@ def platform_refresh(
     changed out of band) and record it in the stack's state; `up` then puts it back."""
     from taugrid.client import platform
 
-    say(f"refreshing stack {stack} from its cluster ...")
     got = platform.refresh(stack, stacks_dir=stacks_dir,
                            say=say if output is ReportFormat.text else None)  # fmt: skip
     if output is ReportFormat.json:
@@ -182,7 +180,6 @@ def platform_up(
         _print_outcome(preview, ReportFormat.text)
         return _confirm(f"apply these changes to stack {stack}")
 
-    say(f"updating stack {stack} ...")
     got = platform.up(stack, stacks_dir=stacks_dir, policy_packs=packs, refresh=refresh,
                       confirm=None if yes else confirm, say=None if quiet else say)  # fmt: skip
     if got.update is None:
@@ -206,7 +203,6 @@ def platform_destroy(
 
     if not yes and not _confirm(f"destroy every resource of stack {stack}"):
         raise typer.Exit(1)
-    say(f"destroying stack {stack} ...")
     got = platform.destroy(stack, stacks_dir=stacks_dir,
                            say=None if output is ReportFormat.json else say)  # fmt: skip
     _print_outcome(got, output)

@@ -26,12 +26,17 @@ def _plan() -> Any:
     return plan
 
 
-def engine(stack: str, stacks_dir: Path | None = None) -> Engine:
+def engine(stack: str, stacks_dir: Path | None = None, say: Say | None = None) -> Engine:
+    """The stack's engine; `say` is told first which backend and project it uses (the state
+    `pulumi` shares)."""
     try:
         from taugrid.infra.deploy import platform_engine
     except ImportError as e:
         raise missing_extra("platform", f"Pulumi ({e.name})") from None
-    return platform_engine(stack, stacks_dir)
+    eng = platform_engine(stack, stacks_dir)
+    if say is not None:
+        say(eng.where())
+    return eng
 
 
 def packs(policy_packs: list[Path] | None = None, no_policies: bool = False,
@@ -92,7 +97,7 @@ def preview(stack: str, *, stacks_dir: Path | None = None, policy_packs: list[st
             say: Say | None = None, refresh: bool = False) -> Outcome:  # fmt: skip
     """What `up` would change (the engine's preview), checked against the policy packs (a
     mandatory violation: TauError, exit 4); `refresh`: against the cluster as it is now."""
-    return engine(stack, stacks_dir).preview(say=say, policy_packs=policy_packs or [],
+    return engine(stack, stacks_dir, say).preview(say=say, policy_packs=policy_packs or [],
                                              refresh=refresh)  # fmt: skip
 
 
@@ -103,18 +108,18 @@ def up(stack: str, *, stacks_dir: Path | None = None, policy_packs: list[str] | 
     `refresh`: drift (objects changed or deleted out of band) is seen and repaired."""
     from taugrid.infra.deploy import apply
 
-    return apply(engine(stack, stacks_dir), policy_packs or [], confirm, say, refresh)
+    return apply(engine(stack, stacks_dir, say), policy_packs or [], confirm, say, refresh)
 
 
 def refresh(stack: str, *, stacks_dir: Path | None = None, say: Say | None = None) -> Outcome:
     """Read the stack's resources from the cluster into its state; the drift report is the
     Outcome's steps (each object gone or changed out of band)."""
-    return engine(stack, stacks_dir).refresh(say=say)
+    return engine(stack, stacks_dir, say).refresh(say=say)
 
 
 def destroy(stack: str, *, stacks_dir: Path | None = None, say: Say | None = None) -> Outcome:
     """Delete every resource of the stack from its cluster (the stack's state stays)."""
-    return engine(stack, stacks_dir).destroy(say=say)
+    return engine(stack, stacks_dir, say).destroy(say=say)
 
 
 def promotion(

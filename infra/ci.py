@@ -98,7 +98,7 @@ def _engine(ci_id: str, program: Callable[[], None] = _noop) -> Engine:
 
 
 def list_ci() -> list[CiStack]:
-    probe = Engine("ci-probe", _noop)
+    probe = Engine("ci-probe", _noop, tau_own=True)  # lists stacks only
     out = []
     for name in probe.list_stacks():
         if not name.startswith(PREFIX):
@@ -132,6 +132,7 @@ def up(ci_id: str, ttl: timedelta, source: str | None, say: Say, stacks_dir: Pat
         build(cfg, name)
 
     eng = _engine(ci_id, program)
+    say(eng.where())
     expires = (datetime.now(UTC) + ttl).isoformat(timespec="seconds")
     eng.set_tags({TAG_EXPIRES: expires, TAG_TEMPLATE: ci_id, TAG_FROM: source or "",
                   TAG_LOCK: lock_hash(lock) if lock else ""})  # fmt: skip
@@ -145,6 +146,7 @@ def up(ci_id: str, ttl: timedelta, source: str | None, say: Say, stacks_dir: Pat
 
 def down(ci_id: str, passed: bool, say: Say, stacks_dir: Path | None = None) -> Outcome:
     eng = _engine(ci_id)
+    say(eng.where())
     if PREFIX + ci_id not in eng.list_stacks():
         raise TauError(f"no CI stack {PREFIX + ci_id}", exit_code=EXIT_USAGE,
                        hint="tau platform ci list")  # fmt: skip

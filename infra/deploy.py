@@ -14,11 +14,12 @@ from pathlib import Path
 from taugrid.api.errors import EXIT_USAGE, TauError
 from taugrid.api.platform import ExistingClusterSpec, PlatformConfig
 from taugrid.infra.engine import Engine, Outcome
-from taugrid.infra.stackfile import validated
+from taugrid.infra.stackfile import find_stacks_dir, project_dir, validated
 
 
 def platform_engine(stack: str, stacks_dir: Path | None = None,
                     cfg: PlatformConfig | None = None) -> Engine:  # fmt: skip
+    stacks_dir = stacks_dir or find_stacks_dir()
     cfg = cfg or validated(stack, stacks_dir)
     if isinstance(cfg.cluster, ExistingClusterSpec) and cfg.cluster.kubeconfigSecret:
         raise TauError(
@@ -34,7 +35,9 @@ def platform_engine(stack: str, stacks_dir: Path | None = None,
 
         build(platform, stack)
 
-    return Engine(stack, program)
+    # the project's own folder and stack file: the state, config and secrets `pulumi` uses
+    return Engine(stack, program, project_dir=project_dir(stacks_dir),
+                  stack_file=stacks_dir / f"Pulumi.{stack}.yaml")  # fmt: skip
 
 
 def bundled_policy_pack() -> str | None:

@@ -3,9 +3,12 @@
 An inline program needs no Python language host (none is served here, and platform engineers
 elsewhere may use their normal `pulumi up`: the program is the same `infra.program.build`). The
 engine is found on PATH, or where `make pulumi` builds it. Everything is offline: no automatic
-plugin downloads (the Kubernetes provider must be on PATH next to the CLI), a passphrase secrets
-provider, and a `file://` backend under TAU_HOME unless PULUMI_BACKEND_URL names another
-(`azblob://...`, `s3://...`, Pulumi Cloud).
+plugin downloads (the Kubernetes provider must be on PATH next to the CLI).
+
+One state with `pulumi`: the backend is the one `pulumi` would use (PULUMI_BACKEND_URL, the
+project file's `backend.url`, the CLI's login; none: refused, but for the sandbox), and a
+project's stack runs in the project's folder, so its stack file (config, `encryptionsalt`,
+`secretsprovider`) is the one `pulumi` reads, with the passphrase from the same variables.
 """
 
 from __future__ import annotations
@@ -57,8 +60,82 @@ def find_bin() -> Path:
     )
 
 
+LOCAL_STACKS = ("sandbox",)  # stacks of this machine only: tau's own local backend if no other
+PASSPHRASE_VARS = ("PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE")
+NO_BACKEND_HINT = (
+    "log in as `pulumi` does, to the team's backend (`pulumi login azblob://<container>`, "
+    "`s3://<bucket>`, `https://api.pulumi.com`) or to a folder (`pulumi login file://~/pulumi-"
+    "state`), or set PULUMI_BACKEND_URL"
+)
+
+
+@dataclass(frozen=True)
+class Backend:
+    """Where a stack's state is kept, and why there: the same choice `pulumi` makes."""
+
+    url: str
+    source: str  # "PULUMI_BACKEND_URL", "<project file>", "pulumi login", or tau's own
+    local: bool = False  # tau's own file backend under TAU_HOME (the sandbox, nothing else)
+
+    def line(self) -> str:
+        return f"backend {self.url} ({self.source})"
+
+    @property
+    def service(self) -> bool:
+        """Pulumi Cloud (or a self-hosted service): it keeps secrets itself by default."""
+        return self.url.startswith(("https://", "http://"))
+
+
+def pulumi_home() -> Path:
+    """The Pulumi CLI's own home (credentials of `pulumi login`, plugins): shared, not tau's."""
+    return Path(os.environ.get("PULUMI_HOME") or Path.home() / ".pulumi")
+
+
+def local_backend_url() -> str:
+    return (tau_home() / "pulumi" / "state").as_uri()
+
+
+def choose_backend(project_dir: Path | None = None, stack: str | None = None) -> Backend:
+    """The backend `pulumi` would use for this project: PULUMI_BACKEND_URL, else the project
+    file's `backend.url`, else the CLI's current login. With none, the sandbox's stack (this
+    machine's own) uses tau's local backend; any other stack is refused rather than given a
+    private state that `pulumi` and the rest of the team would not see."""
+    env = os.environ.get("PULUMI_BACKEND_URL")
+    if env:
+        return Backend(env, "PULUMI_BACKEND_URL")
+    if project_dir is not None:
+        from taugrid.infra.stackfile import project_backend
+
+        found = project_backend(project_dir)
+        if found:
+            return Backend(found[1], f"backend.url in {found[0]}")
+    current = _logged_in()
+    if current:
+        return Backend(current, f"pulumi login, {pulumi_home() / 'credentials.json'}")
+    if stack in LOCAL_STACKS:
+        return Backend(local_backend_url(), "tau's local backend for the sandbox: no pulumi "
+                       "login", local=True)  # fmt: skip
+    raise TauError(
+        "no Pulumi backend: `pulumi` is not logged in and PULUMI_BACKEND_URL is not set. tau "
+        "keeps a stack where `pulumi` keeps it, so that both (and everyone on the team) see one "
+        "state; it does not make a private one",
+        exit_code=EXIT_PLATFORM,
+        hint=NO_BACKEND_HINT,
+    )
+
+
+def _logged_in() -> str | None:
+    path = pulumi_home() / "credentials.json"
+    try:
+        current = json.loads(path.read_text()).get("current")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return current if isinstance(current, str) and current else None
+
+
 def backend_url() -> str:
-    return os.environ.get("PULUMI_BACKEND_URL") or (tau_home() / "pulumi" / "state").as_uri()
+    """The backend of tau's own stacks (a run's stack, CI clusters): the one `pulumi` uses."""
+    return choose_backend().url
 
 
 def policy_launcher(pack_dir: str) -> str:
@@ -89,30 +166,76 @@ def policy_launcher(pack_dir: str) -> str:
     return str(script)
 
 
-def engine_env(bin_dir: Path) -> dict[str, str]:
-    """The environment of every engine process: offline, found plugins, a local backend."""
-    url = backend_url()
-    if url.startswith("file://"):
-        Path(url.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
+def engine_env(bin_dir: Path, backend: Backend | None = None,
+               secrets: Secrets | None = None) -> dict[str, str]:  # fmt: skip
+    """The environment of every engine process: offline, found plugins, the chosen backend,
+    and a passphrase only where tau may choose it (see `Secrets`). PULUMI_HOME stays the
+    CLI's own (its login and credentials)."""
+    backend = backend or choose_backend()
+    if backend.local:
+        Path(backend.url.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
+    elif backend.url.startswith("file://"):
+        folder = Path(backend.url.removeprefix("file://").split("?", 1)[0]).expanduser()
+        if not folder.is_dir():
+            raise TauError(f"the backend folder {folder} does not exist ({backend.line()})",
+                           exit_code=EXIT_PLATFORM,
+                           hint=f"create it (mkdir -p {folder}), as `pulumi login` needs too")  # fmt: skip
     env = {
         "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
-        "PULUMI_HOME": os.environ.get("PULUMI_HOME") or str(tau_home() / "pulumi" / "home"),
-        "PULUMI_BACKEND_URL": url,
+        "PULUMI_BACKEND_URL": backend.url,
         "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
         "PULUMI_SKIP_UPDATE_CHECK": "true",
         "PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK": "true",
     }
-    if "PULUMI_CONFIG_PASSPHRASE" not in os.environ and "PULUMI_CONFIG_PASSPHRASE_FILE" not in (
-        os.environ
-    ):
-        if not url.startswith("file://"):
-            raise TauError(
-                f"the backend {url} needs a secrets passphrase: set PULUMI_CONFIG_PASSPHRASE "
-                "(or PULUMI_CONFIG_PASSPHRASE_FILE)",
-                exit_code=EXIT_PLATFORM,
-            )
-        env["PULUMI_CONFIG_PASSPHRASE"] = ""  # a local backend under TAU_HOME: no shared secrets
+    if not any(v in os.environ for v in PASSPHRASE_VARS):
+        secrets = secrets or Secrets(None, None, None)
+        if secrets.needs_passphrase(backend):
+            if not (backend.local or secrets.tau_own):
+                raise TauError(secrets.missing(backend), exit_code=EXIT_PLATFORM,
+                               hint=PASSPHRASE_HINT)  # fmt: skip
+            env["PULUMI_CONFIG_PASSPHRASE"] = ""  # tau's own stacks hold no secrets
     return env
+
+
+PASSPHRASE_HINT = (
+    "export PULUMI_CONFIG_PASSPHRASE (or PULUMI_CONFIG_PASSPHRASE_FILE) with the passphrase "
+    "the stack was created with, as for `pulumi`"
+)
+
+
+@dataclass(frozen=True)
+class Secrets:
+    """How a stack's secrets are kept, from its stack file (`secretsprovider`,
+    `encryptionsalt`): what `pulumi` reads too. `tau_own`: a stack only tau makes (a run's,
+    a CI cluster's) in tau's work folder, which holds no secrets."""
+
+    stack: str | None
+    file: Path | None
+    provider: str | None
+    salt: bool = False
+    tau_own: bool = False
+
+    @classmethod
+    def of(cls, stack: str, stack_file: Path | None) -> Secrets:
+        from taugrid.infra.stackfile import secrets_settings
+
+        provider, salt = secrets_settings(stack_file) if stack_file else (None, False)
+        return cls(stack, stack_file, provider, salt)
+
+    def needs_passphrase(self, backend: Backend) -> bool:
+        if self.provider:
+            return self.provider.startswith("passphrase")
+        return self.salt or not backend.service
+
+    def create_with(self, backend: Backend) -> str | None:
+        """The secrets provider a new stack is created with (None: the service's own)."""
+        return self.provider or (None if backend.service else "passphrase")
+
+    def missing(self, backend: Backend) -> str:
+        where = f" (encryptionsalt in {self.file})" if self.salt and self.file else ""
+        return (f"stack {self.stack} keeps its secrets with a passphrase{where}, and neither "
+                f"PULUMI_CONFIG_PASSPHRASE nor PULUMI_CONFIG_PASSPHRASE_FILE is set ("
+                f"{backend.line()})")  # fmt: skip
 
 
 @contextmanager
@@ -140,12 +263,14 @@ class Outcome:
     steps: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
     outputs: dict[str, Any] = field(default_factory=dict)
+    backend: str | None = None
 
     def changed(self) -> bool:
         return any(v for k, v in self.summary.items() if k not in ("same", "refresh"))
 
     def doc(self) -> dict[str, Any]:
-        return {"stack": self.stack, "operation": self.operation, "changes": self.summary,
+        return {"stack": self.stack, "operation": self.operation, "backend": self.backend,
+                "changes": self.summary,
                 "steps": self.steps, "seconds": round(self.seconds, 2),
                 **({"outputs": self.outputs} if self.outputs else {})}  # fmt: skip
 
@@ -154,34 +279,59 @@ class Engine:
     """One stack of project `taugrid` (or another), its program inline."""
 
     def __init__(self, stack: str, program: Callable[[], None], project: str = PROJECT,
-                 env: Mapping[str, str] | None = None) -> None:  # fmt: skip
+                 env: Mapping[str, str] | None = None, *, project_dir: Path | None = None,
+                 stack_file: Path | None = None, backend: str | None = None,
+                 tau_own: bool = False) -> None:  # fmt: skip
+        """`project_dir`: the Pulumi project the stack belongs to (its Pulumi.yaml, and
+        `stack_file` in its stackConfigDir): the engine works there, as `pulumi` does, so both
+        read and write the same stack file (its `encryptionsalt`, its config). None: a stack
+        only tau makes (a run's, a CI cluster's), kept in tau's own work folder. `backend`: a
+        backend recorded earlier (a run's stack is destroyed where it was made)."""
         try:
             import pulumi  # noqa: F401
             from pulumi import automation  # noqa: F401
         except ImportError as e:
             raise missing_extra("platform", f"Pulumi ({e.name})") from None
         self.stack_name, self.program, self.project = stack, program, project
+        self.backend = (Backend(backend, "recorded with the run") if backend else
+                        choose_backend(project_dir, stack))  # fmt: skip
+        # tau's local backend is this machine's alone (the sandbox without a login): its stack
+        # stays in tau's work folder, and nothing (no encryptionsalt) is written into the project
+        self.project_dir = None if self.backend.local else project_dir
+        secrets = Secrets.of(stack, stack_file)
+        self.secrets = Secrets(stack, secrets.file, secrets.provider, secrets.salt, tau_own)
         self.bin = find_bin()
-        self.env = {**engine_env(self.bin), **(env or {})}
+        self.env = {**engine_env(self.bin, self.backend, self.secrets), **(env or {})}
         self._stack: Stack | None = None
 
+    def where(self) -> str:
+        """Said first by every command: which backend, and which project folder."""
+        folder = str(self.project_dir) if self.project_dir else "tau's work folder"
+        return f"stack {self.stack_name}: {self.backend.line()}; project {folder}"
+
     def _options(self) -> dict[str, Any]:
-        """What both a LocalWorkspace and LocalWorkspaceOptions take: one project, offline."""
+        """What both a LocalWorkspace and LocalWorkspaceOptions take: the project's folder
+        (its own Pulumi.yaml and stack files, as `pulumi` reads them), else tau's work folder
+        with project settings of its own; offline."""
         from pulumi import automation as auto
 
-        work = tau_home() / "pulumi" / "work" / self.project
-        work.mkdir(parents=True, exist_ok=True)
-        return {
-            "work_dir": str(work),
-            "pulumi_home": self.env["PULUMI_HOME"],
+        common: dict[str, Any] = {
             "env_vars": self.env,
             "pulumi_command": auto.PulumiCommand(
                 root=str(self.bin.parent), skip_version_check=True
             ),
+        }
+        if self.project_dir is not None:
+            return {"work_dir": str(self.project_dir), **common}
+        work = tau_home() / "pulumi" / "work" / self.project
+        work.mkdir(parents=True, exist_ok=True)
+        return {
+            "work_dir": str(work),
+            **common,
             "project_settings": auto.ProjectSettings(
                 name=self.project,
                 runtime="python",
-                backend=auto.ProjectBackend(url=self.env["PULUMI_BACKEND_URL"]),
+                backend=auto.ProjectBackend(url=self.backend.url),
             ),
         }
 
@@ -196,7 +346,7 @@ class Engine:
                     project_name=self.project,
                     program=self.program,
                     opts=auto.LocalWorkspaceOptions(
-                        secrets_provider="passphrase", **self._options()
+                        secrets_provider=self.secrets.create_with(self.backend), **self._options()
                     ),
                 )
         return self._stack
@@ -251,6 +401,9 @@ class Engine:
         steps: list[dict[str, Any]] = []
         log: list[str] = []
         t0 = time.monotonic()
+        if say is not None:
+            say(f"{op} of stack {self.stack_name}"
+                f"{' (reading the cluster first)' if refresh else ''} ...")  # fmt: skip
 
         started: dict[str, float] = {}
 
@@ -286,7 +439,8 @@ class Engine:
             summary.pop("refresh", None)  # resources read from the cluster, not changes
         for k in SUMMARY_KEYS:
             summary.setdefault(k, 0)
-        return Outcome(self.stack_name, op, summary, steps, time.monotonic() - t0, outputs)
+        return Outcome(self.stack_name, op, summary, steps, time.monotonic() - t0, outputs,
+                       self.backend.url)  # fmt: skip
 
 
 def _step(ev: Any, steps: list[dict[str, Any]], say: Say | None, op: str,
@@ -402,7 +556,18 @@ def _engine_errors(engine: Engine, log: list[str] | None = None,
                 exit_code=EXIT_PLATFORM,
                 hint="fix the stack config, or (for a test) skip the checks with --no-policies",
             ) from None
-        raise TauError(_command_message(engine, str(e), log), exit_code=EXIT_PLATFORM) from None
+        text = str(e)
+        if "incorrect passphrase" in text or "passphrase must be set" in text:
+            where = (
+                f" (its encryptionsalt is in {engine.secrets.file})" if engine.secrets.salt else ""
+            )
+            raise TauError(
+                f"stack {engine.stack_name}: "
+                + ("the passphrase is not the one the stack was created with" + where
+                   if "incorrect" in text else engine.secrets.missing(engine.backend)),
+                exit_code=EXIT_PLATFORM, hint=PASSPHRASE_HINT,
+            ) from None  # fmt: skip
+        raise TauError(_command_message(engine, text, log), exit_code=EXIT_PLATFORM) from None
     except FileNotFoundError as e:
         raise TauError(f"{NOT_FOUND}: {e}", exit_code=EXIT_PLATFORM) from None
 

@@ -18,20 +18,60 @@ from taugrid.api.platform import CONFIG_KEY, PlatformConfig, PlatformConfigError
 PROJECT_FILES = ("Pulumi.yaml", "Pulumi.yml")
 
 
+def _project_file(folder: Path) -> Path | None:
+    return next((folder / n for n in PROJECT_FILES if (folder / n).is_file()), None)
+
+
+def _stacks_of(project: Path) -> Path:
+    """The folder of a project's stack files (its `stackConfigDir`, else its own folder)."""
+    data = _read_yaml(project, "Pulumi project file")
+    sub = data.get("stackConfigDir") if isinstance(data, dict) else None
+    return project.parent / sub if isinstance(sub, str) and sub else project.parent
+
+
 def find_stacks_dir(start: Path | None = None) -> Path:
     """The stack folder of the Pulumi project that holds `start` (default: the current folder)."""
     here = (start or Path.cwd()).resolve()
     for folder in (here, *here.parents):
-        for name in PROJECT_FILES:
-            project = folder / name
-            if project.is_file():
-                data = _read_yaml(project, "Pulumi project file")
-                sub = data.get("stackConfigDir") if isinstance(data, dict) else None
-                return folder / sub if isinstance(sub, str) and sub else folder
+        project = _project_file(folder)
+        if project is not None:
+            return _stacks_of(project)
     raise TauError(
         f"no Pulumi project in {here} or its parents (looked for {' / '.join(PROJECT_FILES)})",
         hint="run this inside the platform project (where Pulumi.yaml is), or pass --stacks-dir",
     )
+
+
+def project_dir(stacks_dir: Path) -> Path | None:
+    """The Pulumi project whose stack files are in `stacks_dir` (its Pulumi.yaml is there, or
+    above it with `stackConfigDir` naming it); None: stack files outside any project."""
+    target = stacks_dir.resolve()
+    for folder in (target, *target.parents):
+        project = _project_file(folder)
+        if project is not None:
+            return folder if _stacks_of(project).resolve() == target else None
+    return None
+
+
+def project_backend(folder: Path) -> tuple[Path, str] | None:
+    """(project file, `backend.url`) when the project names its backend, as `pulumi` reads it."""
+    project = _project_file(folder)
+    data = _read_yaml(project, "Pulumi project file") if project else None
+    backend = data.get("backend") if isinstance(data, dict) else None
+    url = backend.get("url") if isinstance(backend, dict) else None
+    return (project, url) if project and isinstance(url, str) and url else None
+
+
+def secrets_settings(stack_file: Path) -> tuple[str | None, bool]:
+    """(`secretsprovider`, whether there is an `encryptionsalt`) of a stack file (none: no file)."""
+    if not stack_file.is_file():
+        return None, False
+    data = _read_yaml(stack_file, "stack file")
+    if not isinstance(data, dict):
+        return None, False
+    provider = data.get("secretsprovider")
+    return (provider if isinstance(provider, str) and provider else None,
+            bool(data.get("encryptionsalt")))  # fmt: skip
 
 
 def _read_yaml(path: Path, what: str) -> Any:

@@ -25,10 +25,17 @@ TAU = str(Path(sys.executable).parent / "tau")
 
 def run_tau(home: Path, *args: str, env: dict[str, str] | None = None,
         timeout: float = 300) -> subprocess.CompletedProcess[str]:  # fmt: skip
-    """The real `tau` with its own TAU_HOME (no TAU_TARGET from the caller's environment)."""
-    base = {k: v for k, v in os.environ.items() if k not in ("TAU_TARGET", "KUBECONFIG")}
+    """The real `tau` with its own TAU_HOME (no TAU_TARGET from the caller's environment) and
+    its own Pulumi home (no login or backend of the machine's: a test that needs one says so)."""
+    base = {k: v for k, v in os.environ.items() if k not in CALLERS_OWN}
     return subprocess.run([TAU, *args], capture_output=True, text=True, timeout=timeout,
-                          check=False, env={**base, "TAU_HOME": str(home), **(env or {})})  # fmt: skip
+                          check=False, env={**base, "TAU_HOME": str(home),
+                                            "PULUMI_HOME": str(home / "pulumi-home"),
+                                            **(env or {})})  # fmt: skip
+
+
+CALLERS_OWN = ("TAU_TARGET", "KUBECONFIG", "PULUMI_HOME", "PULUMI_BACKEND_URL",
+               "PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE")  # fmt: skip
 
 
 @pytest.fixture(scope="session")

@@ -333,6 +333,13 @@ def test_target_pulumi_runs_as_an_ephemeral_stack(sandbox: Path, tmp_path: Path)
         pytest.skip("the Pulumi engine is not built: `make pulumi` builds it")
     cpu_job(tmp_path, "stacked")
     env = {**kube_env(sandbox), "TAU_TARGET": "pulumi"}
+    # no backend (no `pulumi login`, no PULUMI_BACKEND_URL): refused, not a private state
+    res = tau(sandbox, "run", str(tmp_path), "-d", env=env, timeout=300)
+    assert res.returncode == 4 and "no Pulumi backend" in res.stderr, res.stderr
+    assert "pulumi login" in res.stderr and "Traceback" not in res.stderr
+    state = sandbox / "team-state"  # outside the run's folder (which is its code)
+    state.mkdir(exist_ok=True)
+    env["PULUMI_BACKEND_URL"] = state.as_uri()  # as a pipeline would set it
     res = tau(sandbox, "run", str(tmp_path), env=env, timeout=300)
     assert res.returncode == 0, res.stderr
     assert "[succeeded]" in res.stderr
@@ -364,7 +371,8 @@ def test_target_pulumi_runs_as_an_ephemeral_stack(sandbox: Path, tmp_path: Path)
 def test_target_pulumi_without_a_pulumi_cli_exits_4(sandbox: Path, tmp_path: Path) -> None:
     cpu_job(tmp_path, "nocli")
     env = {**kube_env(sandbox), "TAU_TARGET": "pulumi", "PATH": "/usr/bin:/bin",
-           "TAUGRID_PULUMI_CACHE": str(tmp_path / "none"), "TAU_PULUMI_BIN": ""}  # fmt: skip
+           "TAUGRID_PULUMI_CACHE": str(tmp_path / "none"), "TAU_PULUMI_BIN": "",
+           "PULUMI_BACKEND_URL": (sandbox / "team-state").as_uri()}  # fmt: skip
     res = tau(sandbox, "run", str(tmp_path), "-d", env=env)
     assert res.returncode == 4
     assert "no Pulumi CLI found" in res.stderr and "Traceback" not in res.stderr

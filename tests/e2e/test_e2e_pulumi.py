@@ -5,7 +5,9 @@ previews as exactly that change, researchers use what Pulumi made, and `destroy`
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,9 +21,16 @@ pytestmark = pytest.mark.e2e
 pytest.importorskip("pulumi", reason="the platform extra (pulumi) is not installed")
 
 
+TEAM_PASSPHRASE = "the team's passphrase"
+
+
 @pytest.fixture(scope="module")
 def bare(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A sandbox with the cluster only (`--no-platform`), in its own TAU_HOME."""
+    """A sandbox with the cluster only (`--no-platform`), in its own TAU_HOME, and the platform
+    project as a team has it: a copy of Pulumi.yaml and the sandbox's stack file, `pulumi login`
+    to a shared (file) backend, and the stack made by the stock CLI with the team's passphrase
+    (`pulumi stack init`). Every tau command below finds the backend and the passphrase where
+    `pulumi` does."""
     from taugrid.api.errors import TauError
     from taugrid.infra import engine
     from taugrid.infra.controlplane import binaries_dir
@@ -33,24 +42,84 @@ def bare(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     except TauError:
         pytest.skip("the Pulumi engine is not built: `make pulumi` builds it")
     home = tmp_path_factory.mktemp("pulumihome")
+    make_project(home)
+    (home / "team-state").mkdir()
+    assert pulumi_cli(home, "login", (home / "team-state").as_uri()).returncode == 0
+    res = pulumi_cli(home, "stack", "init", "sandbox", "--secrets-provider", "passphrase")
+    assert res.returncode == 0, res.stderr
+    assert "encryptionsalt:" in stack_file(home).read_text()
     res = tau(home, "sandbox", "up", "--no-platform")
     assert res.returncode == 0, res.stderr
     assert "tau platform up --stack sandbox" in res.stdout
     yield home
-    tau(home, "platform", "destroy", "--stack", "sandbox", "--yes", env=admin_env(home))
+    tau(home, "platform", "destroy", "--stack", "sandbox", "--yes", *where(home),
+        env=admin_env(home))  # fmt: skip
     tau(home, "sandbox", "down")
 
 
+def make_project(home: Path) -> Path:
+    """The project's Pulumi.yaml and the sandbox's stack file (a plain copy, not the link), and
+    the `main` folder the CLI checks for (the program itself runs inline here)."""
+    project = home / "project"
+    (project / "stacks").mkdir(parents=True)
+    (project / "infra").mkdir()
+    shutil.copy(ROOT / "Pulumi.yaml", project / "Pulumi.yaml")
+    shutil.copy(ROOT / "stacks" / "Pulumi.sandbox.yaml", project / "stacks")
+    return project
+
+
+def stack_file(home: Path) -> Path:
+    return home / "project" / "stacks" / "Pulumi.sandbox.yaml"
+
+
+def where(home: Path) -> list[str]:
+    return ["--stacks-dir", str(stack_file(home).parent)]
+
+
+def pulumi_env(home: Path) -> dict[str, str]:
+    """What the stock `pulumi` sees here: the same Pulumi home (its login) as tau's commands."""
+    from taugrid.infra import engine
+
+    return {**os.environ, "PULUMI_HOME": str(home / "pulumi-home"),
+            "PULUMI_CONFIG_PASSPHRASE": TEAM_PASSPHRASE, "PULUMI_SKIP_UPDATE_CHECK": "true",
+            "PATH": f"{engine.find_bin()}{os.pathsep}{os.environ['PATH']}"}  # fmt: skip
+
+
+def pulumi_cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The stock Pulumi CLI in the project (the commands that need no language host)."""
+    env = {k: v for k, v in pulumi_env(home).items() if k != "PULUMI_BACKEND_URL"}
+    return subprocess.run(["pulumi", *args], cwd=home / "project", env=env, capture_output=True,
+                          text=True, timeout=120, check=False)  # fmt: skip
+
+
 def admin_env(home: Path) -> dict[str, str]:
-    return {"KUBECONFIG": tau(home, "sandbox", "kubeconfig").stdout.strip()}
+    return {"KUBECONFIG": tau(home, "sandbox", "kubeconfig").stdout.strip(),
+            "PULUMI_CONFIG_PASSPHRASE": TEAM_PASSPHRASE}  # fmt: skip
 
 
 def platform(home: Path, *args: str, stacks: Path | None = None) -> dict[str, Any]:
-    extra = ["--stacks-dir", str(stacks)] if stacks else []
+    extra = ["--stacks-dir", str(stacks)] if stacks else where(home)
     res = tau(home, "platform", *args, "--stack", "sandbox", *extra, "-o", "json",
               env=admin_env(home), timeout=600)  # fmt: skip
     assert res.returncode == 0, res.stderr
     return dict(json.loads(res.stdout))
+
+
+def variant(home: Path, folder: Path, *changes: tuple[str, str]) -> Path:
+    """The project's stack file with some changes (old, new), in a folder of its own (outside
+    the project: tau runs it from its work folder, in the same backend)."""
+    text = stack_file(home).read_text()
+    for old, new in changes:
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    (folder / "Pulumi.sandbox.yaml").write_text(text)
+    return folder
+
+
+QUOTA_6, QUOTA_8 = (
+    "nominalQuota: {cpu: 6, memory: 24Gi}\n",
+    "nominalQuota: {cpu: 8, memory: 24Gi}\n",
+)
 
 
 def admin(home: Path) -> Any:
@@ -72,8 +141,13 @@ def test_up_creates_the_platform_and_a_second_up_changes_nothing(
     assert "tau.azure.com" not in {n.split(".", 1)[-1] for n in names(
         bare, "apiextensions.k8s.io/v1", "CustomResourceDefinition")}  # fmt: skip
     # without --yes and without a terminal to ask, nothing is applied
-    res = tau(bare, "platform", "up", "--stack", "sandbox", env=admin_env(bare), timeout=300)
+    res = tau(bare, "platform", "up", "--stack", "sandbox", *where(bare), env=admin_env(bare),
+              timeout=300)  # fmt: skip
     assert res.returncode == 2 and "pass --yes" in res.stderr, res.stderr
+    # its first line says where the state is: the backend `pulumi login` chose, the project
+    first_line = res.stderr.splitlines()[0]
+    assert (bare / "team-state").as_uri() in first_line and "pulumi login" in first_line
+    assert str(bare / "project") in first_line
 
     first = platform(bare, "up", "--yes")
     assert first["changes"]["create"] > 40 and first["changes"]["delete"] == 0
@@ -102,12 +176,76 @@ def test_up_creates_the_platform_and_a_second_up_changes_nothing(
     assert "[succeeded]" in res.stderr
 
 
+def pulumi_way(home: Path) -> Any:
+    """The stack as `pulumi` drives it: the project's own folder and settings (its Pulumi.yaml,
+    its stack file), the CLI's login for the backend (no URL given), the program `pulumi up`
+    runs (infra/__main__.py, inline here: no Python language host is served)."""
+    import runpy
+
+    from pulumi import automation as auto
+
+    from taugrid.infra import engine
+
+    env = {**pulumi_env(home), **admin_env(home),
+           "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true"}  # fmt: skip
+    env.pop("PULUMI_BACKEND_URL", None)
+    return auto.select_stack(
+        stack_name="sandbox",
+        project_name="taugrid",
+        program=lambda: runpy.run_path(str(ROOT / "infra" / "__main__.py")),
+        opts=auto.LocalWorkspaceOptions(
+            work_dir=str(home / "project"),
+            env_vars=env,
+            pulumi_command=auto.PulumiCommand(
+                root=str(engine.find_bin().parent), skip_version_check=True
+            ),
+        ),
+    )
+
+
+def test_tau_and_pulumi_share_one_state(bare: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One backend, one stack, one stack file: what `tau platform up` made is what `pulumi`
+    sees (and unchanged), what `pulumi up` changes is what tau sees (tau used to keep its own
+    private state: a plain `pulumi up` re-created all its objects, a plain destroy emptied the
+    cluster while tau said "same"). The stack was made by the stock CLI with the team's
+    passphrase; a wrong or missing passphrase is refused with the fix."""
+    listed = json.loads(pulumi_cli(bare, "stack", "ls", "--json").stdout)
+    (mine,) = [s for s in listed if s["name"] == "sandbox"]
+    assert int(mine["resourceCount"]) > 40  # the stock CLI counts what tau created
+
+    # the program reads KUBECONFIG where it runs (for the provider): in this process here
+    monkeypatch.setenv("KUBECONFIG", admin_env(bare)["KUBECONFIG"])
+    stack = pulumi_way(bare)
+    events: list[Any] = []
+    seen = stack.preview(color="never", on_event=events.append)
+    pre = [e.resource_pre_event.metadata for e in events if e.resource_pre_event]
+    changed = [(m.urn, m.diffs) for m in pre if m.op.value != "same"]
+    assert {k for k, v in seen.change_summary.items() if v} == {"same"}, changed
+
+    # the reverse: a quota change applied the stock way is in the state tau reads
+    original = stack_file(bare).read_text()
+    stack_file(bare).write_text(original.replace(QUOTA_6, QUOTA_8))
+    try:
+        assert stack.up(color="never").summary.resource_changes.get("update") == 1
+        assert platform(bare, "preview")["steps"] == []  # tau: nothing left to apply
+    finally:
+        stack_file(bare).write_text(original)
+    back = platform(bare, "up", "--yes")
+    assert back["changes"]["update"] == 1 and back["backend"] == (bare / "team-state").as_uri()
+
+    env = admin_env(bare)
+    res = tau(bare, "platform", "preview", "--stack", "sandbox", *where(bare),
+              env={**env, "PULUMI_CONFIG_PASSPHRASE": "a guess"}, timeout=300)  # fmt: skip
+    assert res.returncode == 4, res.stderr
+    assert "not the one the stack was created with" in res.stderr and "Traceback" not in res.stderr
+    res = tau(bare, "platform", "preview", "--stack", "sandbox", *where(bare),
+              env={"KUBECONFIG": env["KUBECONFIG"]}, timeout=300)  # fmt: skip
+    assert res.returncode == 4, res.stderr
+    assert "PULUMI_CONFIG_PASSPHRASE" in res.stderr and str(stack_file(bare)) in res.stderr
+
+
 def test_a_config_change_previews_as_exactly_that_change(bare: Path, tmp_path: Path) -> None:
-    text = (ROOT / "stacks" / "Pulumi.sandbox.yaml").read_text()
-    changed = text.replace("nominalQuota: {cpu: 6, memory: 24Gi}\n",
-                           "nominalQuota: {cpu: 8, memory: 24Gi}\n")  # fmt: skip
-    assert changed.count("cpu: 8") == 1
-    (tmp_path / "Pulumi.sandbox.yaml").write_text(changed)
+    variant(bare, tmp_path, (QUOTA_6, QUOTA_8))
     preview = platform(bare, "preview", stacks=tmp_path)
     (step,) = preview["steps"]
     assert (step["op"], step["name"]) == ("update", "kueue-queues:cpu")
@@ -128,14 +266,8 @@ def test_a_mandatory_policy_violation_blocks_up_and_changes_nothing(
 ) -> None:
     """TauGrid's policy pack runs in the real engine (as an executable pack: no Python language
     host): a floating version in the stack's version lock stops `up` before anything changes."""
-    text = (ROOT / "stacks" / "Pulumi.sandbox.yaml").read_text()
-    bad = text.replace(
-        "kuberay: {install: external}", "kuberay: {install: external, version: latest}"
-    )
-    bad = bad.replace(
-        "nominalQuota: {cpu: 6, memory: 24Gi}\n", "nominalQuota: {cpu: 8, memory: 24Gi}\n"
-    )
-    (tmp_path / "Pulumi.sandbox.yaml").write_text(bad)
+    variant(bare, tmp_path, (QUOTA_6, QUOTA_8),
+            ("kuberay: {install: external}", "kuberay: {install: external, version: latest}"))  # fmt: skip
     before = platform(bare, "preview")["changes"]
     res = tau(bare, "platform", "up", "--stack", "sandbox", "--stacks-dir", str(tmp_path), "--yes",
               env=admin_env(bare), timeout=300)  # fmt: skip
@@ -170,12 +302,7 @@ def test_a_controller_grant_survives_pulumi_up_of_a_new_base_quota(
               "metadata": {"name": "tau-grants-cpu"}, "spec": {"resourceGroups": grant}},
         field_manager="taugrid-controller", force_conflicts=True,
     )  # fmt: skip
-    text = (ROOT / "stacks" / "Pulumi.sandbox.yaml").read_text()
-    (tmp_path / "Pulumi.sandbox.yaml").write_text(
-        text.replace(
-            "nominalQuota: {cpu: 6, memory: 24Gi}\n", "nominalQuota: {cpu: 8, memory: 24Gi}\n"
-        )
-    )
+    variant(bare, tmp_path, (QUOTA_6, QUOTA_8))
     try:
         up = platform(bare, "up", "--yes", stacks=tmp_path)
         assert up["changes"]["update"] == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -53,29 +54,130 @@ def test_a_stack_whose_kubeconfig_is_a_secret_is_sent_to_pulumi_up(tmp_path: Pat
     assert "only its own secrets provider can decrypt" in res.stderr
 
 
-def test_a_shared_backend_needs_a_passphrase(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    monkeypatch.setenv("PULUMI_BACKEND_URL", "azblob://tau-state")
-    monkeypatch.delenv("PULUMI_CONFIG_PASSPHRASE", raising=False)
-    monkeypatch.delenv("PULUMI_CONFIG_PASSPHRASE_FILE", raising=False)
-    with pytest.raises(TauError, match="needs a secrets passphrase") as e:
-        engine.engine_env(tmp_path)
+@pytest.fixture
+def no_login(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """No backend anywhere: an empty Pulumi home, no PULUMI_BACKEND_URL, no passphrase."""
+    monkeypatch.setenv("TAU_HOME", str(tmp_path / "tau"))
+    monkeypatch.setenv("PULUMI_HOME", str(tmp_path / "pulumi-home"))
+    for var in ("PULUMI_BACKEND_URL", *engine.PASSPHRASE_VARS):
+        monkeypatch.delenv(var, raising=False)
+    return tmp_path
+
+
+def login(home: Path, url: str) -> None:
+    """What `pulumi login URL` leaves in the CLI's home (the format of credentials.json)."""
+    (home / "pulumi-home").mkdir(exist_ok=True)
+    (home / "pulumi-home" / "credentials.json").write_text(json.dumps(
+        {"current": url, "accessTokens": {url: ""}, "accounts": {url: {}}}))  # fmt: skip
+
+
+def project(root: Path, extra: str = "") -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "Pulumi.yaml").write_text(
+        f"name: taugrid\nruntime: python\nstackConfigDir: stacks\n{extra}"
+    )
+    (root / "stacks").mkdir(exist_ok=True)
+    return root
+
+
+def test_with_no_backend_anywhere_a_team_stack_is_refused_with_the_fix(no_login: Path) -> None:
+    with pytest.raises(TauError, match="no Pulumi backend") as e:
+        engine.choose_backend(None, "prod")
     assert e.value.exit_code == 4
+    assert "pulumi login" in (e.value.hint or "") and "PULUMI_BACKEND_URL" in (e.value.hint or "")
+    assert not (no_login / "tau" / "pulumi" / "state").exists()  # no private state was made
 
 
-def test_the_default_backend_is_local_and_offline(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+def test_the_backend_is_the_one_pulumi_uses_in_its_order(no_login: Path) -> None:
+    proj = project(no_login / "proj")
+    login(no_login, "file:///team/state")
+    got = engine.choose_backend(proj, "prod")
+    assert (got.url, got.local) == ("file:///team/state", False)
+    assert "pulumi login" in got.source
+    # the project file's backend.url comes before the login
+    project(proj, "backend:\n  url: azblob://team-state\n")
+    assert engine.choose_backend(proj, "prod").url == "azblob://team-state"
+    # and PULUMI_BACKEND_URL before both
+    os.environ["PULUMI_BACKEND_URL"] = "s3://elsewhere"
+    try:
+        assert engine.choose_backend(proj, "prod").url == "s3://elsewhere"
+    finally:
+        del os.environ["PULUMI_BACKEND_URL"]
+
+
+def test_only_the_sandbox_falls_back_to_taus_local_backend(no_login: Path) -> None:
+    got = engine.choose_backend(None, "sandbox")
+    assert got.local and got.url == (no_login / "tau" / "pulumi" / "state").as_uri()
+    assert "sandbox" in got.line()
+    login(no_login, "file:///team/state")  # logged in: the sandbox's stack is shared too
+    assert engine.choose_backend(None, "sandbox").url == "file:///team/state"
+
+
+def test_a_stack_with_a_passphrase_needs_the_passphrase_pulumi_uses(no_login: Path) -> None:
+    stacks = project(no_login / "proj") / "stacks"
+    (stacks / "Pulumi.dev.yaml").write_text("config: {}\nencryptionsalt: v1:abc\n")
+    shared = engine.Backend("azblob://team", "PULUMI_BACKEND_URL")
+    secrets = engine.Secrets.of("dev", stacks / "Pulumi.dev.yaml")
+    with pytest.raises(TauError, match="passphrase") as e:
+        engine.engine_env(no_login / "bin", shared, secrets)
+    assert str(stacks / "Pulumi.dev.yaml") in e.value.message  # where its salt is
+    assert "PULUMI_CONFIG_PASSPHRASE" in (e.value.hint or "")
+    os.environ["PULUMI_CONFIG_PASSPHRASE"] = "team secret"
+    try:  # given: passed through untouched, never replaced by tau's own
+        env = engine.engine_env(no_login / "bin", shared, secrets)
+        assert "PULUMI_CONFIG_PASSPHRASE" not in env
+    finally:
+        del os.environ["PULUMI_CONFIG_PASSPHRASE"]
+
+
+@pytest.mark.parametrize(
+    ("backend", "stack_file", "needs"),
+    [
+        ("azblob://team", "config: {}\n", True),  # a new stack on a self-managed backend
+        ("https://api.pulumi.com", "config: {}\n", False),  # the service keeps its secrets
+        ("https://api.pulumi.com", "encryptionsalt: v1:x\n", True),  # unless made with one
+        ("file:///team", "secretsprovider: azurekeyvault://v/keys/k\n", False),
+        ("file:///team", "secretsprovider: passphrase\n", True),
+    ],
+)
+def test_which_stacks_need_a_passphrase(
+    no_login: Path, backend: str, stack_file: str, needs: bool
 ) -> None:
-    monkeypatch.setenv("TAU_HOME", str(tmp_path))
-    monkeypatch.delenv("PULUMI_BACKEND_URL", raising=False)
-    monkeypatch.delenv("PULUMI_CONFIG_PASSPHRASE", raising=False)
-    monkeypatch.delenv("PULUMI_CONFIG_PASSPHRASE_FILE", raising=False)
-    env = engine.engine_env(tmp_path / "bin")
-    assert env["PULUMI_BACKEND_URL"] == (tmp_path / "pulumi" / "state").as_uri()
-    assert (tmp_path / "pulumi" / "state").is_dir()
+    path = no_login / "Pulumi.x.yaml"
+    path.write_text(stack_file)
+    secrets = engine.Secrets.of("x", path)
+    assert secrets.needs_passphrase(engine.Backend(backend, "test")) is needs
+
+
+def test_taus_own_stacks_and_the_local_backend_default_to_no_passphrase(no_login: Path) -> None:
+    local = engine.choose_backend(None, "sandbox")
+    env = engine.engine_env(no_login / "bin", local, engine.Secrets("sandbox", None, None))
+    assert env["PULUMI_CONFIG_PASSPHRASE"] == ""
+    assert (no_login / "tau" / "pulumi" / "state").is_dir()
     assert env["PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION"] == "true"
-    assert env["PATH"].split(os.pathsep)[0] == str(tmp_path / "bin")
+    assert env["PATH"].split(os.pathsep)[0] == str(no_login / "bin")
+    assert "PULUMI_HOME" not in env  # the CLI's own home: its login and credentials
+    run_stack = engine.Secrets("run-x", None, None, tau_own=True)
+    shared = engine.Backend("azblob://team", "test")
+    assert engine.engine_env(no_login / "bin", shared, run_stack)["PULUMI_CONFIG_PASSPHRASE"] == ""
+
+
+def test_the_project_of_a_stacks_folder(tmp_path: Path) -> None:
+    from taugrid.infra.stackfile import project_dir
+
+    proj = project(tmp_path / "proj")
+    assert project_dir(proj / "stacks") == proj.resolve()
+    assert project_dir(ROOT / "stacks") == ROOT.resolve()
+    (tmp_path / "loose").mkdir()
+    assert project_dir(tmp_path / "loose") is None  # stack files outside any project
+    assert project_dir(proj) is None  # the project keeps its stacks elsewhere
+
+
+def test_platform_commands_without_a_backend_say_how_to_log_in(tmp_path: Path) -> None:
+    res = tau(tmp_path, "platform", "preview", "--stack", "dev")
+    assert res.returncode == 4, res.stderr
+    assert "no Pulumi backend" in res.stderr and "pulumi login" in res.stderr
+    assert "Traceback" not in res.stderr
 
 
 def test_a_python_policy_pack_is_started_as_an_executable(

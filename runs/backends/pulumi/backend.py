@@ -31,10 +31,12 @@ DEFAULT_TTL_H = 24.0
 TAG_RUN, TAG_EXPIRES = "tau-run-id", "tau-expires"
 
 
-def _engine(stack: str, program: Any = None) -> Engine:
+def _engine(stack: str, program: Any = None, backend: str | None = None) -> Engine:
+    """A run's stack: tau's own (no secrets in it), in the backend `pulumi` uses, or the one
+    the run recorded when it was made."""
     from taugrid.infra.engine import Engine
 
-    return Engine(stack, program or (lambda: None))
+    return Engine(stack, program or (lambda: None), backend=backend, tau_own=True)
 
 
 class PulumiBackend(KubeBackend):
@@ -66,7 +68,8 @@ class PulumiBackend(KubeBackend):
                 (run.path / "config" / "manifests" / SUBMITTING).read_text()
             )
         context, taurun = self.kube.context, self.stamped(taurun)
-        eng = _engine(handle.stack, lambda: run_program(taurun, objects, context))
+        eng = _engine(handle.stack, lambda: run_program(taurun, objects, context),
+                      handle.backend_url)  # fmt: skip
         eng.set_tags({TAG_RUN: run.run_id, TAG_EXPIRES: handle.expires_at or ""})
         self._sent_owner = True  # a stack may hold part of the run from here on
         eng.up()
@@ -103,7 +106,7 @@ class PulumiBackend(KubeBackend):
         handle = rec.handle
         if not isinstance(handle, PulumiHandle):
             return False
-        eng = _engine(handle.stack)
+        eng = _engine(handle.stack, backend=handle.backend_url)
         if handle.stack not in eng.list_stacks():
             return False
         eng.destroy()
