@@ -55,6 +55,36 @@ def check_path(value: str) -> str:
     return value
 
 
+_ACCOUNT = re.compile(r"^[a-z0-9]{3,24}$")
+_CONTAINER = re.compile(r"^[a-z0-9](?!.*--)[a-z0-9-]{1,61}[a-z0-9]$")
+REGISTRY_FORMS = "file:///ABSOLUTE/FOLDER or az://ACCOUNT/CONTAINER[/PREFIX]"
+
+
+def registry_problem(url: str) -> str | None:
+    """Why `url` cannot name a registry (None: it can): a `file://` folder given absolutely,
+    or an Azure Blob container (`az://ACCOUNT/CONTAINER[/PREFIX]`, Azure's naming rules)."""
+    if _CONTROL.search(url):
+        return "contains control characters"
+    if url.startswith("file://"):
+        path = url[len("file://") :]
+        if not path.startswith("/"):
+            return f"a file:// registry needs an absolute folder ({REGISTRY_FORMS})"
+        return None
+    if url.startswith("az://"):
+        parts = url[len("az://") :].strip("/").split("/", 2)
+        if len(parts) < 2:
+            return f"expected az://ACCOUNT/CONTAINER[/PREFIX] ({REGISTRY_FORMS})"
+        if not _ACCOUNT.match(parts[0]):
+            return f"storage account {parts[0]!r}: 3-24 lower-case letters and digits"
+        if not _CONTAINER.match(parts[1]):
+            return (f"container {parts[1]!r}: 3-63 lower-case letters, digits and single "
+                    "hyphens, starting and ending with a letter or digit")  # fmt: skip
+        if len(parts) > 2 and ".." in parts[2].split("/"):
+            return "the prefix must not contain '..'"
+        return None
+    return f"use {REGISTRY_FORMS}"
+
+
 class FileEntry(_Model):
     path: str
     size: int = Field(ge=0)

@@ -394,6 +394,36 @@ class WorkspaceStorage(_Model):
         "azurefile-csi-premium", description="null: the cluster default"
     )
     accessMode: Literal["ReadWriteMany", "ReadWriteOnce"] = "ReadWriteMany"
+    registry: str | None = Field(
+        None,
+        description="The workspace's data registry (`tau data`) as researchers reach it: the "
+        "same bytes its runs read at /data/registry. az://ACCOUNT/CONTAINER/PREFIX when the "
+        "volume is that Blob container (a Blob CSI storage class), or file:///FOLDER. Inputs of "
+        "a run are copied there at submit when absent. Default: none (runs read what is on "
+        "the volume already)",
+    )
+
+    @field_validator("registry")
+    @classmethod
+    def _registry(cls, v: str | None) -> str | None:
+        from taugrid.api.data import registry_problem
+
+        problem = registry_problem(v) if v is not None else None
+        if problem:
+            raise ValueError(problem)
+        return v
+
+    @model_validator(mode="after")
+    def _reachable(self) -> WorkspaceStorage:
+        if (self.registry or "").startswith("az://") and (self.storageClass or "").startswith(
+            "azurefile"
+        ):
+            raise ValueError(
+                f"registry {self.registry} is a Blob container, but the volume is Azure Files "
+                f"({self.storageClass}): runs would not see it at /data/registry. Use a Blob CSI "
+                "storage class (e.g. azureblob-nfs-premium) for this volume, or leave registry out"
+            )
+        return self
 
     @field_validator("size")
     @classmethod
@@ -863,6 +893,7 @@ def workspace_refs(cfg: PlatformConfig) -> list[WorkspaceRef]:
             namespace=w.ns,
             pvc=naming.workspace_pvc(w.name),
             serviceAccount=naming.RUN_SERVICE_ACCOUNT,
+            registry=w.storage.registry,
         )
         for w in cfg.workspaces
     ]

@@ -109,6 +109,10 @@ class WorkspaceRef(_Model):
     namespace: str
     pvc: str = Field(description="PVC mounted at /data")
     serviceAccount: str | None = None
+    registry: str | None = Field(
+        None, description="The data registry its runs read at /data/registry, as reached from "
+        "outside (az://... or file://...): a run's inputs are copied there at submit"
+    )  # fmt: skip
 
     @field_validator("name", "namespace", "pvc")
     @classmethod

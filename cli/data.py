@@ -87,7 +87,7 @@ def _record_lines(rec: Any, aliases: list[str]) -> str:
 def _verbs(kind: Any) -> typer.Typer:
     """The same verbs for datasets and models."""
     sub = typer.Typer(no_args_is_help=True, help=f"{kind.capitalize()}s: register, list, show, verify, "
-                      "pull, ref, alias, rm.")  # fmt: skip
+                      "pull, copy, ref, alias, rm.")  # fmt: skip
     alias_app = typer.Typer(
         no_args_is_help=True, help=f"Aliases of a {kind} (compare-and-swap moves)."
     )
@@ -204,6 +204,30 @@ def _verbs(kind: Any) -> typer.Typer:
         with _progress(f"pulling {ref}", True) as bar:
             rec = data.pull(kind, ref, dest, registry=registry, progress=bar)
         say(f"{rec.name}@{rec.short}: {len(rec.files)} file(s), {_size(rec.size)} in {dest}")
+
+    @sub.command("copy")
+    def copy(ref: RefArg,
+             to: Annotated[str, typer.Option("--to", help="The store to copy it into: "
+                                             "az://ACCOUNT/CONTAINER[/PREFIX] or file://DIR (a "
+                                             "workspace's registry)")],
+             registry: RegistryOpt = None, output: JsonOpt = ReportFormat.text) -> None:  # fmt: skip
+        """Copy a version into another store (only the files it lacks; checked on the way; the
+        record last, so a copy cut short is never visible there). Aliases are not copied."""
+        from taugrid.client import data
+
+        with _progress(f"copying {ref}", output is ReportFormat.text) as bar:
+            got = data.copy(kind, ref, to, registry=registry, progress=bar)
+        rec = got.record
+        if output is ReportFormat.json:
+            out(dump_json({"kind": kind, "name": rec.name, "version": rec.version, "to": to,
+                           "copied": got.files > 0, "bytes_sent": got.sent}))  # fmt: skip
+        elif got.files == 0:
+            say(f"{rec.name}@{rec.short} is in {to} already; nothing copied")
+        else:
+            say(
+                f"{rec.name}@{rec.short}: {got.files} file(s), {_size(rec.size)} in {to} "
+                f"({_size(got.sent)} sent; files it had already were not)"
+            )
 
     @sub.command("ref")
     def ref_(ref: RefArg, registry: RegistryOpt = None,

@@ -1,4 +1,4 @@
-"""Datasets and models (`tau data`): register, list, show, verify, pull, aliases, lineage.
+"""Datasets and models (`tau data`): register, list, show, verify, pull, copy, aliases, lineage.
 
 The store is `registry` (a URL: `file://DIR` or a folder), else `TAU_REGISTRY`, else
 `$TAU_HOME/data/registry`. Every call returns api models (`taugrid.api.data`) or rows, and raises
@@ -23,7 +23,7 @@ from taugrid.api.data import (
     short,
 )
 from taugrid.api.errors import EXIT_USAGE, TauError
-from taugrid.data.store import Progress, Registered, default_store
+from taugrid.data.store import Copied, Progress, Registered, default_store
 from taugrid.data.store import registry_url as registry_url
 
 
@@ -160,6 +160,21 @@ def pull(kind: Kind, ref: str, dest: str | Path, *, registry: str | None = None,
     rec = s.resolve(kind, parse_ref(ref))
     s.pull(rec, Path(dest), progress)
     return rec
+
+
+def copy(kind: Kind, ref: str, to: str, *, registry: str | None = None,
+         progress: Progress | None = None) -> Copied:  # fmt: skip
+    """Put the version `ref` names into the store `to` (a workspace's registry, a colleague's):
+    only the files it lacks, checked on the way; the record last. Aliases are not copied."""
+    from taugrid.api.data import registry_problem
+    from taugrid.data.store import open_store
+
+    problem = registry_problem(to) if "://" in to else None
+    if problem:
+        raise TauError(f"--to {to}: {problem}", exit_code=EXIT_USAGE)
+    src = default_store(registry)
+    rec = src.resolve(kind, parse_ref(ref))
+    return src.copy_to(rec, open_store(to), progress)
 
 
 def set_alias(kind: Kind, name: str, alias: str, ref: str, *, expect: str | None = None,

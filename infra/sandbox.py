@@ -143,8 +143,8 @@ def up(say: Say, stack: str = STACK, stacks_dir: Path | None = None,
     bin_dir = binaries_dir()
     if bin_dir is None:
         raise TauError(NOT_BUILT, exit_code=EXIT_PLATFORM, hint="make controlplane")
-    cfg = validated(stack, stacks_dir_for(stack, stacks_dir))
     work = sandbox_dir()
+    cfg = with_registries(validated(stack, stacks_dir_for(stack, stacks_dir)), work)
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     from taugrid.infra.controlplane import ControlPlane
@@ -163,6 +163,20 @@ def up(say: Say, stack: str = STACK, stacks_dir: Path | None = None,
     state.write()
     say(f"sandbox up in {time.monotonic() - t0:.0f}s")
     return state, True
+
+
+def with_registries(cfg: PlatformConfig, work: Path) -> PlatformConfig:
+    """Each workspace without a declared data registry gets one in the sandbox's folder (its
+    KWOK pods run no containers, so nothing reads it in a pod; submissions copy a run's inputs
+    there, as they would into a real workspace's registry)."""
+    workspaces = []
+    for ws in cfg.workspaces:
+        if not ws.storage.registry:
+            folder = (work / "registries" / ws.name).as_uri()
+            storage = ws.storage.model_copy(update={"registry": folder})
+            ws = ws.model_copy(update={"storage": storage})
+        workspaces.append(ws)
+    return cfg.model_copy(update={"workspaces": workspaces})
 
 
 def _install(cp: Any, cfg: PlatformConfig, stack: str, say: Say, platform: bool) -> State:

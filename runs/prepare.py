@@ -7,6 +7,7 @@ tau.yaml itself: it receives a `PreparedRun`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -98,22 +99,49 @@ class PreparedRun:
         )  # fmt: skip
 
 
-def resolve_inputs(m: Manifest) -> tuple[ResolvedInput, ...]:
-    """tau.yaml's data inputs as exact versions, from the registry (TAU_REGISTRY, else the
-    local one): what the run reads even if an alias moves later."""
+def resolve_inputs(m: Manifest, workspace_registry: str | None = None) -> tuple[ResolvedInput, ...]:
+    """tau.yaml's data inputs as exact versions, from the researcher's registry (TAU_REGISTRY,
+    else the local one), else from the workspace's registry: what the run reads even if an
+    alias moves later."""
     if not m.data.inputs:
         return ()
     from taugrid.api.data import parse_ref
-    from taugrid.data.store import default_store
+    from taugrid.data.store import default_store, open_store
 
     store = default_store()
     out = []
     for inp in m.data.inputs:
         ref = parse_ref(inp.ref)
-        rec = store.resolve(inp.kind, ref)
+        try:
+            rec = store.resolve(inp.kind, ref)
+        except TauError:
+            if not workspace_registry or workspace_registry == store.url:
+                raise
+            rec = open_store(workspace_registry).resolve(inp.kind, ref)
         out.append(ResolvedInput(kind=inp.kind, name=rec.name, version=rec.version,
                                  path=inp.path or rec.name, ref=inp.ref))  # fmt: skip
     return tuple(out)
+
+
+def publish_inputs(prepared: PreparedRun, say: Callable[[str], None]) -> None:
+    """Put each input version into the workspace's registry (where the run reads it at
+    /data/registry) when it is not there yet: only the files it lacks, the record last. A
+    workspace that declares no registry reads what its volume holds (the run checks it)."""
+    target = prepared.resolved.workspace.registry
+    if not target or not prepared.meta.inputs:
+        return
+    from taugrid.data.store import default_store, open_store
+
+    source, dest = default_store(), open_store(target)
+    if source.url == dest.url:
+        return
+    for inp in prepared.meta.inputs:
+        if dest.has_version(inp.kind, inp.name, inp.version):
+            continue
+        rec = source.read(inp.kind, inp.name, inp.version)
+        say(f"copying input {inp.name}@{rec.short} ({len(rec.files)} file(s), {rec.size} bytes) "
+            f"to workspace {prepared.resolved.workspace.name}'s registry {target} ...")  # fmt: skip
+        source.copy_to(rec, dest)
 
 
 def check_run_id(run_id: str) -> str:
@@ -142,7 +170,9 @@ def prepare(
         submitter=submitter or provenance.submitter(),
         code_revision=provenance.code_revision(request.loaded.folder),
         resume_from=request.resume_from,
-        inputs=request.inputs if request.inputs is not None else resolve_inputs(m),
+        inputs=request.inputs
+        if request.inputs is not None
+        else resolve_inputs(m, resolved.workspace.registry),
     )
     bundle = collect(request.loaded.folder, include_helper=include_helper)
     return PreparedRun(request=request, resolved=resolved, meta=meta, bundle=bundle)

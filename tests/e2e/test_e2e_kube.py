@@ -405,7 +405,8 @@ def test_a_cluster_run_carries_its_data_input_by_exact_version(
 ) -> None:
     """A dataset registered on this machine, named by alias in tau.yaml: the Job the cluster
     receives carries the exact version (TAU_INPUTS) and reads the workspace's /data/registry
-    (KWOK runs no container, so the in-pod layout is tested locally); status lists the input."""
+    (KWOK runs no container, so the in-pod layout is tested locally), the version is copied into
+    the workspace's registry at submit; status lists the input."""
     (tmp_path / "corpus").mkdir()
     (tmp_path / "corpus" / "part-0.txt").write_text("words\n")
     reg = tau(
@@ -434,6 +435,11 @@ def test_a_cluster_run_carries_its_data_input_by_exact_version(
             {"kind": "dataset", "name": "corpus", "version": version, "path": "corpus"}
         ]
         assert env["TAU_REGISTRY_DIR"] == "/data/registry"
+        # the version was copied into the workspace's registry (the one its TauCluster
+        # publishes; the sandbox's is a folder), where a colleague's run finds it too
+        ws_registry = sandbox / "sandbox" / "registries" / "research"
+        records = list(ws_registry.glob("datasets/corpus/versions/*.json"))
+        assert [r.stem for r in records] == [version.removeprefix("sha256:")]
         shown = tau(sandbox, "run", "status", run_id, env=kube_env(sandbox))
         assert f"input: dataset corpus@{version[:19]} (corpus@prod)" in shown.stdout
     finally:

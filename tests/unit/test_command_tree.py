@@ -19,6 +19,7 @@ data dataset alias get: --output --registry -o
 data dataset alias history: --output --registry -o
 data dataset alias rm: --expect --output --registry -o
 data dataset alias set: --expect --expect-absent --output --registry -o
+data dataset copy: --output --registry --to -o
 data dataset list: --output --registry -o
 data dataset pull: --registry
 data dataset ref: --output --registry -o
@@ -31,6 +32,7 @@ data model alias get: --output --registry -o
 data model alias history: --output --registry -o
 data model alias rm: --expect --output --registry -o
 data model alias set: --expect --expect-absent --output --registry -o
+data model copy: --output --registry --to -o
 data model list: --output --registry -o
 data model pull: --registry
 data model ref: --output --registry -o

@@ -172,6 +172,10 @@ def test_objects_built_from_models_validate_against_generated_schema(
         for c in crds
     }
     jsonschema.validate(cluster, schemas["TauCluster"])
+    # a workspace's registry is in the schema (the API server would prune it otherwise, and
+    # clients would never copy a run's inputs there)
+    ws_schema = schemas["TauCluster"]["properties"]["spec"]["properties"]["workspaces"]["items"]
+    assert ws_schema["properties"]["registry"]["type"] == "string"
     jsonschema.validate(run, schemas["TauRun"])
     bad = json.loads(json.dumps(run))
     bad["status"]["signals"][0]["state"] = "maybe"

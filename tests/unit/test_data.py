@@ -436,6 +436,101 @@ def test_a_cluster_run_carries_the_exact_version_and_reads_the_workspace_registr
     assert "tau_inputs.py" in {rel for rel, _ in p.bundle.files}
 
 
+# --- copying a version into another store (a workspace's registry) -----------------------------
+def test_copy_sends_only_the_missing_files_and_the_record_last(
+    store: Store, tmp_path: Path
+) -> None:
+    """From this machine's file store into `store` (file or Azure), then back out of it into a
+    third: only files the destination lacks travel, a second copy sends nothing, and a copy
+    whose source has a changed file leaves no version behind."""
+    src = FileStore(tmp_path / "mine", tmp_path / "cache" / "mine.sqlite")
+    shared = b"the same bytes in both versions\n" * 100
+    v1 = src.register("dataset", "corpus", tree(tmp_path / "a", {"s.txt": shared, "x": b"1"}), WHO)
+    store.register("dataset", "other", tree(tmp_path / "b", {"s.txt": shared}), WHO)
+    before = blob_count(store)
+
+    got = src.copy_to(v1.record, store)
+    assert (got.files, got.sent) == (2, 1)  # s.txt was there already: one byte of x travelled
+    assert blob_count(store) == before + 1
+    assert store.read("dataset", "corpus", v1.record.version) == v1.record
+    assert store.verify(v1.record) == []
+    assert store.aliases("dataset", "corpus") == {}  # aliases stay where they are
+    assert src.copy_to(v1.record, store).sent == 0  # there already: nothing sent
+
+    third = FileStore(tmp_path / "third")
+    assert store.copy_to(v1.record, third).files == 2  # and out of it again
+    third_files = {f.path: (third.blob(f.sha256).read_bytes()) for f in v1.record.files}
+    assert third_files == {"s.txt": shared, "x": b"1"}
+
+    v2 = src.register("dataset", "corpus", tree(tmp_path / "c", {"y": b"2", "z": b"3"}), WHO)
+    overwrite_blob(src, v2.record.files[1].sha256, b"tampered")
+    with pytest.raises(TauError, match="z changed in"):
+        src.copy_to(v2.record, store)
+    assert not store.has_version("dataset", "corpus", v2.record.version)  # nothing half-visible
+    overwrite_blob(src, v2.record.files[1].sha256, None)
+    with pytest.raises(TauError, match="z is missing from"):
+        src.copy_to(v2.record, store)
+
+
+def test_the_cli_copies_a_version_and_refuses_a_bad_destination(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    assert run_tau(home, "data", "dataset", "register", "corpus",
+                   str(tree(tmp_path / "d", {"a.txt": b"a"}))).returncode == 0  # fmt: skip
+    dest = (tmp_path / "team").as_uri()
+    res = run_tau(home, "data", "dataset", "copy", "corpus", "--to", dest, "-o", "json")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert (doc["copied"], doc["bytes_sent"]) == (True, 1)
+    listed = run_tau(home, "data", "dataset", "list", "--registry", dest, "-o", "json")
+    assert [r["name"] for r in json.loads(listed.stdout)] == ["corpus"]
+    again = run_tau(home, "data", "dataset", "copy", "corpus", "--to", dest)
+    assert again.returncode == 0 and "nothing copied" in again.stderr
+    for bad in ("az://UPPER/container", "s3://bucket", "file://relative/dir"):
+        res = run_tau(home, "data", "dataset", "copy", "corpus", "--to", bad)
+        assert res.returncode == 2 and "Traceback" not in res.stderr, (bad, res.stderr)
+    res = run_tau(home, "data", "dataset", "copy", "nope", "--to", dest)
+    assert res.returncode == 2 and "nope" in res.stderr
+
+
+def test_a_cluster_run_copies_its_inputs_into_the_workspace_registry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The workspace declares its registry (published in its TauCluster): an input registered on
+    this machine is copied there before the run is sent; one only the workspace's registry
+    holds resolves there (a colleague registered it); nothing is copied twice."""
+    import shutil
+
+    from conftest import EXAMPLES, PROFILES
+
+    from taugrid.api.profiles import ProfileSnapshot
+    from taugrid.runs import load
+    from taugrid.runs.prepare import RunRequest, prepare, publish_inputs
+
+    monkeypatch.setenv("TAU_HOME", str(tmp_path / "home"))
+    from taugrid.client import data
+
+    team = FileStore(tmp_path / "team")
+    mine = data.register("dataset", "corpus", tree(tmp_path / "d", {"x": b"1"})).record
+    theirs = team.register("dataset", "shared", tree(tmp_path / "e", {"y": b"2"}), WHO).record
+    snap = load.load_snapshot(PROFILES).model_dump(mode="json")
+    for ws in snap["workspaces"]:
+        ws["registry"] = team.url
+    project = tmp_path / "p"
+    shutil.copytree(EXAMPLES / "batch-job", project)
+    with (project / "tau.yaml").open("a") as f:
+        f.write("data: {inputs: [{ref: corpus}, {ref: shared}]}\n")
+    p = prepare(RunRequest(load.load_manifest(str(project)), workspace="research"),
+                ProfileSnapshot.model_validate(snap))  # fmt: skip
+    assert [(i.name, i.version) for i in p.meta.inputs] == [
+        ("corpus", mine.version), ("shared", theirs.version)]  # fmt: skip
+    said: list[str] = []
+    publish_inputs(p, said.append)
+    assert team.has_version("dataset", "corpus", mine.version)
+    assert len(said) == 1 and "corpus" in said[0] and team.url in said[0]
+    publish_inputs(p, said.append)
+    assert len(said) == 1  # there already
+
+
 # --- az:// failures: exit 4 with what to do, no traceback ----------------------------------------
 def _free_port() -> int:
     import socket

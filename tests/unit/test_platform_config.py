@@ -98,6 +98,22 @@ BAD = [
     ("queues.clusterQueues.0.name", "default", "clusterQueues[0].name", "captures every job"),
     ("workspaces.0.queues", ["cpu-only"], "workspaces[0].queues[0]", "is not a ClusterQueue"),
     ("workspaces.0.storage", {"size": "lots"}, "workspaces[0].storage.size", "storage size"),
+    *[
+        ("workspaces.0.storage", {"registry": bad}, "workspaces[0].storage.registry", needle)
+        for bad, needle in [
+            ("s3://bucket/x", "az://ACCOUNT/CONTAINER"),
+            ("file://relative/dir", "absolute folder"),
+            ("az://Team/data", "storage account 'Team'"),
+            ("az://team/x", "container 'x'"),
+            ("az://team/data/../up", "'..'"),
+        ]
+    ],
+    (
+        "workspaces.0.storage",
+        {"storageClass": "azurefile-csi-premium", "registry": "az://team/data/registry"},
+        "workspaces[0].storage",
+        "Blob CSI storage class",
+    ),
     ("components", {"kueue": {"version": ""}}, "components.kueue.version", "needs a version"),
     (
         "components",

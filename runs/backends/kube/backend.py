@@ -194,6 +194,9 @@ class KubeBackend(Template):
         return self._write_record(prepared, self.handle(prepared, sent=False), with_objects=True)
 
     def start(self, run: RunDir, prepared: PreparedRun, options: SubmitOptions, say: Say) -> None:
+        from taugrid.runs.prepare import publish_inputs
+
+        publish_inputs(prepared, say)  # before anything is sent: the run finds its inputs
         self.send(run, prepared)
         say(f"submitted {prepared.run_id} to {self.kube.server} (namespace "
             f"{prepared.resolved.namespace}, queue {prepared.resolved.queue}); Kueue admits it "

@@ -76,7 +76,10 @@ class PulumiBackend(KubeBackend):
         run.update_handle(sent=True)
 
     def start(self, run: RunDir, prepared: PreparedRun, options: SubmitOptions, say: Say) -> None:
+        from taugrid.runs.prepare import publish_inputs
+
         stack = STACK_PREFIX + prepared.run_id
+        publish_inputs(prepared, say)
         say(f"stack {stack}: creating the run's objects with the Pulumi engine ...")
         self.send(run, prepared)
         say(f"submitted {prepared.run_id} as stack {stack} (namespace "
