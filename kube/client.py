@@ -96,6 +96,10 @@ class KubeAPI(Protocol):
 
     def apply(self, obj: dict[str, Any], manager: str = FIELD_MANAGER) -> dict[str, Any]: ...
 
+    def create(
+        self, obj: dict[str, Any], manager: str = FIELD_MANAGER
+    ) -> dict[str, Any] | None: ...
+
     def apply_status(self, obj: dict[str, Any], manager: str) -> dict[str, Any]: ...
 
     def merge_patch(self, kind_name: str, name: str, namespace: str | None,
@@ -260,6 +264,23 @@ class Kube:
             got = self.client.apply(  # type: ignore[call-overload]
                 res.from_dict(obj), namespace=ns, force=True, field_manager=manager
             )
+        return dict(got.to_dict())
+
+    def create(self, obj: dict[str, Any], manager: str = FIELD_MANAGER) -> dict[str, Any] | None:
+        """Create (POST); None when an object of that name exists already (409): never a
+        merge into someone else's object."""
+        from lightkube.core.exceptions import ApiError
+
+        kind = KINDS[obj["kind"]]
+        res = _resource(kind)
+        ns = obj.get("metadata", {}).get("namespace")
+        with self.errors("create", kind, ns):
+            try:
+                got = self.client.create(res.from_dict(obj), namespace=ns, field_manager=manager)  # type: ignore[call-overload]
+            except ApiError as e:
+                if e.status.code == 409:
+                    return None
+                raise
         return dict(got.to_dict())
 
     def apply_status(self, obj: dict[str, Any], manager: str) -> dict[str, Any]:

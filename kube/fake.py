@@ -88,6 +88,13 @@ class FakeKube:
         merged = _merge(self.objects.get(key, {}), copy.deepcopy(obj))
         return copy.deepcopy(self.put(kind, merged))
 
+    def create(self, obj: dict[str, Any], manager: str = FIELD_MANAGER) -> dict[str, Any] | None:
+        kind, meta = obj["kind"], obj["metadata"]
+        self._check("create", kind, meta.get("namespace"))
+        if (kind, meta.get("namespace"), meta["name"]) in self.objects:
+            return None
+        return copy.deepcopy(self.put(kind, copy.deepcopy(obj)))
+
     def apply_status(self, obj: dict[str, Any], manager: str) -> dict[str, Any]:
         kind, meta = obj["kind"], obj["metadata"]
         self._check("apply_status", kind, meta.get("namespace"))

@@ -6,6 +6,7 @@ keep their parent."""
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -109,7 +110,7 @@ def test_killed_between_the_owner_and_its_objects(home: Path, fake: FakeKube) ->
 
 
 def test_a_refused_submission_leaves_no_record(home: Path, fake: FakeKube) -> None:
-    fake.forbid.add(("apply", "TauRun", "research"))
+    fake.forbid.add(("*", "TauRun", "research"))
     backend = KubeBackend(kube=fake)
     p = prepared(backend, home)
     with pytest.raises(TauError) as e:
@@ -131,6 +132,33 @@ def test_a_partly_sent_submission_keeps_its_record_and_says_how_to_finish(
     rd = next((home / "home-a").rglob(p.run_id))
     assert KubeBackend(kube=fake).attach(RunDir(rd), lambda _m: None)
     assert fake.get("Job", p.run_id, "research") is not None
+
+
+def test_a_drawn_run_id_is_created_without_looking_first(
+    home: Path, fake: FakeKube, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An id drawn for this submission cannot exist yet: no GET of it (one round trip fewer at
+    every submission), and it is created, never applied, so a clash of drawn ids is refused
+    rather than merged into another run."""
+    backend = KubeBackend(kube=fake)
+    p = prepared(backend, home)
+    backend.submit(p, SubmitOptions(), lambda _m: None)
+    taurun_calls = [c[0] for c in fake.calls if c[1] == "TauRun"]
+    assert taurun_calls == ["create"]
+    other = fake.get("TauRun", p.run_id, "research")
+    assert other is not None
+    record = (home / "home-a" / "data" / "runs" / p.run_id / "run.json").read_bytes()
+    again = prepared(backend, home)
+    clash = replace(again, meta=replace(again.meta, run_id=p.run_id))  # the same id drawn twice
+    with pytest.raises(TauError, match="exists on this machine already"):
+        backend.submit(clash, SubmitOptions(), lambda _m: None)  # here: its record is kept
+    assert (home / "home-a" / "data" / "runs" / p.run_id / "run.json").read_bytes() == record
+    monkeypatch.setenv("TAU_HOME", str(home / "home-b"))  # on another machine: the cluster's 409
+    with pytest.raises(TauError, match="two drawn ids clashed") as e:
+        KubeBackend(kube=fake).submit(clash, SubmitOptions(), lambda _m: None)
+    assert "submit again" in (e.value.hint or "")
+    assert fake.get("TauRun", p.run_id, "research") == other  # the first run is untouched
+    assert not (home / "home-b" / "data" / "runs" / p.run_id).exists()
 
 
 def test_submitting_the_same_run_again_changes_nothing(home: Path, fake: FakeKube) -> None:
