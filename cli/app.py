@@ -13,13 +13,13 @@ import typer
 from typer.core import TyperGroup
 
 from taugrid.api.errors import EXIT_INTERRUPTED, TauError
-from taugrid.cli import cluster, controller, data, local, platform, quota, run, sandbox
+from taugrid.cli import cluster, controller, data, local, platform, portal, quota, run, sandbox
 from taugrid.cli.options import RenderFormat, RenderOutOpt
 from taugrid.cli.output import object_list, out
 
 # The root help, by audience (a command in no section is listed under "Other").
 AUDIENCES: dict[str, list[str]] = {
-    "Researchers": ["run", "logs", "data", "workspaces", "profiles", "quota", "local"],
+    "Researchers": ["run", "logs", "data", "workspaces", "profiles", "quota", "local", "portal"],
     "Platform admins": ["platform", "controller", "crds"],
     "Development": ["sandbox", "version"],
 }
@@ -89,6 +89,7 @@ app = typer.Typer(
     **SETTINGS,
 )
 app.command("profiles")(cluster.profiles)
+app.command("portal")(portal.portal)
 app.command("workspaces")(cluster.workspaces)
 app.command("logs", help="Print a run's log (-f: follow it); the same as `tau run logs`.")(
     run.run_logs

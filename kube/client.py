@@ -276,7 +276,7 @@ class Kube:
         ns = obj.get("metadata", {}).get("namespace")
         with self.errors("create", kind, ns):
             try:
-                got = self.client.create(res.from_dict(obj), namespace=ns, field_manager=manager)  # type: ignore[call-overload]
+                got = self.client.create(res.from_dict(obj), namespace=ns, field_manager=manager)
             except ApiError as e:
                 if e.status.code == 409:
                     return None

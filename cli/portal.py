@@ -1,0 +1,74 @@
+"""`tau portal`: runs, metrics and logs in a browser (taugrid.portal, the `portal` extra)."""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Annotated
+
+import typer
+
+from taugrid.cli.options import ContextOpt
+from taugrid.cli.output import say
+
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+def portal(
+    port: Annotated[int, typer.Option("--port", help="The port (0: any free one)")] = 8800,
+    host: Annotated[
+        str,
+        typer.Option(
+            "--host",
+            help="The address to listen on; any but loopback needs the "
+            "token printed at start on every request",
+        ),
+    ] = "127.0.0.1",
+    open_browser: Annotated[bool, typer.Option("--open", help="Open it in a browser")] = False,
+    context: ContextOpt = None,
+) -> None:
+    """Runs, their status, metrics and live logs in a browser, as you (your TAU_HOME and your
+    kubeconfig identity): on this machine only unless --host says otherwise."""
+    import secrets
+    import socket
+
+    from taugrid.api.errors import EXIT_USAGE, TauError, missing_extra
+
+    try:
+        import uvicorn
+
+        from taugrid.portal.app import Settings, create_app
+    except ImportError as e:
+        raise missing_extra("portal", f"the portal's libraries ({e.name})") from None
+    if not 0 <= port <= 65535:
+        raise TauError(f"--port {port}: a port is 0-65535", exit_code=EXIT_USAGE)
+    token = None if _loopback(host) else secrets.token_urlsafe(24)
+    try:  # bind first: a port in use is a clear error, not uvicorn's traceback
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as e:
+        raise TauError(f"cannot listen on {host}:{port}: {e.strerror}", exit_code=EXIT_USAGE,
+                       hint="choose another --port (or --port 0 for any free one)") from None  # fmt: skip
+    bound = sock.getsockname()[1]
+    shown = f"[{host}]" if ":" in host else host
+    url = f"http://{shown}:{bound}/" + (f"?token={token}" if token else "")
+    say(f"TauGrid portal on {url}  (Ctrl-C stops it)")
+    if token:
+        say("it listens beyond this machine: every request needs that token")
+    if open_browser:
+        import webbrowser
+
+        webbrowser.open(url)
+    app = create_app(Settings(token=token, context=context))
+    config = uvicorn.Config(app, log_level="warning", access_log=False)
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+def _loopback(host: str) -> bool:
+    if host in LOOPBACK:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -1,0 +1,348 @@
+"""The portal's web app: server-rendered pages on `taugrid.client` (the CLI's own calls).
+
+Read-only but for one action (cancel a run: POST, a CSRF token, a confirmation page). It acts as
+the user: their TAU_HOME and their kubeconfig identity, so RBAC decides what a page shows. When
+a token is set (any address but loopback), every request must carry it (`?token=` once: it is
+kept in a cookie; or `Authorization: Bearer`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import io
+import re
+import secrets
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import (
+    HTMLResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+
+from taugrid.api.errors import EXIT_PLATFORM, EXIT_USAGE, TauError
+from taugrid.api.vocabulary import TERMINAL, RunStatus
+from taugrid.portal.charts import Series, downsample, svg
+
+HERE = Path(__file__).resolve().parent
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
+TOKEN_COOKIE = "tau_portal_token"
+LOG_TAIL = 200  # lines of a run's log on its page
+SORTS = ("created", "name", "phase")
+
+
+@dataclass
+class Settings:
+    """How the portal was started."""
+
+    token: str | None = None  # required on every request when set
+    context: str | None = None  # a kubeconfig context (default: the current one)
+    page_size: int = 50
+    poll_s: float = 1.0  # the live log's poll interval
+    csrf: str = field(default_factory=lambda: secrets.token_urlsafe(24))
+
+
+def create_app(settings: Settings | None = None) -> Starlette:
+    settings = settings or Settings()
+    templates = Jinja2Templates(directory=str(HERE / "templates"))
+    templates.env.globals["csrf"] = settings.csrf
+
+    def page(request: Request, name: str, status_code: int = 200, **ctx: Any) -> Response:
+        return templates.TemplateResponse(request, name, ctx, status_code=status_code)
+
+    async def runs(request: Request) -> Response:
+        q = request.query_params
+        scope = q.get("scope", "local")
+        workspace = q.get("workspace") or None
+        got = await run_in_threadpool(_runs, scope, workspace, settings.context)
+        phases = sorted({s.phase.value for s in got})
+        shown = _filtered(got, q.get("phase") or None, (q.get("q") or "").strip().lower())
+        sort = q.get("sort") or "created"
+        sort = sort if sort in SORTS else "created"
+        desc = q.get("order", "desc") != "asc"
+        shown.sort(key=_sort_key(sort), reverse=desc)
+        pages = max(1, -(-len(shown) // settings.page_size))
+        number = min(max(_int(q.get("page"), 1), 1), pages)
+        start = (number - 1) * settings.page_size
+        base = {k: v for k, v in q.items() if k != "page" and v}
+        return page(request, "runs.html", runs=shown[start : start + settings.page_size],
+                    total=len(got), matched=len(shown), page=number, pages=pages,
+                    scope=scope, workspace=workspace or "", phase=q.get("phase") or "",
+                    text=q.get("q") or "", phases=phases, sort=sort, desc=desc,
+                    link=lambda **kw: "/runs?" + urlencode({**base, **kw}))  # fmt: skip
+
+    async def run(request: Request) -> Response:
+        run_id = _run_id(request)
+        st, rec, rows, log = await asyncio.gather(
+            run_in_threadpool(_status, run_id, settings.context),
+            run_in_threadpool(_record, run_id, settings.context),
+            run_in_threadpool(_metric_rows, run_id, settings.context),
+            run_in_threadpool(_log_tail, run_id, settings.context),
+        )
+        charts = [svg([Series(run_id, pts)], name) for name, pts in _series(rows).items()]
+        return page(request, "run.html", st=st, rec=rec, charts=charts, log=log,
+                    ended=st.phase in TERMINAL)  # fmt: skip
+
+    async def log_stream(request: Request) -> Response:
+        """Server-sent events: each new log line as it is written, until the run ends."""
+        run_id = _run_id(request)
+        seen = _int(request.query_params.get("from"), 0)
+
+        async def events() -> AsyncIterator[str]:
+            nonlocal seen
+            while True:
+                lines = await run_in_threadpool(_log_lines, run_id, settings.context)
+                for line in lines[seen:]:
+                    yield f"data: {line}\n\n"
+                seen = max(seen, len(lines))
+                st = await run_in_threadpool(_status, run_id, settings.context)
+                if st.phase in TERMINAL:
+                    yield f"event: end\ndata: {st.phase.value}\n\n"
+                    return
+                if await request.is_disconnected():
+                    return
+                await asyncio.sleep(settings.poll_s)
+
+        return StreamingResponse(events(), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache"})  # fmt: skip
+
+    async def cancel(request: Request) -> Response:
+        run_id = _run_id(request)
+        if request.method == "GET":  # the confirmation step
+            st = await run_in_threadpool(_status, run_id, settings.context)
+            return page(request, "confirm.html", st=st, ended=st.phase in TERMINAL)
+        form = await request.form()
+        sent = str(form.get("csrf") or "")
+        if not hmac.compare_digest(sent, settings.csrf):
+            return page(request, "error.html", status_code=403, title="Refused",
+                        message="the form's CSRF token is missing or wrong: nothing was "
+                        "cancelled", hint="open the run's page and use its Cancel button")  # fmt: skip
+        from taugrid.client import runs as client
+
+        await run_in_threadpool(client.cancel, run_id, context=settings.context)
+        return RedirectResponse(f"/runs/{run_id}", status_code=303)
+
+    async def compare(request: Request) -> Response:
+        ids = [r for r in request.query_params.getlist("run") if r][:20]
+        metric = request.query_params.get("metric") or ""
+        rows = await asyncio.gather(
+            *(run_in_threadpool(_metric_rows, r, settings.context) for r in ids)
+        )
+        per_run = {r: _series(rs) for r, rs in zip(ids, rows, strict=True)}
+        names = sorted({n for s in per_run.values() for n in s})
+        if not metric and names:
+            metric = names[0]
+        chart = svg([Series(r, s.get(metric, [])) for r, s in per_run.items()], metric)
+        configs = await asyncio.gather(
+            *(run_in_threadpool(_config, r, settings.context) for r in ids)
+        )
+        return page(request, "compare.html", ids=ids, metric=metric, names=names, chart=chart,
+                    diff=_config_diff(dict(zip(ids, configs, strict=True))))  # fmt: skip
+
+    async def home(_: Request) -> Response:
+        return RedirectResponse("/runs", status_code=307)
+
+    async def healthz(_: Request) -> Response:
+        return PlainTextResponse("ok")
+
+    async def tau_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, TauError)
+        return page(request, "error.html", status_code=_http_status(exc), title=_title(exc),
+                    message=exc.message, hint=exc.hint)  # fmt: skip
+
+    app = Starlette(
+        routes=[
+            Route("/", home),
+            Route("/healthz", healthz),
+            Route("/runs", runs),
+            Route("/runs/{run_id}", run),
+            Route("/runs/{run_id}/log/stream", log_stream),
+            Route("/runs/{run_id}/cancel", cancel, methods=["GET", "POST"]),
+            Route("/compare", compare),
+            Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
+        ],
+        exception_handlers={TauError: tau_error},
+    )
+    if settings.token:
+        app.add_middleware(_TokenGate, token=settings.token)
+    return app
+
+
+class _TokenGate:
+    """Every request carries the token: `?token=` (kept in a cookie from then on), the cookie,
+    or `Authorization: Bearer`. Anything else: 401, and nothing of the portal is shown."""
+
+    def __init__(self, app: Any, token: str) -> None:
+        self.app, self.token = app, token
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
+        given = request.query_params.get("token")
+        if given is not None and hmac.compare_digest(given, self.token):
+            rest = {k: v for k, v in request.query_params.items() if k != "token"}
+            target = request.url.path + (f"?{urlencode(rest)}" if rest else "")
+            response: Response = RedirectResponse(target, status_code=303)
+            response.set_cookie(TOKEN_COOKIE, self.token, httponly=True, samesite="strict")
+            await response(scope, receive, send)
+            return
+        bearer = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+        cookie = request.cookies.get(TOKEN_COOKIE, "")
+        if any(hmac.compare_digest(c, self.token) for c in (bearer, cookie) if c):
+            await self.app(scope, receive, send)
+            return
+        await HTMLResponse(
+            "<!doctype html><title>TauGrid portal: token needed</title><h1>Token needed</h1>"
+            "<p>This portal listens beyond this machine: open the address `tau portal` printed "
+            "(it carries the token).</p>",
+            status_code=401,
+        )(scope, receive, send)
+
+
+# --- reading, through the Python API (blocking calls: run in the thread pool) ---------------
+def _runs(scope: str, workspace: str | None, context: str | None) -> list[RunStatus]:
+    from taugrid.client import runs as client
+
+    if scope == "cluster":
+        return client.cluster_runs(workspace=workspace, context=context)
+    return client.list_runs(context=context)
+
+
+def _status(run_id: str, context: str | None) -> RunStatus:
+    from taugrid.client import runs as client
+
+    return client.status(run_id, context=context)
+
+
+def _record(run_id: str, context: str | None) -> Any:
+    from taugrid.client import runs as client
+
+    return client.record(run_id, context=context)
+
+
+def _metric_rows(run_id: str, context: str | None) -> list[dict[str, Any]]:
+    from taugrid.client import runs as client
+
+    return client.metrics(run_id, context=context)
+
+
+def _log_lines(run_id: str, context: str | None) -> list[str]:
+    from taugrid.client import runs as client
+
+    buf = io.StringIO()
+    client.logs(run_id, buf, context=context)
+    return buf.getvalue().splitlines()
+
+
+def _log_tail(run_id: str, context: str | None) -> tuple[list[str], int]:
+    """The last lines of the log, and how many lines it has (where the live stream goes on)."""
+    try:
+        lines = _log_lines(run_id, context)
+    except TauError as e:
+        return [f"(no log: {e.message})"], 0
+    return lines[-LOG_TAIL:], len(lines)
+
+
+def _config(run_id: str, context: str | None) -> dict[str, Any]:
+    """The run's resolved tau.yaml as flat `key.path: value` pairs (for the config diff)."""
+    from taugrid.api.documents import parse_yaml
+    from taugrid.client import runs as client
+
+    path = client.find(run_id, context=context).path / "config" / "tau.yaml"
+    try:
+        doc = parse_yaml(path.read_text(encoding="utf-8"), str(path))
+    except (OSError, TauError):
+        return {}
+    return dict(_flat(doc))
+
+
+# --- shaping ------------------------------------------------------------------------------
+def _series(rows: list[dict[str, Any]]) -> dict[str, list[tuple[float, float]]]:
+    """Metric rows -> one downsampled series per metric name, x = step (else row order)."""
+    out: dict[str, list[tuple[float, float]]] = {}
+    for i, row in enumerate(rows):
+        x = row.get("step")
+        x = float(x) if isinstance(x, int | float) and not isinstance(x, bool) else float(i)
+        for name, v in row.items():
+            if name in ("step", "ts", "run_id") or isinstance(v, bool):
+                continue
+            if isinstance(v, int | float):
+                out.setdefault(name, []).append((x, float(v)))
+    return {k: downsample(v) for k, v in sorted(out.items())}
+
+
+def _filtered(runs: list[RunStatus], phase: str | None, text: str) -> list[RunStatus]:
+    return [s for s in runs
+            if (phase is None or s.phase.value == phase)
+            and (not text or text in s.run_id.lower() or text in s.name.lower())]  # fmt: skip
+
+
+def _sort_key(sort: str) -> Callable[[RunStatus], Any]:
+    if sort == "name":
+        return lambda s: (s.name, s.created_at)
+    if sort == "phase":
+        return lambda s: (s.phase.value, s.created_at)
+    return lambda s: s.created_at
+
+
+def _flat(doc: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    if isinstance(doc, dict):
+        return [kv for k, v in doc.items() for kv in _flat(v, f"{prefix}{k}.")]
+    if isinstance(doc, list) and doc and all(isinstance(x, dict) for x in doc):
+        return [kv for i, v in enumerate(doc) for kv in _flat(v, f"{prefix}{i}.")]
+    return [(prefix.rstrip("."), doc)]
+
+
+def _config_diff(configs: dict[str, dict[str, Any]]) -> list[tuple[str, list[str]]]:
+    """The keys whose values differ between the runs: (key, value per run)."""
+    keys = sorted({k for c in configs.values() for k in c})
+    out = []
+    for k in keys:
+        values = [c.get(k) for c in configs.values()]
+        if len({repr(v) for v in values}) > 1:
+            out.append((k, ["" if v is None else str(v) for v in values]))
+    return out
+
+
+def _run_id(request: Request) -> str:
+    run_id = str(request.path_params["run_id"])
+    if not _RUN_ID.match(run_id) or ".." in run_id:
+        raise TauError(f"no run {run_id!r}", hint="the runs page lists them")
+    return run_id
+
+
+def _int(text: str | None, default: int) -> int:
+    try:
+        return int(text) if text is not None else default
+    except ValueError:
+        return default
+
+
+def _http_status(e: TauError) -> int:
+    from taugrid.kube.client import Forbidden
+
+    if isinstance(e, Forbidden):
+        return 403
+    if e.exit_code == EXIT_USAGE:
+        return 404 if "no run" in e.message or "not found" in e.message else 400
+    return 502 if e.exit_code == EXIT_PLATFORM else 500
+
+
+def _title(e: TauError) -> str:
+    return {403: "Forbidden", 404: "Not found", 400: "Refused",
+            502: "It could not be done"}.get(_http_status(e), "Failed")  # fmt: skip
