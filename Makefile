@@ -10,7 +10,7 @@ LOG    := $(VENV)/install.log
 # Quiet on success (pip's and setuptools' notes go to $(LOG)); the log is shown on failure.
 QUIET   = > $(LOG) 2>&1 || { cat $(LOG); echo "setup failed (log: $(LOG))"; exit 1; }
 
-.PHONY: setup pyc run render profiles test controlplane pulumi e2e lint fmt bench bench-scale clean azurite
+.PHONY: setup pyc run render profiles test controlplane pulumi e2e lint fmt bench bench-scale clean azurite chromium browser portal
 
 setup: $(STAMP)
 
@@ -57,8 +57,25 @@ $(AZURITE): e2e/azurite/package.json e2e/azurite/package-lock.json
 
 # pytest exits 5 when it collected nothing: say so, and fail.
 test: setup azurite
-	@$(BIN)/python -m pytest -q -m "not e2e"; rc=$$?; \
+	@$(BIN)/python -m pytest -q -m "not e2e and not browser"; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; fi; exit $$rc
+
+# The portal in a real headless browser: Debian's chromium (installed here when missing; the
+# registries serve no browser builds for `playwright install`), driven by Playwright for Python.
+CHROMIUM ?= $(shell command -v chromium 2>/dev/null)
+chromium:
+	@command -v chromium > /dev/null || { echo "chromium: installing Debian's chromium (apt)"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium > /tmp/apt-chromium.log 2>&1 || \
+	  { apt-get update -q > /dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium \
+	    > /tmp/apt-chromium.log 2>&1; } || { cat /tmp/apt-chromium.log; exit 1; }; }
+
+browser: setup chromium
+	@$(BIN)/python -m pytest -q -m browser; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no browser tests"; fi; exit $$rc
+
+# The portal on this machine's runs (the quickstart's, after `make run`).
+portal: setup
+	$(BIN)/tau portal --open
 
 # A real control plane (etcd, kube-apiserver, controller-manager, scheduler, KWOK), built once
 # from the upstream Go modules into ~/.cache/taugrid/controlplane.

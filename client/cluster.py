@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from taugrid.api.profiles import WorkloadProfile, WorkspaceRef
     from taugrid.kube.discovery import Discovery
+    from taugrid.kube.fleet import NodeRow, QueueRow
 
 
 def discovery(context: str | None = None) -> Discovery:
@@ -65,3 +66,18 @@ def profiles(context: str | None = None) -> list[Profile]:
     disc = discovery(context)
     live = disc.capacity()
     return [Profile(p, live.get(p.name)) for p in disc.snapshot().profiles]
+
+
+def queues(context: str | None = None) -> list[QueueRow]:
+    """Kueue's ClusterQueues: quota per flavor and resource, what is used and borrowed now,
+    pending and admitted workloads (what the user may read)."""
+    from taugrid.kube.fleet import queue_rows
+
+    return queue_rows(discovery(context).kube.list("ClusterQueue"))
+
+
+def gpu_nodes(context: str | None = None) -> list[NodeRow]:
+    """GPU nodes by pool: ready, quarantined by the controller, and each GPU fault condition."""
+    from taugrid.kube.fleet import gpu_node_rows
+
+    return gpu_node_rows(discovery(context).kube.list("Node"))

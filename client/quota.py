@@ -36,6 +36,11 @@ def list_requests(*, workspace: str | None = None, all_namespaces: bool = False,
     ]
 
 
+def may_decide(context: str | None = None) -> bool:
+    """Whether the user may see every workspace's requests (a platform admin, who decides)."""
+    return bool(discovery(context).kube.can("list", "TauQuotaRequest", ""))
+
+
 def decide(ref: str, verdict: Literal["Approved", "Denied"], note: str = "", *,
            workspace: str | None = None, context: str | None = None) -> dict[str, Any]:  # fmt: skip
     """Approve or deny a request (platform admins: the API server checks)."""

@@ -44,6 +44,10 @@ LOG_TAIL = 200  # lines of a run's log on its page
 SORTS = ("created", "name", "phase")
 
 
+class NotFound(TauError):
+    """A page of something that is not there (404)."""
+
+
 @dataclass
 class Settings:
     """How the portal was started."""
@@ -60,8 +64,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     templates.env.globals["csrf"] = settings.csrf
 
-    def page(request: Request, name: str, status_code: int = 200, **ctx: Any) -> Response:
-        return templates.TemplateResponse(request, name, ctx, status_code=status_code)
+    def page(request: Request, template: str, status_code: int = 200, **ctx: Any) -> Response:
+        return templates.TemplateResponse(request, template, ctx, status_code=status_code)
 
     async def runs(request: Request) -> Response:
         q = request.query_params
@@ -152,6 +156,42 @@ def create_app(settings: Settings | None = None) -> Starlette:
         return page(request, "compare.html", ids=ids, metric=metric, names=names, chart=chart,
                     diff=_config_diff(dict(zip(ids, configs, strict=True))))  # fmt: skip
 
+    async def queues(request: Request) -> Response:
+        rows, requests = await asyncio.gather(
+            run_in_threadpool(_queues, settings.context),
+            run_in_threadpool(_quota_requests, settings.context),
+        )
+        return page(request, "queues.html", queues=rows, requests=requests[0],
+                    admin=requests[1])  # fmt: skip
+
+    async def decide(request: Request) -> Response:
+        """Approve or deny a quota request (platform admins; the API server decides who may)."""
+        workspace, name = request.path_params["workspace"], request.path_params["name"]
+        verdict = request.path_params["verdict"]
+        if verdict not in ("approve", "deny") or not _RUN_ID.match(name):
+            raise NotFound(f"no quota request {name!r} to {verdict}")
+        if request.method == "GET":
+            return page(request, "decide.html", workspace=workspace, name=name, verdict=verdict)
+        form = await request.form()
+        if not hmac.compare_digest(str(form.get("csrf") or ""), settings.csrf):
+            return page(request, "error.html", status_code=403, title="Refused",
+                        message="the form's CSRF token is missing or wrong: nothing was "
+                        "decided", hint="open the queues page and use its buttons")  # fmt: skip
+        from taugrid.client import quota
+
+        act = quota.approve if verdict == "approve" else quota.deny
+        await run_in_threadpool(lambda: act(name, str(form.get("note") or ""),
+                                            workspace=workspace, context=settings.context))  # fmt: skip
+        return RedirectResponse("/queues", status_code=303)
+
+    async def nodes(request: Request) -> Response:
+        rows = await run_in_threadpool(_nodes, settings.context)
+        pools: dict[str, list[Any]] = {}
+        for r in rows:
+            pools.setdefault(r.pool or "(no pool)", []).append(r)
+        return page(request, "nodes.html", pools=pools, total=len(rows),
+                    quarantined=sum(r.quarantined for r in rows))  # fmt: skip
+
     async def home(_: Request) -> Response:
         return RedirectResponse("/runs", status_code=307)
 
@@ -172,6 +212,9 @@ def create_app(settings: Settings | None = None) -> Starlette:
             Route("/runs/{run_id}/log/stream", log_stream),
             Route("/runs/{run_id}/cancel", cancel, methods=["GET", "POST"]),
             Route("/compare", compare),
+            Route("/queues", queues),
+            Route("/queues/{workspace}/{name}/{verdict}", decide, methods=["GET", "POST"]),
+            Route("/nodes", nodes),
             Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
         ],
         exception_handlers={TauError: tau_error},
@@ -258,6 +301,26 @@ def _log_tail(run_id: str, context: str | None) -> tuple[list[str], int]:
     return lines[-LOG_TAIL:], len(lines)
 
 
+def _queues(context: str | None) -> list[Any]:
+    from taugrid.client import cluster
+
+    return cluster.queues(context)
+
+
+def _nodes(context: str | None) -> list[Any]:
+    from taugrid.client import cluster
+
+    return cluster.gpu_nodes(context)
+
+
+def _quota_requests(context: str | None) -> tuple[list[dict[str, Any]], bool]:
+    """Every request cluster-wide when the user may see them all (an admin, who decides),
+    else those of the workspaces they use; and which of the two it is."""
+    from taugrid.client import quota
+
+    return quota.list_requests(all_namespaces=True, context=context), quota.may_decide(context)
+
+
 def _config(run_id: str, context: str | None) -> dict[str, Any]:
     """The run's resolved tau.yaml as flat `key.path: value` pairs (for the config diff)."""
     from taugrid.api.documents import parse_yaml
@@ -322,7 +385,7 @@ def _config_diff(configs: dict[str, dict[str, Any]]) -> list[tuple[str, list[str
 def _run_id(request: Request) -> str:
     run_id = str(request.path_params["run_id"])
     if not _RUN_ID.match(run_id) or ".." in run_id:
-        raise TauError(f"no run {run_id!r}", hint="the runs page lists them")
+        raise NotFound(f"no run {run_id!r}", hint="the runs page lists them")
     return run_id
 
 
@@ -338,6 +401,8 @@ def _http_status(e: TauError) -> int:
 
     if isinstance(e, Forbidden):
         return 403
+    if isinstance(e, NotFound):
+        return 404
     if e.exit_code == EXIT_USAGE:
         return 404 if "no run" in e.message or "not found" in e.message else 400
     return 502 if e.exit_code == EXIT_PLATFORM else 500

@@ -14,6 +14,7 @@
     source.close();
     var phase = document.getElementById("phase");
     if (phase) { phase.textContent = e.data; phase.className = "phase phase-" + e.data.toLowerCase(); }
+    window.location.reload();  // the ended run's page: its exit, outputs and full log
   });
   source.onerror = function () { source.close(); };
 })();

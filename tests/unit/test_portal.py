@@ -5,10 +5,7 @@ downsampling that keeps peaks."""
 
 from __future__ import annotations
 
-import json
 import math
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,45 +13,13 @@ from typing import Any
 import pytest
 
 pytest.importorskip("starlette", reason="the portal extra is not installed")
+from portalkit import make_run, supervisor
 from starlette.testclient import TestClient
 
-from taugrid.api.evidence import RunRecord
 from taugrid.api.vocabulary import Phase
 from taugrid.portal.app import Settings, create_app
 from taugrid.portal.charts import Series, downsample, svg
 from taugrid.runs.evidence import RunDir
-
-
-def record(run_id: str, **kw: Any) -> RunRecord:
-    base: dict[str, Any] = dict(
-        run_id=run_id, name=run_id.rsplit("-", 1)[0], workspace="local", profile="local",
-        workload_kind="job", handle={"target": "local"}, submitter="alice@lab", code_folder="/x",
-        code_revision="u", code_digest="d", config_hash="h", image="i", entrypoint="t.py",
-        created_at=kw.pop("created_at", "2026-12-01T00:00:00Z"),
-    )  # fmt: skip
-    base.update(kw)
-    return RunRecord.model_validate(base)
-
-
-def make_run(home: Path, run_id: str, *, phase: Phase = Phase.Succeeded, metrics: int = 0,
-             log: list[str] | None = None, config: str = "run: {entrypoint: t.py}\n",
-             created_at: str = "2026-12-01T00:00:00Z") -> RunDir:  # fmt: skip
-    rd = RunDir(home / "data" / "runs" / run_id)
-    (rd.path / "logs").mkdir(parents=True)
-    (rd.path / "config").mkdir()
-    (rd.path / "config" / "tau.yaml").write_text(config)
-    rd.create(record(run_id, created_at=created_at))
-    if metrics:
-        with rd.metrics_path.open("w") as f:
-            for step in range(metrics):
-                f.write(json.dumps({"step": step, "ts": step, "loss": 1 / (step + 1),
-                                    "acc": step / metrics}) + "\n")  # fmt: skip
-    rd.driver_log.write_text("".join(f"{line}\n" for line in log or []))
-    if phase is not Phase.Pending:
-        rd.transition(Phase.Running, "started")
-    if phase in (Phase.Succeeded, Phase.Failed):
-        rd.transition(phase, "ended", exit_code=0 if phase is Phase.Succeeded else 3)
-    return rd
 
 
 @pytest.fixture
@@ -118,34 +83,10 @@ def test_the_live_log_streams_new_lines_and_ends_with_the_run(home: Path, web: T
     assert "event: end\ndata: Succeeded" in body
 
 
-SUPERVISOR = """
-import signal, sys, time
-from pathlib import Path
-from taugrid.api.vocabulary import Phase
-from taugrid.runs.evidence import RunDir
-def stop(*_):
-    RunDir(Path(sys.argv[1])).transition(Phase.Cancelled, "cancelled by the user")
-    sys.exit(0)
-signal.signal(signal.SIGTERM, stop)
-print("ready", flush=True)
-time.sleep(120)
-"""
-
-
 @pytest.fixture
 def supervised(home: Path) -> Iterator[RunDir]:
-    """A waiting local run with a stand-in for its supervisor (a process that records the
-    cancel when it gets SIGTERM, as the real one does)."""
-    rd = make_run(home, "wait-aaaaa", phase=Phase.Pending)
-    proc = subprocess.Popen([sys.executable, "-c", SUPERVISOR, str(rd.path)],
-                            stdout=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-    rd.update_handle(supervisor_pid=proc.pid)
-    try:
+    with supervisor(make_run(home, "wait-aaaaa", phase=Phase.Pending)) as rd:
         yield rd
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 def test_cancel_asks_first_and_needs_the_forms_token(
@@ -222,3 +163,104 @@ def test_downsampling_keeps_every_peak_and_dip() -> None:
 def _ids(html: str) -> list[str]:
     return [ln.split('data-run="')[1].split('"')[0] for ln in html.splitlines()
             if '<tr class="run"' in ln]  # fmt: skip
+
+
+# --- the cluster's pages: queues, quota requests, GPU nodes (an in-memory cluster) -----------
+def cluster_objects() -> dict[str, list[dict[str, Any]]]:
+    import yaml
+    from conftest import PROFILES
+
+    snap = yaml.safe_load(PROFILES.read_text())
+    gpu = {"name": "a100x1", "resources": [
+        {"name": "nvidia.com/gpu", "nominalQuota": "8", "borrowingLimit": "4"}]}  # fmt: skip
+    cq = {"metadata": {"name": "gpu"},
+          "spec": {"cohortName": "research", "resourceGroups": [
+              {"coveredResources": ["nvidia.com/gpu"], "flavors": [gpu]}]},
+          "status": {"pendingWorkloads": 3, "admittedWorkloads": 2,
+                     "conditions": [{"type": "Active", "status": "True"}],
+                     "flavorsUsage": [{"name": "a100x1", "resources": [
+                         {"name": "nvidia.com/gpu", "total": "10", "borrowed": "2"}]}]}}  # fmt: skip
+
+    def node(name: str, *, quarantined: bool = False, fault: bool = False) -> dict[str, Any]:
+        conds = [{"type": "Ready", "status": "True"}]
+        if fault:
+            conds.append({"type": "XIDErrors", "status": "True", "reason": "Xid79"})
+        return {"metadata": {"name": name, "labels": {"tau.azure.com/pool": "a100x1",
+                                                      "tau.azure.com/gpu-class": "a100"}},
+                "spec": {"taints": [{"key": "tau.azure.com/gpu-unhealthy", "effect": "NoSchedule"}]
+                         if quarantined else []},
+                "status": {"allocatable": {"nvidia.com/gpu": "1"}, "conditions": conds}}  # fmt: skip
+
+    request = {"metadata": {"name": "more-gpus", "namespace": "research",
+                            "creationTimestamp": "2026-12-01T00:00:00Z"},
+               "spec": {"workspace": "research", "flavor": "a100x1", "requested": 2,
+                        "reason": "deadline", "duration": "48h", "requestedBy": "alice"}}  # fmt: skip
+    return {"TauCluster": [{"metadata": {"name": "cluster"},
+                            "spec": {"stack": snap["cluster"], "workspaces": snap["workspaces"],
+                                     "defaultWorkspace": snap["defaultWorkspace"],
+                                     "workloadProfiles": snap["profiles"]}}],
+            "ClusterQueue": [cq],
+            "Node": [node("a100x1-0"), node("a100x1-1", quarantined=True, fault=True),
+                     {"metadata": {"name": "cpu-0", "labels": {}}, "status": {}}],
+            "TauQuotaRequest": [request]}  # fmt: skip
+
+
+@pytest.fixture
+def cluster(monkeypatch: pytest.MonkeyPatch) -> Any:
+    from taugrid.client import cluster as client_cluster
+    from taugrid.client import quota as client_quota
+    from taugrid.kube.discovery import Discovery
+    from taugrid.kube.fake import FakeKube
+
+    fake = FakeKube(cluster_objects())
+    monkeypatch.setattr(client_cluster, "discovery", lambda context=None: Discovery(fake))
+    monkeypatch.setattr(client_quota, "discovery", lambda context=None: Discovery(fake))
+    return fake
+
+
+def test_the_queues_page_shows_quota_use_and_requests(web: TestClient, cluster: Any) -> None:
+    res = web.get("/queues")
+    assert res.status_code == 200, res.text
+    row = next(ln for ln in res.text.split("<tr") if 'data-queue="gpu"' in ln)
+    cells = [c.split(">", 1)[1].split("<")[0] for c in row.split("<td")[1:]]
+    assert cells[:9] == ["research", "a100x1", "nvidia.com/gpu", "8", "10", "2", "4", "-", "3"]
+    assert 'data-request="more-gpus"' in res.text and "deadline" in res.text
+    assert "Approve…" in res.text  # an admin here (may list every namespace)
+
+
+def test_an_admin_approves_through_a_confirmation(web: TestClient, cluster: Any) -> None:
+    page = web.get("/queues/research/more-gpus/approve")
+    assert page.status_code == 200 and "Yes, approve more-gpus" in page.text
+    token = page.text.split('name="csrf" value="')[1].split('"')[0]
+    assert web.post("/queues/research/more-gpus/approve", data={"csrf": "x"}).status_code == 403
+    assert (cluster.get("TauQuotaRequest", "more-gpus", "research").get("status") or {}) == {}
+    done = web.post("/queues/research/more-gpus/approve", data={"csrf": token, "note": "ok"},
+                    follow_redirects=False)  # fmt: skip
+    assert done.status_code == 303
+    decision = cluster.get("TauQuotaRequest", "more-gpus", "research")["status"]["decision"]
+    assert (decision["verdict"], decision["note"]) == ("Approved", "ok")
+    assert web.get("/queues/research/more-gpus/maybe").status_code == 404
+
+
+def test_a_researcher_sees_their_requests_without_the_decide_buttons(
+    web: TestClient, cluster: Any
+) -> None:
+    cluster.forbid.add(("list", "TauQuotaRequest", ""))  # not cluster-wide: not an admin
+    res = web.get("/queues")
+    assert res.status_code == 200 and "(your workspaces)" in res.text
+    assert 'data-request="more-gpus"' in res.text and "Approve…" not in res.text
+
+
+def test_the_nodes_page_shows_pools_health_and_quarantine(web: TestClient, cluster: Any) -> None:
+    res = web.get("/nodes")
+    assert res.status_code == 200
+    assert "2 GPU node(s), 1 quarantined" in res.text
+    assert 'data-node="cpu-0"' not in res.text  # not a GPU node
+    bad = next(ln for ln in res.text.split("<tr") if 'data-node="a100x1-1"' in ln)
+    assert "quarantined" in bad and "XIDErrors=True (Xid79)" in bad
+
+
+def test_a_cluster_page_that_is_forbidden_says_so(web: TestClient, cluster: Any) -> None:
+    cluster.forbid.add(("list", "Node", None))
+    res = web.get("/nodes")
+    assert res.status_code == 403 and "Forbidden" in res.text and "Traceback" not in res.text
