@@ -253,22 +253,62 @@ def watch(run: str, *, context: str | None = None, poll_s: float = 1.0) -> Itera
             time.sleep(poll_s)
 
 
-def list_runs(*, context: str | None = None, say: Say = _quiet) -> list[RunStatus]:
+class StatusCache:
+    """The statuses of ended runs, kept between calls by a long-lived caller (the portal): an
+    ended run's status changes only when its record does (a sealed cluster run's end, say),
+    so a run whose record file is unchanged is not read or computed again."""
+
+    def __init__(self) -> None:
+        self._by_id: dict[str, tuple[tuple[int, int], RunStatus]] = {}
+
+    def get(self, run_id: str, stamp: tuple[int, int]) -> RunStatus | None:
+        hit = self._by_id.get(run_id)
+        return hit[1] if hit is not None and hit[0] == stamp else None
+
+    def put(self, run_id: str, stamp: tuple[int, int], st: RunStatus) -> None:
+        from taugrid.api.vocabulary import TERMINAL
+
+        if st.phase in TERMINAL:
+            self._by_id[run_id] = (stamp, st)
+
+
+def list_runs(*, context: str | None = None, say: Say = _quiet,
+              cache: StatusCache | None = None) -> list[RunStatus]:  # fmt: skip
     """The runs submitted from this machine, newest last, each with its status: the ended ones
     from their sealed records, the others from their backends (a cluster that does not answer:
-    its runs from their local records, and `say` says so)."""
+    its runs from their local records, and `say` says so). With `cache`, an ended run whose
+    record is unchanged since the last call is taken from it."""
+    from taugrid.runs.evidence import RunDir
     from taugrid.runs.index import list_runs as local_runs
+    from taugrid.runs.index import record_stamps
+    from taugrid.runs.paths import runs_root
 
+    known: dict[str, RunStatus] = {}
+    stamps: dict[str, tuple[int, int]] = {}
+    if cache is not None:  # one scan and a stat per run; only what changed is read
+        root = runs_root()
+        todo = []
+        for run_id, stamp in record_stamps():
+            hit = cache.get(run_id, stamp)
+            if hit is not None:
+                known[run_id] = hit
+            else:
+                stamps[run_id] = stamp
+                todo.append(RunDir(root / run_id))
+    else:
+        todo = local_runs()
     dirs = []
-    for rd in local_runs():
+    for rd in todo:
         try:
             rd.read_record()
         except TauError:  # an unreadable record is not listed (verify says why)
             continue
         dirs.append(rd)
-    out = _statuses(dirs, say, context)
-    out.sort(key=lambda s: s.created_at)
-    return out
+    for rd, st in zip(dirs, _statuses(dirs, say, context), strict=True):
+        known[rd.run_id] = st
+        if cache is not None:
+            cache.put(rd.run_id, stamps[rd.run_id], st)
+    return sorted(known.values(), key=lambda s: s.created_at)
 
 
 def cluster_runs(*, workspace: str | None = None, mine: bool = False,

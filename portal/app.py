@@ -9,10 +9,12 @@ kept in a cookie; or `Authorization: Bearer`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import io
 import re
 import secrets
+import threading
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,6 +63,9 @@ class Settings:
 
 def create_app(settings: Settings | None = None) -> Starlette:
     settings = settings or Settings()
+    from taugrid.client.runs import StatusCache
+
+    cache = StatusCache()  # ended runs' statuses, between requests
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     templates.env.globals["csrf"] = settings.csrf
 
@@ -71,7 +76,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         q = request.query_params
         scope = q.get("scope", "local")
         workspace = q.get("workspace") or None
-        got = await run_in_threadpool(_runs, scope, workspace, settings.context)
+        got = await run_in_threadpool(_runs, scope, workspace, settings.context, cache)
         phases = sorted({s.phase.value for s in got})
         shown = _filtered(got, q.get("phase") or None, (q.get("q") or "").strip().lower())
         sort = q.get("sort") or "created"
@@ -203,7 +208,16 @@ def create_app(settings: Settings | None = None) -> Starlette:
         return page(request, "error.html", status_code=_http_status(exc), title=_title(exc),
                     message=exc.message, hint=exc.hint)  # fmt: skip
 
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        """Warm the status cache at start (thousands of ended runs take seconds once), so the
+        first visit of the runs page does not wait for all of it."""
+        warm = threading.Thread(target=_warm, args=(cache, settings.context), daemon=True)
+        warm.start()
+        yield
+
     app = Starlette(
+        lifespan=lifespan,
         routes=[
             Route("/", home),
             Route("/healthz", healthz),
@@ -258,12 +272,20 @@ class _TokenGate:
 
 
 # --- reading, through the Python API (blocking calls: run in the thread pool) ---------------
-def _runs(scope: str, workspace: str | None, context: str | None) -> list[RunStatus]:
+def _runs(scope: str, workspace: str | None, context: str | None,
+          cache: Any = None) -> list[RunStatus]:  # fmt: skip
     from taugrid.client import runs as client
 
     if scope == "cluster":
         return client.cluster_runs(workspace=workspace, context=context)
-    return client.list_runs(context=context)
+    return client.list_runs(context=context, cache=cache)
+
+
+def _warm(cache: Any, context: str | None) -> None:
+    from taugrid.client import runs as client
+
+    with contextlib.suppress(TauError):
+        client.list_runs(context=context, cache=cache)
 
 
 def _status(run_id: str, context: str | None) -> RunStatus:
@@ -337,16 +359,17 @@ def _config(run_id: str, context: str | None) -> dict[str, Any]:
 # --- shaping ------------------------------------------------------------------------------
 def _series(rows: list[dict[str, Any]]) -> dict[str, list[tuple[float, float]]]:
     """Metric rows -> one downsampled series per metric name, x = step (else row order)."""
+    xs = [float(r["step"]) if type(r.get("step")) is int else float(i) for i, r in enumerate(rows)]
+    names = sorted({k for r in rows for k in r})
     out: dict[str, list[tuple[float, float]]] = {}
-    for i, row in enumerate(rows):
-        x = row.get("step")
-        x = float(x) if isinstance(x, int | float) and not isinstance(x, bool) else float(i)
-        for name, v in row.items():
-            if name in ("step", "ts", "run_id") or isinstance(v, bool):
-                continue
-            if isinstance(v, int | float):
-                out.setdefault(name, []).append((x, float(v)))
-    return {k: downsample(v) for k, v in sorted(out.items())}
+    for name in names:
+        if name in ("step", "ts", "run_id"):
+            continue
+        pts = [(x, float(v)) for x, r in zip(xs, rows, strict=True)
+               if type(v := r.get(name)) is float or type(v) is int]  # fmt: skip
+        if pts:
+            out[name] = downsample(pts)
+    return out
 
 
 def _filtered(runs: list[RunStatus], phase: str | None, text: str) -> list[RunStatus]:

@@ -22,14 +22,16 @@ def downsample(points: Sequence[Point], limit: int = MAX_POINTS) -> list[Point]:
         return pts
     buckets = max(1, limit // 2)
     size = len(pts) / buckets
+    ys = [p[1] for p in pts]
     out: list[Point] = []
     for b in range(buckets):
-        chunk = pts[int(b * size) : int((b + 1) * size)]
-        if not chunk:
+        start, end = int(b * size), int((b + 1) * size)
+        if end <= start:
             continue
-        lo = min(range(len(chunk)), key=lambda i: chunk[i][1])
-        hi = max(range(len(chunk)), key=lambda i: chunk[i][1])
-        out.extend(chunk[i] for i in sorted({lo, hi}))
+        chunk = ys[start:end]
+        lo = start + chunk.index(min(chunk))
+        hi = start + chunk.index(max(chunk))
+        out.extend(pts[i] for i in ((lo, hi) if lo < hi else (hi, lo) if hi < lo else (lo,)))
     return out
 
 

@@ -190,19 +190,45 @@ class RunDir:
 
     # --- metrics and checkpoints ------------------------------------------------------------
     def metric_rows(self) -> list[dict[str, Any]]:
-        rows: list[dict[str, Any]] = []
+        """Every metric row (a dict with an int `step`), in the order written. The file is
+        parsed as one JSON array (a 100,000-row file in a fraction of the time of a parse per
+        line); a torn line (a killed run's last) sends it down the line-by-line path."""
         try:
             text = self.metrics_path.read_text(encoding="utf-8")
         except FileNotFoundError:
-            return rows
-        for line in text.splitlines():
+            return []
+        try:  # one parse; a blank or torn line makes it fail: then line by line
+            parsed = json.loads("[" + text.strip().replace("\n", ",") + "]")
+        except ValueError:
+            parsed = []
+            for line in text.splitlines():
+                try:
+                    parsed.append(json.loads(line))
+                except ValueError:
+                    continue  # a torn last line of a killed run
+        return [r for r in parsed if isinstance(r, dict) and isinstance(r.get("step"), int)]
+
+    def metric_summary(self) -> tuple[int, dict[str, Any] | None]:
+        """How many metric rows there are, and the last one, without parsing the others (a
+        run's status needs no more): lines are counted, the last complete row is parsed."""
+        try:
+            data = self.metrics_path.read_bytes()
+        except FileNotFoundError:
+            return 0, None
+        lines = data.split(b"\n")
+        count = len(lines) - lines.count(b"")  # empty lines are not rows
+        for line in reversed(lines):
+            if not line:
+                continue
             try:
                 row = json.loads(line)
             except ValueError:
-                continue  # a torn last line of a killed run
+                count -= 1  # a torn (last) line is not a row
+                continue
             if isinstance(row, dict) and isinstance(row.get("step"), int):
-                rows.append(row)
-        return rows
+                return count, row
+            count -= 1
+        return count, None
 
     def last_error_line(self, tail_bytes: int = 64 * 1024) -> str | None:
         """The last line of the driver log that reads like an error (else its last line)."""

@@ -7,6 +7,7 @@ backend that owns the run from the record alone.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from taugrid.api import constants as C
@@ -23,6 +24,26 @@ def list_runs() -> list[RunDir]:
         RunDir(p) for p in root.iterdir() if p.is_dir() and (p / C.RUN_RECORD_FILENAME).is_file()
     ]
     return sorted(dirs, key=lambda d: d.record_path.stat().st_mtime)
+
+
+def record_stamps() -> list[tuple[str, tuple[int, int]]]:
+    """(run id, (mtime_ns, size) of its record) of every run here: one directory scan and one
+    stat per run, no record read (what a cache of statuses needs to tell what changed)."""
+    root = runs_root()
+    out = []
+    try:
+        entries = list(os.scandir(root))
+    except FileNotFoundError:
+        return []
+    for e in entries:
+        if not e.is_dir():
+            continue
+        try:
+            st = os.stat(os.path.join(e.path, C.RUN_RECORD_FILENAME))
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        out.append((e.name, (st.st_mtime_ns, st.st_size)))
+    return out
 
 
 def find_run(ref: str) -> RunDir:
@@ -81,7 +102,9 @@ def lineage_metric_rows(rd: RunDir) -> list[dict[str, Any]]:
     resumed from, then the run's own; each row names its run."""
     out: list[dict[str, Any]] = []
     for run, upto in lineage(rd):
+        run_id = run.run_id
         for row in run.metric_rows():
             if upto is None or row["step"] <= upto:
-                out.append({**row, "run_id": run.run_id})
+                row["run_id"] = run_id  # a fresh dict per read: named in place
+                out.append(row)
     return out

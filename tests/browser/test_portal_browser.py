@@ -9,7 +9,6 @@ import os
 import shutil
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -58,10 +57,10 @@ def portal(home: Path) -> Iterator[str]:
     server = uvicorn.Server(uvicorn.Config(create_app(Settings(poll_s=0.2)), log_level="warning"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "the portal did not start"
-        time.sleep(0.05)
+    from kubekit import wait_until
+
+    wait_until(lambda: server.started or not thread.is_alive(), 30, "the portal to start")
+    assert server.started, "the portal did not start"
     yield f"http://127.0.0.1:{port}"
     server.should_exit = True
     thread.join(timeout=10)

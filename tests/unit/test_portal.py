@@ -264,3 +264,34 @@ def test_a_cluster_page_that_is_forbidden_says_so(web: TestClient, cluster: Any)
     cluster.forbid.add(("list", "Node", None))
     res = web.get("/nodes")
     assert res.status_code == 403 and "Forbidden" in res.text and "Traceback" not in res.text
+
+
+def test_a_status_cache_spares_ended_runs_until_their_record_changes(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What keeps the runs page fast with thousands of runs: an ended run's status is computed
+    once; a run still going is computed each time; a record that changes is computed again."""
+    from taugrid.client import runs as client
+    from taugrid.runs import evidence
+
+    ended = make_run(home, "done-aaaaa")
+    with supervisor(make_run(home, "going-bbbbb", phase=Phase.Running)) as going:
+        cache = client.StatusCache()
+        first = {s.run_id: s.phase for s in client.list_runs(cache=cache)}
+        assert first == {"done-aaaaa": Phase.Succeeded, "going-bbbbb": Phase.Running}
+        reads: list[str] = []
+        real = evidence.RunDir.read_record
+
+        def counted(self: evidence.RunDir) -> Any:
+            reads.append(self.run_id)
+            return real(self)
+
+        monkeypatch.setattr(evidence.RunDir, "read_record", counted)
+        again = {s.run_id: s.phase for s in client.list_runs(cache=cache)}
+        assert again == first
+        assert "done-aaaaa" not in reads and "going-bbbbb" in reads
+        going.transition(Phase.Succeeded, "ended", exit_code=0)
+        reads.clear()
+        now = {s.run_id: s.phase for s in client.list_runs(cache=cache)}
+        assert now["going-bbbbb"] is Phase.Succeeded and "done-aaaaa" not in reads
+    assert ended.read_record().phase is Phase.Succeeded

@@ -3,6 +3,7 @@ one line per change, and the record is sealed when the run ends."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -110,3 +111,24 @@ def test_update_refuses_phase_changes(tmp_path: Path) -> None:
         rd.update(phase=Phase.Failed)
     rd.update_handle(supervisor_pid=7)
     assert rd.read_record().local.supervisor_pid == 7
+
+
+def test_metric_rows_and_their_summary_survive_a_torn_last_line(tmp_path: Path) -> None:
+    """A run killed mid-write leaves a torn last line: every complete row is still read (one
+    JSON parse of the whole file, else line by line), and the status's summary (how many rows,
+    the last one) agrees without parsing the rest."""
+    rd = RunDir(tmp_path / "r-abcde")
+    rd.path.mkdir()
+    rows = [{"step": i, "loss": 1 / (i + 1)} for i in range(5)]
+    text = "".join(json.dumps(r) + "\n" for r in rows)
+    rd.metrics_path.write_text(text)
+    assert rd.metric_rows() == rows
+    assert rd.metric_summary() == (5, rows[-1])
+    rd.metrics_path.write_text(text + '{"step": 5, "lo')  # torn
+    assert rd.metric_rows() == rows
+    assert rd.metric_summary() == (5, rows[-1])
+    rd.metrics_path.write_text('{"no step": 1}\n' + text + "\n\n")
+    assert rd.metric_rows() == rows  # a row without an int step is not a metric row
+    assert rd.metric_summary()[1] == rows[-1]
+    rd.metrics_path.unlink()
+    assert rd.metric_rows() == [] and rd.metric_summary() == (0, None)

@@ -436,7 +436,7 @@ def _observe(rd: RunDir, now: float) -> Observations:
     alive = None if rec.phase in TERMINAL else procs.pid_alive(rec.local.supervisor_pid)
     # Without its supervisor, a run may still be running: count what is left of it.
     orphans = len(procs.run_processes(rec.run_id, rec.local.process_group)) if alive is False else 0
-    rows = rd.metric_rows()
+    count, last = rd.metric_summary()
     ckpts = rd.complete_checkpoints(rec.checkpoint_subdir)
     log_ts = max(
         (p.stat().st_mtime for p in rd.logs.glob("*.log") if p.name != "supervisor.log"),
@@ -450,15 +450,13 @@ def _observe(rd: RunDir, now: float) -> Observations:
         orphans=orphans,
         last_metric_ts=rd.metrics_path.stat().st_mtime if rd.metrics_path.exists() else None,
         last_log_ts=log_ts,
-        metric_rows=len(rows),
-        last_step=rows[-1]["step"] if rows else None,
+        metric_rows=count,
+        last_step=last["step"] if last else None,
         checkpoints=len(ckpts),
         newest_checkpoint=ckpts[-1]["path"] if ckpts else None,
         sealed=rd.sealed,
         outputs=rd.output_files(rec.output_subdir),
-        latest_metrics={k: v for k, v in rows[-1].items() if k not in ("step", "ts")}
-        if rows
-        else {},
+        latest_metrics={k: v for k, v in last.items() if k not in ("step", "ts")} if last else {},
         last_error=rd.last_error_line() if rec.phase in (Phase.Failed, Phase.Cancelled) else None,
         evidence=str(rd.path),
     )
