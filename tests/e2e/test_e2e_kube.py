@@ -198,7 +198,8 @@ def test_forbidden_elsewhere_says_which_workspace_you_may_use(
         sandbox, "run", str(gpu_project), "-d", "--workspace", "llm", env=kube_env(sandbox, "alice")
     )
     assert res.returncode == 4
-    assert "forbidden: you may not get runs" in res.stderr and "namespace llm" in res.stderr
+    # the first thing sent (a drawn run id is created, not looked up first) is what RBAC refuses
+    assert "forbidden: you may not create runs" in res.stderr and "namespace llm" in res.stderr
     assert "workspaces you may use: research" in res.stderr
 
 
