@@ -28,21 +28,23 @@ def list_runs() -> list[RunDir]:
 
 def record_stamps() -> list[tuple[str, tuple[int, int]]]:
     """(run id, (mtime_ns, size) of its record) of every run here: one directory scan and one
-    stat per run, no record read (what a cache of statuses needs to tell what changed)."""
-    root = runs_root()
-    out = []
+    stat per run (relative to the open folder), no record read (what a cache of statuses needs
+    to tell what changed)."""
     try:
-        entries = list(os.scandir(root))
+        fd = os.open(runs_root(), os.O_RDONLY | os.O_DIRECTORY)
     except FileNotFoundError:
         return []
-    for e in entries:
-        if not e.is_dir():
-            continue
-        try:
-            st = os.stat(os.path.join(e.path, C.RUN_RECORD_FILENAME))
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        out.append((e.name, (st.st_mtime_ns, st.st_size)))
+    out = []
+    try:
+        tail = "/" + C.RUN_RECORD_FILENAME
+        for e in os.scandir(fd):
+            try:
+                st = os.stat(e.name + tail, dir_fd=fd)
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            out.append((e.name, (st.st_mtime_ns, st.st_size)))
+    finally:
+        os.close(fd)
     return out
 
 
