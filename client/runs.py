@@ -456,6 +456,43 @@ def verify(run: str, *, context: str | None = None) -> Verified:
     return Verified(rd.run_id, n, problems)
 
 
+@dataclass(frozen=True)
+class Artifacts:
+    """What a run left in its evidence record: complete checkpoints (newest last), output
+    files (relative paths, at most `limit`), and the runs resumed from it."""
+
+    checkpoint_dir: str
+    checkpoints: list[dict[str, Any]]
+    output_dir: str
+    outputs: list[str]
+    more_outputs: int
+    children: list[str]
+
+
+def artifacts(run: str, *, context: str | None = None, limit: int = 200) -> Artifacts:
+    import json
+
+    rd = find(run, context=context)
+    rec = rd.read_record()
+    out_dir = rd.path / rec.output_subdir
+    files = sorted(str(p.relative_to(out_dir)) for p in out_dir.rglob("*") if p.is_file()) \
+        if out_dir.is_dir() else []  # fmt: skip
+    children = []
+    try:
+        for line in (rd.path / "lineage.jsonl").read_text(encoding="utf-8").splitlines():
+            try:
+                child = json.loads(line).get("resumed_by")
+            except (ValueError, AttributeError):
+                continue
+            if isinstance(child, str):
+                children.append(child)
+    except FileNotFoundError:
+        pass
+    return Artifacts(str(rd.checkpoint_dir(rec.checkpoint_subdir)),
+                     rd.complete_checkpoints(rec.checkpoint_subdir), str(out_dir), files[:limit],
+                     max(0, len(files) - limit), children)  # fmt: skip
+
+
 def metrics(run: str, *, context: str | None = None) -> list[dict[str, Any]]:
     """Metric rows (`{"step", "ts", <name>: number, "run_id"}`) across the run's resume
     lineage: a resumed run continues its parents' curves."""

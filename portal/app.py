@@ -95,14 +95,15 @@ def create_app(settings: Settings | None = None) -> Starlette:
 
     async def run(request: Request) -> Response:
         run_id = _run_id(request)
-        st, rec, rows, log = await asyncio.gather(
+        st, rec, rows, log, made = await asyncio.gather(
             run_in_threadpool(_status, run_id, settings.context),
             run_in_threadpool(_record, run_id, settings.context),
             run_in_threadpool(_metric_rows, run_id, settings.context),
             run_in_threadpool(_log_tail, run_id, settings.context),
+            run_in_threadpool(_artifacts, run_id, settings.context),
         )
         charts = [svg([Series(run_id, pts)], name) for name, pts in _series(rows).items()]
-        return page(request, "run.html", st=st, rec=rec, charts=charts, log=log,
+        return page(request, "run.html", st=st, rec=rec, charts=charts, log=log, made=made,
                     ended=st.phase in TERMINAL)  # fmt: skip
 
     async def log_stream(request: Request) -> Response:
@@ -298,6 +299,12 @@ def _record(run_id: str, context: str | None) -> Any:
     from taugrid.client import runs as client
 
     return client.record(run_id, context=context)
+
+
+def _artifacts(run_id: str, context: str | None) -> Any:
+    from taugrid.client import runs as client
+
+    return client.artifacts(run_id, context=context)
 
 
 def _metric_rows(run_id: str, context: str | None) -> list[dict[str, Any]]:

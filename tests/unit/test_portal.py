@@ -5,6 +5,7 @@ downsampling that keeps peaks."""
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterator
 from pathlib import Path
@@ -295,3 +296,22 @@ def test_a_status_cache_spares_ended_runs_until_their_record_changes(
         now = {s.run_id: s.phase for s in client.list_runs(cache=cache)}
         assert now["going-bbbbb"] is Phase.Succeeded and "done-aaaaa" not in reads
     assert ended.read_record().phase is Phase.Succeeded
+
+
+def test_a_runs_page_lists_its_checkpoints_outputs_and_resumes(home: Path, web: TestClient) -> None:
+    rd = make_run(home, "train-aaaaa")
+    rec = rd.read_record()
+    ckpt = rd.checkpoint_dir(rec.checkpoint_subdir)
+    (ckpt / "step-00000010").mkdir(parents=True)
+    (ckpt / "step-00000020").mkdir()  # not in the index: incomplete, not shown
+    (ckpt / "index.json").write_text(
+        json.dumps({"complete": [{"step": 10, "path": "step-00000010", "ts": 1}]})
+    )
+    (rd.path / rec.output_subdir / "plots").mkdir(parents=True)
+    (rd.path / rec.output_subdir / "plots" / "loss.png").write_bytes(b"png")
+    rd.record_child("train-bbbbb", "step-00000010")
+    text = web.get("/runs/train-aaaaa").text
+    assert "1 complete checkpoint(s)" in text and "step-00000010" in text
+    assert "step-00000020" not in text
+    assert "<code>plots/loss.png</code>" in text
+    assert '<a href="/runs/train-bbbbb">train-bbbbb</a>' in text
