@@ -239,3 +239,10 @@ def lineage(kind: Kind, ref: str, *, registry: str | None = None) -> dict[str, A
                 models.append({"name": name, "version": short(m.version), "run": m.lineage.run})
     out["models"] = models
     return out
+
+
+def models_from_run(run: str, *, registry: str | None = None) -> builtins.list[VersionRecord]:
+    """The model versions registered from the run `run` (their lineage names it), oldest first."""
+    s = default_store(registry)
+    return [m for name in s.names("model") for m in s.versions("model", name)
+            if m.lineage.run == run]  # fmt: skip

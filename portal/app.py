@@ -95,15 +95,17 @@ def create_app(settings: Settings | None = None) -> Starlette:
 
     async def run(request: Request) -> Response:
         run_id = _run_id(request)
-        st, rec, rows, log, made = await asyncio.gather(
+        st, rec, rows, log, made, models = await asyncio.gather(
             run_in_threadpool(_status, run_id, settings.context),
             run_in_threadpool(_record, run_id, settings.context),
             run_in_threadpool(_metric_rows, run_id, settings.context),
             run_in_threadpool(_log_tail, run_id, settings.context),
             run_in_threadpool(_artifacts, run_id, settings.context),
+            run_in_threadpool(_models_from, run_id),
         )
         charts = [svg([Series(run_id, pts)], name) for name, pts in _series(rows).items()]
         return page(request, "run.html", st=st, rec=rec, charts=charts, log=log, made=made,
+                    models=models,
                     ended=st.phase in TERMINAL)  # fmt: skip
 
     async def log_stream(request: Request) -> Response:
@@ -305,6 +307,17 @@ def _artifacts(run_id: str, context: str | None) -> Any:
     from taugrid.client import runs as client
 
     return client.artifacts(run_id, context=context)
+
+
+def _models_from(run_id: str) -> list[Any]:
+    """Models registered from the run (`tau data model register --from-run`); none when the
+    registry cannot be read (the page says the rest)."""
+    from taugrid.client import data
+
+    try:
+        return data.models_from_run(run_id)
+    except TauError:
+        return []
 
 
 def _metric_rows(run_id: str, context: str | None) -> list[dict[str, Any]]:

@@ -315,3 +315,20 @@ def test_a_runs_page_lists_its_checkpoints_outputs_and_resumes(home: Path, web: 
     assert "step-00000020" not in text
     assert "<code>plots/loss.png</code>" in text
     assert '<a href="/runs/train-bbbbb">train-bbbbb</a>' in text
+
+
+def test_a_runs_page_names_the_models_registered_from_it(home: Path, web: TestClient) -> None:
+    from taugrid.api.data import Created, Lineage
+    from taugrid.data.store import default_store
+
+    make_run(home, "train-aaaaa")
+    weights = home / "w"
+    weights.mkdir()
+    (weights / "model.bin").write_bytes(b"weights")
+    who = Created(by="alice@lab", at="2026-12-01T12:00:00Z", host="lab")
+    got = default_store().register("model", "clf", weights, who,
+                                   lineage=Lineage(run="train-aaaaa", checkpoint="step-00000010"))  # fmt: skip
+    default_store().register("model", "other", weights, who, lineage=Lineage(run="someone-else"))
+    text = web.get("/runs/train-aaaaa").text
+    assert f"<code>clf@{got.record.short}</code> (checkpoint step-00000010)" in text
+    assert "other@" not in text
