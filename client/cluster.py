@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from taugrid.api.profiles import WorkloadProfile, WorkspaceRef
     from taugrid.kube.discovery import Discovery
-    from taugrid.kube.fleet import NodeRow, QueueRow
+    from taugrid.kube.fleet import NodeRow, PendingRow, QueueRow
 
 
 def discovery(context: str | None = None) -> Discovery:
@@ -81,3 +81,23 @@ def gpu_nodes(context: str | None = None) -> list[NodeRow]:
     from taugrid.kube.fleet import gpu_node_rows
 
     return gpu_node_rows(discovery(context).kube.list("Node"))
+
+
+def pending(context: str | None = None) -> tuple[list[PendingRow], list[str]]:
+    """The runs waiting in the LocalQueues of the workspaces the user may use, in Kueue's
+    order (its visibility API), and a note for each queue it could not tell."""
+    from taugrid.kube.fleet import pending_rows
+
+    disc = discovery(context)
+    snap = disc.snapshot()
+    rows: list[PendingRow] = []
+    notes: list[str] = []
+    for w in disc.usable_workspaces(snap):
+        queues = sorted({p.localQueue for p in snap.profiles if p.applies_to(w.name)})
+        for q in queues:
+            got = disc.kube.pending(w.namespace, q)
+            if isinstance(got, str):
+                notes.append(f"{w.name}/{q}: {got}")
+            else:
+                rows += pending_rows(w.name, q, got)
+    return rows, list(dict.fromkeys(notes))

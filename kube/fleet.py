@@ -95,6 +95,34 @@ def gpu_node_rows(nodes: list[dict[str, Any]]) -> list[NodeRow]:
     return sorted(rows, key=lambda r: (r.pool or "", r.name))
 
 
+@dataclass(frozen=True)
+class PendingRow:
+    """A run waiting in a LocalQueue, where Kueue's visibility API puts it."""
+
+    workspace: str
+    queue: str
+    position: int  # 1 = next in its LocalQueue
+    cluster_position: int | None
+    run_id: str
+    priority: int | None
+
+
+def pending_rows(workspace: str, queue: str, items: list[dict[str, Any]]) -> list[PendingRow]:
+    rows = []
+    for item in items:
+        meta = item.get("metadata") or {}
+        owner = next((o.get("name") for o in meta.get("ownerReferences") or []
+                      if o.get("kind") in ("Job", "RayJob") and o.get("name")), None)  # fmt: skip
+        run_id = owner or (meta.get("labels") or {}).get(C.LABEL_RUN_ID) or meta.get("name", "?")
+        cq = item.get("positionInClusterQueue")
+        rows.append(PendingRow(
+            workspace=workspace, queue=queue,
+            position=int(item.get("positionInLocalQueue", 0)) + 1,
+            cluster_position=int(cq) + 1 if cq is not None else None,
+            run_id=str(run_id), priority=item.get("priority")))  # fmt: skip
+    return sorted(rows, key=lambda r: r.position)
+
+
 def _opt(v: Any) -> str | None:
     return None if v is None else str(v)
 

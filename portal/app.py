@@ -165,12 +165,13 @@ def create_app(settings: Settings | None = None) -> Starlette:
                     diff=_config_diff(dict(zip(ids, configs, strict=True))))  # fmt: skip
 
     async def queues(request: Request) -> Response:
-        rows, requests = await asyncio.gather(
+        rows, requests, waiting = await asyncio.gather(
             run_in_threadpool(_queues, settings.context),
             run_in_threadpool(_quota_requests, settings.context),
+            run_in_threadpool(_pending, settings.context),
         )
         return page(request, "queues.html", queues=rows, requests=requests[0],
-                    admin=requests[1])  # fmt: skip
+                    admin=requests[1], waiting=waiting[0], waiting_notes=waiting[1])  # fmt: skip
 
     async def decide(request: Request) -> Response:
         """Approve or deny a quota request (platform admins; the API server decides who may)."""
@@ -347,6 +348,12 @@ def _queues(context: str | None) -> list[Any]:
     from taugrid.client import cluster
 
     return cluster.queues(context)
+
+
+def _pending(context: str | None) -> tuple[list[Any], list[str]]:
+    from taugrid.client import cluster
+
+    return cluster.pending(context)
 
 
 def _nodes(context: str | None) -> list[Any]:

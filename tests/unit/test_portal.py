@@ -229,6 +229,21 @@ def test_the_queues_page_shows_quota_use_and_requests(web: TestClient, cluster: 
     assert "Approve…" in res.text  # an admin here (may list every namespace)
 
 
+def test_the_queues_page_lists_waiting_runs_in_kueues_order(web: TestClient, cluster: Any) -> None:
+    assert "visibility API (pendingworkloads) is not served" in web.get("/queues").text
+    second = {"metadata": {"name": "job-b-1", "ownerReferences": [{"kind": "Job", "name": "b-run"}]},
+              "positionInLocalQueue": 1, "positionInClusterQueue": 4, "priority": 10}  # fmt: skip
+    first = {"metadata": {"name": "job-a-1", "ownerReferences": [{"kind": "RayJob", "name": "a-run"}]},
+             "positionInLocalQueue": 0, "positionInClusterQueue": 2, "priority": 100}  # fmt: skip
+    cluster.pending_items = {("research", "research"): [second, first]}
+    text = web.get("/queues").text
+    rows = [ln for ln in text.split("<tr") if 'class="pending"' in ln]
+    assert [r.split('data-run="')[1].split('"')[0] for r in rows] == ["a-run", "b-run"]
+    cells = [c.split(">", 1)[1].split("<")[0] for c in rows[0].split("<td")[1:]]
+    assert cells[:4] == ["research", "research", "1", "3"]
+    assert "not served" not in text
+
+
 def test_an_admin_approves_through_a_confirmation(web: TestClient, cluster: Any) -> None:
     page = web.get("/queues/research/more-gpus/approve")
     assert page.status_code == 200 and "Yes, approve more-gpus" in page.text
