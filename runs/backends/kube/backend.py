@@ -641,13 +641,14 @@ class KubeBackend(Template):
                 if me is not None and ann.get(C.ANN_CLUSTER_USER) != me:
                     continue
                 evidence = None
-                if rec.run_id in here:  # this machine's record of it (one listing, not a stat each)
-                    local = RunDir(root / rec.run_id)
-                    if local.record_path.is_file():
-                        evidence = str(local.path)
+                recorded = recorded_status(obj)
+                local = RunDir(root / rec.run_id)
+                if rec.run_id in here and local.record_path.is_file():  # this machine's record
+                    evidence = str(local.path)
+                    if recorded is None:  # no controller's word: what this machine recorded
                         with contextlib.suppress(TauError):
                             rec = local.read_record()
-                facts = ClusterFacts(taurun=True, workload=False, recorded=recorded_status(obj))
+                facts = ClusterFacts(taurun=True, workload=False, recorded=recorded)
                 out.append(compute(Observations(record=rec, history=[], now=now, owner_alive=None,
                                                 cluster=facts, evidence=evidence)))  # fmt: skip
         out.sort(key=lambda s: s.created_at)
