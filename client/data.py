@@ -137,6 +137,11 @@ def show(kind: Kind, ref: str, *, registry: str | None = None) -> VersionRecord:
     return default_store(registry).resolve(kind, parse_ref(ref))
 
 
+def aliases(kind: Kind, name: str, *, registry: str | None = None) -> dict[str, str]:
+    """Every alias of `name` and the version it points at now."""
+    return default_store(registry).aliases(kind, name)
+
+
 def aliases_of(
     kind: Kind, record: VersionRecord, *, registry: str | None = None
 ) -> builtins.list[str]:

@@ -201,6 +201,25 @@ def create_app(settings: Settings | None = None) -> Starlette:
         return page(request, "nodes.html", pools=pools, total=len(rows),
                     quarantined=sum(r.quarantined for r in rows))  # fmt: skip
 
+    async def data_index(request: Request) -> Response:
+        datasets, models = await asyncio.gather(
+            run_in_threadpool(_data_rows, "dataset"), run_in_threadpool(_data_rows, "model")
+        )
+        return page(request, "data.html", datasets=datasets, models=models)
+
+    async def data_item(request: Request) -> Response:
+        kind, name = request.path_params["kind"], request.path_params["name"]
+        if kind not in ("dataset", "model") or not _RUN_ID.match(name):
+            raise NotFound(f"no {kind} {name!r}")
+        versions, aliases, moves = await run_in_threadpool(_data_item, kind, name)
+        if not versions:
+            raise NotFound(f"no {kind} {name!r} in the registry")
+        by_version: dict[str, list[str]] = {}
+        for a, v in aliases.items():
+            by_version.setdefault(v, []).append(a)
+        return page(request, "data_item.html", kind=kind, name=name,
+                    versions=list(reversed(versions)), by_version=by_version, moves=moves)  # fmt: skip
+
     async def home(_: Request) -> Response:
         return RedirectResponse("/runs", status_code=307)
 
@@ -233,6 +252,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
             Route("/queues", queues),
             Route("/queues/{workspace}/{name}/{verdict}", decide, methods=["GET", "POST"]),
             Route("/nodes", nodes),
+            Route("/data", data_index),
+            Route("/data/{kind}/{name}", data_item),
             Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
         ],
         exception_handlers={TauError: tau_error},
@@ -308,6 +329,18 @@ def _artifacts(run_id: str, context: str | None) -> Any:
     from taugrid.client import runs as client
 
     return client.artifacts(run_id, context=context)
+
+
+def _data_rows(kind: Any) -> list[dict[str, Any]]:
+    from taugrid.client import data
+
+    return data.list_(kind)
+
+
+def _data_item(kind: Any, name: str) -> tuple[list[Any], dict[str, str], list[Any]]:
+    from taugrid.client import data
+
+    return data.versions(kind, name), data.aliases(kind, name), data.history(kind, name)
 
 
 def _models_from(run_id: str) -> list[Any]:

@@ -347,3 +347,36 @@ def test_a_runs_page_names_the_models_registered_from_it(home: Path, web: TestCl
     text = web.get("/runs/train-aaaaa").text
     assert f"<code>clf@{got.record.short}</code> (checkpoint step-00000010)" in text
     assert "other@" not in text
+
+
+def test_the_data_pages_list_versions_aliases_and_lineage(home: Path, web: TestClient) -> None:
+    from taugrid.api.data import Created, DataInput, Lineage
+    from taugrid.data.store import default_store
+
+    store = default_store()
+    who = Created(by="alice@lab", at="2026-12-01T12:00:00Z", host="lab")
+    (home / "d1").mkdir()
+    (home / "d1" / "a.txt").write_text("one")
+    v1 = store.register("dataset", "corpus", home / "d1", who).record
+    (home / "d1" / "b.txt").write_text("two")
+    v2 = store.register("dataset", "corpus", home / "d1", who).record
+    store.set_alias("dataset", "corpus", "prod", v1.version, "alice", "2026-12-01T12:01:00Z")
+    store.set_alias("dataset", "corpus", "prod", v2.version, "bob", "2026-12-01T12:02:00Z")
+    m = store.register("model", "clf", home / "d1", who,
+                       lineage=Lineage(run="train-aaaaa", inputs=[DataInput(name="corpus", version=v2.version)])).record  # fmt: skip
+    index = web.get("/data").text
+    assert 'data-name="corpus"' in index and 'data-name="clf"' in index
+    assert f"prod → <code>{v2.short}</code>" in index
+    item = web.get("/data/dataset/corpus").text
+    rows = [
+        r.split('data-version="')[1].split('"')[0]
+        for r in item.split("<tr")[1:]
+        if "data-version" in r
+    ]
+    assert rows == [v2.short, v1.short]  # newest first
+    assert item.count("<li>") == 2 and "bob" in item  # both alias moves
+    model = web.get("/data/model/clf").text
+    assert 'href="/runs/train-aaaaa"' in model and 'href="/data/dataset/corpus"' in model
+    assert m.short in model
+    assert web.get("/data/dataset/nothing").status_code == 404
+    assert web.get("/data/table/corpus").status_code == 404
