@@ -101,3 +101,10 @@ def pending(context: str | None = None) -> tuple[list[PendingRow], list[str]]:
             else:
                 rows += pending_rows(w.name, q, got)
     return rows, list(dict.fromkeys(notes))
+
+
+def health(context: str | None = None) -> list[dict[str, Any]]:
+    """The controller's view of the fleet (the TauCluster's conditions): GPUNodesHealthy,
+    RemediationHeld (the circuit breaker that caps how many GPU nodes are quarantined at once)."""
+    status = discovery(context).tau_cluster().get("status") or {}
+    return [dict(c) for c in status.get("conditions") or []]

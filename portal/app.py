@@ -194,11 +194,14 @@ def create_app(settings: Settings | None = None) -> Starlette:
         return RedirectResponse("/queues", status_code=303)
 
     async def nodes(request: Request) -> Response:
-        rows = await run_in_threadpool(_nodes, settings.context)
+        rows, conditions = await asyncio.gather(
+            run_in_threadpool(_nodes, settings.context),
+            run_in_threadpool(_health, settings.context),
+        )
         pools: dict[str, list[Any]] = {}
         for r in rows:
             pools.setdefault(r.pool or "(no pool)", []).append(r)
-        return page(request, "nodes.html", pools=pools, total=len(rows),
+        return page(request, "nodes.html", pools=pools, total=len(rows), conditions=conditions,
                     quarantined=sum(r.quarantined for r in rows))  # fmt: skip
 
     async def data_index(request: Request) -> Response:
@@ -387,6 +390,15 @@ def _pending(context: str | None) -> tuple[list[Any], list[str]]:
     from taugrid.client import cluster
 
     return cluster.pending(context)
+
+
+def _health(context: str | None) -> list[dict[str, Any]]:
+    from taugrid.client import cluster
+
+    try:
+        return cluster.health(context)
+    except TauError:  # the TauCluster may not be readable: the nodes are still shown
+        return []
 
 
 def _nodes(context: str | None) -> list[Any]:

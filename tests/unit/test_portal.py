@@ -196,10 +196,14 @@ def cluster_objects() -> dict[str, list[dict[str, Any]]]:
                             "creationTimestamp": "2026-12-01T00:00:00Z"},
                "spec": {"workspace": "research", "flavor": "a100x1", "requested": 2,
                         "reason": "deadline", "duration": "48h", "requestedBy": "alice"}}  # fmt: skip
+    held = {"type": "RemediationHeld", "status": "True", "reason": "CircuitBreaker",
+            "message": "at most 1 of 2 GPU nodes quarantined at once",
+            "lastTransitionTime": "2026-12-01T00:00:00Z"}  # fmt: skip
     return {"TauCluster": [{"metadata": {"name": "cluster"},
                             "spec": {"stack": snap["cluster"], "workspaces": snap["workspaces"],
                                      "defaultWorkspace": snap["defaultWorkspace"],
-                                     "workloadProfiles": snap["profiles"]}}],
+                                     "workloadProfiles": snap["profiles"]},
+                            "status": {"conditions": [held]}}],
             "ClusterQueue": [cq],
             "Node": [node("a100x1-0"), node("a100x1-1", quarantined=True, fault=True),
                      {"metadata": {"name": "cpu-0", "labels": {}}, "status": {}}],
@@ -274,6 +278,8 @@ def test_the_nodes_page_shows_pools_health_and_quarantine(web: TestClient, clust
     assert 'data-node="cpu-0"' not in res.text  # not a GPU node
     bad = next(ln for ln in res.text.split("<tr") if 'data-node="a100x1-1"' in ln)
     assert "quarantined" in bad and "XIDErrors=True (Xid79)" in bad
+    breaker = next(ln for ln in res.text.split("<tr") if 'data-condition="RemediationHeld"' in ln)
+    assert "CircuitBreaker" in breaker and "at most 1 of 2 GPU nodes" in breaker
 
 
 def test_a_cluster_page_that_is_forbidden_says_so(web: TestClient, cluster: Any) -> None:
