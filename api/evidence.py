@@ -73,6 +73,7 @@ class RunRecord(_Model):
     name: str
     workspace: str
     profile: str
+    experiment: str | None = None  # tau.yaml's experiment name (a label: filters and groups)
     workload_kind: Literal["job", "rayjob"]
     handle: Handle
     submitter: str

@@ -134,6 +134,8 @@ class RunStatus(_Model):
     target: str
     workload_kind: str
     attempt: int
+    workspace: str | None = None
+    experiment: str | None = None
     created_at: str
     finished_at: str | None
     termination_reason: TerminationReason | None = None

@@ -96,6 +96,8 @@ def record_from_taurun(taurun: dict[str, Any], context: str | None) -> RunRecord
     return RunRecord(
         run_id=spec.get("runId") or meta["name"], name=spec.get("runName") or meta["name"],
         workspace=spec.get("workspace") or "?", profile=spec.get("profile") or "?",
+        experiment=(manifest.get("experiment") or {}).get("name")
+        or (manifest.get("research") or {}).get("experiment"),
         workload_kind=spec.get("workloadKind") or "job",
         handle=KubeHandle(context=context, namespace=meta.get("namespace") or "default",
                           queue=labels.get(C.KUEUE_QUEUE_LABEL)),

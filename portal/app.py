@@ -76,9 +76,14 @@ def create_app(settings: Settings | None = None) -> Starlette:
         q = request.query_params
         scope = q.get("scope", "local")
         workspace = q.get("workspace") or None
-        got = await run_in_threadpool(_runs, scope, workspace, settings.context, cache)
+        got = await run_in_threadpool(_runs, scope, workspace if scope == "cluster" else None,
+                                      settings.context, cache)  # fmt: skip
         phases = sorted({s.phase.value for s in got})
-        shown = _filtered(got, q.get("phase") or None, (q.get("q") or "").strip().lower())
+        experiments = sorted({s.experiment for s in got if s.experiment})
+        workspaces = sorted({s.workspace for s in got if s.workspace})
+        shown = _filtered(got, q.get("phase") or None, (q.get("q") or "").strip().lower(),
+                          q.get("experiment") or None,
+                          workspace if scope != "cluster" else None)  # fmt: skip
         sort = q.get("sort") or "created"
         sort = sort if sort in SORTS else "created"
         desc = q.get("order", "desc") != "asc"
@@ -91,6 +96,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
                     total=len(got), matched=len(shown), page=number, pages=pages,
                     scope=scope, workspace=workspace or "", phase=q.get("phase") or "",
                     text=q.get("q") or "", phases=phases, sort=sort, desc=desc,
+                    experiments=experiments, experiment=q.get("experiment") or "",
+                    workspaces=workspaces,
                     link=lambda **kw: "/runs?" + urlencode({**base, **kw}))  # fmt: skip
 
     async def run(request: Request) -> Response:
@@ -444,9 +451,12 @@ def _series(rows: list[dict[str, Any]]) -> dict[str, list[tuple[float, float]]]:
     return out
 
 
-def _filtered(runs: list[RunStatus], phase: str | None, text: str) -> list[RunStatus]:
+def _filtered(runs: list[RunStatus], phase: str | None, text: str,
+              experiment: str | None = None, workspace: str | None = None) -> list[RunStatus]:  # fmt: skip
     return [s for s in runs
             if (phase is None or s.phase.value == phase)
+            and (experiment is None or s.experiment == experiment)
+            and (workspace is None or s.workspace == workspace)
             and (not text or text in s.run_id.lower() or text in s.name.lower())]  # fmt: skip
 
 

@@ -84,7 +84,7 @@ class PreparedRun:
         parent = self.request.parent
         return RunRecord(
             run_id=self.run_id, name=m.name, workspace=r.workspace.name, profile=r.profile.name,
-            workload_kind=self.kind, handle=handle, submitter=self.meta.submitter,
+            experiment=m.experiment.name or m.research.experiment, workload_kind=self.kind, handle=handle, submitter=self.meta.submitter,
             code_folder=str(self.loaded.folder.resolve()), code_revision=self.meta.code_revision,
             code_digest=self.bundle.digest, config_hash=m.config_hash(),
             image=image if image is not None else r.image, entrypoint=m.entrypoint_path or "",

@@ -438,6 +438,7 @@ def _recorded(o: Observations) -> RunStatus | None:
         evidence = ENDED if r.phase in TERMINAL else RECORDED
     return RunStatus(
         run_id=rec.run_id, name=rec.name, phase=r.phase, target=rec.target,
+        workspace=rec.workspace, experiment=rec.experiment,
         workload_kind=rec.workload_kind, attempt=max(r.attempt, rec.attempt),
         created_at=rec.created_at, started_at=r.startTime, finished_at=r.completionTime,
         duration_s=round(max(0.0, end - _ts(start)), 1),
@@ -471,6 +472,8 @@ def compute(o: Observations) -> RunStatus:
         name=rec.name,
         phase=phase,
         target=rec.target,
+        workspace=rec.workspace,
+        experiment=rec.experiment,
         workload_kind=rec.workload_kind,
         attempt=rec.attempt + (c.retries if c else 0),
         created_at=rec.created_at,

@@ -29,12 +29,12 @@ def record(run_id: str, **kw: Any) -> RunRecord:
 
 def make_run(home: Path, run_id: str, *, phase: Phase = Phase.Succeeded, metrics: int = 0,
              log: list[str] | None = None, config: str = "run: {entrypoint: t.py}\n",
-             created_at: str = "2026-12-01T00:00:00Z") -> RunDir:  # fmt: skip
+             created_at: str = "2026-12-01T00:00:00Z", **fields: Any) -> RunDir:  # fmt: skip
     rd = RunDir(home / "data" / "runs" / run_id)
     (rd.path / "logs").mkdir(parents=True)
     (rd.path / "config").mkdir()
     (rd.path / "config" / "tau.yaml").write_text(config)
-    rd.create(record(run_id, created_at=created_at))
+    rd.create(record(run_id, created_at=created_at, **fields))
     if metrics:
         with rd.metrics_path.open("w") as f:
             for step in range(metrics):

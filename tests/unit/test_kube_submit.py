@@ -241,3 +241,27 @@ def test_a_kubelet_that_serves_no_log_is_said_in_words() -> None:
     said = _log_note(raw)
     assert "containerLogs" not in said and "does not serve this pod's log" in said
     assert _log_note("something else") == "something else"
+
+
+def test_the_experiment_is_in_the_record_the_taurun_and_the_status(
+    home: Path, fake: FakeKube, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tau.yaml's experiment name is a label a team filters by (the portal, lists): it is in the
+    run's record, in the record a teammate's machine makes from the TauRun, and in the status."""
+    import shutil
+
+    from conftest import EXAMPLES
+
+    project = home / "exp"
+    shutil.copytree(EXAMPLES / "batch-job", project)
+    with (project / "tau.yaml").open("a") as f:
+        f.write("experiment: {name: lr-sweep}\n")
+    backend = KubeBackend(kube=fake)
+    p = backend.prepare(RunRequest(load.load_manifest(str(project)), workspace="research"))
+    rd = backend.submit(p, SubmitOptions(), lambda _m: None)
+    assert rd.read_record().experiment == "lr-sweep"
+    monkeypatch.setenv("TAU_HOME", str(home / "home-b"))
+    other = adopt_remote(p.run_id, None, KubeBackend(kube=fake))
+    assert other is not None and other.read_record().experiment == "lr-sweep"
+    (st,) = KubeBackend(kube=fake).workspace_runs("research")
+    assert (st.experiment, st.workspace) == ("lr-sweep", "research")

@@ -56,6 +56,17 @@ def test_the_runs_page_lists_filters_sorts_and_pages(home: Path, web: TestClient
     assert web.get("/runs?page=x&sort=bogus").status_code == 200  # bad params fall back
 
 
+def test_runs_filter_by_experiment_and_workspace(home: Path, web: TestClient) -> None:
+    make_run(home, "a-aaaaa", experiment="lr-sweep", workspace="research")
+    make_run(home, "b-bbbbb", experiment="lr-sweep", workspace="llm")
+    make_run(home, "c-ccccc", workspace="research")
+    page = web.get("/runs").text
+    assert '<option value="lr-sweep">' in page and '<option value="llm">' in page
+    assert sorted(_ids(web.get("/runs?experiment=lr-sweep").text)) == ["a-aaaaa", "b-bbbbb"]
+    assert sorted(_ids(web.get("/runs?workspace=research").text)) == ["a-aaaaa", "c-ccccc"]
+    assert _ids(web.get("/runs?workspace=llm&experiment=lr-sweep").text) == ["b-bbbbb"]
+
+
 def test_a_runs_page_shows_its_signals_chart_and_log(home: Path, web: TestClient) -> None:
     make_run(home, "train-aaaaa", metrics=3000, log=[f"step {i}" for i in range(500)])
     res = web.get("/runs/train-aaaaa")
