@@ -64,6 +64,8 @@ GPU_FAULT_CONDITIONS: Final = (
     "GPUUnhealthy",
 )
 GPU_UNHEALTHY_TAINT: Final = f"{GROUP}/gpu-unhealthy"  # the controller's quarantine taint
+QUARANTINE_REASON_LABEL: Final = f"{GROUP}/quarantine-reason"  # the fault that quarantined it
+QUARANTINED_AT_ANNOTATION: Final = f"{GROUP}/quarantined-at"  # when (a time is not a label value)
 
 # --- /data layout --------------------------------------------------------------------------
 DATA_DIR: Final = "/data"

@@ -24,8 +24,8 @@ from taugrid.api.platform import RemediationConfig
 
 TAINT_KEY = C.GPU_UNHEALTHY_TAINT
 LABEL_BY = f"{C.GROUP}/quarantined-by"
-LABEL_REASON = f"{C.GROUP}/quarantine-reason"
-ANN_AT = f"{C.GROUP}/quarantined-at"  # an annotation: a time is not a valid label value
+LABEL_REASON = C.QUARANTINE_REASON_LABEL
+ANN_AT = C.QUARANTINED_AT_ANNOTATION
 ANN_WAS_CORDONED = f"{C.GROUP}/was-unschedulable"  # someone else had cordoned it before us
 ANN_CLEAR_SINCE = f"{C.GROUP}/clear-since"  # first time we saw it clear (conditions removed)
 BY = "taugrid-controller"

@@ -72,10 +72,36 @@ class NodeRow:
     ready: bool
     quarantined: bool
     problems: list[str] = field(default_factory=list)
+    quarantine: str | None = None  # the fault that quarantined it, and since when
+    recent: list[str] = field(default_factory=list)  # GPU faults now, or cleared in the last day
 
 
-def gpu_node_rows(nodes: list[dict[str, Any]]) -> list[NodeRow]:
+RECENT_S = 24 * 3600
+
+
+def _recent_faults(node: dict[str, Any], now: float) -> list[str]:
+    """Each GPU fault condition that is true (since when), or turned false within a day."""
+    from taugrid.api.kubetime import parse_k8s_time
+
+    out = []
+    for c in (node.get("status") or {}).get("conditions") or []:
+        if c.get("type") not in C.GPU_FAULT_CONDITIONS:
+            continue
+        at = str(c.get("lastTransitionTime") or "")
+        when = parse_k8s_time(at)
+        age = now - when.timestamp() if when is not None else None
+        if c.get("status") == "True":
+            out.append(f"{c['type']} since {at or '?'}")
+        elif age is not None and age <= RECENT_S:
+            out.append(f"{c['type']} cleared at {at}")
+    return out
+
+
+def gpu_node_rows(nodes: list[dict[str, Any]], now: float | None = None) -> list[NodeRow]:
     """Nodes with GPUs (allocatable nvidia.com/gpu, or a GPU class label), by pool then name."""
+    import time
+
+    now = time.time() if now is None else now
     problems, _ = node_problems(nodes)
     rows = []
     for n in nodes:
@@ -87,11 +113,16 @@ def gpu_node_rows(nodes: list[dict[str, Any]]) -> list[NodeRow]:
         conds = (n.get("status") or {}).get("conditions") or []
         ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
         taints = (n.get("spec") or {}).get("taints") or []
+        quarantined = any(t.get("key") == C.GPU_UNHEALTHY_TAINT for t in taints)
+        ann = n["metadata"].get("annotations") or {}
+        why = labels.get(C.QUARANTINE_REASON_LABEL)
         rows.append(NodeRow(
             name=n["metadata"]["name"], pool=labels.get(C.LABEL_POOL),
             gpu_class=labels.get(C.LABEL_GPU_CLASS), gpus=gpus, ready=ready,
-            quarantined=any(t.get("key") == C.GPU_UNHEALTHY_TAINT for t in taints),
-            problems=problems.get(n["metadata"]["name"], [])))  # fmt: skip
+            quarantined=quarantined, problems=problems.get(n["metadata"]["name"], []),
+            quarantine=(f"{why or 'a GPU fault'} since {ann.get(C.QUARANTINED_AT_ANNOTATION, '?')}"
+                        if quarantined else None),
+            recent=_recent_faults(n, now)))  # fmt: skip
     return sorted(rows, key=lambda r: (r.pool or "", r.name))
 
 

@@ -182,6 +182,8 @@ def cluster_objects() -> dict[str, list[dict[str, Any]]]:
     import yaml
     from conftest import PROFILES
 
+    from taugrid.api.kubetime import k8s_time
+
     snap = yaml.safe_load(PROFILES.read_text())
     gpu = {"name": "a100x1", "resources": [
         {"name": "nvidia.com/gpu", "nominalQuota": "8", "borrowingLimit": "4"}]}  # fmt: skip
@@ -193,12 +195,20 @@ def cluster_objects() -> dict[str, list[dict[str, Any]]]:
                      "flavorsUsage": [{"name": "a100x1", "resources": [
                          {"name": "nvidia.com/gpu", "total": "10", "borrowed": "2"}]}]}}  # fmt: skip
 
-    def node(name: str, *, quarantined: bool = False, fault: bool = False) -> dict[str, Any]:
+    def node(name: str, *, quarantined: bool = False, fault: bool = False,
+             cleared: str | None = None) -> dict[str, Any]:  # fmt: skip
         conds = [{"type": "Ready", "status": "True"}]
         if fault:
-            conds.append({"type": "XIDErrors", "status": "True", "reason": "Xid79"})
-        return {"metadata": {"name": name, "labels": {"tau.azure.com/pool": "a100x1",
-                                                      "tau.azure.com/gpu-class": "a100"}},
+            conds.append({"type": "XIDErrors", "status": "True", "reason": "Xid79",
+                          "lastTransitionTime": "2026-12-01T10:00:00Z"})  # fmt: skip
+        if cleared:
+            conds.append({"type": "XIDErrors", "status": "False", "lastTransitionTime": cleared})
+        labels = {"tau.azure.com/pool": "a100x1", "tau.azure.com/gpu-class": "a100"}
+        if quarantined:
+            labels["tau.azure.com/quarantine-reason"] = "XIDErrors"
+        return {"metadata": {"name": name, "labels": labels,
+                             "annotations": {"tau.azure.com/quarantined-at": "2026-12-01T10:00:05Z"}
+                             if quarantined else {}},
                 "spec": {"taints": [{"key": "tau.azure.com/gpu-unhealthy", "effect": "NoSchedule"}]
                          if quarantined else []},
                 "status": {"allocatable": {"nvidia.com/gpu": "1"}, "conditions": conds}}  # fmt: skip
@@ -216,7 +226,9 @@ def cluster_objects() -> dict[str, list[dict[str, Any]]]:
                                      "workloadProfiles": snap["profiles"]},
                             "status": {"conditions": [held]}}],
             "ClusterQueue": [cq],
-            "Node": [node("a100x1-0"), node("a100x1-1", quarantined=True, fault=True),
+            "Node": [node("a100x1-0", cleared=k8s_time()),
+                     node("a100x1-1", quarantined=True, fault=True),
+                     node("a100x1-2", cleared="2026-01-01T00:00:00Z"),
                      {"metadata": {"name": "cpu-0", "labels": {}}, "status": {}}],
             "TauQuotaRequest": [request]}  # fmt: skip
 
@@ -285,10 +297,16 @@ def test_a_researcher_sees_their_requests_without_the_decide_buttons(
 def test_the_nodes_page_shows_pools_health_and_quarantine(web: TestClient, cluster: Any) -> None:
     res = web.get("/nodes")
     assert res.status_code == 200
-    assert "2 GPU node(s), 1 quarantined" in res.text
+    assert "3 GPU node(s), 1 quarantined" in res.text
     assert 'data-node="cpu-0"' not in res.text  # not a GPU node
     bad = next(ln for ln in res.text.split("<tr") if 'data-node="a100x1-1"' in ln)
     assert "quarantined" in bad and "XIDErrors=True (Xid79)" in bad
+    assert "yes: XIDErrors since 2026-12-01T10:00:05Z" in bad
+    assert "XIDErrors since 2026-12-01T10:00:00Z" in bad
+    fine = next(ln for ln in res.text.split("<tr") if 'data-node="a100x1-0"' in ln)
+    assert "XIDErrors cleared at" in fine  # a fault that cleared within the day
+    old = next(ln for ln in res.text.split("<tr") if 'data-node="a100x1-2"' in ln)
+    assert "cleared" not in old  # long ago: not recent
     breaker = next(ln for ln in res.text.split("<tr") if 'data-condition="RemediationHeld"' in ln)
     assert "CircuitBreaker" in breaker and "at most 1 of 2 GPU nodes" in breaker
 
