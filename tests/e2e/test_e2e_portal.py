@@ -42,6 +42,8 @@ def test_each_researcher_sees_only_their_workspaces_runs(
         refused = web.get("/runs?scope=cluster&workspace=llm")  # type: ignore[attr-defined]
         assert refused.status_code in (403, 400) and "Traceback" not in refused.text
 
+        in_browser(f'data-run="{mine}"', f'data-run="{theirs}"')
+
         web = portal_as(sandbox, "bob", monkeypatch)
         page = web.get("/runs?scope=cluster")  # type: ignore[attr-defined]
         assert f'data-run="{theirs}"' in page.text and f'data-run="{mine}"' not in page.text
@@ -55,3 +57,38 @@ def test_each_researcher_sees_only_their_workspaces_runs(
     finally:
         tau(sandbox, "run", "cancel", mine, env=kube_env(sandbox))
         tau(sandbox, "run", "cancel", theirs, env=kube_env(sandbox, "bob"))
+
+
+def in_browser(seen: str, unseen: str) -> None:
+    """The same page in headless Chromium (when `make browser` installed it): the portal served
+    for real as the identity of the current KUBECONFIG."""
+    import shutil
+    import socket
+    import threading
+
+    chromium = shutil.which("chromium")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if not chromium:
+        return
+    import uvicorn
+    from kubekit import wait_until
+
+    from taugrid.portal.app import Settings, create_app
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(create_app(Settings()), log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: server.started or not thread.is_alive(), 30, "the portal to start")
+        with sync_api.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+            page = browser.new_page()
+            page.goto(f"http://127.0.0.1:{sock.getsockname()[1]}/runs?scope=cluster")
+            html = page.content()
+            browser.close()
+        assert seen in html and unseen not in html
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
