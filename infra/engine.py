@@ -13,6 +13,7 @@ project's stack runs in the project's folder, so its stack file (config, `encryp
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -298,8 +299,7 @@ class Engine:
         # tau's local backend is this machine's alone (the sandbox without a login): its stack
         # stays in tau's work folder, and nothing (no encryptionsalt) is written into the project
         self.project_dir = None if self.backend.local else project_dir
-        secrets = Secrets.of(stack, stack_file)
-        self.secrets = Secrets(stack, secrets.file, secrets.provider, secrets.salt, tau_own)
+        self.secrets = dataclasses.replace(Secrets.of(stack, stack_file), tau_own=tau_own)
         self.bin = find_bin()
         self.env = {**engine_env(self.bin, self.backend, self.secrets), **(env or {})}
         self._stack: Stack | None = None

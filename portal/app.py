@@ -72,6 +72,10 @@ def create_app(settings: Settings | None = None) -> Starlette:
     def page(request: Request, template: str, status_code: int = 200, **ctx: Any) -> Response:
         return templates.TemplateResponse(request, template, ctx, status_code=status_code)
 
+    def refused(request: Request, what: str, hint: str) -> Response:
+        return page(request, "error.html", status_code=403, title="Refused", hint=hint,
+                    message=f"the form's CSRF token is missing or wrong: nothing was {what}")  # fmt: skip
+
     async def runs(request: Request) -> Response:
         q = request.query_params
         scope = q.get("scope", "local")
@@ -144,11 +148,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
             st = await run_in_threadpool(_status, run_id, settings.context)
             return page(request, "confirm.html", st=st, ended=st.phase in TERMINAL)
         form = await request.form()
-        sent = str(form.get("csrf") or "")
-        if not hmac.compare_digest(sent, settings.csrf):
-            return page(request, "error.html", status_code=403, title="Refused",
-                        message="the form's CSRF token is missing or wrong: nothing was "
-                        "cancelled", hint="open the run's page and use its Cancel button")  # fmt: skip
+        if not _csrf_ok(form, settings.csrf):
+            return refused(request, "cancelled", "open the run's page and use its Cancel button")
         from taugrid.client import runs as client
 
         await run_in_threadpool(client.cancel, run_id, context=settings.context)
@@ -189,10 +190,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
         if request.method == "GET":
             return page(request, "decide.html", workspace=workspace, name=name, verdict=verdict)
         form = await request.form()
-        if not hmac.compare_digest(str(form.get("csrf") or ""), settings.csrf):
-            return page(request, "error.html", status_code=403, title="Refused",
-                        message="the form's CSRF token is missing or wrong: nothing was "
-                        "decided", hint="open the queues page and use its buttons")  # fmt: skip
+        if not _csrf_ok(form, settings.csrf):
+            return refused(request, "decided", "open the queues page and use its buttons")
         from taugrid.client import quota
 
         act = quota.approve if verdict == "approve" else quota.deny
@@ -485,6 +484,10 @@ def _config_diff(configs: dict[str, dict[str, Any]]) -> list[tuple[str, list[str
         if len({repr(v) for v in values}) > 1:
             out.append((k, ["" if v is None else str(v) for v in values]))
     return out
+
+
+def _csrf_ok(form: Any, token: str) -> bool:
+    return hmac.compare_digest(str(form.get("csrf") or ""), token)
 
 
 def _run_id(request: Request) -> str:
