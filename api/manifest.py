@@ -21,6 +21,7 @@ from taugrid.api import constants as C
 from taugrid.api import naming
 from taugrid.api.issues import Issue
 from taugrid.api.quantity import cpu_field, memory_with_unit, parse_cpu, parse_memory
+from taugrid.api.serve import ServiceSpec, service_issues
 from taugrid.api.vocabulary import DEFAULT_RETRY_ON, RetryReason
 
 DNS_LABEL = naming.DNS_LABEL
@@ -340,6 +341,9 @@ class Manifest(_Model):
     research: Research = Field(default_factory=Research)
     model: ModelInfo = Field(default_factory=ModelInfo)
     data: DataSpec = Field(default_factory=DataSpec)
+    service: ServiceSpec | None = Field(
+        None, description="Serve a model with Ray Serve (tau serve deploy); see docs/serve.md"
+    )
 
     @field_validator("name")
     @classmethod
@@ -421,6 +425,8 @@ def name_fits(m: Manifest) -> Iterator[Issue]:
 
 def entrypoint_is_a_script_inside(m: Manifest) -> Iterator[Issue]:
     ep, example = m.entrypoint_path, "run: {entrypoint: train.py}"
+    if not ep and m.service is not None:
+        return  # a service-only tau.yaml (`tau run` says what it needs: load.py)
     if not ep:
         yield Issue("run.entrypoint", None, "is required: the script to run", example)
     elif ep.startswith("/") or ".." in ep.split("/"):
@@ -575,10 +581,15 @@ def data_inputs_are_references(m: Manifest) -> Iterator[Issue]:
         seen.add(path)
 
 
+def service_is_consistent(m: Manifest) -> Iterator[Issue]:
+    if m.service is not None:
+        yield from service_issues(m.service)
+
+
 RULES: list[Callable[[Manifest], Iterator[Issue]]] = [
     name_fits, entrypoint_is_a_script_inside, aliases_agree, one_workload_kind, a_job_is_one_pod,
     mig_is_consistent, limits_cover_requests, env_names, one_checkpoint_folder,
-    mounts_are_distinct, experiment_is_a_label, data_inputs_are_references,
+    mounts_are_distinct, experiment_is_a_label, data_inputs_are_references, service_is_consistent,
 ]  # fmt: skip
 
 
@@ -623,4 +634,13 @@ EXAMPLES: dict[str, str] = {
     "resilience.retry_on": "resilience: {retry_on: [Preempted, Evicted, NodeFailure]}",
     "metrics.stall_after_seconds": "metrics: {stall_after_seconds: 900}",
     "resource_naming.prefix": "resource_naming: {prefix: tau}",
+    "service": "service: {import_path: serve_app:app, model: iris@prod, replicas: 1}",
+    "service.import_path": "service: {import_path: serve_app:app}",
+    "service.model": "service: {model: iris@prod}",
+    "service.replicas": "service: {replicas: 2}   # 0..64",
+    "service.autoscaling": "service: {autoscaling: {min_replicas: 0, max_replicas: 2}}",
+    "service.gpus": "service: {gpus: 1}   # per replica, 0..8",
+    "service.cpus": "service: {cpus: 0.5}",
+    "service.route_prefix": "service: {route_prefix: /iris}",
+    "service.rollout": "service: {rollout: {strategy: blue-green}}",
 }

@@ -13,13 +13,34 @@ import typer
 from typer.core import TyperGroup
 
 from taugrid.api.errors import EXIT_INTERRUPTED, TauError
-from taugrid.cli import cluster, controller, data, local, platform, portal, quota, run, sandbox
+from taugrid.cli import (
+    cluster,
+    controller,
+    data,
+    local,
+    platform,
+    portal,
+    quota,
+    run,
+    sandbox,
+    serve,
+)
 from taugrid.cli.options import RenderFormat, RenderOutOpt
 from taugrid.cli.output import object_list, out
 
 # The root help, by audience (a command in no section is listed under "Other").
 AUDIENCES: dict[str, list[str]] = {
-    "Researchers": ["run", "logs", "data", "workspaces", "profiles", "quota", "local", "portal"],
+    "Researchers": [
+        "run",
+        "logs",
+        "data",
+        "serve",
+        "workspaces",
+        "profiles",
+        "quota",
+        "local",
+        "portal",
+    ],
     "Platform admins": ["platform", "controller", "crds"],
     "Development": ["sandbox", "version"],
 }
@@ -29,7 +50,8 @@ AUDIENCES: dict[str, list[str]] = {
 # help): building all ~60 commands' options from their signatures cost every command ~0.1 s.
 GROUPS: dict[str, typer.Typer] = {"run": run.app, "data": data.app, "local": local.app,
                                   "platform": platform.app, "sandbox": sandbox.app,
-                                  "quota": quota.app, "controller": controller.app}  # fmt: skip
+                                  "quota": quota.app, "controller": controller.app,
+                                  "serve": serve.app}  # fmt: skip
 
 
 def _short_help(text: str | None, limit: int) -> str:

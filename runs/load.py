@@ -92,7 +92,9 @@ def read_document(path: Path, what: str = "file") -> tuple[str, Any]:
     return text, parse_yaml(text, str(path), EMPTY_EXAMPLE)
 
 
-def load_manifest(arg: str | Path | None) -> LoadedManifest:
+def load_manifest(arg: str | Path | None, purpose: str = "run") -> LoadedManifest:
+    """A validated tau.yaml. `purpose`: "run" (it needs an entrypoint) or "service" (it needs
+    a `service` block); a file may declare both."""
     path = resolve_manifest_path(str(arg) if arg is not None else None)
     text, data = read_document(path, "tau.yaml")
     if isinstance(data, dict) and "schema_version" not in data and "engine" in data:
@@ -108,6 +110,13 @@ def load_manifest(arg: str | Path | None) -> LoadedManifest:
     ep = manifest.entrypoint_path
     if not problems and ep and not (path.parent / ep).is_file():
         problems.append(_missing_entrypoint(path.parent, ep))
+    if not problems and purpose == "run" and not ep:
+        problems.append(Issue("run.entrypoint", None, "is required to run: this tau.yaml declares "
+                              "a service only (deploy it with `tau serve deploy`)",
+                              "run: {entrypoint: train.py}"))  # fmt: skip
+    if not problems and purpose == "service" and manifest.service is None:
+        problems.append(Issue("service", None, "is required to serve: the Ray Serve application "
+                              "and the model it serves", EXAMPLES["service"]))  # fmt: skip
     if problems:
         raise config_error(str(path), text, problems)
     return LoadedManifest(path=path, text=text, manifest=manifest)

@@ -1,0 +1,750 @@
+"""Services: deploy a model with Ray Serve, roll it out, roll it back, scale it, delete it.
+
+    from taugrid.client import serve
+
+    st = serve.deploy("examples/serve-model", model="iris@prod")   # revision 1, ready
+    serve.invoke("iris", b'{"features": [5.1, 3.5, 1.4, 0.2]}').json()
+    serve.rollout("iris", model="iris@sha256:1a2b3c")                # revision 2
+    serve.rollback("iris")                                           # revision 1 again
+
+A service's record lives in `$TAU_HOME/services/<name>/` (`taugrid.serve.records`); its status
+is `taugrid.serve.status.compute` over what the target reports. Every deploy and rollout is a
+revision that pins the exact model version (`NAME@ALIAS` and `from_run` are resolved once, at
+deploy time) and the code it runs; a rollback runs a kept revision again. The local target is
+Ray Serve on the local Ray head; nothing here prints.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from taugrid.api import serve as S
+from taugrid.api.errors import EXIT_PLATFORM, EXIT_RUN_FAILED, EXIT_USAGE, TauError
+
+if TYPE_CHECKING:
+    from taugrid.serve.local import AppShape, LocalServe, Observed
+    from taugrid.serve.records import ServiceDir
+
+Say = Callable[[str], None]
+READY_TIMEOUT_S = 300.0
+TARGETS = ("local", "kube")
+
+
+def _quiet(_: str) -> None:
+    """The default `say`: the API says nothing unless the caller asks."""
+
+
+# --- what a revision is made of ---------------------------------------------------------------
+def _spec(file: str | Path | None, model: str | None, from_run: str | None,
+          checkpoint: str | None) -> tuple[S.ServiceSpec, str, Path]:  # fmt: skip
+    """The service block of a tau.yaml with the command's overrides, checked again."""
+    from taugrid.api.issues import config_error
+    from taugrid.runs.load import load_manifest
+
+    loaded = load_manifest(None if file is None else str(file), purpose="service")
+    spec = loaded.manifest.service
+    assert spec is not None
+    update: dict[str, Any] = {}
+    if model is not None:
+        update.update(model=model, from_run=None)
+    if from_run is not None:
+        update.update(from_run=from_run, model=None)
+    if checkpoint is not None:
+        update["checkpoint"] = checkpoint
+    if update:
+        spec = S.ServiceSpec.model_validate({**spec.model_dump(), **update}, strict=False)
+        problems = list(S.service_issues(spec))
+        if problems:
+            raise config_error(str(loaded.path), loaded.text, problems)
+    return spec, loaded.manifest.name, loaded.path
+
+
+def _pin(spec: S.ServiceSpec, service: str) -> S.ModelPin | None:
+    """The exact model version: an alias or a run's checkpoint, resolved now, once."""
+    from taugrid.client import data
+
+    if spec.model:
+        rec = data.show("model", spec.model)
+        return S.ModelPin(ref=spec.model, name=rec.name, version=rec.version,
+                          from_run=rec.lineage.run, checkpoint=rec.lineage.checkpoint)  # fmt: skip
+    if spec.from_run:
+        got = data.register_model_from_run(service, spec.from_run, checkpoint=spec.checkpoint,
+                                           purpose="serving")  # fmt: skip
+        r = got.record
+        return S.ModelPin(ref=f"run:{spec.from_run} ({spec.checkpoint})", name=r.name,
+                          version=r.version, from_run=r.lineage.run, checkpoint=r.lineage.checkpoint)  # fmt: skip
+    return None
+
+
+def _model_dir(pin: S.ModelPin) -> Path:
+    """The version's files on this machine (pulled once, checked, then shared by revisions)."""
+    from taugrid.client import data
+    from taugrid.runs.paths import tau_home
+
+    dest = tau_home() / "serve" / "models" / pin.name / pin.version.removeprefix("sha256:")[:16]
+    if dest.is_dir():
+        return dest
+    tmp = dest.with_name(dest.name + f".part-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        data.pull("model", f"{pin.name}@{pin.version}", tmp)
+        os.replace(tmp, dest)
+    except FileExistsError:
+        shutil.rmtree(tmp, ignore_errors=True)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not dest.is_dir():
+            raise
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return dest
+
+
+def _snapshot_code(folder: Path, dest: Path) -> str:
+    """The tau.yaml folder's code (the run's ignore rules) copied for one revision."""
+    from taugrid.runs.codebundle import collect
+
+    bundle = collect(folder, include_helper=False)
+    tmp = dest.with_name(dest.name + ".part")
+    shutil.rmtree(tmp, ignore_errors=True)
+    for rel, blob in bundle.files:
+        out = tmp / rel
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(blob)
+    tmp.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(dest, ignore_errors=True)
+    os.replace(tmp, dest)
+    return bundle.digest
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    spec: S.ServiceSpec
+    pin: S.ModelPin | None
+    code_digest: str
+    source: Path
+
+
+def _local_checks(spec: S.ServiceSpec, strategy: str) -> None:
+    from taugrid.runs.backends.local.backend import detect_gpus
+
+    if strategy == "canary":
+        raise TauError(
+            "a canary needs a route that splits traffic between two revisions, which local "
+            "Ray Serve does not have", exit_code=EXIT_USAGE,
+            hint="--strategy rolling (replicas replaced a few at a time, the new started first) "
+            "or blue-green (all new replicas ready before traffic moves)",
+        )  # fmt: skip
+    here = detect_gpus()
+    if spec.gpus > here:
+        raise TauError(f"service.gpus: {spec.gpus} GPU(s) per replica; this machine has {here}",
+                       exit_code=EXIT_USAGE, hint="local services use this machine's GPUs: "
+                       "service: {gpus: 0}, or --target kube")  # fmt: skip
+
+
+def _check_target(target: str) -> None:
+    if target not in TARGETS:
+        raise TauError(f"--target {target}: not a target", exit_code=EXIT_USAGE,
+                       hint="local (Ray Serve on the local Ray head) or kube (a RayService)")  # fmt: skip
+    if target == "kube":
+        raise TauError("services on a cluster (RayService admitted by Kueue) are not available "
+                       "yet in this version", exit_code=EXIT_USAGE, hint="--target local")  # fmt: skip
+
+
+def _shape(sd: ServiceDir, rev: S.Revision, model_dir: Path | None) -> AppShape:
+    from taugrid.serve.local import check_app
+
+    env = {S.MODEL_ENV: str(model_dir)} if model_dir else {}
+    return check_app(sd.code_dir(rev.number), rev.spec, env)
+
+
+def _config(sd: ServiceDir, rec: S.ServiceRecord, rev: S.Revision, shape: AppShape,
+            scale: S.Scale, strategy: str) -> dict[str, Any]:  # fmt: skip
+    from taugrid.serve.local import app_config
+
+    model_dir = _model_dir(rev.model) if rev.model else None
+    return app_config(rec.name, rec.route_prefix, rev, scale, strategy, shape,
+                      sd.code_dir(rev.number), model_dir)  # fmt: skip
+
+
+def _who() -> str:
+    from taugrid.runs.provenance import submitter
+
+    return submitter()
+
+
+def _endpoint(port: int, route: str) -> str:
+    from taugrid.serve.local import HOST
+
+    return f"http://{HOST}:{port}{'' if route == '/' else route}"
+
+
+# --- deploy -------------------------------------------------------------------------------------
+def deploy(file: str | Path | None = None, *, name: str | None = None, model: str | None = None,
+           from_run: str | None = None, checkpoint: str | None = None, target: str = "local",
+           port: int | None = None, wait: bool = True, timeout_s: float = READY_TIMEOUT_S,
+           say: Say = _quiet) -> S.ServiceStatus:  # fmt: skip
+    """Revision 1 of a new service: checked, then deployed; with `wait`, until a request is
+    answered (a failure removes what was deployed and says why)."""
+    from taugrid.serve import records
+    from taugrid.serve.local import LocalServe
+    from taugrid.serve.records import ServiceDir
+
+    _check_target(target)
+    spec, default_name, source = _spec(file, model, from_run, checkpoint)
+    name = name or default_name
+    problem = S.name_problem(name)
+    if problem:
+        raise TauError(f"service name {name!r}: {problem}", exit_code=EXIT_USAGE,
+                       hint="--name iris, or the tau.yaml's name")  # fmt: skip
+    if port is not None and not 1024 <= port <= 65535:
+        raise TauError(f"--port {port}: use 1024..65535", exit_code=EXIT_USAGE)
+    _local_checks(spec, spec.rollout.strategy)
+    sd = ServiceDir(name)
+    with sd.lock():
+        if sd.exists():
+            old = sd.read()
+            raise TauError(f"service {name!r} exists (revision {old.serving}, from {old.current.source})",
+                           exit_code=EXIT_USAGE, hint=f"update it: tau serve rollout {name} "
+                           f"[--model REF]; or remove it first: tau serve delete {name}")  # fmt: skip
+        pin = _pin(spec, name)
+        say(f"model: {pin.short} ({pin.ref})" if pin else "model: none (service.model unset)")
+        created = records.now()
+        applied = False
+        try:
+            digest = _snapshot_code(source.parent, sd.code_dir(1))
+            route = spec.route_prefix or f"/{name}"
+            rev = S.Revision(number=1, created_at=created, created_by=_who(),
+                             config_hash=S.config_hash(spec, pin, digest), code_digest=digest,
+                             model=pin, spec=spec, source=str(source), reason="deploy")  # fmt: skip
+            model_dir = _model_dir(pin) if pin else None
+            say(f"checking {spec.import_path}")
+            shape = _shape(sd, rev, model_dir)
+            serve = LocalServe.started(_gpus_here(), say)
+            _refuse_foreign(serve, name, route)
+            rec = S.ServiceRecord(name=name, target="local", created_at=created,
+                                  created_by=rev.created_by, route_prefix=route, revisions=[rev],
+                                  serving=1, strategy=spec.rollout.strategy, scale=spec.scale())  # fmt: skip
+            sd.write(rec)  # the record first: a deploy cut short is still a service tau knows
+            sd.event(
+                "deploy", f"revision 1 ({pin.short if pin else 'no model'})", 1, rev.created_by
+            )
+            got_port = serve.apply(name, _config(sd, rec, rev, shape, rec.scale, "rolling"), port)
+            applied = True
+        finally:
+            if not applied:  # nothing was deployed: leave no half-made service behind
+                shutil.rmtree(sd.path, ignore_errors=True)
+        rec = rec.model_copy(update={"endpoint": _endpoint(got_port, route)})
+        sd.write(rec)
+    say(f"deployed revision 1 of {name}: {rec.endpoint}")
+    if not wait:
+        return status(name, probe=False)
+    st = _await(name, 1, timeout_s, say)
+    if st.phase in ("Failed", "Unhealthy", "Waiting"):
+        _undo_first(sd, serve, st)
+    return st
+
+
+def _gpus_here() -> int:
+    from taugrid.runs.backends.local.backend import detect_gpus
+
+    return detect_gpus()
+
+
+def _refuse_foreign(serve: LocalServe, name: str, route: str) -> None:
+    """A name or route that an application tau did not deploy already uses."""
+    state = serve.state()
+    for app_name, app in (state.get("applications") or {}).items():
+        env = ((app.get("deployed_app_config") or {}).get("runtime_env") or {}).get(
+            "env_vars"
+        ) or {}
+        if S.SERVICE_ENV in env and env[S.SERVICE_ENV] == app_name and app_name == name:
+            continue
+        if app_name == name:
+            raise TauError(f"a Ray Serve application named {name!r} runs on the local head and "
+                           "tau did not deploy it", exit_code=EXIT_USAGE,
+                           hint="--name another-name")  # fmt: skip
+        if app.get("route_prefix") == route:
+            raise TauError(f"route {route} is taken by the application {app_name!r}",
+                           exit_code=EXIT_USAGE, hint="service: {route_prefix: /another}")  # fmt: skip
+
+
+def _undo_first(sd: ServiceDir, serve: LocalServe, st: S.ServiceStatus) -> None:
+    """A first deploy that never served: remove it from Ray Serve, keep the evidence aside."""
+    with sd.lock():
+        serve.apply(sd.name, None)
+        sd.event("failed", st.summary, 1)
+        rec = sd.read().model_copy(update={"deleted_at": _now()})
+        sd.write(rec)
+        where = sd.retire()
+    raise TauError(f"service {sd.name}: {st.summary}", exit_code=EXIT_RUN_FAILED,
+                   hint=f"nothing is left deployed; its record and replica logs: {where}, "
+                   "and `tau serve logs` while deploying")  # fmt: skip
+
+
+def _now() -> str:
+    from taugrid.serve.records import now
+
+    return now()
+
+
+# --- rollouts -----------------------------------------------------------------------------------
+def rollout(name: str, file: str | Path | None = None, *, model: str | None = None,
+            from_run: str | None = None, checkpoint: str | None = None,
+            strategy: str | None = None, wait: bool = True, timeout_s: float = READY_TIMEOUT_S,
+            say: Say = _quiet) -> S.ServiceStatus:  # fmt: skip
+    """A new revision (the tau.yaml again, or a new model), rolled out without dropping a
+    request; one that fails to start is rolled back. The same config again is no new revision
+    (it is put back if the head lost it)."""
+    from taugrid.serve.local import LocalServe
+    from taugrid.serve.records import ServiceDir
+
+    sd = ServiceDir(name)
+    rec = sd.read()
+    _live(rec)
+    spec, _, source = _spec(file if file is not None else rec.current.source, model, from_run,
+                            checkpoint)  # fmt: skip
+    chosen = strategy or spec.rollout.strategy
+    if chosen not in S.STRATEGIES:
+        raise TauError(f"--strategy {chosen}: not a strategy", exit_code=EXIT_USAGE,
+                       hint="rolling, blue-green or canary")  # fmt: skip
+    _local_checks(spec, chosen)
+    route = spec.route_prefix or f"/{name}"
+    if route != rec.route_prefix:
+        raise TauError(f"service.route_prefix: {route} differs from the service's "
+                       f"{rec.route_prefix}; a route is fixed for a service's life",
+                       exit_code=EXIT_USAGE, hint="deploy a new service for a new route")  # fmt: skip
+    pin = _pin(spec, name)
+    serve = LocalServe.started(_gpus_here(), say)
+    with sd.lock():
+        rec = sd.read()
+        number = max(r.number for r in rec.revisions) + 1
+        digest = _snapshot_code(source.parent, sd.code_dir(number))
+        h = S.config_hash(spec, pin, digest)
+        if h == rec.current.config_hash:
+            sd.remove_revision_code(number)
+            obs = serve.observe(name)
+            unchanged = obs.exists and obs.revision == rec.serving
+            if not unchanged:
+                say(f"revision {rec.serving} is not on the local Ray head: putting it back")
+                shape = _shape(sd, rec.current, _model_dir(pin) if pin else None)
+                port = serve.apply(name, _config(sd, rec, rec.current, shape, rec.scale, "rolling"))
+                sd.write(rec.model_copy(update={"endpoint": _endpoint(port, rec.route_prefix)}))
+                sd.event("restore", f"revision {rec.serving} put back on the local Ray head",
+                         rec.serving)  # fmt: skip
+            same: int | None = rec.serving
+            kept = None
+        else:
+            same = None
+            kept = next((r for r in rec.revisions if r.config_hash == h), None)
+        if same is None and kept is None:
+            _new_revision(sd, serve, rec, S.Revision(
+                number=number, created_at=_now(), created_by=_who(), config_hash=h,
+                code_digest=digest, model=pin, spec=spec, source=str(source), reason="rollout",
+            ), chosen)  # fmt: skip
+        elif kept is not None:  # the same code, config and model as a kept revision
+            sd.remove_revision_code(number)
+    if same is not None:  # (outside the lock: a status may record a finished rollout)
+        if unchanged:
+            say(f"no change: revision {same} already runs this config and model")
+            return status(name)
+        return _await(name, same, timeout_s, say) if wait else status(name, probe=False)
+    if kept is not None:
+        say(f"revision {kept.number} has this config and model: rolling out revision {kept.number}")
+        _switch(name, kept.number, "rollout", f"revision {kept.number} again (the same config "
+                f"and model) over revision {rec.serving}, {chosen}", say, chosen)  # fmt: skip
+        return (
+            _finish_rollout(name, kept.number, timeout_s, say)
+            if wait
+            else status(name, probe=False)
+        )
+    say(f"rolling out revision {number} of {name} ({chosen})")
+    if not wait:
+        return status(name, probe=False)
+    return _finish_rollout(name, number, timeout_s, say)
+
+
+def _new_revision(sd: ServiceDir, serve: LocalServe, rec: S.ServiceRecord, rev: S.Revision,
+                  strategy: str) -> None:  # fmt: skip
+    """Record revision `rev` as the one rolling out, then hand it to Ray Serve (under the lock)."""
+    try:
+        shape = _shape(sd, rev, _model_dir(rev.model) if rev.model else None)
+    except BaseException:
+        sd.remove_revision_code(rev.number)
+        raise
+    rec = rec.model_copy(update={
+        "revisions": [*rec.revisions, rev], "previous": rec.serving, "serving": rev.number,
+        "rollout_started_at": _now(), "rollout_done": False, "strategy": strategy,
+    })  # fmt: skip
+    sd.write(rec)
+    sd.event("rollout", f"revision {rev.number} ({rev.model.short if rev.model else 'no model'}) "
+             f"over revision {rec.previous}, {strategy}", rev.number, rev.created_by)  # fmt: skip
+    port = serve.apply(rec.name, _config(sd, rec, rev, shape, rec.scale, strategy))
+    sd.write(rec.model_copy(update={"endpoint": _endpoint(port, rec.route_prefix)}))
+
+
+def _finish_rollout(name: str, number: int, timeout_s: float, say: Say) -> S.ServiceStatus:
+    st = _await(name, number, timeout_s, say)
+    if st.phase in ("Failed", "Unhealthy", "Waiting"):
+        rec = _sd(name).read()
+        back = rec.previous
+        if back is None:
+            return st
+        say(f"revision {number} did not start ({st.summary}); rolling back to revision {back}")
+        _switch(name, back, "rollback", f"revision {number} failed: back to revision {back}", say)
+        _await(name, back, timeout_s, say)
+        raise TauError(f"service {name}: revision {number} failed; revision {back} serves again",
+                       exit_code=EXIT_RUN_FAILED, hint=f"why: tau serve logs {name}; "
+                       f"tau serve status {name}")  # fmt: skip
+    return st
+
+
+def _sd(name: str) -> ServiceDir:
+    from taugrid.serve.records import ServiceDir
+
+    return ServiceDir(name)
+
+
+def _live(rec: S.ServiceRecord) -> None:
+    if rec.deleted_at:
+        raise TauError(f"service {rec.name} was deleted at {rec.deleted_at}", exit_code=EXIT_USAGE)
+
+
+def _switch(name: str, to: int, kind: str, message: str, say: Say,
+            strategy: str = "rolling") -> S.ServiceRecord:  # fmt: skip
+    """Put a kept revision back (a rollback): its code and its pinned model, as they were."""
+    from taugrid.serve.local import LocalServe
+
+    sd = _sd(name)
+    serve = LocalServe.started(_gpus_here(), say)
+    with sd.lock():
+        rec = sd.read()
+        rev = rec.revision(to)
+        if not sd.code_dir(to).is_dir():
+            raise TauError(
+                f"revision {to}'s code is gone from {sd.code_dir(to)}", exit_code=EXIT_PLATFORM
+            )
+        shape = _shape(sd, rev, _model_dir(rev.model) if rev.model else None)
+        rec = rec.model_copy(update={"previous": rec.serving, "serving": to,
+                                     "rollout_started_at": _now(), "rollout_done": False,
+                                     "strategy": strategy})  # fmt: skip
+        sd.write(rec)
+        sd.event(kind, message, to, _who())
+        port = serve.apply(name, _config(sd, rec, rev, shape, rec.scale, strategy))
+        rec = rec.model_copy(update={"endpoint": _endpoint(port, rec.route_prefix)})
+        sd.write(rec)
+    return rec
+
+
+def rollback(name: str, *, to: int | None = None, wait: bool = True,
+             timeout_s: float = READY_TIMEOUT_S, say: Say = _quiet) -> S.ServiceStatus:  # fmt: skip
+    """Serve a kept revision again (default: the one before the last change)."""
+    sd = _sd(name)
+    rec = sd.read()
+    _live(rec)
+    target = to if to is not None else rec.previous
+    if target is None:
+        earlier = [r.number for r in rec.revisions if r.number < rec.serving]
+        if not earlier:
+            raise TauError(f"service {name} has only revision {rec.serving}: nothing to roll back to",
+                           exit_code=EXIT_USAGE)  # fmt: skip
+        target = earlier[-1]
+    rec.revision(target)  # exists?
+    if target == rec.serving:
+        raise TauError(f"revision {target} already serves {name}", exit_code=EXIT_USAGE,
+                       hint=f"tau serve status {name} (its revisions and which serves)")  # fmt: skip
+    _switch(name, target, "rollback", f"revision {rec.serving} -> revision {target}", say)
+    say(f"rolling back {name} to revision {target}")
+    return _await(name, target, timeout_s, say) if wait else status(name, probe=False)
+
+
+def promote(name: str) -> S.ServiceStatus:
+    """Give a canary all the traffic. On the local target a rollout finishes on its own."""
+    rec = _sd(name).read()
+    _live(rec)
+    st = status(name)
+    if st.rollout is None:
+        raise TauError(f"nothing to promote: revision {rec.serving} takes all of {name}'s traffic",
+                       exit_code=EXIT_USAGE, hint="canaries (which wait for a promote) need "
+                       "--target kube; local rollouts finish on their own")  # fmt: skip
+    return st
+
+
+def scale(
+    name: str,
+    *,
+    replicas: int | None = None,
+    min_replicas: int | None = None,
+    max_replicas: int | None = None,
+    say: Say = _quiet,
+) -> S.ServiceStatus:
+    """A fixed replica count, or autoscaling bounds (min 0: scale to zero). No new revision:
+    Ray Serve adds or removes replicas of the serving one."""
+    from taugrid.serve.local import LocalServe
+
+    if replicas is None and min_replicas is None and max_replicas is None:
+        raise TauError("say how: --replicas N, or --min N and/or --max N", exit_code=EXIT_USAGE)
+    if replicas is not None and (min_replicas is not None or max_replicas is not None):
+        raise TauError("--replicas is a fixed count; --min/--max are autoscaling bounds: "
+                       "give one or the other", exit_code=EXIT_USAGE)  # fmt: skip
+    sd = _sd(name)
+    rec = sd.read()
+    _live(rec)
+    try:
+        if replicas is not None:
+            new = S.Scale(replicas=S.ServiceSpec.model_validate(
+                {"import_path": "m:a", "replicas": replicas}).replicas)  # fmt: skip
+        else:
+            old = rec.scale.autoscaling
+            lo = min_replicas if min_replicas is not None else (old.min_replicas if old else 1)
+            hi = (
+                max_replicas
+                if max_replicas is not None
+                else (old.max_replicas if old else max(lo, 1))
+            )
+            auto = S.Autoscaling.model_validate(
+                {**(old.model_dump(exclude_none=True) if old else {}),
+                 "min_replicas": lo, "max_replicas": hi})  # fmt: skip
+            if auto.min_replicas > auto.max_replicas:
+                raise TauError(f"--min {lo} is above --max {hi}", exit_code=EXIT_USAGE)
+            new = S.Scale(autoscaling=auto)
+    except ValueError as e:
+        first = str(e).splitlines()
+        raise TauError(f"scale: {first[-1].strip() if first else e}", exit_code=EXIT_USAGE,
+                       hint=f"0..{S.MAX_REPLICAS} replicas") from None  # fmt: skip
+    serve = LocalServe.started(_gpus_here(), say)
+    with sd.lock():
+        rec = sd.read()
+        rev = rec.current
+        shape = _shape(sd, rev, _model_dir(rev.model) if rev.model else None)
+        was = rec.scale.describe()
+        rec = rec.model_copy(update={"scale": new})
+        sd.write(rec)
+        sd.event("scale", f"{new.describe()} (was {was})", rec.serving, _who())
+        serve.apply(name, _config(sd, rec, rev, shape, new, rec.strategy))
+    return status(name, probe=False)
+
+
+def delete(name: str, *, timeout_s: float = 120.0, say: Say = _quiet) -> S.ServiceRecord:
+    """Remove the service from Ray Serve (its replicas stop); its record and revisions are
+    kept aside (`$TAU_HOME/services/.deleted/`), and the name is free again."""
+    from taugrid.serve.local import LocalServe, wait_until
+
+    sd = _sd(name)
+    rec = sd.read()
+    serve = LocalServe.running()
+    with sd.lock():
+        if serve.head is not None and serve.observe(name).exists:
+            serve.apply(name, None)
+            gone = wait_until(lambda: not serve.observe(name).exists, timeout_s, 0.5)
+            if not gone:
+                raise TauError(f"Ray Serve still lists {name} after {timeout_s:.0f}s",
+                               exit_code=EXIT_PLATFORM, hint=f"tau serve status {name}")  # fmt: skip
+        rec = rec.model_copy(update={"deleted_at": _now()})
+        sd.write(rec)
+        sd.event("delete", "removed from Ray Serve", rec.serving, _who())
+        sd.retire()
+    say(f"deleted {name}")
+    return rec
+
+
+# --- looking ------------------------------------------------------------------------------------
+def status(name: str, *, probe: bool = True, events: int = 10) -> S.ServiceStatus:
+    """What the service does now; a rollout that has finished is recorded as such."""
+    from taugrid.serve.local import LocalServe
+
+    sd = _sd(name)
+    rec = sd.read()
+    serve = LocalServe.running()
+    obs = serve.observe(name)
+    rec = _note_finished(sd, rec, obs)
+    return _status(rec, obs, probe, sd.events(events))
+
+
+def _status(rec: S.ServiceRecord, obs: Observed, probe: bool,
+            events: list[S.Event]) -> S.ServiceStatus:  # fmt: skip
+    from taugrid.serve.local import probe as ask
+    from taugrid.serve.status import compute
+
+    answered = code = None
+    if (probe and rec.endpoint and obs.exists and obs.status == "RUNNING" and obs.running > 0
+            and not rec.deleted_at):  # fmt: skip
+        path = rec.current.spec.readiness_path or ""
+        answered, code = ask(rec.endpoint + ("" if path in ("", "/") else path))
+    return compute(rec, obs, answered, events, code)
+
+
+def _note_finished(sd: ServiceDir, rec: S.ServiceRecord, obs: Observed) -> S.ServiceRecord:
+    if rec.rollout_done or not obs.exists or obs.status != "RUNNING" or obs.revision != rec.serving:
+        return rec
+    with sd.lock():
+        rec = sd.read()
+        if rec.rollout_done:
+            return rec
+        rec = rec.model_copy(update={"rollout_done": True})
+        sd.write(rec)
+        if rec.previous is not None:
+            sd.event("rolled-out", f"revision {rec.serving} serves all traffic", rec.serving)
+    return rec
+
+
+def list_services() -> list[S.ServiceStatus]:
+    """Every service of this machine (one look at Ray Serve for all, no requests sent)."""
+    from taugrid.serve.local import LocalServe
+    from taugrid.serve.records import all_services
+
+    dirs = all_services()
+    if not dirs:
+        return []
+    serve = LocalServe.running()
+    state = serve.state()
+    out = []
+    for sd in dirs:
+        rec = sd.read()
+        obs = serve.observe(sd.name, state)
+        out.append(_status(_note_finished(sd, rec, obs), obs, False, []))
+    return out
+
+
+def watch(
+    name: str, *, poll_s: float = 1.0, timeout_s: float | None = None
+) -> Iterator[S.ServiceStatus]:
+    """Each change of the service's status (phase, replicas, summary), until it settles."""
+    last = None
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while True:
+        st = status(name)
+        key = (st.phase, st.summary, st.replicas, st.serving)
+        if key != last:
+            yield st
+            last = key
+        if st.phase in ("Ready", "ScaledToZero", "Failed", "Deleted") and st.serving is not False:
+            return
+        if deadline is not None and time.monotonic() >= deadline:
+            return
+        time.sleep(poll_s)
+
+
+def _await(name: str, number: int, timeout_s: float, say: Say) -> S.ServiceStatus:
+    """Until revision `number` serves (a request answered), fails, or the timeout."""
+    deadline = time.monotonic() + timeout_s
+    last = ""
+    while True:
+        st = status(name)
+        if st.summary != last:
+            say(st.summary)
+            last = st.summary
+        settled = st.revision == number and st.rollout is None
+        if settled and st.phase == "Ready" and st.serving is not False:
+            return st
+        if settled and st.phase == "ScaledToZero":
+            return st
+        if st.phase == "Failed":
+            return st
+        if time.monotonic() >= deadline:
+            return st.model_copy(update={
+                "phase": "Waiting" if st.phase != "Unhealthy" else st.phase,
+                "summary": f"not ready after {timeout_s:.0f}s: {st.summary}"})  # fmt: skip
+        time.sleep(0.25)
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    body: bytes
+    seconds: float
+    url: str
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+    @property
+    def text(self) -> str:
+        return self.body.decode(errors="replace")
+
+
+def invoke(
+    name: str,
+    data: bytes | None = None,
+    *,
+    path: str = "",
+    method: str | None = None,
+    content_type: str = "application/json",
+    timeout_s: float = 60.0,
+) -> Answer:
+    """One HTTP request to the service (POST with `data`, else GET), as a client would send it."""
+    import urllib.error
+    import urllib.request
+
+    rec = _sd(name).read()
+    _live(rec)
+    if not rec.endpoint:
+        raise TauError(f"service {name} has no endpoint yet", exit_code=EXIT_PLATFORM,
+                       hint=f"tau serve status {name}")  # fmt: skip
+    if path and not path.startswith("/"):
+        path = "/" + path
+    url = rec.endpoint + path
+    verb = method or ("POST" if data is not None else "GET")
+    req = urllib.request.Request(url, data=data, method=verb,
+                                 headers={"Content-Type": content_type} if data is not None else {})  # fmt: skip
+    t0 = time.perf_counter()
+    try:
+        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+            return Answer(int(resp.status), resp.read(), time.perf_counter() - t0, url)
+    except urllib.error.HTTPError as e:
+        return Answer(int(e.code), e.read(), time.perf_counter() - t0, url)
+    except OSError as e:
+        raise TauError(f"{url}: no answer ({getattr(e, 'reason', e)})", exit_code=EXIT_PLATFORM,
+                       hint=f"tau serve status {name}") from None  # fmt: skip
+
+
+def logs(
+    name: str, out: TextIO, *, follow: bool = False, poll_s: float = 0.5, tail: int | None = 200
+) -> None:
+    """The replicas' logs (Ray Serve's replica log files), oldest first; `follow` keeps
+    printing what they add until interrupted."""
+    from taugrid.serve.local import LocalServe
+
+    _sd(name).read()
+    serve = LocalServe.running()
+    files = serve.log_files(name)
+    if not files and not follow:
+        raise TauError(f"no replica logs of {name} on this machine yet", exit_code=EXIT_USAGE,
+                       hint=f"tau serve status {name}")  # fmt: skip
+    offsets: dict[Path, int] = {}
+    lines: list[str] = []
+    for f in files:
+        try:
+            blob = f.read_bytes()
+        except OSError:
+            continue
+        offsets[f] = len(blob)
+        lines += [
+            f"[{f.stem.split('_')[-1]}] {ln}" for ln in blob.decode(errors="replace").splitlines()
+        ]
+    for ln in lines[-tail:] if tail else lines:
+        out.write(ln + "\n")
+    out.flush()
+    while follow:
+        time.sleep(poll_s)
+        for f in serve.log_files(name):
+            try:
+                with f.open("rb") as fh:
+                    fh.seek(offsets.get(f, 0))
+                    chunk = fh.read()
+            except OSError:
+                continue
+            if chunk:
+                offsets[f] = offsets.get(f, 0) + len(chunk)
+                for ln in chunk.decode(errors="replace").splitlines():
+                    out.write(f"[{f.stem.split('_')[-1]}] {ln}\n")
+                out.flush()

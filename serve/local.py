@@ -1,0 +1,312 @@
+"""Local services: Ray Serve on the same local Ray head the runs use (127.0.0.1 only).
+
+Everything goes through Ray Serve's declarative REST API on the head's dashboard
+(`/api/serve/applications/`, what `serve deploy` uses): a PUT holds every application of the
+head, so each change reads the current set, replaces one application and writes it back under
+one lock (`$TAU_HOME/serve/lock`): applications that tau did not deploy are kept as they are.
+All local services share Ray Serve's HTTP proxy (one port, chosen free on the first deploy),
+each on its own route prefix.
+
+Rollouts are Ray Serve's own updates of an application: the new revision's replicas start
+before old ones stop (`max_surge_percent`), a few at a time (`rolling`) or all at once
+(`blue-green`: `rolling_update_percentage: 1.0`, traffic moves when all are ready).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from taugrid.api import serve as S
+from taugrid.api.errors import EXIT_PLATFORM, EXIT_USAGE, TauError
+from taugrid.runs.backends.local import rayhead
+from taugrid.runs.paths import tau_home
+
+API = "/api/serve/applications/"
+HOST = rayhead.HOST
+CHECK_TIMEOUT_S = 180.0
+# How each strategy replaces replicas (Ray Serve's deployment options).
+UPDATE: dict[str, dict[str, Any]] = {
+    "rolling": {"max_surge_percent": 25, "rolling_update_percentage": 0.25},
+    "blue-green": {"max_surge_percent": 100, "rolling_update_percentage": 1.0},
+}
+
+
+@dataclass(frozen=True)
+class AppShape:
+    ingress: str
+    deployments: list[str]
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What Ray Serve says of one application now."""
+
+    head_up: bool
+    exists: bool
+    status: str = "ABSENT"  # Ray Serve's: DEPLOYING, RUNNING, DEPLOY_FAILED, UNHEALTHY, ...
+    message: str = ""
+    revision: int | None = None  # the revision Ray Serve is deploying or runs
+    deployment_status: str = ""
+    wanted: int = 0
+    running: int = 0
+    starting: int = 0
+    started_at: list[float] = field(default_factory=list)  # of the running replicas
+    port: int | None = None
+    ours: bool = True  # deployed by tau (False: an application of that name tau did not make)
+
+
+def _lock_file() -> Path:
+    d = tau_home() / "serve"
+    d.mkdir(parents=True, exist_ok=True)
+    return d / "lock"
+
+
+@contextlib.contextmanager
+def serve_lock() -> Iterator[None]:
+    with open(_lock_file(), "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((HOST, port))
+        except OSError:
+            return False
+    return True
+
+
+def check_app(code_dir: Path, spec: S.ServiceSpec, env: dict[str, str]) -> AppShape:
+    """Import the application in a subprocess, as Ray Serve will (its deployments' names)."""
+    script = Path(__file__).with_name("appcheck.py")
+    run_env = {**rayhead.loopback_env(), **env, "PYTHONDONTWRITEBYTECODE": "1"}
+    try:
+        proc = subprocess.run(
+            [sys.executable, str(script), spec.import_path, json.dumps(spec.args)],
+            cwd=code_dir, env=run_env, capture_output=True, text=True, timeout=CHECK_TIMEOUT_S,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        raise TauError(f"importing {spec.import_path} took over {CHECK_TIMEOUT_S:.0f}s",
+                       exit_code=EXIT_USAGE, hint="does the module do heavy work at import?") from None  # fmt: skip
+    last = (proc.stdout.strip().splitlines() or [""])[-1]
+    try:
+        doc = json.loads(last)
+    except ValueError:
+        tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise TauError(
+            f"checking {spec.import_path} failed: {tail}", exit_code=EXIT_USAGE
+        ) from None
+    if "error" in doc:
+        raise TauError(f"service.import_path: {doc['error']}", exit_code=EXIT_USAGE,
+                       hint="the application is imported from the tau.yaml folder, as "
+                       "`module:attribute`")  # fmt: skip
+    return AppShape(ingress=doc["ingress"], deployments=list(doc["deployments"]))
+
+
+def app_config(name: str, route: str, rev: S.Revision, scale: S.Scale, strategy: str,
+               shape: AppShape, code_dir: Path, model_dir: Path | None) -> dict[str, Any]:  # fmt: skip
+    """Ray Serve's application config for one revision (deterministic: the same revision and
+    scale give the same config, so re-applying it changes nothing)."""
+    spec = rev.spec
+    env = dict(spec.env)
+    env[S.SERVICE_ENV] = name
+    env[S.REVISION_ENV] = str(rev.number)
+    if model_dir is not None and rev.model is not None:
+        env[S.MODEL_ENV] = str(model_dir)
+        env[S.MODEL_VERSION_ENV] = rev.model.version
+    update = UPDATE.get(strategy, UPDATE["rolling"])
+    deployments = []
+    for d in shape.deployments:
+        entry: dict[str, Any] = {"name": d, **update}
+        if d == shape.ingress:
+            entry["ray_actor_options"] = {"num_cpus": spec.cpus, "num_gpus": spec.gpus}
+            a = scale.autoscaling
+            if a is not None:
+                auto: dict[str, Any] = {
+                    "min_replicas": a.min_replicas,
+                    "max_replicas": a.max_replicas,
+                    "target_ongoing_requests": a.target_ongoing_requests,
+                }
+                if a.upscale_delay_s is not None:
+                    auto["upscale_delay_s"] = a.upscale_delay_s
+                if a.downscale_delay_s is not None:
+                    auto["downscale_delay_s"] = a.downscale_delay_s
+                entry["autoscaling_config"] = auto
+            else:
+                entry["num_replicas"] = 1 if scale.replicas is None else scale.replicas
+        deployments.append(entry)
+    return {
+        "name": name,
+        "route_prefix": route,
+        "import_path": spec.import_path,
+        "args": spec.args,
+        "runtime_env": {"working_dir": f"local://{code_dir}", "env_vars": env},
+        "deployments": deployments,
+    }
+
+
+class LocalServe:
+    """Ray Serve on the local head (read-only unless `apply`/`remove` are called)."""
+
+    def __init__(self, head: rayhead.Head | None) -> None:
+        self.head = head
+
+    @classmethod
+    def running(cls) -> LocalServe:
+        """The head if it runs (no head is started to look at services)."""
+        head = rayhead.read_head()
+        return cls(head if head and rayhead.healthy(head) else None)
+
+    @classmethod
+    def started(cls, num_gpus: int, say: Any) -> LocalServe:
+        return cls(rayhead.ensure_head(num_gpus=num_gpus, say=say))
+
+    def _url(self) -> str:
+        assert self.head is not None
+        return self.head.dashboard + API
+
+    def state(self) -> dict[str, Any]:
+        if self.head is None:
+            return {}
+        try:
+            doc = rayhead._http("GET", self._url(), timeout=15.0)
+        except (OSError, ValueError) as e:
+            raise TauError(f"Ray Serve on the local head did not answer: {e}",
+                           exit_code=EXIT_PLATFORM, hint="tau local status") from None  # fmt: skip
+        return doc if isinstance(doc, dict) else {}
+
+    @staticmethod
+    def port_of(state: dict[str, Any]) -> int | None:
+        http = state.get("http_options") or {}
+        return int(http["port"]) if state.get("proxies") and http.get("port") else None
+
+    def apply(self, name: str, app: dict[str, Any] | None, want_port: int | None = None) -> int:
+        """Put (or, with None, remove) one application; every other one is kept. Returns the
+        HTTP port of Ray Serve's proxy."""
+        if self.head is None:
+            raise TauError("the local Ray head is not running", exit_code=EXIT_PLATFORM)
+        with serve_lock():
+            state = self.state()
+            port = self.port_of(state)
+            if port is not None and want_port is not None and want_port != port:
+                raise TauError(
+                    f"--port {want_port}: local services share Ray Serve's proxy, which listens "
+                    f"on {HOST}:{port}", exit_code=EXIT_USAGE,
+                    hint="omit --port (each service has its own route prefix on that port)",
+                )  # fmt: skip
+            if port is None:
+                port = want_port or rayhead._free_port()
+                if not _port_free(port):
+                    raise TauError(f"port {port} on {HOST} is in use", exit_code=EXIT_PLATFORM,
+                                   hint="pick another --port, or omit it for a free one")  # fmt: skip
+            apps = []
+            for other, doc in (state.get("applications") or {}).items():
+                if other == name:
+                    continue
+                if doc.get("source") != "declarative" or not doc.get("deployed_app_config"):
+                    raise TauError(
+                        f"Ray Serve on the local head runs {other!r}, deployed from Python "
+                        "(serve.run): its declarative API cannot keep it while changing another",
+                        exit_code=EXIT_PLATFORM, hint="serve shutdown, or deploy it with a config",
+                    )  # fmt: skip
+                apps.append(doc["deployed_app_config"])
+            if app is not None:
+                apps.append(app)
+            doc = {
+                "proxy_location": "HeadOnly",
+                "http_options": {"host": HOST, "port": port},
+                "applications": apps,
+            }
+            try:
+                rayhead._http("PUT", self._url(), doc, timeout=60.0)
+            except urllib.error.HTTPError as e:
+                detail = e.read().decode(errors="replace").strip().splitlines()
+                raise TauError("Ray Serve refused the change: " + " ".join(detail[:6]),
+                               exit_code=EXIT_PLATFORM) from None  # fmt: skip
+            except OSError as e:
+                raise TauError(
+                    f"Ray Serve did not take the change: {e}", exit_code=EXIT_PLATFORM
+                ) from None
+        return port
+
+    def observe(self, name: str, state: dict[str, Any] | None = None) -> Observed:
+        if self.head is None:
+            return Observed(head_up=False, exists=False)
+        state = self.state() if state is None else state
+        port = self.port_of(state)
+        app = (state.get("applications") or {}).get(name)
+        if not app:
+            return Observed(head_up=True, exists=False, port=port)
+        cfg = app.get("deployed_app_config") or {}
+        env = (cfg.get("runtime_env") or {}).get("env_vars") or {}
+        rev = env.get(S.REVISION_ENV)
+        ingress = (app.get("deployment_topology") or {}).get("ingress_deployment")
+        deps = app.get("deployments") or {}
+        dep = deps.get(ingress) if ingress else next(iter(deps.values()), None)
+        running = starting = wanted = 0
+        started: list[float] = []
+        dstatus = ""
+        if dep:
+            dstatus = str(dep.get("status", ""))
+            wanted = int(dep.get("target_num_replicas") or 0)
+            for r in dep.get("replicas") or []:
+                if r.get("state") == "RUNNING":
+                    running += 1
+                    started.append(float(r.get("start_time_s") or 0))
+                elif r.get("state") in ("STARTING", "PENDING_MIGRATION", "RECOVERING"):
+                    starting += 1
+        message = str(app.get("message") or "")
+        if dep and dep.get("message"):
+            message = message or str(dep["message"])
+        return Observed(
+            head_up=True, exists=True, status=str(app.get("status", "")), message=message,
+            revision=int(rev) if rev and str(rev).isdigit() else None, deployment_status=dstatus,
+            wanted=wanted, running=running, starting=starting, started_at=started, port=port,
+            ours=S.SERVICE_ENV in env,
+        )  # fmt: skip
+
+    def log_files(self, name: str) -> list[Path]:
+        """The replicas' log files of an application, oldest first."""
+        if self.head is None:
+            return []
+        folder = Path(self.head.temp_dir) / "session_latest" / "logs" / "serve"
+        files = [p for p in folder.glob(f"replica_{name}_*.log") if p.is_file()]
+        return sorted(files, key=lambda p: p.stat().st_mtime)
+
+
+def probe(url: str, timeout: float = 5.0) -> tuple[bool, int | None]:
+    """(answered, status): a GET answered by the application (any status below 500)."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return True, int(resp.status)
+    except urllib.error.HTTPError as e:
+        return e.code < 500, int(e.code)
+    except (OSError, ValueError):
+        return False, None
+
+
+def wait_until(check: Any, timeout_s: float, poll_s: float = 0.25) -> bool:
+    """Poll `check()` until true or the timeout (a service deploy's progress loop)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if check():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(poll_s)

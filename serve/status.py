@@ -1,0 +1,109 @@
+"""A service's status, as a pure function of its record and what the target reports.
+
+The phase and a one-sentence summary say what the service does or why it waits, in the same
+words on every target: Deploying, Ready, Updating, ScaledToZero, Waiting, Unhealthy, Failed,
+Deleted.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from taugrid.api import serve as S
+from taugrid.serve.local import Observed
+
+
+def _epoch(iso: str | None) -> float | None:
+    if not iso:
+        return None
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+
+
+def revision_rows(rec: S.ServiceRecord) -> list[dict[str, Any]]:
+    rows = []
+    for r in rec.revisions:
+        state = (
+            "serving"
+            if r.number == rec.serving
+            else ("previous" if r.number == rec.previous else "")
+        )
+        rows.append({
+            "revision": r.number, "model": r.model.short if r.model else None,
+            "config_hash": r.config_hash, "created_at": r.created_at, "created_by": r.created_by,
+            "reason": r.reason, "state": state,
+        })  # fmt: skip
+    return rows
+
+
+def compute(rec: S.ServiceRecord, obs: Observed, answered: bool | None = None,
+            events: list[S.Event] | None = None, probe_status: int | None = None) -> S.ServiceStatus:  # fmt: skip
+    """`answered`: whether a readiness request was answered (None: not asked)."""
+    cur = rec.current
+    model = cur.model.short if cur.model else None
+    new_since = _epoch(rec.rollout_started_at)
+    new_ready = None
+    if new_since is not None and not rec.rollout_done:
+        new_ready = sum(1 for t in obs.started_at if t >= new_since)
+    replicas = S.Replicas(ready=obs.running, wanted=obs.wanted, starting=obs.starting,
+                          new_ready=new_ready)  # fmt: skip
+    rollout = None
+    if rec.previous is not None and not rec.rollout_done:
+        share = 0 if not obs.running else round(100 * (new_ready or 0) / obs.running)
+        rollout = {"from": rec.previous, "to": rec.serving, "strategy": rec.strategy,
+                   "new_ready": new_ready or 0, "wanted": obs.wanted,
+                   "traffic": {str(rec.serving): share, str(rec.previous): 100 - share}}  # fmt: skip
+    phase, summary, healthy = _phase(rec, obs, answered, probe_status, replicas)
+    return S.ServiceStatus(
+        name=rec.name, target=rec.target, phase=phase, summary=summary, revision=rec.serving,
+        model=model, endpoint=rec.endpoint, replicas=replicas, scale=rec.scale.describe(),
+        healthy=healthy, serving=answered, rollout=rollout, revisions=revision_rows(rec),
+        events=events or [],
+    )  # fmt: skip
+
+
+def _phase(rec: S.ServiceRecord, obs: Observed, answered: bool | None, probe_status: int | None,
+           replicas: S.Replicas) -> tuple[S.Phase, str, bool]:  # fmt: skip
+    n, name = rec.serving, rec.name
+    back = f"`tau serve rollout {name}` puts revision {n} back"
+    if rec.deleted_at:
+        return "Deleted", f"deleted at {rec.deleted_at}", False
+    if not obs.head_up:
+        return "Unhealthy", f"the local Ray head is not running: {back}", False
+    if not obs.exists:
+        return (
+            "Unhealthy",
+            f"revision {n} is not on the local Ray head (was it restarted?): {back}",
+            False,
+        )
+    ready = f"{replicas.ready}/{replicas.wanted} replicas ready"
+    if obs.status == "DEPLOY_FAILED":
+        first = obs.message.strip().splitlines()[-1:] or ["(no message)"]
+        undo = (
+            f"; `tau serve rollback {name}` returns to revision {rec.previous}"
+            if rec.previous
+            else ""
+        )
+        return "Failed", f"revision {n} failed to deploy: {first[0][:300]}{undo}", False
+    if obs.status == "UNHEALTHY":
+        return "Unhealthy", f"revision {n} is unhealthy ({ready}): {obs.message[:200]}", False
+    if obs.status in ("DEPLOYING", "NOT_STARTED") or obs.revision != n:
+        if rec.previous is not None and not rec.rollout_done:
+            new = replicas.new_ready or 0
+            return ("Updating", f"rolling out revision {n} ({rec.strategy}) over revision "
+                    f"{rec.previous}: {new} new replica(s) ready, {ready}", True)  # fmt: skip
+        why = f" ({obs.message.strip().splitlines()[0][:300]})" if obs.message.strip() else ""
+        return "Deploying", f"starting revision {n}: {ready}{why}", obs.running > 0
+    if obs.status == "DELETING":
+        return "Deleted", "being removed", False
+    if obs.wanted == 0 and obs.running == 0:
+        if rec.scale.autoscaling is not None:
+            return ("ScaledToZero", f"revision {n} is scaled to zero while idle: the next request "
+                    "starts a replica (it waits, it is not dropped)", True)  # fmt: skip
+        return "Ready", f"revision {n} has 0 replicas (tau serve scale {name} --replicas N)", True
+    where = f" on {rec.endpoint}" if rec.endpoint else ""
+    if answered is False:
+        code = f"HTTP {probe_status}" if probe_status else "no answer"
+        return ("Unhealthy", f"revision {n} runs ({ready}) but its readiness request got "
+                f"{code}{where}", False)  # fmt: skip
+    return "Ready", f"serving revision {n}{where}: {ready}", True
