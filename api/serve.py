@@ -257,8 +257,11 @@ class ServiceStatus(_Model):
 
 def config_hash(spec: ServiceSpec, model: ModelPin | None, code_digest: str) -> str:
     """What makes two revisions the same: the spec without its scale (scaling is not a new
-    revision), the exact model version and the code."""
-    doc = spec.model_dump(mode="json", exclude={"replicas", "autoscaling", "rollout"})
+    revision) and without how the model was named, the exact model version and the code."""
+    doc = spec.model_dump(
+        mode="json",
+        exclude={"replicas", "autoscaling", "rollout", "model", "from_run", "checkpoint"},
+    )  # how the model was named does not matter: the version it resolved to does
     doc["model_version"] = model.version if model else None
     doc["code"] = code_digest
     blob = json.dumps(doc, sort_keys=True, separators=(",", ":"))

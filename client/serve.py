@@ -485,6 +485,7 @@ def scale(
     replicas: int | None = None,
     min_replicas: int | None = None,
     max_replicas: int | None = None,
+    timeout_s: float = READY_TIMEOUT_S,
     say: Say = _quiet,
 ) -> S.ServiceStatus:
     """A fixed replica count, or autoscaling bounds (min 0: scale to zero). No new revision:
@@ -518,8 +519,9 @@ def scale(
                 raise TauError(f"--min {lo} is above --max {hi}", exit_code=EXIT_USAGE)
             new = S.Scale(autoscaling=auto)
     except ValueError as e:
-        first = str(e).splitlines()
-        raise TauError(f"scale: {first[-1].strip() if first else e}", exit_code=EXIT_USAGE,
+        errors = getattr(e, "errors", lambda: [])()
+        why = errors[0]["msg"] if errors else str(e)
+        raise TauError(f"scale: {why}", exit_code=EXIT_USAGE,
                        hint=f"0..{S.MAX_REPLICAS} replicas") from None  # fmt: skip
     serve = LocalServe.started(_gpus_here(), say)
     with sd.lock():
@@ -531,7 +533,7 @@ def scale(
         sd.write(rec)
         sd.event("scale", f"{new.describe()} (was {was})", rec.serving, _who())
         serve.apply(name, _config(sd, rec, rev, shape, new, rec.strategy))
-    return status(name, probe=False)
+    return _await(name, rec.serving, timeout_s, say)
 
 
 def delete(name: str, *, timeout_s: float = 120.0, say: Say = _quiet) -> S.ServiceRecord:

@@ -36,6 +36,9 @@ from taugrid.runs.paths import tau_home
 API = "/api/serve/applications/"
 HOST = rayhead.HOST
 CHECK_TIMEOUT_S = 180.0
+TAKEN_S = (
+    10.0  # how long a PUT may take to show in Ray Serve's status (an unchanged app never does)
+)
 # How each strategy replaces replicas (Ray Serve's deployment options).
 UPDATE: dict[str, dict[str, Any]] = {
     "rolling": {"max_surge_percent": 25, "rolling_update_percentage": 0.25},
@@ -215,6 +218,7 @@ class LocalServe:
                 if not _port_free(port):
                     raise TauError(f"port {port} on {HOST} is in use", exit_code=EXIT_PLATFORM,
                                    hint="pick another --port, or omit it for a free one")  # fmt: skip
+            before = ((state.get("applications") or {}).get(name) or {}).get("last_deployed_time_s")
             apps = []
             for other, doc in (state.get("applications") or {}).items():
                 if other == name:
@@ -243,7 +247,14 @@ class LocalServe:
                 raise TauError(
                     f"Ray Serve did not take the change: {e}", exit_code=EXIT_PLATFORM
                 ) from None
+            if app is not None:  # taken once Ray Serve reports the new deploy (not the old state)
+                wait_until(lambda: self._deployed_at(name) not in (None, before), TAKEN_S, 0.1)
         return port
+
+    def _deployed_at(self, name: str) -> float | None:
+        app = (self.state().get("applications") or {}).get(name) or {}
+        t = app.get("last_deployed_time_s")
+        return float(t) if t is not None else None
 
     def observe(self, name: str, state: dict[str, Any] | None = None) -> Observed:
         if self.head is None:

@@ -78,6 +78,16 @@ sandbox down:
 sandbox kubeconfig: --as
 sandbox status: --output -o
 sandbox up: --no-platform --stack --stacks-dir -s
+serve delete: --output -o
+serve deploy: --checkpoint --from-run --model --name --no-wait --output --port --target -o -t
+serve invoke: --data --output --path -d -o
+serve list: --output -o
+serve logs: --follow --tail -f
+serve promote: --output -o
+serve rollback: --no-wait --output --to -o
+serve rollout: --checkpoint --from-run --model --no-wait --output --step --strategy -o
+serve scale: --max --min --output --replicas -o
+serve status: --output --watch -o -w
 version:
 workspaces: --context --output -o
 """

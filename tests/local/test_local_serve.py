@@ -1,0 +1,218 @@
+"""`tau serve` on the local Ray head with real Ray Serve and real HTTP requests (127.0.0.1):
+a model trained by a run, registered, served by alias (pinned to its version), rolled out and
+rolled back under 20 requests/s with no request failed, scaled to zero and woken by a request,
+and deploys that cannot work refused or undone with nothing left deployed."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+from localkit import EXAMPLES, Tau, have_ray, wait_for
+
+pytestmark = pytest.mark.skipif(not have_ray(), reason="Ray is not installed")
+BODY = json.dumps({"features": [6.5, 3.0, 5.5, 2.0]}).encode()
+
+
+def ok(res: Any) -> Any:
+    assert res.returncode == 0, res.stdout + res.stderr
+    return res
+
+
+def status(tau: Tau, name: str) -> dict[str, Any]:
+    return dict(json.loads(ok(tau("serve", "status", name, "-o", "json")).stdout))
+
+
+@pytest.fixture()
+def example(tau: Tau, tmp_path: Path) -> Iterator[tuple[Path, list[str]]]:
+    """The example trained once here, its best and latest checkpoints registered as two
+    versions of model `iris` (prod -> the first); the services are deleted afterwards."""
+    folder = tmp_path / "serve-model"
+    shutil.copytree(EXAMPLES / "serve-model", folder)
+    res = ok(tau("run", str(folder)))
+    run_id = re.search(r"run (iris-\w+)", res.stderr).group(1)  # type: ignore[union-attr]
+    versions = []
+    for which in ("best", "latest"):
+        reg = ok(tau("data", "model", "register", "iris", "--from-run", run_id, "--checkpoint",
+                     which, "-o", "json"))  # fmt: skip
+        versions.append(json.loads(reg.stdout)["version"])
+    assert versions[0] != versions[1]
+    ok(tau("data", "model", "alias", "set", "iris", "prod", versions[0]))
+    yield folder, versions
+    for name in json.loads(tau("serve", "list", "-o", "json").stdout or "[]"):
+        tau("serve", "delete", name["name"])
+
+
+class Load:
+    """`rate` POSTs a second from a bounded pool until stopped: every answer is counted."""
+
+    def __init__(self, url: str, rate: float, at_least_s: float = 0.0) -> None:
+        self.url, self.rate, self.at_least_s = url, rate, at_least_s
+        self.started = time.monotonic()
+        self.answers: Counter[str] = Counter()
+        self.failures: list[str] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _one(self) -> None:
+        req = urllib.request.Request(self.url, data=BODY, method="POST",
+                                     headers={"Content-Type": "application/json"})  # fmt: skip
+        try:
+            with urllib.request.urlopen(req, timeout=60) as resp:
+                self.answers[json.loads(resp.read())["revision"]] += 1
+        except (urllib.error.URLError, OSError, ValueError) as e:
+            self.failures.append(repr(e))
+
+    def _run(self) -> None:
+        with ThreadPoolExecutor(max_workers=64) as pool:
+            start, n = time.monotonic(), 0
+            while not self.stop.is_set():
+                pool.submit(self._one)
+                n += 1
+                self.stop.wait(max(0.0, start + n / self.rate - time.monotonic()))
+
+    def __enter__(self) -> Load:
+        self.started = time.monotonic()
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        # the load runs for the whole window it was asked for (a duration, not a wait for an event)
+        self.stop.wait(max(0.0, self.started + self.at_least_s - time.monotonic()))
+        self.stop.set()
+        self.thread.join()
+
+
+def test_serve_a_run_s_model_roll_out_and_back_under_load(
+    tau: Tau, example: tuple[Path, list[str]]
+) -> None:
+    folder, (v1, v2) = example
+    res = ok(tau("serve", "deploy", str(folder), "-o", "json"))
+    st = json.loads(res.stdout)
+    assert (st["phase"], st["revision"], st["serving"]) == ("Ready", 1, True)
+    assert st["model"] == f"iris@{v1[:19]}"
+    url = st["endpoint"]
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/iris", url)
+    # a real request, answered by the pinned version
+    ans = json.loads(ok(tau("serve", "invoke", "iris", "--data", BODY.decode())).stdout)
+    assert ans["classes"] == ["virginica"] and ans["model_version"] == v1
+    # the alias moves: the running revision does not (it was pinned at deploy time)
+    ok(tau("data", "model", "alias", "set", "iris", "prod", v2, "--expect", v1))
+    assert status(tau, "iris")["model"] == f"iris@{v1[:19]}"
+
+    with Load(url, 20, at_least_s=60) as load:  # 20 requests/s for (at least) 60 s
+        wait_for(lambda: sum(load.answers.values()) >= 40, 60, "load answered")
+        out = ok(tau("serve", "rollout", "iris", "-o", "json", timeout=300))
+        after = json.loads(out.stdout)
+        assert (after["revision"], after["model"], after["phase"]) == (
+            2,
+            f"iris@{v2[:19]}",
+            "Ready",
+        )
+        assert "rolling out revision 2 (rolling) over revision 1" in out.stderr
+        seen = sum(load.answers.values())
+        wait_for(lambda: sum(load.answers.values()) >= seen + 100, 60, "load on revision 2")
+        back = ok(tau("serve", "rollback", "iris", "-o", "json", timeout=300))
+        assert json.loads(back.stdout)["revision"] == 1
+        seen = sum(load.answers.values())
+        wait_for(lambda: sum(load.answers.values()) >= seen + 100, 60, "load on revision 1 again")
+    assert load.failures == [], load.failures[:5]
+    assert sum(load.answers.values()) >= 20 * 60 * 0.9  # the pace held: ~1,200 requests
+    assert load.answers["1"] > 0 and load.answers["2"] > 0
+    final = status(tau, "iris")
+    assert final["revision"] == 1 and final["serving"] is True
+    kinds = [e["kind"] for e in final["events"]]
+    assert kinds[:1] == ["deploy"] and "rollout" in kinds and "rollback" in kinds
+    assert kinds.count("rolled-out") >= 2
+    assert [r["state"] for r in final["revisions"]] == ["serving", "previous"]
+    # the same config and model again is no new revision: it is revision 2 again
+    again = ok(tau("serve", "rollout", "iris", "--model", f"iris@{v2}", "-o", "json", timeout=300))
+    assert json.loads(again.stdout)["revision"] == 2
+    assert len(status(tau, "iris")["revisions"]) == 2
+
+
+def test_scale_to_zero_and_the_first_request_is_answered(
+    tau: Tau, example: tuple[Path, list[str]]
+) -> None:
+    folder, (v1, _) = example
+    text = (
+        (folder / "tau.yaml")
+        .read_text()
+        .replace(
+            "  replicas: 1\n",
+            "  autoscaling: {min_replicas: 0, max_replicas: 1, downscale_delay_s: 1, upscale_delay_s: 0}\n",
+        )
+    )
+    (folder / "tau.yaml").write_text(text)
+    st = json.loads(ok(tau("serve", "deploy", str(folder), "--name", "iris0", "-o", "json")).stdout)
+    assert st["scale"] == "0..1 replicas (autoscaling)"
+    wait_for(lambda: status(tau, "iris0")["phase"] == "ScaledToZero", 120, "scaled to zero")
+    idle = status(tau, "iris0")
+    assert idle["replicas"]["ready"] == 0 and "next request starts a replica" in idle["summary"]
+    ans = json.loads(
+        ok(tau("serve", "invoke", "iris0", "--data", BODY.decode(), timeout=120)).stdout
+    )
+    assert ans["model_version"] == v1  # answered while a replica started: not dropped
+    ok(tau("serve", "scale", "iris0", "--replicas", "1"))
+    assert status(tau, "iris0")["replicas"]["ready"] == 1
+
+
+def test_deploys_that_cannot_work_leave_nothing_deployed(
+    tau: Tau, example: tuple[Path, list[str]]
+) -> None:
+    folder, _ = example
+    # an import path that does not import: refused before Ray Serve sees it
+    (folder / "tau.yaml").write_text((folder / "tau.yaml").read_text().replace(
+        "serve_app:app", "serve_appp:app"))  # fmt: skip
+    res = tau("serve", "deploy", str(folder), "--name", "typo")
+    assert res.returncode == 2 and "module 'serve_appp' does not import" in res.stderr, res.stderr
+    assert not (tau.home / "services" / "typo").exists()
+    # an application whose replicas fail to start: undone, the evidence kept aside
+    (folder / "tau.yaml").write_text((folder / "tau.yaml").read_text().replace(
+        "serve_appp:app", "serve_app:app"))  # fmt: skip
+    (folder / "serve_app.py").write_text((folder / "serve_app.py").read_text().replace(
+        '"model.json"', '"missing.json"'))  # fmt: skip
+    res = tau("serve", "deploy", str(folder), "--name", "nomodel", timeout=400)
+    assert res.returncode == 1, res.stderr
+    assert "revision 1 failed to deploy" in res.stderr and "nothing is left deployed" in res.stderr
+    assert not (tau.home / "services" / "nomodel").exists()
+    assert any(
+        p.name.startswith("nomodel-") for p in (tau.home / "services" / ".deleted").iterdir()
+    )
+    listed = json.loads(ok(tau("serve", "list", "-o", "json")).stdout)
+    assert "nomodel" not in [s["name"] for s in listed]
+
+
+def test_a_failed_rollout_is_rolled_back_and_names_are_not_taken_twice(
+    tau: Tau, example: tuple[Path, list[str]]
+) -> None:
+    folder, (v1, _) = example
+    ok(tau("serve", "deploy", str(folder), "--name", "guarded"))
+    clash = tau("serve", "deploy", str(folder), "--name", "guarded")
+    assert clash.returncode == 2 and "service 'guarded' exists" in clash.stderr
+    assert "tau serve rollout guarded" in clash.stderr
+    (folder / "serve_app.py").write_text((folder / "serve_app.py").read_text().replace(
+        '"model.json"', '"missing.json"'))  # fmt: skip
+    res = tau("serve", "rollout", "guarded", timeout=600)
+    assert res.returncode == 1, res.stderr
+    assert "revision 2 failed; revision 1 serves again" in res.stderr
+    st = status(tau, "guarded")
+    assert (st["revision"], st["phase"], st["serving"]) == (1, "Ready", True)
+    ans = json.loads(ok(tau("serve", "invoke", "guarded", "--data", BODY.decode())).stdout)
+    assert ans["model_version"] == v1
+    gone = ok(tau("serve", "delete", "guarded"))
+    assert "deleted guarded" in gone.stdout
+    assert tau("serve", "status", "guarded").returncode == 2
+    # the name is free again, and Ray Serve no longer has the application
+    assert "guarded" not in ok(tau("serve", "list")).stdout

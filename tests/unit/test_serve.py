@@ -1,0 +1,342 @@
+"""`tau serve` without Ray: the service block of tau.yaml, Ray Serve's config for a revision,
+the status as a pure function of what Ray Serve reports, the change that keeps every other
+application, and bad input refused with exit 2 before anything is deployed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import run_tau
+
+from taugrid.api import serve as S
+from taugrid.api.errors import TauError
+from taugrid.api.manifest import Manifest
+from taugrid.runs.backends.local import rayhead
+from taugrid.serve import local as L
+from taugrid.serve.status import compute
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "serve-model"
+BASE = "schema_version: 1\nname: iris\n"
+
+
+def write(folder: Path, service: str, extra: str = "") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "tau.yaml").write_text(BASE + extra + service)
+    (folder / "serve_app.py").write_text("app = None\n")
+    return folder
+
+
+# --- the contract ---------------------------------------------------------------------------------
+def test_the_service_block_is_in_the_json_schema() -> None:
+    schema = Manifest.model_json_schema()
+    svc = schema["properties"]["service"]
+    ref = svc["anyOf"][0]["$ref"].split("/")[-1]
+    props = schema["$defs"][ref]["properties"]
+    assert {"import_path", "model", "from_run", "replicas", "autoscaling", "gpus",
+            "route_prefix", "readiness_path", "env", "rollout"} <= set(props)  # fmt: skip
+    assert schema["$defs"][ref]["additionalProperties"] is False
+
+
+@pytest.mark.parametrize(
+    ("service", "where", "words"),
+    [
+        ("service: {import_path: serve_app}\n", "service.import_path", "module:attribute"),
+        ("service: {import_path: 'a:b', model: iris}\n", "service.model", "version or an alias"),
+        ("service: {import_path: 'a:b', model: iris@prod, from_run: r1}\n", "service.from_run", "one model"),
+        ("service: {import_path: 'a:b', replicas: 2, autoscaling: {max_replicas: 3}}\n", "service.replicas", "keep one"),
+        ("service: {import_path: 'a:b', autoscaling: {min_replicas: 3, max_replicas: 2}}\n", "min_replicas", "above max_replicas"),
+        ("service: {import_path: 'a:b', env: {TAU_MODEL_DIR: x}}\n", "service.env.TAU_MODEL_DIR", "belong to tau"),
+        ("service: {import_path: 'a:b', env: {'1bad': x}}\n", "service.env.1bad", "not a valid"),
+        ("service: {import_path: 'a:b', route_prefix: 'no-slash'}\n", "service.route_prefix", "path"),
+        ("service: {import_path: 'a:b', replicas: 65}\n", "service.replicas", "64"),
+        ("service: {import_path: 'a:b', gpus: 9}\n", "service.gpus", "8"),
+        ("service: {import_path: 'a:b', rollout: {strategy: yolo}}\n", "service.rollout.strategy", "rolling"),
+        ("service: {import_path: 'a:b', replica: 2}\n", "service.replica", "replicas"),
+    ],
+)  # fmt: skip
+def test_bad_service_blocks_are_located(
+    tmp_path: Path, service: str, where: str, words: str
+) -> None:
+    folder = write(tmp_path / "p", service)
+    res = run_tau(tmp_path / "home", "serve", "deploy", str(folder))
+    assert res.returncode == 2, res.stderr
+    assert where in res.stderr and words in res.stderr, res.stderr
+    assert not (tmp_path / "home" / "services" / "iris").exists()
+
+
+def test_a_service_only_file_is_not_a_run_and_a_run_file_is_not_a_service(tmp_path: Path) -> None:
+    folder = write(tmp_path / "svc", "service: {import_path: 'serve_app:app'}\n")
+    res = run_tau(tmp_path / "home", "run", str(folder))
+    assert res.returncode == 2 and "tau serve deploy" in res.stderr, res.stderr
+    runs = tmp_path / "run"
+    runs.mkdir()
+    (runs / "tau.yaml").write_text(BASE + "run: {entrypoint: t.py}\n")
+    (runs / "t.py").write_text("")
+    res = run_tau(tmp_path / "home", "serve", "deploy", str(runs))
+    assert res.returncode == 2 and "service" in res.stderr and "is required" in res.stderr
+
+
+def test_the_example_declares_both_a_run_and_a_service() -> None:
+    from taugrid.runs.load import load_manifest
+
+    assert load_manifest(EXAMPLE, purpose="run").manifest.entrypoint_path == "train.py"
+    svc = load_manifest(EXAMPLE, purpose="service").manifest.service
+    assert svc is not None and svc.model == "iris@prod" and svc.readiness_path == "/"
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--name", "Bad_Name"], "service name"),
+        (["--name", "a" * 41], "at most 40"),
+        (["--target", "mars"], "not a target"),
+        (["--port", "80"], "1024..65535"),
+        (["--model", "nosuch@prod"], "nosuch"),
+        (["--model", "iris"], "version or an alias"),
+    ],
+)
+def test_bad_deploy_options_are_refused_before_anything_runs(
+    tmp_path: Path, args: list[str], words: str
+) -> None:
+    folder = write(tmp_path / "p", "service: {import_path: 'serve_app:app'}\n")
+    res = run_tau(tmp_path / "home", "serve", "deploy", str(folder), *args)
+    assert res.returncode == 2, res.stderr
+    assert words in res.stderr, res.stderr
+    assert not (tmp_path / "home" / "services" / "iris").exists()
+    assert not (tmp_path / "home" / "ray" / "head.json").exists()  # no head was started
+
+
+def test_gpus_above_this_machine_and_a_local_canary_are_refused(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    gpu = write(tmp_path / "gpu", "service: {import_path: 'serve_app:app', gpus: 8}\n")
+    res = run_tau(home, "serve", "deploy", str(gpu))
+    assert res.returncode == 2 and "8 GPU(s) per replica; this machine has" in res.stderr
+    canary = write(
+        tmp_path / "c", "service: {import_path: 'serve_app:app', rollout: {strategy: canary}}\n"
+    )
+    res = run_tau(home, "serve", "deploy", str(canary))
+    assert res.returncode == 2 and "canary" in res.stderr and "blue-green" in res.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["status", "ghost"],
+        ["rollout", "ghost"],
+        ["rollback", "ghost"],
+        ["scale", "ghost", "--replicas", "1"],
+        ["invoke", "ghost"],
+        ["logs", "ghost"],
+        ["delete", "ghost"],
+        ["promote", "ghost"],
+    ],
+)
+def test_an_unknown_service_is_a_clear_error(tmp_path: Path, args: list[str]) -> None:
+    res = run_tau(tmp_path, "serve", *args)
+    assert res.returncode == 2, res.stderr
+    assert "no service 'ghost' on this machine" in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_serve_list_with_nothing_says_how_to_start(tmp_path: Path) -> None:
+    res = run_tau(tmp_path, "serve", "list")
+    assert res.returncode == 0 and "tau serve deploy" in res.stdout
+    res = run_tau(tmp_path, "serve", "list", "-o", "json")
+    assert json.loads(res.stdout) == []
+
+
+# --- revisions ------------------------------------------------------------------------------------
+def spec(**kw: Any) -> S.ServiceSpec:
+    return S.ServiceSpec.model_validate({"import_path": "serve_app:app", **kw})
+
+
+PIN = S.ModelPin(ref="iris@prod", name="iris", version="sha256:" + "a" * 64)
+
+
+def test_a_revision_is_its_code_config_and_model_not_its_scale() -> None:
+    h = S.config_hash(spec(replicas=1), PIN, "sha256:code")
+    assert S.config_hash(spec(replicas=5), PIN, "sha256:code") == h
+    assert S.config_hash(spec(autoscaling={"max_replicas": 3}), PIN, "sha256:code") == h
+    assert S.config_hash(spec(rollout={"strategy": "blue-green"}), PIN, "sha256:code") == h
+    other = PIN.model_copy(update={"version": "sha256:" + "b" * 64})
+    assert S.config_hash(spec(replicas=1), other, "sha256:code") != h
+    assert S.config_hash(spec(replicas=1), PIN, "sha256:code2") != h
+    assert S.config_hash(spec(env={"A": "1"}), PIN, "sha256:code") != h
+    # the same version named by its alias or by its digest: the same revision
+    assert S.config_hash(spec(replicas=1, model="iris@sha256:aaaa"), PIN, "sha256:code") == h
+
+
+def revision(n: int, **kw: Any) -> S.Revision:
+    return S.Revision(number=n, created_at="2026-12-01T00:00:00Z", created_by="alice",
+                      config_hash=f"sha256:{n}", code_digest="sha256:c", model=PIN,
+                      spec=spec(**kw), source="/p/tau.yaml")  # fmt: skip
+
+
+def shape() -> L.AppShape:
+    return L.AppShape(ingress="Classifier", deployments=["Pre", "Classifier"])
+
+
+def test_the_config_of_a_revision_pins_model_code_and_resources(tmp_path: Path) -> None:
+    rev = revision(2, cpus=0.5, gpus=1, env={"LOG": "debug"}, args={"k": 1})
+    cfg = L.app_config("iris", "/iris", rev, S.Scale(replicas=3), "rolling", shape(),
+                       tmp_path / "code", tmp_path / "model")  # fmt: skip
+    env = cfg["runtime_env"]["env_vars"]
+    assert env == {"LOG": "debug", "TAU_SERVICE": "iris", "TAU_SERVICE_REVISION": "2",
+                   "TAU_MODEL_DIR": str(tmp_path / "model"), "TAU_MODEL_VERSION": PIN.version}  # fmt: skip
+    assert cfg["runtime_env"]["working_dir"] == f"local://{tmp_path / 'code'}"
+    assert cfg["route_prefix"] == "/iris" and cfg["args"] == {"k": 1}
+    by_name = {d["name"]: d for d in cfg["deployments"]}
+    assert by_name["Classifier"]["num_replicas"] == 3
+    assert by_name["Classifier"]["ray_actor_options"] == {"num_cpus": 0.5, "num_gpus": 1}
+    assert "num_replicas" not in by_name["Pre"] and "ray_actor_options" not in by_name["Pre"]
+    # every deployment starts new replicas before stopping old ones
+    assert all(d["max_surge_percent"] > 0 for d in cfg["deployments"])
+    again = L.app_config("iris", "/iris", rev, S.Scale(replicas=3), "rolling", shape(),
+                         tmp_path / "code", tmp_path / "model")  # fmt: skip
+    assert again == cfg
+
+
+def test_strategies_and_autoscaling_map_to_ray_serve_options(tmp_path: Path) -> None:
+    rev = revision(1)
+    auto = S.Scale(autoscaling=S.Autoscaling(min_replicas=0, max_replicas=4, downscale_delay_s=5))
+    bg = L.app_config("iris", "/iris", rev, auto, "blue-green", shape(), tmp_path, None)
+    ingress = next(d for d in bg["deployments"] if d["name"] == "Classifier")
+    assert ingress["rolling_update_percentage"] == 1.0 and ingress["max_surge_percent"] == 100
+    assert ingress["autoscaling_config"] == {"min_replicas": 0, "max_replicas": 4,
+                                             "target_ongoing_requests": 2, "downscale_delay_s": 5}  # fmt: skip
+    assert "num_replicas" not in ingress
+    assert "TAU_MODEL_DIR" not in bg["runtime_env"]["env_vars"]  # no model dir: not set
+    rolling = L.app_config("iris", "/iris", rev, auto, "rolling", shape(), tmp_path, None)
+    ing = next(d for d in rolling["deployments"] if d["name"] == "Classifier")
+    assert ing["rolling_update_percentage"] < 1.0
+
+
+# --- status ---------------------------------------------------------------------------------------
+def record(**kw: Any) -> S.ServiceRecord:
+    base: dict[str, Any] = {"name": "iris", "target": "local", "created_at": "2026-12-01T00:00:00Z",
+                            "created_by": "alice", "route_prefix": "/iris",
+                            "endpoint": "http://127.0.0.1:8000/iris",
+                            "revisions": [revision(1), revision(2)], "serving": 2}  # fmt: skip
+    return S.ServiceRecord.model_validate({**base, **kw})
+
+
+def obs(**kw: Any) -> L.Observed:
+    base: dict[str, Any] = {"head_up": True, "exists": True, "status": "RUNNING", "revision": 2,
+                            "wanted": 2, "running": 2, "started_at": [100.0, 101.0], "port": 8000}  # fmt: skip
+    return L.Observed(**{**base, **kw})
+
+
+def test_status_says_what_the_service_does() -> None:
+    st = compute(record(), obs(), answered=True)
+    assert (st.phase, st.healthy, st.serving) == ("Ready", True, True)
+    assert st.summary == "serving revision 2 on http://127.0.0.1:8000/iris: 2/2 replicas ready"
+    assert [r["state"] for r in st.revisions] == ["", "serving"]
+    assert st.model == "iris@sha256:aaaaaaaaaaaa"
+
+
+def test_status_during_a_rollout_counts_the_new_replicas_and_the_traffic() -> None:
+    rec = record(previous=1, rollout_done=False, rollout_started_at="1970-01-01T00:01:40.500Z")
+    st = compute(rec, obs(status="DEPLOYING", running=2, started_at=[90.0, 101.0]))
+    assert st.phase == "Updating"
+    assert st.replicas.new_ready == 1
+    assert st.rollout == {"from": 1, "to": 2, "strategy": "rolling", "new_ready": 1, "wanted": 2,
+                          "traffic": {"2": 50, "1": 50}}  # fmt: skip
+    assert "rolling out revision 2 (rolling) over revision 1" in st.summary
+
+
+@pytest.mark.parametrize(
+    ("rec_kw", "obs_kw", "answered", "phase", "words"),
+    [
+        ({"previous": 1}, {"status": "DEPLOY_FAILED", "message": "Traceback\nValueError: no model.json"}, None, "Failed", "ValueError: no model.json; `tau serve rollback iris` returns to revision 1"),
+        ({}, {"head_up": False, "exists": False}, None, "Unhealthy", "local Ray head is not running"),
+        ({}, {"exists": False}, None, "Unhealthy", "`tau serve rollout iris` puts revision 2 back"),
+        ({"scale": {"autoscaling": {"min_replicas": 0, "max_replicas": 2}}}, {"wanted": 0, "running": 0, "started_at": []}, None, "ScaledToZero", "next request starts a replica"),
+        ({}, {}, False, "Unhealthy", "readiness request got"),
+        ({}, {"status": "UNHEALTHY", "message": "replica died"}, None, "Unhealthy", "replica died"),
+        ({"deleted_at": "2026-12-01T01:00:00Z"}, {}, None, "Deleted", "deleted at"),
+        ({}, {"status": "DEPLOYING", "running": 0, "message": "Deployment has 1 replicas that have taken more than 30s to be scheduled"}, None, "Deploying", "taken more than 30s"),
+    ],
+)  # fmt: skip
+def test_status_names_the_cause(rec_kw: dict[str, Any], obs_kw: dict[str, Any],
+                                answered: bool | None, phase: str, words: str) -> None:  # fmt: skip
+    st = compute(
+        record(**rec_kw), obs(**obs_kw), answered, probe_status=500 if answered is False else None
+    )
+    assert st.phase == phase, st.summary
+    assert words in st.summary, st.summary
+
+
+# --- one change of Ray Serve's config keeps every other application --------------------------------
+class FakeServe:
+    """Ray Serve's REST API as `rayhead._http` sees it: a GET and a PUT of every application."""
+
+    def __init__(self, apps: dict[str, Any], port: int | None = 8123) -> None:
+        self.apps, self.port, self.puts = apps, port, []  # type: list[dict[str, Any]]
+
+    def __call__(self, method: str, url: str, body: Any = None, timeout: float = 10.0) -> Any:
+        if method == "PUT":
+            self.puts.append(body)
+            self.port = body["http_options"]["port"]
+            self.apps = {a["name"]: {"deployed_app_config": a, "source": "declarative",
+                                     "status": "DEPLOYING", "last_deployed_time_s": len(self.puts)}
+                         for a in body["applications"]}  # fmt: skip
+            return None
+        state: dict[str, Any] = {"applications": self.apps}
+        if self.port:
+            state.update(http_options={"port": self.port}, proxies={"n": {}})
+        return state
+
+
+def head() -> rayhead.Head:
+    return rayhead.Head(pid=1, gcs_port=1, dashboard_port=2, temp_dir="/tmp/x", started_at=0,
+                        num_cpus=2, num_gpus=0)  # fmt: skip
+
+
+def test_a_change_keeps_the_applications_tau_did_not_deploy(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("TAU_HOME", str(tmp_path))
+    theirs = {"name": "theirs", "route_prefix": "/t", "import_path": "t:app"}
+    fake = FakeServe({"theirs": {"deployed_app_config": theirs, "source": "declarative"}})
+    monkeypatch.setattr(rayhead, "_http", fake)
+    port = L.LocalServe(head()).apply("iris", {"name": "iris", "route_prefix": "/iris"})
+    assert port == 8123
+    assert [a["name"] for a in fake.puts[-1]["applications"]] == ["theirs", "iris"]
+    assert fake.puts[-1]["applications"][0] == theirs
+    assert fake.puts[-1]["http_options"] == {"host": "127.0.0.1", "port": 8123}
+    L.LocalServe(head()).apply("iris", None)  # removing one leaves the others
+    assert [a["name"] for a in fake.puts[-1]["applications"]] == ["theirs"]
+    with pytest.raises(TauError, match=r"listens on 127\.0\.0\.1:8123"):
+        L.LocalServe(head()).apply("iris", {"name": "iris"}, want_port=9999)
+
+
+def test_an_application_deployed_from_python_is_not_dropped(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("TAU_HOME", str(tmp_path))
+    fake = FakeServe({"nb": {"source": "imperative", "deployed_app_config": None}})
+    monkeypatch.setattr(rayhead, "_http", fake)
+    with pytest.raises(TauError, match="deployed from Python"):
+        L.LocalServe(head()).apply("iris", {"name": "iris"})
+    assert fake.puts == []
+
+
+def test_a_port_in_use_is_refused_before_ray_serve_starts(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import socket
+
+    monkeypatch.setenv("TAU_HOME", str(tmp_path))
+    fake = FakeServe({}, port=None)
+    monkeypatch.setattr(rayhead, "_http", fake)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        taken = busy.getsockname()[1]
+        with pytest.raises(TauError, match=rf"port {taken} on 127\.0\.0\.1 is in use") as e:
+            L.LocalServe(head()).apply("iris", {"name": "iris"}, want_port=taken)
+    assert e.value.exit_code == 4 and fake.puts == []
