@@ -519,8 +519,8 @@ def scale(
                 raise TauError(f"--min {lo} is above --max {hi}", exit_code=EXIT_USAGE)
             new = S.Scale(autoscaling=auto)
     except ValueError as e:
-        errors = getattr(e, "errors", lambda: [])()
-        why = errors[0]["msg"] if errors else str(e)
+        errors: list[Any] = list(getattr(e, "errors", list)())
+        why = str(errors[0]["msg"]) if errors else str(e)
         raise TauError(f"scale: {why}", exit_code=EXIT_USAGE,
                        hint=f"0..{S.MAX_REPLICAS} replicas") from None  # fmt: skip
     serve = LocalServe.started(_gpus_here(), say)
