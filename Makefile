@@ -112,6 +112,7 @@ bench: setup pyc
 	$(BIN)/python bench/bench_controller.py
 	$(BIN)/python bench/bench_data.py
 	$(BIN)/python bench/bench_portal.py
+	$(BIN)/python bench/bench_serve.py
 	$(BIN)/python bench/bench_scale.py
 
 # Fleet scale alone: 1,000 runs on 100 KWOK nodes (about 25 minutes); docs/scale.md

@@ -225,7 +225,7 @@ def deploy(file: str | Path | None = None, *, name: str | None = None, model: st
             route = spec.route_prefix or f"/{name}"
             rev = S.Revision(number=1, created_at=created, created_by=_who(),
                              config_hash=S.config_hash(spec, pin, digest), code_digest=digest,
-                             model=pin, spec=spec, source=str(source), reason="deploy")  # fmt: skip
+                             model=pin, spec=spec, source=str(source.resolve()), reason="deploy")  # fmt: skip
             model_dir = _model_dir(pin) if pin else None
             say(f"checking {spec.import_path}")
             shape = _shape(sd, rev, model_dir)
@@ -349,7 +349,7 @@ def rollout(name: str, file: str | Path | None = None, *, model: str | None = No
         if same is None and kept is None:
             _new_revision(sd, serve, rec, S.Revision(
                 number=number, created_at=_now(), created_by=_who(), config_hash=h,
-                code_digest=digest, model=pin, spec=spec, source=str(source), reason="rollout",
+                code_digest=digest, model=pin, spec=spec, source=str(source.resolve()), reason="rollout",
             ), chosen)  # fmt: skip
         elif kept is not None:  # the same code, config and model as a kept revision
             sd.remove_revision_code(number)
@@ -555,7 +555,6 @@ def delete(name: str, *, timeout_s: float = 120.0, say: Say = _quiet) -> S.Servi
         sd.write(rec)
         sd.event("delete", "removed from Ray Serve", rec.serving, _who())
         sd.retire()
-    say(f"deleted {name}")
     return rec
 
 

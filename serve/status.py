@@ -88,7 +88,11 @@ def _phase(rec: S.ServiceRecord, obs: Observed, answered: bool | None, probe_sta
     if obs.status == "UNHEALTHY":
         return "Unhealthy", f"revision {n} is unhealthy ({ready}): {obs.message[:200]}", False
     if obs.status in ("DEPLOYING", "NOT_STARTED") or obs.revision != n:
-        if rec.previous is not None and not rec.rollout_done:
+        rolling = rec.previous is not None and not rec.rollout_done
+        if obs.wanted == 0 and obs.running == 0 and obs.starting == 0:  # (not counted yet)
+            return ("Updating" if rolling else "Deploying",
+                    f"Ray Serve is taking revision {n}'s config", False)  # fmt: skip
+        if rolling:
             new = replicas.new_ready or 0
             return ("Updating", f"rolling out revision {n} ({rec.strategy}) over revision "
                     f"{rec.previous}: {new} new replica(s) ready, {ready}", True)  # fmt: skip
