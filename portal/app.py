@@ -229,6 +229,21 @@ def create_app(settings: Settings | None = None) -> Starlette:
         return page(request, "data_item.html", kind=kind, name=name,
                     versions=list(reversed(versions)), by_version=by_version, moves=moves)  # fmt: skip
 
+    async def services(request: Request) -> Response:
+        from taugrid.client import serve
+
+        rows = await run_in_threadpool(serve.list_services)
+        return page(request, "services.html", services=rows)
+
+    async def service(request: Request) -> Response:
+        from taugrid.client import serve
+
+        name = request.path_params["name"]
+        if not _RUN_ID.match(name):
+            raise NotFound(f"no service {name!r}")
+        st = await run_in_threadpool(lambda: serve.status(name, events=50))
+        return page(request, "service.html", st=st)
+
     async def home(_: Request) -> Response:
         return RedirectResponse("/runs", status_code=307)
 
@@ -261,6 +276,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
             Route("/queues", queues),
             Route("/queues/{workspace}/{name}/{verdict}", decide, methods=["GET", "POST"]),
             Route("/nodes", nodes),
+            Route("/services", services),
+            Route("/services/{name}", service),
             Route("/data", data_index),
             Route("/data/{kind}/{name}", data_item),
             Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
@@ -512,7 +529,8 @@ def _http_status(e: TauError) -> int:
     if isinstance(e, NotFound):
         return 404
     if e.exit_code == EXIT_USAGE:
-        return 404 if "no run" in e.message or "not found" in e.message else 400
+        missing = ("no run", "no service", "not found")
+        return 404 if any(w in e.message for w in missing) else 400
     return 502 if e.exit_code == EXIT_PLATFORM else 500
 
 

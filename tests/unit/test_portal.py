@@ -415,3 +415,32 @@ def test_the_data_pages_list_versions_aliases_and_lineage(home: Path, web: TestC
     assert m.short in model
     assert web.get("/data/dataset/nothing").status_code == 404
     assert web.get("/data/table/corpus").status_code == 404
+
+
+def test_the_services_pages_show_revisions_events_and_why(home: Path, web: TestClient) -> None:
+    from taugrid.api import serve as S
+    from taugrid.serve.records import ServiceDir
+
+    assert "No services on this machine" in web.get("/services").text
+    pin = S.ModelPin(ref="iris@prod", name="iris", version="sha256:" + "b" * 64)
+    revs = [S.Revision(number=n, created_at=f"2026-12-01T00:0{n}:00Z", created_by="alice",
+                       config_hash=f"sha256:{n}{n}", code_digest="sha256:c", model=pin,
+                       spec=S.ServiceSpec(import_path="serve_app:app"), source="/p/tau.yaml",
+                       reason="deploy" if n == 1 else "rollout") for n in (1, 2)]  # fmt: skip
+    sd = ServiceDir("iris")
+    sd.write(S.ServiceRecord(name="iris", target="local", created_at="2026-12-01T00:01:00Z",
+                             created_by="alice", route_prefix="/iris",
+                             endpoint="http://127.0.0.1:8000/iris", revisions=revs, serving=1,
+                             previous=2))  # fmt: skip
+    sd.event("rollback", "revision 2 -> revision 1", 1, "bob")
+    index = web.get("/services").text
+    assert 'data-name="iris"' in index and "<code>http://127.0.0.1:8000/iris</code>" in index
+    # no local Ray head here: the page says so, with what puts it back
+    assert "the local Ray head is not running" in index
+    item = web.get("/services/iris").text
+    assert [r.split('data-revision="')[1].split('"')[0] for r in item.split("<tr")[1:]
+            if "data-revision" in r] == ["2", "1"]  # fmt: skip
+    assert "revision 2 -&gt; revision 1" in item and "(bob)" in item
+    assert "tau serve rollout iris" in item
+    assert web.get("/services/ghost").status_code == 404
+    assert web.get("/services/..%2Fx").status_code == 404
