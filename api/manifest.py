@@ -13,7 +13,7 @@ import json
 import re
 from collections.abc import Callable, Iterator
 from decimal import Decimal
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator
 
@@ -21,7 +21,6 @@ from taugrid.api import constants as C
 from taugrid.api import naming
 from taugrid.api.issues import Issue
 from taugrid.api.quantity import cpu_field, memory_with_unit, parse_cpu, parse_memory
-from taugrid.api.serve import ServiceSpec, service_issues
 from taugrid.api.vocabulary import DEFAULT_RETRY_ON, RetryReason
 
 DNS_LABEL = naming.DNS_LABEL
@@ -311,6 +310,75 @@ class ModelInfo(_Model):
     metric_direction: Literal["lower", "higher"] | None = None
 
 
+# --- the service block (tau serve; the records and status are in api/serve.py) ---------------
+MAX_REPLICAS = 64
+MAX_GPUS_PER_REPLICA = 8
+IMPORT_PATH = re.compile(
+    r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$"
+)
+ROUTE = re.compile(r"^/[A-Za-z0-9._~-]+(/[A-Za-z0-9._~-]+)*$")
+SERVICE_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+Strategy = Literal["rolling", "blue-green", "canary"]
+STRATEGIES: tuple[Strategy, ...] = ("rolling", "blue-green", "canary")
+
+
+class Autoscaling(_Model):
+    min_replicas: int = Field(1, ge=0, le=MAX_REPLICAS, description="0: scale to zero when idle")
+    max_replicas: int = Field(ge=1, le=MAX_REPLICAS)
+    target_ongoing_requests: float | int = Field(
+        2, gt=0, le=10_000, description="Requests in flight per replica the autoscaler aims at"
+    )
+    upscale_delay_s: float | int | None = Field(None, ge=0, le=3600)
+    downscale_delay_s: float | int | None = Field(
+        None, ge=0, le=24 * 3600, description="Idle time before a replica is removed (Ray: 600)"
+    )
+
+
+class Rollout(_Model):
+    strategy: Strategy = Field(
+        "rolling",
+        description="rolling: replace replicas a few at a time, the new started first; "
+        "blue-green: start all new replicas, then move all traffic; canary: a traffic share",
+    )
+    step: int = Field(20, ge=1, le=99, description="canary: the new revision's traffic share, %")
+
+
+class ServiceSpec(_Model):
+    """tau.yaml `service`: a Ray Serve application, the model it serves, and its size."""
+
+    import_path: str = Field(description="The Ray Serve application: module:attribute")
+    args: dict[str, Any] = Field(
+        default_factory=dict, description="Arguments of an application builder function"
+    )
+    model: str | None = Field(None, description="NAME@ALIAS or NAME@sha256:VERSION (tau data)")
+    from_run: str | None = Field(None, description="A run whose checkpoint is the model")
+    checkpoint: Literal["latest", "best"] = Field("latest", description="With from_run")
+    replicas: int | None = Field(None, ge=0, le=MAX_REPLICAS, description="Fixed replica count")
+    autoscaling: Autoscaling | None = None
+    gpus: int = Field(0, ge=0, le=MAX_GPUS_PER_REPLICA, description="GPUs per replica")
+    cpus: float | int = Field(1, gt=0, le=256, description="CPUs per replica")
+    route_prefix: str | None = Field(None, description="HTTP route; default /<name>")
+    readiness_path: str | None = Field(
+        None, description="GET path (under the route) that answers when the service serves"
+    )
+    env: dict[str, str] = Field(default_factory=dict, description="Environment of the replicas")
+    rollout: Rollout = Field(default_factory=Rollout)
+
+    @field_validator("import_path")
+    @classmethod
+    def _import_path(cls, v: str) -> str:
+        if not IMPORT_PATH.match(v):
+            raise ValueError("must be module:attribute, e.g. serve_app:app")
+        return v
+
+    @field_validator("route_prefix", "readiness_path")
+    @classmethod
+    def _route(cls, v: str | None) -> str | None:
+        if v is not None and v != "/" and not ROUTE.match(v):
+            raise ValueError("must be a path such as /iris (letters, digits, '.', '_', '~', '-')")
+        return v
+
+
 class Manifest(_Model):
     """tau.yaml, schema_version 1."""
 
@@ -579,6 +647,32 @@ def data_inputs_are_references(m: Manifest) -> Iterator[Issue]:
         if path in seen:
             yield Issue(f"data.inputs[{i}].path", path, "is used by another input", None)
         seen.add(path)
+
+
+def service_issues(spec: ServiceSpec, path: str = "service") -> Iterator[Issue]:
+    """Rules that span several fields of a service block."""
+    if spec.model and spec.from_run:
+        yield Issue(f"{path}.from_run", spec.from_run, "contradicts service.model: serve one model",
+                    "service: {model: iris@prod}")  # fmt: skip
+    if spec.model and "@" not in spec.model:
+        yield Issue(f"{path}.model", spec.model,
+                    "needs a version or an alias: the version served is pinned at deploy time",
+                    f"service: {{model: {spec.model}@prod}}")  # fmt: skip
+    if spec.replicas is not None and spec.autoscaling is not None:
+        yield Issue(f"{path}.replicas", spec.replicas, "contradicts service.autoscaling: keep one",
+                    "service: {autoscaling: {min_replicas: 0, max_replicas: 2}}")  # fmt: skip
+    a = spec.autoscaling
+    if a is not None and a.min_replicas > a.max_replicas:
+        yield Issue(f"{path}.autoscaling.min_replicas", a.min_replicas,
+                    f"is above max_replicas={a.max_replicas}",
+                    "service: {autoscaling: {min_replicas: 0, max_replicas: 2}}")  # fmt: skip
+    for name in spec.env:
+        if not SERVICE_ENV_NAME.match(name):
+            yield Issue(f"{path}.env.{name}", name, "is not a valid environment variable name",
+                        "service: {env: {LOG_LEVEL: info}}")  # fmt: skip
+        elif name.upper().startswith(C.RESERVED_ENV_PREFIX):
+            yield Issue(f"{path}.env.{name}", name,
+                        "TAU_* variables belong to tau (TAU_MODEL_DIR is set for you)", None)  # fmt: skip
 
 
 def service_is_consistent(m: Manifest) -> Iterator[Issue]:

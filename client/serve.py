@@ -233,7 +233,7 @@ def deploy(file: str | Path | None = None, *, name: str | None = None, model: st
             _refuse_foreign(serve, name, route)
             rec = S.ServiceRecord(name=name, target="local", created_at=created,
                                   created_by=rev.created_by, route_prefix=route, revisions=[rev],
-                                  serving=1, strategy=spec.rollout.strategy, scale=spec.scale())  # fmt: skip
+                                  serving=1, strategy=spec.rollout.strategy, scale=S.scale_of(spec))  # fmt: skip
             sd.write(rec)  # the record first: a deploy cut short is still a service tau knows
             sd.event(
                 "deploy", f"revision 1 ({pin.short if pin else 'no model'})", 1, rev.created_by
