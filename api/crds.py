@@ -199,6 +199,42 @@ class TauRunStatus(_Model):
     conditions: list[Condition] = Field(default_factory=list, json_schema_extra=_CONDITIONS_LIST)
 
 
+# --- TauService ------------------------------------------------------------------------------
+class ServiceRevision(_Model):
+    number: int = Field(ge=1)
+    modelVersion: str | None = None
+    configHash: str
+    createdAt: str = Field(json_schema_extra={"format": "date-time"})
+    createdBy: str | None = None
+
+
+class TauServiceSpec(_Model):
+    serviceName: str
+    workspace: str
+    profile: str
+    revision: int = Field(ge=1, description="The revision that serves (or is rolling out)")
+    modelRef: str | None = Field(None, description="As asked: iris@prod")
+    modelVersion: str | None = Field(None, description="The exact version it serves")
+    configHash: str
+    submitter: str | None = None
+    replicas: int = Field(ge=0)
+    gpusPerReplica: int = Field(0, ge=0)
+    strategy: Literal["rolling", "blue-green", "canary"] = "rolling"
+    routePrefix: str
+    revisions: list[ServiceRevision] = Field(default_factory=list)
+
+
+class TauServiceStatus(_Model):
+    phase: str | None = None
+    summary: str | None = None
+    revision: int | None = None
+    replicasReady: int | None = None
+    admitted: bool | None = None
+    observedAt: str | None = Field(None, json_schema_extra={"format": "date-time"})
+    timeline: list[TimelineEntry] = Field(default_factory=list)
+    conditions: list[Condition] = Field(default_factory=list, json_schema_extra=_CONDITIONS_LIST)
+
+
 # --- generator -------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class CrdType:
@@ -268,6 +304,21 @@ CRD_TYPES: tuple[CrdType, ...] = (
             ("Run", "string", ".spec.runName"),
             ("Kind", "string", ".spec.workloadKind"),
             ("Profile", "string", ".spec.profile"),
+            ("Phase", "string", ".status.phase"),
+        ),
+    ),
+    CrdType(
+        "TauService",
+        "tauservices",
+        "tauservice",
+        ("tsvc",),
+        "Namespaced",
+        TauServiceSpec,
+        TauServiceStatus,
+        (
+            ("Revision", "integer", ".spec.revision"),
+            ("Model", "string", ".spec.modelVersion"),
+            ("Replicas", "integer", ".spec.replicas"),
             ("Phase", "string", ".status.phase"),
         ),
     ),

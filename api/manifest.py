@@ -357,6 +357,7 @@ class ServiceSpec(_Model):
     autoscaling: Autoscaling | None = None
     gpus: int = Field(0, ge=0, le=MAX_GPUS_PER_REPLICA, description="GPUs per replica")
     cpus: float | int = Field(1, gt=0, le=256, description="CPUs per replica")
+    memory: Memory | None = Field(None, description="Memory per replica on a cluster (e.g. 8Gi)")
     route_prefix: str | None = Field(None, description="HTTP route; default /<name>")
     readiness_path: str | None = Field(
         None, description="GET path (under the route) that answers when the service serves"
@@ -370,6 +371,8 @@ class ServiceSpec(_Model):
         if not IMPORT_PATH.match(v):
             raise ValueError("must be module:attribute, e.g. serve_app:app")
         return v
+
+    _v_mem = field_validator("memory")(memory_with_unit)
 
     @field_validator("route_prefix", "readiness_path")
     @classmethod

@@ -159,7 +159,9 @@ def kueue_values(cfg: PlatformConfig) -> dict[str, Any]:
             "timeout": cfg.components.kueue.waitForPodsReadyTimeout,
             "blockAdmission": False,
         },
-        "integrations": {"frameworks": ["batch/job", "ray.io/rayjob", "ray.io/raycluster"]},
+        "integrations": {
+            "frameworks": ["batch/job", "ray.io/rayjob", "ray.io/raycluster", "ray.io/rayservice"]
+        },
     }
     return {
         "managerConfig": {"controllerManagerConfigYaml": json.dumps(manager, indent=2)},
@@ -327,14 +329,14 @@ def researcher_read_clusterrole() -> dict[str, Any]:
 
 
 RESEARCHER_RULES: list[dict[str, Any]] = [
-    {"apiGroups": ["ray.io"], "resources": ["rayjobs"], "verbs": ["create", "get", "list", "watch", "patch", "update", "delete"]},
+    {"apiGroups": ["ray.io"], "resources": ["rayjobs", "rayservices"], "verbs": ["create", "get", "list", "watch", "patch", "update", "delete"]},
     {"apiGroups": ["ray.io"], "resources": ["rayclusters"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "get", "list", "watch", "patch", "update", "delete"]},
     {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create", "get", "list", "watch", "patch", "update", "delete"]},
     {"apiGroups": [""], "resources": ["pods", "pods/log", "events", "persistentvolumeclaims"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads", "localqueues"], "verbs": ["get", "list", "watch"]},
-    {"apiGroups": [C.GROUP], "resources": ["runs", "quotarequests"], "verbs": ["create", "get", "list", "watch", "patch", "update", "delete"]},
+    {"apiGroups": [C.GROUP], "resources": ["runs", "quotarequests", "tauservices"], "verbs": ["create", "get", "list", "watch", "patch", "update", "delete"]},
     {"apiGroups": [C.GROUP], "resources": ["runs/status"], "verbs": ["get", "patch", "update"]},
 ]  # fmt: skip
 

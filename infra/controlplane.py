@@ -484,7 +484,8 @@ class ControlPlane:
         """Kueue out of cluster: webhooks served on 127.0.0.1 and registered by loopback URL.
 
         Its CRDs must be installed first. Only the webhooks of the integrations runs use are
-        registered: batch/v1 Jobs, and with `rayjobs` KubeRay's RayJobs (its CRDs installed).
+        registered: batch/v1 Jobs, and with `rayjobs` KubeRay's RayJobs and RayServices (its CRDs
+        installed).
         """
         if "kueue" in self.procs:
             return
@@ -508,7 +509,12 @@ class ControlPlane:
             "internalCertManagement": {"enable": False},
             "manageJobsWithoutQueueName": False,
             "managedJobsNamespaceSelector": selector,
-            "integrations": {"frameworks": ["batch/job", *(["ray.io/rayjob"] if rayjobs else [])]},
+            "integrations": {
+                "frameworks": [
+                    "batch/job",
+                    *(["ray.io/rayjob", "ray.io/rayservice"] if rayjobs else []),
+                ]
+            },
         }
         cfg_file = self.work / "kueue-config.yaml"
         cfg_file.write_text(_yaml.safe_dump(config))
@@ -559,6 +565,10 @@ class ControlPlane:
                                  "ray.io", "rayjobs"))  # fmt: skip
             validating.append(hook("vrayjob.kb.io", "/validate-ray-io-v1-rayjob",
                                    ["CREATE", "UPDATE"], "ray.io", "rayjobs"))  # fmt: skip
+            mutating.append(hook("mrayservice.kb.io", "/mutate-ray-io-v1-rayservice", ["CREATE"],
+                                 "ray.io", "rayservices"))  # fmt: skip
+            validating.append(hook("vrayservice.kb.io", "/validate-ray-io-v1-rayservice",
+                                   ["CREATE", "UPDATE"], "ray.io", "rayservices"))  # fmt: skip
         group = "admissionregistration.k8s.io/v1"
         for kind, hooks in (("MutatingWebhookConfiguration", mutating),
                             ("ValidatingWebhookConfiguration", validating)):  # fmt: skip

@@ -52,6 +52,8 @@ KINDS: dict[str, Kind] = {
         Kind("batch", "v1", "Job", "jobs"),
         Kind("ray.io", "v1", "RayJob", "rayjobs", component="the KubeRay operator"),
         Kind("ray.io", "v1", "RayCluster", "rayclusters", component="the KubeRay operator"),
+        Kind("ray.io", "v1", "RayService", "rayservices", component="the KubeRay operator"),
+        Kind(C.GROUP, C.VERSION, "TauService", "tauservices", True, TAUGRID),
         Kind("kueue.x-k8s.io", "v1beta2", "Workload", "workloads", component="Kueue"),
         Kind("kueue.x-k8s.io", "v1beta2", "LocalQueue", "localqueues", component="Kueue"),
         Kind(C.GROUP, C.VERSION, "TauRun", "runs", True, TAUGRID),

@@ -98,3 +98,21 @@ def from_env(env: dict[str, str] | None = None) -> list[str]:
     if not root or not dest:
         raise InputError(f"{INPUTS_ENV} is set without {REGISTRY_DIR_ENV} and {INPUT_DIR_ENV}")
     return materialize(Path(root), inputs, Path(dest))
+
+
+def main() -> int:
+    """`python tau_inputs.py`: lay out TAU_INPUTS (a service's init container); exit 1 on a
+    missing or changed file, with the reason."""
+    import sys
+
+    try:
+        for line in from_env():
+            print(line, flush=True)
+    except InputError as e:
+        print(f"tau_inputs: {e}", file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -7,7 +7,7 @@ tau.yaml itself: it receives a `PreparedRun`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +23,7 @@ from taugrid.runs.render import RunMeta, render, render_taurun
 from taugrid.runs.resolve import Resolved, resolve
 
 if TYPE_CHECKING:
-    from taugrid.api.profiles import ProfileSnapshot
+    from taugrid.api.profiles import ProfileSnapshot, WorkspaceRef
 
 
 @dataclass(frozen=True)
@@ -127,20 +127,27 @@ def publish_inputs(prepared: PreparedRun, say: Callable[[str], None]) -> None:
     """Put each input version into the workspace's registry (where the run reads it at
     /data/registry) when it is not there yet: only the files it lacks, the record last. A
     workspace that declares no registry reads what its volume holds (the run checks it)."""
-    target = prepared.resolved.workspace.registry
-    if not target or not prepared.meta.inputs:
+    publish(prepared.resolved.workspace, prepared.meta.inputs, say)
+
+
+def publish(workspace: WorkspaceRef, inputs: Sequence[ResolvedInput],
+            say: Callable[[str], None]) -> None:  # fmt: skip
+    """The versions a workload reads (a run's inputs, a service's model), copied into its
+    workspace's registry before anything is sent."""
+    target = workspace.registry
+    if not target or not inputs:
         return
     from taugrid.data.store import default_store, open_store
 
     source, dest = default_store(), open_store(target)
     if source.url == dest.url:
         return
-    for inp in prepared.meta.inputs:
+    for inp in inputs:
         if dest.has_version(inp.kind, inp.name, inp.version):
             continue
         rec = source.read(inp.kind, inp.name, inp.version)
-        say(f"copying input {inp.name}@{rec.short} ({len(rec.files)} file(s), {rec.size} bytes) "
-            f"to workspace {prepared.resolved.workspace.name}'s registry {target} ...")  # fmt: skip
+        say(f"copying {inp.kind} {inp.name}@{rec.short} ({len(rec.files)} file(s), {rec.size} "
+            f"bytes) to workspace {workspace.name}'s registry {target} ...")  # fmt: skip
         source.copy_to(rec, dest)
 
 

@@ -245,10 +245,11 @@ def ray_version(image: str) -> str:
     return m.group(1) if m else C.DEFAULT_RAY_VERSION
 
 
-def render_rayjob(r: Resolved, meta: RunMeta, bundle: CodeBundle) -> list[dict[str, Any]]:
-    cm, items = code_configmap(r, meta, bundle)
-    env = _env_list(r, meta)
-    pod_labels = labels(r, meta.run_id)
+def ray_cluster_spec(r: Resolved, meta: RunMeta, items: list[dict[str, str]],
+                     env: list[dict[str, Any]], pod_labels: dict[str, str],
+                     group: str = "workers") -> dict[str, Any]:  # fmt: skip
+    """A RayCluster spec (a RayJob's `rayClusterSpec`, a RayService's `rayClusterConfig`): a
+    CPU-only head and one worker group of `r.workers` pods of the resolved size."""
     head_volumes, head_mounts = _volumes(r, meta, items, 2 * 2**30)
     worker_shm = min(DSHM_MAX, r.worker.memory_request // 2)
     worker_volumes, worker_mounts = _volumes(r, meta, items, max(worker_shm, 64 * 2**20))
@@ -277,6 +278,49 @@ def render_rayjob(r: Resolved, meta: RunMeta, bundle: CodeBundle) -> list[dict[s
     head_tolerations = [t.to_k8s() for t in r.profile.headTolerations]
     worker_tolerations = [t.to_k8s() for t in r.profile.tolerations]
     num_cpus = max(1, int(r.worker.cpu_request))
+    return {
+        "rayVersion": ray_version(r.image),
+        "enableInTreeAutoscaling": False,  # (Kueue admits fixed sizes only)
+        "headGroupSpec": {
+            "rayStartParams": {"num-cpus": "0", "num-gpus": "0", "dashboard-host": "0.0.0.0"},
+            "template": {
+                "metadata": {"labels": dict(pod_labels)},
+                "spec": _pod_spec(
+                    r,
+                    [head_container],
+                    head_volumes,
+                    r.profile.headNodeSelector,
+                    head_tolerations,
+                    None,
+                ),
+            },
+        },
+        "workerGroupSpecs": [
+            {
+                "groupName": group,
+                "replicas": r.workers,
+                "minReplicas": r.workers,
+                "maxReplicas": r.workers,
+                "numOfHosts": 1,
+                "rayStartParams": {"num-cpus": str(num_cpus), "num-gpus": str(r.gpus)},
+                "template": {
+                    "metadata": {"labels": dict(pod_labels)},
+                    "spec": _pod_spec(
+                        r,
+                        [worker_container],
+                        worker_volumes,
+                        r.profile.nodeSelector,
+                        worker_tolerations,
+                        None,
+                    ),
+                },
+            }
+        ],
+    }
+
+
+def render_rayjob(r: Resolved, meta: RunMeta, bundle: CodeBundle) -> list[dict[str, Any]]:
+    cm, items = code_configmap(r, meta, bundle)
     m = r.manifest
     spec: dict[str, Any] = {
         "suspend": True,
@@ -285,45 +329,9 @@ def render_rayjob(r: Resolved, meta: RunMeta, bundle: CodeBundle) -> list[dict[s
         "submissionMode": "HTTPMode",
         "backoffLimit": 0,
         "entrypoint": "bash -c " + shlex.quote(pod_command(m)),
-        "rayClusterSpec": {
-            "rayVersion": ray_version(r.image),
-            "enableInTreeAutoscaling": False,
-            "headGroupSpec": {
-                "rayStartParams": {"num-cpus": "0", "num-gpus": "0", "dashboard-host": "0.0.0.0"},
-                "template": {
-                    "metadata": {"labels": dict(pod_labels)},
-                    "spec": _pod_spec(
-                        r,
-                        [head_container],
-                        head_volumes,
-                        r.profile.headNodeSelector,
-                        head_tolerations,
-                        None,
-                    ),
-                },
-            },
-            "workerGroupSpecs": [
-                {
-                    "groupName": "workers",
-                    "replicas": r.workers,
-                    "minReplicas": r.workers,
-                    "maxReplicas": r.workers,
-                    "numOfHosts": 1,
-                    "rayStartParams": {"num-cpus": str(num_cpus), "num-gpus": str(r.gpus)},
-                    "template": {
-                        "metadata": {"labels": dict(pod_labels)},
-                        "spec": _pod_spec(
-                            r,
-                            [worker_container],
-                            worker_volumes,
-                            r.profile.nodeSelector,
-                            worker_tolerations,
-                            None,
-                        ),
-                    },
-                }
-            ],
-        },
+        "rayClusterSpec": ray_cluster_spec(
+            r, meta, items, _env_list(r, meta), labels(r, meta.run_id)
+        ),
     }
     if m.runtime.pip:
         spec["runtimeEnvYAML"] = yaml.safe_dump({"pip": list(m.runtime.pip)}, sort_keys=False)

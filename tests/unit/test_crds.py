@@ -83,9 +83,9 @@ def crds() -> list[dict[str, Any]]:
     return render_crds()
 
 
-def test_four_crds_with_names_and_short_names(crds: list[dict[str, Any]]) -> None:
+def test_five_crds_with_names_and_short_names(crds: list[dict[str, Any]]) -> None:
     by_kind = {c["spec"]["names"]["kind"]: c for c in crds}
-    assert set(by_kind) == {"TauCluster", "TauWorkspace", "TauQuotaRequest", "TauRun"}
+    assert set(by_kind) == {"TauCluster", "TauWorkspace", "TauQuotaRequest", "TauRun", "TauService"}
     assert by_kind["TauCluster"]["spec"]["scope"] == "Cluster"
     assert by_kind["TauRun"]["spec"]["scope"] == "Namespaced"
     shorts = {k: c["spec"]["names"]["shortNames"] for k, c in by_kind.items()}
@@ -94,6 +94,7 @@ def test_four_crds_with_names_and_short_names(crds: list[dict[str, Any]]) -> Non
         "TauWorkspace": ["tw"],
         "TauQuotaRequest": ["tqr"],
         "TauRun": ["tr"],
+        "TauService": ["tsvc"],
     }
     for c in crds:
         assert c["metadata"]["name"] == f"{c['spec']['names']['plural']}.tau.azure.com"

@@ -136,6 +136,7 @@ def test_helm_values_that_matter() -> None:
         "batch/job",
         "ray.io/rayjob",
         "ray.io/raycluster",
+        "ray.io/rayservice",  # tau serve --target kube: Kueue admits the RayService
     ]
     assert kueue_cfg["waitForPodsReady"]["timeout"] == "45m"
     assert (

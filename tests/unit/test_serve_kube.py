@@ -1,0 +1,118 @@
+"""A service on a cluster, rendered: the RayService validates against KubeRay's real CRD
+(strict), its pods against Kubernetes' schemas, the TauService against TauGrid's CRD; placement
+is the runs' own (profiles, bounds, queue), and a revision pins its model in the workers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import EXAMPLES, PROFILES
+from k8s_schemas import crd_errors, k8s_errors, pod_template_errors
+
+from taugrid.api import constants as C
+from taugrid.api import serve as S
+from taugrid.api.crds import render_crds
+from taugrid.api.errors import TauError
+from taugrid.runs import codebundle, load, resolve
+from taugrid.serve import kube as K
+
+PIN = S.ModelPin(ref="iris@prod", name="iris", version="sha256:" + "c" * 64)
+
+
+def revision(spec: S.ServiceSpec, n: int = 2) -> S.Revision:
+    return S.Revision(number=n, created_at="2026-12-02T00:00:00Z", created_by="alice@lab",
+                      config_hash="sha256:" + "d" * 64, code_digest="sha256:e", model=PIN,
+                      spec=spec, source="/p/tau.yaml")  # fmt: skip
+
+
+def rendered(replicas: int = 2, **service: Any) -> tuple[resolve.Resolved, list[dict[str, Any]]]:
+    loaded = load.load_manifest(EXAMPLES / "serve-model", purpose="service")
+    spec = loaded.manifest.service
+    assert spec is not None
+    spec = spec.model_copy(update=service)
+    m = K.placement(loaded.manifest, spec, replicas)
+    r = resolve.resolve(m, load.load_snapshot(PROFILES), workspace="research", profile="cpu"
+                        if spec.gpus == 0 else None)  # fmt: skip
+    bundle = codebundle.collect(loaded.folder)
+    return r, K.render(r, "iris", "/iris", revision(spec), bundle, replicas, "rolling")
+
+
+def test_the_objects_validate_against_kuberay_kubernetes_and_taugrid_schemas(
+    upstream_crds: Path, tmp_path: Path
+) -> None:
+    _, (owner, cm, rs) = rendered()
+    assert crd_errors(rs, upstream_crds / "kuberay" / "ray.io_rayservices.yaml", "v1") == []
+    assert k8s_errors(cm) == []
+    cluster = rs["spec"]["rayClusterConfig"]
+    for tpl in [cluster["headGroupSpec"]["template"]] + [
+        g["template"] for g in cluster["workerGroupSpecs"]
+    ]:
+        assert pod_template_errors(tpl) == []
+    crd = next(c for c in render_crds() if c["spec"]["names"]["kind"] == "TauService")
+    path = tmp_path / "tauservice-crd.yaml"
+    path.write_text(yaml.safe_dump(crd))
+    assert crd_errors(owner, path, C.VERSION) == []
+
+
+def test_kueue_can_admit_it_and_the_queue_and_labels_are_the_workspace_s() -> None:
+    r, (owner, cm, rs) = rendered(replicas=3)
+    assert rs["metadata"]["labels"][C.KUEUE_QUEUE_LABEL] == r.queue
+    assert rs["metadata"]["namespace"] == owner["metadata"]["namespace"] == r.namespace
+    cluster = rs["spec"]["rayClusterConfig"]
+    assert cluster["enableInTreeAutoscaling"] is False  # Kueue admits fixed sizes only
+    (workers,) = cluster["workerGroupSpecs"]
+    assert (workers["replicas"], workers["minReplicas"], workers["maxReplicas"]) == (3, 3, 3)
+    assert 1 + len(cluster["workerGroupSpecs"]) <= 8  # Kueue: at most 8 pod sets
+    for tpl in [cluster["headGroupSpec"]["template"], workers["template"]]:
+        assert tpl["metadata"]["labels"][C.LABEL_SERVICE] == "iris"
+        assert tpl["metadata"]["labels"][C.LABEL_SERVICE_REVISION] == "2"
+        assert C.LABEL_RUN_ID not in tpl["metadata"]["labels"]  # not a run's pod
+    assert cm["metadata"]["labels"][C.LABEL_SERVICE] == "iris"
+    assert owner["spec"]["replicas"] == 3 and owner["spec"]["modelVersion"] == PIN.version
+
+
+def test_the_workers_lay_out_the_pinned_model_before_ray_starts() -> None:
+    _, (_, _, rs) = rendered()
+    pod = rs["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]["template"]["spec"]
+    (init,) = pod["initContainers"]
+    assert init["command"] == ["python", "/code/tau_inputs.py"]
+    env = {e["name"]: e["value"] for e in init["env"]}
+    assert json.loads(env["TAU_INPUTS"]) == [{"kind": "model", "name": "iris",
+                                              "version": PIN.version, "path": "iris"}]  # fmt: skip
+    assert env["TAU_REGISTRY_DIR"] == "/data/registry" and env["TAU_INPUT_DIR"] == K.MODEL_DIR
+    worker_env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
+    assert worker_env["TAU_MODEL_DIR"] == "/model/iris"
+    assert worker_env["TAU_MODEL_VERSION"] == PIN.version
+    assert worker_env["PYTHONPATH"] == "/code"
+    mounts = {m["name"]: m for m in pod["containers"][0]["volumeMounts"]}
+    assert mounts["model"]["readOnly"] is True
+    serve = yaml.safe_load(rs["spec"]["serveConfigV2"])
+    (app,) = serve["applications"]
+    assert (app["name"], app["route_prefix"], app["import_path"]) == (
+        "iris",
+        "/iris",
+        "serve_app:app",
+    )
+
+
+def test_gpus_per_replica_are_placed_by_the_profiles() -> None:
+    r, (_, _, rs) = rendered(replicas=2, gpus=1)
+    assert r.profile.name == "a100x1" and r.gpus == 1
+    pod = rs["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]["template"]["spec"]
+    assert pod["containers"][0]["resources"]["limits"][r.gpu_resource] == "1"
+    assert pod["nodeSelector"] == dict(r.profile.nodeSelector)
+    with pytest.raises(TauError, match="gpus"):
+        rendered(replicas=1, gpus=3)  # no profile gives 3 GPUs a worker
+
+
+def test_scale_to_zero_and_autoscaling_become_fixed_sizes() -> None:
+    assert K.replicas_of(S.Scale(replicas=0)) == 0
+    assert K.replicas_of(S.Scale()) == 1
+    assert K.replicas_of(S.Scale(autoscaling=S.Autoscaling(min_replicas=0, max_replicas=3))) == 3
+    _, (_, _, rs) = rendered(replicas=0)
+    assert rs["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]["replicas"] == 0
+    assert K.upgrade_gpus(2, 4) == 8
