@@ -142,7 +142,7 @@ def render(r: Resolved, service: str, route: str, rev: S.Revision, bundle: CodeB
             "namespace": r.namespace,
             "labels": rs_labels,
             "annotations": ann,
-        },  # fmt: skip
+        },
         "spec": {
             "serveConfigV2": yaml.safe_dump(serve_config(service, route, rev), sort_keys=False),
             "rayClusterConfig": cluster,
@@ -156,17 +156,28 @@ def render(r: Resolved, service: str, route: str, rev: S.Revision, bundle: CodeB
     owner = {
         "apiVersion": C.API_VERSION,
         "kind": "TauService",
-        "metadata": {"name": object_name(service), "namespace": r.namespace, "labels": dict(own),
-                     "annotations": {C.ANN_SUBMITTER: rev.created_by}},  # fmt: skip
+        "metadata": {
+            "name": object_name(service),
+            "namespace": r.namespace,
+            "labels": dict(own),
+            "annotations": {C.ANN_SUBMITTER: rev.created_by},
+        },
         "spec": {
-            "serviceName": service, "workspace": r.workspace.name, "profile": r.profile.name,
-            "revision": rev.number, "modelRef": rev.model.ref if rev.model else None,
+            "serviceName": service,
+            "workspace": r.workspace.name,
+            "profile": r.profile.name,
+            "revision": rev.number,
+            "modelRef": rev.model.ref if rev.model else None,
             "modelVersion": rev.model.version if rev.model else None,
-            "configHash": rev.config_hash, "submitter": rev.created_by, "replicas": replicas,
-            "gpusPerReplica": r.gpus, "strategy": strategy, "routePrefix": route,
+            "configHash": rev.config_hash,
+            "submitter": rev.created_by,
+            "replicas": replicas,
+            "gpusPerReplica": r.gpus,
+            "strategy": strategy,
+            "routePrefix": route,
             "revisions": history,
         },
-    }  # fmt: skip
+    }
     return [owner, cm, rayservice]
 
 
