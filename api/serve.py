@@ -116,8 +116,10 @@ class ServiceRecord(_Model):
     created_by: str
     route_prefix: str
     endpoint: str | None = None
-    context: str | None = None
+    context: str | None = None  # a cluster service: the kubeconfig context, workspace, namespace
     workspace: str | None = None
+    namespace: str | None = None
+    profile: str | None = None
     revisions: list[Revision]
     serving: int = Field(description="The revision that takes the traffic (or is rolling out)")
     previous: int | None = Field(None, description="The revision before the last change")

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from taugrid.api.errors import EXIT_RUN_FAILED, EXIT_USAGE, TauError
-from taugrid.cli.options import FileArg, JsonOpt, ReportFormat
+from taugrid.cli.options import ContextOpt, FileArg, JsonOpt, ProfileOpt, ReportFormat, WorkspaceOpt
 from taugrid.cli.output import columns, dump_json, out, say
 
 if TYPE_CHECKING:
@@ -77,13 +77,16 @@ def deploy(file: FileArg = None, name: NameOpt = None, model: ModelOpt = None,
            from_run: FromRunOpt = None, checkpoint: CheckpointOpt = None,
            target: ServeTargetOpt = "local",
            port: Annotated[int | None, typer.Option("--port", help="Local: the HTTP port of Ray Serve's proxy (default: a free one)")] = None,
+           context: ContextOpt = None, workspace: WorkspaceOpt = None, profile: ProfileOpt = None,
            no_wait: NoWaitOpt = False, output: JsonOpt = ReportFormat.text) -> None:  # fmt: skip
     """Deploy a new service (revision 1) from the tau.yaml's `service` block, and wait until it
-    serves. The model reference is pinned to its exact version now."""
+    serves. The model reference is pinned to its exact version now. --target kube: a RayService
+    in your workspace, admitted by Kueue."""
     from taugrid.client import serve
 
     st = serve.deploy(file, name=name, model=model, from_run=from_run, checkpoint=checkpoint,
-                      target=target, port=port, wait=not no_wait, say=say)  # fmt: skip
+                      target=target, port=port, context=context, workspace=workspace,
+                      profile=profile, wait=not no_wait, say=say)  # fmt: skip
     _show(st, output)
 
 
@@ -162,8 +165,8 @@ def list_(output: JsonOpt = ReportFormat.text) -> None:
     if not rows:
         out("no services (tau serve deploy [tau.yaml])")
         return
-    out(columns(["NAME", "PHASE", "REV", "MODEL", "REPLICAS", "ENDPOINT"],
-                [[s.name, s.phase, str(s.revision), s.model or "-",
+    out(columns(["NAME", "TARGET", "PHASE", "REV", "MODEL", "REPLICAS", "ENDPOINT"],
+                [[s.name, s.target, s.phase, str(s.revision), s.model or "-",
                   f"{s.replicas.ready}/{s.replicas.wanted}", s.endpoint or "-"] for s in rows]))  # fmt: skip
 
 

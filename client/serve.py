@@ -29,8 +29,9 @@ from taugrid.api import serve as S
 from taugrid.api.errors import EXIT_PLATFORM, EXIT_RUN_FAILED, EXIT_USAGE, TauError
 
 if TYPE_CHECKING:
-    from taugrid.serve.local import AppShape, LocalServe, Observed
+    from taugrid.serve.local import AppShape, LocalServe
     from taugrid.serve.records import ServiceDir
+    from taugrid.serve.status import Observed
 
 Say = Callable[[str], None]
 READY_TIMEOUT_S = 300.0
@@ -44,6 +45,12 @@ def _quiet(_: str) -> None:
 # --- what a revision is made of ---------------------------------------------------------------
 def _spec(file: str | Path | None, model: str | None, from_run: str | None,
           checkpoint: str | None) -> tuple[S.ServiceSpec, str, Path]:  # fmt: skip
+    spec, m, path = _spec_and_manifest(file, model, from_run, checkpoint)
+    return spec, m.name, path
+
+
+def _spec_and_manifest(file: str | Path | None, model: str | None, from_run: str | None,
+                       checkpoint: str | None) -> tuple[S.ServiceSpec, Any, Path]:  # fmt: skip
     """The service block of a tau.yaml with the command's overrides, checked again."""
     from taugrid.api.issues import config_error
     from taugrid.runs.load import load_manifest
@@ -63,7 +70,7 @@ def _spec(file: str | Path | None, model: str | None, from_run: str | None,
         problems = list(S.service_issues(spec))
         if problems:
             raise config_error(str(loaded.path), loaded.text, problems)
-    return spec, loaded.manifest.name, loaded.path
+    return spec, loaded.manifest, loaded.path
 
 
 def _pin(spec: S.ServiceSpec, service: str) -> S.ModelPin | None:
@@ -155,9 +162,6 @@ def _check_target(target: str) -> None:
     if target not in TARGETS:
         raise TauError(f"--target {target}: not a target", exit_code=EXIT_USAGE,
                        hint="local (Ray Serve on the local Ray head) or kube (a RayService)")  # fmt: skip
-    if target == "kube":
-        raise TauError("services on a cluster (RayService admitted by Kueue) are not available "
-                       "yet in this version", exit_code=EXIT_USAGE, hint="--target local")  # fmt: skip
 
 
 def _shape(sd: ServiceDir, rev: S.Revision, model_dir: Path | None) -> AppShape:
@@ -191,10 +195,12 @@ def _endpoint(port: int, route: str) -> str:
 # --- deploy -------------------------------------------------------------------------------------
 def deploy(file: str | Path | None = None, *, name: str | None = None, model: str | None = None,
            from_run: str | None = None, checkpoint: str | None = None, target: str = "local",
-           port: int | None = None, wait: bool = True, timeout_s: float = READY_TIMEOUT_S,
+           port: int | None = None, context: str | None = None, workspace: str | None = None,
+           profile: str | None = None, wait: bool = True, timeout_s: float = READY_TIMEOUT_S,
            say: Say = _quiet) -> S.ServiceStatus:  # fmt: skip
     """Revision 1 of a new service: checked, then deployed; with `wait`, until a request is
-    answered (a failure removes what was deployed and says why)."""
+    answered (a failure removes what was deployed and says why). `target="kube"`: a RayService
+    in the workspace (`context`, `workspace`, `profile` as for runs), admitted by Kueue."""
     from taugrid.serve import records
     from taugrid.serve.local import LocalServe
     from taugrid.serve.records import ServiceDir
@@ -208,6 +214,12 @@ def deploy(file: str | Path | None = None, *, name: str | None = None, model: st
                        hint="--name iris, or the tau.yaml's name")  # fmt: skip
     if port is not None and not 1024 <= port <= 65535:
         raise TauError(f"--port {port}: use 1024..65535", exit_code=EXIT_USAGE)
+    if target == "kube":
+        return _deploy_kube(file, name, model, from_run, checkpoint, context, workspace,
+                            profile, wait, timeout_s, say)  # fmt: skip
+    if context or workspace or profile:
+        raise TauError("--context, --workspace and --profile are for --target kube",
+                       exit_code=EXIT_USAGE)  # fmt: skip
     _local_checks(spec, spec.rollout.strategy)
     sd = ServiceDir(name)
     with sd.lock():
@@ -252,6 +264,56 @@ def deploy(file: str | Path | None = None, *, name: str | None = None, model: st
     if st.phase in ("Failed", "Unhealthy", "Waiting"):
         _undo_first(sd, serve, st)
     return st
+
+
+def _deploy_kube(file: str | Path | None, name: str, model: str | None, from_run: str | None,
+                 checkpoint: str | None, context: str | None, workspace: str | None,
+                 profile: str | None, wait: bool, timeout_s: float, say: Say) -> S.ServiceStatus:  # fmt: skip
+    from taugrid.client import servekube
+    from taugrid.serve.records import ServiceDir
+
+    spec, m, source = _spec_and_manifest(file, model, from_run, checkpoint)
+    if spec.rollout.strategy == "canary":
+        raise TauError("a canary needs a route that splits traffic between two RayClusters "
+                       "(KubeRay's incremental upgrade: Gateway API), which this platform does "
+                       "not install", exit_code=EXIT_USAGE,
+                       hint="service: {rollout: {strategy: blue-green}}")  # fmt: skip
+    sd = ServiceDir(name)
+    with sd.lock():
+        if sd.exists():
+            old = sd.read()
+            raise TauError(f"service {name!r} exists (revision {old.serving}, {old.target})",
+                           exit_code=EXIT_USAGE, hint=f"update it: tau serve rollout {name}; or "
+                           f"remove it first: tau serve delete {name}")  # fmt: skip
+        pin = _pin(spec, name)
+        say(f"model: {pin.short} ({pin.ref})" if pin else "model: none (service.model unset)")
+        sent = False
+        try:
+            servekube.deploy(sd, m, spec, source, pin, spec.route_prefix or f"/{name}",
+                             context=context, workspace=workspace, profile=profile,
+                             created=_now(), who=_who(), say=say)  # fmt: skip
+            sent = True
+        finally:
+            if not sent and not _on_cluster(sd):  # nothing reached the cluster: no record
+                shutil.rmtree(sd.path, ignore_errors=True)
+    if not wait:
+        return status(name)
+    return _await(name, 1, timeout_s, say)
+
+
+def _on_cluster(sd: ServiceDir) -> bool:
+    """Whether a service whose sending failed has its TauService on the cluster (then its
+    record stays: `tau serve delete` removes what was sent)."""
+    if not sd.exists():
+        return False
+    rec = sd.read()
+    try:
+        from taugrid.serve.kube import KubeServe, object_name
+
+        return KubeServe(rec.context).kube.get("TauService", object_name(rec.name),
+                                               rec.namespace) is not None  # fmt: skip
+    except TauError:
+        return True  # unknown: keep the record, so nothing sent is forgotten
 
 
 def _gpus_here() -> int:
@@ -317,12 +379,14 @@ def rollout(name: str, file: str | Path | None = None, *, model: str | None = No
     if chosen not in S.STRATEGIES:
         raise TauError(f"--strategy {chosen}: not a strategy", exit_code=EXIT_USAGE,
                        hint="rolling, blue-green or canary")  # fmt: skip
-    _local_checks(spec, chosen)
     route = spec.route_prefix or f"/{name}"
     if route != rec.route_prefix:
         raise TauError(f"service.route_prefix: {route} differs from the service's "
                        f"{rec.route_prefix}; a route is fixed for a service's life",
                        exit_code=EXIT_USAGE, hint="deploy a new service for a new route")  # fmt: skip
+    if rec.target == "kube":
+        return _rollout_kube(sd, spec, source, chosen, wait, timeout_s, say)
+    _local_checks(spec, chosen)
     pin = _pin(spec, name)
     serve = LocalServe.started(_gpus_here(), say)
     with sd.lock():
@@ -371,6 +435,56 @@ def rollout(name: str, file: str | Path | None = None, *, model: str | None = No
     if not wait:
         return status(name, probe=False)
     return _finish_rollout(name, number, timeout_s, say)
+
+
+def _rollout_kube(sd: ServiceDir, spec: S.ServiceSpec, source: Path, chosen: str, wait: bool,
+                  timeout_s: float, say: Say) -> S.ServiceStatus:  # fmt: skip
+    """A revision on a cluster: a new RayCluster beside the serving one (checked against the
+    queue's room first), or a kept revision again, or no change."""
+    from taugrid.client import servekube
+    from taugrid.serve.kube import replicas_of
+
+    if chosen == "canary":
+        raise TauError("a canary needs a route that splits traffic between two RayClusters "
+                       "(KubeRay's incremental upgrade: Gateway API), which this platform does "
+                       "not install", exit_code=EXIT_USAGE, hint="--strategy blue-green")  # fmt: skip
+    pin = _pin(spec, sd.name)
+    with sd.lock():
+        rec = sd.read()
+        number = max(r.number for r in rec.revisions) + 1
+        digest = _snapshot_code(source.parent, sd.code_dir(number))
+        h = S.config_hash(spec, pin, digest)
+        kept = next((r for r in rec.revisions if r.config_hash == h), None)
+        if kept is not None:
+            sd.remove_revision_code(number)
+        if kept is not None and kept.number == rec.serving:
+            unchanged = True
+        else:
+            unchanged = False
+            rev = kept or S.Revision(number=number, created_at=_now(), created_by=_who(),
+                                     config_hash=h, code_digest=digest, model=pin, spec=spec,
+                                     source=str(source.resolve()), reason="rollout")  # fmt: skip
+            try:
+                servekube.apply_revision(sd, rec, rev, replicas_of(rec.scale), chosen,
+                                         check_room=True, say=say)  # fmt: skip
+            except BaseException:
+                if kept is None:
+                    sd.remove_revision_code(number)
+                raise
+            revisions = rec.revisions if kept else [*rec.revisions, rev]
+            rec = rec.model_copy(update={
+                "revisions": revisions, "previous": rec.serving, "serving": rev.number,
+                "rollout_started_at": _now(), "rollout_done": False, "strategy": chosen,
+            })  # fmt: skip
+            sd.write(rec)
+            sd.event("rollout", f"revision {rev.number} ({rev.model.short if rev.model else 'no model'}) "
+                     f"over revision {rec.previous}: a new RayCluster", rev.number, _who())  # fmt: skip
+    if unchanged:
+        say(f"no change: revision {rec.serving} already runs this config and model")
+        return status(sd.name)
+    say(f"rolling out revision {rec.serving} of {sd.name}: KubeRay starts a new RayCluster and "
+        "switches when it serves")  # fmt: skip
+    return _await(sd.name, rec.serving, timeout_s, say) if wait else status(sd.name)
 
 
 def _new_revision(sd: ServiceDir, serve: LocalServe, rec: S.ServiceRecord, rev: S.Revision,
@@ -445,6 +559,22 @@ def _switch(name: str, to: int, kind: str, message: str, say: Say,
     return rec
 
 
+def _switch_kube(name: str, to: int, message: str, say: Say) -> None:
+    """A kept revision sent again (its code and pinned model), checked against the queue."""
+    from taugrid.client import servekube
+    from taugrid.serve.kube import replicas_of
+
+    sd = _sd(name)
+    with sd.lock():
+        rec = sd.read()
+        rev = rec.revision(to)
+        servekube.apply_revision(sd, rec, rev, replicas_of(rec.scale), rec.strategy,
+                                 check_room=True, say=say)  # fmt: skip
+        sd.write(rec.model_copy(update={"previous": rec.serving, "serving": to,
+                                        "rollout_started_at": _now(), "rollout_done": False}))  # fmt: skip
+        sd.event("rollback", message, to, _who())
+
+
 def rollback(name: str, *, to: int | None = None, wait: bool = True,
              timeout_s: float = READY_TIMEOUT_S, say: Say = _quiet) -> S.ServiceStatus:  # fmt: skip
     """Serve a kept revision again (default: the one before the last change)."""
@@ -462,7 +592,10 @@ def rollback(name: str, *, to: int | None = None, wait: bool = True,
     if target == rec.serving:
         raise TauError(f"revision {target} already serves {name}", exit_code=EXIT_USAGE,
                        hint=f"tau serve status {name} (its revisions and which serves)")  # fmt: skip
-    _switch(name, target, "rollback", f"revision {rec.serving} -> revision {target}", say)
+    if rec.target == "kube":
+        _switch_kube(name, target, f"revision {rec.serving} -> revision {target}", say)
+    else:
+        _switch(name, target, "rollback", f"revision {rec.serving} -> revision {target}", say)
     say(f"rolling back {name} to revision {target}")
     return _await(name, target, timeout_s, say) if wait else status(name, probe=False)
 
@@ -523,6 +656,8 @@ def scale(
         why = str(errors[0]["msg"]) if errors else str(e)
         raise TauError(f"scale: {why}", exit_code=EXIT_USAGE,
                        hint=f"0..{S.MAX_REPLICAS} replicas") from None  # fmt: skip
+    if rec.target == "kube":
+        return _scale_kube(sd, new, timeout_s, say)
     serve = LocalServe.started(_gpus_here(), say)
     with sd.lock():
         rec = sd.read()
@@ -536,6 +671,25 @@ def scale(
     return _await(name, rec.serving, timeout_s, say)
 
 
+def _scale_kube(sd: ServiceDir, new: S.Scale, timeout_s: float, say: Say) -> S.ServiceStatus:
+    """The serving revision at a new fixed size (Kueue admits fixed sizes: autoscaling bounds
+    become their maximum); 0 replicas gives the queue its GPUs back."""
+    from taugrid.client import servekube
+    from taugrid.serve.kube import replicas_of
+
+    n = replicas_of(new)
+    if new.autoscaling is not None:
+        say(f"on a cluster Kueue admits fixed sizes: {n} replica(s) (the autoscaling maximum)")
+    with sd.lock():
+        rec = sd.read()
+        servekube.apply_revision(sd, rec, rec.current, n, rec.strategy, check_room=False, say=say)
+        was = rec.scale.describe()
+        rec = rec.model_copy(update={"scale": S.Scale(replicas=n)})
+        sd.write(rec)
+        sd.event("scale", f"{rec.scale.describe()} (was {was})", rec.serving, _who())
+    return status(sd.name)
+
+
 def delete(name: str, *, timeout_s: float = 120.0, say: Say = _quiet) -> S.ServiceRecord:
     """Remove the service from Ray Serve (its replicas stop); its record and revisions are
     kept aside (`$TAU_HOME/services/.deleted/`), and the name is free again."""
@@ -543,6 +697,16 @@ def delete(name: str, *, timeout_s: float = 120.0, say: Say = _quiet) -> S.Servi
 
     sd = _sd(name)
     rec = sd.read()
+    if rec.target == "kube":
+        from taugrid.client import servekube
+
+        with sd.lock():
+            servekube.delete(rec, timeout_s, say)
+            rec = rec.model_copy(update={"deleted_at": _now()})
+            sd.write(rec)
+            sd.event("delete", f"removed from namespace {rec.namespace}", rec.serving, _who())
+            sd.retire()
+        return rec
     serve = LocalServe.running()
     with sd.lock():
         if serve.head is not None and serve.observe(name).exists:
@@ -561,14 +725,21 @@ def delete(name: str, *, timeout_s: float = 120.0, say: Say = _quiet) -> S.Servi
 # --- looking ------------------------------------------------------------------------------------
 def status(name: str, *, probe: bool = True, events: int = 10) -> S.ServiceStatus:
     """What the service does now; a rollout that has finished is recorded as such."""
-    from taugrid.serve.local import LocalServe
-
     sd = _sd(name)
     rec = sd.read()
-    serve = LocalServe.running()
-    obs = serve.observe(name)
+    obs = _observe(rec)
     rec = _note_finished(sd, rec, obs)
     return _status(rec, obs, probe, sd.events(events))
+
+
+def _observe(rec: S.ServiceRecord, state: dict[str, Any] | None = None) -> Observed:
+    if rec.target == "kube":
+        from taugrid.client import servekube
+
+        return servekube.observe(rec)  # type: ignore[no-any-return]
+    from taugrid.serve.local import LocalServe
+
+    return LocalServe.running().observe(rec.name, state)
 
 
 def _status(rec: S.ServiceRecord, obs: Observed, probe: bool,
@@ -577,7 +748,7 @@ def _status(rec: S.ServiceRecord, obs: Observed, probe: bool,
     from taugrid.serve.status import compute
 
     answered = code = None
-    if (probe and rec.endpoint and obs.exists and obs.status == "RUNNING" and obs.running > 0
+    if (probe and rec.target == "local" and rec.endpoint and obs.exists and obs.status == "RUNNING" and obs.running > 0
             and not rec.deleted_at):  # fmt: skip
         path = rec.current.spec.readiness_path or ""
         answered, code = ask(rec.endpoint + ("" if path in ("", "/") else path))
@@ -606,12 +777,11 @@ def list_services() -> list[S.ServiceStatus]:
     dirs = all_services()
     if not dirs:
         return []
-    serve = LocalServe.running()
-    state = serve.state()
+    recs = [(sd, sd.read()) for sd in dirs]
+    state = LocalServe.running().state() if any(r.target == "local" for _, r in recs) else {}
     out = []
-    for sd in dirs:
-        rec = sd.read()
-        obs = serve.observe(sd.name, state)
+    for sd, rec in recs:
+        obs = _observe(rec, state)
         out.append(_status(_note_finished(sd, rec, obs), obs, False, []))
     return out
 
@@ -651,11 +821,13 @@ def _await(name: str, number: int, timeout_s: float, say: Say) -> S.ServiceStatu
             return st
         if st.phase == "Failed":
             return st
+        if st.target == "kube" and st.phase == "Waiting":
+            return st  # queued by Kueue: the status says for what; waiting longer changes nothing
         if time.monotonic() >= deadline:
             return st.model_copy(update={
                 "phase": "Waiting" if st.phase != "Unhealthy" else st.phase,
                 "summary": f"not ready after {timeout_s:.0f}s: {st.summary}"})  # fmt: skip
-        time.sleep(0.25)
+        time.sleep(0.25 if st.target == "local" else 1.0)
 
 
 @dataclass(frozen=True)
@@ -688,6 +860,10 @@ def invoke(
 
     rec = _sd(name).read()
     _live(rec)
+    if rec.target == "kube":
+        raise TauError(f"tau sends no request into a cluster: {name} answers at {rec.endpoint} "
+                       "inside it", exit_code=EXIT_USAGE, hint="from a pod of the workspace, or "
+                       f"kubectl port-forward -n {rec.namespace} svc/{name}-serve-svc 8000")  # fmt: skip
     if not rec.endpoint:
         raise TauError(f"service {name} has no endpoint yet", exit_code=EXIT_PLATFORM,
                        hint=f"tau serve status {name}")  # fmt: skip
@@ -715,7 +891,14 @@ def logs(
     printing what they add until interrupted."""
     from taugrid.serve.local import LocalServe
 
-    _sd(name).read()
+    rec = _sd(name).read()
+    if rec.target == "kube":
+        from taugrid.client import servekube
+
+        for line in servekube.logs(rec, tail):
+            out.write(line + "\n")
+        out.flush()
+        return
     serve = LocalServe.running()
     files = serve.log_files(name)
     if not files and not follow:

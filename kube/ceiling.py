@@ -107,8 +107,8 @@ def _pod_requests(spec: Mapping[str, Any]) -> dict[str, Decimal]:
 
 
 def podsets(objects: Iterable[Mapping[str, Any]]) -> list[PodSet]:
-    """The pod sets Kueue will see in a run's rendered objects (a Job, or a RayJob's head and
-    worker groups)."""
+    """The pod sets Kueue will see in rendered objects (a Job, or a RayJob's or RayService's head
+    and worker groups)."""
     out: list[PodSet] = []
     for o in objects:
         spec = o.get("spec") or {}
@@ -116,8 +116,8 @@ def podsets(objects: Iterable[Mapping[str, Any]]) -> list[PodSet]:
             pods = int(spec.get("parallelism") or 1)
             tmpl = (spec.get("template") or {}).get("spec") or {}
             out.append(PodSet("main", pods, _pod_requests(tmpl)))
-        elif o.get("kind") == "RayJob":
-            rc = spec.get("rayClusterSpec") or {}
+        elif o.get("kind") in ("RayJob", "RayService"):
+            rc = spec.get("rayClusterSpec") or spec.get("rayClusterConfig") or {}
             head = ((rc.get("headGroupSpec") or {}).get("template") or {}).get("spec") or {}
             out.append(PodSet("head", 1, _pod_requests(head)))
             for g in rc.get("workerGroupSpecs") or []:
@@ -161,3 +161,24 @@ def never_admittable(sets: list[PodSet], limits: Mapping[Key, Decimal], queue: s
     if not lines:
         return None
     return "; ".join(lines) + f": it can never start here; {NEVER_HINT}"
+
+
+def _usage(cq: Mapping[str, Any]) -> dict[Key, Decimal]:
+    out: dict[Key, Decimal] = {}
+    for f in (cq.get("status") or {}).get("flavorsUsage") or []:
+        for r in f.get("resources") or []:
+            out[(str(f.get("name")), str(r.get("name")))] = parse_quantity(r.get("total", "0"))
+    return out
+
+
+def room(queue: str, cluster_queues: Iterable[Mapping[str, Any]],
+         cohorts: Iterable[Mapping[str, Any]]) -> dict[Key, Decimal] | None:  # fmt: skip
+    """What a ClusterQueue could still admit now, by flavor and resource: what it may use at
+    most (its ceiling) less what it uses (None: the queue is unknown)."""
+    cqs = list(cluster_queues)
+    limits = ceilings(queue, cqs, cohorts)
+    cq = next((c for c in cqs if c["metadata"]["name"] == queue), None)
+    if limits is None or cq is None:
+        return None
+    used = _usage(cq)
+    return {k: max(Decimal(0), v - used.get(k, Decimal(0))) for k, v in limits.items()}

@@ -12,16 +12,23 @@ volume), so a new revision is a new RayCluster: KubeRay's blue/green upgrade (`N
 from __future__ import annotations
 
 import json
-from typing import Any
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from taugrid.api import constants as C
 from taugrid.api import serve as S
+from taugrid.api.errors import EXIT_PLATFORM, EXIT_USAGE, TauError
 from taugrid.api.manifest import Compute, Manifest, RunSpec
 from taugrid.runs.codebundle import CodeBundle
 from taugrid.runs.render import RunMeta, code_configmap, ray_cluster_spec
 from taugrid.runs.resolve import Resolved
+from taugrid.serve.status import Observed
+
+if TYPE_CHECKING:
+    from taugrid.kube.client import KubeAPI
+    from taugrid.kube.discovery import Discovery
 
 GROUP = "replicas"  # the worker group that holds the Ray Serve replicas
 MODEL_DIR = "/model"  # the init container lays the pinned model out here (an emptyDir)
@@ -185,3 +192,148 @@ def upgrade_gpus(replicas: int, gpus: int) -> int:
     """GPUs a new revision needs beside what the service holds: KubeRay's new RayCluster runs
     beside the old one until it serves, then the old one goes (blue/green at 200%)."""
     return replicas * gpus
+
+
+# --- talking to the cluster ----------------------------------------------------------------------
+class KubeServe:
+    """One cluster (a kubeconfig context): a service's objects sent, observed and deleted."""
+
+    def __init__(self, context: str | None = None, kube: KubeAPI | None = None) -> None:
+        self.context = context
+        self._kube = kube
+        self._discovery: Discovery | None = None
+
+    @property
+    def kube(self) -> KubeAPI:
+        if self._kube is None:
+            from taugrid.kube.client import Kube
+
+            self._kube = Kube(self.context)
+        return self._kube
+
+    @property
+    def discovery(self) -> Discovery:
+        if self._discovery is None:
+            from taugrid.kube.discovery import Discovery
+
+            self._discovery = Discovery(self.kube)
+        return self._discovery
+
+    def resolve(self, m: Manifest, spec: S.ServiceSpec, replicas: int, workspace: str | None,
+                profile: str | None) -> Resolved:  # fmt: skip
+        """Placed as a rayjob of `replicas` workers, in the workspace the user means."""
+        from taugrid.runs.resolve import resolve
+
+        snap = self.discovery.snapshot()
+        if workspace is None and m.policy.workspace is None:
+            usable = self.discovery.usable_workspaces(snap)
+            if len(usable) == 1:
+                workspace = usable[0].name
+        return resolve(placement(m, spec, replicas), snap, workspace=workspace, profile=profile)
+
+    def queue_room(self, r: Resolved, objects: list[dict[str, Any]]) -> tuple[str | None, str | None, dict[tuple[str, str], Decimal] | None]:  # fmt: skip
+        """(never: why Kueue could never admit these objects, the ClusterQueue, its room now);
+        Nones when the queues cannot be read (Kueue then says it in the status)."""
+        from taugrid.kube import ceiling
+
+        try:
+            local = self.kube.get("LocalQueue", r.queue, r.namespace)
+            cqs, cohorts = self.kube.list("ClusterQueue"), self.kube.list("Cohort")
+        except TauError:
+            return None, None, None
+        cq = ((local or {}).get("spec") or {}).get("clusterQueue")
+        limits = ceiling.ceilings(cq, cqs, cohorts) if cq else None
+        if cq is None or limits is None:
+            return None, cq, None
+        never = ceiling.never_admittable(ceiling.podsets(objects), limits, cq)
+        return never, cq, ceiling.room(cq, cqs, cohorts)
+
+    def send(self, objects: list[dict[str, Any]], create: bool) -> None:
+        """The TauService first (created for a new service: a name taken in the namespace is
+        refused), then the code ConfigMap and the RayService, owned by it."""
+        from taugrid.kube.client import Forbidden
+
+        owner, *rest = objects
+        ns, name = owner["metadata"]["namespace"], owner["metadata"]["name"]
+        try:
+            if create:
+                got = self.kube.create(owner)
+                if got is None:
+                    raise TauError(f"a service {name!r} exists in namespace {ns} already",
+                                   exit_code=EXIT_USAGE, hint="--name another-name")  # fmt: skip
+            else:
+                got = self.kube.apply(owner)
+        except Forbidden as e:
+            raise TauError(f"{e.message} (namespace {ns}, as {self.kube.user})",
+                           exit_code=EXIT_PLATFORM, hint="tau workspaces lists the workspaces you "
+                           "may use (--workspace)") from None  # fmt: skip
+        ref = {"apiVersion": C.API_VERSION, "kind": "TauService", "name": name,
+               "uid": got["metadata"]["uid"], "blockOwnerDeletion": True}  # fmt: skip
+        for obj in rest:
+            obj["metadata"]["ownerReferences"] = [ref]
+            self.kube.apply(obj)
+
+    def observe(self, rec: S.ServiceRecord) -> Observed:
+        """The RayService, its Kueue workload and its pods, as the status needs them."""
+        from taugrid.api.kueuewords import explain
+        from taugrid.kube.facts import admitted
+
+        ns, name = rec.namespace or "", object_name(rec.name)
+        try:
+            rs = self.kube.get("RayService", name, ns)
+        except TauError:
+            return Observed(head_up=False, exists=False)
+        if rs is None:
+            return Observed(head_up=True, exists=False)
+        status = rs.get("status") or {}
+        active = status.get("activeServiceStatus") or {}
+        pending = status.get("pendingServiceStatus") or {}
+        app = ((active.get("applicationStatuses") or {}).get(rec.name)) or {}
+        workload = next((w for w in self.kube.list("Workload", ns)
+                         if any(o.get("kind") == "RayService" and o.get("name") == name
+                                for o in w["metadata"].get("ownerReferences") or [])), None)  # fmt: skip
+        is_admitted, waiting = None, ""
+        if workload is not None:
+            is_admitted = admitted(workload)
+            if not is_admitted:
+                conds = (workload.get("status") or {}).get("conditions") or []
+                msg = next(
+                    (c.get("message", "") for c in conds if c.get("type") == "QuotaReserved"), ""
+                )
+                words = explain(str(msg), rec.workspace)
+                waiting = words.text if words else str(msg)
+        pods = self.kube.list("Pod", ns, labels={C.LABEL_SERVICE: rec.name})
+        workers = [
+            p for p in pods if ((p["metadata"].get("labels") or {}).get("ray.io/group") == GROUP)
+        ]
+        running = [p for p in workers if (p.get("status") or {}).get("phase") == "Running"]
+        spec_replicas = (rs["spec"]["rayClusterConfig"]["workerGroupSpecs"] or [{}])[0].get(
+            "replicas", 0
+        )
+        revision = (rs["metadata"].get("labels") or {}).get(C.LABEL_SERVICE_REVISION)
+        serve_status = str(
+            app.get("status")
+            or ("DEPLOYING" if status.get("serviceStatus") != "Running" else "RUNNING")
+        )
+        return Observed(
+            head_up=True, exists=True, status=serve_status, message=str(app.get("message") or ""),
+            revision=int(revision) if revision and revision.isdigit() else None,
+            wanted=int(spec_replicas or 0), running=len(running),
+            starting=len(workers) - len(running), admitted=is_admitted, waiting=waiting,
+            simulated=self._simulated(), upgrading=bool(pending.get("rayClusterName")),
+        )  # fmt: skip
+
+    def _simulated(self) -> bool:
+        """The sandbox (stack `sandbox`) runs KWOK: pods without containers."""
+        try:
+            return (self.discovery.tau_cluster().get("spec") or {}).get("stack") == "sandbox"
+        except TauError:
+            return False
+
+    def remove(self, rec: S.ServiceRecord) -> bool:
+        """Delete the TauService: the garbage collector removes what it owns."""
+        return self.kube.delete("TauService", object_name(rec.name), rec.namespace)
+
+    def gone(self, rec: S.ServiceRecord) -> bool:
+        return (self.kube.get("TauService", object_name(rec.name), rec.namespace) is None
+                and self.kube.get("RayService", object_name(rec.name), rec.namespace) is None)  # fmt: skip

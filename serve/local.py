@@ -24,7 +24,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ from taugrid.api import serve as S
 from taugrid.api.errors import EXIT_PLATFORM, EXIT_USAGE, TauError
 from taugrid.runs.backends.local import rayhead
 from taugrid.runs.paths import tau_home
+from taugrid.serve.status import Observed
 
 API = "/api/serve/applications/"
 HOST = rayhead.HOST
@@ -50,24 +51,6 @@ UPDATE: dict[str, dict[str, Any]] = {
 class AppShape:
     ingress: str
     deployments: list[str]
-
-
-@dataclass(frozen=True)
-class Observed:
-    """What Ray Serve says of one application now."""
-
-    head_up: bool
-    exists: bool
-    status: str = "ABSENT"  # Ray Serve's: DEPLOYING, RUNNING, DEPLOY_FAILED, UNHEALTHY, ...
-    message: str = ""
-    revision: int | None = None  # the revision Ray Serve is deploying or runs
-    deployment_status: str = ""
-    wanted: int = 0
-    running: int = 0
-    starting: int = 0
-    started_at: list[float] = field(default_factory=list)  # of the running replicas
-    port: int | None = None
-    ours: bool = True  # deployed by tau (False: an application of that name tau did not make)
 
 
 def _lock_file() -> Path:

@@ -7,11 +7,34 @@ Deleted.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from taugrid.api import serve as S
-from taugrid.serve.local import Observed
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What the target says of one service now (Ray Serve locally; the RayService, its Kueue
+    workload and pods on a cluster)."""
+
+    head_up: bool
+    exists: bool
+    status: str = "ABSENT"  # Ray Serve's: DEPLOYING, RUNNING, DEPLOY_FAILED, UNHEALTHY, ...
+    message: str = ""
+    revision: int | None = None  # the revision Ray Serve is deploying or runs
+    deployment_status: str = ""
+    wanted: int = 0
+    running: int = 0
+    starting: int = 0
+    started_at: list[float] = field(default_factory=list)  # of the running replicas
+    port: int | None = None
+    ours: bool = True  # deployed by tau (False: an application of that name tau did not make)
+    admitted: bool | None = None  # Kueue admitted it (a cluster; None: not asked)
+    waiting: str = ""  # why Kueue has not admitted it, in TauGrid's words
+    simulated: bool = False  # the cluster's nodes run no containers (the sandbox's KWOK)
+    upgrading: bool = False  # a new RayCluster is being prepared beside the serving one
 
 
 def _epoch(iso: str | None) -> float | None:
@@ -71,11 +94,16 @@ def _phase(rec: S.ServiceRecord, obs: Observed, answered: bool | None, probe_sta
     if not obs.head_up:
         return "Unhealthy", f"the local Ray head is not running: {back}", False
     if not obs.exists:
+        if rec.target == "kube":
+            return "Unhealthy", f"the RayService of {name} is gone from the cluster: {back}", False
         return (
             "Unhealthy",
             f"revision {n} is not on the local Ray head (was it restarted?): {back}",
             False,
         )
+    if obs.admitted is False:
+        why = obs.waiting or "it waits in its queue"
+        return "Waiting", f"Kueue has not admitted revision {n}: {why}", False
     ready = f"{replicas.ready}/{replicas.wanted} replicas ready"
     if obs.status == "DEPLOY_FAILED":
         first = obs.message.strip().splitlines()[-1:] or ["(no message)"]
@@ -106,6 +134,9 @@ def _phase(rec: S.ServiceRecord, obs: Observed, answered: bool | None, probe_sta
                     "starts a replica (it waits, it is not dropped)", True)  # fmt: skip
         return "Ready", f"revision {n} has 0 replicas (tau serve scale {name} --replicas N)", True
     where = f" on {rec.endpoint}" if rec.endpoint else ""
+    if obs.simulated:
+        where += (" (the sandbox's nodes are simulated: no container runs, so no request is "
+                  "ever answered there)")  # fmt: skip
     if answered is False:
         code = f"HTTP {probe_status}" if probe_status else "no answer"
         return ("Unhealthy", f"revision {n} runs ({ready}) but its readiness request got "

@@ -79,7 +79,7 @@ sandbox kubeconfig: --as
 sandbox status: --output -o
 sandbox up: --no-platform --stack --stacks-dir -s
 serve delete: --output -o
-serve deploy: --checkpoint --from-run --model --name --no-wait --output --port --target -o -t
+serve deploy: --checkpoint --context --from-run --model --name --no-wait --output --port --profile --target --workspace -o -t
 serve invoke: --data --output --path -d -o
 serve list: --output -o
 serve logs: --follow --tail -f
