@@ -18,6 +18,7 @@ LABEL_WORKLOAD_KIND: Final = f"{GROUP}/workload-kind"
 LABEL_EXPERIMENT: Final = f"{GROUP}/experiment"
 LABEL_SERVICE: Final = f"{GROUP}/service"  # a service's objects and pods (tau serve)
 LABEL_SERVICE_REVISION: Final = f"{GROUP}/service-revision"
+LABEL_SERVICE_GENERATION: Final = f"{GROUP}/service-generation"  # one RayService per change
 LABEL_GPU_CLASS: Final = f"{GROUP}/gpu-class"
 LABEL_POOL: Final = f"{GROUP}/pool"
 KUEUE_QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"

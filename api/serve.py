@@ -120,6 +120,10 @@ class ServiceRecord(_Model):
     workspace: str | None = None
     namespace: str | None = None
     profile: str | None = None
+    generation: int = Field(
+        0, description="A cluster service: the RayService that serves, <name>-<g>"
+    )
+    pending_generation: int | None = Field(None, description="The one starting beside it")
     revisions: list[Revision]
     serving: int = Field(description="The revision that takes the traffic (or is rolling out)")
     previous: int | None = Field(None, description="The revision before the last change")

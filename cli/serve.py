@@ -55,6 +55,8 @@ def _show(st: ServiceStatus, output: ReportFormat) -> None:
     serving = {True: "yes (a request answered)", False: "no", None: "not asked"}[st.serving]
     lines.append(f"  replicas: {r.ready}/{r.wanted} ready" + (f", {r.starting} starting" if r.starting else "")
                  + f"  ({st.scale})  healthy: {'yes' if st.healthy else 'no'}  serving: {serving}")  # fmt: skip
+    if st.admitted is not None:
+        lines.append(f"  admitted by Kueue: {'yes' if st.admitted else 'no'}")
     if st.rollout:
         t = st.rollout["traffic"]
         lines.append(f"  rollout: revision {st.rollout['from']} -> {st.rollout['to']} "

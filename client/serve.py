@@ -464,9 +464,11 @@ def _rollout_kube(sd: ServiceDir, spec: S.ServiceSpec, source: Path, chosen: str
             rev = kept or S.Revision(number=number, created_at=_now(), created_by=_who(),
                                      config_hash=h, code_digest=digest, model=pin, spec=spec,
                                      source=str(source.resolve()), reason="rollout")  # fmt: skip
+            replicas = replicas_of(rec.scale)
+            pending = None
             try:
-                servekube.apply_revision(sd, rec, rev, replicas_of(rec.scale), chosen,
-                                         check_room=True, say=say)  # fmt: skip
+                if replicas:  # (scaled to zero: the revision starts with the next scale up)
+                    pending = servekube.new_generation(sd, rec, rev, replicas, chosen, say)
             except BaseException:
                 if kept is None:
                     sd.remove_revision_code(number)
@@ -474,16 +476,17 @@ def _rollout_kube(sd: ServiceDir, spec: S.ServiceSpec, source: Path, chosen: str
             revisions = rec.revisions if kept else [*rec.revisions, rev]
             rec = rec.model_copy(update={
                 "revisions": revisions, "previous": rec.serving, "serving": rev.number,
-                "rollout_started_at": _now(), "rollout_done": False, "strategy": chosen,
+                "rollout_started_at": _now(), "rollout_done": pending is None,
+                "strategy": chosen, "pending_generation": pending,
             })  # fmt: skip
             sd.write(rec)
             sd.event("rollout", f"revision {rev.number} ({rev.model.short if rev.model else 'no model'}) "
-                     f"over revision {rec.previous}: a new RayCluster", rev.number, _who())  # fmt: skip
+                     f"over revision {rec.previous}: a new RayService", rev.number, _who())  # fmt: skip
     if unchanged:
         say(f"no change: revision {rec.serving} already runs this config and model")
         return status(sd.name)
-    say(f"rolling out revision {rec.serving} of {sd.name}: KubeRay starts a new RayCluster and "
-        "switches when it serves")  # fmt: skip
+    say(f"rolling out revision {rec.serving} of {sd.name}: a new RayService starts beside the "
+        "serving one; the service moves to it when it serves")  # fmt: skip
     return _await(sd.name, rec.serving, timeout_s, say) if wait else status(sd.name)
 
 
@@ -568,10 +571,15 @@ def _switch_kube(name: str, to: int, message: str, say: Say) -> None:
     with sd.lock():
         rec = sd.read()
         rev = rec.revision(to)
-        servekube.apply_revision(sd, rec, rev, replicas_of(rec.scale), rec.strategy,
-                                 check_room=True, say=say)  # fmt: skip
+        replicas = replicas_of(rec.scale)
+        pending = (
+            servekube.new_generation(sd, rec, rev, replicas, rec.strategy, say)
+            if replicas
+            else None
+        )
         sd.write(rec.model_copy(update={"previous": rec.serving, "serving": to,
-                                        "rollout_started_at": _now(), "rollout_done": False}))  # fmt: skip
+                                        "rollout_started_at": _now(), "rollout_done": pending is None,
+                                        "pending_generation": pending}))  # fmt: skip
         sd.event("rollback", message, to, _who())
 
 
@@ -682,11 +690,18 @@ def _scale_kube(sd: ServiceDir, new: S.Scale, timeout_s: float, say: Say) -> S.S
         say(f"on a cluster Kueue admits fixed sizes: {n} replica(s) (the autoscaling maximum)")
     with sd.lock():
         rec = sd.read()
-        servekube.apply_revision(sd, rec, rec.current, n, rec.strategy, check_room=False, say=say)
+        if n == 0:
+            servekube.scale_to_zero(rec)
+            pending = None
+        else:
+            pending = servekube.new_generation(sd, rec, rec.current, n, rec.strategy, say)
         was = rec.scale.describe()
-        rec = rec.model_copy(update={"scale": S.Scale(replicas=n)})
+        rec = rec.model_copy(update={"scale": S.Scale(replicas=n), "pending_generation": pending})
         sd.write(rec)
         sd.event("scale", f"{rec.scale.describe()} (was {was})", rec.serving, _who())
+    if n and pending is not None:
+        say(f"a RayService of {n} replica(s) starts; the service moves to it when it serves")
+        return _await(sd.name, rec.serving, timeout_s, say)
     return status(sd.name)
 
 
@@ -756,6 +771,15 @@ def _status(rec: S.ServiceRecord, obs: Observed, probe: bool,
 
 
 def _note_finished(sd: ServiceDir, rec: S.ServiceRecord, obs: Observed) -> S.ServiceRecord:
+    if rec.target == "kube" and rec.pending_generation:
+        from taugrid.client import servekube
+
+        with sd.lock():
+            rec = sd.read()
+            moved = servekube.advance(sd, rec)
+            if moved is not rec:
+                sd.write(moved)
+            return moved
     if rec.rollout_done or not obs.exists or obs.status != "RUNNING" or obs.revision != rec.serving:
         return rec
     with sd.lock():

@@ -3,11 +3,12 @@ the workspace owned by a TauService (taugrid.serve.kube). Called by `client.serv
 the target from the service's record; not a public module of its own.
 
 What differs from the local target, and why:
-- every revision (new code or model) is a new RayCluster beside the serving one until it serves
-  (KubeRay's NewCluster upgrade), so a rollout is checked against the queue's room first and
-  refused with the numbers when it does not fit;
+- every change (a revision, a new size) is a new generation: its own RayService beside the
+  serving one until it serves, then the stable Service moves to it and the old one is deleted
+  (taugrid.serve.kube); so a change is checked against the queue's room first and refused with
+  the numbers when it does not fit; any `tau serve` command that looks moves it forward;
 - replicas are fixed sizes (Kueue admits those): autoscaling bounds deploy their maximum, and
-  scale to zero (`--replicas 0`) gives the GPUs back to the queue;
+  scale to zero (`--replicas 0`) deletes the RayService: the GPUs go back to the queue;
 - tau sends no request into a cluster: `invoke` says where the service answers instead.
 """
 
@@ -52,17 +53,21 @@ def _publish(r: Resolved, pin: S.ModelPin | None, say: Say) -> None:
                                         path=pin.name, ref=pin.ref)], say)  # fmt: skip
 
 
-def _gpus_free(room: dict[tuple[str, str], Decimal] | None, resource: str) -> int | None:
+def _gpus_free(
+    room: dict[tuple[str, str], Decimal] | None, flavor: str, resource: str
+) -> int | None:
+    """The GPUs the queue could still admit in the profile's flavor (its pods go nowhere else)."""
     if room is None:
         return None
-    return int(sum((q for (_, res), q in room.items() if res == resource), Decimal(0)))
+    return int(sum((q for (f, res), q in room.items() if res == resource and f == flavor),
+                   Decimal(0)))  # fmt: skip
 
 
 def endpoint(name: str, namespace: str, route: str) -> str:
-    """Where the service answers inside the cluster (KubeRay's serve Service)."""
+    """Where the service answers inside the cluster (its stable Service)."""
     from taugrid.serve.kube import SERVE_PORT, object_name
 
-    return f"http://{object_name(name)}-serve-svc.{namespace}.svc:{SERVE_PORT}{route}"
+    return f"http://{object_name(name)}.{namespace}.svc:{SERVE_PORT}{route}"
 
 
 def deploy(sd: ServiceDir, m: Any, spec: S.ServiceSpec, source: Path, pin: S.ModelPin | None,
@@ -79,9 +84,8 @@ def deploy(sd: ServiceDir, m: Any, spec: S.ServiceSpec, source: Path, pin: S.Mod
     rev = S.Revision(number=1, created_at=created, created_by=who,
                      config_hash=S.config_hash(spec, pin, digest), code_digest=digest, model=pin,
                      spec=spec, source=str(source.resolve()), reason="deploy")  # fmt: skip
-    objects = render(
-        r, sd.name, route, rev, _bundle(source.parent), replicas, spec.rollout.strategy
-    )
+    objects = render(r, sd.name, route, rev, _bundle(source.parent), replicas,
+                     spec.rollout.strategy, 1)  # fmt: skip
     never, _, _ = ks.queue_room(r, objects)
     if never is not None:
         raise TauError(f"service {sd.name} is not deployed: {never}", exit_code=EXIT_NOT_ADMITTED,
@@ -92,7 +96,8 @@ def deploy(sd: ServiceDir, m: Any, spec: S.ServiceSpec, source: Path, pin: S.Mod
                           route_prefix=route, endpoint=endpoint(sd.name, r.namespace, route),
                           context=context, workspace=r.workspace.name, namespace=r.namespace,
                           profile=r.profile.name, revisions=[rev], serving=1,
-                          strategy=spec.rollout.strategy, scale=S.Scale(replicas=replicas))  # fmt: skip
+                          strategy=spec.rollout.strategy, scale=S.Scale(replicas=replicas),
+                          generation=1)  # fmt: skip
     sd.write(rec)  # the record first: a deploy cut short is a service tau knows
     sd.event("deploy", f"revision 1 ({pin.short if pin else 'no model'}) in namespace "
              f"{r.namespace}, queue {r.queue}", 1, who)  # fmt: skip
@@ -102,42 +107,73 @@ def deploy(sd: ServiceDir, m: Any, spec: S.ServiceSpec, source: Path, pin: S.Mod
     return rec
 
 
-def apply_revision(sd: ServiceDir, rec: S.ServiceRecord, rev: S.Revision, replicas: int,
-                   strategy: str, *, check_room: bool, say: Say) -> None:  # fmt: skip
-    """Send a revision (a rollout, a rollback, a new scale): its objects applied over the
-    service's; with `check_room`, refused when the new RayCluster does not fit the queue."""
+def new_generation(sd: ServiceDir, rec: S.ServiceRecord, rev: S.Revision, replicas: int,
+                   strategy: str, say: Say) -> int:  # fmt: skip
+    """A change sent as the next generation's RayService (beside the serving one): refused
+    first when the queue could never admit it, or has no room for it now. Returns its number;
+    the stable Service moves to it once it serves (`advance`)."""
     from taugrid.runs.load import load_manifest
     from taugrid.serve.kube import render, upgrade_gpus
 
     ks = _serve(rec.context)
     source = Path(rev.source)
-    m = load_manifest(source, purpose="service").manifest if source.is_file() else None
-    if m is None:
+    if not source.is_file():
         raise TauError(f"revision {rev.number}'s tau.yaml is gone ({rev.source})",
                        exit_code=EXIT_USAGE, hint="roll out from a tau.yaml: tau serve rollout "
                        f"{rec.name} FILE")  # fmt: skip
+    m = load_manifest(source, purpose="service").manifest
     r = ks.resolve(m, rev.spec, replicas, rec.workspace, rec.profile)
-    folder = sd.code_dir(rev.number)
-    objects = render(r, rec.name, rec.route_prefix, rev, _bundle(folder), replicas, strategy)
-    never, cq, room = ks.queue_room(r, objects)
+    g = max(rec.generation, rec.pending_generation or 0) + 1
+    objects = render(r, rec.name, rec.route_prefix, rev, _bundle(sd.code_dir(rev.number)),
+                     replicas, strategy, g)  # fmt: skip
+    owner, cm, rayservice, _front = objects  # the Service moves when the new one serves
+    never, cq, room = ks.queue_room(r, [rayservice])
     if never is not None:
         raise TauError(f"revision {rev.number} is not sent: {never}", exit_code=EXIT_NOT_ADMITTED,
                        hint=f"tau quota request --workspace {r.workspace.name}")  # fmt: skip
-    if check_room:
-        need = upgrade_gpus(replicas, r.gpus)
-        free = _gpus_free(room, r.gpu_resource)
-        if need and free is not None and need > free:
-            held = rec.scale.replicas if rec.scale.replicas is not None else replicas
-            raise TauError(
-                f"revision {rev.number} needs {need} more GPU(s) while KubeRay starts its RayCluster "
-                f"beside revision {rec.serving}'s ({held} replica(s) x {r.gpus} GPU(s) keep "
-                f"serving until it answers); queue {cq} has {free} free",
-                exit_code=EXIT_NOT_ADMITTED,
-                hint=f"tau quota request --gpus {need - free} --workspace {r.workspace.name}; or "
-                f"scale down first (tau serve scale {rec.name} --replicas N) so both fit",
-            )  # fmt: skip
+    need = upgrade_gpus(replicas, r.gpus)
+    free = _gpus_free(room, r.profile.flavor, r.gpu_resource)
+    if need and free is not None and need > free:
+        held = rec.scale.replicas or 0
+        beside = (f" beside revision {rec.serving}'s ({held} replica(s) x {r.gpus} GPU(s) keep "
+                  "serving until it answers)") if held else ""  # fmt: skip
+        raise TauError(
+            f"revision {rev.number} needs {need} GPU(s) for its new RayService{beside}; queue "
+            f"{cq} has {free} free", exit_code=EXIT_NOT_ADMITTED,
+            hint=f"tau quota request --gpus {need - free} --workspace {r.workspace.name}; or make "
+            f"room: `tau serve scale {rec.name} --replicas 0` stops it first (nothing answers "
+            "until the new one serves)",
+        )  # fmt: skip
     _publish(r, rev.model, say)
-    ks.send(objects, create=False)
+    ks.send([owner, cm, rayservice], create=False)
+    return g
+
+
+def advance(sd: ServiceDir, rec: S.ServiceRecord) -> S.ServiceRecord:
+    """A pending generation that serves takes over: the stable Service moves to it and every
+    other generation is deleted (the caller records it, under the service's lock)."""
+    if not rec.pending_generation:
+        return rec
+    ks = _serve(rec.context)
+    new = ks.generations(rec).get(rec.pending_generation)
+    if new is None or not ks.ready(new, rec.name):
+        return rec
+    ks.switch(rec, rec.pending_generation)
+    sd.event("switched", f"revision {rec.serving} serves (RayService {rec.name}-"
+             f"{rec.pending_generation}); the previous one is deleted", rec.serving)  # fmt: skip
+    return rec.model_copy(update={"generation": rec.pending_generation,
+                                  "pending_generation": None, "rollout_done": True})  # fmt: skip
+
+
+def scale_to_zero(rec: S.ServiceRecord) -> None:
+    """Every RayService of the service deleted (the TauService and the Service stay); returns
+    once the cluster no longer lists them."""
+    from taugrid.serve.local import wait_until
+
+    ks = _serve(rec.context)
+    ks.drop(rec)
+    wait_until(lambda: not any(True for _ in ks.kube.list(
+        "RayService", rec.namespace, labels={"tau.azure.com/service": rec.name})), 60, 0.5)  # fmt: skip
 
 
 def observe(rec: S.ServiceRecord) -> Any:

@@ -332,7 +332,7 @@ RESEARCHER_RULES: list[dict[str, Any]] = [
     {"apiGroups": ["ray.io"], "resources": ["rayjobs", "rayservices"], "verbs": ["create", "get", "list", "watch", "patch", "update", "delete"]},
     {"apiGroups": ["ray.io"], "resources": ["rayclusters"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "get", "list", "watch", "patch", "update", "delete"]},
-    {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create", "get", "list", "watch", "patch", "update", "delete"]},
+    {"apiGroups": [""], "resources": ["configmaps", "services"], "verbs": ["create", "get", "list", "watch", "patch", "update", "delete"]},
     {"apiGroups": [""], "resources": ["pods", "pods/log", "events", "persistentvolumeclaims"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads", "localqueues"], "verbs": ["get", "list", "watch"]},

@@ -48,6 +48,7 @@ KINDS: dict[str, Kind] = {
         Kind("", "v1", "ConfigMap", "configmaps"),
         Kind("", "v1", "Pod", "pods"),
         Kind("", "v1", "Event", "events"),
+        Kind("", "v1", "Service", "services"),
         Kind("", "v1", "Node", "nodes", namespaced=False),
         Kind("batch", "v1", "Job", "jobs"),
         Kind("ray.io", "v1", "RayJob", "rayjobs", component="the KubeRay operator"),

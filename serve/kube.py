@@ -1,12 +1,17 @@
 """Services on a cluster: a RayService in the workspace's namespace, admitted by Kueue, owned
-by one TauService (delete it and the garbage collector removes the RayService, its RayClusters,
-pods and the code ConfigMaps: the quota is free again).
+by one TauService (delete it and the garbage collector removes everything it owns: the quota is
+free again).
 
-Pure: the objects for a revision. Placement is a rayjob's: the service is resolved against the
-cluster's profiles as `replicas` workers of `gpus` GPUs (`placement`), so the bounds, the queue,
-the image and the errors are the runs' own. Each revision has its own code ConfigMap and pins its
-model in the workers' init container (`tau_inputs`, from the workspace's registry on its
-volume), so a new revision is a new RayCluster: KubeRay's blue/green upgrade (`NewCluster`).
+Each change (a revision, a new size) is a new **generation**: its own RayService, `<name>-<g>`,
+admitted by Kueue as its own workload beside the serving one, and a stable Service `<name>`
+(owned by the TauService) whose selector moves to the new generation's head once it serves; the
+old RayService is deleted then. So Kueue accounts both while they overlap (the room is checked
+before), nothing is updated in place (KubeRay 1.5 applies neither replica changes nor Kueue's
+suspend to a running RayCluster), and the endpoint never changes. Scale to zero deletes the
+serving RayService and keeps the TauService and the Service: the GPUs go back to the queue.
+
+Pure here: placement (the service as a rayjob of `replicas` workers, resolved by the runs' own
+resolution) and the objects; `KubeServe` below sends, observes and deletes them.
 """
 
 from __future__ import annotations
@@ -57,13 +62,19 @@ def replicas_of(scale: S.Scale) -> int:
 
 
 def object_name(service: str) -> str:
+    """The TauService and the stable Service."""
     return service
 
 
-def labels(r: Resolved, service: str, revision: int) -> dict[str, str]:
+def generation_name(service: str, generation: int) -> str:
+    return f"{service}-{generation}"
+
+
+def labels(r: Resolved, service: str, revision: int, generation: int = 0) -> dict[str, str]:
     out = {
         C.LABEL_SERVICE: service,
         C.LABEL_SERVICE_REVISION: str(revision),
+        C.LABEL_SERVICE_GENERATION: str(generation),
         C.LABEL_WORKSPACE: r.workspace.name,
         C.LABEL_PROFILE: r.profile.name,
         C.LABEL_MANAGED_BY: C.MANAGED_BY_VALUE,
@@ -104,15 +115,17 @@ def serve_config(service: str, route: str, rev: S.Revision) -> dict[str, Any]:
 
 
 def render(r: Resolved, service: str, route: str, rev: S.Revision, bundle: CodeBundle,
-           replicas: int, strategy: str) -> list[dict[str, Any]]:  # fmt: skip
-    """[TauService, code ConfigMap, RayService] for one revision; the last two get their owner
-    reference (the TauService's uid) when they are sent."""
+           replicas: int, strategy: str, generation: int) -> list[dict[str, Any]]:  # fmt: skip
+    """[TauService, code ConfigMap, RayService, Service] for one generation of a revision;
+    all but the TauService get their owner reference (its uid) when they are sent."""
     meta = RunMeta(run_id=f"{service}-r{rev.number}", submitter=rev.created_by)
-    own = labels(r, service, rev.number)
+    own = labels(r, service, rev.number, generation)
     cm, items = code_configmap(r, meta, bundle)
-    cm["metadata"]["labels"] = dict(own)
+    cm["metadata"]["labels"] = {k: v for k, v in own.items() if k != C.LABEL_SERVICE_GENERATION}
     env = _env(r, service, rev)
     cluster = ray_cluster_spec(r, meta, items, env, own, group=GROUP)
+    head = cluster["headGroupSpec"]["template"]["spec"]["containers"][0]
+    head["ports"].append({"containerPort": SERVE_PORT, "name": "serve"})  # KubeRay's Serve Service
     workers = cluster["workerGroupSpecs"][0]
     workers.update(replicas=replicas, minReplicas=replicas, maxReplicas=replicas)
     pod = workers["template"]["spec"]
@@ -145,7 +158,7 @@ def render(r: Resolved, service: str, route: str, rev: S.Revision, bundle: CodeB
         "apiVersion": "ray.io/v1",
         "kind": "RayService",
         "metadata": {
-            "name": object_name(service),
+            "name": generation_name(service, generation),
             "namespace": r.namespace,
             "labels": rs_labels,
             "annotations": ann,
@@ -153,8 +166,8 @@ def render(r: Resolved, service: str, route: str, rev: S.Revision, bundle: CodeB
         "spec": {
             "serveConfigV2": yaml.safe_dump(serve_config(service, route, rev), sort_keys=False),
             "rayClusterConfig": cluster,
-            # a revision changes the pods (code, model): a new RayCluster, then the switch
-            "upgradeStrategy": {"type": "NewCluster"},
+            # never changed in place: the next change is the next generation's RayService
+            "upgradeStrategy": {"type": "None"},
         },
     }
     history = [{"number": rev.number, "modelVersion": rev.model.version if rev.model else None,
@@ -185,7 +198,22 @@ def render(r: Resolved, service: str, route: str, rev: S.Revision, bundle: CodeB
             "revisions": history,
         },
     }
-    return [owner, cm, rayservice]
+    return [owner, cm, rayservice, front_service(r.namespace, service, generation)]
+
+
+def front_service(namespace: str, service: str, generation: int) -> dict[str, Any]:
+    """The stable endpoint: the serving generation's head (Ray Serve's proxy runs there)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": object_name(service), "namespace": namespace,
+                     "labels": {C.LABEL_SERVICE: service, C.LABEL_MANAGED_BY: C.MANAGED_BY_VALUE}},
+        "spec": {
+            "selector": {C.LABEL_SERVICE: service, C.LABEL_SERVICE_GENERATION: str(generation),
+                         "ray.io/node-type": "head"},
+            "ports": [{"name": "serve", "port": SERVE_PORT, "targetPort": SERVE_PORT}],
+        },
+    }  # fmt: skip
 
 
 def upgrade_gpus(replicas: int, gpus: int) -> int:
@@ -248,9 +276,9 @@ class KubeServe:
         never = ceiling.never_admittable(ceiling.podsets(objects), limits, cq)
         return never, cq, ceiling.room(cq, cqs, cohorts)
 
-    def send(self, objects: list[dict[str, Any]], create: bool) -> None:
+    def send(self, objects: list[dict[str, Any]], create: bool) -> dict[str, Any]:
         """The TauService first (created for a new service: a name taken in the namespace is
-        refused), then the code ConfigMap and the RayService, owned by it."""
+        refused), then the objects after it, each owned by it. Returns the owner reference."""
         from taugrid.kube.client import Forbidden
 
         owner, *rest = objects
@@ -270,58 +298,129 @@ class KubeServe:
         ref = {"apiVersion": C.API_VERSION, "kind": "TauService", "name": name,
                "uid": got["metadata"]["uid"], "blockOwnerDeletion": True}  # fmt: skip
         for obj in rest:
-            obj["metadata"]["ownerReferences"] = [ref]
-            self.kube.apply(obj)
+            self.owned(obj, ref)
+        return ref
+
+    def owned(self, obj: dict[str, Any], ref: dict[str, Any]) -> None:
+        obj["metadata"]["ownerReferences"] = [ref]
+        self.kube.apply(obj)
+
+    def owner_ref(self, rec: S.ServiceRecord) -> dict[str, Any] | None:
+        got = self.kube.get("TauService", object_name(rec.name), rec.namespace)
+        if got is None:
+            return None
+        return {"apiVersion": C.API_VERSION, "kind": "TauService", "name": rec.name,
+                "uid": got["metadata"]["uid"], "blockOwnerDeletion": True}  # fmt: skip
+
+    def generations(self, rec: S.ServiceRecord) -> dict[int, dict[str, Any]]:
+        """The service's RayServices by generation."""
+        out = {}
+        for rs in self.kube.list("RayService", rec.namespace, labels={C.LABEL_SERVICE: rec.name}):
+            if rs["metadata"].get("deletionTimestamp"):
+                continue  # going: it serves no more
+            g = (rs["metadata"].get("labels") or {}).get(C.LABEL_SERVICE_GENERATION, "")
+            if g.isdigit():
+                out[int(g)] = rs
+        return out
+
+    def switch(self, rec: S.ServiceRecord, to: int) -> None:
+        """The stable Service to generation `to`'s head, then every other generation deleted
+        (its pods go, and Kueue gives their quota back)."""
+        ref = self.owner_ref(rec)
+        if ref is None:
+            raise TauError(f"service {rec.name} is gone from namespace {rec.namespace}",
+                           exit_code=EXIT_PLATFORM)  # fmt: skip
+        self.owned(front_service(rec.namespace or "", rec.name, to), ref)
+        for g in self.generations(rec):
+            if g != to:
+                self.kube.delete("RayService", generation_name(rec.name, g), rec.namespace)
+
+    def drop(self, rec: S.ServiceRecord, keep: int | None = None) -> None:
+        """Delete the service's RayServices but `keep` (scale to zero: none)."""
+        for g in self.generations(rec):
+            if g != keep:
+                self.kube.delete("RayService", generation_name(rec.name, g), rec.namespace)
+
+    def ready(self, rs: dict[str, Any], app: str) -> bool:
+        status = rs.get("status") or {}
+        apps = (status.get("activeServiceStatus") or {}).get("applicationStatuses") or {}
+        return (
+            status.get("serviceStatus") == "Running"
+            and (apps.get(app) or {}).get("status") == "RUNNING"
+        )
 
     def observe(self, rec: S.ServiceRecord) -> Observed:
-        """The RayService, its Kueue workload and its pods, as the status needs them."""
+        """The serving generation's RayService, its Kueue workload and pods; and the one
+        starting beside it, if any."""
+        try:
+            if self.kube.get("TauService", object_name(rec.name), rec.namespace) is None:
+                return Observed(head_up=True, exists=False)
+            gens = self.generations(rec)
+            pods = self.kube.list("Pod", rec.namespace, labels={C.LABEL_SERVICE: rec.name})
+            workloads = self.kube.list("Workload", rec.namespace)
+        except TauError:
+            return Observed(head_up=False, exists=False)
+        serving = gens.get(rec.generation)
+        pending = gens.get(rec.pending_generation) if rec.pending_generation else None
+
+        def running(g: int | None) -> int:
+            return sum(1 for p in pods
+                       if (p["metadata"].get("labels") or {}).get(C.LABEL_SERVICE_GENERATION) == str(g)
+                       and (p["metadata"].get("labels") or {}).get("ray.io/group") == GROUP
+                       and (p.get("status") or {}).get("phase") == "Running")  # fmt: skip
+
+        def kueue(rs: dict[str, Any] | None) -> tuple[bool | None, str]:
+            if rs is None:
+                return None, ""
+            return self._admission(rs, workloads, rec.workspace)
+
+        def replicas(rs: dict[str, Any] | None) -> int:
+            groups = ((rs or {}).get("spec") or {}).get("rayClusterConfig", {}).get(
+                "workerGroupSpecs"
+            ) or [{}]
+            return int(groups[0].get("replicas") or 0)
+
+        simulated = self._simulated()
+        if serving is None and pending is None:  # scaled to zero: nothing holds GPUs
+            return Observed(head_up=True, exists=True, status="RUNNING", revision=rec.serving,
+                            wanted=0, running=0, simulated=simulated)  # fmt: skip
+        main = serving or pending
+        assert main is not None
+        admitted, waiting = kueue(main)
+        revision = (main["metadata"].get("labels") or {}).get(C.LABEL_SERVICE_REVISION, "")
+        status = "RUNNING" if self.ready(main, rec.name) else "DEPLOYING"
+        new_running = None
+        if serving is not None and pending is not None:
+            status = "DEPLOYING"  # a new generation starts beside the serving one
+            new_running = running(rec.pending_generation)
+            p_admitted, p_waiting = kueue(pending)
+            if p_admitted is False:
+                waiting = f"the new RayService waits: {p_waiting}"
+        return Observed(
+            head_up=True, exists=True, status=status,
+            revision=int(revision) if revision.isdigit() else None,
+            wanted=replicas(main), running=running(rec.generation if serving else rec.pending_generation),
+            admitted=admitted, waiting=waiting, simulated=simulated,
+            upgrading=pending is not None and serving is not None, new_running=new_running,
+        )  # fmt: skip
+
+    def _admission(self, rs: dict[str, Any], workloads: list[dict[str, Any]],
+                   queue_owner: str | None) -> tuple[bool | None, str]:  # fmt: skip
         from taugrid.api.kueuewords import explain
         from taugrid.kube.facts import admitted
 
-        ns, name = rec.namespace or "", object_name(rec.name)
-        try:
-            rs = self.kube.get("RayService", name, ns)
-        except TauError:
-            return Observed(head_up=False, exists=False)
-        if rs is None:
-            return Observed(head_up=True, exists=False)
-        status = rs.get("status") or {}
-        active = status.get("activeServiceStatus") or {}
-        pending = status.get("pendingServiceStatus") or {}
-        app = ((active.get("applicationStatuses") or {}).get(rec.name)) or {}
-        workload = next((w for w in self.kube.list("Workload", ns)
-                         if any(o.get("kind") == "RayService" and o.get("name") == name
-                                for o in w["metadata"].get("ownerReferences") or [])), None)  # fmt: skip
-        is_admitted, waiting = None, ""
-        if workload is not None:
-            is_admitted = admitted(workload)
-            if not is_admitted:
-                conds = (workload.get("status") or {}).get("conditions") or []
-                msg = next(
-                    (c.get("message", "") for c in conds if c.get("type") == "QuotaReserved"), ""
-                )
-                words = explain(str(msg), rec.workspace)
-                waiting = words.text if words else str(msg)
-        pods = self.kube.list("Pod", ns, labels={C.LABEL_SERVICE: rec.name})
-        workers = [
-            p for p in pods if ((p["metadata"].get("labels") or {}).get("ray.io/group") == GROUP)
-        ]
-        running = [p for p in workers if (p.get("status") or {}).get("phase") == "Running"]
-        spec_replicas = (rs["spec"]["rayClusterConfig"]["workerGroupSpecs"] or [{}])[0].get(
-            "replicas", 0
-        )
-        revision = (rs["metadata"].get("labels") or {}).get(C.LABEL_SERVICE_REVISION)
-        serve_status = str(
-            app.get("status")
-            or ("DEPLOYING" if status.get("serviceStatus") != "Running" else "RUNNING")
-        )
-        return Observed(
-            head_up=True, exists=True, status=serve_status, message=str(app.get("message") or ""),
-            revision=int(revision) if revision and revision.isdigit() else None,
-            wanted=int(spec_replicas or 0), running=len(running),
-            starting=len(workers) - len(running), admitted=is_admitted, waiting=waiting,
-            simulated=self._simulated(), upgrading=bool(pending.get("rayClusterName")),
-        )  # fmt: skip
+        name = rs["metadata"]["name"]
+        w = next((w for w in workloads
+                  if any(o.get("kind") == "RayService" and o.get("name") == name
+                         for o in w["metadata"].get("ownerReferences") or [])), None)  # fmt: skip
+        if w is None:
+            return None, ""
+        if admitted(w):
+            return True, ""
+        conds = (w.get("status") or {}).get("conditions") or []
+        msg = next((c.get("message", "") for c in conds if c.get("type") == "QuotaReserved"), "")
+        words = explain(str(msg), queue_owner)
+        return False, words.text if words else str(msg or "it waits in its queue")
 
     def _simulated(self) -> bool:
         """The sandbox (stack `sandbox`) runs KWOK: pods without containers."""
@@ -336,4 +435,4 @@ class KubeServe:
 
     def gone(self, rec: S.ServiceRecord) -> bool:
         return (self.kube.get("TauService", object_name(rec.name), rec.namespace) is None
-                and self.kube.get("RayService", object_name(rec.name), rec.namespace) is None)  # fmt: skip
+                and not self.generations(rec))  # fmt: skip

@@ -34,7 +34,8 @@ class Observed:
     admitted: bool | None = None  # Kueue admitted it (a cluster; None: not asked)
     waiting: str = ""  # why Kueue has not admitted it, in TauGrid's words
     simulated: bool = False  # the cluster's nodes run no containers (the sandbox's KWOK)
-    upgrading: bool = False  # a new RayCluster is being prepared beside the serving one
+    upgrading: bool = False  # a new RayService starts beside the serving one (a cluster)
+    new_running: int | None = None  # its replicas running (None: count by start times)
 
 
 def _epoch(iso: str | None) -> float | None:
@@ -66,7 +67,9 @@ def compute(rec: S.ServiceRecord, obs: Observed, answered: bool | None = None,
     model = cur.model.short if cur.model else None
     new_since = _epoch(rec.rollout_started_at)
     new_ready = None
-    if new_since is not None and not rec.rollout_done:
+    if obs.new_running is not None:
+        new_ready = obs.new_running
+    elif new_since is not None and not rec.rollout_done:
         new_ready = sum(1 for t in obs.started_at if t >= new_since)
     replicas = S.Replicas(ready=obs.running, wanted=obs.wanted, starting=obs.starting,
                           new_ready=new_ready)  # fmt: skip
@@ -80,7 +83,8 @@ def compute(rec: S.ServiceRecord, obs: Observed, answered: bool | None = None,
     return S.ServiceStatus(
         name=rec.name, target=rec.target, phase=phase, summary=summary, revision=rec.serving,
         model=model, endpoint=rec.endpoint, replicas=replicas, scale=rec.scale.describe(),
-        healthy=healthy, serving=answered, rollout=rollout, revisions=revision_rows(rec),
+        healthy=healthy, serving=answered, admitted=obs.admitted, rollout=rollout,
+        revisions=revision_rows(rec),
         events=events or [],
     )  # fmt: skip
 
@@ -129,16 +133,19 @@ def _phase(rec: S.ServiceRecord, obs: Observed, answered: bool | None, probe_sta
     if obs.status == "DELETING":
         return "Deleted", "being removed", False
     if obs.wanted == 0 and obs.running == 0:
+        if rec.target == "kube":
+            return ("ScaledToZero", f"scaled to zero: no RayService holds GPUs (they are back in "
+                    f"the queue); `tau serve scale {name} --replicas N` starts revision {n} again",
+                    True)  # fmt: skip
         if rec.scale.autoscaling is not None:
             return ("ScaledToZero", f"revision {n} is scaled to zero while idle: the next request "
                     "starts a replica (it waits, it is not dropped)", True)  # fmt: skip
         return "Ready", f"revision {n} has 0 replicas (tau serve scale {name} --replicas N)", True
     where = f" on {rec.endpoint}" if rec.endpoint else ""
-    if obs.simulated:
-        where += (" (the sandbox's nodes are simulated: no container runs, so no request is "
-                  "ever answered there)")  # fmt: skip
+    note = ("; the sandbox's nodes are simulated: no container runs there, so no request is "
+            "ever answered") if obs.simulated else ""  # fmt: skip
     if answered is False:
         code = f"HTTP {probe_status}" if probe_status else "no answer"
         return ("Unhealthy", f"revision {n} runs ({ready}) but its readiness request got "
                 f"{code}{where}", False)  # fmt: skip
-    return "Ready", f"serving revision {n}{where}: {ready}", True
+    return "Ready", f"serving revision {n}{where}: {ready}{note}", True

@@ -38,15 +38,15 @@ def rendered(replicas: int = 2, **service: Any) -> tuple[resolve.Resolved, list[
     r = resolve.resolve(m, load.load_snapshot(PROFILES), workspace="research", profile="cpu"
                         if spec.gpus == 0 else None)  # fmt: skip
     bundle = codebundle.collect(loaded.folder)
-    return r, K.render(r, "iris", "/iris", revision(spec), bundle, replicas, "rolling")
+    return r, K.render(r, "iris", "/iris", revision(spec), bundle, replicas, "rolling", 3)
 
 
 def test_the_objects_validate_against_kuberay_kubernetes_and_taugrid_schemas(
     upstream_crds: Path, tmp_path: Path
 ) -> None:
-    _, (owner, cm, rs) = rendered()
+    _, (owner, cm, rs, front) = rendered()
     assert crd_errors(rs, upstream_crds / "kuberay" / "ray.io_rayservices.yaml", "v1") == []
-    assert k8s_errors(cm) == []
+    assert k8s_errors(cm) == [] and k8s_errors(front) == []
     cluster = rs["spec"]["rayClusterConfig"]
     for tpl in [cluster["headGroupSpec"]["template"]] + [
         g["template"] for g in cluster["workerGroupSpecs"]
@@ -59,7 +59,7 @@ def test_the_objects_validate_against_kuberay_kubernetes_and_taugrid_schemas(
 
 
 def test_kueue_can_admit_it_and_the_queue_and_labels_are_the_workspace_s() -> None:
-    r, (owner, cm, rs) = rendered(replicas=3)
+    r, (owner, cm, rs, front) = rendered(replicas=3)
     assert rs["metadata"]["labels"][C.KUEUE_QUEUE_LABEL] == r.queue
     assert rs["metadata"]["namespace"] == owner["metadata"]["namespace"] == r.namespace
     cluster = rs["spec"]["rayClusterConfig"]
@@ -72,11 +72,20 @@ def test_kueue_can_admit_it_and_the_queue_and_labels_are_the_workspace_s() -> No
         assert tpl["metadata"]["labels"][C.LABEL_SERVICE_REVISION] == "2"
         assert C.LABEL_RUN_ID not in tpl["metadata"]["labels"]  # not a run's pod
     assert cm["metadata"]["labels"][C.LABEL_SERVICE] == "iris"
+    head = cluster["headGroupSpec"]["template"]["spec"]["containers"][0]
+    assert {"containerPort": K.SERVE_PORT, "name": "serve"} in head["ports"]  # KubeRay needs it
     assert owner["spec"]["replicas"] == 3 and owner["spec"]["modelVersion"] == PIN.version
+    # one RayService per generation, never changed in place; the stable Service selects the
+    # serving generation's head
+    assert rs["metadata"]["name"] == "iris-3" and rs["spec"]["upgradeStrategy"] == {"type": "None"}
+    assert front["metadata"]["name"] == "iris"
+    assert front["spec"]["selector"] == {C.LABEL_SERVICE: "iris", C.LABEL_SERVICE_GENERATION: "3",
+                                         "ray.io/node-type": "head"}  # fmt: skip
+    assert cluster["headGroupSpec"]["template"]["metadata"]["labels"][C.LABEL_SERVICE_GENERATION] == "3"
 
 
 def test_the_workers_lay_out_the_pinned_model_before_ray_starts() -> None:
-    _, (_, _, rs) = rendered()
+    _, (_, _, rs, _) = rendered()
     pod = rs["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]["template"]["spec"]
     (init,) = pod["initContainers"]
     assert init["command"] == ["python", "/code/tau_inputs.py"]
@@ -100,7 +109,7 @@ def test_the_workers_lay_out_the_pinned_model_before_ray_starts() -> None:
 
 
 def test_gpus_per_replica_are_placed_by_the_profiles() -> None:
-    r, (_, _, rs) = rendered(replicas=2, gpus=1)
+    r, (_, _, rs, _) = rendered(replicas=2, gpus=1)
     assert r.profile.name == "a100x1" and r.gpus == 1
     pod = rs["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]["template"]["spec"]
     assert pod["containers"][0]["resources"]["limits"][r.gpu_resource] == "1"
@@ -113,6 +122,6 @@ def test_scale_to_zero_and_autoscaling_become_fixed_sizes() -> None:
     assert K.replicas_of(S.Scale(replicas=0)) == 0
     assert K.replicas_of(S.Scale()) == 1
     assert K.replicas_of(S.Scale(autoscaling=S.Autoscaling(min_replicas=0, max_replicas=3))) == 3
-    _, (_, _, rs) = rendered(replicas=0)
+    _, (_, _, rs, _) = rendered(replicas=0)
     assert rs["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]["replicas"] == 0
     assert K.upgrade_gpus(2, 4) == 8

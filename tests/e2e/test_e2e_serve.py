@@ -1,0 +1,154 @@
+"""`tau serve --target kube` on the sandbox: a RayService in the researcher's workspace, admitted
+by Kueue, its replica pods on GPU nodes; a rollout that cannot fit beside the serving revision is
+refused with the numbers; scale to zero gives the queue its GPUs back; a blue/green rollback
+switches the stable Service to a new RayService and deletes the old; delete removes everything;
+another workspace's researcher cannot touch it. (KWOK runs no containers: the sandbox's KubeRay reports
+the Serve application as KubeRay would see it, and no request is ever answered.)"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import run_tau as tau
+from kubekit import wait_until
+from sandboxkit import admin, kube_env
+
+from taugrid.api import constants as C
+
+pytestmark = pytest.mark.e2e
+NS = "research"  # the research workspace's namespace (Pulumi.sandbox.yaml)
+
+
+def project(folder: Path, name: str, replicas: int) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "serve_app.py").write_text("app = None  # (KWOK runs no container)\n")
+    (folder / "tau.yaml").write_text(
+        f"schema_version: 1\nname: {name}\n"
+        "runtime: {image: rayproject/ray:2.56.0-py312-gpu}\n"
+        f"service: {{import_path: 'serve_app:app', model: clf@prod, gpus: 1, cpus: 4, "
+        f"memory: 16Gi, replicas: {replicas}}}\n"
+    )
+    return folder
+
+
+def register(home: Path, folder: Path, text: str) -> str:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "model.json").write_text(text)
+    res = tau(home, "data", "model", "register", "clf", str(folder), "-o", "json")
+    assert res.returncode == 0, res.stderr
+    return str(json.loads(res.stdout)["version"])
+
+
+def serve(home: Path, *args: str, who: str = "researcher") -> Any:
+    return tau(home, "serve", *args, env=kube_env(home, who))
+
+
+def st(home: Path, name: str) -> dict[str, Any]:
+    res = serve(home, "status", name, "-o", "json")
+    assert res.returncode == 0, res.stderr
+    return dict(json.loads(res.stdout))
+
+
+def gpus_used(dyn: Any, flavor: str = "a100x1") -> int:
+    cq = dyn.resources.get(api_version="kueue.x-k8s.io/v1beta2", kind="ClusterQueue").get(
+        name="gpu"
+    )
+    for f in (cq.to_dict().get("status") or {}).get("flavorsUsage") or []:
+        if f["name"] == flavor:
+            return sum(
+                int(r.get("total", "0")) for r in f["resources"] if r["name"] == C.GPU_RESOURCE
+            )
+    return 0
+
+
+def test_a_service_on_the_cluster_from_deploy_to_delete(sandbox: Path, tmp_path: Path) -> None:
+    dyn = admin(sandbox)
+    v1 = register(sandbox, tmp_path / "m1", '{"w": 1}')
+    v2 = register(sandbox, tmp_path / "m2", '{"w": 2}')
+    assert tau(sandbox, "data", "model", "alias", "set", "clf", "prod", v1).returncode == 0
+    folder = project(tmp_path / "svc", "clf", replicas=2)
+    before = gpus_used(dyn)
+
+    res = serve(sandbox, "deploy", str(folder), "--target", "kube", "--no-wait", "-o", "json")
+    assert res.returncode == 0, res.stderr
+    assert "queue" in res.stderr and NS in res.stderr
+    # Kueue admits the RayService; its two one-GPU replicas run on a100x1 nodes
+    wait_until(lambda: st(sandbox, "clf")["admitted"] is True, 120, "Kueue admits it")
+    pods = wait_until(lambda: [p for p in dyn.resources.get(api_version="v1", kind="Pod").get(
+        namespace=NS, label_selector=f"{C.LABEL_SERVICE}=clf,ray.io/group=replicas").items
+        if p.spec.nodeName] or None, 120, "replica pods scheduled")  # fmt: skip
+    nodes = {p.spec.nodeName for p in pods}
+    assert all(n.startswith("a100x1") for n in nodes), nodes
+    assert gpus_used(dyn) == before + 2
+    ready = wait_until(lambda: (s := st(sandbox, "clf"))["phase"] == "Ready" and s, 180, "Ready")
+    assert ready["model"] == f"clf@{v1[:19]}" and ready["revision"] == 1
+    assert "simulated" in ready["summary"]  # KWOK: no container, no answer
+    assert ready["endpoint"] == f"http://clf.{NS}.svc:8000/clf"
+    rs = dyn.resources.get(api_version="ray.io/v1", kind="RayService").get(
+        name="clf-1", namespace=NS
+    )
+    owner = rs.metadata.ownerReferences[0]
+    assert (owner.kind, owner.name) == ("TauService", "clf")
+
+    # a new model is a new RayService beside the serving one until it serves, and the queue
+    # has no room for two more GPUs in a100x1: refused with the numbers, nothing changed
+    res = serve(sandbox, "rollout", "clf", "--model", f"clf@{v2}")
+    assert res.returncode == 3, res.stderr
+    assert "needs 2 GPU(s) for its new RayService beside revision 1" in res.stderr
+    assert "queue gpu has 0 free" in res.stderr and "tau quota request --gpus 2" in res.stderr
+    assert st(sandbox, "clf")["revision"] == 1
+
+    # invoking a cluster service from here is refused, with where it answers
+    res = serve(sandbox, "invoke", "clf", "--data", "{}")
+    assert res.returncode == 2 and f"clf.{NS}.svc" in res.stderr
+
+    # another workspace's researcher cannot touch it
+    bob_home = tmp_path / "bob"
+    shutil.copytree(sandbox / "services" / "clf", bob_home / "services" / "clf")
+    res = tau(bob_home, "serve", "delete", "clf", env=kube_env(sandbox, "bob"))
+    assert res.returncode == 4 and "forbidden" in res.stderr.lower(), res.stderr
+    res = serve(sandbox, "deploy", str(folder), "--target", "kube", "--name", "theirs",
+                "--workspace", NS, "--no-wait", who="bob")  # fmt: skip
+    assert res.returncode == 4 and "forbidden" in res.stderr.lower(), res.stderr
+    assert dyn.resources.get(api_version="ray.io/v1", kind="RayService").get(
+        name="clf-1", namespace=NS
+    )
+
+    # scale to zero gives the queue its GPUs back; the service and its endpoint stay
+    res = serve(sandbox, "scale", "clf", "--replicas", "0", "-o", "json")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["phase"] == "ScaledToZero"
+    wait_until(lambda: gpus_used(dyn) == before, 120, "the GPUs back in the queue")
+    # a rollout while at zero is recorded; one replica starts it, then a blue/green rollback
+    # runs the previous revision's RayService beside it (room for one more GPU) and switches
+    res = serve(sandbox, "rollout", "clf", "--model", f"clf@{v2}", "-o", "json")
+    assert res.returncode == 0 and json.loads(res.stdout)["phase"] == "ScaledToZero", res.stderr
+    res = serve(sandbox, "scale", "clf", "--replicas", "1", "-o", "json")
+    assert res.returncode == 0, res.stderr
+    up = json.loads(res.stdout)
+    assert (up["phase"], up["revision"], up["model"]) == ("Ready", 2, f"clf@{v2[:19]}")
+    res = serve(sandbox, "rollback", "clf", "-o", "json")
+    assert res.returncode == 0, res.stderr
+    back = json.loads(res.stdout)
+    assert (back["phase"], back["revision"]) == ("Ready", 1)
+    names = [r.metadata.name for r in dyn.resources.get(api_version="ray.io/v1",
+             kind="RayService").get(namespace=NS, label_selector=f"{C.LABEL_SERVICE}=clf").items
+             if not r.metadata.deletionTimestamp]  # fmt: skip
+    assert len(names) == 1, names  # the previous generation is gone
+    front = dyn.resources.get(api_version="v1", kind="Service").get(name="clf", namespace=NS)
+    assert front.spec.selector[C.LABEL_SERVICE_GENERATION] == names[0].rsplit("-", 1)[1]
+    kinds = [e["kind"] for e in st(sandbox, "clf")["events"]]
+    assert kinds.count("switched") >= 2 and "rollback" in kinds
+
+    # delete removes everything it owns
+    res = serve(sandbox, "delete", "clf")
+    assert res.returncode == 0, res.stderr
+    assert "its RayService and pods are gone" in res.stderr
+    rss = dyn.resources.get(api_version="ray.io/v1", kind="RayService").get(namespace=NS).items
+    assert not [r.metadata.name for r in rss if r.metadata.name.startswith("clf-")]
+    assert serve(sandbox, "status", "clf").returncode == 2
+    wait_until(lambda: gpus_used(dyn) == before, 60, "quota free after delete")
