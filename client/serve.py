@@ -839,6 +839,8 @@ def _await(name: str, number: int, timeout_s: float, say: Say) -> S.ServiceStatu
             say(st.summary)
             last = st.summary
         settled = st.revision == number and st.rollout is None
+        if st.target == "kube" and settled:  # a new generation still starting: not yet
+            settled = not _sd(name).read().pending_generation
         if settled and st.phase == "Ready" and st.serving is not False:
             return st
         if settled and st.phase == "ScaledToZero":

@@ -157,3 +157,23 @@ def test_a_run_that_may_fit_or_an_unknown_ceiling_is_submitted(
     backend = KubeBackend(kube=fake)
     rd = backend.submit(prepared(backend, home), SubmitOptions(), lambda _m: None)
     assert rd.read_record().handle.sent  # type: ignore[union-attr]
+
+
+def test_the_room_of_a_queue_is_its_ceiling_less_what_it_uses() -> None:
+    gpu = cq("gpu", None, {"a100": {"nvidia.com/gpu": {"nominalQuota": "2"}},
+                           "h100": {"nvidia.com/gpu": {"nominalQuota": "8"}}})  # fmt: skip
+    gpu["status"] = {"flavorsUsage": [{"name": "a100", "resources": [{"name": "nvidia.com/gpu", "total": "2"}]},
+                                      {"name": "h100", "resources": [{"name": "nvidia.com/gpu", "total": "3"}]}]}  # fmt: skip
+    assert ceiling.room("gpu", [gpu], []) == {("a100", "nvidia.com/gpu"): D(0),
+                                              ("h100", "nvidia.com/gpu"): D(5)}  # fmt: skip
+    assert ceiling.room("nosuch", [gpu], []) is None
+
+
+def test_podsets_of_a_rayservice_are_its_head_and_replicas() -> None:
+    pod = {"containers": [{"resources": {"requests": {"nvidia.com/gpu": "1", "cpu": "4"}}}]}
+    rs = {"kind": "RayService", "spec": {"rayClusterConfig": {
+        "headGroupSpec": {"template": {"spec": {"containers": [{"resources": {"requests": {"cpu": "1"}}}]}}},
+        "workerGroupSpecs": [{"groupName": "replicas", "replicas": 3, "template": {"spec": pod}}]}}}  # fmt: skip
+    head, replicas = ceiling.podsets([rs])
+    assert (head.name, head.count, replicas.name, replicas.count) == ("head", 1, "replicas", 3)
+    assert replicas.total("nvidia.com/gpu") == D(3)
