@@ -340,3 +340,19 @@ def test_a_port_in_use_is_refused_before_ray_serve_starts(
         with pytest.raises(TauError, match=rf"port {taken} on 127\.0\.0\.1 is in use") as e:
             L.LocalServe(head()).apply("iris", {"name": "iris"}, want_port=taken)
     assert e.value.exit_code == 4 and fake.puts == []
+
+
+def test_a_run_with_no_checkpoint_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    from portalkit import make_run
+
+    home = tmp_path / "home"
+    make_run(home, "train-aaaaa")  # ended, no checkpoint
+    folder = write(
+        tmp_path / "p", "service: {import_path: 'serve_app:app', from_run: train-aaaaa}\n"
+    )
+    res = run_tau(home, "serve", "deploy", str(folder))
+    assert res.returncode == 2, res.stderr
+    assert "run train-aaaaa has no complete checkpoint" in res.stderr
+    assert not (home / "services" / "iris").exists()
+    res = run_tau(home, "serve", "deploy", str(folder), "--from-run", "nosuch-zzzzz")
+    assert res.returncode == 2 and "nosuch-zzzzz" in res.stderr and "Traceback" not in res.stderr
