@@ -223,13 +223,7 @@ def deploy(file: str | Path | None = None, *, name: str | None = None, model: st
     _local_checks(spec, spec.rollout.strategy)
     sd = ServiceDir(name)
     with sd.lock():
-        if sd.exists():
-            old = sd.read()
-            raise TauError(f"service {name!r} exists (revision {old.serving}, from {old.current.source})",
-                           exit_code=EXIT_USAGE, hint=f"update it: tau serve rollout {name} "
-                           f"[--model REF]; or remove it first: tau serve delete {name}")  # fmt: skip
-        pin = _pin(spec, name)
-        say(f"model: {pin.short} ({pin.ref})" if pin else "model: none (service.model unset)")
+        pin = _claim(sd, spec, say)
         created = records.now()
         applied = False
         try:
@@ -280,13 +274,7 @@ def _deploy_kube(file: str | Path | None, name: str, model: str | None, from_run
                        hint="service: {rollout: {strategy: blue-green}}")  # fmt: skip
     sd = ServiceDir(name)
     with sd.lock():
-        if sd.exists():
-            old = sd.read()
-            raise TauError(f"service {name!r} exists (revision {old.serving}, {old.target})",
-                           exit_code=EXIT_USAGE, hint=f"update it: tau serve rollout {name}; or "
-                           f"remove it first: tau serve delete {name}")  # fmt: skip
-        pin = _pin(spec, name)
-        say(f"model: {pin.short} ({pin.ref})" if pin else "model: none (service.model unset)")
+        pin = _claim(sd, spec, say)
         sent = False
         try:
             servekube.deploy(sd, m, spec, source, pin, spec.route_prefix or f"/{name}",
@@ -299,6 +287,20 @@ def _deploy_kube(file: str | Path | None, name: str, model: str | None, from_run
     if not wait:
         return status(name)
     return _await(name, 1, timeout_s, say)
+
+
+def _claim(sd: ServiceDir, spec: S.ServiceSpec, say: Say) -> S.ModelPin | None:
+    """A new service's name (refused when one of that name exists here) and its model,
+    pinned to the exact version (under the service's lock)."""
+    if sd.exists():
+        old = sd.read()
+        raise TauError(f"service {sd.name!r} exists (revision {old.serving}, {old.target}, from "
+                       f"{old.current.source})", exit_code=EXIT_USAGE,
+                       hint=f"update it: tau serve rollout {sd.name} [--model REF]; or remove it "
+                       f"first: tau serve delete {sd.name}")  # fmt: skip
+    pin = _pin(spec, sd.name)
+    say(f"model: {pin.short} ({pin.ref})" if pin else "model: none (service.model unset)")
+    return pin
 
 
 def _on_cluster(sd: ServiceDir) -> bool:

@@ -85,3 +85,28 @@ class Discovery:
             return default
         raise TauError("say which workspace with --workspace", exit_code=EXIT_USAGE,
                        hint="tau workspaces lists yours")  # fmt: skip
+
+
+class Connected:
+    """A kubeconfig context's client and what its cluster offers, each made on first use (one
+    TauCluster read per instance). Set `_context` and `_kube` (a client given, e.g. a fake)
+    in `__init__`."""
+
+    _context: str | None = None
+    _kube: KubeAPI | None = None
+    _discovery: Discovery | None = None
+
+    @property
+    def kube(self) -> KubeAPI:
+        if self._kube is None:
+            from taugrid.kube.client import Kube
+
+            self._kube = Kube(self._context)
+        return self._kube
+
+    @property
+    def discovery(self) -> Discovery:
+        """What the cluster offers (its TauCluster read once per instance)."""
+        if self._discovery is None:
+            self._discovery = Discovery(self.kube)
+        return self._discovery

@@ -26,6 +26,7 @@ from taugrid.api import constants as C
 from taugrid.api import serve as S
 from taugrid.api.errors import EXIT_PLATFORM, EXIT_USAGE, TauError
 from taugrid.api.manifest import Compute, Manifest, RunSpec
+from taugrid.kube.discovery import Connected
 from taugrid.runs.codebundle import CodeBundle
 from taugrid.runs.render import RunMeta, code_configmap, ray_cluster_spec
 from taugrid.runs.resolve import Resolved
@@ -33,7 +34,6 @@ from taugrid.serve.status import Observed
 
 if TYPE_CHECKING:
     from taugrid.kube.client import KubeAPI
-    from taugrid.kube.discovery import Discovery
 
 GROUP = "replicas"  # the worker group that holds the Ray Serve replicas
 MODEL_DIR = "/model"  # the init container lays the pinned model out here (an emptyDir)
@@ -223,29 +223,12 @@ def upgrade_gpus(replicas: int, gpus: int) -> int:
 
 
 # --- talking to the cluster ----------------------------------------------------------------------
-class KubeServe:
+class KubeServe(Connected):
     """One cluster (a kubeconfig context): a service's objects sent, observed and deleted."""
 
     def __init__(self, context: str | None = None, kube: KubeAPI | None = None) -> None:
-        self.context = context
+        self._context = context
         self._kube = kube
-        self._discovery: Discovery | None = None
-
-    @property
-    def kube(self) -> KubeAPI:
-        if self._kube is None:
-            from taugrid.kube.client import Kube
-
-            self._kube = Kube(self.context)
-        return self._kube
-
-    @property
-    def discovery(self) -> Discovery:
-        if self._discovery is None:
-            from taugrid.kube.discovery import Discovery
-
-            self._discovery = Discovery(self.kube)
-        return self._discovery
 
     def resolve(self, m: Manifest, spec: S.ServiceSpec, replicas: int, workspace: str | None,
                 profile: str | None) -> Resolved:  # fmt: skip

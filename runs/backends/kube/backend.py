@@ -24,7 +24,7 @@ from taugrid.api.evidence import KubeHandle, PulumiHandle, RunRecord
 from taugrid.api.observations import ClusterFacts, Observations
 from taugrid.api.vocabulary import TERMINAL, Phase
 from taugrid.kube.client import CONTEXT_ENV, Forbidden, KubeAPI
-from taugrid.kube.discovery import Discovery
+from taugrid.kube.discovery import Connected, Discovery
 from taugrid.kube.facts import (
     admitted,
     current_status,
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 SUBMITTING = "submitting.yaml"  # config/manifests/: the full objects until the cluster has them
 
 
-class KubeBackend(Template):
+class KubeBackend(Connected, Template):
     name = "kube"
 
     def __init__(self, context: str | None = None, kube: KubeAPI | None = None) -> None:
@@ -53,21 +53,6 @@ class KubeBackend(Template):
         self._discovery: Discovery | None = None
         self._sent_owner = False  # this submission's TauRun (or stack) reached the cluster
         self._kept: dict[tuple[str, ...], Any] = {}  # read once per backend (see _prefetch)
-
-    @property
-    def kube(self) -> KubeAPI:
-        if self._kube is None:
-            from taugrid.kube.client import Kube
-
-            self._kube = Kube(self._context)
-        return self._kube
-
-    @property
-    def discovery(self) -> Discovery:
-        """What the cluster offers (its TauCluster read once per backend)."""
-        if self._discovery is None:
-            self._discovery = Discovery(self.kube)
-        return self._discovery
 
     def workspace(self, name: str | None) -> WorkspaceRef:
         return self.discovery.workspace(name)
