@@ -221,6 +221,9 @@ class TauServiceSpec(_Model):
     gpusPerReplica: int = Field(0, ge=0)
     strategy: Literal["rolling", "blue-green", "canary"] = "rolling"
     routePrefix: str
+    generation: int = Field(
+        1, ge=1, description="The RayService <name>-<generation> that is to serve (the newest)"
+    )
     revisions: list[ServiceRevision] = Field(default_factory=list)
 
 

@@ -151,14 +151,14 @@ def new_generation(sd: ServiceDir, rec: S.ServiceRecord, rev: S.Revision, replic
 
 def advance(sd: ServiceDir, rec: S.ServiceRecord) -> S.ServiceRecord:
     """A pending generation that serves takes over: the stable Service moves to it and every
-    other generation is deleted (the caller records it, under the service's lock)."""
+    other generation is deleted (the controller applies the same rule on its own; whichever
+    sees it first). The caller records the result, under the service's lock."""
     if not rec.pending_generation:
         return rec
     ks = _serve(rec.context)
-    new = ks.generations(rec).get(rec.pending_generation)
-    if new is None or not ks.ready(new, rec.name):
+    ks.switch_if_ready(rec, rec.pending_generation)
+    if ks.serving_generation(rec) != rec.pending_generation:
         return rec
-    ks.switch(rec, rec.pending_generation)
     sd.event("switched", f"revision {rec.serving} serves (RayService {rec.name}-"
              f"{rec.pending_generation}); the previous one is deleted", rec.serving)  # fmt: skip
     return rec.model_copy(update={"generation": rec.pending_generation,

@@ -470,10 +470,14 @@ def quota_approver_objects(cfg: PlatformConfig) -> list[dict[str, Any]]:
 # What the controller does, and nothing more: it reads what it watches, writes the status of
 # TauGrid's objects, the quota of grant cohorts, and cordons/taints of nodes.
 CONTROLLER_RULES: list[dict[str, Any]] = [
-    {"apiGroups": [C.GROUP], "resources": ["runs", "quotarequests", "workspaces", "clusters"], "verbs": ["get", "list", "watch"]},
-    {"apiGroups": [C.GROUP], "resources": ["runs/status", "quotarequests/status", "workspaces/status", "clusters/status"], "verbs": ["get", "patch"]},
+    {"apiGroups": [C.GROUP], "resources": ["runs", "quotarequests", "workspaces", "clusters", "tauservices"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [C.GROUP], "resources": ["runs/status", "quotarequests/status", "workspaces/status", "clusters/status", "tauservices/status"], "verbs": ["get", "patch"]},
     {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": ["ray.io"], "resources": ["rayjobs"], "verbs": ["get", "list", "watch"]},
+    # services: a new generation that serves takes over (the Service's selector; the old
+    # RayService deleted), whether or not a `tau serve` command looks
+    {"apiGroups": ["ray.io"], "resources": ["rayservices"], "verbs": ["get", "list", "watch", "delete"]},
+    {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "patch"]},
     {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads", "clusterqueues", "localqueues", "resourceflavors"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": ["kueue.x-k8s.io"], "resources": ["cohorts"], "verbs": ["get", "list", "watch", "create", "patch"]},
     {"apiGroups": [""], "resources": ["pods", "persistentvolumeclaims"], "verbs": ["get", "list", "watch"]},

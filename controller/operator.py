@@ -156,6 +156,7 @@ class Controller:
         self._written: dict[RunKey, dict[str, Any]] = {}
         self._indexes: dict[str, Any] = {}  # kind -> kopf index of the platform's objects
         self._due: dict[RunKey, asyncio.Task[None]] = {}  # runs whose status is to be recorded
+        self._due_services: dict[RunKey, asyncio.Task[None]] = {}
         self._wake: dict[str, asyncio.Event] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._capacity_sig: tuple[Any, ...] = ()
@@ -188,7 +189,7 @@ class Controller:
 
         @kopf.on.cleanup(registry=reg)
         async def cleanup(**_: Any) -> None:
-            for t in [*me._tasks, *me._due.values()]:
+            for t in [*me._tasks, *me._due.values(), *me._due_services.values()]:
                 t.cancel()
 
         # Indexes: kopf fills them from its watches before any handler runs, so the recorder
@@ -266,6 +267,20 @@ class Controller:
             key = me.run_of(kw["namespace"], involved, kw)
             if key is not None:
                 await me.record(key, kw)
+
+        # Services (tau serve --target kube): a new generation that serves takes over, and the
+        # TauService's status follows its RayServices.
+        service = {C.LABEL_SERVICE: kopf.PRESENT}
+
+        @kopf.on.event("ray.io", "v1", "rayservices", labels=service, registry=reg)
+        async def on_rayservice(**kw: Any) -> None:
+            labels = kw["body"].get("metadata", {}).get("labels") or {}
+            await me.service_changed((kw["namespace"], labels[C.LABEL_SERVICE]))
+
+        @kopf.on.event(C.GROUP, C.VERSION, "tauservices", registry=reg)
+        async def on_tauservice(**kw: Any) -> None:
+            if kw["type"] != "DELETED":
+                await me.service_changed((kw["namespace"], kw["name"]))
 
         # Nodes: remediation, capacity, and the GPU signal of the runs on them.
         @kopf.on.event("v1", "nodes", registry=reg)
@@ -407,6 +422,38 @@ class Controller:
             raise
         except Exception as e:  # the next change of the run tries again
             log.warning("recording %s/%s failed: %s", key[0], key[1], e)
+
+    async def service_changed(self, key: RunKey) -> None:
+        """A service's RayService or TauService changed: one pass RECORD_AFTER_S later for all
+        the changes of that while (`serve.kube.KubeServe.reconcile`: switch to a generation that
+        serves, then its status, written only when it differs)."""
+        if key in self._due_services:
+            return
+        self._due_services[key] = asyncio.create_task(self._service_later(key))
+
+    async def _service_later(self, key: RunKey) -> None:
+        try:
+            await asyncio.sleep(RECORD_AFTER_S)
+        finally:
+            self._due_services.pop(key, None)
+        try:
+            await self._io(self._service_pass, key)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # the next change of the service tries again
+            log.warning("service %s/%s: %s", key[0], key[1], e)
+
+    def _service_pass(self, key: RunKey) -> None:
+        from taugrid.serve.kube import KubeServe
+
+        body = self.kube.get("TauService", key[1], key[0])
+        if body is None:
+            return
+        write = KubeServe(kube=self.kube).reconcile(
+            body, self.clock().isoformat().replace("+00:00", "Z")
+        )
+        if write is not None:
+            self.kube.apply_status(write, FIELD_MANAGER)
 
     async def record_now(self, key: RunKey, kw: Mapping[str, Any]) -> None:
         lock = self._locks.setdefault(key, asyncio.Lock())

@@ -195,6 +195,7 @@ def render(r: Resolved, service: str, route: str, rev: S.Revision, bundle: CodeB
             "gpusPerReplica": r.gpus,
             "strategy": strategy,
             "routePrefix": route,
+            "generation": generation,
             "revisions": history,
         },
     }
@@ -412,6 +413,39 @@ class KubeServe(Connected):
         except TauError:
             return False
 
+    def serving_generation(self, rec: S.ServiceRecord) -> int | None:
+        """The generation the stable Service selects now."""
+        svc = self.kube.get("Service", object_name(rec.name), rec.namespace)
+        selector = ((svc or {}).get("spec") or {}).get("selector") or {}
+        g = str(selector.get(C.LABEL_SERVICE_GENERATION, ""))
+        return int(g) if g.isdigit() else None
+
+    def switch_if_ready(self, rec: S.ServiceRecord, target: int) -> bool:
+        """The one rule, for the CLI and the controller alike (idempotent): when generation
+        `target`'s RayService serves and the Service selects another, switch to it."""
+        gens = self.generations(rec)
+        new = gens.get(target)
+        if new is None or not self.ready(new, rec.name):
+            return False
+        if self.serving_generation(rec) != target or len(gens) > 1:
+            self.switch(rec, target)
+            return True
+        return False
+
+    def reconcile(self, tauservice: dict[str, Any], now: str) -> dict[str, Any] | None:
+        """The controller's pass over one service: a pending generation that serves takes
+        over; returns the TauService status to write when it changed (None: nothing to write)."""
+        from taugrid.serve.status import compute
+
+        target = int((tauservice.get("spec") or {}).get("generation") or 0)
+        rec = record_of(tauservice, None)
+        serving = self.serving_generation(rec)
+        if target and target != serving and self.switch_if_ready(rec, target):
+            serving = target
+        rec = record_of(tauservice, serving)
+        st = compute(rec, self.observe(rec))
+        return status_body(tauservice, st, now)
+
     def remove(self, rec: S.ServiceRecord) -> bool:
         """Delete the TauService: the garbage collector removes what it owns."""
         return self.kube.delete("TauService", object_name(rec.name), rec.namespace)
@@ -419,3 +453,45 @@ class KubeServe(Connected):
     def gone(self, rec: S.ServiceRecord) -> bool:
         return (self.kube.get("TauService", object_name(rec.name), rec.namespace) is None
                 and not self.generations(rec))  # fmt: skip
+
+
+def record_of(tauservice: dict[str, Any], serving: int | None) -> S.ServiceRecord:
+    """What the status needs of a service, from its TauService (the controller has no local
+    record): its serving revision, model version and size; `serving`: the generation the
+    Service selects (the TauService's newest one is pending until it serves)."""
+    md, spec = tauservice["metadata"], tauservice.get("spec") or {}
+    ref, version = spec.get("modelRef"), spec.get("modelVersion")
+    pin = (S.ModelPin(ref=ref or version, name=(ref or "model").split("@")[0], version=version)
+           if version else None)  # fmt: skip
+    created = str(md.get("creationTimestamp") or "")
+    rev = S.Revision(number=int(spec["revision"]), created_at=created,
+                     created_by=str(spec.get("submitter") or ""), config_hash=str(spec["configHash"]),
+                     code_digest="", model=pin, spec=S.ServiceSpec(import_path="cluster:app"),
+                     source="")  # fmt: skip
+    target = int(spec.get("generation") or 1)
+    name, ns = str(spec["serviceName"]), str(md["namespace"])
+    return S.ServiceRecord(
+        name=name, target="kube", created_at=created, created_by=rev.created_by,
+        route_prefix=str(spec["routePrefix"]), namespace=ns, workspace=spec.get("workspace"),
+        profile=spec.get("profile"), revisions=[rev], serving=rev.number,
+        endpoint=f"http://{object_name(name)}.{ns}.svc:{SERVE_PORT}{spec['routePrefix']}",
+        scale=S.Scale(replicas=int(spec.get("replicas") or 0)),
+        generation=serving or 0, pending_generation=target if target != serving else None,
+    )  # fmt: skip
+
+
+def status_body(tauservice: dict[str, Any], st: S.ServiceStatus, now: str) -> dict[str, Any] | None:
+    """TauService.status for `st` (a timeline line per phase change), or None when what it
+    says has not changed (a quiet controller writes only differences)."""
+    old = tauservice.get("status") or {}
+    new = {"phase": st.phase, "summary": st.summary, "revision": st.revision,
+           "replicasReady": st.replicas.ready, "admitted": st.admitted}  # fmt: skip
+    if all(old.get(k) == v for k, v in new.items()):
+        return None
+    timeline = list(old.get("timeline") or [])
+    if old.get("phase") != st.phase:
+        timeline.append({"at": now, "reason": st.phase, "message": st.summary})
+    md = tauservice["metadata"]
+    return {"apiVersion": C.API_VERSION, "kind": "TauService",
+            "metadata": {"name": md["name"], "namespace": md["namespace"]},
+            "status": {**new, "observedAt": now, "timeline": timeline[-30:]}}  # fmt: skip

@@ -1,7 +1,8 @@
 """`tau serve --target kube` on the sandbox: a RayService in the researcher's workspace, admitted
 by Kueue, its replica pods on GPU nodes; a rollout that cannot fit beside the serving revision is
 refused with the numbers; scale to zero gives the queue its GPUs back; a blue/green rollback
-switches the stable Service to a new RayService and deletes the old; delete removes everything;
+switches the stable Service to a new RayService and deletes the old (the controller does it,
+and records the TauService's status); delete removes everything;
 another workspace's researcher cannot touch it. (KWOK runs no containers: the sandbox's KubeRay reports
 the Serve application as KubeRay would see it, and no request is ever answered.)"""
 
@@ -131,16 +132,28 @@ def test_a_service_on_the_cluster_from_deploy_to_delete(sandbox: Path, tmp_path:
     assert res.returncode == 0, res.stderr
     up = json.loads(res.stdout)
     assert (up["phase"], up["revision"], up["model"]) == ("Ready", 2, f"clf@{v2[:19]}")
-    res = serve(sandbox, "rollback", "clf", "-o", "json")
+    # (--no-wait, and no tau command looks: the controller moves the service to the new
+    # generation once it serves, deletes the previous one, and records the status)
+    res = serve(sandbox, "rollback", "clf", "--no-wait", "-o", "json")
     assert res.returncode == 0, res.stderr
-    back = json.loads(res.stdout)
-    assert (back["phase"], back["revision"]) == ("Ready", 1)
-    names = [r.metadata.name for r in dyn.resources.get(api_version="ray.io/v1",
-             kind="RayService").get(namespace=NS, label_selector=f"{C.LABEL_SERVICE}=clf").items
-             if not r.metadata.deletionTimestamp]  # fmt: skip
-    assert len(names) == 1, names  # the previous generation is gone
+    rayservices = dyn.resources.get(api_version="ray.io/v1", kind="RayService")
+
+    def live() -> list[str]:
+        return [r.metadata.name for r in rayservices.get(
+            namespace=NS, label_selector=f"{C.LABEL_SERVICE}=clf").items
+            if not r.metadata.deletionTimestamp]  # fmt: skip
+
+    names = wait_until(lambda: (n := live()) and len(n) == 1 and n[0] != "clf-2" and n, 180,
+                       "the controller switches to the new generation")  # fmt: skip
     front = dyn.resources.get(api_version="v1", kind="Service").get(name="clf", namespace=NS)
     assert front.spec.selector[C.LABEL_SERVICE_GENERATION] == names[0].rsplit("-", 1)[1]
+    tsvc = dyn.resources.get(api_version="tau.azure.com/v1alpha1", kind="TauService")
+    recorded = wait_until(lambda: (o := tsvc.get(name="clf", namespace=NS).to_dict().get("status")
+                                   or {}).get("phase") == "Ready" and o, 120, "the status recorded")  # fmt: skip
+    assert recorded["revision"] == 1 and recorded["admitted"] is True
+    assert recorded["timeline"] and recorded["timeline"][-1]["reason"] == "Ready"
+    back = st(sandbox, "clf")
+    assert (back["phase"], back["revision"]) == ("Ready", 1)
     kinds = [e["kind"] for e in st(sandbox, "clf")["events"]]
     assert kinds.count("switched") >= 2 and "rollback" in kinds
 

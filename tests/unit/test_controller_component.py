@@ -86,14 +86,18 @@ def test_the_controllers_role_is_least_privilege() -> None:
     rules = _rules()
     writes = {"create", "update", "patch", "delete", "deletecollection"}
     writable = {k for k, verbs in rules.items() if verbs & writes}
-    # it writes only: status of TauGrid's objects, grant cohorts, node cordons/taints, events
+    # it writes only: status of TauGrid's objects, grant cohorts, node cordons/taints, events,
+    # and a service's switch to its new generation (the Service's selector, the old RayService)
     assert writable == {
         ("tau.azure.com", "runs/status"), ("tau.azure.com", "quotarequests/status"),
         ("tau.azure.com", "workspaces/status"), ("tau.azure.com", "clusters/status"),
+        ("tau.azure.com", "tauservices/status"),
         ("kueue.x-k8s.io", "cohorts"), ("", "nodes"), ("", "events"), ("", "pods/eviction"),
-        ("kopf.dev", "clusterkopfpeerings"),
+        ("kopf.dev", "clusterkopfpeerings"), ("ray.io", "rayservices"), ("", "services"),
     }  # fmt: skip
-    assert not any("delete" in v for v in rules.values())
+    deleting = {k for k, verbs in rules.items() if "delete" in verbs}
+    assert deleting == {("ray.io", "rayservices")}  # a service's previous generation only
+    assert "create" not in rules[("", "services")]
     assert not any("*" in g or "*" in r for g, r in rules)
     assert ("", "secrets") not in rules and ("kueue.x-k8s.io", "clusterqueues") in rules
     assert "patch" not in rules[("kueue.x-k8s.io", "clusterqueues")]  # Pulumi's, not ours

@@ -81,7 +81,10 @@ def test_kueue_can_admit_it_and_the_queue_and_labels_are_the_workspace_s() -> No
     assert front["metadata"]["name"] == "iris"
     assert front["spec"]["selector"] == {C.LABEL_SERVICE: "iris", C.LABEL_SERVICE_GENERATION: "3",
                                          "ray.io/node-type": "head"}  # fmt: skip
-    assert cluster["headGroupSpec"]["template"]["metadata"]["labels"][C.LABEL_SERVICE_GENERATION] == "3"
+    assert (
+        cluster["headGroupSpec"]["template"]["metadata"]["labels"][C.LABEL_SERVICE_GENERATION]
+        == "3"
+    )
 
 
 def test_the_workers_lay_out_the_pinned_model_before_ray_starts() -> None:
@@ -125,3 +128,41 @@ def test_scale_to_zero_and_autoscaling_become_fixed_sizes() -> None:
     _, (_, _, rs, _) = rendered(replicas=0)
     assert rs["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]["replicas"] == 0
     assert K.upgrade_gpus(2, 4) == 8
+
+
+def tauservice(status: dict[str, Any] | None = None, generation: int = 2) -> dict[str, Any]:
+    return {"metadata": {"name": "iris", "namespace": "research",
+                         "creationTimestamp": "2026-12-02T00:00:00Z"},
+            "spec": {"serviceName": "iris", "workspace": "research", "profile": "a100x1",
+                     "revision": 3, "modelRef": "iris@prod", "modelVersion": PIN.version,
+                     "configHash": "sha256:x", "replicas": 2, "routePrefix": "/iris",
+                     "generation": generation},
+            "status": status or {}}  # fmt: skip
+
+
+def test_the_controller_s_view_of_a_service_comes_from_its_tauservice() -> None:
+    rec = K.record_of(tauservice(), serving=1)
+    assert (rec.name, rec.namespace, rec.serving, rec.generation, rec.pending_generation) == (
+        "iris", "research", 3, 1, 2)  # fmt: skip
+    assert rec.current.model is not None and rec.current.model.short == f"iris@{PIN.version[:19]}"
+    assert rec.endpoint == "http://iris.research.svc:8000/iris"
+    assert K.record_of(tauservice(), serving=2).pending_generation is None
+
+
+def test_the_status_is_written_only_when_it_changes_with_a_line_per_phase() -> None:
+    from taugrid.serve.status import Observed, compute
+
+    ready = Observed(head_up=True, exists=True, status="RUNNING", revision=3, wanted=2, running=2,
+                     admitted=True)  # fmt: skip
+    st = compute(K.record_of(tauservice(generation=1), serving=1), ready)
+    body = K.status_body(tauservice(generation=1), st, "2026-12-02T00:01:00Z")
+    assert body is not None and body["status"]["phase"] == "Ready"
+    assert body["status"]["timeline"] == [{"at": "2026-12-02T00:01:00Z", "reason": "Ready",
+                                           "message": st.summary}]  # fmt: skip
+    again = tauservice(status=body["status"], generation=1)
+    assert K.status_body(again, st, "2026-12-02T00:02:00Z") is None  # quiet: nothing changed
+    fewer = compute(K.record_of(again, serving=1), Observed(head_up=True, exists=True,
+                    status="RUNNING", revision=3, wanted=2, running=1, admitted=True))  # fmt: skip
+    moved = K.status_body(again, fewer, "2026-12-02T00:03:00Z")
+    assert moved is not None and moved["status"]["replicasReady"] == 1
+    assert len(moved["status"]["timeline"]) == 1  # same phase: no new line
