@@ -53,3 +53,10 @@ def local_stop() -> None:
         if head
         else "the local Ray head was not running"
     )
+    if head:
+        from taugrid.client import serve
+
+        names = serve.local_services()
+        if names:
+            out(f"its services stopped too: {', '.join(names)} (`tau serve rollout NAME` puts one "
+                "back on a new head; `tau serve delete NAME` forgets it)")  # fmt: skip

@@ -812,6 +812,14 @@ def list_services() -> list[S.ServiceStatus]:
     return out
 
 
+def local_services() -> list[str]:
+    """The names of this machine's services on the local target (they run on the local Ray
+    head: stopping the head stops them)."""
+    from taugrid.serve.records import all_services
+
+    return [sd.name for sd in all_services() if sd.read().target == "local"]
+
+
 def watch(
     name: str, *, poll_s: float = 1.0, timeout_s: float | None = None
 ) -> Iterator[S.ServiceStatus]:

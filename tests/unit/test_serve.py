@@ -356,3 +356,16 @@ def test_a_run_with_no_checkpoint_is_refused_before_anything_runs(tmp_path: Path
     assert not (home / "services" / "iris").exists()
     res = run_tau(home, "serve", "deploy", str(folder), "--from-run", "nosuch-zzzzz")
     assert res.returncode == 2 and "nosuch-zzzzz" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_local_services_are_the_ones_the_local_head_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from taugrid.client import serve
+    from taugrid.serve.records import ServiceDir
+
+    monkeypatch.setenv("TAU_HOME", str(tmp_path))
+    assert serve.local_services() == []
+    for name, target in (("iris", "local"), ("clf", "kube")):
+        ServiceDir(name).write(record(name=name, target=target))
+    assert serve.local_services() == ["iris"]  # what `tau local stop` says it stopped
