@@ -19,6 +19,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from taugrid.api import constants as C
 from taugrid.api import serve as S
 from taugrid.api.errors import EXIT_NOT_ADMITTED, EXIT_PLATFORM, EXIT_USAGE, TauError
 
@@ -173,7 +174,7 @@ def scale_to_zero(rec: S.ServiceRecord) -> None:
     ks = _serve(rec.context)
     ks.drop(rec)
     wait_until(lambda: not any(True for _ in ks.kube.list(
-        "RayService", rec.namespace, labels={"tau.azure.com/service": rec.name})), 60, 0.5)  # fmt: skip
+        "RayService", rec.namespace, labels={C.LABEL_SERVICE: rec.name})), 60, 0.5)  # fmt: skip
 
 
 def observe(rec: S.ServiceRecord) -> Any:
@@ -199,7 +200,7 @@ def logs(rec: S.ServiceRecord, tail: int | None) -> list[str]:
 
     ks = _serve(rec.context)
     out: list[str] = []
-    pods = ks.kube.list("Pod", rec.namespace, labels={"tau.azure.com/service": rec.name,
+    pods = ks.kube.list("Pod", rec.namespace, labels={C.LABEL_SERVICE: rec.name,
                                                       "ray.io/group": GROUP})  # fmt: skip
     for p in pods:
         name = p["metadata"]["name"]
