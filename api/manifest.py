@@ -316,6 +316,7 @@ MAX_GPUS_PER_REPLICA = 8
 IMPORT_PATH = re.compile(
     r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$"
 )
+RESERVED_ROUTE = "/_tau"  # a local canary's revisions answer under it
 ROUTE = re.compile(r"^/[A-Za-z0-9._~-]+(/[A-Za-z0-9._~-]+)*$")
 SERVICE_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 Strategy = Literal["rolling", "blue-green", "canary"]
@@ -379,6 +380,13 @@ class ServiceSpec(_Model):
     def _route(cls, v: str | None) -> str | None:
         if v is not None and v != "/" and not ROUTE.match(v):
             raise ValueError("must be a path such as /iris (letters, digits, '.', '_', '~', '-')")
+        return v
+
+    @field_validator("route_prefix")
+    @classmethod
+    def _not_reserved(cls, v: str | None) -> str | None:
+        if v is not None and (v == RESERVED_ROUTE or v.startswith(RESERVED_ROUTE + "/")):
+            raise ValueError(f"routes under {RESERVED_ROUTE} are TauGrid's (a canary's revisions)")
         return v
 
 

@@ -31,7 +31,15 @@ REVISION_ENV = "TAU_SERVICE_REVISION"  # the revision's number
 
 Target = Literal["local", "kube"]
 Phase = Literal[
-    "Deploying", "Ready", "Updating", "ScaledToZero", "Waiting", "Unhealthy", "Failed", "Deleted"
+    "Deploying",
+    "Ready",
+    "Updating",
+    "Canary",
+    "ScaledToZero",
+    "Waiting",
+    "Unhealthy",
+    "Failed",
+    "Deleted",
 ]
 
 
@@ -104,6 +112,21 @@ class Event(_Model):
     by: str | None = None
 
 
+class Canary(_Model):
+    """A revision that takes a share of the traffic beside the serving one, until a promote
+    gives it all or a rollback ends it."""
+
+    revision: int
+    percent: int = Field(ge=0, le=100, description="Its share of the requests")
+    started_at: str
+    by: str | None = None
+    routed: bool = Field(False, description="The service's route goes through the split")
+    promoting: bool = Field(
+        False, description="A promote began: the canary becomes the serving one"
+    )
+    generation: int | None = Field(None, description="A cluster: the RayService that runs it")
+
+
 class ServiceRecord(_Model):
     """$TAU_HOME/services/<name>/service.json: what the service is and has been."""
 
@@ -131,6 +154,7 @@ class ServiceRecord(_Model):
     rollout_done: bool = True
     strategy: Strategy = "rolling"
     scale: Scale = Field(default_factory=Scale)
+    canary: Canary | None = None
     deleted_at: str | None = None
 
     def revision(self, number: int) -> Revision:

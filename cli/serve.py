@@ -65,7 +65,7 @@ def _show(st: ServiceStatus, output: ReportFormat) -> None:
     if st.revisions:
         lines.append("  revisions:")
         for row in st.revisions[-5:]:
-            mark = {"serving": "*", "previous": "<"}.get(row["state"], " ")
+            mark = {"serving": "*", "previous": "<", "canary": "~"}.get(row["state"], " ")
             lines.append(f"   {mark} {row['revision']:>3}  {row['created_at'][:19]}  "
                          f"{row['model'] or '-'}  {row['reason']} by {row['created_by']}")  # fmt: skip
     if st.events:
@@ -102,11 +102,8 @@ def rollout(name: NameArg, file: FileArg = None, model: ModelOpt = None,
     a new model. No request is dropped; a revision that fails to start is rolled back."""
     from taugrid.client import serve
 
-    if step is not None and strategy != "canary":
-        raise TauError("--step is a canary's traffic share: use it with --strategy canary",
-                       exit_code=EXIT_USAGE)  # fmt: skip
     st = serve.rollout(name, file, model=model, from_run=from_run, checkpoint=checkpoint,
-                       strategy=strategy, wait=not no_wait, say=say)  # fmt: skip
+                       strategy=strategy, step=step, wait=not no_wait, say=say)  # fmt: skip
     _show(st, output)
 
 
@@ -121,11 +118,13 @@ def rollback(name: NameArg,
 
 
 @app.command("promote")
-def promote(name: NameArg, output: JsonOpt = ReportFormat.text) -> None:
-    """Give a canary revision all the traffic."""
+def promote(name: NameArg, no_wait: NoWaitOpt = False,
+            output: JsonOpt = ReportFormat.text) -> None:  # fmt: skip
+    """Give a canary revision all the requests: it becomes the serving revision (the one before
+    stays for `tau serve rollback`)."""
     from taugrid.client import serve
 
-    _show(serve.promote(name), output)
+    _show(serve.promote(name, wait=not no_wait, say=say), output)
 
 
 @app.command("scale")

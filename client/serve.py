@@ -141,16 +141,9 @@ class _Prepared:
     source: Path
 
 
-def _local_checks(spec: S.ServiceSpec, strategy: str) -> None:
+def _local_checks(spec: S.ServiceSpec) -> None:
     from taugrid.runs.backends.local.backend import detect_gpus
 
-    if strategy == "canary":
-        raise TauError(
-            "a canary needs a route that splits traffic between two revisions, which local "
-            "Ray Serve does not have", exit_code=EXIT_USAGE,
-            hint="--strategy rolling (replicas replaced a few at a time, the new started first) "
-            "or blue-green (all new replicas ready before traffic moves)",
-        )  # fmt: skip
     here = detect_gpus()
     if spec.gpus > here:
         raise TauError(f"service.gpus: {spec.gpus} GPU(s) per replica; this machine has {here}",
@@ -172,12 +165,18 @@ def _shape(sd: ServiceDir, rev: S.Revision, model_dir: Path | None) -> AppShape:
 
 
 def _config(sd: ServiceDir, rec: S.ServiceRecord, rev: S.Revision, shape: AppShape,
-            scale: S.Scale, strategy: str) -> dict[str, Any]:  # fmt: skip
-    from taugrid.serve.local import app_config
+            scale: S.Scale, strategy: str, *, route: str | None = None,
+            app: str | None = None) -> dict[str, Any]:  # fmt: skip
+    """Ray Serve's config of one revision: by default the service's own application, on the
+    service's route (or, while a canary splits the traffic, on its hidden one)."""
+    from taugrid.serve.local import app_config, hidden_route
 
+    if route is None:
+        routed = rec.canary is not None and rec.canary.routed
+        route = hidden_route(rec.name, "stable") if routed else rec.route_prefix
     model_dir = _model_dir(rev.model) if rev.model else None
-    return app_config(rec.name, rec.route_prefix, rev, scale, strategy, shape,
-                      sd.code_dir(rev.number), model_dir)  # fmt: skip
+    return app_config(rec.name, route, rev, scale, strategy, shape, sd.code_dir(rev.number),
+                      model_dir, app=app)  # fmt: skip
 
 
 def _who() -> str:
@@ -220,7 +219,7 @@ def deploy(file: str | Path | None = None, *, name: str | None = None, model: st
     if context or workspace or profile:
         raise TauError("--context, --workspace and --profile are for --target kube",
                        exit_code=EXIT_USAGE)  # fmt: skip
-    _local_checks(spec, spec.rollout.strategy)
+    _local_checks(spec)
     sd = ServiceDir(name)
     with sd.lock():
         pin = _claim(sd, spec, say)
@@ -364,33 +363,44 @@ def _now() -> str:
 # --- rollouts -----------------------------------------------------------------------------------
 def rollout(name: str, file: str | Path | None = None, *, model: str | None = None,
             from_run: str | None = None, checkpoint: str | None = None,
-            strategy: str | None = None, wait: bool = True, timeout_s: float = READY_TIMEOUT_S,
-            say: Say = _quiet) -> S.ServiceStatus:  # fmt: skip
+            strategy: str | None = None, step: int | None = None, wait: bool = True,
+            timeout_s: float = READY_TIMEOUT_S, say: Say = _quiet) -> S.ServiceStatus:  # fmt: skip
     """A new revision (the tau.yaml again, or a new model), rolled out without dropping a
     request; one that fails to start is rolled back. The same config again is no new revision
-    (it is put back if the head lost it)."""
+    (it is put back if the head lost it). `strategy="canary"`: the new revision takes `step`
+    percent of the requests beside the serving one, until `promote` or `rollback`."""
     from taugrid.serve.local import LocalServe
     from taugrid.serve.records import ServiceDir
 
     sd = ServiceDir(name)
     rec = sd.read()
     _live(rec)
+    _no_canary(rec, "a rollout")
     spec, _, source = _spec(file if file is not None else rec.current.source, model, from_run,
                             checkpoint)  # fmt: skip
     chosen = strategy or spec.rollout.strategy
     if chosen not in S.STRATEGIES:
         raise TauError(f"--strategy {chosen}: not a strategy", exit_code=EXIT_USAGE,
                        hint="rolling, blue-green or canary")  # fmt: skip
+    if step is not None and chosen != "canary":
+        raise TauError(f"--step is a canary's traffic share; this rollout is {chosen}",
+                       exit_code=EXIT_USAGE, hint="--strategy canary --step 20")  # fmt: skip
+    if step is not None and not 1 <= step <= 99:
+        raise TauError(f"--step {step}: a canary's share is 1..99 (%)", exit_code=EXIT_USAGE,
+                       hint="100% is `tau serve promote` after the canary")  # fmt: skip
+    percent = step if step is not None else spec.rollout.step
     route = spec.route_prefix or f"/{name}"
     if route != rec.route_prefix:
         raise TauError(f"service.route_prefix: {route} differs from the service's "
                        f"{rec.route_prefix}; a route is fixed for a service's life",
                        exit_code=EXIT_USAGE, hint="deploy a new service for a new route")  # fmt: skip
     if rec.target == "kube":
-        return _rollout_kube(sd, spec, source, chosen, wait, timeout_s, say)
-    _local_checks(spec, chosen)
+        return _rollout_kube(sd, spec, source, chosen, percent, wait, timeout_s, say)
+    _local_checks(spec)
     pin = _pin(spec, name)
     serve = LocalServe.started(_gpus_here(), say)
+    if chosen == "canary":
+        return _canary_local(sd, serve, spec, source, pin, percent, wait, timeout_s, say)
     with sd.lock():
         rec = sd.read()
         number = max(r.number for r in rec.revisions) + 1
@@ -439,8 +449,8 @@ def rollout(name: str, file: str | Path | None = None, *, model: str | None = No
     return _finish_rollout(name, number, timeout_s, say)
 
 
-def _rollout_kube(sd: ServiceDir, spec: S.ServiceSpec, source: Path, chosen: str, wait: bool,
-                  timeout_s: float, say: Say) -> S.ServiceStatus:  # fmt: skip
+def _rollout_kube(sd: ServiceDir, spec: S.ServiceSpec, source: Path, chosen: str, percent: int,
+                  wait: bool, timeout_s: float, say: Say) -> S.ServiceStatus:  # fmt: skip
     """A revision on a cluster: a new RayCluster beside the serving one (checked against the
     queue's room first), or a kept revision again, or no change."""
     from taugrid.client import servekube
@@ -592,6 +602,8 @@ def rollback(name: str, *, to: int | None = None, wait: bool = True,
     rec = sd.read()
     _live(rec)
     target = to if to is not None else rec.previous
+    if target is None and rec.canary is not None:
+        target = rec.serving
     if target is None:
         earlier = [r.number for r in rec.revisions if r.number < rec.serving]
         if not earlier:
@@ -599,6 +611,8 @@ def rollback(name: str, *, to: int | None = None, wait: bool = True,
                            exit_code=EXIT_USAGE)  # fmt: skip
         target = earlier[-1]
     rec.revision(target)  # exists?
+    if rec.canary is not None:
+        return _end_canary(sd, rec, to, wait, timeout_s, say)
     if target == rec.serving:
         raise TauError(f"revision {target} already serves {name}", exit_code=EXIT_USAGE,
                        hint=f"tau serve status {name} (its revisions and which serves)")  # fmt: skip
@@ -610,16 +624,259 @@ def rollback(name: str, *, to: int | None = None, wait: bool = True,
     return _await(name, target, timeout_s, say) if wait else status(name, probe=False)
 
 
-def promote(name: str) -> S.ServiceStatus:
-    """Give a canary all the traffic. On the local target a rollout finishes on its own."""
-    rec = _sd(name).read()
+def _end_canary(sd: ServiceDir, rec: S.ServiceRecord, to: int | None, wait: bool,
+                timeout_s: float, say: Say) -> S.ServiceStatus:  # fmt: skip
+    """A rollback during a canary: the canary removed, the revision before it (or `to`) takes
+    every request again."""
+    c = rec.canary
+    assert c is not None
+    back = to if to is not None else (
+        rec.previous if c.promoting and rec.previous is not None else rec.serving
+    )  # fmt: skip
+    why = f"canary of revision {c.revision} ended: revision {back} takes all requests"
+    if rec.target == "kube":
+        from taugrid.client import servekube
+
+        with sd.lock():
+            servekube.end_canary(sd, sd.read(), back, why)
+        say(why)
+    else:
+        from taugrid.serve.local import LocalServe
+
+        _end_canary_local(sd, LocalServe.started(_gpus_here(), say), why, say, keep=back)
+    return _await(sd.name, back, timeout_s, say) if wait else status(sd.name, probe=False)
+
+
+# --- canaries ----------------------------------------------------------------------------------
+def _no_canary(rec: S.ServiceRecord, what: str) -> None:
+    c = rec.canary
+    if c is not None:
+        raise TauError(f"{what} waits for the canary of revision {c.revision} "
+                       f"({c.percent}% of {rec.name}'s requests) to end", exit_code=EXIT_USAGE,
+                       hint=f"tau serve promote {rec.name} (it takes all), or tau serve rollback "
+                       f"{rec.name} (it is removed)")  # fmt: skip
+
+
+def _canary_scale(scale: S.Scale, percent: int) -> S.Scale:
+    """A canary's replicas: its share of a fixed count (at least one); autoscaling as is."""
+    if scale.autoscaling is not None:
+        return scale
+    n = 1 if scale.replicas is None else scale.replicas
+    return S.Scale(replicas=max(1, -(-n * percent // 100)))
+
+
+def _canary_revision(sd: ServiceDir, rec: S.ServiceRecord, spec: S.ServiceSpec, source: Path,
+                     pin: S.ModelPin | None) -> tuple[S.Revision, bool]:  # fmt: skip
+    """The revision a canary tries (a kept one with this config and model, or a new one, whose
+    code is snapshotted now); refused when it is the serving one. Under the service's lock."""
+    number = max(r.number for r in rec.revisions) + 1
+    digest = _snapshot_code(source.parent, sd.code_dir(number))
+    h = S.config_hash(spec, pin, digest)
+    kept = next((r for r in rec.revisions if r.config_hash == h), None)
+    if kept is not None:
+        sd.remove_revision_code(number)
+        if kept.number == rec.serving:
+            raise TauError(f"revision {kept.number} already serves this config and model: a "
+                           "canary of it would compare it with itself", exit_code=EXIT_USAGE,
+                           hint="change the code, the config or --model")  # fmt: skip
+        return kept, False
+    return S.Revision(number=number, created_at=_now(), created_by=_who(), config_hash=h,
+                      code_digest=digest, model=pin, spec=spec, source=str(source.resolve()),
+                      reason="canary"), True  # fmt: skip
+
+
+def _canary_local(sd: ServiceDir, serve: LocalServe, spec: S.ServiceSpec, source: Path,
+                  pin: S.ModelPin | None, percent: int, wait: bool, timeout_s: float,
+                  say: Say) -> S.ServiceStatus:  # fmt: skip
+    """The canary beside the serving revision: its own application on a hidden route; when it
+    is ready, a split application takes the service's route and sends it `percent`% of the
+    requests (in one change of Ray Serve's config: no request finds the route empty)."""
+    from taugrid.serve.local import canary_app, hidden_route, split_app, split_config, wait_until
+
+    name = sd.name
+    with sd.lock():
+        rec = sd.read()
+        _no_canary(rec, "a canary")
+        rev, new = _canary_revision(sd, rec, spec, source, pin)
+        try:
+            shape = _shape(sd, rev, _model_dir(rev.model) if rev.model else None)
+        except BaseException:
+            if new:
+                sd.remove_revision_code(rev.number)
+            raise
+        canary = S.Canary(revision=rev.number, percent=percent, started_at=_now(), by=_who())
+        rec = rec.model_copy(update={"revisions": [*rec.revisions, rev] if new else rec.revisions,
+                                     "canary": canary})  # fmt: skip
+        sd.write(rec)
+        sd.event("canary", f"revision {rev.number} ({rev.model.short if rev.model else 'no model'}) "
+                 f"beside revision {rec.serving}, for {percent}% of the requests", rev.number,
+                 canary.by)  # fmt: skip
+        port = serve.apply(canary_app(name), _config(
+            sd, rec, rev, shape, _canary_scale(rec.scale, percent), "rolling",
+            route=hidden_route(name, "canary"), app=canary_app(name)))  # fmt: skip
+    say(f"starting canary revision {rev.number} beside revision {rec.serving}")
+
+    def canary_up() -> bool:
+        co = serve.observe(name).canary
+        return co is not None and co.status in ("RUNNING", "DEPLOY_FAILED", "UNHEALTHY")
+
+    wait_until(canary_up, timeout_s, 0.25)
+    co = serve.observe(name).canary
+    if co is None or co.status != "RUNNING":
+        why = (co.message.strip().splitlines() or [co.status])[-1][:300] if co else "it is gone"
+        _end_canary_local(sd, serve, f"canary revision {rev.number} did not start: {why}", say)
+        raise TauError(f"service {name}: canary revision {rev.number} did not start ({why}); "
+                       f"revision {rec.serving} keeps all requests", exit_code=EXIT_RUN_FAILED,
+                       hint=f"why: tau serve logs {name}")  # fmt: skip
+    with sd.lock():  # the split, first on its own hidden route, then given the service's
+        serve.apply(split_app(name), split_config(name, hidden_route(name, "split"), port,
+                                                  rec.serving, rev.number, percent))  # fmt: skip
+    settled = ("RUNNING", "DEPLOY_FAILED", "UNHEALTHY")
+    wait_until(lambda: serve.observe(name).split in settled, timeout_s, 0.25)
+    split = serve.split_of(name)
+    if split.status != "RUNNING":
+        why = (split.message.strip().splitlines() or [split.status])[-1][:300]
+        _end_canary_local(sd, serve, f"the traffic split did not start: {why}", say)
+        raise TauError(f"service {name}: the canary's traffic split did not start on the local "
+                       f"Ray head ({why}); revision {rec.serving} keeps all requests",
+                       exit_code=EXIT_PLATFORM)  # fmt: skip
+    with sd.lock():
+        rec = sd.read()
+        assert rec.canary is not None
+        routed = rec.model_copy(update={"canary": rec.canary.model_copy(update={"routed": True})})
+        stable_shape = _shape(
+            sd, rec.current, _model_dir(rec.current.model) if rec.current.model else None
+        )
+        serve.apply_many({
+            name: _config(sd, routed, rec.current, stable_shape, rec.scale, rec.strategy),
+            split_app(name): split_config(name, rec.route_prefix, port, rec.serving, rev.number,
+                                          percent),
+        })  # fmt: skip
+        sd.write(routed)
+        sd.event("canary-routed", f"revision {rev.number} takes {percent}% of the requests, "
+                 f"revision {rec.serving} {100 - percent}%", rev.number)  # fmt: skip
+    say(f"canary revision {rev.number} takes {percent}% of {name}'s requests")
+    return _await_canary(name, timeout_s, say) if wait else status(name, probe=False)
+
+
+def _await_canary(name: str, timeout_s: float, say: Say) -> S.ServiceStatus:
+    deadline = time.monotonic() + timeout_s
+    last = ""
+    while True:
+        st = status(name)
+        if st.summary != last:
+            say(st.summary)
+            last = st.summary
+        if st.phase in ("Canary", "Failed", "Unhealthy", "Waiting") or time.monotonic() >= deadline:
+            return st
+        time.sleep(0.25 if st.target == "local" else 1.0)
+
+
+def _end_canary_local(sd: ServiceDir, serve: LocalServe, why: str, say: Say,
+                      keep: int | None = None) -> S.ServiceRecord:  # fmt: skip
+    """The service's route back to its own application (revision `keep`, default the serving
+    one), the canary and the split removed: one change of Ray Serve's config."""
+
+    with sd.lock():
+        rec = sd.read()
+        c = rec.canary
+        back = keep if keep is not None else (
+            rec.previous if c is not None and c.promoting and rec.previous is not None else rec.serving
+        )  # fmt: skip
+        settled = back == rec.serving and not (c is not None and c.promoting)
+        ended = rec.model_copy(update={
+            "canary": None, "serving": back, "rollout_done": settled,
+            "rollout_started_at": rec.rollout_started_at if settled else _now(),
+            "previous": rec.previous if back == rec.serving else rec.serving,
+        })  # fmt: skip
+        rev = ended.current
+        shape = _shape(sd, rev, _model_dir(rev.model) if rev.model else None)
+        port = serve.route_back(
+            sd.name, _config(sd, ended, rev, shape, ended.scale, ended.strategy)
+        )
+        ended = ended.model_copy(update={"endpoint": _endpoint(port, ended.route_prefix)})
+        sd.write(ended)
+        sd.event("canary-ended", why, back, _who())
+    say(why)
+    return ended
+
+
+def promote(name: str, *, wait: bool = True, timeout_s: float = READY_TIMEOUT_S,
+            say: Say = _quiet) -> S.ServiceStatus:  # fmt: skip
+    """Give a canary all the requests: it becomes the serving revision (the one before it is
+    kept, for a rollback)."""
+    sd = _sd(name)
+    rec = sd.read()
     _live(rec)
-    st = status(name)
-    if st.rollout is None:
-        raise TauError(f"nothing to promote: revision {rec.serving} takes all of {name}'s traffic",
-                       exit_code=EXIT_USAGE, hint="canaries (which wait for a promote) need "
-                       "--target kube; local rollouts finish on their own")  # fmt: skip
-    return st
+    c = rec.canary
+    if c is None:
+        raise TauError(f"nothing to promote: revision {rec.serving} takes all of {name}'s requests",
+                       exit_code=EXIT_USAGE, hint=f"a canary first: tau serve rollout {name} "
+                       "--strategy canary --step 20")  # fmt: skip
+    if rec.target == "kube":
+        from taugrid.client import servekube
+
+        with sd.lock():
+            servekube.promote(sd, sd.read(), say)
+        say(f"promoting revision {c.revision}: it becomes {name}'s serving revision")
+        return _await(name, c.revision, timeout_s, say) if wait else status(name)
+    return _promote_local(sd, wait, timeout_s, say)
+
+
+def _promote_local(sd: ServiceDir, wait: bool, timeout_s: float, say: Say) -> S.ServiceStatus:
+    """All requests to the canary (its share is the split's config: no restart), the service's
+    own application moved to the canary's revision behind it, then the route given back to the
+    service's application and the canary and split removed. Interrupted, `promote` again
+    finishes it; `rollback` returns to the revision before."""
+    from taugrid.serve.local import LocalServe, split_app, wait_until
+
+    name = sd.name
+    serve = LocalServe.started(_gpus_here(), say)
+    with sd.lock():
+        rec = sd.read()
+        c = rec.canary
+        assert c is not None
+        if not c.promoting:
+            rec = rec.model_copy(update={
+                "previous": rec.serving, "serving": c.revision, "rollout_started_at": _now(),
+                "rollout_done": False, "canary": c.model_copy(update={"promoting": True}),
+            })  # fmt: skip
+            sd.write(rec)
+            sd.event("promote", f"revision {c.revision} takes all requests (was {c.percent}%)",
+                     c.revision, _who())  # fmt: skip
+        state = serve.state()
+        split = ((state.get("applications") or {}).get(split_app(name)) or {}).get(
+            "deployed_app_config"
+        )
+        if c.routed and split:  # every request to the canary at once (a reconfigure)
+            split = json.loads(json.dumps(split))
+            for d in split.get("deployments") or []:
+                d["user_config"] = {"canary_percent": 100}
+            serve.apply(split_app(name), split)
+        rev = rec.current
+        shape = _shape(sd, rev, _model_dir(rev.model) if rev.model else None)
+        serve.apply(name, _config(sd, rec, rev, shape, rec.scale, "rolling"))
+    say(f"revision {c.revision} takes all of {name}'s requests; the service's replicas move to it")
+
+    def moved() -> bool:
+        o = serve.observe(name)
+        return o.revision == c.revision and o.status in ("RUNNING", "DEPLOY_FAILED", "UNHEALTHY")
+
+    wait_until(moved, timeout_s, 0.25)
+    o = serve.observe(name)
+    if o.revision != c.revision or o.status != "RUNNING":
+        raise TauError(f"service {name}: its own replicas did not move to revision {c.revision} "
+                       f"({o.status}); the canary still takes every request",
+                       exit_code=EXIT_RUN_FAILED, hint=f"tau serve promote {name} again, or tau "
+                       f"serve rollback {name} (back to revision {rec.previous})")  # fmt: skip
+    with sd.lock():
+        rec = sd.read()
+        done = rec.model_copy(update={"canary": None})
+        port = serve.route_back(name, _config(sd, done, rec.current, shape, rec.scale, "rolling"))
+        done = done.model_copy(update={"endpoint": _endpoint(port, rec.route_prefix),
+                                       "strategy": "rolling"})  # fmt: skip
+        sd.write(done)
+    return _await(name, c.revision, timeout_s, say) if wait else status(name, probe=False)
 
 
 def scale(
@@ -677,7 +934,19 @@ def scale(
         rec = rec.model_copy(update={"scale": new})
         sd.write(rec)
         sd.event("scale", f"{new.describe()} (was {was})", rec.serving, _who())
-        serve.apply(name, _config(sd, rec, rev, shape, new, rec.strategy))
+        changes = {name: _config(sd, rec, rev, shape, new, rec.strategy)}
+        c = rec.canary
+        if c is not None and not c.promoting:  # the canary keeps its share of the new size
+            from taugrid.serve.local import canary_app, hidden_route
+
+            crev = rec.revision(c.revision)
+            cshape = _shape(sd, crev, _model_dir(crev.model) if crev.model else None)
+            changes[canary_app(name)] = _config(
+                sd, rec, crev, cshape, _canary_scale(new, c.percent), "rolling",
+                route=hidden_route(name, "canary"), app=canary_app(name))  # fmt: skip
+        serve.apply_many(changes)
+    if rec.canary is not None:
+        return _await_canary(name, timeout_s, say)
     return _await(name, rec.serving, timeout_s, say)
 
 
@@ -726,10 +995,17 @@ def delete(name: str, *, timeout_s: float = 120.0, say: Say = _quiet) -> S.Servi
         return rec
     serve = LocalServe.running()
     with sd.lock():
-        if serve.head is not None and serve.observe(name).exists:
-            serve.apply(name, None)
-            gone = wait_until(lambda: not serve.observe(name).exists, timeout_s, 0.5)
-            if not gone:
+        obs = serve.observe(name) if serve.head is not None else None
+        if obs is not None and (obs.exists or obs.canary is not None or obs.split):
+            from taugrid.serve.local import canary_app, split_app
+
+            serve.apply_many({name: None, canary_app(name): None, split_app(name): None})
+
+            def removed() -> bool:
+                o = serve.observe(name)
+                return not o.exists and o.canary is None and not o.split
+
+            if not wait_until(removed, timeout_s, 0.5):
                 raise TauError(f"Ray Serve still lists {name} after {timeout_s:.0f}s",
                                exit_code=EXIT_PLATFORM, hint=f"tau serve status {name}")  # fmt: skip
         rec = rec.model_copy(update={"deleted_at": _now()})
@@ -782,7 +1058,8 @@ def _note_finished(sd: ServiceDir, rec: S.ServiceRecord, obs: Observed) -> S.Ser
             if moved is not rec:
                 sd.write(moved)
             return moved
-    if rec.rollout_done or not obs.exists or obs.status != "RUNNING" or obs.revision != rec.serving:
+    if (rec.rollout_done or rec.canary is not None or not obs.exists or obs.status != "RUNNING"
+            or obs.revision != rec.serving):  # fmt: skip
         return rec
     with sd.lock():
         rec = sd.read()
@@ -832,7 +1109,8 @@ def watch(
         if key != last:
             yield st
             last = key
-        if st.phase in ("Ready", "ScaledToZero", "Failed", "Deleted") and st.serving is not False:
+        if (st.phase in ("Ready", "Canary", "ScaledToZero", "Failed", "Deleted")
+                and st.serving is not False):  # fmt: skip
             return
         if deadline is not None and time.monotonic() >= deadline:
             return

@@ -23,13 +23,14 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from taugrid.api import serve as S
 from taugrid.api.errors import EXIT_PLATFORM, EXIT_USAGE, TauError
+from taugrid.api.manifest import RESERVED_ROUTE
 from taugrid.runs.backends.local import rayhead
 from taugrid.runs.paths import tau_home
 from taugrid.serve.status import Observed
@@ -40,6 +41,7 @@ CHECK_TIMEOUT_S = 180.0
 TAKEN_S = (
     10.0  # how long a PUT may take to show in Ray Serve's status (an unchanged app never does)
 )
+DRAIN_S = 60.0  # a canary's split finishes the requests it holds before the canary goes
 # How each strategy replaces replicas (Ray Serve's deployment options).
 UPDATE: dict[str, dict[str, Any]] = {
     "rolling": {"max_surge_percent": 25, "rolling_update_percentage": 0.25},
@@ -105,10 +107,51 @@ def check_app(code_dir: Path, spec: S.ServiceSpec, env: dict[str, str]) -> AppSh
     return AppShape(ingress=doc["ingress"], deployments=list(doc["deployments"]))
 
 
+# A canary: the service's route belongs to a small splitting application (`split.py`), and the
+# serving and canary revisions answer on hidden routes of the same proxy.
+HIDDEN = RESERVED_ROUTE
+SPLIT_IMPORT = "taugrid.serve.split:app"
+
+
+def canary_app(name: str) -> str:
+    """The canary revision's application ('.' is not in service names: no clash)."""
+    return f"{name}.canary"
+
+
+def split_app(name: str) -> str:
+    return f"{name}.split"
+
+
+def hidden_route(name: str, which: str) -> str:
+    return f"{HIDDEN}/{name}/{which}"
+
+
+def split_config(name: str, route: str, port: int, stable: int, canary: int,
+                 percent: int) -> dict[str, Any]:  # fmt: skip
+    """The splitting application: `percent` of the requests to the canary revision (the share
+    is its user_config: a change reconfigures the replica, it does not restart it)."""
+    return {
+        "name": split_app(name),
+        "route_prefix": route,
+        "import_path": SPLIT_IMPORT,
+        "args": {
+            "port": port,
+            "stable": hidden_route(name, "stable"),
+            "canary": hidden_route(name, "canary"),
+            "stable_revision": stable,
+            "canary_revision": canary,
+        },
+        "runtime_env": {"env_vars": {S.SERVICE_ENV: name}},
+        "deployments": [{"name": "Split", "user_config": {"canary_percent": percent}}],
+    }
+
+
 def app_config(name: str, route: str, rev: S.Revision, scale: S.Scale, strategy: str,
-               shape: AppShape, code_dir: Path, model_dir: Path | None) -> dict[str, Any]:  # fmt: skip
+               shape: AppShape, code_dir: Path, model_dir: Path | None,
+               app: str | None = None) -> dict[str, Any]:  # fmt: skip
     """Ray Serve's application config for one revision (deterministic: the same revision and
-    scale give the same config, so re-applying it changes nothing)."""
+    scale give the same config, so re-applying it changes nothing). `app`: the application's
+    name when it is not the service's (a canary)."""
     spec = rev.spec
     env = dict(spec.env)
     env[S.SERVICE_ENV] = name
@@ -138,7 +181,7 @@ def app_config(name: str, route: str, rev: S.Revision, scale: S.Scale, strategy:
                 entry["num_replicas"] = 1 if scale.replicas is None else scale.replicas
         deployments.append(entry)
     return {
-        "name": name,
+        "name": app or name,
         "route_prefix": route,
         "import_path": spec.import_path,
         "args": spec.args,
@@ -185,6 +228,12 @@ class LocalServe:
     def apply(self, name: str, app: dict[str, Any] | None, want_port: int | None = None) -> int:
         """Put (or, with None, remove) one application; every other one is kept. Returns the
         HTTP port of Ray Serve's proxy."""
+        return self.apply_many({name: app}, want_port)
+
+    def apply_many(self, changes: Mapping[str, dict[str, Any] | None],
+                   want_port: int | None = None) -> int:  # fmt: skip
+        """Put or remove several applications in one change (a canary moves a route from one
+        application to another at once); every other one is kept."""
         if self.head is None:
             raise TauError("the local Ray head is not running", exit_code=EXIT_PLATFORM)
         with serve_lock():
@@ -201,10 +250,11 @@ class LocalServe:
                 if not _port_free(port):
                     raise TauError(f"port {port} on {HOST} is in use", exit_code=EXIT_PLATFORM,
                                    hint="pick another --port, or omit it for a free one")  # fmt: skip
-            before = ((state.get("applications") or {}).get(name) or {}).get("last_deployed_time_s")
+            known = state.get("applications") or {}
+            before = {n: (known.get(n) or {}).get("last_deployed_time_s") for n in changes}
             apps = []
-            for other, doc in (state.get("applications") or {}).items():
-                if other == name:
+            for other, doc in known.items():
+                if other in changes:
                     continue
                 if doc.get("source") != "declarative" or not doc.get("deployed_app_config"):
                     raise TauError(
@@ -213,8 +263,7 @@ class LocalServe:
                         exit_code=EXIT_PLATFORM, hint="serve shutdown, or deploy it with a config",
                     )  # fmt: skip
                 apps.append(doc["deployed_app_config"])
-            if app is not None:
-                apps.append(app)
+            apps += [app for app in changes.values() if app is not None]
             doc = {
                 "proxy_location": "HeadOnly",
                 "http_options": {"host": HOST, "port": port},
@@ -230,8 +279,10 @@ class LocalServe:
                 raise TauError(
                     f"Ray Serve did not take the change: {e}", exit_code=EXIT_PLATFORM
                 ) from None
-            if app is not None:  # taken once Ray Serve reports the new deploy (not the old state)
-                wait_until(lambda: self._deployed_at(name) not in (None, before), TAKEN_S, 0.1)
+            put = [n for n, app in changes.items() if app is not None]
+            # taken once Ray Serve reports the new deploys (not the old state)
+            wait_until(lambda: all(self._deployed_at(n) not in (None, before[n]) for n in put),
+                       TAKEN_S, 0.1)  # fmt: skip
         return port
 
     def _deployed_at(self, name: str) -> float | None:
@@ -240,9 +291,41 @@ class LocalServe:
         return float(t) if t is not None else None
 
     def observe(self, name: str, state: dict[str, Any] | None = None) -> Observed:
+        """The service's application, with its canary and traffic split when they run."""
         if self.head is None:
             return Observed(head_up=False, exists=False)
         state = self.state() if state is None else state
+        obs = self._observe_app(name, state)
+        apps = state.get("applications") or {}
+        if canary_app(name) in apps or split_app(name) in apps:
+            split = str((apps.get(split_app(name)) or {}).get("status", "ABSENT"))
+            obs = replace(obs, canary=self._observe_app(canary_app(name), state), split=split)
+        return obs
+
+    def route_back(self, name: str, own: dict[str, Any]) -> int:
+        """End a canary's split: the service's application (`own`) takes the route back while
+        the split moves to its hidden one (one change); then the split is removed, which lets
+        the requests it holds finish, and only then the canary they may be waiting for."""
+        split = ((self.state().get("applications") or {}).get(split_app(name)) or {}).get(
+            "deployed_app_config"
+        )
+        changes: dict[str, dict[str, Any] | None] = {name: own}
+        if split:
+            changes[split_app(name)] = {**split, "route_prefix": hidden_route(name, "split")}
+        port = self.apply_many(changes)
+        self.apply(split_app(name), None)
+        wait_until(lambda: split_app(name) not in (self.state().get("applications") or {}),
+                   DRAIN_S, 0.25)  # fmt: skip
+        self.apply(canary_app(name), None)
+        return port
+
+    def split_of(self, name: str) -> Observed:
+        """The canary's traffic split application (its status and message)."""
+        if self.head is None:
+            return Observed(head_up=False, exists=False)
+        return self._observe_app(split_app(name), self.state())
+
+    def _observe_app(self, name: str, state: dict[str, Any]) -> Observed:
         port = self.port_of(state)
         app = (state.get("applications") or {}).get(name)
         if not app:
@@ -280,7 +363,12 @@ class LocalServe:
         if self.head is None:
             return []
         folder = Path(self.head.temp_dir) / "session_latest" / "logs" / "serve"
-        files = [p for p in folder.glob(f"replica_{name}_*.log") if p.is_file()]
+        files = [
+            p
+            for app in (name, canary_app(name))
+            for p in folder.glob(f"replica_{app}_*.log")
+            if p.is_file()
+        ]
         return sorted(files, key=lambda p: p.stat().st_mtime)
 
 

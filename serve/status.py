@@ -36,6 +36,8 @@ class Observed:
     simulated: bool = False  # the cluster's nodes run no containers (the sandbox's KWOK)
     upgrading: bool = False  # a new RayService starts beside the serving one (a cluster)
     new_running: int | None = None  # its replicas running (None: count by start times)
+    canary: Observed | None = None  # a canary revision's application, when one runs
+    split: str = ""  # the status of a canary's traffic split ("" when there is none)
 
 
 def _epoch(iso: str | None) -> float | None:
@@ -47,11 +49,13 @@ def _epoch(iso: str | None) -> float | None:
 def revision_rows(rec: S.ServiceRecord) -> list[dict[str, Any]]:
     rows = []
     for r in rec.revisions:
-        state = (
-            "serving"
-            if r.number == rec.serving
-            else ("previous" if r.number == rec.previous else "")
-        )
+        c = rec.canary
+        if c is not None and r.number == c.revision and not c.promoting:
+            state = "canary"
+        elif r.number == rec.serving:
+            state = "serving"
+        else:
+            state = "previous" if r.number == rec.previous else ""
         rows.append({
             "revision": r.number, "model": r.model.short if r.model else None,
             "config_hash": r.config_hash, "created_at": r.created_at, "created_by": r.created_by,
@@ -74,7 +78,17 @@ def compute(rec: S.ServiceRecord, obs: Observed, answered: bool | None = None,
     replicas = S.Replicas(ready=obs.running, wanted=obs.wanted, starting=obs.starting,
                           new_ready=new_ready)  # fmt: skip
     rollout = None
-    if rec.previous is not None and not rec.rollout_done:
+    c = rec.canary
+    if c is not None:
+        co = obs.canary
+        stable = rec.previous if c.promoting and rec.previous is not None else rec.serving
+        share = 100 if c.promoting else (c.percent if c.routed else 0)
+        running = co.running if co is not None else 0
+        replicas = replicas.model_copy(update={"new_ready": running})
+        rollout = {"from": stable, "to": c.revision, "strategy": "canary", "step": c.percent,
+                   "new_ready": running, "wanted": co.wanted if co is not None else 0,
+                   "traffic": {str(c.revision): share, str(stable): 100 - share}}  # fmt: skip
+    elif rec.previous is not None and not rec.rollout_done:
         share = 0 if not obs.running else round(100 * (new_ready or 0) / obs.running)
         rollout = {"from": rec.previous, "to": rec.serving, "strategy": rec.strategy,
                    "new_ready": new_ready or 0, "wanted": obs.wanted,
@@ -119,6 +133,8 @@ def _phase(rec: S.ServiceRecord, obs: Observed, answered: bool | None, probe_sta
         return "Failed", f"revision {n} failed to deploy: {first[0][:300]}{undo}", False
     if obs.status == "UNHEALTHY":
         return "Unhealthy", f"revision {n} is unhealthy ({ready}): {obs.message[:200]}", False
+    if rec.canary is not None:
+        return _canary_phase(rec, obs, answered, probe_status, ready)
     if obs.status in ("DEPLOYING", "NOT_STARTED") or obs.revision != n:
         rolling = rec.previous is not None and not rec.rollout_done
         if obs.wanted == 0 and obs.running == 0 and obs.starting == 0:  # (not counted yet)
@@ -149,3 +165,42 @@ def _phase(rec: S.ServiceRecord, obs: Observed, answered: bool | None, probe_sta
         return ("Unhealthy", f"revision {n} runs ({ready}) but its readiness request got "
                 f"{code}{where}", False)  # fmt: skip
     return "Ready", f"serving revision {n}{where}: {ready}{note}", True
+
+
+def _canary_phase(rec: S.ServiceRecord, obs: Observed, answered: bool | None,
+                  probe_status: int | None, ready: str) -> tuple[S.Phase, str, bool]:  # fmt: skip
+    c = rec.canary
+    assert c is not None
+    name, co = rec.name, obs.canary
+    stable = rec.previous if c.promoting and rec.previous is not None else rec.serving
+    end = f"`tau serve rollback {name}` ends the canary"
+    if c.promoting:
+        return ("Updating", f"promoting revision {c.revision}: it takes all requests while the "
+                f"service's own replicas move to it ({ready}); `tau serve promote {name}` "
+                "finishes it if this was cut short", True)  # fmt: skip
+    if co is None or not co.exists:
+        if c.routed:
+            return ("Unhealthy", f"canary revision {c.revision} is gone from the target while it "
+                    f"should take {c.percent}% of requests: {end}", False)  # fmt: skip
+        return "Updating", f"canary revision {c.revision} is being deployed", True
+    cready = f"{co.running}/{co.wanted} replicas ready"
+    if co.status == "DEPLOY_FAILED":
+        first = co.message.strip().splitlines()[-1:] or ["(no message)"]
+        return ("Unhealthy", f"canary revision {c.revision} failed to deploy: {first[0][:300]}; "
+                f"{end}", False)  # fmt: skip
+    if co.admitted is False:
+        why = co.waiting or "it waits in its queue"
+        return ("Waiting", f"Kueue has not admitted canary revision {c.revision}: {why}; "
+                f"revision {stable} takes all requests", True)  # fmt: skip
+    if not c.routed or co.status != "RUNNING" or (obs.split and obs.split != "RUNNING"):
+        return ("Updating", f"starting canary revision {c.revision} ({cready}); revision "
+                f"{stable} takes all requests until it is ready", True)  # fmt: skip
+    if answered is False:
+        code = f"HTTP {probe_status}" if probe_status else "no answer"
+        return ("Unhealthy", f"canary of revision {c.revision}: the readiness request got {code}",
+                False)  # fmt: skip
+    note = ("; the sandbox's nodes are simulated: no container runs there, so no request is "
+            "ever answered") if obs.simulated else ""  # fmt: skip
+    return ("Canary", f"canary: revision {c.revision} takes {c.percent}% of requests ({cready}), "
+            f"revision {stable} {100 - c.percent}% ({ready}); `tau serve promote {name}` gives "
+            f"revision {c.revision} all, {end}{note}", True)  # fmt: skip

@@ -1,0 +1,85 @@
+"""A canary's traffic split, run by Ray Serve on the local head (never imported by `tau`).
+
+During a canary the service's route belongs to this small application: it forwards each HTTP
+request, unchanged, to the serving revision or to the canary revision, both still running as
+their own Ray Serve applications on hidden routes of the same proxy (127.0.0.1). The split is
+deterministic, not random: with a share of 20%, exactly one request in five goes to the canary
+(per router replica), so the share `tau serve status` prints is the share requests get. The share
+is the deployment's `user_config`: changing it (promote) reconfigures the running replica
+without restarting it. Every answer carries the revision that made it (`x-tau-revision`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aiohttp
+from ray import serve
+from starlette.requests import Request
+from starlette.responses import Response
+
+REVISION_HEADER = "x-tau-revision"
+# Hop-by-hop headers (RFC 9110 7.6.1) and the ones the client library sets again.
+_DROP = frozenset({
+    "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
+    "transfer-encoding", "upgrade", "host", "content-length",
+})  # fmt: skip
+
+
+def pick(count: int, percent: int) -> bool:
+    """Whether request number `count` (from 0) goes to the canary: spread evenly, exactly
+    `percent` of every 100 consecutive requests."""
+    return (count + 1) * percent // 100 > count * percent // 100
+
+
+@serve.deployment(ray_actor_options={"num_cpus": 0}, max_ongoing_requests=1000)
+class Split:
+    def __init__(self, port: int, stable: str, canary: str, stable_revision: int,
+                 canary_revision: int) -> None:  # fmt: skip
+        self.base = f"http://127.0.0.1:{port}"
+        self.routes = {False: (stable, stable_revision), True: (canary, canary_revision)}
+        self.percent = 0
+        self.count = 0
+        self.session: aiohttp.ClientSession | None = None
+
+    def reconfigure(self, config: dict[str, Any]) -> None:
+        self.percent = max(0, min(100, int(config.get("canary_percent", 0))))
+
+    async def __call__(self, request: Request) -> Response:
+        to_canary = pick(self.count, self.percent)
+        self.count += 1
+        route, revision = self.routes[to_canary]
+        root = str(request.scope.get("root_path") or "")
+        path = request.url.path
+        if root and path.startswith(root):
+            path = path[len(root) :]
+        url = self.base + route + (path if path.startswith("/") or not path else "/" + path)
+        if request.url.query:
+            url += "?" + request.url.query
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in _DROP}
+        if self.session is None:
+            self.session = aiohttp.ClientSession(
+                auto_decompress=False, timeout=aiohttp.ClientTimeout(total=None, sock_connect=10)
+            )
+        try:
+            async with self.session.request(
+                request.method, url, headers=headers, data=await request.body(),
+                allow_redirects=False,
+            ) as resp:  # fmt: skip
+                body = await resp.read()
+                out = {k: v for k, v in resp.headers.items() if k.lower() not in _DROP}
+                out[REVISION_HEADER] = str(revision)
+                return Response(content=body, status_code=resp.status, headers=out)
+        except aiohttp.ClientError as e:
+            return Response(
+                content=f"revision {revision} did not answer: {e}\n".encode(),
+                status_code=502, headers={REVISION_HEADER: str(revision)},
+            )  # fmt: skip
+
+
+def app(args: dict[str, Any]) -> Any:
+    """The builder Ray Serve calls with the application's args."""
+    return Split.bind(
+        int(args["port"]), str(args["stable"]), str(args["canary"]),
+        int(args["stable_revision"]), int(args["canary_revision"]),
+    )  # fmt: skip
