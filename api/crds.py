@@ -208,6 +208,17 @@ class ServiceRevision(_Model):
     createdBy: str | None = None
 
 
+class ServiceCanary(_Model):
+    revision: int = Field(ge=1, description="The revision on trial")
+    percent: int = Field(ge=0, le=100, description="Its share of the requests")
+    generation: int = Field(
+        ge=1, description="Its RayService, <name>-<generation> (with the split)"
+    )
+    stableGeneration: int = Field(ge=1, description="The serving RayService, kept meanwhile")
+    modelVersion: str | None = None
+    startedAt: str = Field(json_schema_extra={"format": "date-time"})
+
+
 class TauServiceSpec(_Model):
     serviceName: str
     workspace: str
@@ -225,6 +236,7 @@ class TauServiceSpec(_Model):
         1, ge=1, description="The RayService <name>-<generation> that is to serve (the newest)"
     )
     revisions: list[ServiceRevision] = Field(default_factory=list)
+    canary: ServiceCanary | None = Field(None, description="A revision on trial beside it")
 
 
 class TauServiceStatus(_Model):

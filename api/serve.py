@@ -30,6 +30,39 @@ SERVICE_ENV = "TAU_SERVICE"  # the service's name
 REVISION_ENV = "TAU_SERVICE_REVISION"  # the revision's number
 
 Target = Literal["local", "kube"]
+SPLIT_MODULE = "tau_split"  # the canary's split (serve/split.py), as a cluster's code carries it
+SPLIT_DEPLOYMENT = "Split"
+
+
+def canary_app(name: str) -> str:
+    """A canary revision's Ray Serve application ('.' is not in service names: no clash)."""
+    return f"{name}.canary"
+
+
+def split_app(name: str) -> str:
+    """The application that splits a canary's traffic (it holds the service's route)."""
+    return f"{name}.split"
+
+
+def hidden_route(name: str, which: str) -> str:
+    """Where a canary's revisions answer, behind the split (`stable`, `canary`, `split`)."""
+    from taugrid.api.manifest import RESERVED_ROUTE
+
+    return f"{RESERVED_ROUTE}/{name}/{which}"
+
+
+def split_args(stable_url: str, canary_url: str, stable: int, canary: int) -> dict[str, Any]:
+    """The split's arguments: where each revision answers, and their numbers."""
+    return {"stable_url": stable_url, "canary_url": canary_url, "stable_revision": stable,
+            "canary_revision": canary}  # fmt: skip
+
+
+def split_deployment(percent: int) -> dict[str, Any]:
+    """The split's share of requests to the canary (a user_config: changing it reconfigures
+    the running replica)."""
+    return {"name": SPLIT_DEPLOYMENT, "user_config": {"canary_percent": percent}}
+
+
 Phase = Literal[
     "Deploying",
     "Ready",

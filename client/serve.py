@@ -266,11 +266,6 @@ def _deploy_kube(file: str | Path | None, name: str, model: str | None, from_run
     from taugrid.serve.records import ServiceDir
 
     spec, m, source = _spec_and_manifest(file, model, from_run, checkpoint)
-    if spec.rollout.strategy == "canary":
-        raise TauError("a canary needs a route that splits traffic between two RayClusters "
-                       "(KubeRay's incremental upgrade: Gateway API), which this platform does "
-                       "not install", exit_code=EXIT_USAGE,
-                       hint="service: {rollout: {strategy: blue-green}}")  # fmt: skip
     sd = ServiceDir(name)
     with sd.lock():
         pin = _claim(sd, spec, say)
@@ -457,9 +452,7 @@ def _rollout_kube(sd: ServiceDir, spec: S.ServiceSpec, source: Path, chosen: str
     from taugrid.serve.kube import replicas_of
 
     if chosen == "canary":
-        raise TauError("a canary needs a route that splits traffic between two RayClusters "
-                       "(KubeRay's incremental upgrade: Gateway API), which this platform does "
-                       "not install", exit_code=EXIT_USAGE, hint="--strategy blue-green")  # fmt: skip
+        return _canary_kube(sd, spec, source, percent, wait, timeout_s, say)
     pin = _pin(spec, sd.name)
     with sd.lock():
         rec = sd.read()
@@ -638,8 +631,11 @@ def _end_canary(sd: ServiceDir, rec: S.ServiceRecord, to: int | None, wait: bool
         from taugrid.client import servekube
 
         with sd.lock():
-            servekube.end_canary(sd, sd.read(), back, why)
+            rec = sd.read()
+            sd.write(servekube.end_canary(sd, rec, back, why, _who()))
         say(why)
+        if back != rec.serving:
+            _switch_kube(sd.name, back, f"revision {rec.serving} -> revision {back}", say)
     else:
         from taugrid.serve.local import LocalServe
 
@@ -759,6 +755,42 @@ def _canary_local(sd: ServiceDir, serve: LocalServe, spec: S.ServiceSpec, source
     return _await_canary(name, timeout_s, say) if wait else status(name, probe=False)
 
 
+def _canary_kube(sd: ServiceDir, spec: S.ServiceSpec, source: Path, percent: int, wait: bool,
+                 timeout_s: float, say: Say) -> S.ServiceStatus:  # fmt: skip
+    """A canary on a cluster: its own RayService (its share of the replicas, and the split)
+    beside the serving one, checked against the queue's room first; the stable Service moves
+    to it once it runs, and the serving RayService is kept until the canary ends."""
+    from taugrid.client import servekube
+
+    pin = _pin(spec, sd.name)
+    with sd.lock():
+        rec = sd.read()
+        _no_canary(rec, "a canary")
+        if rec.pending_generation:
+            raise TauError(f"revision {rec.serving} of {sd.name} is still starting: a canary "
+                           "compares with a revision that serves", exit_code=EXIT_USAGE,
+                           hint=f"tau serve status {sd.name} --watch")  # fmt: skip
+        rev, new = _canary_revision(sd, rec, spec, source, pin)
+        now, who = _now(), _who()
+        try:
+            g = servekube.canary(sd, rec, rev, percent, now, say)
+        except BaseException:
+            if new:
+                sd.remove_revision_code(rev.number)
+            raise
+        canary = S.Canary(revision=rev.number, percent=percent, started_at=now, by=who,
+                          generation=g)  # fmt: skip
+        rec = rec.model_copy(update={"revisions": [*rec.revisions, rev] if new else rec.revisions,
+                                     "canary": canary})  # fmt: skip
+        sd.write(rec)
+        sd.event("canary", f"revision {rev.number} ({rev.model.short if rev.model else 'no model'}) "
+                 f"beside revision {rec.serving}, for {percent}% of the requests: RayService "
+                 f"{sd.name}-{g}", rev.number, who)  # fmt: skip
+    say(f"canary revision {rev.number}: a RayService of its own starts beside revision "
+        f"{rec.serving}'s; it takes {percent}% of the requests once it runs")  # fmt: skip
+    return _await_canary(sd.name, timeout_s, say) if wait else status(sd.name)
+
+
 def _await_canary(name: str, timeout_s: float, say: Say) -> S.ServiceStatus:
     deadline = time.monotonic() + timeout_s
     last = ""
@@ -817,8 +849,12 @@ def promote(name: str, *, wait: bool = True, timeout_s: float = READY_TIMEOUT_S,
         from taugrid.client import servekube
 
         with sd.lock():
-            servekube.promote(sd, sd.read(), say)
-        say(f"promoting revision {c.revision}: it becomes {name}'s serving revision")
+            rec = sd.read()
+            if rec.canary is None:
+                raise TauError(f"the canary of {name} ended meanwhile", exit_code=EXIT_USAGE)
+            sd.write(servekube.promote(sd, rec, _now(), _who(), say))
+        say(f"promoting revision {c.revision}: a RayService at the service's size starts; the "
+            "service moves to it when it serves")  # fmt: skip
         return _await(name, c.revision, timeout_s, say) if wait else status(name)
     return _promote_local(sd, wait, timeout_s, say)
 
@@ -924,6 +960,7 @@ def scale(
         raise TauError(f"scale: {why}", exit_code=EXIT_USAGE,
                        hint=f"0..{S.MAX_REPLICAS} replicas") from None  # fmt: skip
     if rec.target == "kube":
+        _no_canary(rec, "a scale on a cluster")
         return _scale_kube(sd, new, timeout_s, say)
     serve = LocalServe.started(_gpus_here(), say)
     with sd.lock():
@@ -1049,7 +1086,7 @@ def _status(rec: S.ServiceRecord, obs: Observed, probe: bool,
 
 
 def _note_finished(sd: ServiceDir, rec: S.ServiceRecord, obs: Observed) -> S.ServiceRecord:
-    if rec.target == "kube" and rec.pending_generation:
+    if rec.target == "kube" and (rec.pending_generation or (rec.canary and not rec.canary.routed)):
         from taugrid.client import servekube
 
         with sd.lock():

@@ -25,7 +25,7 @@ from taugrid.api.errors import EXIT_NOT_ADMITTED, EXIT_PLATFORM, EXIT_USAGE, Tau
 
 if TYPE_CHECKING:
     from taugrid.runs.resolve import Resolved
-    from taugrid.serve.kube import KubeServe
+    from taugrid.serve.kube import CanaryPlan, KubeServe
     from taugrid.serve.records import ServiceDir
 
 Say = Callable[[str], None]
@@ -109,12 +109,14 @@ def deploy(sd: ServiceDir, m: Any, spec: S.ServiceSpec, source: Path, pin: S.Mod
 
 
 def new_generation(sd: ServiceDir, rec: S.ServiceRecord, rev: S.Revision, replicas: int,
-                   strategy: str, say: Say) -> int:  # fmt: skip
+                   strategy: str, say: Say, canary: CanaryPlan | None = None,
+                   now: str = "") -> int:  # fmt: skip
     """A change sent as the next generation's RayService (beside the serving one): refused
     first when the queue could never admit it, or has no room for it now. Returns its number;
-    the stable Service moves to it once it serves (`advance`)."""
+    the stable Service moves to it once it serves (`advance`). With `canary`, the generation
+    runs `rev` and the split beside the serving generation, which is kept."""
     from taugrid.runs.load import load_manifest
-    from taugrid.serve.kube import render, upgrade_gpus
+    from taugrid.serve.kube import canary_spec, render, upgrade_gpus
 
     ks = _serve(rec.context)
     source = Path(rev.source)
@@ -124,16 +126,29 @@ def new_generation(sd: ServiceDir, rec: S.ServiceRecord, rev: S.Revision, replic
                        f"{rec.name} FILE")  # fmt: skip
     m = load_manifest(source, purpose="service").manifest
     r = ks.resolve(m, rev.spec, replicas, rec.workspace, rec.profile)
-    g = max(rec.generation, rec.pending_generation or 0) + 1
+    g = max(rec.generation, rec.pending_generation or 0,
+            (rec.canary.generation or 0) if rec.canary else 0) + 1  # fmt: skip
     objects = render(r, rec.name, rec.route_prefix, rev, _bundle(sd.code_dir(rev.number)),
-                     replicas, strategy, g)  # fmt: skip
+                     replicas, strategy, g, canary)  # fmt: skip
     owner, cm, rayservice, _front = objects  # the Service moves when the new one serves
+    if canary is not None:
+        canary_spec(owner, rec.current, canary, rev, g, now)
     never, cq, room = ks.queue_room(r, [rayservice])
     if never is not None:
         raise TauError(f"revision {rev.number} is not sent: {never}", exit_code=EXIT_NOT_ADMITTED,
                        hint=f"tau quota request --workspace {r.workspace.name}")  # fmt: skip
     need = upgrade_gpus(replicas, r.gpus)
     free = _gpus_free(room, r.profile.flavor, r.gpu_resource)
+    if need and free is not None and need > free and canary is not None:
+        raise TauError(
+            f"the canary of revision {rev.number} needs {need} GPU(s) ({replicas} replica(s) x "
+            f"{r.gpus}) beside revision {rec.serving}'s, which keeps serving; queue {cq} has "
+            f"{free} free", exit_code=EXIT_NOT_ADMITTED,
+            hint=f"tau quota request --gpus {need - free} --workspace {r.workspace.name}; or "
+            f"--strategy blue-green once there is room (it needs revision {rec.serving}'s size "
+            "beside it for a moment)" + ("; or a smaller --step (fewer canary replicas)"
+                                         if replicas > 1 else ""),
+        )  # fmt: skip
     if need and free is not None and need > free:
         held = rec.scale.replicas or 0
         beside = (f" beside revision {rec.serving}'s ({held} replica(s) x {r.gpus} GPU(s) keep "
@@ -153,7 +168,18 @@ def new_generation(sd: ServiceDir, rec: S.ServiceRecord, rev: S.Revision, replic
 def advance(sd: ServiceDir, rec: S.ServiceRecord) -> S.ServiceRecord:
     """A pending generation that serves takes over: the stable Service moves to it and every
     other generation is deleted (the controller applies the same rule on its own; whichever
-    sees it first). The caller records the result, under the service's lock."""
+    sees it first). A canary's generation that runs takes the route the same way, and the
+    serving generation is kept. The caller records the result, under the service's lock."""
+    c = rec.canary
+    if c is not None and not c.routed and c.generation:
+        ks = _serve(rec.context)
+        ks.switch_if_ready(rec, c.generation, keep=rec.generation)
+        if ks.serving_generation(rec) != c.generation:
+            return rec
+        sd.event("canary-routed", f"revision {c.revision} takes {c.percent}% of the requests "
+                 f"(RayService {rec.name}-{c.generation} holds the route), revision "
+                 f"{rec.serving} {100 - c.percent}%", c.revision)  # fmt: skip
+        return rec.model_copy(update={"canary": c.model_copy(update={"routed": True})})
     if not rec.pending_generation:
         return rec
     ks = _serve(rec.context)
@@ -210,3 +236,99 @@ def logs(rec: S.ServiceRecord, tail: int | None) -> list[str]:
             continue
         out += [f"[{name}] {ln}" for ln in (lines[-tail:] if tail else lines)]
     return out
+
+
+def canary(sd: ServiceDir, rec: S.ServiceRecord, rev: S.Revision, percent: int, now: str,
+           say: Say) -> int:  # fmt: skip
+    """A canary's generation sent beside the serving one (checked against the queue first):
+    its share of the replicas (at least one) and the split. Returns its generation."""
+    from taugrid.serve.kube import CanaryPlan, replicas_of
+
+    n = replicas_of(rec.scale)
+    if n == 0:
+        raise TauError(f"service {rec.name} is scaled to zero: a canary needs the serving "
+                       "revision running beside it", exit_code=EXIT_USAGE,
+                       hint=f"tau serve scale {rec.name} --replicas N first, or a rollout")  # fmt: skip
+    replicas = max(1, -(-n * percent // 100))
+    plan = CanaryPlan(stable_generation=rec.generation, stable_revision=rec.serving,
+                      percent=percent)  # fmt: skip
+    return new_generation(sd, rec, rev, replicas, "canary", say, canary=plan, now=now)
+
+
+def promote(sd: ServiceDir, rec: S.ServiceRecord, now: str, who: str, say: Say) -> S.ServiceRecord:
+    """The canary takes every request (its split's share set to 100%, in place), the serving
+    generation is deleted (its quota back in the queue), and when the canary ran fewer replicas
+    than the service's size, a generation at full size follows (the Service moves to it when it
+    serves). So a promote never needs more quota than the canary had. The caller writes the
+    returned record (under the service's lock)."""
+    import yaml
+
+    from taugrid.kube.client import FIELD_MANAGER
+    from taugrid.serve.kube import generation_name, object_name, replicas_of
+    from taugrid.serve.local import wait_until
+
+    c = rec.canary
+    assert c is not None and c.generation
+    ks = _serve(rec.context)
+    rs = ks.kube.get("RayService", generation_name(rec.name, c.generation), rec.namespace)
+    if rs is None:
+        raise TauError(f"the canary's RayService {generation_name(rec.name, c.generation)} is "
+                       f"gone from namespace {rec.namespace}", exit_code=EXIT_PLATFORM,
+                       hint=f"tau serve rollback {rec.name} (ends the canary)")  # fmt: skip
+    if not c.routed:
+        raise TauError(f"the canary of revision {c.revision} does not take requests yet",
+                       exit_code=EXIT_USAGE, hint=f"tau serve status {rec.name} --watch")  # fmt: skip
+    cfg = yaml.safe_load(rs["spec"]["serveConfigV2"])
+    for app in cfg.get("applications") or []:
+        if app.get("name") == S.split_app(rec.name):
+            app["deployments"] = [S.split_deployment(100)]
+    ks.kube.merge_patch("RayService", generation_name(rec.name, c.generation), rec.namespace,
+                        {"spec": {"serveConfigV2": yaml.safe_dump(cfg, sort_keys=False)}},
+                        FIELD_MANAGER)  # fmt: skip
+    rev = rec.revision(c.revision)
+    groups = rs["spec"]["rayClusterConfig"].get("workerGroupSpecs") or [{}]
+    held, full = int(groups[0].get("replicas") or 0), replicas_of(rec.scale)
+    ks.kube.merge_patch("TauService", object_name(rec.name), rec.namespace, {"spec": {
+        "canary": None, "generation": c.generation, "revision": rev.number,
+        "configHash": rev.config_hash, "modelRef": rev.model.ref if rev.model else None,
+        "modelVersion": rev.model.version if rev.model else None, "replicas": held,
+    }}, FIELD_MANAGER)  # fmt: skip
+    ks.kube.delete("RayService", generation_name(rec.name, rec.generation), rec.namespace)
+    sd.event("promote", f"revision {c.revision} takes every request (RayService "
+             f"{rec.name}-{c.generation}); revision {rec.serving}'s RayService is deleted",
+             c.revision, who)  # fmt: skip
+    done = rec.model_copy(update={
+        "previous": rec.serving, "serving": c.revision, "canary": None,
+        "generation": c.generation, "pending_generation": None, "rollout_started_at": now,
+        "rollout_done": True, "strategy": "blue-green", "scale": S.Scale(replicas=held),
+    })  # fmt: skip
+    if held >= full:
+        return done
+    sd.write(done)  # (what is true now, if the full size cannot follow)
+    wait_until(lambda: rec.generation not in ks.generations(rec), 60, 0.5)
+    try:
+        pending = new_generation(sd, done, rev, full, "blue-green", say)
+    except TauError as e:
+        raise TauError(f"revision {c.revision} serves every request on its canary's {held} "
+                       f"replica(s); its full size does not follow: {e.message}",
+                       exit_code=e.exit_code, hint=f"tau serve scale {rec.name} --replicas "
+                       f"{full} when there is room" + (f"; {e.hint}" if e.hint else "")) from None  # fmt: skip
+    return done.model_copy(update={"pending_generation": pending, "rollout_done": False,
+                                   "scale": S.Scale(replicas=full)})  # fmt: skip
+
+
+def end_canary(
+    sd: ServiceDir, rec: S.ServiceRecord, back: int, why: str, who: str
+) -> S.ServiceRecord:
+    """The canary removed: the Service back on the serving generation (the canary's RayService
+    deleted: Kueue gets its quota back), the TauService without it. `back` other than the
+    serving revision is a rollback after it (a new generation)."""
+    ks = _serve(rec.context)
+    ks.switch(rec, rec.generation)
+    from taugrid.kube.client import FIELD_MANAGER
+    from taugrid.serve.kube import object_name
+
+    ks.kube.merge_patch("TauService", object_name(rec.name), rec.namespace,
+                        {"spec": {"canary": None, "generation": rec.generation}}, FIELD_MANAGER)  # fmt: skip
+    sd.event("canary-ended", why, back, who)
+    return rec.model_copy(update={"canary": None, "pending_generation": None})

@@ -17,6 +17,7 @@ resolution) and the objects; `KubeServe` below sends, observes and deletes them.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -98,26 +99,69 @@ def _env(r: Resolved, service: str, rev: S.Revision) -> list[dict[str, Any]]:
     return [{"name": k, "value": v} for k, v in env.items()]
 
 
-def serve_config(service: str, route: str, rev: S.Revision) -> dict[str, Any]:
+@dataclass(frozen=True)
+class CanaryPlan:
+    """A canary generation: its RayService also runs the split, which holds the service's route
+    and sends `percent`% of the requests to the canary revision (on its own proxy) and the rest
+    to the serving generation's RayService (kept until the canary ends)."""
+
+    stable_generation: int
+    stable_revision: int
+    percent: int
+
+
+def serve_config(service: str, route: str, rev: S.Revision, namespace: str = "",
+                 canary: CanaryPlan | None = None) -> dict[str, Any]:  # fmt: skip
     """Ray Serve's config (RayService `serveConfigV2`): the application and its ingress size.
     The replicas' environment comes from the pods (the model is laid out there)."""
+    app: dict[str, Any] = {
+        "name": service,
+        "route_prefix": route,
+        "import_path": rev.spec.import_path,
+        "args": rev.spec.args,
+        "runtime_env": {"env_vars": {S.REVISION_ENV: str(rev.number)}},
+    }
+    apps = [app]
+    if canary is not None:
+        hidden = S.hidden_route(service, "canary")
+        app.update(name=S.canary_app(service), route_prefix=hidden)
+        stable = generation_name(service, canary.stable_generation)
+        tail = "" if route == "/" else route
+        apps.append({
+            "name": S.split_app(service),
+            "route_prefix": route,
+            "import_path": f"{S.SPLIT_MODULE}:app",
+            "args": S.split_args(
+                f"http://{stable}-serve-svc.{namespace}.svc:{SERVE_PORT}{tail}",  # KubeRay's
+                f"http://127.0.0.1:{SERVE_PORT}{hidden}", canary.stable_revision, rev.number),
+            "deployments": [S.split_deployment(canary.percent)],
+        })  # fmt: skip
     return {
         "proxy_location": "EveryNode",
         "http_options": {"host": "0.0.0.0", "port": SERVE_PORT},
-        "applications": [{
-            "name": service,
-            "route_prefix": route,
-            "import_path": rev.spec.import_path,
-            "args": rev.spec.args,
-            "runtime_env": {"env_vars": {S.REVISION_ENV: str(rev.number)}},
-        }],
-    }  # fmt: skip
+        "applications": apps,
+    }
+
+
+def with_split(bundle: CodeBundle) -> CodeBundle:
+    """A canary generation's code: the revision's, and the split as `tau_split.py`."""
+    from pathlib import Path
+
+    blob = Path(__file__).with_name("split.py").read_bytes()
+    files = {rel: data for rel, data in bundle.files}
+    files[f"{S.SPLIT_MODULE}.py"] = blob
+    return replace(bundle, files=tuple(sorted(files.items())))
 
 
 def render(r: Resolved, service: str, route: str, rev: S.Revision, bundle: CodeBundle,
-           replicas: int, strategy: str, generation: int) -> list[dict[str, Any]]:  # fmt: skip
+           replicas: int, strategy: str, generation: int,
+           canary: CanaryPlan | None = None) -> list[dict[str, Any]]:  # fmt: skip
     """[TauService, code ConfigMap, RayService, Service] for one generation of a revision;
-    all but the TauService get their owner reference (its uid) when they are sent."""
+    all but the TauService get their owner reference (its uid) when they are sent. With
+    `canary`, the generation runs `rev` beside the serving one (see CanaryPlan), and the caller
+    sets the TauService's spec with `canary_spec`."""
+    if canary is not None:
+        bundle = with_split(bundle)
     meta = RunMeta(run_id=f"{service}-r{rev.number}", submitter=rev.created_by)
     own = labels(r, service, rev.number, generation)
     cm, items = code_configmap(r, meta, bundle)
@@ -164,7 +208,9 @@ def render(r: Resolved, service: str, route: str, rev: S.Revision, bundle: CodeB
             "annotations": ann,
         },
         "spec": {
-            "serveConfigV2": yaml.safe_dump(serve_config(service, route, rev), sort_keys=False),
+            "serveConfigV2": yaml.safe_dump(
+                serve_config(service, route, rev, r.namespace, canary), sort_keys=False
+            ),
             "rayClusterConfig": cluster,
             # never changed in place: the next change is the next generation's RayService
             "upgradeStrategy": {"type": "None"},
@@ -200,6 +246,22 @@ def render(r: Resolved, service: str, route: str, rev: S.Revision, bundle: CodeB
         },
     }
     return [owner, cm, rayservice, front_service(r.namespace, service, generation)]
+
+
+def canary_spec(owner: dict[str, Any], serving: S.Revision, plan: CanaryPlan, canary: S.Revision,
+                generation: int, started_at: str) -> dict[str, Any]:  # fmt: skip
+    """The TauService of a service during a canary: it still describes the serving revision
+    (and its generation, which is kept), and names the canary beside it."""
+    spec = owner["spec"]
+    spec.update(revision=serving.number, configHash=serving.config_hash,
+                 modelRef=serving.model.ref if serving.model else None,
+                 modelVersion=serving.model.version if serving.model else None,
+                 generation=generation)  # fmt: skip
+    spec["canary"] = {"revision": canary.number, "percent": plan.percent,
+                      "generation": generation, "stableGeneration": plan.stable_generation,
+                      "modelVersion": canary.model.version if canary.model else None,
+                      "startedAt": started_at}  # fmt: skip
+    return owner
 
 
 def front_service(namespace: str, service: str, generation: int) -> dict[str, Any]:
@@ -307,16 +369,16 @@ class KubeServe(Connected):
                 out[int(g)] = rs
         return out
 
-    def switch(self, rec: S.ServiceRecord, to: int) -> None:
-        """The stable Service to generation `to`'s head, then every other generation deleted
-        (its pods go, and Kueue gives their quota back)."""
+    def switch(self, rec: S.ServiceRecord, to: int, keep: int | None = None) -> None:
+        """The stable Service to generation `to`'s head, then every other generation but `keep`
+        (a canary's serving one) deleted (its pods go, and Kueue gives their quota back)."""
         ref = self.owner_ref(rec)
         if ref is None:
             raise TauError(f"service {rec.name} is gone from namespace {rec.namespace}",
                            exit_code=EXIT_PLATFORM)  # fmt: skip
         self.owned(front_service(rec.namespace or "", rec.name, to), ref)
         for g in self.generations(rec):
-            if g != to:
+            if g not in (to, keep):
                 self.kube.delete("RayService", generation_name(rec.name, g), rec.namespace)
 
     def drop(self, rec: S.ServiceRecord, keep: int | None = None) -> None:
@@ -325,12 +387,14 @@ class KubeServe(Connected):
             if g != keep:
                 self.kube.delete("RayService", generation_name(rec.name, g), rec.namespace)
 
-    def ready(self, rs: dict[str, Any], app: str) -> bool:
+    def ready(self, rs: dict[str, Any]) -> bool:
+        """KubeRay says the RayService runs and each of its applications does."""
         status = rs.get("status") or {}
         apps = (status.get("activeServiceStatus") or {}).get("applicationStatuses") or {}
         return (
             status.get("serviceStatus") == "Running"
-            and (apps.get(app) or {}).get("status") == "RUNNING"
+            and bool(apps)
+            and all((a or {}).get("status") == "RUNNING" for a in apps.values())
         )
 
     def observe(self, rec: S.ServiceRecord) -> Observed:
@@ -346,6 +410,9 @@ class KubeServe(Connected):
             return Observed(head_up=False, exists=False)
         serving = gens.get(rec.generation)
         pending = gens.get(rec.pending_generation) if rec.pending_generation else None
+        canary_rs = (
+            gens.get(rec.canary.generation) if rec.canary and rec.canary.generation else None
+        )
 
         def running(g: int | None) -> int:
             return sum(1 for p in pods
@@ -372,7 +439,7 @@ class KubeServe(Connected):
         assert main is not None
         admitted, waiting = kueue(main)
         revision = (main["metadata"].get("labels") or {}).get(C.LABEL_SERVICE_REVISION, "")
-        status = "RUNNING" if self.ready(main, rec.name) else "DEPLOYING"
+        status = "RUNNING" if self.ready(main) else "DEPLOYING"
         new_running = None
         if serving is not None and pending is not None:
             status = "DEPLOYING"  # a new generation starts beside the serving one
@@ -380,12 +447,24 @@ class KubeServe(Connected):
             p_admitted, p_waiting = kueue(pending)
             if p_admitted is False:
                 waiting = f"the new RayService waits: {p_waiting}"
+        canary = split = None
+        if canary_rs is not None and rec.canary is not None:
+            c_admitted, c_waiting = kueue(canary_rs)
+            c_ready = self.ready(canary_rs)
+            canary = Observed(
+                head_up=True, exists=True, status="RUNNING" if c_ready else "DEPLOYING",
+                revision=rec.canary.revision, wanted=replicas(canary_rs),
+                running=running(rec.canary.generation), admitted=c_admitted, waiting=c_waiting,
+                simulated=simulated,
+            )  # fmt: skip
+            split = "RUNNING" if c_ready else "DEPLOYING"
         return Observed(
             head_up=True, exists=True, status=status,
             revision=int(revision) if revision.isdigit() else None,
             wanted=replicas(main), running=running(rec.generation if serving else rec.pending_generation),
             admitted=admitted, waiting=waiting, simulated=simulated,
             upgrading=pending is not None and serving is not None, new_running=new_running,
+            canary=canary, split=split or "",
         )  # fmt: skip
 
     def _admission(self, rs: dict[str, Any], workloads: list[dict[str, Any]],
@@ -420,15 +499,16 @@ class KubeServe(Connected):
         g = str(selector.get(C.LABEL_SERVICE_GENERATION, ""))
         return int(g) if g.isdigit() else None
 
-    def switch_if_ready(self, rec: S.ServiceRecord, target: int) -> bool:
+    def switch_if_ready(self, rec: S.ServiceRecord, target: int, keep: int | None = None) -> bool:
         """The one rule, for the CLI and the controller alike (idempotent): when generation
-        `target`'s RayService serves and the Service selects another, switch to it."""
+        `target`'s RayService serves and the Service selects another, switch to it (and delete
+        the others, but `keep`: a canary's serving generation)."""
         gens = self.generations(rec)
         new = gens.get(target)
-        if new is None or not self.ready(new, rec.name):
+        if new is None or not self.ready(new):
             return False
-        if self.serving_generation(rec) != target or len(gens) > 1:
-            self.switch(rec, target)
+        if self.serving_generation(rec) != target or set(gens) - {target, keep}:
+            self.switch(rec, target, keep)
             return True
         return False
 
@@ -437,10 +517,12 @@ class KubeServe(Connected):
         over; returns the TauService status to write when it changed (None: nothing to write)."""
         from taugrid.serve.status import compute
 
-        target = int((tauservice.get("spec") or {}).get("generation") or 0)
+        spec = tauservice.get("spec") or {}
+        target = int(spec.get("generation") or 0)
+        keep = (spec.get("canary") or {}).get("stableGeneration")
         rec = record_of(tauservice, None)
         serving = self.serving_generation(rec)
-        if target and target != serving and self.switch_if_ready(rec, target):
+        if target and target != serving and self.switch_if_ready(rec, target, keep):
             serving = target
         rec = record_of(tauservice, serving)
         st = compute(rec, self.observe(rec))
@@ -470,6 +552,21 @@ def record_of(tauservice: dict[str, Any], serving: int | None) -> S.ServiceRecor
                      source="")  # fmt: skip
     target = int(spec.get("generation") or 1)
     name, ns = str(spec["serviceName"]), str(md["namespace"])
+    c = spec.get("canary")
+    canary = None
+    if c:  # the Service selects the canary's generation once it runs (its split holds the route)
+        canary = S.Canary(revision=int(c["revision"]), percent=int(c["percent"]),
+                          started_at=str(c.get("startedAt") or created), routed=serving == target,
+                          generation=int(c["generation"]))  # fmt: skip
+        stable = int(c["stableGeneration"])
+        return S.ServiceRecord(
+            name=name, target="kube", created_at=created, created_by=rev.created_by,
+            route_prefix=str(spec["routePrefix"]), namespace=ns, workspace=spec.get("workspace"),
+            profile=spec.get("profile"), revisions=[rev], serving=rev.number,
+            endpoint=f"http://{object_name(name)}.{ns}.svc:{SERVE_PORT}{spec['routePrefix']}",
+            scale=S.Scale(replicas=int(spec.get("replicas") or 0)), generation=stable,
+            canary=canary,
+        )  # fmt: skip
     return S.ServiceRecord(
         name=name, target="kube", created_at=created, created_by=rev.created_by,
         route_prefix=str(spec["routePrefix"]), namespace=ns, workspace=spec.get("workspace"),

@@ -30,7 +30,6 @@ from typing import Any
 
 from taugrid.api import serve as S
 from taugrid.api.errors import EXIT_PLATFORM, EXIT_USAGE, TauError
-from taugrid.api.manifest import RESERVED_ROUTE
 from taugrid.runs.backends.local import rayhead
 from taugrid.runs.paths import tau_home
 from taugrid.serve.status import Observed
@@ -109,40 +108,23 @@ def check_app(code_dir: Path, spec: S.ServiceSpec, env: dict[str, str]) -> AppSh
 
 # A canary: the service's route belongs to a small splitting application (`split.py`), and the
 # serving and canary revisions answer on hidden routes of the same proxy.
-HIDDEN = RESERVED_ROUTE
 SPLIT_IMPORT = "taugrid.serve.split:app"
-
-
-def canary_app(name: str) -> str:
-    """The canary revision's application ('.' is not in service names: no clash)."""
-    return f"{name}.canary"
-
-
-def split_app(name: str) -> str:
-    return f"{name}.split"
-
-
-def hidden_route(name: str, which: str) -> str:
-    return f"{HIDDEN}/{name}/{which}"
+canary_app, split_app, hidden_route = S.canary_app, S.split_app, S.hidden_route
 
 
 def split_config(name: str, route: str, port: int, stable: int, canary: int,
                  percent: int) -> dict[str, Any]:  # fmt: skip
-    """The splitting application: `percent` of the requests to the canary revision (the share
-    is its user_config: a change reconfigures the replica, it does not restart it)."""
+    """The splitting application: `percent` of the requests to the canary revision."""
+    base = f"http://{HOST}:{port}"
     return {
         "name": split_app(name),
         "route_prefix": route,
         "import_path": SPLIT_IMPORT,
-        "args": {
-            "port": port,
-            "stable": hidden_route(name, "stable"),
-            "canary": hidden_route(name, "canary"),
-            "stable_revision": stable,
-            "canary_revision": canary,
-        },
+        "args": S.split_args(
+            base + hidden_route(name, "stable"), base + hidden_route(name, "canary"), stable, canary
+        ),
         "runtime_env": {"env_vars": {S.SERVICE_ENV: name}},
-        "deployments": [{"name": "Split", "user_config": {"canary_percent": percent}}],
+        "deployments": [S.split_deployment(percent)],
     }
 
 

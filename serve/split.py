@@ -1,8 +1,11 @@
-"""A canary's traffic split, run by Ray Serve on the local head (never imported by `tau`).
+"""A canary's traffic split, run by Ray Serve (never imported by `tau`): on the local head as
+`taugrid.serve.split`, on a cluster carried in the canary's code as `tau_split.py` (so it uses
+nothing but Ray Serve, starlette and aiohttp, which Ray's images have).
 
 During a canary the service's route belongs to this small application: it forwards each HTTP
-request, unchanged, to the serving revision or to the canary revision, both still running as
-their own Ray Serve applications on hidden routes of the same proxy (127.0.0.1). The split is
+request, unchanged, to the serving revision or to the canary revision (locally both run as
+their own Ray Serve applications on hidden routes of the same proxy; on a cluster the canary
+answers on this proxy and the serving revision on its own RayService's Service). The split is
 deterministic, not random: with a share of 20%, exactly one request in five goes to the canary
 (per router replica), so the share `tau serve status` prints is the share requests get. The share
 is the deployment's `user_config`: changing it (promote) reconfigures the running replica
@@ -34,10 +37,10 @@ def pick(count: int, percent: int) -> bool:
 
 @serve.deployment(ray_actor_options={"num_cpus": 0}, max_ongoing_requests=1000)
 class Split:
-    def __init__(self, port: int, stable: str, canary: str, stable_revision: int,
+    def __init__(self, stable_url: str, canary_url: str, stable_revision: int,
                  canary_revision: int) -> None:  # fmt: skip
-        self.base = f"http://127.0.0.1:{port}"
-        self.routes = {False: (stable, stable_revision), True: (canary, canary_revision)}
+        self.routes = {False: (stable_url.rstrip("/"), stable_revision),
+                       True: (canary_url.rstrip("/"), canary_revision)}  # fmt: skip
         self.percent = 0
         self.count = 0
         self.session: aiohttp.ClientSession | None = None
@@ -48,12 +51,12 @@ class Split:
     async def __call__(self, request: Request) -> Response:
         to_canary = pick(self.count, self.percent)
         self.count += 1
-        route, revision = self.routes[to_canary]
+        base, revision = self.routes[to_canary]
         root = str(request.scope.get("root_path") or "")
         path = request.url.path
         if root and path.startswith(root):
             path = path[len(root) :]
-        url = self.base + route + (path if path.startswith("/") or not path else "/" + path)
+        url = base + (path if path.startswith("/") or not path else "/" + path)
         if request.url.query:
             url += "?" + request.url.query
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _DROP}
@@ -79,7 +82,7 @@ class Split:
 
 def app(args: dict[str, Any]) -> Any:
     """The builder Ray Serve calls with the application's args."""
-    return Split.bind(
-        int(args["port"]), str(args["stable"]), str(args["canary"]),
+    return Split.bind(  # type: ignore[attr-defined]
+        str(args["stable_url"]), str(args["canary_url"]),
         int(args["stable_revision"]), int(args["canary_revision"]),
     )  # fmt: skip

@@ -216,3 +216,65 @@ def test_a_failed_rollout_is_rolled_back_and_names_are_not_taken_twice(
     assert tau("serve", "status", "guarded").returncode == 2
     # the name is free again, and Ray Serve no longer has the application
     assert "guarded" not in ok(tau("serve", "list")).stdout
+
+
+def answered_by(url: str, n: int) -> Counter[str]:
+    """`n` requests in a row: which revision answered each (the body and the split's header)."""
+    seen: Counter[str] = Counter()
+    for _ in range(n):
+        req = urllib.request.Request(url, data=BODY, method="POST",
+                                     headers={"Content-Type": "application/json"})  # fmt: skip
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            rev = json.loads(resp.read())["revision"]
+            assert resp.headers.get("x-tau-revision") in (None, rev)
+            seen[rev] += 1
+    return seen
+
+
+def test_a_canary_takes_its_share_then_ends_or_is_promoted_under_load(
+    tau: Tau, example: tuple[Path, list[str]]
+) -> None:
+    folder, (v1, v2) = example
+    st = json.loads(ok(tau("serve", "deploy", str(folder), "--name", "cy", "-o", "json")).stdout)
+    url = st["endpoint"]
+    # a canary of the second model: 20 of every 100 requests, exactly (a deterministic split)
+    res = ok(tau("serve", "rollout", "cy", "--model", f"iris@{v2}", "--strategy", "canary",
+                 "--step", "20", "-o", "json", timeout=300))  # fmt: skip
+    st = json.loads(res.stdout)
+    assert (st["phase"], st["revision"]) == ("Canary", 1), st["summary"]
+    assert st["rollout"]["traffic"] == {"2": 20, "1": 80}
+    assert answered_by(url, 100) == Counter({"1": 80, "2": 20})
+    # nothing else changes the service while the canary runs
+    res = tau("serve", "rollout", "cy", "--model", f"iris@{v1}")
+    assert res.returncode == 2 and "waits for the canary of revision 2" in res.stderr
+    # rollback ends it: every request to revision 1 again, none failed while the route moved
+    with Load(url, 20) as load:
+        wait_for(lambda: sum(load.answers.values()) >= 40, 60, "load answered")
+        back = json.loads(ok(tau("serve", "rollback", "cy", "-o", "json", timeout=300)).stdout)
+        seen = sum(load.answers.values())
+        wait_for(lambda: sum(load.answers.values()) >= seen + 40, 60, "load after the rollback")
+    assert load.failures == [], load.failures[:5]
+    assert (back["phase"], back["revision"], back["rollout"]) == ("Ready", 1, None)
+    assert answered_by(url, 20) == Counter({"1": 20})
+    for bad in (["--step", "20"], ["--strategy", "canary", "--step", "100"]):
+        res = tau("serve", "rollout", "cy", "--model", f"iris@{v2}", *bad)
+        assert res.returncode == 2 and "--step" in res.stderr, res.stderr
+    assert status(tau, "cy")["revision"] == 1
+    # a canary again (the kept revision 2), then promoted under load: revision 2 takes all
+    st = json.loads(ok(tau("serve", "rollout", "cy", "--model", f"iris@{v2}", "--strategy",
+                           "canary", "--step", "50", "-o", "json", timeout=300)).stdout)  # fmt: skip
+    assert st["phase"] == "Canary" and len(st["revisions"]) == 2  # no new revision
+    with Load(url, 20) as load:
+        wait_for(lambda: sum(load.answers.values()) >= 40, 60, "load answered")
+        up = json.loads(ok(tau("serve", "promote", "cy", "-o", "json", timeout=300)).stdout)
+        seen = sum(load.answers.values())
+        wait_for(lambda: sum(load.answers.values()) >= seen + 40, 60, "load after the promote")
+    assert load.failures == [], load.failures[:5]
+    assert (up["phase"], up["revision"], up["model"]) == ("Ready", 2, f"iris@{v2[:19]}")
+    assert answered_by(url, 20) == Counter({"2": 20})
+    kinds = [e["kind"] for e in status(tau, "cy")["events"]]
+    assert kinds.count("canary") == 2 and "canary-ended" in kinds and "promote" in kinds
+    res = tau("serve", "promote", "cy")
+    assert res.returncode == 2 and "nothing to promote" in res.stderr
+    # nothing of the canary is left on the head
+    ok(tau("serve", "delete", "cy"))

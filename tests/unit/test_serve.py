@@ -4,6 +4,7 @@ application, and bad input refused with exit 2 before anything is deployed."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -110,16 +111,18 @@ def test_bad_deploy_options_are_refused_before_anything_runs(
     assert not (tmp_path / "home" / "ray" / "head.json").exists()  # no head was started
 
 
-def test_gpus_above_this_machine_and_a_local_canary_are_refused(tmp_path: Path) -> None:
+def test_gpus_above_this_machine_and_a_reserved_route_are_refused(tmp_path: Path) -> None:
     home = tmp_path / "home"
     gpu = write(tmp_path / "gpu", "service: {import_path: 'serve_app:app', gpus: 8}\n")
     res = run_tau(home, "serve", "deploy", str(gpu))
     assert res.returncode == 2 and "8 GPU(s) per replica; this machine has" in res.stderr
-    canary = write(
-        tmp_path / "c", "service: {import_path: 'serve_app:app', rollout: {strategy: canary}}\n"
-    )
-    res = run_tau(home, "serve", "deploy", str(canary))
-    assert res.returncode == 2 and "canary" in res.stderr and "blue-green" in res.stderr
+    for route in ("/_tau", "/_tau/x/stable"):  # where a canary's revisions answer
+        taken = write(
+            tmp_path / "r", f"service: {{import_path: 'serve_app:app', route_prefix: {route}}}\n"
+        )
+        res = run_tau(home, "serve", "deploy", str(taken))
+        assert res.returncode == 2 and "TauGrid's" in res.stderr, res.stderr
+    assert not (home / "services").exists() or not any((home / "services").iterdir())
 
 
 @pytest.mark.parametrize(
@@ -369,3 +372,82 @@ def test_local_services_are_the_ones_the_local_head_runs(
     for name, target in (("iris", "local"), ("clf", "kube")):
         ServiceDir(name).write(record(name=name, target=target))
     assert serve.local_services() == ["iris"]  # what `tau local stop` says it stopped
+
+
+# --- canaries ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("percent", [0, 1, 7, 20, 33, 50, 99, 100])
+def test_the_split_sends_exactly_its_share_in_every_hundred_requests(percent: int) -> None:
+    pytest.importorskip("ray.serve")
+    from taugrid.serve.split import pick
+
+    picks = [pick(i, percent) for i in range(1000)]
+    for start in (0, 13, 250, 900):  # any hundred consecutive requests, not only the first
+        assert sum(picks[start : start + 100]) == percent
+    if 0 < percent < 100:  # spread evenly, not in bursts
+        at = [i for i, p in enumerate(picks) if p]
+        gaps = {b - a for a, b in itertools.pairwise(at)}
+        assert max(gaps) - min(gaps) <= 1 and max(gaps) == -(-100 // percent)
+
+
+def canary(**kw: Any) -> S.Canary:
+    return S.Canary.model_validate({"revision": 3, "percent": 20,
+                                    "started_at": "2026-12-01T00:01:00Z", **kw})  # fmt: skip
+
+
+def test_a_canary_s_status_says_the_share_and_how_it_ends() -> None:
+    rec = record(revisions=[revision(1), revision(2), revision(3)], canary=canary(routed=True))
+    st = compute(rec, obs(canary=obs(revision=3, wanted=1, running=1), split="RUNNING"), True)
+    assert st.phase == "Canary" and st.revision == 2 and st.healthy
+    assert st.rollout is not None and st.rollout["traffic"] == {"3": 20, "2": 80}
+    assert st.rollout["new_ready"] == 1 and st.rollout["step"] == 20
+    assert "tau serve promote iris" in st.summary and "tau serve rollback iris" in st.summary
+    assert [r["state"] for r in st.revisions] == ["", "serving", "canary"]
+    # not yet routed: the serving revision takes every request
+    rec = record(revisions=[revision(1), revision(2), revision(3)], canary=canary())
+    st = compute(rec, obs(canary=obs(revision=3, status="DEPLOYING", running=0, wanted=1)))
+    assert st.phase == "Updating" and st.rollout is not None
+    assert st.rollout["traffic"] == {"3": 0, "2": 100}
+
+
+@pytest.mark.parametrize(
+    ("canary_kw", "obs_kw", "phase", "words"),
+    [
+        ({"routed": True}, {}, "Unhealthy", "gone from the target"),
+        ({"routed": True}, {"canary": {"status": "DEPLOY_FAILED", "message": "boom"}},
+         "Unhealthy", "failed to deploy: boom"),
+        ({}, {"canary": {"admitted": False, "waiting": "queue gpu is full"}}, "Waiting",
+         "queue gpu is full"),
+        ({"routed": True, "promoting": True}, {"canary": {}}, "Updating", "promoting revision 3"),
+    ],
+)  # fmt: skip
+def test_a_canary_that_cannot_serve_says_why(canary_kw: dict[str, Any], obs_kw: dict[str, Any],
+                                             phase: str, words: str) -> None:  # fmt: skip
+    rec = record(revisions=[revision(1), revision(2), revision(3)], canary=canary(**canary_kw))
+    kw = dict(obs_kw)
+    if "canary" in kw:
+        kw["canary"] = obs(revision=3, **kw["canary"])
+    st = compute(rec, obs(**kw))
+    assert st.phase == phase and words in st.summary, st.summary
+
+
+def test_ending_a_canary_hands_the_route_back_before_the_split_and_the_canary_go(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("TAU_HOME", str(tmp_path))
+    split = L.split_config("iris", "/iris", 8123, 2, 3, 20)
+    fake = FakeServe({
+        "iris": {"deployed_app_config": {"name": "iris", "route_prefix": "/_tau/iris/stable"},
+                 "source": "declarative"},
+        "iris.canary": {"deployed_app_config": {"name": "iris.canary"}, "source": "declarative"},
+        "iris.split": {"deployed_app_config": split, "source": "declarative"},
+    })  # fmt: skip
+    monkeypatch.setattr(rayhead, "_http", fake)
+    monkeypatch.setattr(L, "TAKEN_S", 0.0)
+    L.LocalServe(head()).route_back("iris", {"name": "iris", "route_prefix": "/iris"})
+    routes = [{a["name"]: a.get("route_prefix") for a in put["applications"]} for put in fake.puts]
+    # 1: the service's own application takes its route back, the split moves aside (one change)
+    assert routes[0]["iris"] == "/iris" and routes[0]["iris.split"] == "/_tau/iris/split"
+    assert "iris.canary" in routes[0]
+    # 2: the split goes (it finishes the requests it holds); 3: then the canary
+    assert "iris.split" not in routes[1] and "iris.canary" in routes[1]
+    assert set(routes[2]) == {"iris"}

@@ -166,3 +166,79 @@ def test_the_status_is_written_only_when_it_changes_with_a_line_per_phase() -> N
     moved = K.status_body(again, fewer, "2026-12-02T00:03:00Z")
     assert moved is not None and moved["status"]["replicasReady"] == 1
     assert len(moved["status"]["timeline"]) == 1  # same phase: no new line
+
+
+# --- a canary on a cluster -----------------------------------------------------------------------
+def canary_rendered(percent: int = 20) -> tuple[resolve.Resolved, list[dict[str, Any]]]:
+    loaded = load.load_manifest(EXAMPLES / "serve-model", purpose="service")
+    spec = loaded.manifest.service
+    assert spec is not None
+    m = K.placement(loaded.manifest, spec, 1)
+    r = resolve.resolve(m, load.load_snapshot(PROFILES), workspace="research", profile="cpu")
+    plan = K.CanaryPlan(stable_generation=4, stable_revision=2, percent=percent)
+    objects = K.render(r, "iris", "/iris", revision(spec, 3), codebundle.collect(loaded.folder),
+                       1, "canary", 5, plan)  # fmt: skip
+    K.canary_spec(objects[0], revision(spec, 2), plan, revision(spec, 3), 5, "2026-12-02T00:00:00Z")
+    return r, objects
+
+
+def test_a_canary_generation_runs_the_revision_and_the_split_and_validates(
+    upstream_crds: Path, tmp_path: Path
+) -> None:
+    r, (owner, cm, rs, _front) = canary_rendered(percent=20)
+    assert crd_errors(rs, upstream_crds / "kuberay" / "ray.io_rayservices.yaml", "v1") == []
+    crd = next(c for c in render_crds() if c["spec"]["names"]["kind"] == "TauService")
+    path = tmp_path / "tauservice-crd.yaml"
+    path.write_text(yaml.safe_dump(crd))
+    assert crd_errors(owner, path, C.VERSION) == []
+    apps = {a["name"]: a for a in yaml.safe_load(rs["spec"]["serveConfigV2"])["applications"]}
+    assert set(apps) == {"iris.canary", "iris.split"}
+    # the split holds the service's route; the canary answers behind it, on this proxy
+    assert apps["iris.split"]["route_prefix"] == "/iris"
+    assert apps["iris.canary"]["route_prefix"] == S.hidden_route("iris", "canary")
+    args = apps["iris.split"]["args"]
+    assert (
+        args["canary_url"] == f"http://127.0.0.1:{K.SERVE_PORT}{S.hidden_route('iris', 'canary')}"
+    )
+    # the serving revision answers on its own RayService's Serve Service (KubeRay names it)
+    assert args["stable_url"] == f"http://iris-4-serve-svc.{r.namespace}.svc:{K.SERVE_PORT}/iris"
+    assert (args["stable_revision"], args["canary_revision"]) == (2, 3)
+    assert apps["iris.split"]["deployments"] == [
+        {"name": "Split", "user_config": {"canary_percent": 20}}
+    ]
+    module, _, _attr = apps["iris.split"]["import_path"].partition(":")
+    assert f"{module}.py" in carried_files(cm, rs)
+    # the TauService still describes the serving revision, and names the canary beside it
+    assert owner["spec"]["revision"] == 2 and owner["spec"]["generation"] == 5
+    assert owner["spec"]["canary"]["revision"] == 3
+    assert owner["spec"]["canary"]["stableGeneration"] == 4
+    assert rs["metadata"]["name"] == "iris-5"
+
+
+def carried_files(cm: dict[str, Any], rs: dict[str, Any]) -> dict[str, str]:
+    """The code the pods see: the ConfigMap's keys at the paths the code volume gives them."""
+    pod = rs["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]
+    (vol,) = [
+        v
+        for v in pod["volumes"]
+        if (v.get("configMap") or {}).get("name") == cm["metadata"]["name"]
+    ]
+    return {it["path"]: cm["data"][it["key"]] for it in vol["configMap"]["items"]}
+
+
+def test_the_split_carried_to_a_cluster_is_the_one_tau_runs_locally() -> None:
+    _, (_, cm, rs, _) = canary_rendered()
+    carried = carried_files(cm, rs).get(f"{S.SPLIT_MODULE}.py")
+    local = (Path(K.__file__).with_name("split.py")).read_text()
+    assert carried == local
+
+
+def test_the_controller_keeps_a_canary_s_serving_generation_and_reads_the_canary() -> None:
+    doc = tauservice(generation=5)
+    doc["spec"]["canary"] = {"revision": 4, "percent": 30, "generation": 5, "stableGeneration": 2,
+                             "startedAt": "2026-12-02T00:00:00Z"}  # fmt: skip
+    before = K.record_of(doc, serving=2)
+    assert before.canary is not None and before.canary.routed is False
+    assert (before.generation, before.pending_generation) == (2, None)
+    after = K.record_of(doc, serving=5)
+    assert after.canary is not None and after.canary.routed is True and after.serving == 3
