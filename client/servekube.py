@@ -126,7 +126,7 @@ def new_generation(sd: ServiceDir, rec: S.ServiceRecord, rev: S.Revision, replic
                        f"{rec.name} FILE")  # fmt: skip
     m = load_manifest(source, purpose="service").manifest
     r = ks.resolve(m, rev.spec, replicas, rec.workspace, rec.profile)
-    g = max(rec.generation, rec.pending_generation or 0,
+    g = max(rec.generation, rec.pending_generation or 0, ks.highest_generation(rec),
             (rec.canary.generation or 0) if rec.canary else 0) + 1  # fmt: skip
     objects = render(r, rec.name, rec.route_prefix, rev, _bundle(sd.code_dir(rev.number)),
                      replicas, strategy, g, canary)  # fmt: skip

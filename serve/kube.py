@@ -369,6 +369,15 @@ class KubeServe(Connected):
                 out[int(g)] = rs
         return out
 
+    def highest_generation(self, rec: S.ServiceRecord) -> int:
+        """The newest generation the cluster has (one being deleted included: its name is
+        not free until it is gone, so a new generation never reuses it)."""
+        out = 0
+        for rs in self.kube.list("RayService", rec.namespace, labels={C.LABEL_SERVICE: rec.name}):
+            g = (rs["metadata"].get("labels") or {}).get(C.LABEL_SERVICE_GENERATION, "")
+            out = max(out, int(g) if g.isdigit() else 0)
+        return out
+
     def switch(self, rec: S.ServiceRecord, to: int, keep: int | None = None) -> None:
         """The stable Service to generation `to`'s head, then every other generation but `keep`
         (a canary's serving one) deleted (its pods go, and Kueue gives their quota back)."""

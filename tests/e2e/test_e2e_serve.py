@@ -166,3 +166,89 @@ def test_a_service_on_the_cluster_from_deploy_to_delete(sandbox: Path, tmp_path:
     assert not [r.metadata.name for r in rss if r.metadata.name.startswith("clf-")]
     assert serve(sandbox, "status", "clf").returncode == 2
     wait_until(lambda: gpus_used(dyn) == before, 60, "quota free after delete")
+
+
+def test_a_canary_on_the_cluster_ends_or_is_promoted(sandbox: Path, tmp_path: Path) -> None:
+    """A canary's RayService (its share of the replicas, and the split) beside the serving one;
+    the controller moves the stable Service to it and keeps the serving RayService; a canary
+    with no room is refused with the numbers; rollback and promote leave one RayService."""
+    dyn = admin(sandbox)
+    v1 = register(sandbox, tmp_path / "m1", '{"w": 11}')
+    v2 = register(sandbox, tmp_path / "m2", '{"w": 12}')
+    assert tau(sandbox, "data", "model", "alias", "set", "clf", "prod", v1).returncode == 0
+    folder = project(tmp_path / "svc", "cny", replicas=1)
+    before = gpus_used(dyn)
+    rayservices = dyn.resources.get(api_version="ray.io/v1", kind="RayService")
+    services = dyn.resources.get(api_version="v1", kind="Service")
+    tsvc = dyn.resources.get(api_version="tau.azure.com/v1alpha1", kind="TauService")
+
+    def live() -> set[str]:
+        return {r.metadata.name for r in rayservices.get(
+            namespace=NS, label_selector=f"{C.LABEL_SERVICE}=cny").items
+            if not r.metadata.deletionTimestamp}  # fmt: skip
+
+    def selected() -> str:
+        return str(services.get(name="cny", namespace=NS).spec.selector[C.LABEL_SERVICE_GENERATION])
+
+    res = serve(sandbox, "deploy", str(folder), "--target", "kube", "-o", "json")
+    assert res.returncode == 0 and json.loads(res.stdout)["phase"] == "Ready", res.stderr
+
+    # (--no-wait, and no tau command looks: the controller routes the canary)
+    res = serve(sandbox, "rollout", "cny", "--model", f"clf@{v2}", "--strategy", "canary",
+                "--step", "50", "--no-wait", "-o", "json")  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    wait_until(lambda: selected() == "2", 180, "the controller moves the Service to the canary")
+    assert live() == {"cny-1", "cny-2"}  # the serving RayService is kept
+    cfg = rayservices.get(name="cny-2", namespace=NS).spec.serveConfigV2
+    assert "cny.split" in cfg and "cny.canary" in cfg and "cny-1-serve-svc" in cfg
+    canary = tsvc.get(name="cny", namespace=NS).to_dict()["spec"]["canary"]
+    assert (canary["revision"], canary["percent"], canary["stableGeneration"]) == (2, 50, 1)
+    assert gpus_used(dyn) == before + 2
+    now = st(sandbox, "cny")
+    assert (now["phase"], now["revision"]) == ("Canary", 1), now["summary"]
+    assert now["rollout"]["traffic"] == {"2": 50, "1": 50} and "simulated" in now["summary"]
+    recorded = wait_until(lambda: (o := tsvc.get(name="cny", namespace=NS).to_dict().get("status")
+                                   or {}).get("phase") == "Canary" and o, 120,
+                          "the controller records the canary")  # fmt: skip
+    assert "takes 50% of requests" in recorded["summary"]
+    # nothing else changes it meanwhile
+    for args in (["rollout", "cny", "--model", f"clf@{v1}"], ["scale", "cny", "--replicas", "2"]):
+        res = serve(sandbox, *args)
+        assert res.returncode == 2 and "waits for the canary of revision 2" in res.stderr
+
+    # rollback ends it: the Service back on revision 1's RayService, the canary's deleted
+    back = json.loads(serve(sandbox, "rollback", "cny", "-o", "json").stdout)
+    assert (back["phase"], back["revision"], back["rollout"]) == ("Ready", 1, None)
+    assert selected() == "1"
+    wait_until(lambda: live() == {"cny-1"}, 60, "the canary's RayService deleted")
+    assert "canary" not in tsvc.get(name="cny", namespace=NS).to_dict()["spec"]
+    wait_until(lambda: gpus_used(dyn) == before + 1, 60, "the canary's GPU back in the queue")
+
+    # with the queue full, a canary is refused with the numbers, and nothing is sent
+    hog = project(tmp_path / "hog", "hog", replicas=1)
+    assert serve(sandbox, "deploy", str(hog), "--target", "kube", "--no-wait").returncode == 0
+    wait_until(lambda: gpus_used(dyn) == before + 2, 120, "another service holds the last GPU")
+    res = serve(sandbox, "rollout", "cny", "--model", f"clf@{v2}", "--strategy", "canary")
+    assert res.returncode == 3, res.stderr
+    assert "the canary of revision 2 needs 1 GPU(s)" in res.stderr and "0 free" in res.stderr
+    assert live() == {"cny-1"} and st(sandbox, "cny")["rollout"] is None
+    assert serve(sandbox, "delete", "hog").returncode == 0
+    wait_until(lambda: gpus_used(dyn) == before + 1, 60, "the GPU free again")
+
+    # promote: the canary takes every request, the old RayService goes (no more quota needed)
+    res = serve(sandbox, "rollout", "cny", "--model", f"clf@{v2}", "--strategy", "canary",
+                "-o", "json")  # fmt: skip
+    assert res.returncode == 0 and json.loads(res.stdout)["phase"] == "Canary", res.stderr
+    assert len(json.loads(res.stdout)["revisions"]) == 2  # revision 2 again, not a third
+    g = int(tsvc.get(name="cny", namespace=NS).to_dict()["spec"]["canary"]["generation"])
+    assert g > 1 and selected() == str(g)
+    res = serve(sandbox, "promote", "cny", "-o", "json")
+    assert res.returncode == 0, res.stderr
+    up = json.loads(res.stdout)
+    assert (up["phase"], up["revision"], up["model"]) == ("Ready", 2, f"clf@{v2[:19]}")
+    wait_until(lambda: live() == {f"cny-{g}"}, 60, "only the promoted RayService is left")
+    assert selected() == str(g)
+    spec = tsvc.get(name="cny", namespace=NS).to_dict()["spec"]
+    assert (spec["revision"], spec["generation"], spec.get("canary")) == (2, g, None)
+    wait_until(lambda: gpus_used(dyn) == before + 1, 60, "one GPU held")
+    assert serve(sandbox, "delete", "cny").returncode == 0

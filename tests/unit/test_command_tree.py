@@ -83,7 +83,7 @@ serve deploy: --checkpoint --context --from-run --model --name --no-wait --outpu
 serve invoke: --data --output --path -d -o
 serve list: --output -o
 serve logs: --follow --tail -f
-serve promote: --output -o
+serve promote: --no-wait --output -o
 serve rollback: --no-wait --output --to -o
 serve rollout: --checkpoint --from-run --model --no-wait --output --step --strategy -o
 serve scale: --max --min --output --replicas -o
