@@ -105,6 +105,9 @@ ENV_METRICS_FILE: Final = "TAU_METRICS_FILE"
 ENV_NUM_WORKERS: Final = "TAU_NUM_WORKERS"
 ENV_GPUS_PER_WORKER: Final = "TAU_GPUS_PER_WORKER"
 ENV_WORLD_SIZE: Final = "TAU_WORLD_SIZE"
+ENV_LAUNCHER: Final = "TAU_LAUNCHER"  # torchrun: tau_launch starts torchrun
+ENV_NODES: Final = "TAU_NODES"  # torchrun: the nodes (pods) of the run
+ENV_NPROC_PER_NODE: Final = "TAU_NPROC_PER_NODE"  # torchrun: processes per node
 ENV_RESUME_FROM: Final = "TAU_RESUME_FROM"
 ENV_ATTEMPT: Final = "TAU_ATTEMPT"
 

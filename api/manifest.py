@@ -34,6 +34,9 @@ MAX_WORKERS = 256
 MAX_RETRIES = 20
 
 WorkloadKind = Literal["job", "rayjob"]
+Launcher = Literal["python", "torchrun"]
+MAX_PROCS_PER_NODE = 64
+TORCHRUN_PORT = 29500  # the c10d rendezvous on node 0
 CpuAmount = Annotated[int | float | str, Field(description="cores: 4, 0.5 or 500m")]
 # Numbers are accepted by the type only to be refused with the reason (a unit is missing).
 Memory = Annotated[
@@ -67,9 +70,27 @@ class RunSpec(_Model):
         None, description="rayjob | job; inferred when omitted"
     )
     args: list[str] = Field(default_factory=list, description="Arguments passed to the entrypoint")
+    launcher: Launcher | None = Field(
+        None, description="python (default) | torchrun: compute.workers nodes x nproc_per_node"
+    )
+    nproc_per_node: int | None = Field(
+        None, ge=1, le=MAX_PROCS_PER_NODE,
+        description="torchrun: processes per node (default: compute.gpus, or 1 on CPU)",
+    )  # fmt: skip
     image: str | None = Field(None, description="Alias of runtime.image (lowest priority)")
     name: str | None = Field(None, description="Ignored: the run name is the top-level name")
     smoke_pairs: int | None = Field(None, ge=0, description="Forwarded as TAU_SMOKE_PAIRS")
+
+
+class Execution(_Model):
+    """The original TauGrid's spellings of the launcher settings (aliases of run.launcher,
+    run.nproc_per_node and compute.workers; they must agree when both are set)."""
+
+    launcher: Launcher | None = Field(None, description="Alias of run.launcher")
+    processes_per_node: int | None = Field(
+        None, ge=1, le=MAX_PROCS_PER_NODE, description="Alias of run.nproc_per_node"
+    )
+    nodes: int | None = Field(None, ge=1, le=256, description="Alias of compute.workers (torchrun)")
 
 
 class ResourceNaming(_Model):
@@ -409,6 +430,7 @@ class Manifest(_Model):
     script: str | None = Field(None, description="Alias of run.entrypoint (compatibility)")
     image: str | None = Field(None, description="Alias of runtime.image (compatibility)")
     resource_naming: ResourceNaming = Field(default_factory=ResourceNaming)
+    execution: Execution = Field(default_factory=Execution)
     compute: Compute = Field(default_factory=Compute)
     runtime: Runtime = Field(default_factory=Runtime)
     storage: Storage = Field(default_factory=Storage)
@@ -464,8 +486,28 @@ class Manifest(_Model):
         blob = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
         return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
 
+    @property
+    def launcher(self) -> Launcher:
+        return self.run.launcher or self.execution.launcher or "python"
+
+    @property
+    def nodes(self) -> int:
+        """Worker pods: a torchrun job's nodes, or a RayJob's workers."""
+        return self.execution.nodes or self.compute.workers
+
+    @property
+    def nproc_per_node(self) -> int:
+        """torchrun's processes per node: as set, else one per GPU, else one."""
+        return (self.run.nproc_per_node or self.execution.processes_per_node
+                or max(1, self.compute.gpus))  # fmt: skip
+
     def workload_kind(self) -> WorkloadKind:
-        """Explicit kind, else TauGrid's inference: CPU-only or multi-worker -> rayjob, else job."""
+        """Explicit kind, else TauGrid's inference: CPU-only or multi-worker -> rayjob, else job;
+        torchrun is a job (one pod per node)."""
+        if self.launcher == "torchrun" and not (
+            self.run.workload_kind or self.compute.workload_kind
+        ):
+            return "job"
         kind = naming.infer_workload_kind(
             self.run.workload_kind or self.compute.workload_kind,
             self.compute.gpus,
@@ -534,13 +576,59 @@ def one_workload_kind(m: Manifest) -> Iterator[Issue]:
                     f"run: {{workload_kind: {m.run.workload_kind}}}")  # fmt: skip
 
 
+def launcher_fits(m: Manifest) -> Iterator[Issue]:
+    """torchrun is a Job (one pod per node) running a .py file; its settings need it."""
+    yield from _alias_conflicts(
+        m,
+        "the launcher",
+        [("run.launcher", m.run.launcher), ("execution.launcher", m.execution.launcher)],
+    )
+    yield from _alias_conflicts(m, "the processes per node", [
+        ("run.nproc_per_node", str(m.run.nproc_per_node) if m.run.nproc_per_node else None),
+        ("execution.processes_per_node",
+         str(m.execution.processes_per_node) if m.execution.processes_per_node else None),
+    ])  # fmt: skip
+    if (
+        m.execution.nodes is not None
+        and "workers" in m.compute.model_fields_set
+        and (m.execution.nodes != m.compute.workers)
+    ):
+        yield Issue("execution.nodes", m.execution.nodes,
+                    f"contradicts compute.workers={m.compute.workers}: both set the nodes; keep one",
+                    f"compute: {{workers: {m.execution.nodes}}}")  # fmt: skip
+    if m.launcher != "torchrun":
+        if m.run.nproc_per_node or m.execution.processes_per_node:
+            yield Issue("run.nproc_per_node", m.run.nproc_per_node or m.execution.processes_per_node,
+                        "is torchrun's: processes per node need run.launcher: torchrun",
+                        "run: {launcher: torchrun, nproc_per_node: 4}")  # fmt: skip
+        if m.execution.nodes is not None and m.execution.nodes > 1:
+            yield Issue("execution.nodes", m.execution.nodes,
+                        "is torchrun's: more than one node needs run.launcher: torchrun",
+                        "run: {launcher: torchrun}\ncompute: {workers: 4}")  # fmt: skip
+        return
+    if m.workload_kind() == "rayjob":
+        yield Issue("run.launcher", "torchrun",
+                    "runs as a Job, one pod per node (a RayJob runs Ray's own launchers)",
+                    "run: {launcher: torchrun, workload_kind: job}")  # fmt: skip
+    ep = m.entrypoint_path
+    if ep and not ep.endswith(".py"):
+        yield Issue("run.entrypoint", ep, "torchrun starts a Python file in each process",
+                    "run: {entrypoint: train.py, launcher: torchrun}")  # fmt: skip
+    if m.compute.gpus and m.nproc_per_node > m.compute.gpus:
+        yield Issue("run.nproc_per_node", m.nproc_per_node,
+                    f"is more than the node's compute.gpus={m.compute.gpus} (one process per GPU)",
+                    f"run: {{nproc_per_node: {m.compute.gpus}}}")  # fmt: skip
+
+
 def a_job_is_one_pod(m: Manifest) -> Iterator[Issue]:
+    """A Job is one pod (torchrun: one pod per node, each sized like a Job's pod)."""
     if m.workload_kind() != "job":
         return
     c = m.compute
-    if c.workers > 1:
+    if c.workers > 1 and m.launcher != "torchrun":
         yield Issue("compute.workers", c.workers,
-                    "a job is a single pod; more than one worker needs workload_kind: rayjob",
+                    "a job is a single pod; more than one worker needs workload_kind: rayjob "
+                    "(Ray), or run.launcher: torchrun (a pod per node)",
                     "run: {workload_kind: rayjob}")  # fmt: skip
     sizes = (c.worker_cpus, c.worker_memory, c.worker_cpu_limit, c.worker_memory_limit)
     if any(v is not None for v in sizes):
@@ -692,7 +780,8 @@ def service_is_consistent(m: Manifest) -> Iterator[Issue]:
 
 
 RULES: list[Callable[[Manifest], Iterator[Issue]]] = [
-    name_fits, entrypoint_is_a_script_inside, aliases_agree, one_workload_kind, a_job_is_one_pod,
+    name_fits, entrypoint_is_a_script_inside, aliases_agree, one_workload_kind, launcher_fits,
+    a_job_is_one_pod,
     mig_is_consistent, limits_cover_requests, env_names, one_checkpoint_folder,
     mounts_are_distinct, experiment_is_a_label, data_inputs_are_references, service_is_consistent,
 ]  # fmt: skip
@@ -711,6 +800,9 @@ EXAMPLES: dict[str, str] = {
     "run.entrypoint": "run: {entrypoint: train.py}",
     "run.workload_kind": "run: {workload_kind: rayjob}   # rayjob | job",
     "run.args": "run: {args: ['--epochs', '3']}",
+    "run.launcher": "run: {launcher: torchrun}   # python | torchrun",
+    "run.nproc_per_node": "run: {launcher: torchrun, nproc_per_node: 4}",
+    "execution": "execution: {launcher: torchrun, nodes: 2, processes_per_node: 4}",
     "compute": "compute: {gpus: 1, workers: 1, cpus: 16, memory: 64Gi}",
     "compute.gpus": "compute: {gpus: 1}   # per worker, 0..8",
     "compute.workers": "compute: {workers: 2}   # worker pods, 1..256",

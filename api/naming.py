@@ -72,6 +72,11 @@ def grant_cohort(cluster_queue: str) -> str:
     return f"{GRANT_COHORT_PREFIX}{cluster_queue}"
 
 
+def ranks_service(run_id: str) -> str:
+    """A torchrun job's headless Service (a Service name must start with a letter)."""
+    return run_id if run_id[:1].isalpha() else f"r{run_id}"
+
+
 def code_configmap(run_id: str) -> str:
     """The immutable ConfigMap that carries a run's code."""
     return f"{run_id}-code"

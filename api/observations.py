@@ -20,6 +20,7 @@ class PodFact:
     unschedulable: str | None = None  # PodScheduled=False: the scheduler's message
     waiting: str | None = None  # a container stuck: "ImagePullBackOff: ...", "CrashLoopBackOff"
     since: str | None = None
+    node_rank: int | None = None  # a multi-node torchrun job's node (its Indexed Job's index)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,8 @@ from taugrid.api.evidence import RunRecord
 from taugrid.api.kubetime import k8s_time
 from taugrid.api.observations import ClusterFacts, PodFact
 
+JOB_INDEX = "batch.kubernetes.io/job-completion-index"  # an Indexed Job's pod: its index
+
 
 def node_problems(items: list[dict[str, Any]] | None) -> tuple[dict[str, list[str]], bool]:
     if items is None:
@@ -309,6 +311,8 @@ def pod_fact(p: dict[str, Any]) -> PodFact:
         if w.get("reason") in ("ImagePullBackOff", "ErrImagePull", "CrashLoopBackOff",
                                "CreateContainerConfigError", "InvalidImageName"):  # fmt: skip
             waiting = f"{w['reason']}: {w.get('message', '')}".rstrip(": ")
+    index = ((p.get("metadata") or {}).get("annotations") or {}).get(JOB_INDEX, "")
     return PodFact(name=p["metadata"]["name"], phase=status.get("phase") or "Unknown",
                    node=(p.get("spec") or {}).get("nodeName"), unschedulable=unsched,
-                   waiting=waiting, since=since)  # fmt: skip
+                   waiting=waiting, since=since,
+                   node_rank=int(index) if str(index).isdigit() else None)  # fmt: skip

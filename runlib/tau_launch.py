@@ -60,13 +60,64 @@ def _record(run_dir: Path, updates: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+NODE_WAIT_S = 120.0  # torchrun: how long node 0 waits for the other nodes' ends before sealing
+
+
+def torchrun_argv(script: list[str], env: dict[str, str]) -> list[str]:
+    """torchrun for this node: standalone on one node; else the c10d rendezvous on node 0's
+    stable name (MASTER_ADDR, from the run's headless Service), the run id as its id."""
+    nodes = int(env.get("TAU_NODES") or 1)
+    nproc = int(env.get("TAU_NPROC_PER_NODE") or 1)
+    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}"]
+    if nodes <= 1:
+        return [*cmd, "--standalone", *script]
+    endpoint = f"{env.get('MASTER_ADDR', '127.0.0.1')}:{env.get('MASTER_PORT', '29500')}"
+    return [*cmd, f"--nnodes={nodes}", "--rdzv-backend=c10d", f"--rdzv-endpoint={endpoint}",
+            f"--rdzv-id={env.get('TAU_RUN_ID', 'tau')}", *script]  # fmt: skip
+
+
+def node_index(env: dict[str, str]) -> int | None:
+    """This pod's node of a multi-node run (an Indexed Job's index); None: a one-node run."""
+    if int(env.get("TAU_NODES") or 1) <= 1:
+        return None
+    raw = env.get("JOB_COMPLETION_INDEX") or env.get("TAU_NODE_RANK") or "0"
+    return int(raw) if raw.isdigit() else 0
+
+
+def _wait_for_nodes(run_dir: Path, nodes: int) -> list[int]:
+    """Node 0, before sealing: the other nodes' exit codes (bounded: a node that never ends is
+    reported as missing, -1, not waited for forever)."""
+    import time
+
+    deadline = time.monotonic() + NODE_WAIT_S
+    codes = {}
+    while True:
+        for i in range(1, nodes):
+            f = run_dir / "nodes" / str(i) / "exit.json"
+            if i not in codes and f.exists():
+                try:
+                    codes[i] = int(json.loads(f.read_text(encoding="utf-8"))["exit_code"])
+                except (OSError, ValueError, KeyError):
+                    continue
+        if len(codes) == nodes - 1 or time.monotonic() >= deadline:
+            return [codes.get(i, -1) for i in range(1, nodes)]
+        time.sleep(0.5)
+
+
 def main(argv: list[str]) -> int:
+    torchrun = bool(argv) and argv[0] == "--torchrun"
     if "--" in argv:
         argv = argv[argv.index("--") + 1 :]
     if not argv:
-        print("usage: python tau_launch.py -- COMMAND [ARGS...]", file=sys.stderr)
+        print("usage: python tau_launch.py [--torchrun] -- COMMAND [ARGS...]", file=sys.stderr)
         return 2
+    env = dict(os.environ)
+    if torchrun:
+        argv = torchrun_argv(argv, env)
+    node = node_index(env) if torchrun else None
     run_dir = Path(os.environ.get("TAU_RUN_DIR") or "tau-run")
+    if node is not None and node > 0:  # a node other than 0: its own evidence under the run's
+        return _other_node(argv, run_dir / "nodes" / str(node))
     for sub in ("logs", os.environ.get("TAU_CHECKPOINT_DIR"), os.environ.get("TAU_OUTPUT_DIR")):
         if sub:
             (run_dir / sub).mkdir(parents=True, exist_ok=True)
@@ -108,6 +159,17 @@ def main(argv: list[str]) -> int:
             sys.stdout.buffer.write(chunk)
             sys.stdout.buffer.flush()
     rc = proc.wait()
+    if node is not None:  # node 0 of several: the run ends when every node has
+        (run_dir / "nodes" / "0").mkdir(parents=True, exist_ok=True)
+        _write_exit(run_dir / "nodes" / "0", rc)
+        others = _wait_for_nodes(run_dir, int(env.get("TAU_NODES") or 1))
+        failed = [(i + 1, c) for i, c in enumerate(others) if c != 0]
+        if failed and rc == 0:
+            rc = 1
+        if failed:
+            print("tau_launch: " + ", ".join(
+                f"node {i} {'never ended' if c == -1 else f'exit code {c}'}" for i, c in failed),
+                flush=True)  # fmt: skip
     phase = "Succeeded" if rc == 0 else "Failed"
     ended = tau_evidence.now_iso()
     reason = "exit code 0" if rc == 0 else f"exit code {rc}"
@@ -118,6 +180,33 @@ def main(argv: list[str]) -> int:
     )  # fmt: skip
     _record(run_dir, {"phase": phase, "reason": reason, "exit_code": rc, "finished_at": ended})
     tau_evidence.seal(run_dir)
+    return rc
+
+
+def _write_exit(folder: Path, rc: int) -> None:
+    tmp = folder / ".exit.json.tmp"
+    tmp.write_text(json.dumps({"exit_code": rc, "ended_at": tau_evidence.now_iso()}) + "\n",
+                   encoding="utf-8")  # fmt: skip
+    os.replace(tmp, folder / "exit.json")
+
+
+def _other_node(argv: list[str], folder: Path) -> int:
+    """A node other than 0 of a torchrun job: its log and exit code under the run's record
+    (nodes/<i>/), which node 0 waits for and seals with the rest."""
+    folder.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, bufsize=0,
+                            env=os.environ.copy())  # fmt: skip
+    signal.signal(signal.SIGTERM, lambda *_: proc.send_signal(signal.SIGTERM))
+    assert proc.stdout is not None
+    with (folder / "driver.log").open("ab") as log:
+        fd = proc.stdout.fileno()
+        for chunk in iter(lambda: os.read(fd, 1 << 16), b""):
+            log.write(chunk)
+            log.flush()
+            sys.stdout.buffer.write(chunk)
+            sys.stdout.buffer.flush()
+    rc = proc.wait()
+    _write_exit(folder, rc)
     return rc
 
 

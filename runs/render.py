@@ -20,7 +20,7 @@ import yaml
 
 from taugrid.api import constants as C
 from taugrid.api import naming
-from taugrid.api.manifest import Manifest
+from taugrid.api.manifest import TORCHRUN_PORT, Manifest
 from taugrid.api.quantity import format_memory
 from taugrid.api.vocabulary import ResolvedInput
 from taugrid.runs.codebundle import CodeBundle
@@ -78,7 +78,9 @@ def contract_env(r: Resolved, meta: RunMeta, data_dir: str = C.DATA_DIR,
         C.ENV_METRICS_FILE: f"{rdir}/{C.METRICS_FILENAME}",
         C.ENV_NUM_WORKERS: str(r.workers),
         C.ENV_GPUS_PER_WORKER: str(r.gpus),
-        C.ENV_WORLD_SIZE: str(r.workers * max(r.gpus, 1)),
+        C.ENV_WORLD_SIZE: str(
+            r.workers * (m.nproc_per_node if m.launcher == "torchrun" else max(r.gpus, 1))
+        ),
         C.ENV_ATTEMPT: str(meta.attempt),
     }
     if meta.resume_from:
@@ -95,6 +97,9 @@ def contract_env(r: Resolved, meta: RunMeta, data_dir: str = C.DATA_DIR,
         env[tau_inputs.INPUT_DIR_ENV] = f"{rdir}/inputs"
     if m.run.smoke_pairs is not None:
         env["TAU_SMOKE_PAIRS"] = str(m.run.smoke_pairs)
+    if m.launcher == "torchrun":
+        env[C.ENV_LAUNCHER] = "torchrun"
+        env[C.ENV_NPROC_PER_NODE] = str(m.nproc_per_node)
     return env
 
 
@@ -116,12 +121,14 @@ def _env_list(r: Resolved, meta: RunMeta) -> list[dict[str, Any]]:
 
 def pod_command(m: Manifest) -> str:
     """What a cluster run's driver (RayJob) or Job container runs: the entrypoint under
-    tau_launch.py (carried in the code), which keeps the evidence record on the PVC and seals it."""
+    tau_launch.py (carried in the code), which keeps the evidence record on the PVC and seals it.
+    torchrun: tau_launch starts `torchrun` with the node's rank and the rendezvous from the env."""
     ep = m.entrypoint_path or ""
-    runner = "bash" if ep.endswith(".sh") else "python"
-    argv = " ".join(
-        shlex.quote(a) for a in ["python", "tau_launch.py", "--", runner, ep, *m.run.args]
-    )
+    if m.launcher == "torchrun":
+        runner = ["--torchrun", "--"]
+    else:
+        runner = ["--", "bash" if ep.endswith(".sh") else "python"]
+    argv = " ".join(shlex.quote(a) for a in ["python", "tau_launch.py", *runner, ep, *m.run.args])
     return f"cd {shlex.quote(C.CODE_DIR)} && exec {argv}"
 
 
@@ -366,6 +373,8 @@ def render_job(r: Resolved, meta: RunMeta, bundle: CodeBundle) -> list[dict[str,
         "resources": _gpu_resources(r, r.worker.resources()),
         "volumeMounts": mounts,
     }
+    pod = _pod_spec(r, [container], volumes, r.profile.nodeSelector,
+                    [t.to_k8s() for t in r.profile.tolerations], "Never")  # fmt: skip
     job = {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -377,20 +386,48 @@ def render_job(r: Resolved, meta: RunMeta, bundle: CodeBundle) -> list[dict[str,
             "completions": 1,
             "parallelism": 1,
             "ttlSecondsAfterFinished": C.JOB_TTL_SECONDS,
-            "template": {
-                "metadata": {"labels": labels(r, meta.run_id)},
-                "spec": _pod_spec(
-                    r,
-                    [container],
-                    volumes,
-                    r.profile.nodeSelector,
-                    [t.to_k8s() for t in r.profile.tolerations],
-                    "Never",
-                ),
-            },
+            "template": {"metadata": {"labels": labels(r, meta.run_id)}, "spec": pod},
         },
     }
-    return [cm, job]
+    if m.launcher != "torchrun" or r.workers == 1:
+        return [cm, job]
+    return [cm, *torchrun_nodes(r, meta, job)]
+
+
+def torchrun_nodes(r: Resolved, meta: RunMeta, job: dict[str, Any]) -> list[dict[str, Any]]:
+    """A torchrun job over `workers` nodes: an Indexed Job (a pod per index, all admitted by
+    Kueue as one workload), one pod per host, and a headless Service that gives index 0 a stable
+    name for the c10d rendezvous (`MASTER_ADDR`)."""
+    n, service = r.workers, naming.ranks_service(meta.run_id)
+    spec = job["spec"]
+    spec.update(completionMode="Indexed", completions=n, parallelism=n)
+    pod = spec["template"]["spec"]
+    pod["subdomain"] = service  # index i answers as <job>-<i>.<service>
+    pod["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {C.LABEL_RUN_ID: meta.run_id}},
+         "topologyKey": "kubernetes.io/hostname"},
+    ]}}  # fmt: skip
+    env = pod["containers"][0]["env"]
+    env += [
+        {"name": C.ENV_NODES, "value": str(n)},
+        {"name": "MASTER_ADDR", "value": f"{meta.run_id}-0.{service}.{r.namespace}.svc"},
+        {"name": "MASTER_PORT", "value": str(TORCHRUN_PORT)},
+    ]
+    pod["containers"][0]["ports"] = [{"name": "rendezvous", "containerPort": TORCHRUN_PORT}]
+    svc = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": service, "namespace": r.namespace,
+                     "labels": {k: v for k, v in labels(r, meta.run_id).items()
+                                if not k.startswith("kueue.x-k8s.io/")}},  # (not a workload)
+        "spec": {
+            "clusterIP": "None",  # headless: a DNS name per pod
+            "publishNotReadyAddresses": True,  # the rendezvous starts before any pod is Ready
+            "selector": {C.LABEL_RUN_ID: meta.run_id},
+            "ports": [{"name": "rendezvous", "port": TORCHRUN_PORT, "targetPort": TORCHRUN_PORT}],
+        },
+    }  # fmt: skip
+    return [svc, job]
 
 
 def job_failure_policy(max_retries: int, retry_on: Sequence[str]) -> dict[str, Any]:

@@ -145,9 +145,10 @@ def _misfits(m: Manifest, kind: WorkloadKind, p: WorkloadProfile) -> list[str]:
             out.append(
                 f"compute.gpus={c.gpus} exceeds profile {p.name}: nodes have {p.gpusPerWorker} {unit}"
             )
-    if p.maxWorkers is not None and c.workers > p.maxWorkers:
+    if p.maxWorkers is not None and m.nodes > p.maxWorkers:
+        what = "nodes" if m.launcher == "torchrun" else "workers"
         out.append(
-            f"compute.workers={c.workers} exceeds profile {p.name}: at most {p.maxWorkers} workers"
+            f"compute.workers={m.nodes} exceeds profile {p.name}: at most {p.maxWorkers} {what}"
         )
     # Only sizes the user wrote can misfit: defaults are derived from the profile itself.
     size = size_worker(m, kind, p)
@@ -264,7 +265,7 @@ def resolve(
         image=image,
         gpus=m.compute.gpus,
         gpu_resource=gpu_resource,
-        workers=m.compute.workers,
+        workers=m.nodes,
         worker=size_worker(m, kind, p),
         pvc=m.storage.data_pvc or ws.pvc,
         profile_set_hash=snap.profileSetHash,

@@ -88,12 +88,31 @@ def cluster_phase(o: Observations) -> tuple[Phase, str | None]:
         return Phase.Failed, "its TauRun and workload are gone from the cluster (deleted?)"
     if _true(c, "Admitted"):
         running = [p for p in c.pods if p.phase == "Running"]
-        if running and len(running) == len(c.pods):
-            return Phase.Running, "pods running"
-        return Phase.Starting, "admitted; pods starting"
+        ranks = nodes_summary(c.pods, rec.workers)
+        if running and len(running) == len(c.pods) and len(c.pods) >= rec.workers:
+            return Phase.Running, ranks or "pods running"
+        return Phase.Starting, f"admitted; {ranks}" if ranks else "admitted; pods starting"
     if c.kueue is not None:
         return Phase.Queued, "waiting in the queue"
     return Phase.Pending, "submitted"
+
+
+def nodes_summary(pods: list[PodFact], nodes: int) -> str | None:
+    """A multi-node torchrun job's nodes in one phrase, e.g. "3/4 nodes running, node 2
+    pending: 0/20 nodes are available: 4 Insufficient nvidia.com/gpu" (None: not such a job)."""
+    by_rank = {p.node_rank: p for p in pods if p.node_rank is not None}
+    if not by_rank:
+        return None
+    running = sum(1 for p in by_rank.values() if p.phase == "Running")
+    out = f"{running}/{nodes} nodes running"
+    for rank in range(nodes):
+        p = by_rank.get(rank)
+        if p is None:
+            return f"{out}, node {rank} has no pod yet"
+        if p.phase == "Pending":
+            why = p.unschedulable or p.waiting or "starting"
+            return f"{out}, node {rank} pending: {why}"
+    return out
 
 
 def effective_phase(o: Observations) -> tuple[Phase, str | None]:

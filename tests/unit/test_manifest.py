@@ -180,6 +180,57 @@ BAD = [
         "/abs",
     ),
     ("schema_version: 1\nname: x\nrun: {entrypoint: train.py}\ncompute: 4\n", "compute", "4"),
+    # torchrun: a Job (a pod per node) running a .py file; its settings need it
+    (
+        "schema_version: 1\nname: x\nrun: {entrypoint: train.py, launcher: torchrun, "
+        "workload_kind: rayjob}\n",
+        "run.launcher",
+        "runs as a Job",
+    ),
+    (
+        "schema_version: 1\nname: x\nrun: {entrypoint: run.sh, launcher: torchrun}\n",
+        "run.entrypoint",
+        "a Python file",
+    ),
+    (
+        "schema_version: 1\nname: x\nrun: {entrypoint: train.py, nproc_per_node: 4}\n",
+        "run.nproc_per_node",
+        "need run.launcher: torchrun",
+    ),
+    (
+        "schema_version: 1\nname: x\nrun: {entrypoint: train.py, launcher: torchrun, "
+        "nproc_per_node: 4}\ncompute: {gpus: 2}\n",
+        "run.nproc_per_node",
+        "compute.gpus=2",
+    ),
+    (
+        "schema_version: 1\nname: x\nrun: {entrypoint: train.py, launcher: torchrun}\n"
+        "execution: {launcher: python}\n",
+        "execution.launcher",
+        "contradicts run.launcher",
+    ),
+    (
+        "schema_version: 1\nname: x\nrun: {entrypoint: train.py, launcher: torchrun}\n"
+        "execution: {nodes: 4}\ncompute: {workers: 2}\n",
+        "execution.nodes",
+        "compute.workers=2",
+    ),
+    (
+        "schema_version: 1\nname: x\nrun: {entrypoint: train.py}\nexecution: {nodes: 4}\n",
+        "execution.nodes",
+        "needs run.launcher: torchrun",
+    ),
+    (
+        "schema_version: 1\nname: x\nrun: {entrypoint: train.py, launcher: mpirun}\n",
+        "run.launcher",
+        "mpirun",
+    ),
+    (
+        "schema_version: 1\nname: x\nrun: {entrypoint: train.py, launcher: torchrun, "
+        "nproc_per_node: 0}\n",
+        "run.nproc_per_node",
+        "0",
+    ),
     ("schema_version: 1\nname: x\nname: y\nrun: {entrypoint: train.py}\n", "tau.yaml:3", "twice"),
 ]
 

@@ -20,7 +20,8 @@ from taugrid.runs.evidence import RunDir
 from taugrid.runs.prepare import RunRequest, prepare
 
 
-def run_pod(objs: list[dict[str, Any]], tmp: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
+def run_pod(objs: list[dict[str, Any]], tmp: Path,
+            extra: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess[str], Path]:  # fmt: skip
     cm, job = objs[0], objs[-1]
     code = tmp / "code"
     items = {v["name"]: v for v in job["spec"]["template"]["spec"]["volumes"]}["code"]["configMap"][
@@ -40,6 +41,8 @@ def run_pod(objs: list[dict[str, Any]], tmp: Path) -> tuple[subprocess.Completed
 
     env = {e["name"]: here(e["value"]) for e in container["env"] if "value" in e}
     env["PATH"] = os.environ["PATH"]
+    for k, v in (extra or {}).items():  # what the cluster adds (an Indexed Job's index)
+        env[k] = v + (os.pathsep + env[k] if k == "PYTHONPATH" and k in env else "")
     script = here(container["command"][-1]).replace("exec python ", f"exec {sys.executable} ")
     script = script.replace(" -- python ", f" -- {sys.executable} ")
     res = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=120,
@@ -110,3 +113,97 @@ def test_a_resumed_pod_finds_its_parents_newest_complete_checkpoint(tmp_path: Pa
     res, _ = run_pod(objs, pod)
     assert res.returncode == 0, res.stderr
     assert f"resume {ckpts / 'step-00000010'}" in res.stdout
+
+
+# --- torchrun: a pod per node ---------------------------------------------------------------------
+FAKE_TORCHRUN = '''"""A stand-in for torch.distributed.run (no torch here): records its arguments, then runs
+the script once for this node (as torchrun would run it nproc times)."""
+import os, runpy, sys
+args = sys.argv[1:]
+script = next(i for i, a in enumerate(args) if not a.startswith("--"))
+print("torchrun", " ".join(args[:script]), flush=True)
+sys.argv = args[script:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+'''
+
+
+def torchrun_project(tmp: Path, body: str, nodes: int = 2) -> list[dict[str, Any]]:
+    folder = tmp / "proj"
+    folder.mkdir()
+    (folder / "train.py").write_text(body)
+    (folder / "tau.yaml").write_text(
+        f"schema_version: 1\nname: ddp\nrun: {{entrypoint: train.py, launcher: torchrun, "
+        f"args: ['--epochs', '1']}}\ncompute: {{gpus: 0, cpus: 1, memory: 1Gi, workers: {nodes}}}\n"
+        "runtime: {image: python:3.12-slim}\n"
+    )
+    loaded = load.load_manifest(folder)
+    prepared = prepare(RunRequest(loaded, run_id="ddp-abcde"), load.load_snapshot(PROFILES))
+    return prepared.objects()
+
+
+def run_node(objs: list[dict[str, Any]], tmp: Path, index: int, fake: Path) -> Any:
+    """One node's pod: the Indexed Job sets JOB_COMPLETION_INDEX; `torch` is the stand-in."""
+    return run_pod(objs, tmp, {"JOB_COMPLETION_INDEX": str(index), "PYTHONPATH": str(fake)})
+
+
+@pytest.fixture()
+def fake_torch(tmp_path: Path) -> Path:
+    pkg = tmp_path / "fake" / "torch" / "distributed"
+    pkg.mkdir(parents=True)
+    (pkg.parent / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "run.py").write_text(FAKE_TORCHRUN)
+    return tmp_path / "fake"
+
+
+def test_each_node_of_a_torchrun_job_keeps_its_evidence_and_node_0_seals_all(
+    tmp_path: Path, fake_torch: Path
+) -> None:
+    objs = torchrun_project(
+        tmp_path, "import os\nprint('rank node', os.environ['JOB_COMPLETION_INDEX'])\n"
+    )
+    assert [o["kind"] for o in objs] == ["ConfigMap", "Service", "Job"]
+    res1, run_dir = run_node(objs, tmp_path / "pod", 1, fake_torch)
+    assert res1.returncode == 0, res1.stderr
+    # the rendezvous on node 0's stable name, the run id as its id; the script's own args kept
+    assert "--nnodes=2 --rdzv-backend=c10d --rdzv-endpoint=ddp-abcde-0.ddp-abcde." in res1.stdout
+    assert "--rdzv-id=ddp-abcde" in res1.stdout and "--nproc-per-node=1" in res1.stdout
+    assert (run_dir / "nodes" / "1" / "driver.log").read_text() == res1.stdout
+    assert not (run_dir / "run.json").exists()  # node 0 keeps the run's record
+    res0, _ = run_node(objs, tmp_path / "pod", 0, fake_torch)
+    assert res0.returncode == 0, res0.stderr
+    rec = json.loads((run_dir / "run.json").read_text())
+    assert rec["phase"] == "Succeeded" and rec["exit_code"] == 0
+    _, problems = RunDir(run_dir).verify()
+    sealed = (run_dir / "MANIFEST.sha256").read_text()
+    assert problems == [] and "nodes/1/driver.log" in sealed and "nodes/0/exit.json" in sealed
+
+
+def test_a_failed_node_fails_the_run_and_node_0_says_which(
+    tmp_path: Path, fake_torch: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    objs = torchrun_project(
+        tmp_path,
+        "import os, sys\nsys.exit(7 if os.environ['JOB_COMPLETION_INDEX'] == '1' else 0)\n",
+    )
+    res1, run_dir = run_node(objs, tmp_path / "pod", 1, fake_torch)
+    assert res1.returncode == 7
+    res0, _ = run_node(objs, tmp_path / "pod", 0, fake_torch)
+    assert res0.returncode == 1 and "node 1 exit code 7" in res0.stdout
+    history = [json.loads(x) for x in (run_dir / "history.jsonl").read_text().splitlines()]
+    assert history[-1]["phase"] == "Failed"
+    # a node that never ends is not waited for forever: node 0 says so (bounded by NODE_WAIT_S)
+    import tau_launch
+
+    monkeypatch.setattr(tau_launch, "NODE_WAIT_S", 0.0)
+    assert tau_launch._wait_for_nodes(run_dir, 3) == [7, -1]
+
+
+def test_one_node_torchrun_is_standalone_and_the_env_decides_the_rest() -> None:
+    import tau_launch
+
+    one = tau_launch.torchrun_argv(["train.py", "--lr", "1"], {"TAU_NPROC_PER_NODE": "4"})
+    assert one[1:] == ["-m", "torch.distributed.run", "--nproc-per-node=4", "--standalone",
+                       "train.py", "--lr", "1"]  # fmt: skip
+    env = {"TAU_NODES": "3", "JOB_COMPLETION_INDEX": "2"}
+    assert tau_launch.node_index(env) == 2 and tau_launch.node_index({}) is None

@@ -309,3 +309,62 @@ def test_a_jobs_retries_follow_resilience(
 def test_no_retries_no_failure_policy() -> None:
     _r, (_, job) = render_example(EXAMPLE_DIRS[0].parent / "batch-job")
     assert job["spec"]["backoffLimit"] == 0 and "podFailurePolicy" not in job["spec"]
+
+
+# --- torchrun: a pod per node ---------------------------------------------------------------------
+def torchrun(
+    tmp_path: Path, nodes: int, extra: str = "", **kw: Any
+) -> tuple[resolve.Resolved, list[dict[str, Any]]]:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "train.py").write_text("print('ddp')\n")
+    (tmp_path / "tau.yaml").write_text(
+        f"schema_version: 1\nname: ddp\nrun: {{entrypoint: train.py, launcher: torchrun}}\n"
+        f"compute: {{gpus: 1, workers: {nodes}}}\n{extra}"
+    )
+    return render_example(tmp_path, **kw)
+
+
+def test_a_multi_node_torchrun_job_is_one_indexed_job_a_pod_per_host(tmp_path: Path) -> None:
+    from taugrid.kube import ceiling
+
+    r, objs = torchrun(tmp_path, 4)
+    assert [o["kind"] for o in objs] == ["ConfigMap", "Service", "Job"]
+    _, svc, job = objs
+    assert k8s_errors(svc) == [] and k8s_errors(job) == []
+    assert pod_template_errors(job["spec"]["template"]) == []
+    spec = job["spec"]
+    assert (spec["completionMode"], spec["completions"], spec["parallelism"]) == ("Indexed", 4, 4)
+    assert spec["suspend"] is True  # Kueue admits it: all four pods, or none (one pod set)
+    sets = ceiling.podsets([job])
+    assert len(sets) == 1 and sets[0].count == 4
+    pod = spec["template"]["spec"]
+    run_id = job["metadata"]["name"]
+    # one pod per host
+    (term,) = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term["topologyKey"] == "kubernetes.io/hostname"
+    assert term["labelSelector"]["matchLabels"] == {C.LABEL_RUN_ID: run_id}
+    assert spec["template"]["metadata"]["labels"][C.LABEL_RUN_ID] == run_id
+    # index 0 answers at a stable name through the headless Service
+    assert svc["spec"]["clusterIP"] == "None" and svc["spec"]["publishNotReadyAddresses"] is True
+    assert svc["spec"]["selector"] == {C.LABEL_RUN_ID: run_id}
+    assert pod["subdomain"] == svc["metadata"]["name"]
+    env = _env(pod["containers"][0])
+    assert env["MASTER_ADDR"] == f"{run_id}-0.{svc['metadata']['name']}.{r.namespace}.svc"
+    assert env["TAU_NODES"] == "4" and env["TAU_NPROC_PER_NODE"] == "1"
+    assert env["TAU_WORLD_SIZE"] == "4"
+    assert "tau_launch.py --torchrun -- train.py" in pod["containers"][0]["command"][-1]
+    assert not any(k.startswith("kueue.x-k8s.io/") for k in svc["metadata"]["labels"])
+
+
+def test_one_node_torchrun_is_a_plain_job_and_nodes_above_the_profile_are_refused(
+    tmp_path: Path,
+) -> None:
+    from taugrid.api.errors import TauError
+
+    _, objs = torchrun(tmp_path / "one", 1)
+    assert [o["kind"] for o in objs] == ["ConfigMap", "Job"]
+    assert objs[1]["spec"].get("completionMode") is None
+    with pytest.raises(
+        TauError, match=r"compute.workers=9 exceeds profile a100x1: at most 8 nodes"
+    ):
+        torchrun(tmp_path / "nine", 9, profile="a100x1")

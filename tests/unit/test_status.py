@@ -164,3 +164,30 @@ def test_a_cluster_run_read_from_its_record_claims_nothing_of_this_machines_gpus
     assert s.state == SignalState.unknown and "nvidia-smi" not in s.evidence
     local = status.gpu_healthy(obs(rec(gpus_per_worker=1, gpus_available=1)))
     assert local.state == SignalState.true and local.evidence == "nvidia-smi"  # a local run's own
+
+
+def test_a_multi_node_job_s_status_counts_its_nodes_and_names_the_one_that_waits() -> None:
+    from taugrid.api.observations import ClusterFacts, PodFact
+
+    why = "0/20 nodes are available: 4 Insufficient nvidia.com/gpu"
+    pods = [PodFact(name=f"ddp-abcde-{i}-x", phase="Running", node=f"a100x1-{i}", node_rank=i)
+            for i in (0, 1, 3)]  # fmt: skip
+    pods.append(PodFact(name="ddp-abcde-2-x", phase="Pending", node=None, unschedulable=why,
+                        node_rank=2))  # fmt: skip
+    kube = rec(handle={"target": "kube", "namespace": "research"}, workers=4, phase="Starting")
+    facts = ClusterFacts(taurun=True, workload=True, suspended=False, pods=pods,
+                         kueue=[{"type": "Admitted", "status": "True"}])  # fmt: skip
+    phase, summary = status.cluster_phase(obs(kube, owner_alive=None, cluster=facts))
+    assert (
+        phase == Phase.Starting and summary == f"admitted; 3/4 nodes running, node 2 pending: {why}"
+    )
+    running = [PodFact(name=f"p{i}", phase="Running", node=f"n{i}", node_rank=i) for i in range(4)]
+    facts = ClusterFacts(taurun=True, workload=True, suspended=False, pods=running,
+                         kueue=[{"type": "Admitted", "status": "True"}])  # fmt: skip
+    assert status.cluster_phase(obs(kube, owner_alive=None, cluster=facts)) == (
+        Phase.Running, "4/4 nodes running")  # fmt: skip
+    # only three pods of four: not "running" yet
+    facts = ClusterFacts(taurun=True, workload=True, suspended=False, pods=running[:3],
+                         kueue=[{"type": "Admitted", "status": "True"}])  # fmt: skip
+    assert status.cluster_phase(obs(kube, owner_alive=None, cluster=facts)) == (
+        Phase.Starting, "admitted; 3/4 nodes running, node 3 has no pod yet")  # fmt: skip
