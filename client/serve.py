@@ -726,7 +726,8 @@ def _canary_local(sd: ServiceDir, serve: LocalServe, spec: S.ServiceSpec, source
                        hint=f"why: tau serve logs {name}")  # fmt: skip
     with sd.lock():  # the split, first on its own hidden route, then given the service's
         serve.apply(split_app(name), split_config(name, hidden_route(name, "split"), port,
-                                                  rec.serving, rev.number, percent))  # fmt: skip
+                                                  rec.serving, rev.number, percent,
+                                                  rec.route_prefix))  # fmt: skip
     settled = ("RUNNING", "DEPLOY_FAILED", "UNHEALTHY")
     wait_until(lambda: serve.observe(name).split in settled, timeout_s, 0.25)
     split = serve.split_of(name)
@@ -746,7 +747,7 @@ def _canary_local(sd: ServiceDir, serve: LocalServe, spec: S.ServiceSpec, source
         serve.apply_many({
             name: _config(sd, routed, rec.current, stable_shape, rec.scale, rec.strategy),
             split_app(name): split_config(name, rec.route_prefix, port, rec.serving, rev.number,
-                                          percent),
+                                          percent, rec.route_prefix),
         })  # fmt: skip
         sd.write(routed)
         sd.event("canary-routed", f"revision {rev.number} takes {percent}% of the requests, "

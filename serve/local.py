@@ -112,16 +112,22 @@ SPLIT_IMPORT = "taugrid.serve.split:app"
 canary_app, split_app, hidden_route = S.canary_app, S.split_app, S.hidden_route
 
 
-def split_config(name: str, route: str, port: int, stable: int, canary: int,
-                 percent: int) -> dict[str, Any]:  # fmt: skip
-    """The splitting application: `percent` of the requests to the canary revision."""
+def split_config(name: str, route: str, port: int, stable: int, canary: int, percent: int,
+                 public: str) -> dict[str, Any]:  # fmt: skip
+    """The splitting application on `route`: `percent` of the requests to the canary revision.
+    `public`: the service's own route (the same in every config of one canary: its args are
+    part of Ray Serve's code version, and a route change alone restarts nothing)."""
     base = f"http://{HOST}:{port}"
     return {
         "name": split_app(name),
         "route_prefix": route,
         "import_path": SPLIT_IMPORT,
         "args": S.split_args(
-            base + hidden_route(name, "stable"), base + hidden_route(name, "canary"), stable, canary
+            base + hidden_route(name, "stable"),
+            base + hidden_route(name, "canary"),
+            stable,
+            canary,
+            base + ("" if public == "/" else public),
         ),
         "runtime_env": {"env_vars": {S.SERVICE_ENV: name}},
         "deployments": [S.split_deployment(percent)],

@@ -22,6 +22,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 REVISION_HEADER = "x-tau-revision"
+HOP_HEADER = "x-tau-split-hop"  # a request the split sent on once (never twice: no loop)
 # Hop-by-hop headers (RFC 9110 7.6.1) and the ones the client library sets again.
 _DROP = frozenset({
     "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
@@ -38,9 +39,10 @@ def pick(count: int, percent: int) -> bool:
 @serve.deployment(ray_actor_options={"num_cpus": 0}, max_ongoing_requests=1000)
 class Split:
     def __init__(self, stable_url: str, canary_url: str, stable_revision: int,
-                 canary_revision: int) -> None:  # fmt: skip
+                 canary_revision: int, public_url: str | None = None) -> None:  # fmt: skip
         self.routes = {False: (stable_url.rstrip("/"), stable_revision),
                        True: (canary_url.rstrip("/"), canary_revision)}  # fmt: skip
+        self.public = public_url.rstrip("/") if public_url else None
         self.percent = 0
         self.count = 0
         self.session: aiohttp.ClientSession | None = None
@@ -60,29 +62,47 @@ class Split:
         if request.url.query:
             url += "?" + request.url.query
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _DROP}
-        if self.session is None:
-            self.session = aiohttp.ClientSession(
-                auto_decompress=False, timeout=aiohttp.ClientTimeout(total=None, sock_connect=10)
-            )
+        data = await request.body()
+        tail = url[len(base) :]
         try:
-            async with self.session.request(
-                request.method, url, headers=headers, data=await request.body(),
-                allow_redirects=False,
-            ) as resp:  # fmt: skip
-                body = await resp.read()
-                out = {k: v for k, v in resp.headers.items() if k.lower() not in _DROP}
-                out[REVISION_HEADER] = str(revision)
-                return Response(content=body, status_code=resp.status, headers=out)
+            status, body, out = await self._send(request.method, url, headers, data)
+            if (status == 404 and not to_canary and self.public and HOP_HEADER not in headers
+                    and _route_gone(body)):  # fmt: skip
+                # the route is being handed back: the serving revision answers on the service's
+                # own route now (this request reached the split just before the change)
+                headers[HOP_HEADER] = "1"
+                status, body, out = await self._send(
+                    request.method, self.public + tail, headers, data
+                )
         except aiohttp.ClientError as e:
             return Response(
                 content=f"revision {revision} did not answer: {e}\n".encode(),
                 status_code=502, headers={REVISION_HEADER: str(revision)},
             )  # fmt: skip
+        out[REVISION_HEADER] = str(revision)
+        return Response(content=body, status_code=status, headers=out)
+
+    async def _send(self, method: str, url: str, headers: dict[str, str],
+                    data: bytes) -> tuple[int, bytes, dict[str, str]]:  # fmt: skip
+        if self.session is None:
+            self.session = aiohttp.ClientSession(
+                auto_decompress=False, timeout=aiohttp.ClientTimeout(total=None, sock_connect=10)
+            )
+        async with self.session.request(method, url, headers=headers, data=data,
+                                        allow_redirects=False) as resp:  # fmt: skip
+            body = await resp.read()
+            out = {k: v for k, v in resp.headers.items() if k.lower() not in _DROP}
+            return resp.status, body, out
+
+
+def _route_gone(body: bytes) -> bool:
+    """Ray Serve's proxy saying no application has the path (not the application's own 404)."""
+    return body.startswith(b"Path '") and b"' not found. Ping " in body
 
 
 def app(args: dict[str, Any]) -> Any:
     """The builder Ray Serve calls with the application's args."""
     return Split.bind(  # type: ignore[attr-defined]
         str(args["stable_url"]), str(args["canary_url"]),
-        int(args["stable_revision"]), int(args["canary_revision"]),
+        int(args["stable_revision"]), int(args["canary_revision"]), args.get("public_url"),
     )  # fmt: skip

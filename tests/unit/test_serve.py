@@ -434,7 +434,7 @@ def test_ending_a_canary_hands_the_route_back_before_the_split_and_the_canary_go
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("TAU_HOME", str(tmp_path))
-    split = L.split_config("iris", "/iris", 8123, 2, 3, 20)
+    split = L.split_config("iris", "/iris", 8123, 2, 3, 20, "/iris")
     fake = FakeServe({
         "iris": {"deployed_app_config": {"name": "iris", "route_prefix": "/_tau/iris/stable"},
                  "source": "declarative"},
@@ -451,3 +451,72 @@ def test_ending_a_canary_hands_the_route_back_before_the_split_and_the_canary_go
     # 2: the split goes (it finishes the requests it holds); 3: then the canary
     assert "iris.split" not in routes[1] and "iris.canary" in routes[1]
     assert set(routes[2]) == {"iris"}
+
+
+def test_a_split_restarts_nothing_when_it_takes_the_route() -> None:
+    """Its args are part of Ray Serve's code version: the split on its hidden route and on the
+    service's route must differ only by the route (a lightweight change, no new replica)."""
+    hidden = L.split_config("iris", "/_tau/iris/split", 8123, 2, 3, 20, "/iris")
+    routed = L.split_config("iris", "/iris", 8123, 2, 3, 20, "/iris")
+    assert {k: v for k, v in hidden.items() if k != "route_prefix"} == {
+        k: v for k, v in routed.items() if k != "route_prefix"
+    }
+
+
+def test_a_request_caught_by_the_route_handover_is_answered_by_the_serving_revision() -> None:
+    """A request that reached the split just before the service's route was handed back finds
+    the hidden route gone (Ray Serve's own 404): the split sends it once to the service's route;
+    the application's own 404s are answers, passed on as they are."""
+    pytest.importorskip("ray.serve")
+    import asyncio
+
+    from aiohttp import web
+    from starlette.requests import Request
+
+    from taugrid.serve.split import HOP_HEADER, Split
+
+    seen: list[tuple[str, str | None]] = []
+
+    async def handler(req: web.Request) -> web.Response:
+        seen.append((req.path, req.headers.get(HOP_HEADER)))
+        if req.path.startswith("/_tau/iris/stable"):
+            return web.Response(
+                status=404, text=f"Path '{req.path}' not found. Ping http://x/-/routes"
+            )
+        if req.path == "/iris/missing":
+            return web.Response(status=404, text="no such thing")  # the application's own
+        return web.json_response({"revision": "2", "path": req.path})
+
+    async def main() -> list[tuple[int, bytes, str]]:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", handler)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        base = f"http://127.0.0.1:{port}"
+        split = Split.func_or_class(base + "/_tau/iris/stable", base + "/_tau/iris/canary", 2, 3,
+                                    base + "/iris")  # fmt: skip
+        split.reconfigure({"canary_percent": 0})
+        out = []
+        for path in ("/iris/predict", "/iris/missing"):
+            scope = {"type": "http", "method": "POST", "path": path, "root_path": "/iris",
+                     "query_string": b"", "headers": [(b"content-type", b"application/json")]}  # fmt: skip
+
+            async def receive() -> dict[str, Any]:
+                return {"type": "http.request", "body": b"{}", "more_body": False}
+
+            resp = await split(Request(scope, receive))
+            out.append((resp.status_code, bytes(resp.body), resp.headers["x-tau-revision"]))
+        await split.session.close()
+        await runner.cleanup()
+        return out
+
+    (ok_status, ok_body, rev), (miss_status, miss_body, _) = asyncio.run(main())
+    assert ok_status == 200 and json.loads(ok_body)["path"] == "/iris/predict" and rev == "2"
+    assert seen[:2] == [("/_tau/iris/stable/predict", None), ("/iris/predict", "1")]
+    # the application's own 404 on the hidden route would be passed on; here the route is gone,
+    # so it is sent on once, and the application's 404 there is the answer
+    assert miss_status == 404 and miss_body == b"no such thing"
+    assert seen[2:] == [("/_tau/iris/stable/missing", None), ("/iris/missing", "1")]
