@@ -134,6 +134,8 @@ def pod_command(m: Manifest) -> str:
 
 def command_script(m: Manifest, code_dir: str = C.CODE_DIR, python: str = "python") -> str:
     """The shell a local run's driver runs (its supervisor keeps the record): the log teed."""
+    if m.launcher == "torchrun":
+        return torchrun_local_script(m, code_dir, python)
     ep = m.entrypoint_path or ""
     runner = "bash" if ep.endswith(".sh") else python
     argv = " ".join(shlex.quote(a) for a in [runner, ep, *m.run.args])
@@ -145,6 +147,47 @@ def command_script(m: Manifest, code_dir: str = C.CODE_DIR, python: str = "pytho
             f'{argv} 2>&1 | tee -a "$TAU_RUN_DIR/logs/driver.log"',
         ]
     )
+
+
+def torchrun_local_script(m: Manifest, code_dir: str, python: str) -> str:
+    """A torchrun job on this machine: `compute.workers` local nodes on 127.0.0.1, each its own
+    torchrun agent with its node rank, meeting at a c10d rendezvous that node 0 hosts on a free
+    port. Each node's output goes to `$TAU_RUN_DIR/nodes/<i>/driver.log` and, prefixed with
+    `[node i]`, to the run's log. The first node that fails stops the others (its exit code is
+    the run's): a job never waits for a node that is gone."""
+    n, p, py = m.nodes, m.nproc_per_node, shlex.quote(python)
+    script = " ".join(shlex.quote(a) for a in [m.entrypoint_path or "", *m.run.args])
+    free_port = ("import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); "
+                 "print(s.getsockname()[1])")  # fmt: skip
+    node = (
+        f"{py} -m torch.distributed.run --nnodes={n} --nproc-per-node={p} --node-rank=$i "
+        f'--rdzv-backend=c10d --rdzv-endpoint=127.0.0.1:$port --rdzv-id="$TAU_RUN_ID" '
+        f"--rdzv-conf=is_host=$host {script}"
+    )
+    return "\n".join([
+        "set -o pipefail",
+        'mkdir -p "$TAU_RUN_DIR/logs" "$TAU_CHECKPOINT_DIR" "$TAU_OUTPUT_DIR"',
+        f"cd {shlex.quote(code_dir)}",
+        f"port=$({py} -c {shlex.quote(free_port)}) || exit 1",
+        f"export TAU_NODES={n} MASTER_ADDR=127.0.0.1 MASTER_PORT=$port",
+        "pids=()",
+        f"for i in $(seq 0 {n - 1}); do",
+        '  mkdir -p "$TAU_RUN_DIR/nodes/$i"',
+        "  host=0; [ $i = 0 ] && host=1",
+        f'  ( export TAU_NODE_RANK=$i; {node} 2>&1 | tee -a "$TAU_RUN_DIR/nodes/$i/driver.log" '
+        '| sed -u "s/^/[node $i] /" | tee -a "$TAU_RUN_DIR/logs/driver.log"; '
+        'rc=${PIPESTATUS[0]}; printf \'{"exit_code": %s}\\n\' "$rc" > "$TAU_RUN_DIR/nodes/$i/exit.json"; '
+        "exit $rc ) &",
+        "  pids+=($!)",
+        "done",
+        "rc=0",
+        f"for _ in $(seq 1 {n}); do",
+        "  wait -n; s=$?",
+        "  if [ $s -ne 0 ]; then rc=$s; trap '' TERM; kill -TERM 0 2>/dev/null; break; fi",
+        "done",
+        "wait",
+        "exit $rc",
+    ])  # fmt: skip
 
 
 def code_configmap(

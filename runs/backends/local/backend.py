@@ -103,12 +103,6 @@ class LocalBackend(Template):
         return prepare(local, local_snapshot(m), include_helper=False)
 
     def check_options(self, prepared: PreparedRun, options: SubmitOptions) -> None:
-        if prepared.manifest.launcher == "torchrun":
-            raise TauError(
-                "run.launcher: torchrun runs on a cluster in this version (an Indexed Job, a pod "
-                "per node); the local target does not start torchrun yet", exit_code=EXIT_USAGE,
-                hint="--target kube; or run.launcher: python to run the script once here",
-            )  # fmt: skip
         if options.ray_pip and prepared.kind != "rayjob":
             raise TauError(
                 "--ray-pip lets Ray build the environment; a `job` runs as a plain subprocess",
