@@ -10,7 +10,7 @@ LOG    := $(VENV)/install.log
 # Quiet on success (pip's and setuptools' notes go to $(LOG)); the log is shown on failure.
 QUIET   = > $(LOG) 2>&1 || { cat $(LOG); echo "setup failed (log: $(LOG))"; exit 1; }
 
-.PHONY: setup pyc run render profiles test controlplane pulumi e2e lint fmt bench bench-scale clean azurite chromium browser portal
+.PHONY: setup pyc run render profiles test controlplane pulumi e2e lint fmt bench bench-scale clean azurite chromium browser portal torch-env distributed
 
 setup: $(STAMP)
 
@@ -57,8 +57,23 @@ $(AZURITE): e2e/azurite/package.json e2e/azurite/package-lock.json
 
 # pytest exits 5 when it collected nothing: say so, and fail.
 test: setup azurite
-	@$(BIN)/python -m pytest -q -m "not e2e and not browser"; rc=$$?; \
+	@$(BIN)/python -m pytest -q -m "not e2e and not browser and not torch"; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; fi; exit $$rc
+
+# Distributed training with real torch (gloo on CPU), in a test-only environment: PyPI's Linux
+# torch wheels bring the CUDA libraries (~2 min and ~5 GB the first time). Nothing else needs it.
+TORCH_VENV := .venv-torch
+TORCH_STAMP := $(TORCH_VENV)/.installed
+torch-env: $(TORCH_STAMP)
+$(TORCH_STAMP): requirements/torch.lock
+	@test -x $(TORCH_VENV)/bin/python || $(PYTHON) -m venv $(TORCH_VENV)
+	@echo "torch-env: installing torch into $(TORCH_VENV) (test-only; the first time takes minutes)"
+	@$(TORCH_VENV)/bin/python -m pip install --quiet -r requirements/torch.lock $(QUIET)
+	@touch $@
+
+distributed: setup torch-env
+	@TAU_TORCH_PYTHON=$(CURDIR)/$(TORCH_VENV)/bin/python $(BIN)/python -m pytest -q -m torch; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no torch tests"; fi; exit $$rc
 
 # The portal in a real headless browser: Debian's chromium (installed here when missing; the
 # registries serve no browser builds for `playwright install`), driven by Playwright for Python.
@@ -120,4 +135,4 @@ bench-scale: setup pyc
 	$(BIN)/python bench/bench_scale.py
 
 clean:
-	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(TORCH_VENV) build .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -46,9 +46,11 @@ def test_objects_validate_against_upstream_and_kubernetes_schemas(
     example: tuple[resolve.Resolved, list[dict[str, Any]]], upstream_crds: Path
 ) -> None:
     _, objs = example
-    cm, workload = objs
+    cm, *between, workload = objs  # between: a multi-node torchrun job's Service
     assert cm["kind"] == "ConfigMap"
     assert k8s_errors(cm) == []
+    assert [o["kind"] for o in between] in ([], ["Service"])
+    assert all(k8s_errors(o) == [] for o in between)
     if workload["kind"] == "RayJob":
         assert crd_errors(workload, upstream_crds / "kuberay" / "ray.io_rayjobs.yaml", "v1") == []
     else:
@@ -60,7 +62,7 @@ def test_objects_validate_against_upstream_and_kubernetes_schemas(
 def test_labels_on_workload_and_every_pod_template(
     example: tuple[resolve.Resolved, list[dict[str, Any]]],
 ) -> None:
-    r, (_, workload) = example
+    r, (*_, workload) = example
     run_id = workload["metadata"]["name"]
     want = {
         C.LABEL_RUN_ID: run_id,
@@ -83,7 +85,7 @@ def test_labels_on_workload_and_every_pod_template(
 def test_suspended_and_named_within_kuberay_limit(
     example: tuple[resolve.Resolved, list[dict[str, Any]]],
 ) -> None:
-    _, (_, workload) = example
+    _, (*_, workload) = example
     assert workload["spec"]["suspend"] is True
     assert len(workload["metadata"]["name"]) <= 47
     assert workload["metadata"]["namespace"] == "research"
@@ -96,7 +98,7 @@ def _env(container: dict[str, Any]) -> dict[str, Any]:
 def test_env_contract_and_data_volume(
     example: tuple[resolve.Resolved, list[dict[str, Any]]],
 ) -> None:
-    r, (cm, workload) = example
+    r, (cm, *_, workload) = example
     run_id = workload["metadata"]["name"]
     for tpl in pod_templates(workload):
         spec = tpl["spec"]
@@ -185,7 +187,7 @@ def test_job_shape() -> None:
 def test_code_configmap_carries_the_folder(
     example: tuple[resolve.Resolved, list[dict[str, Any]]],
 ) -> None:
-    r, (cm, workload) = example
+    r, (cm, *_, workload) = example
     items = pod_templates(workload)[0]["spec"]["volumes"][1]["configMap"]["items"]
     paths = {i["path"] for i in items}
     assert r.manifest.entrypoint_path in paths
