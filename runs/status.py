@@ -412,6 +412,9 @@ def summarize(phase: Phase, signals: list[Signal], o: Observations | None = None
             return f"{phase.lower()}: {NOT_SENT.format(run=o.record.run_id)}"
         adm = by_name[SignalName.Admitted]
         sched = by_name[SignalName.Scheduled]
+        nodes = nodes_summary(c.pods, o.record.workers)
+        if nodes and adm.state == SignalState.true:  # a multi-node job: its nodes, and the cause
+            return f"{phase.lower()}: {nodes}"
         if sched.state == SignalState.false:
             return f"{phase.lower()}, but {sched.reason}"
         if adm.state != SignalState.true:

@@ -20,7 +20,7 @@ from sandboxkit import admin, gpu_rayjob, kube_env, sig, status, submit
 from taugrid.api import constants as C
 
 pytestmark = pytest.mark.e2e
-GPU_NODES = ["a100x1-0", "a100x1-1", "a100x1-2", "a100x2-0"]
+GPU_NODES = ["a100x1-0", "a100x1-1", "a100x1-2", "a100x1-3", "a100x2-0"]
 TAINT = C.GPU_UNHEALTHY_TAINT
 DECLARER = "taugrid-sandbox"  # the field manager the sandbox applies the stack's objects with
 
@@ -63,7 +63,7 @@ def test_the_sandbox_runs_the_controller(sandbox: Path) -> None:
                what="the workspace's StorageReady and QueueReady")  # fmt: skip
     res = tau(sandbox, "profiles", "-o", "json", env=kube_env(sandbox))
     a100 = next(p for p in json.loads(res.stdout) if p["name"] == "a100x1")
-    assert a100["live"] == {"nodes": 3, "healthyNodes": 3, "allocatableGpus": 3, "cordonedByTau": 0}
+    assert a100["live"] == {"nodes": 4, "healthyNodes": 4, "allocatableGpus": 4, "cordonedByTau": 0}
 
 
 def test_request_approve_admits_a_pending_run_and_expiry_gives_it_back(
@@ -250,8 +250,8 @@ def test_a_gpu_fault_quarantines_its_node_and_clearing_releases_it(
 
 
 def test_faults_on_most_gpu_nodes_trip_the_breaker(sandbox: Path, gpu_project: Path) -> None:
-    """4 GPU nodes, half may be quarantined at once: two faults are quarantined, the third is
-    held by the breaker. A run on the held node stays there, and says its GPU is unhealthy."""
+    """5 GPU nodes, at most half may be quarantined at once: two faults are quarantined, the
+    third is held by the breaker. A run on the held node stays there, and says its GPU is unhealthy."""
     run_id = submit(sandbox, gpu_project)
     bad: list[str] = []
     try:

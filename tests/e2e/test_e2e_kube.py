@@ -169,7 +169,7 @@ def test_an_untolerated_taint_shows_failedschedulings_reason(
     """Every a100x1 node carries a taint the run does not tolerate: admitted by Kueue (quota is
     free) but not schedulable, and status says why in the scheduler's words."""
     nodes = admin(sandbox).resources.get(api_version="v1", kind="Node")
-    names = ["a100x1-0", "a100x1-1", "a100x1-2"]
+    names = ["a100x1-0", "a100x1-1", "a100x1-2", "a100x1-3"]
     taint = {"key": "tau.azure.com/maintenance", "value": "true", "effect": "NoSchedule"}
     originals = {n: [t.to_dict() for t in (nodes.get(name=n).spec.taints or [])] for n in names}
     for n in names:

@@ -38,7 +38,7 @@ def writes_to(audit: Path, run_id: str, since: float) -> list[str]:
     return out
 
 
-A100 = ["a100x1-0", "a100x1-1", "a100x1-2"]
+A100 = ["a100x1-0", "a100x1-1", "a100x1-2", "a100x1-3"]
 
 
 def cordon(home: Path, nodes: list[str], on: bool) -> None:

@@ -32,10 +32,10 @@ def project(folder: Path) -> Path:
     return folder
 
 
-def grant_one_gpu(home: Path) -> None:
-    """A quota request for one more a100x1 GPU, approved by a platform admin."""
+def grant(home: Path, gpus: int) -> None:
+    """A quota request for more a100x1 GPUs, approved by a platform admin."""
     env = kube_env(home, "alice")
-    res = tau(home, "quota", "request", "--gpus", "1", "--for", "10m", "--reason", "ddp",
+    res = tau(home, "quota", "request", "--gpus", str(gpus), "--for", "10m", "--reason", "ddp",
               "--profile", "a100x1", "-o", "json", env=env)  # fmt: skip
     assert res.returncode == 0, res.stderr
     name = json.loads(res.stdout)["name"]
@@ -45,6 +45,17 @@ def grant_one_gpu(home: Path) -> None:
         return got.returncode == 0
 
     wait_until(approved, 60, "the request approved (once the controller has seen it)")
+
+
+def one_gpu_job(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "s.py").write_text("print('busy')\n")
+    (folder / "tau.yaml").write_text(
+        "schema_version: 1\nname: busy\nrun: {entrypoint: s.py, workload_kind: job}\n"
+        "compute: {gpus: 1, cpus: 4, memory: 16Gi}\npolicy: {profile: a100x1}\n"
+        "runtime: {image: python:3.12-slim, env: {SANDBOX_RUN_SECONDS: '86400'}}\n"
+    )
+    return folder
 
 
 def gpu_quota(dyn: Any) -> int:
@@ -67,64 +78,60 @@ def test_a_four_node_torchrun_job_is_admitted_whole_on_four_hosts(
     sandbox: Path, tmp_path: Path
 ) -> None:
     dyn = admin(sandbox)
-    nodes = dyn.resources.get(api_version="v1", kind="Node")
     pods = dyn.resources.get(api_version="v1", kind="Pod")
-    # the sandbox has three a100x1 nodes: a fourth, shaped like them, for this test
-    model = next(n for n in nodes.get().items if n.metadata.name.startswith("a100x1"))
-    extra = model.to_dict()
-    extra["metadata"] = {k: v for k, v in extra["metadata"].items()
-                         if k in ("labels", "annotations")} | {"name": "a100x1-ddp"}  # fmt: skip
-    extra.pop("status", None)
-    extra["spec"] = {k: v for k, v in (extra.get("spec") or {}).items() if k == "taints"}
-    nodes.create(body=extra)
-    try:
-        run_id = submit(sandbox, project(tmp_path / "ddp"))
+    # (the sandbox has four a100x1 nodes: one per node of this job)
+    folder = project(tmp_path / "ddp")
+    # the queue may use 2 GPUs of a100x1: a job of 4 could never start; refused, nothing sent
+    res = tau(sandbox, "run", str(folder), "-d", env=kube_env(sandbox))
+    assert res.returncode == 3, res.stderr
+    assert "pod set main needs 4 GPU; queue gpu may use at most 2 in flavor a100x1" in res.stderr
+    base = gpu_quota(dyn)
+    grant(sandbox, 2)
+    wait_until(lambda: gpu_quota(dyn) == base + 2, 60, "the grant in the cohort")
+    # one GPU busy: room for 3 of the 4 nodes, and nothing starts (all or none)
+    busy = submit(sandbox, one_gpu_job(tmp_path / "busy"))
+    wait_until(lambda: status(sandbox, busy)["phase"] == "Running", 120, "the busy job running")
+    run_id = submit(sandbox, folder)
 
-        def mine() -> list[Any]:
-            return list(pods.get(namespace=NS, label_selector=f"{C.LABEL_RUN_ID}={run_id}").items)
+    def mine() -> list[Any]:
+        return list(pods.get(namespace=NS, label_selector=f"{C.LABEL_RUN_ID}={run_id}").items)
 
-        # the queue has 2 GPUs of a100x1 quota: the job waits whole, and says why
-        st = wait_until(lambda: (s := status(sandbox, run_id))["phase"] == "Queued" and s, 120,
-                        "the job queued")  # fmt: skip
-        assert "GPU" in st["summary"] or "gpu" in st["summary"], st["summary"]
-        # one more GPU (3 of the 4 nodes' worth): still nothing starts (all or none)
-        base = gpu_quota(dyn)
-        grant_one_gpu(sandbox)
-        wait_until(lambda: gpu_quota(dyn) == base + 1, 60, "the grant in the cohort")
-        assert status(sandbox, run_id)["phase"] == "Queued" and mine() == []
-        # the fourth GPU: admitted as one workload; four pods on four distinct nodes
-        grant_one_gpu(sandbox)
-        placed = wait_until(lambda: (p := mine()) and len(p) == 4
-                            and all(x.spec.nodeName for x in p) and p, 180,
-                            "four pods scheduled")  # fmt: skip
-        hosts = {p.spec.nodeName for p in placed}
-        assert len(hosts) == 4 and all(h.startswith("a100x1") for h in hosts), hosts
-        indexes = {p.metadata.annotations["batch.kubernetes.io/job-completion-index"]
-                   for p in placed}  # fmt: skip
-        assert indexes == {"0", "1", "2", "3"}
-        workloads = [w for w in dyn.resources.get(api_version="kueue.x-k8s.io/v1beta2",
-                                                  kind="Workload").get(namespace=NS).items
-                     if any(o.name == run_id for o in w.metadata.ownerReferences or [])]  # fmt: skip
-        assert len(workloads) == 1  # one workload for the four nodes
-        (podset,) = workloads[0].spec.podSets
-        assert podset.count == 4
-        # the headless Service names every node (index 0 is the rendezvous)
-        slices = dyn.resources.get(api_version="discovery.k8s.io/v1", kind="EndpointSlice")
-        addrs = wait_until(lambda: (a := [e for s in slices.get(
-            namespace=NS, label_selector=f"kubernetes.io/service-name={run_id}").items
-            for e in s.endpoints or []]) and len(a) == 4 and a, 60, "four endpoints")  # fmt: skip
-        assert {e.hostname for e in addrs} == {f"{run_id}-{i}" for i in range(4)}
-        running = wait_until(lambda: (s := status(sandbox, run_id))["phase"] == "Running" and s,
-                             120, "the job running")  # fmt: skip
-        assert "4/4 nodes running" in running["summary"]
-        # cancel leaves nothing: the Job, its pods, the Service, the code
-        res = tau(sandbox, "run", "cancel", run_id, env=kube_env(sandbox))
-        assert res.returncode == 0, res.stderr
-        services = dyn.resources.get(api_version="v1", kind="Service")
-        jobs = dyn.resources.get(api_version="batch/v1", kind="Job")
-        wait_until(lambda: not mine() and not services.get(
-            namespace=NS, label_selector=f"{C.LABEL_RUN_ID}={run_id}").items and not jobs.get(
-            namespace=NS, label_selector=f"{C.LABEL_RUN_ID}={run_id}").items, 120,
-            "nothing of the run left")  # fmt: skip
-    finally:
-        nodes.delete(name="a100x1-ddp")
+    st = wait_until(lambda: (s := status(sandbox, run_id))["phase"] == "Queued" and s, 120,
+                    "the job queued")  # fmt: skip
+    assert "nvidia.com/gpu" in st["summary"] or "GPU" in st["summary"], st["summary"]
+    assert mine() == []
+    res = tau(sandbox, "run", "cancel", busy, env=kube_env(sandbox))
+    assert res.returncode == 0, res.stderr
+    # the fourth GPU free again: admitted as one workload; four pods on four distinct nodes
+    placed = wait_until(lambda: (p := mine()) and len(p) == 4
+                        and all(x.spec.nodeName for x in p) and p, 180,
+                        "four pods scheduled")  # fmt: skip
+    hosts = {p.spec.nodeName for p in placed}
+    assert len(hosts) == 4 and all(h.startswith("a100x1") for h in hosts), hosts
+    indexes = {p.metadata.annotations["batch.kubernetes.io/job-completion-index"]
+               for p in placed}  # fmt: skip
+    assert indexes == {"0", "1", "2", "3"}
+    workloads = [w for w in dyn.resources.get(api_version="kueue.x-k8s.io/v1beta2",
+                                              kind="Workload").get(namespace=NS).items
+                 if any(o.name == run_id for o in w.metadata.ownerReferences or [])]  # fmt: skip
+    assert len(workloads) == 1  # one workload for the four nodes
+    (podset,) = workloads[0].spec.podSets
+    assert podset.count == 4
+    # the headless Service names every node (index 0 is the rendezvous)
+    slices = dyn.resources.get(api_version="discovery.k8s.io/v1", kind="EndpointSlice")
+    addrs = wait_until(lambda: (a := [e for s in slices.get(
+        namespace=NS, label_selector=f"kubernetes.io/service-name={run_id}").items
+        for e in s.endpoints or []]) and len(a) == 4 and a, 60, "four endpoints")  # fmt: skip
+    assert {e.hostname for e in addrs} == {f"{run_id}-{i}" for i in range(4)}
+    running = wait_until(lambda: (s := status(sandbox, run_id))["phase"] == "Running" and s,
+                         120, "the job running")  # fmt: skip
+    assert "4/4 nodes running" in running["summary"]
+    # cancel leaves nothing: the Job, its pods, the Service, the code
+    res = tau(sandbox, "run", "cancel", run_id, env=kube_env(sandbox))
+    assert res.returncode == 0, res.stderr
+    services = dyn.resources.get(api_version="v1", kind="Service")
+    jobs = dyn.resources.get(api_version="batch/v1", kind="Job")
+    wait_until(lambda: not mine() and not services.get(
+        namespace=NS, label_selector=f"{C.LABEL_RUN_ID}={run_id}").items and not jobs.get(
+        namespace=NS, label_selector=f"{C.LABEL_RUN_ID}={run_id}").items, 120,
+        "nothing of the run left")  # fmt: skip

@@ -181,6 +181,8 @@ def test_a_multi_node_job_s_status_counts_its_nodes_and_names_the_one_that_waits
     assert (
         phase == Phase.Starting and summary == f"admitted; 3/4 nodes running, node 2 pending: {why}"
     )
+    first_line = compute(obs(kube, owner_alive=None, cluster=facts)).summary
+    assert first_line == f"starting: 3/4 nodes running, node 2 pending: {why}"
     running = [PodFact(name=f"p{i}", phase="Running", node=f"n{i}", node_rank=i) for i in range(4)]
     facts = ClusterFacts(taurun=True, workload=True, suspended=False, pods=running,
                          kueue=[{"type": "Admitted", "status": "True"}])  # fmt: skip
@@ -191,3 +193,10 @@ def test_a_multi_node_job_s_status_counts_its_nodes_and_names_the_one_that_waits
                          kueue=[{"type": "Admitted", "status": "True"}])  # fmt: skip
     assert status.cluster_phase(obs(kube, owner_alive=None, cluster=facts)) == (
         Phase.Starting, "admitted; 3/4 nodes running, node 3 has no pod yet")  # fmt: skip
+
+    # the status's first line says it too
+    facts = ClusterFacts(taurun=True, workload=True, suspended=False, pods=running,
+                         kueue=[{"type": "Admitted", "status": "True"}])  # fmt: skip
+    assert (
+        compute(obs(kube, owner_alive=None, cluster=facts)).summary == "running: 4/4 nodes running"
+    )
