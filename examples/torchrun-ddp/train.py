@@ -43,7 +43,9 @@ def main() -> None:
     dist.all_gather(gathered, w)
     if rank == 0:
         same = all(torch.allclose(g, gathered[0]) for g in gathered)
-        print(f"world {world}: weight {w[0]:.3f} bias {w[1]:.3f}; replicas equal: {same}", flush=True)
+        print(
+            f"world {world}: weight {w[0]:.3f} bias {w[1]:.3f}; replicas equal: {same}", flush=True
+        )
         if not same:
             raise SystemExit("the replicas diverged: the all-reduce did not happen")
     dist.destroy_process_group()

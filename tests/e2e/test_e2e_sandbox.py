@@ -39,7 +39,15 @@ def test_status_lists_every_component_running(sandbox: Path) -> None:
         "kube-scheduler",
         "kwok",
     } <= running
-    assert doc["nodes"] == ["a100x1-0", "a100x1-1", "a100x1-2", "a100x1-3", "a100x2-0", "cpu-0", "cpu-1"]
+    assert doc["nodes"] == [
+        "a100x1-0",
+        "a100x1-1",
+        "a100x1-2",
+        "a100x1-3",
+        "a100x2-0",
+        "cpu-0",
+        "cpu-1",
+    ]
     text = tau(sandbox, "sandbox", "status").stdout
     assert "kube-apiserver" in text and "running" in text
 
