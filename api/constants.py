@@ -108,6 +108,8 @@ ENV_WORLD_SIZE: Final = "TAU_WORLD_SIZE"
 ENV_LAUNCHER: Final = "TAU_LAUNCHER"  # torchrun: tau_launch starts torchrun
 ENV_NODES: Final = "TAU_NODES"  # torchrun: the nodes (pods) of the run
 ENV_NPROC_PER_NODE: Final = "TAU_NPROC_PER_NODE"  # torchrun: processes per node
+ENV_RAY_FUNCTION: Final = "TAU_RAY_FUNCTION"  # ray-train/ray-tune: the entrypoint's function
+ENV_TUNE: Final = "TAU_TUNE"  # ray-tune: the tune block (JSON)
 ENV_RESUME_FROM: Final = "TAU_RESUME_FROM"
 ENV_ATTEMPT: Final = "TAU_ATTEMPT"
 

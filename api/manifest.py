@@ -34,7 +34,14 @@ MAX_WORKERS = 256
 MAX_RETRIES = 20
 
 WorkloadKind = Literal["job", "rayjob"]
-Launcher = Literal["python", "torchrun"]
+Launcher = Literal["python", "torchrun", "ray-train", "ray-tune"]
+RAY_LAUNCHERS = ("ray-train", "ray-tune")
+DEFAULT_FUNCTION = {"ray-train": "train_loop_per_worker", "ray-tune": "objective"}
+SEARCH_DOMAINS = {  # tune.search_space: {key: {domain: [args]}} -> ray.tune's sampler
+    "uniform": 2, "loguniform": 2, "quniform": 3, "randint": 2, "randn": 2,
+    "choice": None, "grid_search": None,
+}  # fmt: skip
+IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 MAX_PROCS_PER_NODE = 64
 TORCHRUN_PORT = 29500  # the c10d rendezvous on node 0
 CpuAmount = Annotated[int | float | str, Field(description="cores: 4, 0.5 or 500m")]
@@ -71,8 +78,14 @@ class RunSpec(_Model):
     )
     args: list[str] = Field(default_factory=list, description="Arguments passed to the entrypoint")
     launcher: Launcher | None = Field(
-        None, description="python (default) | torchrun: compute.workers nodes x nproc_per_node"
+        None,
+        description="python (default) | torchrun: compute.workers nodes x nproc_per_node | "
+        "ray-train: a Ray Train trainer over compute.workers | ray-tune: a sweep (tune block)",
     )
+    function: str | None = Field(
+        None, description="ray-train: the per-worker training function (default "
+        "train_loop_per_worker); ray-tune: the trainable (default objective)",
+    )  # fmt: skip
     nproc_per_node: int | None = Field(
         None, ge=1, le=MAX_PROCS_PER_NODE,
         description="torchrun: processes per node (default: compute.gpus, or 1 on CPU)",
@@ -82,15 +95,42 @@ class RunSpec(_Model):
     smoke_pairs: int | None = Field(None, ge=0, description="Forwarded as TAU_SMOKE_PAIRS")
 
 
+class Tune(_Model):
+    """A Ray Tune sweep (run.launcher: ray-tune): the trainable is run.function of the
+    entrypoint; each trial is recorded under the run's record, and the record names the best."""
+
+    metric: str | None = Field(None, description="What the trainable reports and the sweep ranks")
+    mode: Literal["min", "max"] = "min"
+    num_samples: int = Field(1, ge=1, le=10_000, description="Trials (x the grid's points)")
+    max_concurrent: int | None = Field(
+        None, ge=1, le=1_000, description="Trials at once (default: compute.workers)"
+    )
+    search_space: dict[str, Any] = Field(
+        default_factory=dict,
+        description="key: a value, or {uniform|loguniform|randint|randn: [a, b]}, "
+        "{quniform: [a, b, q]}, {choice: [...]}, {grid_search: [...]}",
+    )
+    scheduler: Literal["fifo", "asha"] = "fifo"
+    max_t: int = Field(100, ge=1, description="asha: the most iterations a trial runs")
+    grace_period: int = Field(1, ge=1, description="asha: iterations before a trial may stop")
+
+
 class Execution(_Model):
     """The original TauGrid's spellings of the launcher settings (aliases of run.launcher,
-    run.nproc_per_node and compute.workers; they must agree when both are set)."""
+    run.nproc_per_node, compute.workers and the tune block; run.* and tune.* win)."""
 
     launcher: Launcher | None = Field(None, description="Alias of run.launcher")
     processes_per_node: int | None = Field(
         None, ge=1, le=MAX_PROCS_PER_NODE, description="Alias of run.nproc_per_node"
     )
     nodes: int | None = Field(None, ge=1, le=256, description="Alias of compute.workers (torchrun)")
+    metric: str | None = Field(None, description="Alias of tune.metric")
+    mode: Literal["min", "max"] | None = Field(None, description="Alias of tune.mode")
+    num_samples: int | None = Field(None, ge=1, le=10_000, description="Alias of tune.num_samples")
+    max_concurrent_trials: int | None = Field(
+        None, ge=1, le=1_000, description="Alias of tune.max_concurrent"
+    )
+    configs: dict[str, Any] | None = Field(None, description="Alias of tune.search_space")
 
 
 class ResourceNaming(_Model):
@@ -431,6 +471,7 @@ class Manifest(_Model):
     image: str | None = Field(None, description="Alias of runtime.image (compatibility)")
     resource_naming: ResourceNaming = Field(default_factory=ResourceNaming)
     execution: Execution = Field(default_factory=Execution)
+    tune: Tune | None = Field(None, description="A Ray Tune sweep (run.launcher: ray-tune)")
     compute: Compute = Field(default_factory=Compute)
     runtime: Runtime = Field(default_factory=Runtime)
     storage: Storage = Field(default_factory=Storage)
@@ -501,13 +542,30 @@ class Manifest(_Model):
         return (self.run.nproc_per_node or self.execution.processes_per_node
                 or max(1, self.compute.gpus))  # fmt: skip
 
+    @property
+    def function(self) -> str:
+        """ray-train/ray-tune: the entrypoint's function the driver calls."""
+        return self.run.function or DEFAULT_FUNCTION.get(self.launcher, "main")
+
+    def sweep(self) -> Tune:
+        """The tune block with the original's execution.* spellings folded in."""
+        t, e = self.tune or Tune(), self.execution
+        update: dict[str, Any] = {}
+        for mine, theirs in (("metric", e.metric), ("mode", e.mode), ("num_samples", e.num_samples),
+                             ("max_concurrent", e.max_concurrent_trials),
+                             ("search_space", e.configs)):  # fmt: skip
+            if theirs is not None and mine not in t.model_fields_set:
+                update[mine] = theirs
+        return t.model_copy(update=update) if update else t
+
     def workload_kind(self) -> WorkloadKind:
         """Explicit kind, else TauGrid's inference: CPU-only or multi-worker -> rayjob, else job;
-        torchrun is a job (one pod per node)."""
-        if self.launcher == "torchrun" and not (
-            self.run.workload_kind or self.compute.workload_kind
-        ):
-            return "job"
+        torchrun is a job (one pod per node), Ray Train and Tune run on a RayJob."""
+        if not (self.run.workload_kind or self.compute.workload_kind):
+            if self.launcher == "torchrun":
+                return "job"
+            if self.launcher in RAY_LAUNCHERS:
+                return "rayjob"
         kind = naming.infer_workload_kind(
             self.run.workload_kind or self.compute.workload_kind,
             self.compute.gpus,
@@ -596,6 +654,7 @@ def launcher_fits(m: Manifest) -> Iterator[Issue]:
         yield Issue("execution.nodes", m.execution.nodes,
                     f"contradicts compute.workers={m.compute.workers}: both set the nodes; keep one",
                     f"compute: {{workers: {m.execution.nodes}}}")  # fmt: skip
+    yield from _ray_launcher_issues(m)
     if m.launcher != "torchrun":
         if m.run.nproc_per_node or m.execution.processes_per_node:
             yield Issue("run.nproc_per_node", m.run.nproc_per_node or m.execution.processes_per_node,
@@ -618,6 +677,81 @@ def launcher_fits(m: Manifest) -> Iterator[Issue]:
         yield Issue("run.nproc_per_node", m.nproc_per_node,
                     f"is more than the node's compute.gpus={m.compute.gpus} (one process per GPU)",
                     f"run: {{nproc_per_node: {m.compute.gpus}}}")  # fmt: skip
+
+
+def _ray_launcher_issues(m: Manifest) -> Iterator[Issue]:
+    """ray-train and ray-tune: a RayJob, a function of a .py entrypoint, and for a sweep a
+    metric and a search space that parses."""
+    e = m.execution
+    tune_set = m.tune is not None or any(
+        v is not None for v in (e.metric, e.mode, e.num_samples, e.max_concurrent_trials, e.configs)
+    )
+    if m.launcher not in RAY_LAUNCHERS:
+        if m.run.function:
+            yield Issue("run.function", m.run.function,
+                        "is the function Ray Train or Ray Tune calls: it needs run.launcher: "
+                        "ray-train or ray-tune", "run: {launcher: ray-tune, function: objective}")  # fmt: skip
+        if tune_set:
+            yield Issue("tune", None, "is a Ray Tune sweep: it needs run.launcher: ray-tune",
+                        "run: {launcher: ray-tune}")  # fmt: skip
+        return
+    if m.workload_kind() != "rayjob":
+        yield Issue("run.launcher", m.launcher, "runs on a RayJob (Ray's launchers need Ray)",
+                    f"run: {{launcher: {m.launcher}, workload_kind: rayjob}}")  # fmt: skip
+    ep = m.entrypoint_path
+    if ep and not ep.endswith(".py"):
+        yield Issue("run.entrypoint", ep, f"{m.launcher} calls a function of a Python file",
+                    f"run: {{entrypoint: train.py, launcher: {m.launcher}}}")  # fmt: skip
+    if m.run.function is not None and not IDENTIFIER.match(m.run.function):
+        yield Issue("run.function", m.run.function, "must be a Python function name",
+                    "run: {function: objective}")  # fmt: skip
+    if m.launcher == "ray-train":
+        if tune_set:
+            yield Issue("tune", None, "is a Ray Tune sweep: it needs run.launcher: ray-tune",
+                        "run: {launcher: ray-tune}")  # fmt: skip
+        return
+    t = m.sweep()
+    if not t.metric:
+        yield Issue("tune.metric", None, "is required: what the trainable reports and the sweep "
+                    "ranks", "tune: {metric: accuracy, mode: max}")  # fmt: skip
+    if not t.search_space:
+        yield Issue("tune.search_space", None, "is required: the parameters the sweep tries",
+                    "tune: {search_space: {lr: {loguniform: [0.0001, 0.1]}}}")  # fmt: skip
+    for key, value in t.search_space.items():
+        problem = search_domain_problem(value)
+        if problem:
+            yield Issue(f"tune.search_space.{key}", value, problem,
+                        f"tune: {{search_space: {{{key}: {{uniform: [0, 1]}}}}}}")  # fmt: skip
+    if t.scheduler == "asha" and t.grace_period > t.max_t:
+        yield Issue("tune.grace_period", t.grace_period, f"is above tune.max_t={t.max_t}",
+                    "tune: {scheduler: asha, max_t: 100, grace_period: 1}")  # fmt: skip
+
+
+def search_domain_problem(value: Any) -> str | None:
+    """Why a search-space value does not parse (None: it does): a scalar, or one domain."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return None
+    if not isinstance(value, dict) or len(value) != 1:
+        return ("must be a value or one domain: {uniform: [a, b]}, {loguniform: [a, b]}, "
+                "{quniform: [a, b, q]}, {randint: [a, b]}, {randn: [mean, sd]}, {choice: [...]}, "
+                "{grid_search: [...]}")  # fmt: skip
+    ((domain, args),) = value.items()
+    if domain not in SEARCH_DOMAINS:
+        return f"{domain!r} is not a domain (one of: {', '.join(SEARCH_DOMAINS)})"
+    if not isinstance(args, list) or not args:
+        return f"{domain}: needs a list of values"
+    want = SEARCH_DOMAINS[domain]
+    if want is not None:
+        numbers = all(isinstance(a, int | float) and not isinstance(a, bool) for a in args)
+        if len(args) != want or not numbers:
+            return f"{domain}: needs {want} numbers"
+        if domain in ("uniform", "loguniform", "quniform", "randint") and args[0] >= args[1]:
+            return f"{domain}: the lower bound must be below the upper"
+        if domain == "loguniform" and args[0] <= 0:
+            return "loguniform: the bounds must be above 0"
+        if domain == "randint" and not all(isinstance(a, int) for a in args):
+            return "randint: needs 2 integers"
+    return None
 
 
 def a_job_is_one_pod(m: Manifest) -> Iterator[Issue]:
@@ -803,6 +937,13 @@ EXAMPLES: dict[str, str] = {
     "run.launcher": "run: {launcher: torchrun}   # python | torchrun",
     "run.nproc_per_node": "run: {launcher: torchrun, nproc_per_node: 4}",
     "execution": "execution: {launcher: torchrun, nodes: 2, processes_per_node: 4}",
+    "run.function": "run: {launcher: ray-tune, function: objective}",
+    "tune": "tune: {metric: loss, mode: min, num_samples: 8, search_space: {lr: {loguniform: [0.0001, 0.1]}}}",
+    "tune.metric": "tune: {metric: accuracy, mode: max}",
+    "tune.mode": "tune: {mode: max}   # min | max",
+    "tune.num_samples": "tune: {num_samples: 8}",
+    "tune.scheduler": "tune: {scheduler: asha}   # fifo | asha",
+    "tune.search_space": "tune: {search_space: {lr: {loguniform: [0.0001, 0.1]}, layers: {choice: [1, 2, 3]}}}",
     "compute": "compute: {gpus: 1, workers: 1, cpus: 16, memory: 64Gi}",
     "compute.gpus": "compute: {gpus: 1}   # per worker, 0..8",
     "compute.workers": "compute: {workers: 2}   # worker pods, 1..256",

@@ -169,11 +169,12 @@ def collect(
         import tau_evidence
         import tau_inputs
         import tau_launch
+        import tau_ray
 
         import tau_run
 
         have = {rel for rel, _ in files}
-        for module in (tau_run, tau_evidence, tau_launch, tau_inputs):
+        for module in (tau_run, tau_evidence, tau_launch, tau_inputs, tau_ray):
             name = Path(str(module.__file__)).name
             if name not in have:  # a folder's own tau_run.py wins
                 files.append((name, Path(str(module.__file__)).read_bytes()))

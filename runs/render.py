@@ -100,6 +100,13 @@ def contract_env(r: Resolved, meta: RunMeta, data_dir: str = C.DATA_DIR,
     if m.launcher == "torchrun":
         env[C.ENV_LAUNCHER] = "torchrun"
         env[C.ENV_NPROC_PER_NODE] = str(m.nproc_per_node)
+    elif m.launcher in ("ray-train", "ray-tune"):
+        import json
+
+        env[C.ENV_LAUNCHER] = m.launcher
+        env[C.ENV_RAY_FUNCTION] = m.function
+        if m.launcher == "ray-tune":
+            env[C.ENV_TUNE] = json.dumps(m.sweep().model_dump(mode="json"), separators=(",", ":"))
     return env
 
 
@@ -126,19 +133,25 @@ def pod_command(m: Manifest) -> str:
     ep = m.entrypoint_path or ""
     if m.launcher == "torchrun":
         runner = ["--torchrun", "--"]
+    elif m.launcher in ("ray-train", "ray-tune"):
+        runner = ["--", "python", "tau_ray.py"]  # the driver calls run.function of the entrypoint
     else:
         runner = ["--", "bash" if ep.endswith(".sh") else "python"]
     argv = " ".join(shlex.quote(a) for a in ["python", "tau_launch.py", *runner, ep, *m.run.args])
     return f"cd {shlex.quote(C.CODE_DIR)} && exec {argv}"
 
 
-def command_script(m: Manifest, code_dir: str = C.CODE_DIR, python: str = "python") -> str:
-    """The shell a local run's driver runs (its supervisor keeps the record): the log teed."""
+def command_script(m: Manifest, code_dir: str = C.CODE_DIR, python: str = "python",
+                   helper_dir: str | None = None) -> str:  # fmt: skip
+    """The shell a local run's driver runs (its supervisor keeps the record): the log teed.
+    `helper_dir`: where tau's helpers (tau_ray.py) are when they are not in the code."""
     if m.launcher == "torchrun":
         return torchrun_local_script(m, code_dir, python)
     ep = m.entrypoint_path or ""
-    runner = "bash" if ep.endswith(".sh") else python
-    argv = " ".join(shlex.quote(a) for a in [runner, ep, *m.run.args])
+    runner = [python] if not ep.endswith(".sh") else ["bash"]
+    if m.launcher in ("ray-train", "ray-tune"):
+        runner = [python, f"{helper_dir}/tau_ray.py" if helper_dir else "tau_ray.py"]
+    argv = " ".join(shlex.quote(a) for a in [*runner, ep, *m.run.args])
     return "\n".join(
         [
             "set -o pipefail",

@@ -17,6 +17,10 @@ def test_runlib_imports_the_standard_library_only(path: object) -> None:
     any other package: each import is of the standard library (or of runlib itself)."""
     ours = {p.stem for p in RUNLIB}
     tree = ast.parse(path.read_text())  # type: ignore[attr-defined]
+    # tau_ray drives Ray Train and Tune: it runs only where Ray is (a RayJob's driver), and
+    # imports Ray (and torch, when it is there) inside the functions that need them
+    inside = {"ray", "torch"} if path.name == "tau_ray.py" else set()  # type: ignore[attr-defined]
+    top_level = {id(n) for n in tree.body}
     for node in ast.walk(tree):
         names = []
         if isinstance(node, ast.Import):
@@ -25,7 +29,9 @@ def test_runlib_imports_the_standard_library_only(path: object) -> None:
             names = [node.module]
         for name in names:
             top = name.split(".")[0]
-            assert top in sys.stdlib_module_names or top in ours, f"{path}: imports {name}"
+            allowed = top in sys.stdlib_module_names or top in ours
+            allowed = allowed or (top in inside and id(node) not in top_level)
+            assert allowed, f"{path}: imports {name}"
 
 
 def test_the_python_api_imports_nothing_heavy() -> None:

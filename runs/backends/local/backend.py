@@ -345,17 +345,20 @@ def _warnings(
 def helper_lib() -> Path:
     """A folder holding a copy of the stdlib-only `tau_run` helper, put on every local run's
     PYTHONPATH, so that `import tau_run` works in the user's own interpreter too."""
+    import tau_ray
+
     import tau_run
 
     lib = tau_home() / "lib"
-    src = Path(tau_run.__file__).read_bytes()
-    dst = lib / "tau_run.py"
-    try:
-        same = dst.read_bytes() == src
-    except OSError:
-        same = False
-    if not same:
-        write_atomic(dst, src)
+    for module in (tau_run, tau_ray):  # tau_ray: the driver of ray-train and ray-tune runs
+        src = Path(str(module.__file__)).read_bytes()
+        dst = lib / Path(str(module.__file__)).name
+        try:
+            same = dst.read_bytes() == src
+        except OSError:
+            same = False
+        if not same:
+            write_atomic(dst, src)
     return lib
 
 
@@ -412,9 +415,9 @@ def _plan(prepared: PreparedRun, options: SubmitOptions) -> LocalPlan:
         python = interpreter(options.python or m.runtime.python, folder, options.python is not None)
     # The exit code is also left in the run folder, for a supervisor that adopts the run after
     # the first one died (the processes are then not its children).
-    script = render.command_script(m, code_dir=str(folder), python=python) + (
-        '\nrc=$?; printf %s "$rc" > "$TAU_RUN_DIR/logs/.exit-$TAU_ATTEMPT"; exit "$rc"'
-    )
+    script = render.command_script(
+        m, code_dir=str(folder), python=python, helper_dir=str(helper_lib())
+    ) + ('\nrc=$?; printf %s "$rc" > "$TAU_RUN_DIR/logs/.exit-$TAU_ATTEMPT"; exit "$rc"')
     return LocalPlan(
         kind=prepared.kind,
         script=script,
