@@ -116,7 +116,7 @@ class Recorder:
             "iterations": last.get("training_iteration"),
             "metrics": _plain(
                 {k: v for k, v in last.items() if isinstance(v, int | float) and k not in TUNE_KEYS}
-            ),  # fmt: skip
+            ),
             "checkpoint": getattr(ckpt, "path", None) if ckpt is not None else None,
             "ended_at": time.time(),
         }
