@@ -94,17 +94,29 @@ class Recorder:
         self.best: float | None = None
         self.ended = 0
         self.seen_metrics: set[str] = set()
+        self.latest: dict[str, dict[str, Any]] = {}
 
     def better(self, value: float) -> bool:
         if self.best is None:
             return True
         return value < self.best if self.mode == "min" else value > self.best
 
+    def result(self, trial: Any, result: dict[str, Any]) -> None:
+        """Every result a trial reports: the metric names seen, its latest value of the metric
+        (a trial's last result may lack it: e.g. the value its function returns, `_metric`)."""
+        numbers = {k: v for k, v in result.items() if isinstance(v, int | float)}
+        self.seen_metrics |= set(numbers) - {"_metric"}
+        if self.metric in numbers:
+            self.latest[trial.trial_id] = numbers
+        elif trial.trial_id not in self.latest:
+            self.latest[trial.trial_id] = {}
+
     def trial_ended(self, trial: Any, status: str) -> None:
         import tau_run
 
         last = dict(getattr(trial, "last_result", None) or {})
-        self.seen_metrics |= {k for k, v in last.items() if isinstance(v, int | float)}
+        if self.metric not in last:
+            last = {**last, **self.latest.get(trial.trial_id, {})}
         value = last.get(self.metric)
         ckpt = getattr(trial, "checkpoint", None)
         row = {
@@ -115,7 +127,11 @@ class Recorder:
             "value": value,
             "iterations": last.get("training_iteration"),
             "metrics": _plain(
-                {k: v for k, v in last.items() if isinstance(v, int | float) and k not in TUNE_KEYS}
+                {
+                    k: v
+                    for k, v in last.items()
+                    if isinstance(v, int | float) and k not in TUNE_KEYS | {"_metric"}
+                }
             ),
             "checkpoint": getattr(ckpt, "path", None) if ckpt is not None else None,
             "ended_at": time.time(),
@@ -145,6 +161,10 @@ def run_tune(fn: Any, run_dir: Path, tune_cfg: dict[str, Any]) -> int:
     recorder = Recorder(run_dir, metric, mode)
 
     class Record(tune.Callback):  # type: ignore[misc]
+        def on_trial_result(self, iteration: int, trials: list[Any], trial: Any,
+                            result: dict[str, Any], **info: Any) -> None:  # fmt: skip
+            recorder.result(trial, result)
+
         def on_trial_complete(
             self, iteration: int, trials: list[Any], trial: Any, **info: Any
         ) -> None:

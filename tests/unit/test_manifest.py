@@ -149,6 +149,81 @@ BAD = [
     ),
     ("schema_version: 2\nname: x\nrun: {entrypoint: train.py}\n", "schema_version", "2"),
     ("name: x\nrun: {entrypoint: train.py}\n", "schema_version", "required"),
+    # ray-train and ray-tune: a RayJob, a function, a sweep that parses
+    (
+        "schema_version: 1\nname: x\nrun: {entrypoint: o.py, launcher: ray-tune, workload_kind: job}\n"
+        "tune: {metric: loss, search_space: {lr: 0.1}}\n",
+        "run.launcher",
+        "runs on a RayJob",
+    ),
+    (
+        "schema_version: 1\nname: x\nrun: {entrypoint: o.py, launcher: ray-tune}\ntune: {search_space: {lr: 0.1}}\n",
+        "tune.metric",
+        "is required",
+    ),
+    (
+        "schema_version: 1\nname: x\nrun: {entrypoint: o.py, launcher: ray-tune}\ntune: {metric: loss}\n",
+        "tune.search_space",
+        "is required",
+    ),
+    (
+        "schema_version: 1\nname: x\nrun: {entrypoint: o.py, launcher: ray-tune}\ntune: {metric: loss, search_space: {lr: {normal: [0, 1]}}}\n",
+        "tune.search_space.lr",
+        "'normal' is not a domain",
+    ),
+    (
+        "schema_version: 1\nname: x\nrun: {entrypoint: o.py, launcher: ray-tune}\ntune: {metric: loss, search_space: {lr: {loguniform: [0, 1]}}}\n",
+        "tune.search_space.lr",
+        "above 0",
+    ),
+    (
+        "schema_version: 1\nname: x\nrun: {entrypoint: o.py, launcher: ray-tune}\ntune: {metric: loss, search_space: {lr: {uniform: [1, 0]}}}\n",
+        "tune.search_space.lr",
+        "lower bound",
+    ),
+    (
+        "schema_version: 1\nname: x\nrun: {entrypoint: o.py, launcher: ray-tune}\ntune: {metric: loss, search_space: {n: {randint: [1.5, 4]}}}\n",
+        "tune.search_space.n",
+        "2 integers",
+    ),
+    (
+        "schema_version: 1\nname: x\nrun: {entrypoint: o.py, launcher: ray-tune}\ntune: {metric: loss, num_samples: 0, search_space: {lr: 0.1}}\n",
+        "tune.num_samples",
+        "0",
+    ),
+    (
+        "schema_version: 1\nname: x\nrun: {entrypoint: o.py, launcher: ray-tune}\ntune: {metric: loss, mode: up, search_space: {lr: 0.1}}\n",
+        "tune.mode",
+        "up",
+    ),
+    (
+        "schema_version: 1\nname: x\nrun: {entrypoint: o.py, launcher: ray-tune}\ntune: {metric: loss, scheduler: asha, max_t: 5, grace_period: 9, "
+        "search_space: {lr: 0.1}}\n",
+        "tune.grace_period",
+        "above tune.max_t=5",
+    ),
+    (
+        "schema_version: 1\nname: x\nrun: {entrypoint: o.py, launcher: ray-tune, function: 'my-fn'}\n"
+        "tune: {metric: loss, search_space: {lr: 0.1}}\n",
+        "run.function",
+        "a Python function name",
+    ),
+    (
+        "schema_version: 1\nname: x\nrun: {entrypoint: o.py, function: objective}\n",
+        "run.function",
+        "needs run.launcher: ray-train or ray-tune",
+    ),
+    (
+        "schema_version: 1\nname: x\nrun: {entrypoint: o.py, launcher: ray-train}\n"
+        "tune: {metric: loss}\n",
+        "tune",
+        "needs run.launcher: ray-tune",
+    ),
+    (
+        "schema_version: 1\nname: x\nrun: {entrypoint: o.sh, launcher: ray-train}\n",
+        "run.entrypoint",
+        "a function of a Python file",
+    ),
     (
         "schema_version: 1\nname: x\nrun: {entrypoint: train.py, workload_kind: spark}\n",
         "run.workload_kind",

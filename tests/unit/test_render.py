@@ -370,3 +370,34 @@ def test_one_node_torchrun_is_a_plain_job_and_nodes_above_the_profile_are_refuse
         TauError, match=r"compute.workers=9 exceeds profile a100x1: at most 8 nodes"
     ):
         torchrun(tmp_path / "nine", 9, profile="a100x1")
+
+
+def test_a_sweep_s_rayjob_runs_tau_s_driver_with_the_tune_block() -> None:
+    import json
+
+    folder = EXAMPLE_DIRS[0].parent / "tune-sweep"
+    r, (_, rayjob) = render_example(folder)
+    assert rayjob["kind"] == "RayJob"
+    head = rayjob["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
+    env = _env(head)
+    assert env["TAU_LAUNCHER"] == "ray-tune" and env["TAU_RAY_FUNCTION"] == "objective"
+    tune = json.loads(env["TAU_TUNE"])
+    assert tune["metric"] == "loss" and tune["num_samples"] == 8 and tune["scheduler"] == "asha"
+    assert tune["search_space"]["lr"] == {"loguniform": [0.001, 1.0]}
+    assert "tau_launch.py -- python tau_ray.py objective.py" in rayjob["spec"]["entrypoint"]
+    items = pod_templates(rayjob)[0]["spec"]["volumes"][1]["configMap"]["items"]
+    assert "tau_ray.py" in {i["path"] for i in items}  # the driver travels with the code
+    (workers,) = rayjob["spec"]["rayClusterSpec"]["workerGroupSpecs"]
+    assert workers["replicas"] == r.workers == 2  # Tune's concurrency comes from compute
+
+
+def test_the_original_s_execution_spellings_make_the_same_sweep(tmp_path: Path) -> None:
+    from taugrid.api.manifest import Manifest
+
+    base = {"schema_version": 1, "name": "x", "run": {"entrypoint": "o.py", "launcher": "ray-tune"}}
+    mine = Manifest.model_validate({**base, "tune": {"metric": "acc", "mode": "max", "num_samples": 4,
+                                    "max_concurrent": 2, "search_space": {"lr": 0.1}}})  # fmt: skip
+    theirs = Manifest.model_validate({**base, "execution": {"metric": "acc", "mode": "max",
+                                      "num_samples": 4, "max_concurrent_trials": 2,
+                                      "configs": {"lr": 0.1}}})  # fmt: skip
+    assert mine.sweep() == theirs.sweep() and theirs.workload_kind() == "rayjob"
