@@ -95,6 +95,7 @@ class Recorder:
         self.ended = 0
         self.seen_metrics: set[str] = set()
         self.latest: dict[str, dict[str, Any]] = {}
+        self.best_row: dict[str, Any] = {}
 
     def better(self, value: float) -> bool:
         if self.best is None:
@@ -141,6 +142,7 @@ class Recorder:
         self.ended += 1
         if isinstance(value, int | float) and not math.isnan(value) and self.better(value):
             self.best = float(value)
+            self.best_row = row
         if self.best is not None:  # the best-so-far curve: one point per ended trial
             point = {f"best_{self.metric}": self.best}
             if isinstance(value, int | float):
@@ -160,7 +162,7 @@ def run_tune(fn: Any, run_dir: Path, tune_cfg: dict[str, Any]) -> int:
     gpus = _env_int("TAU_GPUS_PER_WORKER", 0)
     recorder = Recorder(run_dir, metric, mode)
 
-    class Record(tune.Callback):  # type: ignore[misc]
+    class Record(tune.Callback):
         def on_trial_result(self, iteration: int, trials: list[Any], trial: Any,
                             result: dict[str, Any], **info: Any) -> None:  # fmt: skip
             recorder.result(trial, result)
@@ -175,11 +177,12 @@ def run_tune(fn: Any, run_dir: Path, tune_cfg: dict[str, Any]) -> int:
         ) -> None:
             recorder.trial_ended(trial, "ERROR")
 
+    scheduler: Any
     if tune_cfg.get("scheduler") == "asha":
         scheduler = ASHAScheduler(max_t=int(tune_cfg.get("max_t", 100)),
                                   grace_period=int(tune_cfg.get("grace_period", 1)))  # fmt: skip
     else:
-        scheduler = FIFOScheduler()
+        scheduler = FIFOScheduler()  # type: ignore[no-untyped-call]
     trainable = tune.with_resources(fn, {"cpu": 1, "gpu": gpus}) if gpus else fn
     tuner = tune.Tuner(
         trainable,
@@ -202,13 +205,12 @@ def run_tune(fn: Any, run_dir: Path, tune_cfg: dict[str, Any]) -> int:
                                                    "error": msg, "trials": recorder.ended}) + "\n")  # fmt: skip
         print(msg, file=sys.stderr, flush=True)
         return EXIT_NO_METRIC
-    best = results.get_best_result(metric=metric, mode=mode)
+    row = recorder.best_row  # the best value each trial reported, as recorded when it ended
     summary = {
         "metric": metric, "mode": mode, "trials": recorder.ended,
-        "errors": sum(1 for r in results if r.error),
-        "best": {"value": best.metrics.get(metric), "config": _plain(best.config),
-                 "trial": (best.metrics or {}).get("trial_id"),
-                 "checkpoint": getattr(best.checkpoint, "path", None) if best.checkpoint else None},
+        "errors": results.num_errors,
+        "best": {"value": row["value"], "config": row["config"], "trial": row["trial"],
+                 "checkpoint": row["checkpoint"]},
     }  # fmt: skip
     (out / "tune.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     b = summary["best"]
@@ -226,23 +228,29 @@ def run_train(fn: Any, run_dir: Path, args: list[str]) -> int:
     gpus = _env_int("TAU_GPUS_PER_WORKER", 0)
     scaling = ScalingConfig(num_workers=workers, use_gpu=gpus > 0,
                             resources_per_worker={"GPU": gpus} if gpus else {"CPU": 1})  # fmt: skip
-    try:
-        import torch  # noqa: F401  (a process group for the workers, when torch is there)
-        from ray.train.torch import TorchTrainer as Trainer
-    except ImportError:
-        import ray.train
+    import importlib.util
 
-        if ray.train.is_v2_enabled():  # Ray Train's current API (its RunConfig is V2's)
-            from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer as Trainer
-        else:
-            from ray.train.data_parallel_trainer import DataParallelTrainer as Trainer
-    callbacks: list[Any] = []
     import ray.train
 
-    if ray.train.is_v2_enabled():  # rank 0's reports, as they come, into the run's metrics
+    v2 = bool(getattr(ray.train, "is_v2_enabled", lambda: False)())  # Ray Train's current API
+    trainer_cls: Any
+    if importlib.util.find_spec("torch") is not None:  # a process group for DDP on the workers
+        from ray.train.torch import TorchTrainer
+
+        trainer_cls = TorchTrainer
+    elif v2:
+        from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
+
+        trainer_cls = DataParallelTrainer
+    else:
+        from ray.train.data_parallel_trainer import DataParallelTrainer as Former
+
+        trainer_cls = Former
+    callbacks: list[Any] = []
+    if v2:  # rank 0's reports, as they come, into the run's metrics
         metrics_file = os.environ.get("TAU_METRICS_FILE", "")
 
-        class Report(ray.train.UserCallback):  # type: ignore[misc]
+        class Report(ray.train.UserCallback):
             def __init__(self) -> None:
                 self.step = 0
 
@@ -256,7 +264,7 @@ def run_train(fn: Any, run_dir: Path, args: list[str]) -> int:
                     tau_run.log(self.step, **numbers)
 
         callbacks.append(Report())
-    trainer = Trainer(
+    trainer = trainer_cls(
         fn, train_loop_config={"args": args}, scaling_config=scaling,
         run_config=RunConfig(storage_path=str(run_dir / "train"), name="train",
                              callbacks=callbacks),
