@@ -793,6 +793,14 @@ def _canary_kube(sd: ServiceDir, spec: S.ServiceSpec, source: Path, percent: int
 
 
 def _await_canary(name: str, timeout_s: float, say: Say) -> S.ServiceStatus:
+    """Until the canary takes its share, fails, waits in its queue, or the timeout."""
+    return _poll(name, timeout_s, say,
+                 lambda st: st.phase in ("Canary", "Failed", "Unhealthy", "Waiting"))  # fmt: skip
+
+
+def _poll(name: str, timeout_s: float, say: Say,
+          done: Callable[[S.ServiceStatus], bool]) -> S.ServiceStatus:  # fmt: skip
+    """The service's status until `done` says so or the timeout; each new summary said."""
     deadline = time.monotonic() + timeout_s
     last = ""
     while True:
@@ -800,7 +808,7 @@ def _await_canary(name: str, timeout_s: float, say: Say) -> S.ServiceStatus:
         if st.summary != last:
             say(st.summary)
             last = st.summary
-        if st.phase in ("Canary", "Failed", "Unhealthy", "Waiting") or time.monotonic() >= deadline:
+        if done(st) or time.monotonic() >= deadline:
             return st
         time.sleep(0.25 if st.target == "local" else 1.0)
 
@@ -1157,29 +1165,25 @@ def watch(
 
 def _await(name: str, number: int, timeout_s: float, say: Say) -> S.ServiceStatus:
     """Until revision `number` serves (a request answered), fails, or the timeout."""
-    deadline = time.monotonic() + timeout_s
-    last = ""
-    while True:
-        st = status(name)
-        if st.summary != last:
-            say(st.summary)
-            last = st.summary
+
+    def done(st: S.ServiceStatus) -> bool:
         settled = st.revision == number and st.rollout is None
         if st.target == "kube" and settled:  # a new generation still starting: not yet
             settled = not _sd(name).read().pending_generation
-        if settled and st.phase == "Ready" and st.serving is not False:
-            return st
-        if settled and st.phase == "ScaledToZero":
-            return st
-        if st.phase == "Failed":
-            return st
-        if st.target == "kube" and st.phase == "Waiting":
-            return st  # queued by Kueue: the status says for what; waiting longer changes nothing
-        if time.monotonic() >= deadline:
-            return st.model_copy(update={
-                "phase": "Waiting" if st.phase != "Unhealthy" else st.phase,
-                "summary": f"not ready after {timeout_s:.0f}s: {st.summary}"})  # fmt: skip
-        time.sleep(0.25 if st.target == "local" else 1.0)
+        if settled and (
+            st.phase == "ScaledToZero" or (st.phase == "Ready" and st.serving is not False)
+        ):
+            return True
+        # failed; or queued by Kueue: the status says for what, and waiting changes nothing
+        return st.phase == "Failed" or (st.target == "kube" and st.phase == "Waiting")
+
+    deadline = time.monotonic() + timeout_s
+    st = _poll(name, timeout_s, say, done)
+    if not done(st) and time.monotonic() >= deadline:
+        return st.model_copy(update={
+            "phase": "Waiting" if st.phase != "Unhealthy" else st.phase,
+            "summary": f"not ready after {timeout_s:.0f}s: {st.summary}"})  # fmt: skip
+    return st
 
 
 @dataclass(frozen=True)

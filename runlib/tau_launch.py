@@ -147,18 +147,7 @@ def main(argv: list[str]) -> int:
     tau_evidence.append_history(
         run_dir, {"ts": started, "phase": "Running", "reason": "pod started", "attempt": attempt}
     )
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, bufsize=0,
-                            env=os.environ.copy())  # fmt: skip
-    signal.signal(signal.SIGTERM, lambda *_: proc.send_signal(signal.SIGTERM))
-    assert proc.stdout is not None
-    with (run_dir / "logs" / "driver.log").open("ab") as log:
-        fd = proc.stdout.fileno()
-        for chunk in iter(lambda: os.read(fd, 1 << 16), b""):
-            log.write(chunk)
-            log.flush()
-            sys.stdout.buffer.write(chunk)
-            sys.stdout.buffer.flush()
-    rc = proc.wait()
+    rc = _run_teed(argv, run_dir / "logs" / "driver.log")
     if node is not None:  # node 0 of several: the run ends when every node has
         (run_dir / "nodes" / "0").mkdir(parents=True, exist_ok=True)
         _write_exit(run_dir / "nodes" / "0", rc)
@@ -194,20 +183,26 @@ def _other_node(argv: list[str], folder: Path) -> int:
     """A node other than 0 of a torchrun job: its log and exit code under the run's record
     (nodes/<i>/), which node 0 waits for and seals with the rest."""
     folder.mkdir(parents=True, exist_ok=True)
+    rc = _run_teed(argv, folder / "driver.log")
+    _write_exit(folder, rc)
+    return rc
+
+
+def _run_teed(argv: list[str], log_path: Path) -> int:
+    """Run `argv`, its output appended to `log_path` and echoed on stdout as it comes; a
+    SIGTERM to the launcher is passed on. Returns its exit code."""
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, bufsize=0,
                             env=os.environ.copy())  # fmt: skip
     signal.signal(signal.SIGTERM, lambda *_: proc.send_signal(signal.SIGTERM))
     assert proc.stdout is not None
-    with (folder / "driver.log").open("ab") as log:
+    with log_path.open("ab") as log:
         fd = proc.stdout.fileno()
         for chunk in iter(lambda: os.read(fd, 1 << 16), b""):
             log.write(chunk)
             log.flush()
             sys.stdout.buffer.write(chunk)
             sys.stdout.buffer.flush()
-    rc = proc.wait()
-    _write_exit(folder, rc)
-    return rc
+    return proc.wait()
 
 
 if __name__ == "__main__":
