@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -35,7 +36,8 @@ def test_ddp_over_two_local_nodes_all_reduces_with_gloo(tau: Tau, tmp_path: Path
     res = tau("run", str(folder), "--python", PYTHON, timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
     out = res.stdout + res.stderr
-    assert "[node 0] world 2:" in out and "replicas equal: True" in out
+    # rank 0 reports (the c10d rendezvous gives ranks in the order the nodes join: either node)
+    assert re.search(r"\[node [01]\] world 2: .*replicas equal: True", out), out
     run_id = run_of(res)
     losses = [p["loss"] for p in json.loads(tau("run", "metrics", run_id, "-o", "json").stdout)]
     assert len(losses) == 30 and losses[-1] < losses[0] / 10  # rank 0's, all-reduced
