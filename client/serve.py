@@ -398,11 +398,8 @@ def rollout(name: str, file: str | Path | None = None, *, model: str | None = No
         return _canary_local(sd, serve, spec, source, pin, percent, wait, timeout_s, say)
     with sd.lock():
         rec = sd.read()
-        number = max(r.number for r in rec.revisions) + 1
-        digest = _snapshot_code(source.parent, sd.code_dir(number))
-        h = S.config_hash(spec, pin, digest)
-        if h == rec.current.config_hash:
-            sd.remove_revision_code(number)
+        rev, new = _candidate(sd, rec, spec, source, pin, "rollout")
+        if rev.number == rec.serving:
             obs = serve.observe(name)
             unchanged = obs.exists and obs.revision == rec.serving
             if not unchanged:
@@ -416,14 +413,9 @@ def rollout(name: str, file: str | Path | None = None, *, model: str | None = No
             kept = None
         else:
             same = None
-            kept = next((r for r in rec.revisions if r.config_hash == h), None)
-        if same is None and kept is None:
-            _new_revision(sd, serve, rec, S.Revision(
-                number=number, created_at=_now(), created_by=_who(), config_hash=h,
-                code_digest=digest, model=pin, spec=spec, source=str(source.resolve()), reason="rollout",
-            ), chosen)  # fmt: skip
-        elif kept is not None:  # the same code, config and model as a kept revision
-            sd.remove_revision_code(number)
+            kept = None if new else rev  # the same code, config and model as a kept revision
+        if new:
+            _new_revision(sd, serve, rec, rev, chosen)
     if same is not None:  # (outside the lock: a status may record a finished rollout)
         if unchanged:
             say(f"no change: revision {same} already runs this config and model")
@@ -438,10 +430,10 @@ def rollout(name: str, file: str | Path | None = None, *, model: str | None = No
             if wait
             else status(name, probe=False)
         )
-    say(f"rolling out revision {number} of {name} ({chosen})")
+    say(f"rolling out revision {rev.number} of {name} ({chosen})")
     if not wait:
         return status(name, probe=False)
-    return _finish_rollout(name, number, timeout_s, say)
+    return _finish_rollout(name, rev.number, timeout_s, say)
 
 
 def _rollout_kube(sd: ServiceDir, spec: S.ServiceSpec, source: Path, chosen: str, percent: int,
@@ -456,29 +448,21 @@ def _rollout_kube(sd: ServiceDir, spec: S.ServiceSpec, source: Path, chosen: str
     pin = _pin(spec, sd.name)
     with sd.lock():
         rec = sd.read()
-        number = max(r.number for r in rec.revisions) + 1
-        digest = _snapshot_code(source.parent, sd.code_dir(number))
-        h = S.config_hash(spec, pin, digest)
-        kept = next((r for r in rec.revisions if r.config_hash == h), None)
-        if kept is not None:
-            sd.remove_revision_code(number)
-        if kept is not None and kept.number == rec.serving:
+        rev, new = _candidate(sd, rec, spec, source, pin, "rollout")
+        if rev.number == rec.serving:
             unchanged = True
         else:
             unchanged = False
-            rev = kept or S.Revision(number=number, created_at=_now(), created_by=_who(),
-                                     config_hash=h, code_digest=digest, model=pin, spec=spec,
-                                     source=str(source.resolve()), reason="rollout")  # fmt: skip
             replicas = replicas_of(rec.scale)
             pending = None
             try:
                 if replicas:  # (scaled to zero: the revision starts with the next scale up)
                     pending = servekube.new_generation(sd, rec, rev, replicas, chosen, say)
             except BaseException:
-                if kept is None:
-                    sd.remove_revision_code(number)
+                if new:
+                    sd.remove_revision_code(rev.number)
                 raise
-            revisions = rec.revisions if kept else [*rec.revisions, rev]
+            revisions = [*rec.revisions, rev] if new else rec.revisions
             rec = rec.model_copy(update={
                 "revisions": revisions, "previous": rec.serving, "serving": rev.number,
                 "rollout_started_at": _now(), "rollout_done": pending is None,
@@ -665,20 +649,29 @@ def _canary_revision(sd: ServiceDir, rec: S.ServiceRecord, spec: S.ServiceSpec, 
                      pin: S.ModelPin | None) -> tuple[S.Revision, bool]:  # fmt: skip
     """The revision a canary tries (a kept one with this config and model, or a new one, whose
     code is snapshotted now); refused when it is the serving one. Under the service's lock."""
+    rev, new = _candidate(sd, rec, spec, source, pin, "canary")
+    if rev.number == rec.serving:
+        raise TauError(f"revision {rev.number} already serves this config and model: a "
+                       "canary of it would compare it with itself", exit_code=EXIT_USAGE,
+                       hint="change the code, the config or --model")  # fmt: skip
+    return rev, new
+
+
+def _candidate(sd: ServiceDir, rec: S.ServiceRecord, spec: S.ServiceSpec, source: Path,
+               pin: S.ModelPin | None, reason: str) -> tuple[S.Revision, bool]:  # fmt: skip
+    """What a change would run: the kept revision with the same code, config and model version
+    (the snapshot just taken is removed), else a new one numbered next, its code snapshotted
+    (True). Under the service's lock."""
     number = max(r.number for r in rec.revisions) + 1
     digest = _snapshot_code(source.parent, sd.code_dir(number))
     h = S.config_hash(spec, pin, digest)
     kept = next((r for r in rec.revisions if r.config_hash == h), None)
     if kept is not None:
         sd.remove_revision_code(number)
-        if kept.number == rec.serving:
-            raise TauError(f"revision {kept.number} already serves this config and model: a "
-                           "canary of it would compare it with itself", exit_code=EXIT_USAGE,
-                           hint="change the code, the config or --model")  # fmt: skip
         return kept, False
     return S.Revision(number=number, created_at=_now(), created_by=_who(), config_hash=h,
                       code_digest=digest, model=pin, spec=spec, source=str(source.resolve()),
-                      reason="canary"), True  # fmt: skip
+                      reason=reason), True  # fmt: skip
 
 
 def _canary_local(sd: ServiceDir, serve: LocalServe, spec: S.ServiceSpec, source: Path,
