@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 from taugrid.api import naming
 from taugrid.api.errors import TauError
-from taugrid.api.evidence import Handle, Lineage, RunRecord
 from taugrid.api.manifest import Manifest, WorkloadKind
 from taugrid.api.vocabulary import ResolvedInput
 from taugrid.runs import provenance
@@ -23,6 +22,7 @@ from taugrid.runs.render import RunMeta, render, render_taurun
 from taugrid.runs.resolve import Resolved, resolve
 
 if TYPE_CHECKING:
+    from taugrid.api.evidence import Handle, RunRecord
     from taugrid.api.profiles import ProfileSnapshot, WorkspaceRef
 
 
@@ -80,6 +80,8 @@ class PreparedRun:
                    warnings: list[str] | None = None) -> RunRecord:  # fmt: skip
         """The run's record as every backend first writes it (one builder for all targets:
         identity, code, size, lineage); a backend passes only what differs where it runs."""
+        from taugrid.api.evidence import Lineage, RunRecord  # (not on validate/render's path)
+
         m, r = self.manifest, self.resolved
         parent = self.request.parent
         return RunRecord(

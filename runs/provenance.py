@@ -6,13 +6,21 @@ from pathlib import Path
 
 
 def submitter() -> str:
-    """`user@host` of the person submitting."""
-    import getpass
+    """`user@host` of the person submitting: the user as `getpass.getuser` finds it (the login
+    variables, then the password database), without importing getpass (and its terminal
+    modules) on every render."""
+    import os
     import socket
 
     try:
-        return f"{getpass.getuser()}@{socket.gethostname()}"
-    except Exception:  # getpass can fail in containers without a passwd entry
+        user = next((os.environ[k] for k in ("LOGNAME", "USER", "LNAME", "USERNAME")
+                     if os.environ.get(k)), None)  # fmt: skip
+        if user is None:
+            import pwd
+
+            user = pwd.getpwuid(os.getuid()).pw_name
+        return f"{user}@{socket.gethostname()}"
+    except Exception:  # no passwd entry (a container): as before
         return "unknown"
 
 
