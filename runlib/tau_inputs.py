@@ -4,7 +4,15 @@
 The registry's file layout (the one definition; taugrid.data.store uses these paths):
 
     <registry>/blobs/sha256/<2>/<62>                  a file's bytes, named by their sha256
-    <registry>/<kind>s/<name>/versions/<hex>.json     a version record (its files: path, size, sha256)
+    <registry>/packs/<id>.pack                        small files' bytes, one after another
+    <registry>/packs/<id>.idx                         `<sha256> <offset> <size>` per file in the
+                                                      pack (written after the pack: a pack is
+                                                      visible only through its index)
+    <registry>/<kind>s/<name>/versions/<hex>.json     a version record (its files: path, size,
+                                                      sha256; `packs`: the packs holding them)
+
+A file's bytes are a blob of their own or a piece of a pack (small files are packed: one file
+written per registration instead of one per file).
 
 TAU_INPUTS (JSON: [{"kind", "name", "version", "path"}]) names the versions tau resolved at
 submit; each is laid out read-only under $TAU_INPUT_DIR/<path>/ (hard links to the blobs where
@@ -33,6 +41,37 @@ class InputError(Exception):
 
 def blob_path(root: Path, sha: str) -> Path:
     return root / "blobs" / "sha256" / sha[:2] / sha[2:]
+
+
+def pack_path(root: Path, pack: str) -> Path:
+    return root / "packs" / f"{pack}.pack"
+
+
+def read_pack_index(root: Path, pack: str, into: dict[str, tuple[str, int, int]]) -> None:
+    """Add a pack's pieces to `into` (sha256 -> (pack, offset, size)); a missing index adds none."""
+    try:
+        with (root / "packs" / f"{pack}.idx").open("rb") as f:
+            for line in f:
+                sha, off, size = line.split()
+                into.setdefault(sha.decode(), (pack, int(off), int(size)))
+    except FileNotFoundError:
+        pass
+
+
+def pack_ids(root: Path) -> list[str]:
+    """Every pack with an index (the visible ones)."""
+    try:
+        names = os.listdir(root / "packs")
+    except FileNotFoundError:
+        return []
+    return sorted(n[: -len(".idx")] for n in names if n.endswith(".idx"))
+
+
+def read_piece(root: Path, where: tuple[str, int, int]) -> bytes:
+    pack, off, size = where
+    with pack_path(root, pack).open("rb") as f:
+        f.seek(off)
+        return f.read(size)
 
 
 def record_path(root: Path, kind: str, name: str, version: str) -> Path:
@@ -68,13 +107,34 @@ def materialize(root: Path, inputs: list[dict[str, Any]], dest: Path) -> list[st
             ) from None
         if where.exists():
             shutil.rmtree(where)  # an earlier attempt's: laid out again, checked again
+        packed: dict[str, tuple[str, int, int]] = {}
+        for pack in rec.get("packs") or []:
+            read_pack_index(root, pack, packed)
+        scanned = False  # every pack's index read (a piece not where the record says)
         for f in rec["files"]:
             blob, out = blob_path(root, f["sha256"]), where / _safe(f["path"])
-            if not blob.is_file():
-                raise InputError(f"{name}@{version[:19]}: {f['path']} is missing from the registry")
-            if blob.stat().st_size != f["size"] or _sha256(blob) != f["sha256"]:
-                raise InputError(f"{name}@{version[:19]}: {f['path']} changed in the registry")
+            missing = f"{name}@{version[:19]}: {f['path']} is missing from the registry"
+            changed = f"{name}@{version[:19]}: {f['path']} changed in the registry"
             out.parent.mkdir(parents=True, exist_ok=True)
+            if not blob.is_file():
+                if f["sha256"] not in packed and not scanned:
+                    for pack in pack_ids(root):
+                        read_pack_index(root, pack, packed)
+                    scanned = True
+                piece = packed.get(f["sha256"])
+                if piece is None:
+                    raise InputError(missing)
+                try:
+                    data = read_piece(root, piece)
+                except FileNotFoundError:
+                    raise InputError(missing) from None
+                if len(data) != f["size"] or hashlib.sha256(data).hexdigest() != f["sha256"]:
+                    raise InputError(changed)
+                out.write_bytes(data)
+                out.chmod(0o444)
+                continue
+            if blob.stat().st_size != f["size"] or _sha256(blob) != f["sha256"]:
+                raise InputError(changed)
             try:
                 os.link(blob, out)
             except OSError:  # another filesystem, or links not allowed: a copy

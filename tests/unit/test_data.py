@@ -4,6 +4,7 @@ kill -9, the stat cache, verify, and bad input refused with exit 2."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import multiprocessing
 import os
@@ -16,7 +17,15 @@ from pathlib import Path
 import pytest
 from conftest import run_tau
 
-from taugrid.api.data import Created, FileEntry, manifest_digest, parse_ref, parse_tags
+from taugrid.api.data import (
+    Created,
+    FileEntry,
+    VersionRecord,
+    check_path,
+    manifest_digest,
+    parse_ref,
+    parse_tags,
+)
 from taugrid.api.errors import TauError
 from taugrid.data.store import Conflict, FileStore, Store, open_store
 
@@ -34,7 +43,7 @@ def tree(root: Path, files: dict[str, bytes]) -> Path:
 @pytest.fixture(params=["file", "azure"])
 def store(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Store:
     """Each store test runs on the file store and on Azure Blob Storage (Azurite, 127.0.0.1)."""
-    cache = tmp_path / "cache" / "stat.sqlite"
+    cache = tmp_path / "cache" / "stat"
     if request.param == "file":
         return FileStore(tmp_path / "registry", cache)
     from azuritekit import connection_string, new_container
@@ -46,24 +55,44 @@ def store(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.Mo
 
 @pytest.fixture
 def fstore(tmp_path: Path) -> FileStore:
-    return FileStore(tmp_path / "registry", tmp_path / "cache" / "stat.sqlite")
+    return FileStore(tmp_path / "registry", tmp_path / "cache" / "stat")
 
 
 def blob_count(store: Store) -> int:
+    """Copies of file bytes in the store: blobs of their own, and pieces of packs (a file store
+    packs small files: every piece an index lists counts, so a second copy would show)."""
     if isinstance(store, FileStore):
-        return len([p for p in (store.root / "blobs").rglob("*") if p.is_file()])
+        loose = [p for p in (store.root / "blobs").rglob("*") if p.is_file()]
+        pieces = sum(len(p.read_bytes().splitlines()) for p in (store.root / "packs").glob("*.idx"))
+        return len(loose) + pieces
     return len([b for b in store.container.list_blobs(name_starts_with=store._key("blobs/"))])  # type: ignore[attr-defined]
 
 
 def overwrite_blob(store: Store, sha: str, data: bytes | None) -> None:
-    """Change (or, with None, delete) a blob behind the store's back."""
+    """Change (or, with None, delete) a file's bytes behind the store's back (as another
+    process would: a file store reads its pack indexes afresh)."""
     if isinstance(store, FileStore):
         p = store.blob(sha)
-        if data is None:
-            p.unlink()
-        else:
-            p.chmod(0o644)
-            p.write_bytes(data)
+        if p.is_file():
+            if data is None:
+                p.unlink()
+            else:
+                p.chmod(0o644)
+                p.write_bytes(data)
+            return
+        pack, off, size = store._packed()[sha]
+        if data is None:  # its line leaves the index
+            idx = store.root / "packs" / f"{pack}.idx"
+            idx.chmod(0o644)
+            idx.write_bytes(b"".join(ln for ln in idx.read_bytes().splitlines(True)
+                                     if not ln.startswith(sha.encode())))  # fmt: skip
+        else:  # the same length, other bytes (a piece's place is fixed)
+            path = store.root / "packs" / f"{pack}.pack"
+            path.chmod(0o644)
+            with path.open("r+b") as f:
+                f.seek(off)
+                f.write((data * size)[:size] if data else b"")
+        store._pieces = None
         return
     client = store.container.get_blob_client(store._blob_key(sha))  # type: ignore[attr-defined]
     if data is None:
@@ -77,7 +106,7 @@ def test_the_version_is_the_digest_of_the_sorted_file_list() -> None:
     a = FileEntry(path="a.txt", size=1, sha256="0" * 64)
     b = FileEntry(path="b/c.txt", size=2, sha256="1" * 64)
     assert manifest_digest([a, b]) == manifest_digest([b, a])
-    assert manifest_digest([a, b]) != manifest_digest([a, b.model_copy(update={"size": 3})])
+    assert manifest_digest([a, b]) != manifest_digest([a, dataclasses.replace(b, size=3)])
     assert manifest_digest([a]).startswith("sha256:") and len(manifest_digest([a])) == 71
 
 
@@ -85,8 +114,18 @@ def test_the_version_is_the_digest_of_the_sorted_file_list() -> None:
     "path", ["/etc/passwd", "../up", "a/../b", "a//b", "./a", "a\x00b", "a\nb", "", "a\\b"]
 )
 def test_bad_paths_are_refused(path: str) -> None:
-    with pytest.raises(ValueError):
-        FileEntry(path=path, size=0, sha256="0" * 64)
+    """In a version record read from a store (a path of the walk is checked by check_path)."""
+    record = {"kind": "dataset", "name": "x", "version": "sha256:" + "0" * 64, "size": 0,
+              "created": {"by": "a", "at": "t", "host": "h"}}  # fmt: skip
+    ok = {"path": "a/.cache/..b", "size": 0, "sha256": "0" * 64}
+    VersionRecord.model_validate({**record, "files": [ok]})
+    with pytest.raises(ValueError, match="path"):
+        VersionRecord.model_validate({**record, "files": [ok, {**ok, "path": path}]})
+    with pytest.raises(TauError):
+        check_path(path)
+    for bad in ({**ok, "size": -1}, {**ok, "sha256": "0" * 63}, {**ok, "extra": 1}):
+        with pytest.raises(ValueError):
+            VersionRecord.model_validate({**record, "files": [bad]})
 
 
 @pytest.mark.parametrize(
@@ -394,8 +433,7 @@ def test_inputs_are_laid_out_read_only_and_checked(fstore: FileStore, tmp_path: 
     lines = tau_inputs.materialize(store.root, spec, tmp_path / "in")
     assert lines and (tmp_path / "in" / "corpus" / "a" / "b.txt").read_bytes() == b"bytes"
     assert (tmp_path / "in" / "corpus" / "top").stat().st_mode & 0o222 == 0  # read-only
-    store.blob(rec.files[0].sha256).chmod(0o644)
-    store.blob(rec.files[0].sha256).write_bytes(b"other")
+    overwrite_blob(store, rec.files[0].sha256, b"other")
     with pytest.raises(tau_inputs.InputError, match="changed in the registry"):
         tau_inputs.materialize(store.root, spec, tmp_path / "in2")
     with pytest.raises(tau_inputs.InputError, match="not in the registry"):
@@ -443,7 +481,7 @@ def test_copy_sends_only_the_missing_files_and_the_record_last(
     """From this machine's file store into `store` (file or Azure), then back out of it into a
     third: only files the destination lacks travel, a second copy sends nothing, and a copy
     whose source has a changed file leaves no version behind."""
-    src = FileStore(tmp_path / "mine", tmp_path / "cache" / "mine.sqlite")
+    src = FileStore(tmp_path / "mine", tmp_path / "cache" / "mine")
     shared = b"the same bytes in both versions\n" * 100
     v1 = src.register("dataset", "corpus", tree(tmp_path / "a", {"s.txt": shared, "x": b"1"}), WHO)
     store.register("dataset", "other", tree(tmp_path / "b", {"s.txt": shared}), WHO)
@@ -452,7 +490,10 @@ def test_copy_sends_only_the_missing_files_and_the_record_last(
     got = src.copy_to(v1.record, store)
     assert (got.files, got.sent) == (2, 1)  # s.txt was there already: one byte of x travelled
     assert blob_count(store) == before + 1
-    assert store.read("dataset", "corpus", v1.record.version) == v1.record
+    # the same record, but for where the source packed its bytes (the copy's are its own)
+    assert v1.record.packs and store.read("dataset", "corpus", v1.record.version) == (
+        v1.record.model_copy(update={"packs": []})
+    )
     assert store.verify(v1.record) == []
     assert store.aliases("dataset", "corpus") == {}  # aliases stay where they are
     assert src.copy_to(v1.record, store).sent == 0  # there already: nothing sent
@@ -572,3 +613,166 @@ def test_an_unusable_azure_store_says_what_to_do(
         and "Traceback" not in res.stderr
         and words in res.stderr
     )
+
+
+# --- small files packed, read on every core (data/pack.py) ---------------------------------------
+def many_small(root: Path, n: int, *, dup_every: int = 0) -> dict[str, bytes]:
+    """n small files in folders of 300 (some identical when dup_every), and one large one."""
+    files = {}
+    for i in range(n):
+        same = dup_every and i % dup_every == 0
+        files[f"part-{i // 300:02d}/f{i:05d}.txt"] = (
+            b"same bytes" if same else os.urandom(40 + i % 90)
+        )
+    files["big/weights.bin"] = os.urandom((1 << 20) + 5)  # a blob of its own
+    tree(root, files)
+    return files
+
+
+def expected_version(files: dict[str, bytes]) -> str:
+    """The version id computed here, without the store: sha256 over sorted path, size, sha256."""
+    import hashlib
+
+    lines = "".join(
+        f"{p}\t{len(d)}\t{hashlib.sha256(d).hexdigest()}\n" for p, d in sorted(files.items())
+    )
+    return "sha256:" + hashlib.sha256(lines.encode()).hexdigest()
+
+
+def test_thousands_of_small_files_are_packed_read_in_parallel_and_read_back_exactly(
+    fstore: FileStore, tmp_path: Path
+) -> None:
+    from taugrid.data import pack
+
+    files = many_small(tmp_path / "src", 3 * pack.PARALLEL_FROM // 2, dup_every=50)
+    got = fstore.register("dataset", "many", tmp_path / "src", WHO)
+    assert got.record.version == expected_version(files) and len(got.record.files) == len(files)
+    distinct = len({bytes(d) for d in files.values()})
+    assert distinct <= blob_count(fstore) <= distinct + 1  # "same bytes" may meet two workers once
+    assert got.record.packs and all(
+        (fstore.root / "packs" / f"{p}.idx").is_file() for p in got.record.packs
+    )
+    assert list((fstore.root / "tmp").iterdir()) == []  # nothing half-written left behind
+    assert fstore.blob(got.record.files[-1].sha256).is_file() is False  # small: packed
+    assert fstore.verify(got.record) == []
+    fstore.pull(got.record, tmp_path / "pulled")
+    assert {str(p.relative_to(tmp_path / "pulled")): p.read_bytes()
+            for p in (tmp_path / "pulled").rglob("*") if p.is_file()} == files  # fmt: skip
+    import tau_inputs
+
+    spec = [{"kind": "dataset", "name": "many", "version": got.record.version, "path": "m"}]
+    tau_inputs.materialize(fstore.root, spec, tmp_path / "in")
+    laid = {
+        str(p.relative_to(tmp_path / "in" / "m")): p
+        for p in (tmp_path / "in").rglob("*")
+        if p.is_file()
+    }
+    assert {k: p.read_bytes() for k, p in laid.items()} == files
+    assert all(p.stat().st_mode & 0o222 == 0 for p in laid.values())  # read-only
+    # again, in a new process's store: nothing read; one file changed: only it read
+    again = FileStore(fstore.root, fstore.stat_cache).register(
+        "dataset", "many", tmp_path / "src", WHO
+    )
+    assert not again.created and again.hashed_bytes == 0
+    (tmp_path / "src" / "part-01" / "f00301.txt").write_bytes(b"new bytes")
+    files["part-01/f00301.txt"] = b"new bytes"
+    third = FileStore(fstore.root, fstore.stat_cache).register(
+        "dataset", "many", tmp_path / "src", WHO
+    )
+    assert third.created and third.hashed_bytes == len(b"new bytes")
+    assert third.record.version == expected_version(files)
+    assert FileStore(fstore.root).verify(third.record) == []
+
+
+def test_a_reader_finds_packed_bytes_the_record_does_not_point_at(
+    fstore: FileStore, tmp_path: Path
+) -> None:
+    """A record whose pack hint is missing (written by another store, or copied in) is still laid
+    out: the reader looks through every pack's index; a piece truly missing is named."""
+    import tau_inputs
+
+    rec = fstore.register(
+        "dataset", "h", tree(tmp_path / "h", {"a": b"A", "b/c": b"C"}), WHO
+    ).record
+    path = tau_inputs.record_path(fstore.root, "dataset", "h", rec.version)
+    raw = json.loads(path.read_text())
+    raw["packs"] = []
+    path.chmod(0o644)
+    path.write_text(json.dumps(raw))
+    spec = [{"kind": "dataset", "name": "h", "version": rec.version, "path": "h"}]
+    tau_inputs.materialize(fstore.root, spec, tmp_path / "in")
+    assert (tmp_path / "in" / "h" / "b" / "c").read_bytes() == b"C"
+    overwrite_blob(fstore, rec.files[0].sha256, None)
+    with pytest.raises(tau_inputs.InputError, match="a is missing from the registry"):
+        tau_inputs.materialize(fstore.root, spec, tmp_path / "in2")
+
+
+def test_an_unreadable_file_is_named_and_nothing_is_registered(
+    fstore: FileStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file gone between the listing and its reading (here: listed, never there), with enough
+    files that the workers read them: exit 2 naming it, no version, no half-written pack."""
+    from taugrid.data import pack, store
+
+    src = tmp_path / "src"
+    many_small(src, pack.PARALLEL_FROM)
+    real = store._names
+
+    def with_ghost(source: Path) -> list[tuple[str, str]]:
+        return sorted([*real(source), ("part-00/ghost.txt", str(src / "part-00" / "ghost.txt"))])
+
+    monkeypatch.setattr(store, "_names", with_ghost)
+    with pytest.raises(TauError, match=r"ghost\.txt: No such file") as e:
+        fstore.register("dataset", "g", src, WHO)
+    assert e.value.exit_code == 2
+    assert fstore.versions("dataset", "g") == []
+    assert list((fstore.root / "tmp").iterdir()) == []
+
+
+def test_two_registrations_of_one_tree_at_once_both_succeed(
+    fstore: FileStore, tmp_path: Path
+) -> None:
+    from taugrid.data import pack
+
+    files = many_small(tmp_path / "src", pack.PARALLEL_FROM + 100)
+    code = ("import sys; from pathlib import Path; from taugrid.data.store import FileStore;"
+            "from taugrid.api.data import Created;"
+            "r = FileStore(Path(sys.argv[1]), Path(sys.argv[2])).register('dataset', 'same', Path(sys.argv[3]),"
+            " Created(by='a', at='t', host='h')); print(r.record.version)")  # fmt: skip
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(fstore.root), str(tmp_path / f"c{k}"),
+                               str(tmp_path / "src")], stdout=subprocess.PIPE, text=True) for k in range(2)]  # fmt: skip
+    outs = [p.communicate()[0].strip() for p in procs]
+    assert [p.returncode for p in procs] == [0, 0]
+    assert outs == [expected_version(files)] * 2
+    assert (
+        FileStore(fstore.root).verify(FileStore(fstore.root).read("dataset", "same", outs[0])) == []
+    )
+
+
+def test_kill_9_while_packing_keeps_the_packs_already_closed(
+    fstore: FileStore, tmp_path: Path
+) -> None:
+    """Packs close (and are published) as they fill; a registration killed after some did reads
+    only the rest when run again, and leaves no version behind."""
+    from taugrid.data import pack
+
+    files = many_small(tmp_path / "src", 4 * pack.PARALLEL_FROM)
+    code = ("import sys, time; from pathlib import Path; from taugrid.data import pack, store;"
+            "from taugrid.api.data import Created; pack.PACK_ROLL = 1 << 16;"
+            "s = store.FileStore(Path(sys.argv[1]), Path(sys.argv[2]));"
+            "s.register('dataset', 'k', Path(sys.argv[3]), Created(by='a', at='t', host='h'),"
+            " progress=lambda d, t: (print(d, flush=True), time.sleep(0.2)))")  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-c", code, str(fstore.root), str(fstore.stat_cache),
+                             str(tmp_path / "src")], stdout=subprocess.PIPE, text=True)  # fmt: skip
+    assert proc.stdout is not None
+    total = sum(len(d) for d in files.values())
+    while int(proc.stdout.readline() or total) < total // 2:  # about half done
+        pass
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert fstore.versions("dataset", "k") == []
+    assert list((fstore.root / "packs").glob("*.idx"))  # some packs were published
+    done = FileStore(fstore.root, fstore.stat_cache).register("dataset", "k", tmp_path / "src", WHO)
+    assert done.record.version == expected_version(files)
+    assert done.hashed_bytes < total * 3 // 4  # the published packs' files were not read again
+    assert FileStore(fstore.root).verify(done.record) == []

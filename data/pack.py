@@ -1,0 +1,230 @@
+"""Small files packed together, read, hashed and written on every core.
+
+A registration of many small files used to write one blob file per file (create, write, link,
+unlink: more system calls than reading them). The file store now appends small files to packs
+and writes each pack's index after it (the layout is tau_inputs'). Worker processes (one per
+core, forked: the file list, the store's index and the loaded modules are shared) each open,
+stat, read, hash and append their share of the files to a pack of their own, and keep the stat
+cache; this process only hears, per file, its sha256 and where its bytes went, and publishes a
+pack (its index, then a link into packs/) once the worker that wrote it has closed it.
+
+Two workers may meet the same new bytes in one registration: both write them, the index
+that is read first names them, the other copy is dead space (bytes, never a wrong answer).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import time
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO
+
+import tau_inputs
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
+
+PACK_LIMIT = 1 << 20  # files smaller than this are packed; larger ones are blobs of their own
+PACK_ROLL = 64 << 20  # a pack is closed (and published) at this size: what a kill can lose
+BATCH = 1024  # files per worker task (and per progress step)
+PARALLEL_FROM = 2048  # fewer files than this: done here (a worker costs more than it saves)
+
+Piece = tuple[str, int, int]  # (pack, offset, size)
+
+# per file: (sha256, size, what, device, inode, mtime_ns): what is NEW (read, appended to the
+# batch's pack), KNOWN (read; the store or this worker had its bytes), CACHED (not read: the
+# stat cache knew it and the store has it), LARGE (not read: a blob of its own, stored by the
+# caller) or FAILED (sha256 "", the reason in Batch.errors)
+NEW, KNOWN, CACHED, LARGE, FAILED = 1, 2, 3, 4, 5
+Found = tuple[str, int, int, int, int, int]
+
+
+@dataclass
+class Batch:
+    """What a worker says of one task (small: it is pickled back, 1,024 files at a time)."""
+
+    files: list[Found]
+    pack: str = ""  # where the NEW files went, one after another from `start`
+    start: int = 0
+    closed: list[str] = field(default_factory=list)  # packs this worker finished writing
+    hashed: int = 0  # bytes read
+    errors: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Worker:
+    """A worker process's state for one registration (module-global: set before the fork)."""
+
+    root: Path
+    prefix: str  # of this registration's packs (what it leaves unpublished is removed)
+    names: list[tuple[str, str]]  # (relative path, path) of every file; a task is a range
+    cached: dict[str, tuple[int, int, int, int, str]]  # the stat cache's rows
+    known: dict[str, Piece]
+    loose: set[str]
+    file: BinaryIO | None = None
+    pack: str = ""
+    pos: int = 0
+    mine: set[str] = field(default_factory=set)
+
+    def open_pack(self) -> None:
+        self.pack = f"{self.prefix}-{os.getpid()}-{os.urandom(2).hex()}"
+        self.file = tmp_pack(self.root, self.pack).open("xb", buffering=1 << 20)
+        self.pos = 0
+
+    def close_pack(self) -> str | None:
+        if self.file is None:
+            return None
+        self.file.close()
+        self.file = None
+        return self.pack
+
+
+_W: _Worker | None = None
+
+
+def tmp_pack(root: Path, pack: str) -> Path:
+    return root / "tmp" / f"{pack}.pack"
+
+
+def _task(span: tuple[int, int]) -> Batch:
+    """One task in a worker: each file of names[span] opened (never through a symlink),
+    stat'ed, looked up in the stat cache, read, hashed and appended to this worker's pack
+    unless the store or this worker has its bytes."""
+    w = _W
+    assert w is not None
+    out = Batch([])
+    sha256 = hashlib.sha256
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+    if w.file is None or w.pos >= PACK_ROLL:  # a new pack only between tasks: one per batch
+        if w.file is not None:
+            out.closed.append(w.pack)
+            w.close_pack()
+        w.open_pack()
+    assert w.file is not None
+    out.pack, out.start = w.pack, w.pos
+    known, loose, mine, cached = w.known, w.loose, w.mine, w.cached
+    for rel, path in w.names[span[0] : span[1]]:
+        try:
+            fd = os.open(path, flags)
+            try:
+                st = os.fstat(fd)
+                size = st.st_size
+                if size >= PACK_LIMIT:
+                    out.files.append(("", size, LARGE, 0, 0, 0))
+                    continue
+                dev, ino, mtime = st.st_dev, st.st_ino, st.st_mtime_ns
+                row = cached.get(rel)
+                if row and row[:4] == (dev, ino, size, mtime):
+                    sha = row[4]
+                    if sha in known or sha in loose or sha in mine:
+                        out.files.append((sha, size, CACHED, dev, ino, mtime))
+                        continue
+                data = os.read(fd, size + 1)  # +1: a file grown since its stat shows
+            finally:
+                os.close(fd)
+        except OSError as e:
+            out.files.append(("", 0, FAILED, 0, 0, 0))
+            out.errors.append(f"{path}: {e.strerror or e}")
+            continue
+        if len(data) != size:
+            out.files.append(("", 0, FAILED, 0, 0, 0))
+            out.errors.append(f"{path}: changed while it was registered")
+            continue
+        sha = sha256(data).hexdigest()
+        out.hashed += size
+        if sha in known or sha in loose or sha in mine:
+            out.files.append((sha, size, KNOWN, dev, ino, mtime))
+            continue
+        w.file.write(data)
+        w.pos += size
+        mine.add(sha)
+        out.files.append((sha, size, NEW, dev, ino, mtime))
+    w.file.flush()  # the parent may publish what this task wrote once it hears of it
+    return out
+
+
+def _finish() -> None:
+    """Close this process's pack (in-process ingest; a worker's is closed when it exits: every
+    task flushed what it wrote)."""
+    if _W is not None:
+        _W.close_pack()
+
+
+def new_prefix() -> str:
+    return f"{time.time_ns():x}-{os.urandom(3).hex()}"
+
+
+def ingest(root: Path, prefix: str, names: list[tuple[str, str]],
+           cached: dict[str, tuple[int, int, int, int, str]], known: dict[str, Piece],
+           loose: set[str], workers: int) -> Generator[Batch, None, None]:  # fmt: skip
+    """Every file of `names` in batches of BATCH, in order, done by `workers` forked processes
+    (here, for fewer than PARALLEL_FROM files); at most two tasks a worker in flight, so memory
+    stays flat. When it ends, every pack written is complete and closed (the workers have
+    exited); packs are named `prefix-...`."""
+    global _W
+    _W = _Worker(root, prefix, names, cached, known, loose)
+    tasks = [(k, min(k + BATCH, len(names))) for k in range(0, len(names), BATCH)]
+    parallel = len(names) >= PARALLEL_FROM
+    try:
+        if not parallel or workers < 2 or not hasattr(os, "fork"):
+            for t in tasks:
+                yield _task(t)
+            return
+        import multiprocessing
+        from collections import deque
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            flight: deque[Future[Batch]] = deque()
+            for t in tasks:
+                flight.append(pool.submit(_task, t))
+                if len(flight) >= 2 * workers:
+                    yield flight.popleft().result()
+            while flight:
+                yield flight.popleft().result()
+    finally:
+        _finish()
+        _W = None
+
+
+def publish(root: Path, pack: str, pieces: list[tuple[str, int, int]]) -> None:
+    """Make a closed pack visible: its index (sha offset size per line) and the pack linked into
+    packs/ (the index last: a pack is visible only through it)."""
+    tmp, idx = tmp_pack(root, pack), root / "tmp" / f"{pack}.idx"
+    try:
+        if pieces:
+            idx.write_bytes(b"".join(f"{s} {o} {n}\n".encode() for s, o, n in pieces))
+            tmp.chmod(0o444)
+            idx.chmod(0o444)
+            final = tau_inputs.pack_path(root, pack)
+            final.parent.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(FileExistsError):
+                os.link(tmp, final)
+            with contextlib.suppress(FileExistsError):
+                os.link(idx, final.with_suffix(".idx"))
+    finally:
+        tmp.unlink(missing_ok=True)
+        idx.unlink(missing_ok=True)
+
+
+def discard_unpublished(root: Path, prefix: str) -> None:
+    """Remove what a registration wrote and did not publish (a worker's pack nobody heard of)."""
+    for p in (root / "tmp").glob(f"{prefix}-*"):
+        p.unlink(missing_ok=True)
+
+
+def pieces_of(root: Path, packs: list[str] | None = None) -> dict[str, Piece]:
+    """sha256 -> (pack, offset, size) over the given packs (None: every visible pack)."""
+    out: dict[str, Piece] = {}
+    for pack in tau_inputs.pack_ids(root) if packs is None else packs:
+        tau_inputs.read_pack_index(root, pack, out)
+    return out
+
+
+def workers() -> int:
+    n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(n or 1, 8))
