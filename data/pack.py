@@ -211,6 +211,17 @@ def publish(root: Path, pack: str, pieces: list[tuple[str, int, int]]) -> None:
         idx.unlink(missing_ok=True)
 
 
+def discard_stale(root: Path, age_s: float = 86400) -> None:
+    """Remove tmp/ files nobody has written for a day: a registration killed mid-way left them
+    (a live one writes its pack at least every task)."""
+    cutoff = time.time() - age_s
+    with contextlib.suppress(FileNotFoundError), os.scandir(root / "tmp") as it:
+        for e in it:
+            with contextlib.suppress(OSError):
+                if e.stat(follow_symlinks=False).st_mtime < cutoff:
+                    os.unlink(e.path)
+
+
 def discard_unpublished(root: Path, prefix: str) -> None:
     """Remove what a registration wrote and did not publish (a worker's pack nobody heard of)."""
     for p in (root / "tmp").glob(f"{prefix}-*"):

@@ -78,9 +78,6 @@ class Registered:
     hashed_bytes: int  # bytes read and hashed (0 when the stat cache knew every file)
 
 
-Row = tuple[str, int, int, int, int, str]  # (relative path, device, inode, size, mtime_ns, sha256)
-
-
 class StatCache:
     """What this machine learned of a source's files: relative path -> (device, inode, size,
     mtime_ns, sha256), so an unchanged file is not read again. One journal per source (a folder
@@ -112,10 +109,11 @@ class StatCache:
                 break  # a record cut short by a kill
             try:
                 rows = marshal.loads(raw[at + 4 : at + 4 + n])
-                for rel, dev, ino, size, mtime, sha in rows:
-                    self.rows[rel] = (dev, ino, size, mtime, sha)
             except (ValueError, EOFError, TypeError):
                 break  # not ours, or damaged: what came before stands
+            if not isinstance(rows, dict):
+                break
+            self.rows.update(rows)
             at += 4 + n
 
     def get(self, rel: str, st: os.stat_result) -> str | None:
@@ -124,16 +122,17 @@ class StatCache:
             return row[4]
         return None
 
-    def add(self, rows: list[Row], *, keep: bool = True) -> None:
-        """Learn rows; with `keep`, kept at once (one append: a killed registration keeps them;
-        without, at `compact`: a small file costs less to read again than to journal)."""
+    def add(self, rows: dict[str, tuple[int, int, int, int, str]], *, keep: bool = True) -> None:
+        """Learn rows (relative path -> (device, inode, size, mtime_ns, sha256)); with `keep`,
+        kept at once (one append: a killed registration keeps them), else at `compact`."""
         if not rows:
             return
-        for rel, dev, ino, size, mtime, sha in rows:
-            self.rows[rel] = (dev, ino, size, mtime, sha)
-        if self.path is None or not keep:
-            return
-        data = marshal.dumps(rows)
+        self.rows.update(rows)
+        if self.path is not None and keep:
+            self._append(marshal.dumps(rows, 2))
+
+    def _append(self, data: bytes) -> None:
+        assert self.path is not None
         with contextlib.suppress(OSError):  # a cache: what it cannot keep costs a read later
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -148,7 +147,7 @@ class StatCache:
         """The journal as one record (atomically replaced)."""
         if self.path is None or not self.rows:
             return
-        data = marshal.dumps([(rel, *row) for rel, row in self.rows.items()])
+        data = marshal.dumps(self.rows, 2)
         tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
         with contextlib.suppress(OSError):
             tmp.parent.mkdir(parents=True, exist_ok=True)
@@ -254,7 +253,7 @@ class Store:
             if sha is None or not self._has_blob(sha):
                 sha = self._store_file(Path(path), _offset(progress, done, total))
                 hashed += st.st_size
-                cache.add([(rel, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, sha)])
+                cache.add({rel: (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, sha)})
             entries.append(FileEntry(rel, st.st_size, sha))
             done += st.st_size
             if progress:
@@ -587,6 +586,7 @@ class FileStore(Store):
         file has been stat'ed (by the workers) the total is an estimate."""
         names = _names(source)
         n = len(names)
+        pack.discard_stale(self.root)
         entries: list[FileEntry | None] = [None] * n
         large: list[tuple[int, int]] = []  # (index, size)
         packs: set[str] = set()  # holding this version's packed files
@@ -597,13 +597,13 @@ class FileStore(Store):
         NEW, LARGE = pack.NEW, pack.LARGE  # the loop's constants, as locals
         read = {pack.NEW, pack.KNOWN}
         prefix = pack.new_prefix()
-        learned: list[Row] = []  # stat cache rows not journaled yet
+        learned: dict[str, tuple[int, int, int, int, str]] = {}  # stat cache rows not journaled
         batches = pack.ingest(self.root, prefix, names, cache.rows, known, loose, pack.workers())
         try:
             for b in batches:
                 hashed += b.hashed
                 index = unpublished.setdefault(b.pack, [])
-                rows: list[Row] = []
+                rows: dict[str, tuple[int, int, int, int, str]] = {}
                 off = b.start
                 for sha, size, what, dev, ino, mtime in b.files:
                     i = at
@@ -621,14 +621,15 @@ class FileStore(Store):
                         continue
                     else:
                         got = known.get(sha)
+                    rel = names[i][0]
                     if what in read:
-                        rows.append((names[i][0], dev, ino, size, mtime, sha))
+                        rows[rel] = (dev, ino, size, mtime, sha)
                     if got is not None:
                         packs.add(got[0])
-                    entries[i] = FileEntry(names[i][0], size, sha)
+                    entries[i] = FileEntry(rel, size, sha)
                     done += size
-                learned += rows
-                cache.rows.update((r[0], r[1:]) for r in rows)  # the workers' next forks see them
+                learned.update(rows)
+                cache.add(rows, keep=False)
                 for closed in b.closed:
                     pack.publish(self.root, closed, unpublished.pop(closed, []))
                     self._unsynced = True
@@ -636,7 +637,7 @@ class FileStore(Store):
                 # packs hold); per batch would cost more than reading the small files again
                 if b.closed:
                     cache.add(learned)
-                    learned = []
+                    learned = {}
                 if b.errors:
                     raise TauError(f"cannot register {b.errors[0]}", exit_code=EXIT_USAGE,
                                    hint="fix or leave out that file, then register again")  # fmt: skip
@@ -658,7 +659,7 @@ class FileStore(Store):
             if blob is None or not self._has_blob(blob):
                 blob = self._store_file(Path(path), _offset(progress, done, total))
                 hashed += st.st_size
-                cache.add([(rel, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, blob)])
+                cache.add({rel: (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, blob)})
             entries[i] = FileEntry(rel, st.st_size, blob)
             done += st.st_size
             if progress:

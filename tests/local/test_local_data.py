@@ -72,10 +72,11 @@ def test_a_changed_input_stops_the_run_before_its_code(
     tau: Tau, tmp_path: Path, project: Callable[[str, str, str], Path]
 ) -> None:
     version = _register(tau, tmp_path / "bad", "to be changed\n")
-    blob = next(p for p in (tau.home / "data" / "registry" / "blobs").rglob("*")
-                if p.is_file() and p.read_text() == "to be changed\n")  # fmt: skip
-    blob.chmod(0o644)
-    blob.write_text("changed behind tau's back\n")
+    # the bytes changed in place where the store keeps them (a small file: inside a pack)
+    held = next(p for p in (tau.home / "data" / "registry").rglob("*")
+                if p.is_file() and b"to be changed\n" in p.read_bytes())  # fmt: skip
+    held.chmod(0o644)
+    held.write_bytes(held.read_bytes().replace(b"to be changed\n", b"TO BE CHANGED\n"))
     folder = project("schema_version: 1\nname: tampered\nrun: {entrypoint: read.py}\n"
                      f"data: {{inputs: [{{ref: 'corpus@{version[:19]}'}}]}}\n", "read.py", SCRIPT)  # fmt: skip
     res = tau("run", str(folder))
