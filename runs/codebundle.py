@@ -8,6 +8,7 @@ Later rules win: `.tauignore` over `.gitignore` over the defaults.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from dataclasses import dataclass, field
@@ -48,7 +49,7 @@ class CodeBundle:
     def size(self) -> int:
         return sum(len(b) for _, b in self.files)
 
-    @property
+    @functools.cached_property
     def digest(self) -> str:
         h = hashlib.sha256()
         for rel, data in self.files:
@@ -79,6 +80,23 @@ class CodeBundle:
 
 
 HELPER = "tau_run.py"
+
+
+@functools.cache
+def _helpers() -> tuple[tuple[str, bytes], ...]:
+    """The stdlib-only modules every run carries, read once per process."""
+    import tau_evidence
+    import tau_inputs
+    import tau_launch
+    import tau_ray
+
+    import tau_run
+
+    out = []
+    for module in (tau_run, tau_evidence, tau_launch, tau_inputs, tau_ray):
+        path = Path(str(module.__file__))
+        out.append((path.name, path.read_bytes()))
+    return tuple(out)
 
 
 def default_reason(rel: str) -> str | None:
@@ -136,26 +154,31 @@ def collect(
         hit = spec.check_file(rel)
         return reasons[hit.index] if hit.include and hit.index is not None else None
 
-    for dirpath, dirnames, filenames in os.walk(root):
-        here = Path(dirpath)
+    top = os.fspath(root)
+    for dirpath, dirnames, filenames in os.walk(top):
+        prefix = os.path.relpath(dirpath, top).replace(os.sep, "/") + "/"
+        if prefix == "./":
+            prefix = ""
         keep = []
         for d in sorted(dirnames):
-            rel = (here / d).relative_to(root).as_posix() + "/"
-            why = ignored(rel) or (QUIET if (here / d / "pyvenv.cfg").exists() else None)
+            rel = f"{prefix}{d}/"
+            venv = os.path.exists(os.path.join(dirpath, d, "pyvenv.cfg"))
+            why = ignored(rel) or (QUIET if venv else None)
             if why:
                 left_out.append(LeftOut(rel, why))
             else:
                 keep.append(d)
         dirnames[:] = keep
         for name in sorted(filenames):
-            path = here / name
-            rel = path.relative_to(root).as_posix()
+            rel = f"{prefix}{name}"
             why = ignored(rel)
             if why:
                 left_out.append(LeftOut(rel, why))
                 continue
-            if path.is_file():
-                files.append((rel, path.read_bytes()))
+            path = os.path.join(dirpath, name)
+            if os.path.isfile(path):
+                with open(path, "rb") as f:
+                    files.append((rel, f.read()))
     total = sum(len(b) for _, b in files)
     if total > limit:
         biggest = sorted(files, key=lambda f: -len(f[1]))[:5]
@@ -166,16 +189,8 @@ def collect(
             hint="move data and weights under /data (TAU_DATA_DIR), or list them in .tauignore",
         )
     if include_helper:
-        import tau_evidence
-        import tau_inputs
-        import tau_launch
-        import tau_ray
-
-        import tau_run
-
         have = {rel for rel, _ in files}
-        for module in (tau_run, tau_evidence, tau_launch, tau_inputs, tau_ray):
-            name = Path(str(module.__file__)).name
-            if name not in have:  # a folder's own tau_run.py wins
-                files.append((name, Path(str(module.__file__)).read_bytes()))
+        files += [
+            (name, data) for name, data in _helpers() if name not in have
+        ]  # the folder's own wins
     return CodeBundle(root=root, files=tuple(sorted(files)), left_out=tuple(left_out))

@@ -16,13 +16,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
 from taugrid.api import constants as C
 from taugrid.api import naming
 from taugrid.api.manifest import TORCHRUN_PORT, Manifest
 from taugrid.api.quantity import format_memory
 from taugrid.api.vocabulary import ResolvedInput
+from taugrid.runs import yamlio
 from taugrid.runs.codebundle import CodeBundle
 from taugrid.runs.resolve import Resolved
 
@@ -124,6 +123,13 @@ def _env_list(r: Resolved, meta: RunMeta) -> list[dict[str, Any]]:
         secret, _, key = ref.partition(":")
         out.append({"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}})
     return out
+
+
+def _copy_env(env: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A container's own env list (entries copied; only a valueFrom is nested)."""
+    return [
+        {k: (copy.deepcopy(v) if isinstance(v, dict) else v) for k, v in e.items()} for e in env
+    ]
 
 
 def pod_command(m: Manifest) -> str:
@@ -334,7 +340,7 @@ def ray_cluster_spec(r: Resolved, meta: RunMeta, items: list[dict[str, str]],
     worker_container = {
         "name": "ray-worker",
         "image": r.image,
-        "env": copy.deepcopy(env),
+        "env": _copy_env(env),
         "resources": _gpu_resources(r, r.worker.resources()),
         "volumeMounts": worker_mounts,
     }
@@ -397,7 +403,7 @@ def render_rayjob(r: Resolved, meta: RunMeta, bundle: CodeBundle) -> list[dict[s
         ),
     }
     if m.runtime.pip:
-        spec["runtimeEnvYAML"] = yaml.safe_dump({"pip": list(m.runtime.pip)}, sort_keys=False)
+        spec["runtimeEnvYAML"] = yamlio.dump({"pip": list(m.runtime.pip)})
     rayjob = {
         "apiVersion": "ray.io/v1",
         "kind": "RayJob",
