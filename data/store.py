@@ -225,19 +225,32 @@ class Store:
                  progress: Progress | None = None) -> Registered:  # fmt: skip
         """Store a file or a folder as a version (the same content again: the same version)."""
         check_name(name)
-        entries, total, hashed, packs = self._ingest(source, progress)
-        entries.sort(key=lambda e: e.path)
-        version = manifest_digest(entries)
-        record = VersionRecord(kind=kind, name=name, version=version, files=[], size=total,
-                               created=created, purpose=purpose, description=description,
-                               tags=tags or {}, lineage=lineage or Lineage(),
-                               written_ns=time.time_ns(), packs=packs)  # fmt: skip
-        # the entries are the walk's (each path checked there): not checked a second time
-        record = record.model_copy(update={"files": entries})
-        data = record.model_dump_json(indent=1, by_alias=True).encode()
-        if not self._put_record(kind, name, version, data):
-            return Registered(self.read(kind, name, version), False, hashed)
-        return Registered(record, True, hashed)
+        try:
+            entries, total, hashed, packs = self._ingest(source, progress)
+            entries.sort(key=lambda e: e.path)
+            version = manifest_digest(entries)
+            record = VersionRecord(kind=kind, name=name, version=version, files=[], size=total,
+                                   created=created, purpose=purpose, description=description,
+                                   tags=tags or {}, lineage=lineage or Lineage(),
+                                   written_ns=time.time_ns(), packs=packs)  # fmt: skip
+            # the entries are the walk's (each path checked there): not checked a second time
+            record = record.model_copy(update={"files": entries})
+            data = record.model_dump_json(indent=1, by_alias=True).encode()
+            if not self._put_record(kind, name, version, data):
+                return Registered(self.read(kind, name, version), False, hashed)
+            return Registered(record, True, hashed)
+        except OSError as e:  # a file of the source, or the store itself
+            raise self._os_problem(e, source) from None
+
+    def _os_problem(self, e: OSError, source: Path) -> TauError:
+        where = str(e.filename or "")
+        why = e.strerror or str(e)
+        if where and where.startswith(str(source)):
+            return TauError(f"cannot register {where}: {why}", exit_code=EXIT_USAGE,
+                            hint="fix or leave out that file, then register again")  # fmt: skip
+        return TauError(f"registry {self.url}: cannot write ({why})", exit_code=EXIT_PLATFORM,
+                        hint="free space there or choose another registry (--registry, TAU_REGISTRY); "
+                        "nothing half-written is visible, and what was stored is reused next time")  # fmt: skip
 
     def _ingest(self, source: Path,
                 progress: Progress | None) -> tuple[list[FileEntry], int, int, list[str]]:  # fmt: skip
@@ -496,6 +509,7 @@ class FileStore(Store):
         self._made: set[str] = set()
         self._pieces: dict[str, tuple[str, int, int]] | None = None  # packed bytes, when read
         self._blobs: set[str] | None = None  # blobs of their own, when listed
+        self._pack_fds: dict[str, int] = {}  # packs open for reading
         try:
             for d in ("blobs/sha256", "tmp"):
                 (root / d).mkdir(parents=True, exist_ok=True)
@@ -718,7 +732,7 @@ class FileStore(Store):
             if piece is None:
                 return None
             try:
-                return iter([tau_inputs.read_piece(self.root, piece)])
+                return iter([self._read_piece(piece)])
             except FileNotFoundError:
                 return None
 
@@ -728,6 +742,19 @@ class FileStore(Store):
                     yield chunk
 
         return chunks()
+
+    def _read_piece(self, piece: pack.Piece) -> bytes:
+        """A packed file's bytes (each pack opened once: pulling 100,000 files reads one pack)."""
+        name, off, size = piece
+        fd = self._pack_fds.get(name)
+        if fd is None:
+            fd = self._pack_fds[name] = os.open(tau_inputs.pack_path(self.root, name), os.O_RDONLY)
+        return os.pread(fd, size, off)
+
+    def __del__(self) -> None:
+        for fd in getattr(self, "_pack_fds", {}).values():
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     def _put_record(self, kind: Kind, name: str, version: str, data: bytes) -> bool:
         if self._unsynced:  # every blob on disk before the record that names them (one sync

@@ -780,3 +780,30 @@ def test_kill_9_while_packing_keeps_the_packs_already_closed(
     assert done.hashed_bytes < total * 3 // 4  # the published packs' files were not read again
     assert FileStore(fstore.root).verify(done.record) == []
     assert left and not any(p.exists() for p in left)
+
+
+def test_a_registry_that_cannot_be_written_says_so_and_leaves_no_version(
+    fstore: FileStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk while packs are published: exit 4 naming the registry, no version listed;
+    an unreadable source file (its name in the error) is exit 2."""
+    from taugrid.data import pack, store
+
+    src = tree(tmp_path / "src", {"a": b"A", "b": b"B"})
+
+    def full(root: Path, name: str, pieces: list[tuple[str, int, int]]) -> None:
+        raise OSError(28, "No space left on device", str(root / "packs" / f"{name}.pack"))
+
+    monkeypatch.setattr(pack, "publish", full)
+    with pytest.raises(TauError, match="cannot write \\(No space left on device\\)") as e:
+        fstore.register("dataset", "full", src, WHO)
+    assert e.value.exit_code == 4 and fstore.versions("dataset", "full") == []
+    monkeypatch.undo()
+
+    def unreadable(source: Path) -> list[tuple[str, str]]:  # root reads any file: as if not
+        raise PermissionError(13, "Permission denied", str(source / "a"))
+
+    monkeypatch.setattr(store, "_names", unreadable)
+    with pytest.raises(TauError, match=r"cannot register .*a: Permission denied") as e:
+        fstore.register("dataset", "full", src, WHO)
+    assert e.value.exit_code == 2
