@@ -4,9 +4,9 @@ A registration of many small files used to write one blob file per file (create,
 unlink: more system calls than reading them). The file store now appends small files to packs
 and writes each pack's index after it (the layout is tau_inputs'). Worker processes (one per
 core, forked: the file list, the store's index and the loaded modules are shared) each open,
-stat, read, hash and append their share of the files to a pack of their own, and keep the stat
-cache; this process only hears, per file, its sha256 and where its bytes went, and publishes a
-pack (its index, then a link into packs/) once the worker that wrote it has closed it.
+stat, read, hash and append their share of the files to a pack of their own; this process
+only hears, per file, its sha256, its stat and where its bytes went, and publishes a pack (its
+index, then a link into packs/) once the worker that wrote it has closed it.
 
 Two workers may meet the same new bytes in one registration: both write them, the index
 that is read first names them, the other copy is dead space (bytes, never a wrong answer).
@@ -84,6 +84,17 @@ class _Worker:
 
 
 _W: _Worker | None = None
+_STDIO: list[object] = []
+
+
+def _child_start() -> None:
+    """A forked worker's first step: stdout/stderr replaced by fresh ones, the inherited ones kept
+    (never flushed or freed here). The fork may have happened while another thread of the parent
+    (a progress bar) held their lock; a worker flushing them at exit would wait forever."""
+    import sys
+
+    _STDIO.extend([sys.stdout, sys.stderr])
+    sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (lives as long as the worker)
 
 
 def tmp_pack(root: Path, pack: str) -> Path:
@@ -178,7 +189,8 @@ def ingest(root: Path, prefix: str, names: list[tuple[str, str]],
         from collections import deque
         from concurrent.futures import ProcessPoolExecutor
 
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        fork = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(workers, mp_context=fork, initializer=_child_start) as pool:
             flight: deque[Future[Batch]] = deque()
             for t in tasks:
                 flight.append(pool.submit(_task, t))

@@ -4,6 +4,7 @@ kill -9, the stat cache, verify, and bad input refused with exit 2."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import multiprocessing
@@ -807,3 +808,61 @@ def test_a_registry_that_cannot_be_written_says_so_and_leaves_no_version(
     with pytest.raises(TauError, match=r"cannot register .*a: Permission denied") as e:
         fstore.register("dataset", "full", src, WHO)
     assert e.value.exit_code == 2
+
+
+def test_workers_finish_while_another_thread_holds_stderr(tmp_path: Path) -> None:
+    """A progress bar's thread may hold stderr's lock at the moment the workers are forked (here,
+    made so: at fork time a thread is blocked writing to a full pipe, holding the lock); a worker
+    that flushed the stderr it inherited when it exits would wait forever, and so would the
+    registration."""
+    from taugrid.data import pack
+
+    many_small(tmp_path / "src", pack.PARALLEL_FROM + 10)
+    script = tmp_path / "fork_while_locked.py"
+    script.write_text(FORK_WHILE_LOCKED)
+    out = tmp_path / "out.txt"
+    with out.open("w") as f:
+        proc = subprocess.Popen([sys.executable, str(script), str(tmp_path / "reg"),
+                                 str(tmp_path / "src")], stdout=f, stderr=subprocess.STDOUT,
+                                start_new_session=True)  # fmt: skip
+        try:
+            proc.wait(timeout=240)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)  # a hung worker too
+    text = out.read_text()
+    assert proc.returncode == 0 and text.startswith("sha256:"), text[-2000:]
+
+
+FORK_WHILE_LOCKED = """
+import faulthandler, fcntl, io, os, sys, termios, threading
+from pathlib import Path
+faulthandler.dump_traceback_later(120, exit=True)  # a hang says where, and ends
+from taugrid.data.store import FileStore
+from taugrid.api.data import Created
+r, w = os.pipe()
+size = fcntl.fcntl(w, 1032)  # F_GETPIPE_SZ
+real = sys.stdout
+sys.stderr = io.TextIOWrapper(io.BufferedWriter(io.FileIO(w, "w"), 1 << 16), write_through=True)
+go, drain = threading.Event(), threading.Event()
+def writer():
+    while True:
+        go.wait(); go.clear()
+        sys.stderr.write("x" * (4 * size))  # blocks on the full pipe, holding stderr's lock
+def reader():
+    while True:
+        drain.wait()
+        os.read(r, 1 << 20)
+threading.Thread(target=writer, daemon=True).start()
+threading.Thread(target=reader, daemon=True).start()
+def before():  # each fork happens while the writer holds stderr's lock
+    drain.clear()
+    go.set()
+    buf = bytearray(4)
+    while int.from_bytes(buf, sys.byteorder) < size:
+        fcntl.ioctl(r, termios.FIONREAD, buf)
+os.register_at_fork(before=before, after_in_parent=drain.set)
+v = FileStore(Path(sys.argv[1])).register("dataset", "d", Path(sys.argv[2]), Created(by="a", at="t", host="h"))
+real.write(v.record.version + "\\n"); real.flush()
+os._exit(0)
+"""
