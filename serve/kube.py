@@ -490,9 +490,14 @@ class KubeServe(Connected):
         if admitted(w):
             return True, ""
         conds = (w.get("status") or {}).get("conditions") or []
-        msg = next((c.get("message", "") for c in conds if c.get("type") == "QuotaReserved"), "")
-        words = explain(str(msg), queue_owner)
-        return False, words.text if words else str(msg or "it waits in its queue")
+        reserved = next((c for c in conds if c.get("type") == "QuotaReserved"), None)
+        if reserved is None or reserved.get("status") != "False":
+            # Kueue has not looked at it yet, or it is being admitted: not a refusal (a wait
+            # that ends on "Waiting" would give up on a service about to be admitted)
+            return None, ""
+        msg = str(reserved.get("message") or "")
+        words = explain(msg, queue_owner)
+        return False, words.text if words else (msg or "it waits in its queue")
 
     def _simulated(self) -> bool:
         """The sandbox (stack `sandbox`) runs KWOK: pods without containers."""

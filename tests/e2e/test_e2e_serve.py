@@ -24,6 +24,19 @@ pytestmark = pytest.mark.e2e
 NS = "research"  # the research workspace's namespace (Pulumi.sandbox.yaml)
 
 
+@pytest.fixture(autouse=True)
+def no_service_left(sandbox: Path) -> Any:
+    """A test that fails midway leaves no service behind holding GPUs (the next tests on the
+    shared sandbox would fail for want of quota, hiding what really broke)."""
+    yield
+    dyn = admin(sandbox)
+    tsvc = dyn.resources.get(api_version="tau.azure.com/v1alpha1", kind="TauService")
+    for o in tsvc.get(namespace=NS).items:
+        tsvc.delete(name=o.metadata.name, namespace=NS)
+    rs = dyn.resources.get(api_version="ray.io/v1", kind="RayService")
+    wait_until(lambda: not rs.get(namespace=NS).items, 180, "every service's RayService gone")
+
+
 def project(folder: Path, name: str, replicas: int) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "serve_app.py").write_text("app = None  # (KWOK runs no container)\n")

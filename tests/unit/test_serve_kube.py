@@ -242,3 +242,28 @@ def test_the_controller_keeps_a_canary_s_serving_generation_and_reads_the_canary
     assert (before.generation, before.pending_generation) == (2, None)
     after = K.record_of(doc, serving=5)
     assert after.canary is not None and after.canary.routed is True and after.serving == 3
+
+
+@pytest.mark.parametrize(
+    ("conditions", "admitted", "says"),
+    [
+        ([], None, ""),  # Kueue has not looked at it yet: not a refusal
+        ([{"type": "QuotaReserved", "status": "True", "message": "Quota reserved in ClusterQueue gpu"}],
+         None, ""),  # being admitted
+        ([{"type": "QuotaReserved", "status": "True"}, {"type": "Admitted", "status": "True"}],
+         True, ""),
+        ([{"type": "QuotaReserved", "status": "False", "reason": "Pending",
+           "message": "couldn't assign flavors to pod set workers: insufficient unused quota for "
+                      "nvidia.com/gpu in flavor a100x1, 1 more needed"}], False, "1 more GPU"),
+    ],
+)  # fmt: skip
+def test_a_service_waits_only_when_kueue_said_it_cannot_admit_it(
+    conditions: list[dict[str, str]], admitted: bool | None, says: str
+) -> None:
+    """`tau serve` stops waiting on "Waiting": only Kueue's refusal may say so, never a workload
+    Kueue has not evaluated yet (a race CI found: a scale gave up on a service about to start)."""
+    rs = {"metadata": {"name": "clf-3"}}
+    workload = {"metadata": {"name": "w", "ownerReferences": [{"kind": "RayService", "name": "clf-3"}]},
+                "status": {"conditions": conditions}}  # fmt: skip
+    got, why = K.KubeServe._admission(None, rs, [workload], "research")  # type: ignore[arg-type]
+    assert got is admitted and (says in why) and (bool(why) == (admitted is False))
