@@ -509,7 +509,7 @@ class FileStore(Store):
         self._made: set[str] = set()
         self._pieces: dict[str, tuple[str, int, int]] | None = None  # packed bytes, when read
         self._blobs: set[str] | None = None  # blobs of their own, when listed
-        self._pack_fds: dict[str, int] = {}  # packs open for reading
+        self._packs = tau_inputs.Packs(root)  # open for reading
         try:
             for d in ("blobs/sha256", "tmp"):
                 (root / d).mkdir(parents=True, exist_ok=True)
@@ -745,16 +745,11 @@ class FileStore(Store):
 
     def _read_piece(self, piece: pack.Piece) -> bytes:
         """A packed file's bytes (each pack opened once: pulling 100,000 files reads one pack)."""
-        name, off, size = piece
-        fd = self._pack_fds.get(name)
-        if fd is None:
-            fd = self._pack_fds[name] = os.open(tau_inputs.pack_path(self.root, name), os.O_RDONLY)
-        return os.pread(fd, size, off)
+        return self._packs.read(piece)
 
     def __del__(self) -> None:
-        for fd in getattr(self, "_pack_fds", {}).values():
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        with contextlib.suppress(AttributeError, OSError):
+            self._packs.close()
 
     def _put_record(self, kind: Kind, name: str, version: str, data: bytes) -> bool:
         if self._unsynced:  # every blob on disk before the record that names them (one sync

@@ -67,11 +67,25 @@ def pack_ids(root: Path) -> list[str]:
     return sorted(n[: -len(".idx")] for n in names if n.endswith(".idx"))
 
 
-def read_piece(root: Path, where: tuple[str, int, int]) -> bytes:
-    pack, off, size = where
-    with pack_path(root, pack).open("rb") as f:
-        f.seek(off)
-        return f.read(size)
+class Packs:
+    """Packs open for reading, each opened once (a version of 100,000 small files is read from
+    a handful of packs, often on a network volume)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.fds: dict[str, int] = {}
+
+    def read(self, where: tuple[str, int, int]) -> bytes:
+        pack, off, size = where
+        fd = self.fds.get(pack)
+        if fd is None:
+            fd = self.fds[pack] = os.open(pack_path(self.root, pack), os.O_RDONLY)
+        return os.pread(fd, size, off)
+
+    def close(self) -> None:
+        for fd in self.fds.values():
+            os.close(fd)
+        self.fds.clear()
 
 
 def record_path(root: Path, kind: str, name: str, version: str) -> Path:
@@ -95,6 +109,14 @@ def _safe(rel: str) -> str:
 
 def materialize(root: Path, inputs: list[dict[str, Any]], dest: Path) -> list[str]:
     """Lay out each input under dest/<path>/; returns one line per input."""
+    packs = Packs(root)
+    try:
+        return _materialize(root, inputs, dest, packs)
+    finally:
+        packs.close()
+
+
+def _materialize(root: Path, inputs: list[dict[str, Any]], dest: Path, packs: Packs) -> list[str]:
     lines = []
     for inp in inputs:
         kind, name, version = inp["kind"], inp["name"], inp["version"]
@@ -125,7 +147,7 @@ def materialize(root: Path, inputs: list[dict[str, Any]], dest: Path) -> list[st
                 if piece is None:
                     raise InputError(missing)
                 try:
-                    data = read_piece(root, piece)
+                    data = packs.read(piece)
                 except FileNotFoundError:
                     raise InputError(missing) from None
                 if len(data) != f["size"] or hashlib.sha256(data).hexdigest() != f["sha256"]:
