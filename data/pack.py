@@ -240,10 +240,10 @@ def discard_unpublished(root: Path, prefix: str) -> None:
         p.unlink(missing_ok=True)
 
 
-def pieces_of(root: Path, packs: list[str] | None = None) -> dict[str, Piece]:
-    """sha256 -> (pack, offset, size) over the given packs (None: every visible pack)."""
+def pieces_of(root: Path) -> dict[str, Piece]:
+    """sha256 -> (pack, offset, size) over every visible pack."""
     out: dict[str, Piece] = {}
-    for pack in tau_inputs.pack_ids(root) if packs is None else packs:
+    for pack in tau_inputs.pack_ids(root):
         tau_inputs.read_pack_index(root, pack, out)
     return out
 

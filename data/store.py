@@ -579,18 +579,12 @@ class FileStore(Store):
             self._blobs = found
         return self._blobs
 
-    def _where(self, sha: str) -> tuple[str, int, int] | str | None:
-        """Where a file's bytes are, as this store was when first asked (a blob stored since by
-        someone else is not seen: stored again, harmlessly): a pack's piece, "" (a blob of its
-        own), or None (nowhere)."""
-        piece = self._packed().get(sha)
-        if piece is not None:
-            return piece
-        return "" if sha in self._loose() else None
-
     def _has_blob(self, sha: str) -> bool:
-        return self._where(sha) is not None or os.path.isfile(
-            f"{self._blobdir}/{sha[:2]}/{sha[2:]}"
+        """Packed, or a blob of its own (as listed when first asked; else on disk now)."""
+        return (
+            sha in self._packed()
+            or sha in self._loose()
+            or os.path.isfile(f"{self._blobdir}/{sha[:2]}/{sha[2:]}")
         )
 
     def _ingest(self, source: Path,
@@ -732,7 +726,7 @@ class FileStore(Store):
             if piece is None:
                 return None
             try:
-                return iter([self._read_piece(piece)])
+                return iter([self._packs.read(piece)])
             except FileNotFoundError:
                 return None
 
@@ -742,10 +736,6 @@ class FileStore(Store):
                     yield chunk
 
         return chunks()
-
-    def _read_piece(self, piece: pack.Piece) -> bytes:
-        """A packed file's bytes (each pack opened once: pulling 100,000 files reads one pack)."""
-        return self._packs.read(piece)
 
     def __del__(self) -> None:
         with contextlib.suppress(AttributeError, OSError):
