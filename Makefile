@@ -60,19 +60,14 @@ test: setup azurite
 	@$(BIN)/python -m pytest -q -m "not e2e and not browser and not torch"; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; fi; exit $$rc
 
-# Distributed training with real torch (gloo on CPU), in a test-only environment: PyPI's Linux
-# torch wheels bring the CUDA libraries (~2 min and ~5 GB the first time). Nothing else needs it.
-TORCH_VENV := .venv-torch
-TORCH_STAMP := $(TORCH_VENV)/.installed
-torch-env: $(TORCH_STAMP)
-$(TORCH_STAMP): requirements/torch.lock
-	@test -x $(TORCH_VENV)/bin/python || $(PYTHON) -m venv $(TORCH_VENV)
-	@echo "torch-env: installing torch into $(TORCH_VENV) (test-only; the first time takes minutes)"
-	@$(TORCH_VENV)/bin/python -m pip install --quiet -r requirements/torch.lock $(QUIET)
-	@touch $@
+# Distributed training with real torch (gloo on CPU), in a test-only environment shared by every
+# checkout on the machine and linked as .venv-torch (e2e/torch/build.sh: PyPI's Linux torch wheels
+# bring the CUDA libraries, ~2 min and ~5 GB the first time). Nothing else needs it.
+torch-env:
+	@PYTHON=$(PYTHON) bash e2e/torch/build.sh
 
 distributed: setup torch-env
-	@TAU_TORCH_PYTHON=$(CURDIR)/$(TORCH_VENV)/bin/python $(BIN)/python -m pytest -q -m torch; rc=$$?; \
+	@TAU_TORCH_PYTHON=$(CURDIR)/.venv-torch/bin/python $(BIN)/python -m pytest -q -m torch; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no torch tests"; fi; exit $$rc
 
 # The portal in a real headless browser: Debian's chromium (installed here when missing; the

@@ -14,7 +14,11 @@ ROOT=${TAUGRID_CP_CACHE:-$HOME/.cache/taugrid/controlplane}
 OUT="$ROOT/$K8S_VERSION"
 mkdir -p "$OUT/bin"
 command -v go >/dev/null || { echo "go is not installed: cannot build the control plane" >&2; exit 1; }
-export GOFLAGS=-trimpath CGO_ENABLED=0
+export GOFLAGS="-trimpath -modcacherw" CGO_ENABLED=0
+# The Go build and module caches of this build are its own, and removed once the binaries are in
+# place (several GB that nothing reads again until a version changes; CI machines can be short of
+# disk). An interrupted build keeps them for its next try.
+export GOCACHE="$ROOT/.go/build" GOMODCACHE="$ROOT/.go/mod"
 start=$(date +%s)
 
 key() { cat "$HERE/$1/go.mod" "$HERE/$1/go.sum" $(ls "$HERE/$1"/*.go 2>/dev/null) <(echo "$K8S_VERSION") | sha256sum | cut -c1-16; }
@@ -79,11 +83,14 @@ crds kueue kueue sigs.k8s.io/kueue config/components/crd/bases kueue
 crds kuberay rayoperator github.com/ray-project/kuberay/ray-operator config/crd/bases ray-operator
 
 version() { (cd "$HERE/$1" && go list -m -f '{{.Version}}' "$2" 2>/dev/null) || echo none; }
-kwok=none; [ -x "$OUT/bin/kwok" ] && kwok=$(version kwok sigs.k8s.io/kwok)
-kueue=none; [ -x "$OUT/bin/kueue" ] && kueue=$(version kueue sigs.k8s.io/kueue)
-kuberay=none; [ -x "$OUT/bin/ray-operator" ] && kuberay=$(version rayoperator github.com/ray-project/kuberay/ray-operator)
-printf '{"kubernetes": "%s", "etcd": "%s", "kwok": "%s", "kueue": "%s", "kuberay": "%s"}\n' \
-  "$K8S_VERSION" "$(version etcd go.etcd.io/etcd/server/v3)" "$kwok" "$kueue" "$kuberay" > "$OUT/versions.json"
+if [ -d "$ROOT/.go" ] || [ ! -f "$OUT/versions.json" ]; then
+  kwok=none; [ -x "$OUT/bin/kwok" ] && kwok=$(version kwok sigs.k8s.io/kwok)
+  kueue=none; [ -x "$OUT/bin/kueue" ] && kueue=$(version kueue sigs.k8s.io/kueue)
+  kuberay=none; [ -x "$OUT/bin/ray-operator" ] && kuberay=$(version rayoperator github.com/ray-project/kuberay/ray-operator)
+  printf '{"kubernetes": "%s", "etcd": "%s", "kwok": "%s", "kueue": "%s", "kuberay": "%s"}\n' \
+    "$K8S_VERSION" "$(version etcd go.etcd.io/etcd/server/v3)" "$kwok" "$kueue" "$kuberay" > "$OUT/versions.json"
+fi
 touch "$OUT/.complete"
 ln -sfn "$OUT" "$ROOT/current"
+rm -rf "$ROOT/.go"
 echo "control plane: ready in $(( $(date +%s) - start ))s at $OUT: $(cat "$OUT/versions.json")"

@@ -21,7 +21,10 @@ ROOT=${TAUGRID_PULUMI_CACHE:-$HOME/.cache/taugrid/pulumi}
 OUT="$ROOT/$CLI_VERSION-$K8S_VERSION"
 mkdir -p "$OUT/bin"
 command -v go >/dev/null || { echo "go is not installed: cannot build the Pulumi engine" >&2; exit 1; }
-export CGO_ENABLED=0
+export CGO_ENABLED=0 GOFLAGS=-modcacherw
+# This build's Go caches are its own and removed once the binaries are in place (see
+# e2e/controlplane/build.sh).
+export GOCACHE="$ROOT/.go/build" GOMODCACHE="$ROOT/.go/mod"
 start=$(date +%s)
 
 if [ ! -x "$OUT/bin/pulumi" ]; then
@@ -48,11 +51,12 @@ open(f"{d}/schema-embed.json", "w").write(json.dumps(spec, separators=(",", ":")
 mapping = json.load(open(f"{d}/terraform-mapping.json"))
 open(f"{d}/terraform-mapping-embed.json", "w").write(json.dumps(mapping, separators=(",", ":"), sort_keys=True))
 PY
-  (cd "$work/provider" && GOFLAGS=-mod=mod go build -trimpath \
+  (cd "$work/provider" && GOFLAGS="-mod=mod -modcacherw" go build -trimpath \
     -ldflags "-s -w -X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=$K8S_VERSION" \
     -o "$OUT/bin/pulumi-resource-kubernetes" ./cmd/pulumi-resource-kubernetes)
 fi
 
 touch "$OUT/.complete"
 ln -sfn "$OUT" "$ROOT/current"
+rm -rf "$ROOT/.go"
 echo "pulumi: ready in $(( $(date +%s) - start ))s at $OUT: $("$OUT/bin/pulumi" version)"
