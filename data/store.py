@@ -52,6 +52,7 @@ from taugrid.api.data import (
     VersionRecord,
     check_name,
     check_path,
+    check_paths,
     manifest_digest,
     short,
 )
@@ -165,13 +166,27 @@ def _offset(progress: Progress | None, base: int, total: int) -> Callable[[int],
     return update
 
 
-def _fsync_dir(path: Path) -> None:
+def _fsync_dir(path: Path | str) -> None:
     with contextlib.suppress(OSError):
         fd = os.open(path, os.O_RDONLY)
         try:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+def _fsync_all(paths: list[str]) -> None:
+    """Each file on disk, then the folders that name them: what a registration wrote, and
+    nothing of anyone else's (os.sync() would flush every writer on the machine)."""
+    for p in paths:
+        with contextlib.suppress(FileNotFoundError):
+            fd = os.open(p, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+    for d in sorted({os.path.dirname(p) for p in paths}):
+        _fsync_dir(d)
 
 
 class Store:
@@ -503,7 +518,7 @@ class FileStore(Store):
         self.root = root
         self.stat_cache = stat_cache
         self.url = f"file://{root}"
-        self._unsynced = False
+        self._unsynced: list[str] = []  # written, not yet fsynced (before the record naming them)
         self._seq = 0
         self._tmpdir, self._blobdir = str(root / "tmp"), str(root / "blobs" / "sha256")
         self._made: set[str] = set()
@@ -639,8 +654,7 @@ class FileStore(Store):
                 learned.update(rows)
                 cache.add(rows, keep=False)
                 for closed in b.closed:
-                    pack.publish(self.root, closed, unpublished.pop(closed, []))
-                    self._unsynced = True
+                    self._publish(closed, unpublished.pop(closed, []))
                 # journaled when a pack is published (a killed registration keeps what those
                 # packs hold); per batch would cost more than reading the small files again
                 if b.closed:
@@ -656,8 +670,7 @@ class FileStore(Store):
         finally:  # what was written whole is kept (and reused) even when the rest failed
             batches.close()  # the workers have exited: every pack is complete
             for p, pieces in unpublished.items():
-                pack.publish(self.root, p, pieces)
-                self._unsynced = True
+                self._publish(p, pieces)
             pack.discard_unpublished(self.root, prefix)
         total = done + sum(s for _, s in large)
         for i, _ in large:
@@ -674,6 +687,12 @@ class FileStore(Store):
                 progress(done, total)
         cache.compact()
         return [e for e in entries if e is not None], done, hashed, sorted(packs)
+
+    def _publish(self, name: str, pieces: list[tuple[str, int, int]]) -> None:
+        pack.publish(self.root, name, pieces)
+        if pieces:
+            final = str(tau_inputs.pack_path(self.root, name))
+            self._unsynced += [final, final[: -len(".pack")] + ".idx"]
 
     def _store_file(self, path: Path, progress: Callable[[int], None]) -> str:
         """Copy into the blob store, hashing as it goes: one read, flat memory at any size.
@@ -701,7 +720,7 @@ class FileStore(Store):
             self._made.add(folder)
         try:
             os.link(tmp, f"{folder}/{sha[2:]}")
-            self._unsynced = True  # made durable at once before the record (see _put_record)
+            self._unsynced.append(f"{folder}/{sha[2:]}")  # made durable before the record
         except FileExistsError:
             pass
         finally:
@@ -742,9 +761,9 @@ class FileStore(Store):
             self._packs.close()
 
     def _put_record(self, kind: Kind, name: str, version: str, data: bytes) -> bool:
-        if self._unsynced:  # every blob on disk before the record that names them (one sync
-            os.sync()  # instead of an fsync per file: 100,000 small files register in seconds)
-            self._unsynced = False
+        if self._unsynced:  # every pack and blob on disk before the record that names them
+            _fsync_all(self._unsynced)
+            self._unsynced = []
         return self._place(self._tmp_write(data), self._record_path(kind, name, version))
 
     # the reads below use strings, not Paths: `list` makes them once per name (1,000 names)
@@ -817,11 +836,12 @@ def _names(source: Path) -> list[tuple[str, str]]:
             if e.is_dir(follow_symlinks=False):
                 walk(e.path, name + "/")
             elif e.is_file(follow_symlinks=False):
-                out.append((check_path(name), e.path))
+                out.append((name, e.path))
 
     walk(str(source), "")
     if not out:
         raise TauError(f"{source}: no files to register", exit_code=EXIT_USAGE)
+    check_paths([rel for rel, _ in out])
     return out
 
 

@@ -23,6 +23,7 @@ from taugrid.api.data import (
     FileEntry,
     VersionRecord,
     check_path,
+    check_paths,
     manifest_digest,
     parse_ref,
     parse_tags,
@@ -109,6 +110,18 @@ def test_the_version_is_the_digest_of_the_sorted_file_list() -> None:
     assert manifest_digest([a, b]) == manifest_digest([b, a])
     assert manifest_digest([a, b]) != manifest_digest([a, dataclasses.replace(b, size=3)])
     assert manifest_digest([a]).startswith("sha256:") and len(manifest_digest([a])) == 71
+
+
+@pytest.mark.parametrize(
+    "path", ["/etc/passwd", "../up", "a/../b", "a//b", "./a", "a\x00b", "a\nb", "", "a\\b"]
+)
+def test_a_bad_path_among_many_is_named(path: str) -> None:
+    """A file list is checked in one match; the bad path in it is still the one named."""
+    good = [f"d{i}/.f{i}" for i in range(500)]
+    check_paths(good)
+    with pytest.raises(TauError) as e:
+        check_paths([*good[:250], path, *good[250:]])
+    assert repr(path) in e.value.message
 
 
 @pytest.mark.parametrize(
