@@ -16,10 +16,10 @@ from taugrid.runs.backends.kube.backend import KubeBackend
 from taugrid.runs.evidence import RunDir
 
 
-def record(run_id: str, kind: str = "rayjob") -> RunRecord:
+def record(run_id: str, kind: str = "rayjob", queue: str | None = None) -> RunRecord:
     return RunRecord(
         run_id=run_id, name="r", workspace="research", profile="a100x1", workload_kind=kind,
-        handle=KubeHandle(namespace="research"), submitter="a", code_folder="/x",
+        handle=KubeHandle(namespace="research", queue=queue), submitter="a", code_folder="/x",
         code_revision="u", code_digest="d", config_hash="h", image="i", entrypoint="t.py",
         created_at="2026-12-01T00:00:00+00:00", gpus_per_worker=1,
     )  # fmt: skip
@@ -52,14 +52,15 @@ def cluster_objects(ids: list[str], first_waits: bool = False) -> dict[str, list
 
 
 def observe_with(
-    tmp_path: Path, ids: list[str], objects: dict[str, Any]
+    tmp_path: Path, ids: list[str], objects: dict[str, Any], queue: str | None = None
 ) -> tuple[FakeKube, list[Any]]:
-    """Local records of `ids` and a kube backend whose client answers from `objects`."""
+    """Local records of `ids` (naming `queue`) and a kube backend whose client answers from
+    `objects`."""
     dirs = []
     for rid in ids:
         rd = RunDir(tmp_path / rid)
         rd.path.mkdir(parents=True)
-        rd.create(record(rid))
+        rd.create(record(rid, queue=queue))
         dirs.append(rd)
     pending = objects.pop("Pending", None)
     fake = FakeKube(objects)
@@ -127,14 +128,17 @@ def test_admitted_reads_conditions_by_type(
     assert s.state == state and words in s.reason
 
 
-def test_queue_position_from_kueues_visibility_api(tmp_path: Path) -> None:
+@pytest.mark.parametrize("queue", [None, "gpu"])
+def test_queue_position_from_kueues_visibility_api(tmp_path: Path, queue: str | None) -> None:
+    """Asked once per queue: with the LISTs when the records name the queue, else after them
+    for the queue of the waiting Workloads."""
     ids = [f"run-{i:05d}" for i in range(4)]  # runs 1 and 3 wait in queue gpu
     objects = cluster_objects(ids)
     objects["Pending"] = [
         {"metadata": {"name": "rayjob-run-00003"}, "positionInLocalQueue": 0},
         {"metadata": {"name": "rayjob-run-00001"}, "positionInLocalQueue": 1},
     ]
-    fake, obs = observe_with(tmp_path, ids, objects)
+    fake, obs = observe_with(tmp_path, ids, objects, queue)
     st = {o.record.run_id: status.compute(o) for o in obs}
     adm = {rid: next(s for s in st[rid].signals if s.name == "Admitted") for rid in ids}
     assert "position 2" in adm["run-00001"].reason and "position 1" in adm["run-00003"].reason

@@ -383,16 +383,26 @@ class KubeBackend(Connected, Template):
                 wanted[("RayJob", ns)] = managed
             if "job" in kinds:
                 wanted[("Job", ns)] = managed
+        # Queue positions: one visibility call per LocalQueue, asked with the LISTs for the
+        # queues the records name (a run not admitted yet is the common reason to be here).
+        queues = {(ns, r.handle.queue) for ns, recs in by_ns.items() for r in recs
+                  if isinstance(r.handle, KubeHandle) and r.handle.queue}  # fmt: skip
+        wanted.update({(f"Pending/{q}", ns): None for ns, q in queues})
         lists = {**lists, **self._list_all(wanted)}
+        pending: dict[tuple[str, str], list[dict[str, Any]] | str] = {
+            (str(ns), kind.partition("/")[2]): got if isinstance(got, (list, str)) else []
+            for (kind, ns), got in lists.items()
+            if kind.startswith("Pending/")
+        }
         nodes, nodes_visible = node_problems(lists[("Node", None)])
-        # Queue positions: one visibility call per LocalQueue that has waiting runs.
+        # ... and for waiting workloads of another queue (older records name none).
         waiting = {
             (ns, str((w.get("spec") or {}).get("queueName")))
             for ns in by_ns
             for w in lists.get(("Workload", ns)) or []
             if (w.get("spec") or {}).get("queueName") and not admitted(w)
         }
-        pending = {key: self.kube.pending(*key) for key in sorted(waiting)}
+        pending.update({key: self.kube.pending(*key) for key in sorted(waiting - set(pending))})
         facts: dict[str, ClusterFacts] = {}
         for ns, recs in by_ns.items():
             facts.update(namespace_facts(ns, recs, lists, nodes, nodes_visible, pending))
@@ -413,6 +423,8 @@ class KubeBackend(Connected, Template):
         def one(key: tuple[str, str | None]) -> list[dict[str, Any]] | None:
             kind, ns = key
             try:
+                if kind.startswith("Pending/"):
+                    return kube.pending(str(ns), kind.partition("/")[2])  # type: ignore[return-value]
                 if kind == "TauCluster" or kind.startswith("TauRun/"):
                     kind, _, name = kind.partition("/")
                     got = kube.get(kind, name or C.CLUSTER_OBJECT, ns)
