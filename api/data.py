@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -158,7 +159,7 @@ def entry_problem(f: FileEntry) -> str | None:
 def manifest_digest(files: list[FileEntry]) -> str:
     """The version id: sha256 of the canonical manifest (sorted by path)."""
     lines = "".join([f"{f.path}\t{f.size}\t{f.sha256}\n"
-                     for f in sorted(files, key=lambda f: f.path)])  # fmt: skip
+                     for f in sorted(files, key=attrgetter("path"))])  # fmt: skip
     return DIGEST_PREFIX + hashlib.sha256(lines.encode()).hexdigest()
 
 

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import os
 import time
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
@@ -61,7 +62,6 @@ class _Worker:
 
     root: Path
     prefix: str  # of this registration's packs (what it leaves unpublished is removed)
-    names: list[tuple[str, str]]  # (relative path, path) of every file; a task is a range
     cached: dict[str, tuple[int, int, int, int, str]]  # the stat cache's rows
     known: dict[str, Piece]
     loose: set[str]
@@ -101,8 +101,8 @@ def tmp_pack(root: Path, pack: str) -> Path:
     return root / "tmp" / f"{pack}.pack"
 
 
-def _task(span: tuple[int, int]) -> Batch:
-    """One task in a worker: each file of names[span] opened (never through a symlink),
+def _task(names: list[tuple[str, str]]) -> Batch:
+    """One task in a worker: each file of `names` ((relative path, path)) opened (never through a symlink),
     stat'ed, looked up in the stat cache, read, hashed and appended to this worker's pack
     unless the store or this worker has its bytes."""
     w = _W
@@ -118,7 +118,7 @@ def _task(span: tuple[int, int]) -> Batch:
     assert w.file is not None
     out.pack, out.start = w.pack, w.pos
     known, loose, mine, cached = w.known, w.loose, w.mine, w.cached
-    for rel, path in w.names[span[0] : span[1]]:
+    for rel, path in names:
         try:
             fd = os.open(path, flags)
             try:
@@ -169,21 +169,27 @@ def new_prefix() -> str:
     return f"{time.time_ns():x}-{os.urandom(3).hex()}"
 
 
-def ingest(root: Path, prefix: str, names: list[tuple[str, str]],
+def ingest(root: Path, prefix: str, chunks: Iterator[list[tuple[str, str]]],
            cached: dict[str, tuple[int, int, int, int, str]], known: dict[str, Piece],
            loose: set[str], workers: int) -> Generator[Batch, None, None]:  # fmt: skip
-    """Every file of `names` in batches of BATCH, in order, done by `workers` forked processes
-    (here, for fewer than PARALLEL_FROM files); at most two tasks a worker in flight, so memory
-    stays flat. When it ends, every pack written is complete and closed (the workers have
-    exited); packs are named `prefix-...`."""
+    """Every file of `chunks` (lists of (relative path, path), as the walk finds them: the
+    workers start on the first while the rest are found), one Batch per chunk, in order; done
+    by `workers` forked processes (here, for fewer than PARALLEL_FROM files); at most two tasks
+    a worker in flight, so memory stays flat. When it ends, every pack written is complete and
+    closed (the workers have exited); packs are named `prefix-...`."""
     global _W
-    _W = _Worker(root, prefix, names, cached, known, loose)
-    tasks = [(k, min(k + BATCH, len(names))) for k in range(0, len(names), BATCH)]
-    parallel = len(names) >= PARALLEL_FROM
+    _W = _Worker(root, prefix, cached, known, loose)
+    first: list[list[tuple[str, str]]] = []
+    seen = 0
+    for chunk in chunks:  # enough files to be worth the workers?
+        first.append(chunk)
+        seen += len(chunk)
+        if seen >= PARALLEL_FROM:
+            break
     try:
-        if not parallel or workers < 2 or not hasattr(os, "fork"):
-            for t in tasks:
-                yield _task(t)
+        if seen < PARALLEL_FROM or workers < 2 or not hasattr(os, "fork"):
+            for chunk in itertools.chain(first, chunks):
+                yield _task(chunk)
             return
         import multiprocessing
         from collections import deque
@@ -192,8 +198,8 @@ def ingest(root: Path, prefix: str, names: list[tuple[str, str]],
         fork = multiprocessing.get_context("fork")
         with ProcessPoolExecutor(workers, mp_context=fork, initializer=_child_start) as pool:
             flight: deque[Future[Batch]] = deque()
-            for t in tasks:
-                flight.append(pool.submit(_task, t))
+            for chunk in itertools.chain(first, chunks):
+                flight.append(pool.submit(_task, chunk))
                 if len(flight) >= 2 * workers:
                     yield flight.popleft().result()
             while flight:

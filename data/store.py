@@ -241,8 +241,7 @@ class Store:
         """Store a file or a folder as a version (the same content again: the same version)."""
         check_name(name)
         try:
-            entries, total, hashed, packs = self._ingest(source, progress)
-            entries.sort(key=lambda e: e.path)
+            entries, total, hashed, packs = self._ingest(source, progress)  # in the paths' order
             version = manifest_digest(entries)
             record = VersionRecord(kind=kind, name=name, version=version, files=[], size=total,
                                    created=created, purpose=purpose, description=description,
@@ -607,10 +606,15 @@ class FileStore(Store):
         """Small files are read, hashed and packed by worker processes (data/pack.py); large
         ones become blobs of their own here (streamed: flat memory at any size). Until every
         file has been stat'ed (by the workers) the total is an estimate."""
-        names = _names(source)
-        n = len(names)
+        names: list[tuple[str, str]] = []  # as the walk finds them (in the paths' order)
+
+        def found() -> Iterator[list[tuple[str, str]]]:
+            for chunk in _name_chunks(source, pack.BATCH):
+                names.extend(chunk)
+                yield chunk
+
         pack.discard_stale(self.root)
-        entries: list[FileEntry | None] = [None] * n
+        entries: list[FileEntry | None] = []
         large: list[tuple[int, int]] = []  # (index, size)
         packs: set[str] = set()  # holding this version's packed files
         unpublished: dict[str, list[tuple[str, int, int]]] = {}
@@ -621,7 +625,7 @@ class FileStore(Store):
         read = {pack.NEW, pack.KNOWN}
         prefix = pack.new_prefix()
         learned: dict[str, tuple[int, int, int, int, str]] = {}  # stat cache rows not journaled
-        batches = pack.ingest(self.root, prefix, names, cache.rows, known, loose, pack.workers())
+        batches = pack.ingest(self.root, prefix, found(), cache.rows, known, loose, pack.workers())
         try:
             for b in batches:
                 hashed += b.hashed
@@ -641,6 +645,7 @@ class FileStore(Store):
                     elif what == LARGE or not sha:  # LARGE: below; FAILED: raised below
                         if what == LARGE:
                             large.append((i, size))
+                        entries.append(None)
                         continue
                     else:
                         got = known.get(sha)
@@ -649,7 +654,7 @@ class FileStore(Store):
                         rows[rel] = (dev, ino, size, mtime, sha)
                     if got is not None:
                         packs.add(got[0])
-                    entries[i] = FileEntry(rel, size, sha)
+                    entries.append(FileEntry(rel, size, sha))
                     done += size
                 learned.update(rows)
                 cache.add(rows, keep=False)
@@ -663,10 +668,9 @@ class FileStore(Store):
                 if b.errors:
                     raise TauError(f"cannot register {b.errors[0]}", exit_code=EXIT_USAGE,
                                    hint="fix or leave out that file, then register again")  # fmt: skip
-                if progress:
-                    progress(
-                        done, done + (n - at) * (done // max(at, 1)) + sum(s for _, s in large)
-                    )
+                if progress:  # the files found so far, those not done yet at the mean size
+                    progress(done, done + (len(names) - at) * (done // max(at, 1))
+                             + sum(s for _, s in large))  # fmt: skip
         finally:  # what was written whole is kept (and reused) even when the rest failed
             batches.close()  # the workers have exited: every pack is complete
             for p, pieces in unpublished.items():
@@ -820,29 +824,47 @@ def _walk(source: Path) -> list[tuple[str, str, os.stat_result]]:
 
 
 def _names(source: Path) -> list[tuple[str, str]]:
-    """The files of a file or folder: (relative path, path), sorted by relative path; symlinks
-    and specials left out. Names only (the type from the directory entry): the workers stat."""
+    """The files of a file or folder: (relative path, path), sorted by relative path."""
+    return [name for chunk in _name_chunks(source) for name in chunk]
+
+
+def _name_chunks(source: Path, size: int = 1024) -> Iterator[list[tuple[str, str]]]:
+    """The files of a file or folder as they are found, `size` at a time: (relative path, path),
+    in the order of the relative paths (each folder's entries sorted with a folder's name
+    followed by `/`, so the walk's order is the paths' order: nothing to sort after it);
+    symlinks and specials left out; each chunk's paths checked. Names only (the type from the
+    directory entry): the workers stat."""
     if not source.exists():
         raise TauError(f"{source}: no such file or folder", exit_code=EXIT_USAGE)
     if source.is_file():
-        return [(check_path(source.name), str(source))]
-    out: list[tuple[str, str]] = []
+        yield [(check_path(source.name), str(source))]
+        return
+    buf: list[tuple[str, str]] = []
+    found = False
 
-    def walk(folder: str, rel: str) -> None:
+    def walk(folder: str, rel: str) -> Iterator[list[tuple[str, str]]]:
+        nonlocal buf, found
         with os.scandir(folder) as it:
-            entries = sorted(it, key=lambda e: e.name)
-        for e in entries:
-            name = f"{rel}{e.name}"
-            if e.is_dir(follow_symlinks=False):
-                walk(e.path, name + "/")
+            entries = sorted(
+                (e.name + "/" if e.is_dir(follow_symlinks=False) else e.name, e) for e in it
+            )
+        for key, e in entries:
+            if key[-1] == "/":
+                yield from walk(e.path, rel + key)
             elif e.is_file(follow_symlinks=False):
-                out.append((name, e.path))
+                buf.append((rel + key, e.path))
+                if len(buf) >= size:
+                    check_paths([r for r, _ in buf])
+                    found = True
+                    yield buf
+                    buf = []
 
-    walk(str(source), "")
-    if not out:
+    yield from walk(str(source), "")
+    if buf:
+        check_paths([r for r, _ in buf])
+        yield buf
+    elif not found:
         raise TauError(f"{source}: no files to register", exit_code=EXIT_USAGE)
-    check_paths([rel for rel, _ in out])
-    return out
 
 
 REGISTRY_ENV = "TAU_REGISTRY"

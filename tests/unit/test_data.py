@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -110,6 +111,19 @@ def test_the_version_is_the_digest_of_the_sorted_file_list() -> None:
     assert manifest_digest([a, b]) == manifest_digest([b, a])
     assert manifest_digest([a, b]) != manifest_digest([a, dataclasses.replace(b, size=3)])
     assert manifest_digest([a]).startswith("sha256:") and len(manifest_digest([a])) == 71
+
+
+def test_the_walk_finds_files_in_the_order_of_their_paths(tmp_path: Path) -> None:
+    """Folder names sort as if followed by '/': a folder `a` comes after a file `a-b` and
+    before `a0`, as their paths do; chunks of any size give the same order."""
+    from taugrid.data import store
+
+    rels = ["a/x", "a-b", "a.txt", "a0", "ab/c", "a b", "a/y/z", "a/y-1", "B", "é/1", "z"]
+    src = tree(tmp_path / "src", {r: r.encode() for r in rels})
+    for size in (1, 3, 1024):
+        chunks = list(store._name_chunks(src, size))
+        assert all(0 < len(c) <= size for c in chunks)
+        assert [r for c in chunks for r, _ in c] == sorted(rels)
 
 
 @pytest.mark.parametrize(
@@ -730,12 +744,14 @@ def test_an_unreadable_file_is_named_and_nothing_is_registered(
 
     src = tmp_path / "src"
     many_small(src, pack.PARALLEL_FROM)
-    real = store._names
+    real = store._names(src)
 
-    def with_ghost(source: Path) -> list[tuple[str, str]]:
-        return sorted([*real(source), ("part-00/ghost.txt", str(src / "part-00" / "ghost.txt"))])
+    def with_ghost(source: Path, size: int = 1024) -> Iterator[list[tuple[str, str]]]:
+        names = sorted([*real, ("part-00/ghost.txt", str(src / "part-00" / "ghost.txt"))])
+        for k in range(0, len(names), size):
+            yield names[k : k + size]
 
-    monkeypatch.setattr(store, "_names", with_ghost)
+    monkeypatch.setattr(store, "_name_chunks", with_ghost)
     with pytest.raises(TauError, match=r"ghost\.txt: No such file") as e:
         fstore.register("dataset", "g", src, WHO)
     assert e.value.exit_code == 2
@@ -814,10 +830,10 @@ def test_a_registry_that_cannot_be_written_says_so_and_leaves_no_version(
     assert e.value.exit_code == 4 and fstore.versions("dataset", "full") == []
     monkeypatch.undo()
 
-    def unreadable(source: Path) -> list[tuple[str, str]]:  # root reads any file: as if not
-        raise PermissionError(13, "Permission denied", str(source / "a"))
+    def unreadable(source: Path, size: int = 1024) -> Iterator[list[tuple[str, str]]]:
+        raise PermissionError(13, "Permission denied", str(source / "a"))  # root reads any file
 
-    monkeypatch.setattr(store, "_names", unreadable)
+    monkeypatch.setattr(store, "_name_chunks", unreadable)
     with pytest.raises(TauError, match=r"cannot register .*a: Permission denied") as e:
         fstore.register("dataset", "full", src, WHO)
     assert e.value.exit_code == 2
