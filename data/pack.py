@@ -36,21 +36,22 @@ PARALLEL_FROM = 2048  # fewer files than this: done here (a worker costs more th
 
 Piece = tuple[str, int, int]  # (pack, offset, size)
 
-# per file: (sha256, size, what, device, inode, mtime_ns): what is NEW (read, appended to the
-# batch's pack), KNOWN (read; the store or this worker had its bytes), CACHED (not read: the
-# stat cache knew it and the store has it), LARGE (not read: a blob of its own, stored by the
-# caller) or FAILED (sha256 "", the reason in Batch.errors)
-NEW, KNOWN, CACHED, LARGE, FAILED = 1, 2, 3, 4, 5
-Found = tuple[str, int, int, int, int, int]
+Row = tuple[int, int, int, int, str]  # a stat cache row: (device, inode, size, mtime_ns, sha256)
 
 
 @dataclass
 class Batch:
-    """What a worker says of one task (small: it is pickled back, 1,024 files at a time)."""
+    """What a worker says of one task, ready to be taken in whole (pickled back, 1,024 files at
+    a time): the caller does nothing per file."""
 
-    files: list[Found]
-    pack: str = ""  # where the NEW files went, one after another from `start`
-    start: int = 0
+    entries: list[tuple[str, int, str]] = field(default_factory=list)  # (path, size, sha256)
+    large: list[int] = field(default_factory=list)  # entries that are large: sha256 "", the
+    # caller stores them (blobs of their own, streamed)
+    rows: dict[str, Row] = field(default_factory=dict)  # stat cache rows of the files read
+    pack: str = ""  # where this task's new files went
+    pieces: list[tuple[str, int, int]] = field(default_factory=list)  # (sha256, offset, size)
+    packs: set[str] = field(default_factory=set)  # the packs that hold this task's small files
+    size: int = 0  # bytes of the small files
     closed: list[str] = field(default_factory=list)  # packs this worker finished writing
     hashed: int = 0  # bytes read
     errors: list[str] = field(default_factory=list)
@@ -68,7 +69,7 @@ class _Worker:
     file: BinaryIO | None = None
     pack: str = ""
     pos: int = 0
-    mine: set[str] = field(default_factory=set)
+    mine: dict[str, str] = field(default_factory=dict)  # sha256 -> this worker's pack holding it
 
     def open_pack(self) -> None:
         self.pack = f"{self.prefix}-{os.getpid()}-{os.urandom(2).hex()}"
@@ -102,12 +103,12 @@ def tmp_pack(root: Path, pack: str) -> Path:
 
 
 def _task(names: list[tuple[str, str]]) -> Batch:
-    """One task in a worker: each file of `names` ((relative path, path)) opened (never through a symlink),
-    stat'ed, looked up in the stat cache, read, hashed and appended to this worker's pack
-    unless the store or this worker has its bytes."""
+    """One task in a worker: each file of `names` ((relative path, path)) opened (never through
+    a symlink), stat'ed, looked up in the stat cache, read, hashed and appended to this worker's
+    pack unless the store or this worker has its bytes."""
     w = _W
     assert w is not None
-    out = Batch([])
+    out = Batch()
     sha256 = hashlib.sha256
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
     if w.file is None or w.pos >= PACK_ROLL:  # a new pack only between tasks: one per batch
@@ -116,8 +117,11 @@ def _task(names: list[tuple[str, str]]) -> Batch:
             w.close_pack()
         w.open_pack()
     assert w.file is not None
-    out.pack, out.start = w.pack, w.pos
+    out.pack = w.pack
     known, loose, mine, cached = w.known, w.loose, w.mine, w.cached
+    entries, rows, pieces, packs = out.entries, out.rows, out.pieces, out.packs
+    write, pos, here = w.file.write, w.pos, w.pack
+    small = 0
     for rel, path in names:
         try:
             fd = os.open(path, flags)
@@ -125,35 +129,46 @@ def _task(names: list[tuple[str, str]]) -> Batch:
                 st = os.fstat(fd)
                 size = st.st_size
                 if size >= PACK_LIMIT:
-                    out.files.append(("", size, LARGE, 0, 0, 0))
+                    out.large.append(len(entries))
+                    entries.append((rel, size, ""))
                     continue
-                dev, ino, mtime = st.st_dev, st.st_ino, st.st_mtime_ns
                 row = cached.get(rel)
-                if row and row[:4] == (dev, ino, size, mtime):
+                if row and row[:4] == (st.st_dev, st.st_ino, size, st.st_mtime_ns):
                     sha = row[4]
-                    if sha in known or sha in loose or sha in mine:
-                        out.files.append((sha, size, CACHED, dev, ino, mtime))
+                    got = known.get(sha)
+                    if got is not None or sha in loose or sha in mine:
+                        packs.add(got[0] if got is not None else mine.get(sha, ""))
+                        entries.append((rel, size, sha))
+                        small += size
                         continue
                 data = os.read(fd, size + 1)  # +1: a file grown since its stat shows
             finally:
                 os.close(fd)
         except OSError as e:
-            out.files.append(("", 0, FAILED, 0, 0, 0))
             out.errors.append(f"{path}: {e.strerror or e}")
-            continue
+            break  # the registration stops at the first file it cannot read
         if len(data) != size:
-            out.files.append(("", 0, FAILED, 0, 0, 0))
             out.errors.append(f"{path}: changed while it was registered")
-            continue
+            break
         sha = sha256(data).hexdigest()
         out.hashed += size
-        if sha in known or sha in loose or sha in mine:
-            out.files.append((sha, size, KNOWN, dev, ino, mtime))
-            continue
-        w.file.write(data)
-        w.pos += size
-        mine.add(sha)
-        out.files.append((sha, size, NEW, dev, ino, mtime))
+        small += size
+        rows[rel] = (st.st_dev, st.st_ino, size, st.st_mtime_ns, sha)
+        entries.append((rel, size, sha))
+        got = known.get(sha)
+        if got is not None:
+            packs.add(got[0])
+        elif sha in mine:
+            packs.add(mine[sha])
+        elif sha not in loose:
+            write(data)
+            pieces.append((sha, pos, size))
+            pos += size
+            mine[sha] = here
+            packs.add(here)
+    packs.discard("")  # blobs of their own
+    w.pos = pos
+    out.size = small
     w.file.flush()  # the parent may publish what this task wrote once it hears of it
     return out
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import itertools
 import json
 import marshal
 import os
@@ -614,50 +615,33 @@ class FileStore(Store):
                 yield chunk
 
         pack.discard_stale(self.root)
-        entries: list[FileEntry | None] = []
-        large: list[tuple[int, int]] = []  # (index, size)
+        found_entries: list[tuple[str, int, str]] = []  # (path, size, sha256): the workers'
+        large: list[int] = []  # indexes of the large files in it
         packs: set[str] = set()  # holding this version's packed files
         unpublished: dict[str, list[tuple[str, int, int]]] = {}
         known, loose = self._packed(), self._loose()
         cache = StatCache(self.stat_cache, source)
-        at = done = hashed = 0
-        NEW, LARGE = pack.NEW, pack.LARGE  # the loop's constants, as locals
-        read = {pack.NEW, pack.KNOWN}
+        done = hashed = 0
         prefix = pack.new_prefix()
-        learned: dict[str, tuple[int, int, int, int, str]] = {}  # stat cache rows not journaled
+        learned: dict[str, pack.Row] = {}  # stat cache rows not journaled yet
         batches = pack.ingest(self.root, prefix, found(), cache.rows, known, loose, pack.workers())
         try:
-            for b in batches:
+            for b in batches:  # taken in whole: nothing here is done per file
+                if b.errors:
+                    raise TauError(f"cannot register {b.errors[0]}", exit_code=EXIT_USAGE,
+                                   hint="fix or leave out that file, then register again")  # fmt: skip
                 hashed += b.hashed
-                index = unpublished.setdefault(b.pack, [])
-                rows: dict[str, tuple[int, int, int, int, str]] = {}
-                off = b.start
-                for sha, size, what, dev, ino, mtime in b.files:
-                    i = at
-                    at += 1
-                    got: pack.Piece | None
-                    if what == NEW:
-                        index.append((sha, off, size))
-                        got = known.setdefault(
-                            sha, (b.pack, off, size)
-                        )  # another's copy: dead space
-                        off += size
-                    elif what == LARGE or not sha:  # LARGE: below; FAILED: raised below
-                        if what == LARGE:
-                            large.append((i, size))
-                        entries.append(None)
-                        continue
-                    else:
-                        got = known.get(sha)
-                    rel = names[i][0]
-                    if what in read:
-                        rows[rel] = (dev, ino, size, mtime, sha)
-                    if got is not None:
-                        packs.add(got[0])
-                    entries.append(FileEntry(rel, size, sha))
-                    done += size
-                learned.update(rows)
-                cache.add(rows, keep=False)
+                done += b.size
+                if b.pieces:
+                    unpublished.setdefault(b.pack, []).extend(b.pieces)
+                    known.update({s: (b.pack, o, n) for s, o, n in b.pieces})
+                if b.large:
+                    at = len(found_entries)
+                    large += [at + j for j in b.large]
+                found_entries += b.entries
+                packs |= b.packs
+                learned.update(b.rows)
+                cache.add(b.rows, keep=False)
                 for closed in b.closed:
                     self._publish(closed, unpublished.pop(closed, []))
                 # journaled when a pack is published (a killed registration keeps what those
@@ -665,19 +649,21 @@ class FileStore(Store):
                 if b.closed:
                     cache.add(learned)
                     learned = {}
-                if b.errors:
-                    raise TauError(f"cannot register {b.errors[0]}", exit_code=EXIT_USAGE,
-                                   hint="fix or leave out that file, then register again")  # fmt: skip
                 if progress:  # the files found so far, those not done yet at the mean size
+                    at = len(found_entries)
                     progress(done, done + (len(names) - at) * (done // max(at, 1))
-                             + sum(s for _, s in large))  # fmt: skip
+                             + sum(found_entries[i][1] for i in large))  # fmt: skip
+        except BaseException:
+            self._pieces = None  # it may name packs that will not be published: read again
+            raise
         finally:  # what was written whole is kept (and reused) even when the rest failed
             batches.close()  # the workers have exited: every pack is complete
             for p, pieces in unpublished.items():
                 self._publish(p, pieces)
             pack.discard_unpublished(self.root, prefix)
-        total = done + sum(s for _, s in large)
-        for i, _ in large:
+        entries = list(itertools.starmap(FileEntry, found_entries))
+        total = done + sum(found_entries[i][1] for i in large)
+        for i in large:
             rel, path = names[i]
             st = os.stat(path, follow_symlinks=False)
             blob = cache.get(rel, st)
@@ -690,7 +676,7 @@ class FileStore(Store):
             if progress:
                 progress(done, total)
         cache.compact()
-        return [e for e in entries if e is not None], done, hashed, sorted(packs)
+        return entries, done, hashed, sorted(packs)
 
     def _publish(self, name: str, pieces: list[tuple[str, int, int]]) -> None:
         pack.publish(self.root, name, pieces)
