@@ -230,7 +230,7 @@ def publish(root: Path, pack: str, pieces: list[tuple[str, int, int]]) -> None:
     tmp, idx = tmp_pack(root, pack), root / "tmp" / f"{pack}.idx"
     try:
         if pieces:
-            idx.write_bytes(b"".join(f"{s} {o} {n}\n".encode() for s, o, n in pieces))
+            idx.write_bytes("".join([f"{s} {o} {n}\n" for s, o, n in pieces]).encode())
             tmp.chmod(0o444)
             idx.chmod(0o444)
             final = tau_inputs.pack_path(root, pack)

@@ -831,9 +831,8 @@ def _name_chunks(source: Path, size: int = 1024) -> Iterator[list[tuple[str, str
     def walk(folder: str, rel: str) -> Iterator[list[tuple[str, str]]]:
         nonlocal buf, found
         with os.scandir(folder) as it:
-            entries = sorted(
-                (e.name + "/" if e.is_dir(follow_symlinks=False) else e.name, e) for e in it
-            )
+            entries = [(e.name + "/" if e.is_dir(follow_symlinks=False) else e.name, e) for e in it]
+        entries.sort()
         for key, e in entries:
             if key[-1] == "/":
                 yield from walk(e.path, rel + key)
