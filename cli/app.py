@@ -160,8 +160,24 @@ def deprecated_spellings(argv: list[str]) -> list[str]:
     return ["--workspace" if a == "-w" else a for a in argv]
 
 
+def _no_pydantic_plugins() -> None:
+    """tau's own process loads no pydantic plugins: pydantic looks for them through
+    importlib.metadata (every installed package's entry points: ~15 ms of a 200 ms command)
+    when it builds the first validator. Its loader module is given here as one that finds
+    none (the effect of PYDANTIC_DISABLE_PLUGINS=__all__, which would also reach every run tau
+    starts). Library use of taugrid (a notebook) keeps its plugins."""
+    import types
+
+    name = "pydantic.plugin._loader"
+    if name not in sys.modules:
+        loader = types.ModuleType(name, "no pydantic plugins in tau's own process")
+        loader.get_plugins = tuple  # type: ignore[attr-defined]  # get_plugins() -> ()
+        sys.modules[name] = loader
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: every TauError becomes one message on stderr and its exit code."""
+    _no_pydantic_plugins()
     args: Any = deprecated_spellings(list(sys.argv[1:] if argv is None else argv))
     try:
         app(args=args, prog_name="tau")

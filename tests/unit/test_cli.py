@@ -181,6 +181,18 @@ def test_no_heavy_imports(argv: list[str]) -> None:
     assert not (loaded & set(HEAVY)), loaded & set(HEAVY)
 
 
+def test_validate_does_not_scan_installed_packages_for_pydantic_plugins() -> None:
+    """tau's own process asks importlib.metadata nothing (pydantic's plugin lookup would read
+    every installed package's entry points), and its models still validate."""
+    code = ("import sys\nfrom taugrid.cli.app import main\n"
+            f"rc = main(['run', 'validate', {str(EXAMPLES / 'quickstart')!r}])\n"
+            "print(rc, 'importlib.metadata' in sys.modules, file=sys.stderr)\n")  # fmt: skip
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=ROOT, check=False)  # fmt: skip
+    assert proc.stderr.strip().splitlines()[-1] == "0 False", proc.stderr
+    assert "is valid" in proc.stdout
+
+
 def test_help_does_not_import_pydantic_or_yaml() -> None:
     loaded = _modules_after(["--help"])
     assert "pydantic" not in loaded and "yaml" not in loaded
