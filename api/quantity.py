@@ -66,9 +66,28 @@ def _suggest_memory(raw: str) -> str | None:
     return f"{num}{fixed}" if fixed else None
 
 
+# Good answers kept (a render parses the same few quantities ~10 times; a bad one is parsed
+# each time, to say why); keyed by type too, so True is never taken for 1.
+_MEMORY_SEEN: dict[tuple[type, object, int], int] = {}
+_CPU_SEEN: dict[tuple[type, object, int], Decimal] = {}
+_SEEN_MAX = 4096
+
+
 def parse_memory(value: object, most: int = MAX_MEMORY_BYTES) -> int:
     """Return bytes for a Kubernetes memory quantity such as `512Mi` or `64Gi` (at most `most`:
     one pod's bound by default; a typo above it is refused)."""
+    key = (type(value), value, most)
+    try:
+        return _MEMORY_SEEN[key]
+    except (KeyError, TypeError):  # TypeError: not hashable (refused below)
+        pass
+    n = _parse_memory(value, most)
+    if len(_MEMORY_SEEN) < _SEEN_MAX:
+        _MEMORY_SEEN[key] = n
+    return n
+
+
+def _parse_memory(value: object, most: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise QuantityError("must be a Kubernetes memory quantity like 512Mi or 64Gi")
     if isinstance(value, float) and not math.isfinite(value):
@@ -101,6 +120,18 @@ def parse_memory(value: object, most: int = MAX_MEMORY_BYTES) -> int:
 def parse_cpu(value: object, most: int = MAX_CPUS) -> Decimal:
     """Return cores for a CPU amount: an integer, a decimal (`0.5`) or millicores (`500m`), at
     most `most` (one pod's bound by default)."""
+    key = (type(value), value, most)
+    try:
+        return _CPU_SEEN[key]
+    except (KeyError, TypeError):
+        pass
+    n = _parse_cpu(value, most)
+    if len(_CPU_SEEN) < _SEEN_MAX:
+        _CPU_SEEN[key] = n
+    return n
+
+
+def _parse_cpu(value: object, most: int) -> Decimal:
     if isinstance(value, bool):
         raise QuantityError("must be a number of cores like 4, 0.5 or 500m")
     if isinstance(value, float) and not math.isfinite(value):

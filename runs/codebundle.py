@@ -11,8 +11,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import re
 from dataclasses import dataclass, field
-from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -99,17 +99,23 @@ def _helpers() -> tuple[tuple[str, bytes], ...]:
     return tuple(out)
 
 
+@functools.cache
+def _default_matchers() -> tuple[tuple[re.Pattern[str], bool, str], ...]:
+    """DEFAULT_RULES compiled once, the last first: (pattern of a name, folders only, reason)."""
+    from fnmatch import translate
+
+    return tuple((re.compile(translate(p.removesuffix("/"))), p.endswith("/"), reason)
+                 for p, reason in reversed(DEFAULT_RULES))  # fmt: skip
+
+
 def default_reason(rel: str) -> str | None:
     """DEFAULT_RULES alone, as gitignore reads them, without pathspec (a faster start): each is
     a name pattern with no inner '/', so it matches the last component (the walk has already
     left out ignored folders); a trailing '/' matches folders only; the last match wins."""
     is_dir = rel.endswith("/")
     name = rel.rstrip("/").rsplit("/", 1)[-1]
-    for pattern, reason in reversed(DEFAULT_RULES):
-        if pattern.endswith("/"):
-            if is_dir and fnmatchcase(name, pattern[:-1]):
-                return reason
-        elif fnmatchcase(name, pattern):
+    for pattern, folders_only, reason in _default_matchers():
+        if (is_dir or not folders_only) and pattern.match(name):
             return reason
     return None
 

@@ -122,3 +122,22 @@ def test_canonical_keeps_the_amount_and_is_a_fixed_point(n: int, suffix: str) ->
     c = canonical(raw)
     assert canonical(c) == c
     assert amount(c) == amount(raw)
+
+
+def test_a_kept_answer_never_stands_for_another_question() -> None:
+    """Good parses are kept: the same question again gets the same answer, but a bool is not
+    the int it equals, and a bound is part of the question."""
+    assert parse_cpu(1) == parse_cpu(1) == Decimal(1)
+    with pytest.raises(QuantityError):
+        parse_cpu(True)
+    assert parse_memory(1) == 1
+    with pytest.raises(QuantityError):
+        parse_memory(True)
+    assert parse_memory("2Gi") == 2 * 2**30
+    with pytest.raises(QuantityError, match="larger than"):
+        parse_memory("2Gi", most=2**30)
+    assert parse_cpu("8") == 8
+    with pytest.raises(QuantityError, match="more than 4"):
+        parse_cpu("8", most=4)
+    with pytest.raises(QuantityError):
+        parse_memory(["64Gi"])  # not hashable: refused, not a TypeError
