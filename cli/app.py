@@ -160,24 +160,37 @@ def deprecated_spellings(argv: list[str]) -> list[str]:
     return ["--workspace" if a == "-w" else a for a in argv]
 
 
-def _no_pydantic_plugins() -> None:
+class _NoPydanticPlugins:
     """tau's own process loads no pydantic plugins: pydantic looks for them through
     importlib.metadata (every installed package's entry points: ~15 ms of a 200 ms command)
-    when it builds the first validator. Its loader module is given here as one that finds
-    none (the effect of PYDANTIC_DISABLE_PLUGINS=__all__, which would also reach every run tau
-    starts). Library use of taugrid (a notebook) keeps its plugins."""
-    import types
+    when it builds the first validator. Its loader module, when pydantic imports it, is given
+    here as one that finds none (the effect of PYDANTIC_DISABLE_PLUGINS=__all__, which would
+    also reach every run tau starts). Library use of taugrid (a notebook) keeps its plugins."""
 
-    name = "pydantic.plugin._loader"
-    if name not in sys.modules:
-        loader = types.ModuleType(name, "no pydantic plugins in tau's own process")
-        loader.get_plugins = tuple  # type: ignore[attr-defined]  # get_plugins() -> ()
-        sys.modules[name] = loader
+    NAME = "pydantic.plugin._loader"
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name != self.NAME:
+            return None
+        from importlib.machinery import ModuleSpec
+
+        return ModuleSpec(name, self)  # type: ignore[arg-type]  # a Loader by protocol
+
+    def create_module(self, spec: Any) -> None:
+        return None  # the default module
+
+    def exec_module(self, module: Any) -> None:
+        module.get_plugins = tuple  # get_plugins() -> (): no plugins
+
+    @classmethod
+    def install(cls) -> None:
+        if cls.NAME not in sys.modules and not any(isinstance(f, cls) for f in sys.meta_path):
+            sys.meta_path.insert(0, cls())
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: every TauError becomes one message on stderr and its exit code."""
-    _no_pydantic_plugins()
+    _NoPydanticPlugins.install()
     args: Any = deprecated_spellings(list(sys.argv[1:] if argv is None else argv))
     try:
         app(args=args, prog_name="tau")

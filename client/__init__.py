@@ -15,34 +15,56 @@ the calls that need them.
 
 from __future__ import annotations
 
-from taugrid.api.errors import TauError
-from taugrid.client import cluster, platform, quota
-from taugrid.client.cluster import profiles, workspaces
-from taugrid.client.runs import (
-    Cancelled,
-    SubmitRequest,
-    Submitted,
-    Verified,
-    attach,
-    cancel,
-    cluster_runs,
-    find,
-    follow,
-    list_runs,
-    logs,
-    metrics,
-    record,
-    resume,
-    status,
-    statuses,
-    submit,
-    submit_many,
-    verify,
-    wait,
-    watch,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
 
-list = list_runs
+from taugrid.api.errors import TauError
+
+if TYPE_CHECKING:
+    from taugrid.client import cluster, platform, quota
+    from taugrid.client.cluster import profiles, workspaces
+    from taugrid.client.runs import (
+        Cancelled,
+        SubmitRequest,
+        Submitted,
+        Verified,
+        attach,
+        cancel,
+        cluster_runs,
+        find,
+        follow,
+        list_runs,
+        logs,
+        metrics,
+        record,
+        resume,
+        status,
+        statuses,
+        submit,
+        submit_many,
+        verify,
+        wait,
+        watch,
+    )
+
+    list = list_runs
+
+# Each name is imported when first used (PEP 562): `from taugrid.client import data` (the CLI's
+# `tau data`) does not load the platform, quota and cluster modules too.
+_MODULES = ("cluster", "platform", "quota")
+_FROM = {"profiles": "cluster", "workspaces": "cluster", "list": "runs"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MODULES:
+        return importlib.import_module(f"taugrid.client.{name}")
+    if name in __all__:
+        module = importlib.import_module(f"taugrid.client.{_FROM.get(name, 'runs')}")
+        value = getattr(module, "list_runs" if name == "list" else name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'taugrid.client' has no attribute {name!r}")
+
 
 __all__ = [
     "Cancelled",
