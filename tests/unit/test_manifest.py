@@ -539,3 +539,72 @@ def test_the_rest_goes_to_packaging(req: str) -> None:
     from taugrid.api.manifest import SIMPLE_REQUIREMENT
 
     assert not SIMPLE_REQUIREMENT.fullmatch(req)
+
+
+_SCALARS = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.text(max_size=20),
+    st.floats(allow_nan=False), st.datetimes().map(lambda d: d.replace(microsecond=0)),
+)  # fmt: skip
+_DOCS = st.recursive(
+    _SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_DOCS)
+def test_documents_are_built_as_pyyaml_builds_them(doc: object) -> None:
+    """tau's YAML reading builds most nodes itself (a faster path than PyYAML's): any document
+    PyYAML's safe_dump writes reads back as yaml.safe_load reads it."""
+    from taugrid.api.documents import parse_yaml
+
+    text = yaml.safe_dump({"doc": doc}, allow_unicode=True)
+    assert parse_yaml(text, "x.yaml") == yaml.safe_load(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a: [x, 2, 3.5, true, null, ~, 0x1f, 0o17, 1_000, 1:30, .inf, 2001-12-14, yes, off]\n",
+        "base: &b {x: 1}\nd:\n  <<: *b\n  y: 2\n  x: 5\n",  # merge keys, overridden
+        "d:\n  <<: [{a: 1}, {b: 2}]\n  c: 3\n",
+        "a: &x [1, {k: v}]\nb: *x\n",  # an alias: the same object
+        "x: !!set {a, b}\ny: !!binary aGVsbG8=\nz: !!omap [a: 1]\n",
+        "&a [*a]\n",  # an alias inside itself
+        "'1': one\n1: int\n",
+    ],
+)
+def test_yaml_features_read_as_pyyaml_reads_them(text: str) -> None:
+    from taugrid.api.documents import parse_yaml
+
+    got, want = parse_yaml(text, "x.yaml"), yaml.safe_load(text)
+    assert repr(got) == repr(want)
+    if "*x" in text:
+        assert got["a"] is got["b"]
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        ("a: 1\nb: 2\na: 3\n", 3),
+        ("d:\n  <<: {a: 1}\n  b: 2\n  b: 3\n", 4),
+        ("x: {1: a, 1: b}\n", 1),
+    ],
+)
+def test_a_key_twice_is_refused_on_either_path(text: str, line: int) -> None:
+    from taugrid.api.documents import parse_yaml
+    from taugrid.api.errors import TauError
+
+    with pytest.raises(TauError, match=f"x.yaml:{line}: not valid YAML: key .* appears twice"):
+        parse_yaml(text, "x.yaml")
+
+
+def test_an_unhashable_key_is_pyyamls_error() -> None:
+    from taugrid.api.documents import parse_yaml
+    from taugrid.api.errors import TauError
+
+    with pytest.raises(TauError, match="unhashable key"):
+        parse_yaml("? [a, b]\n: 1\n", "x.yaml")
