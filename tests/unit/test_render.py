@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 from conftest import EXAMPLE_DIRS, PROFILES
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from k8s_schemas import crd_errors, k8s_errors, pod_template_errors
 
 from taugrid.api import constants as C
@@ -401,3 +403,13 @@ def test_the_original_s_execution_spellings_make_the_same_sweep(tmp_path: Path) 
                                       "num_samples": 4, "max_concurrent_trials": 2,
                                       "configs": {"lr": 0.1}}})  # fmt: skip
     assert mine.sweep() == theirs.sweep() and theirs.workload_kind() == "rayjob"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(max_size=40), max_size=5))
+def test_pip_requirements_read_back_as_written(pip: list[str]) -> None:
+    """Ray reads runtimeEnvYAML with a YAML parser: any list of requirements reads back as it
+    was, whichever way it was written (as JSON strings, or by the YAML emitter)."""
+    import yaml
+
+    assert yaml.safe_load(render.pip_yaml(pip)) == {"pip": pip}
