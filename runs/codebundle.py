@@ -82,19 +82,20 @@ class CodeBundle:
 HELPER = "tau_run.py"
 
 
+HELPER_MODULES = ("tau_run", "tau_evidence", "tau_launch", "tau_inputs", "tau_ray")
+
+
 @functools.cache
 def _helpers() -> tuple[tuple[str, bytes], ...]:
-    """The stdlib-only modules every run carries, read once per process."""
-    import tau_evidence
-    import tau_inputs
-    import tau_launch
-    import tau_ray
-
-    import tau_run
+    """The stdlib-only modules every run carries, read once per process (found, not imported:
+    this process does not need them)."""
+    from importlib.util import find_spec
 
     out = []
-    for module in (tau_run, tau_evidence, tau_launch, tau_inputs, tau_ray):
-        path = Path(str(module.__file__))
+    for module in HELPER_MODULES:
+        spec = find_spec(module)
+        assert spec is not None and spec.origin, f"{module} is part of taugrid's install"
+        path = Path(spec.origin)
         out.append((path.name, path.read_bytes()))
     return tuple(out)
 
