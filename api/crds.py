@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from taugrid.api import constants as C
+from taugrid.api.defaults import new_list
 from taugrid.api.profiles import WorkloadProfile, WorkspaceRef
 from taugrid.api.vocabulary import Phase, Signal, TerminationReason, TimelineEntry
 
@@ -43,7 +44,7 @@ _CONDITIONS_LIST: dict[str, Any] = _list_map("type")
 class TauClusterSpec(_Model):
     stack: str = Field(description="The Pulumi stack that declared this cluster")
     workloadProfiles: list[WorkloadProfile] = Field(
-        default_factory=list,
+        default_factory=new_list,
         json_schema_extra=_list_map("name"),
     )
     components: dict[str, str] = Field(
@@ -51,7 +52,7 @@ class TauClusterSpec(_Model):
     )
     defaultWorkspace: str | None = Field(None, description="Workspace of runs that name none")
     workspaces: list[WorkspaceRef] = Field(
-        default_factory=list,
+        default_factory=new_list,
         description="Every workspace (namespace, /data PVC): what `tau` resolves runs against",
         json_schema_extra=_list_map("name"),
     )
@@ -79,9 +80,11 @@ class TauClusterStatus(_Model):
         json_schema_extra={"format": "date-time"},
     )
     profiles: list[ProfileCapacity] = Field(
-        default_factory=list, json_schema_extra=_list_map("name")
+        default_factory=new_list, json_schema_extra=_list_map("name")
     )
-    conditions: list[Condition] = Field(default_factory=list, json_schema_extra=_CONDITIONS_LIST)
+    conditions: list[Condition] = Field(
+        default_factory=new_list, json_schema_extra=_CONDITIONS_LIST
+    )
 
 
 # --- TauWorkspace --------------------------------------------------------------------------
@@ -99,10 +102,12 @@ class WorkspaceStorage(_Model):
 
 class TauWorkspaceSpec(_Model):
     namespace: str
-    members: list[Subject] = Field(default_factory=list)
-    localQueues: list[str] = Field(default_factory=list, description="LocalQueues in the namespace")
+    members: list[Subject] = Field(default_factory=new_list)
+    localQueues: list[str] = Field(
+        default_factory=new_list, description="LocalQueues in the namespace"
+    )
     profiles: list[str] = Field(
-        default_factory=list, description="Workload profiles this workspace may use"
+        default_factory=new_list, description="Workload profiles this workspace may use"
     )
     storage: WorkspaceStorage
     serviceAccount: str | None = None
@@ -111,7 +116,9 @@ class TauWorkspaceSpec(_Model):
 class TauWorkspaceStatus(_Model):
     phase: Literal["Pending", "Ready", "Degraded"] | None = None
     observedGeneration: int | None = None
-    conditions: list[Condition] = Field(default_factory=list, json_schema_extra=_CONDITIONS_LIST)
+    conditions: list[Condition] = Field(
+        default_factory=new_list, json_schema_extra=_CONDITIONS_LIST
+    )
 
 
 # --- TauQuotaRequest -------------------------------------------------------------------------
@@ -156,7 +163,9 @@ class TauQuotaRequestStatus(_Model):
     expiresAt: str | None = Field(None, json_schema_extra={"format": "date-time"})
     message: str | None = None
     observedGeneration: int | None = None
-    conditions: list[Condition] = Field(default_factory=list, json_schema_extra=_CONDITIONS_LIST)
+    conditions: list[Condition] = Field(
+        default_factory=new_list, json_schema_extra=_CONDITIONS_LIST
+    )
 
 
 # --- TauRun ----------------------------------------------------------------------------------
@@ -189,14 +198,16 @@ class TauRunStatus(_Model):
     completionTime: str | None = Field(None, json_schema_extra={"format": "date-time"})
     runDir: str | None = None
     summary: str | None = None
-    nodes: list[str] = Field(default_factory=list, description="Nodes the run's pods ran on")
+    nodes: list[str] = Field(default_factory=new_list, description="Nodes the run's pods ran on")
     observedAt: str | None = Field(None, json_schema_extra={"format": "date-time"})
     signals: list[Signal] = Field(
-        default_factory=list,
+        default_factory=new_list,
         json_schema_extra=_list_map("name"),
     )
-    timeline: list[TimelineEntry] = Field(default_factory=list)
-    conditions: list[Condition] = Field(default_factory=list, json_schema_extra=_CONDITIONS_LIST)
+    timeline: list[TimelineEntry] = Field(default_factory=new_list)
+    conditions: list[Condition] = Field(
+        default_factory=new_list, json_schema_extra=_CONDITIONS_LIST
+    )
 
 
 # --- TauService ------------------------------------------------------------------------------
@@ -235,7 +246,7 @@ class TauServiceSpec(_Model):
     generation: int = Field(
         1, ge=1, description="The RayService <name>-<generation> that is to serve (the newest)"
     )
-    revisions: list[ServiceRevision] = Field(default_factory=list)
+    revisions: list[ServiceRevision] = Field(default_factory=new_list)
     canary: ServiceCanary | None = Field(None, description="A revision on trial beside it")
 
 
@@ -246,8 +257,10 @@ class TauServiceStatus(_Model):
     replicasReady: int | None = None
     admitted: bool | None = None
     observedAt: str | None = Field(None, json_schema_extra={"format": "date-time"})
-    timeline: list[TimelineEntry] = Field(default_factory=list)
-    conditions: list[Condition] = Field(default_factory=list, json_schema_extra=_CONDITIONS_LIST)
+    timeline: list[TimelineEntry] = Field(default_factory=new_list)
+    conditions: list[Condition] = Field(
+        default_factory=new_list, json_schema_extra=_CONDITIONS_LIST
+    )
 
 
 # --- generator -------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from taugrid.api.defaults import new_list
 from taugrid.api.errors import EXIT_USAGE, TauError
 from taugrid.api.vocabulary import (
     ResolvedInput as ResolvedInput,  # a run's input (the run vocabulary)
@@ -185,7 +186,7 @@ class DataInput(_Model):
 
 class Lineage(_Model):
     run: str | None = None
-    inputs: list[DataInput] = Field(default_factory=list)
+    inputs: list[DataInput] = Field(default_factory=new_list)
     config_hash: str | None = None
     code_revision: str | None = None
     checkpoint: str | None = None  # the run's checkpoint this model is
@@ -210,7 +211,7 @@ class VersionRecord(_Model):
         0, description="When the store wrote it (orders versions made in one second)"
     )
     packs: list[str] = Field(
-        default_factory=list,
+        default_factory=new_list,
         description="Where a file store packed its small files (a hint for readers, not part "
         "of the version id; another store's copy has its own)",
     )

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
 from taugrid.api import constants as C
+from taugrid.api.defaults import new_list
 from taugrid.api.vocabulary import TERMINAL, Phase, ResolvedInput, TerminationReason
 
 
@@ -96,12 +97,12 @@ class RunRecord(_Model):
     gpus_per_worker: int = 0
     gpus_available: int = 0
     stall_after_seconds: int = 900
-    inputs: list[ResolvedInput] = Field(default_factory=list)  # data, by exact version
+    inputs: list[ResolvedInput] = Field(default_factory=new_list)  # data, by exact version
     primary_metric: str | None = None
     metric_direction: Literal["lower", "higher"] | None = None
     checkpoint_subdir: str = C.DEFAULT_CHECKPOINT_SUBDIR
     output_subdir: str = C.DEFAULT_OUTPUT_SUBDIR
-    warnings: list[str] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=new_list)
     resumed_from: Lineage | None = None
 
     @computed_field  # type: ignore[prop-decorator]

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validat
 
 from taugrid.api import constants as C
 from taugrid.api import naming
+from taugrid.api.defaults import new_list
 from taugrid.api.issues import Issue
 from taugrid.api.quantity import cpu_field, memory_with_unit, parse_cpu, parse_memory
 from taugrid.api.vocabulary import DEFAULT_RETRY_ON, RetryReason
@@ -76,7 +77,9 @@ class RunSpec(_Model):
     workload_kind: WorkloadKind | None = Field(
         None, description="rayjob | job; inferred when omitted"
     )
-    args: list[str] = Field(default_factory=list, description="Arguments passed to the entrypoint")
+    args: list[str] = Field(
+        default_factory=new_list, description="Arguments passed to the entrypoint"
+    )
     launcher: Launcher | None = Field(
         None,
         description="python (default) | torchrun: compute.workers nodes x nproc_per_node | "
@@ -223,9 +226,9 @@ SIMPLE_REQUIREMENT = re.compile(
 
 class Runtime(_Model):
     image: str | None = Field(None, description="Container image (a Ray image for rayjob)")
-    pip: list[str] = Field(default_factory=list, description="pip requirements of the run")
+    pip: list[str] = Field(default_factory=new_list, description="pip requirements of the run")
     env: list[EnvVar] | dict[str, str] = Field(
-        default_factory=list, description="Env as a list of {name, value} or a map NAME: value"
+        default_factory=new_list, description="Env as a list of {name, value} or a map NAME: value"
     )
     env_from_secret: dict[str, str] = Field(
         default_factory=dict, description="NAME: <secret>:<key> (values never enter the record)"
@@ -289,7 +292,7 @@ class Storage(_Model):
     )
     checkpoint: str | None = Field(None, description="Checkpoint folder, relative to the run dir")
     output: str | None = Field(None, description="Output folder, relative to the run dir")
-    mounts: list[Mount] = Field(default_factory=list)
+    mounts: list[Mount] = Field(default_factory=new_list)
 
     _v_rel = field_validator("checkpoint", "output")(_rel_path)
 
@@ -358,7 +361,7 @@ class DataInputSpec(_Model):
 
 class DataSpec(_Model):
     inputs: list[DataInputSpec] = Field(
-        default_factory=list, description="Datasets and models the run reads, by reference"
+        default_factory=new_list, description="Datasets and models the run reads, by reference"
     )
 
 

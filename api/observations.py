@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from taugrid.api.crds import TauRunStatus
+from taugrid.api.defaults import new_list
 from taugrid.api.evidence import HistoryEvent, RunRecord
 
 
@@ -39,8 +40,8 @@ class ClusterFacts:
     queue: str | None = None  # the LocalQueue
     position: int | None = None
     position_note: str | None = None  # why the position is unknown
-    pods: list[PodFact] = field(default_factory=list)
-    warnings: list[tuple[str, str, str]] = field(default_factory=list)  # (reason, message, ts)
+    pods: list[PodFact] = field(default_factory=new_list)
+    warnings: list[tuple[str, str, str]] = field(default_factory=new_list)  # (reason, message, ts)
     node_problems: dict[str, list[str]] = field(default_factory=dict)  # node -> bad conditions
     nodes_visible: bool = True
     recorded: TauRunStatus | None = None  # TauRun.status, as the controller recorded it

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from taugrid.api import constants as C
 from taugrid.api import naming
+from taugrid.api.defaults import new_list
 from taugrid.api.issues import Issue
 from taugrid.api.profiles import (
     Toleration,
@@ -116,7 +117,7 @@ class SystemPool(_Model):
 class ApiServerSpec(_Model):
     private: bool = Field(False, description="A private API server (no public endpoint)")
     authorizedIpRanges: list[str] = Field(
-        default_factory=list, description="CIDRs that may reach a public API server"
+        default_factory=new_list, description="CIDRs that may reach a public API server"
     )
 
     @field_validator("authorizedIpRanges")
@@ -186,9 +187,9 @@ class PoolBase(_Model):
     minCount: int = Field(0, ge=0, le=1000)
     maxCount: int = Field(ge=1, le=1000)
     spot: bool = False
-    zones: list[str] = Field(default_factory=list)
+    zones: list[str] = Field(default_factory=new_list)
     labels: dict[str, str] = Field(default_factory=dict)
-    taints: list[Taint] = Field(default_factory=list)
+    taints: list[Taint] = Field(default_factory=new_list)
     allocatable: WorkerSize | None = Field(None, description="Per node; derived for known VM sizes")
     osDiskSizeGB: int = Field(128, ge=30, le=4096)
 
@@ -360,7 +361,7 @@ class ClusterQueueSpec(_Model):
 
 class Queues(_Model):
     cohort: str = "taugrid"
-    clusterQueues: list[ClusterQueueSpec] = Field(default_factory=list)
+    clusterQueues: list[ClusterQueueSpec] = Field(default_factory=new_list)
 
     _v = field_validator("cohort")(_dns)
 
@@ -442,7 +443,7 @@ class WorkspaceStorage(_Model):
 class WorkspaceSpec(_Model):
     name: str
     namespace: str | None = Field(None, description="Default: the workspace name")
-    members: list[Member] = Field(default_factory=list)
+    members: list[Member] = Field(default_factory=new_list)
     queues: list[str] = Field(min_length=1, description="ClusterQueues this workspace submits to")
     storage: WorkspaceStorage = Field(default_factory=WorkspaceStorage)
 
@@ -456,13 +457,13 @@ class WorkspaceSpec(_Model):
 # --- the whole declaration ---------------------------------------------------------------------------
 class PlatformConfig(_Model):
     cluster: ClusterSpec
-    gpuPools: list[GpuPool] = Field(default_factory=list)
-    cpuPools: list[CpuPool] = Field(default_factory=list)
+    gpuPools: list[GpuPool] = Field(default_factory=new_list)
+    cpuPools: list[CpuPool] = Field(default_factory=new_list)
     components: Components = Field(default_factory=Components)
     queues: Queues = Field(default_factory=Queues)
     priorityClasses: list[PriorityClass] = Field(default_factory=_default_priorities)
     defaultPriority: str | None = "normal"
-    workspaces: list[WorkspaceSpec] = Field(default_factory=list)
+    workspaces: list[WorkspaceSpec] = Field(default_factory=new_list)
     profiles: list[WorkloadProfile] | None = Field(
         None, description="Explicit profiles; default: derived"
     )

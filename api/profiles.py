@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from taugrid.api import constants as C
 from taugrid.api import naming
+from taugrid.api.defaults import new_list
 from taugrid.api.quantity import cpu_field, memory_field
 
 
@@ -60,22 +61,22 @@ class WorkloadProfile(_Model):
     )
     maxWorkers: int | None = Field(None, ge=1, description="Most workers one run may ask for")
     nodeSelector: dict[str, str] = Field(default_factory=dict)
-    tolerations: list[Toleration] = Field(default_factory=list)
+    tolerations: list[Toleration] = Field(default_factory=new_list)
     headNodeSelector: dict[str, str] = Field(
         default_factory=dict, description="Where the CPU-only Ray head goes"
     )
-    headTolerations: list[Toleration] = Field(default_factory=list)
+    headTolerations: list[Toleration] = Field(default_factory=new_list)
     flavor: str = Field(description="Kueue ResourceFlavor of the pool")
     clusterQueue: str = Field(description="Kueue ClusterQueue")
     localQueue: str = Field(description="LocalQueue name in every workspace namespace")
     priorityClasses: list[str] = Field(
-        default_factory=list, description="WorkloadPriorityClasses a run may pick"
+        default_factory=new_list, description="WorkloadPriorityClasses a run may pick"
     )
     defaultPriority: str | None = Field(
         None, description="WorkloadPriorityClass when tau.yaml names none"
     )
     workspaces: list[str] = Field(
-        default_factory=list, description="Workspaces allowed (empty: all)"
+        default_factory=new_list, description="Workspaces allowed (empty: all)"
     )
     image: str | None = Field(None, description="Default image for runs on this profile")
 
@@ -139,7 +140,7 @@ class ProfileSnapshot(_Model):
         None, description="Recomputed and checked on load when present"
     )
     profiles: list[WorkloadProfile]
-    workspaces: list[WorkspaceRef] = Field(default_factory=list)
+    workspaces: list[WorkspaceRef] = Field(default_factory=new_list)
     defaultWorkspace: str | None = Field(None, description="Workspace of runs that name none")
 
     @model_validator(mode="after")

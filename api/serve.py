@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from taugrid.api.defaults import new_list
 from taugrid.api.manifest import MAX_REPLICAS as MAX_REPLICAS
 from taugrid.api.manifest import STRATEGIES as STRATEGIES
 from taugrid.api.manifest import Autoscaling as Autoscaling
@@ -233,8 +234,8 @@ class ServiceStatus(_Model):
     serving: bool | None = Field(None, description="A request answered (None: not asked)")
     admitted: bool | None = Field(None, description="Kueue admitted it (cluster only)")
     rollout: dict[str, Any] | None = None
-    revisions: list[dict[str, Any]] = Field(default_factory=list)
-    events: list[Event] = Field(default_factory=list)
+    revisions: list[dict[str, Any]] = Field(default_factory=new_list)
+    events: list[Event] = Field(default_factory=new_list)
 
 
 def config_hash(spec: ServiceSpec, model: ModelPin | None, code_digest: str) -> str:

@@ -11,6 +11,8 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from taugrid.api.defaults import new_list
+
 
 class Phase(StrEnum):
     """Where a run is in its life. The last three are terminal: a run never leaves them."""
@@ -148,5 +150,7 @@ class RunStatus(_Model):
     latest_metrics: dict[str, float | int | str] = Field(default_factory=dict)
     last_error: str | None = None  # the last error line the run logged (failed runs)
     evidence: str | None = None  # where the run's evidence record is
-    timeline: list[TimelineEntry] = Field(default_factory=list)  # cluster runs: the controller's
-    inputs: list[ResolvedInput] = Field(default_factory=list)  # data it reads, by exact version
+    timeline: list[TimelineEntry] = Field(
+        default_factory=new_list
+    )  # cluster runs: the controller's
+    inputs: list[ResolvedInput] = Field(default_factory=new_list)  # data it reads, by exact version
