@@ -193,6 +193,22 @@ class Lineage(_Model):
     metrics: dict[str, float] = Field(default_factory=dict)  # at that checkpoint
 
 
+class VersionHead(_Model):
+    """What a listing shows of a version, kept beside its record (a record may list 100,000
+    files: `list` reads heads, never records)."""
+
+    version: str
+    size: int = Field(ge=0)
+    files: int = Field(ge=0)  # how many
+    created: Created
+    written_ns: int = 0  # orders versions made in the same second (as the record's)
+
+    @classmethod
+    def of(cls, record: VersionRecord) -> VersionHead:
+        return cls(version=record.version, size=record.size, files=len(record.files),
+                   created=record.created, written_ns=record.written_ns)  # fmt: skip
+
+
 class VersionRecord(_Model):
     """One immutable version of a dataset or a model."""
 

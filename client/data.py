@@ -128,7 +128,7 @@ def list_(kind: Kind, *, registry: str | None = None) -> builtins.list[dict[str,
         count, newest = got
         aliases = s.aliases(kind, name)
         rows.append({"name": name, "versions": count, "newest": short(newest.version),
-                     "size": newest.size, "files": len(newest.files), "created": newest.created.at,
+                     "size": newest.size, "files": newest.files, "created": newest.created.at,
                      "aliases": {a: short(v) for a, v in sorted(aliases.items())}})  # fmt: skip
     return rows
 

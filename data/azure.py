@@ -183,6 +183,17 @@ class AzureStore(Store):
         except self._errors.ResourceNotFoundError:
             return None
 
+    def _put_head(self, kind: Kind, name: str, version: str, data: bytes) -> None:
+        self._create(self._record_key(kind, name, version)[: -len(".json")] + ".head", data)
+
+    def _get_head(self, kind: Kind, name: str, version: str) -> bytes | None:
+        key = self._record_key(kind, name, version)[: -len(".json")] + ".head"
+        client = self.container.get_blob_client(key)
+        try:
+            return bytes(self._call("read", lambda: client.download_blob().readall()))
+        except self._errors.ResourceNotFoundError:
+            return None
+
     def _version_ids(self, kind: Kind, name: str) -> list[str]:
         start = self._key(f"{kind}s/{check_name(name)}/versions/")
         items = self._call("list", lambda: list(self.container.list_blobs(name_starts_with=start)))
@@ -225,6 +236,11 @@ class AzureStore(Store):
                        exit_code=1, hint="try again")  # fmt: skip
 
     def _drop_record(self, kind: Kind, name: str, version: str) -> None:
-        client = self.container.get_blob_client(self._record_key(kind, name, version))
-        with contextlib.suppress(self._errors.ResourceNotFoundError):
-            self._call("delete", client.delete_blob)
+        key = self._record_key(kind, name, version)
+        for k in (
+            key[: -len(".json")] + ".head",
+            key,
+        ):  # the head first: never one without a record
+            client = self.container.get_blob_client(k)
+            with contextlib.suppress(self._errors.ResourceNotFoundError):
+                self._call("delete", client.delete_blob)

@@ -12,6 +12,7 @@ The file store's layout under DIR (the same on a laptop and on a workspace volum
                                           where each is (data/pack.py; an index is written
                                           after its pack: a pack is visible only through it)
     <kind>s/<name>/versions/<hex>.json    an immutable version record
+    <kind>s/<name>/versions/<hex>.head    its head (size, file count, created): what `list` reads
     <kind>s/<name>/aliases.json           {aliases: alias -> version, history: every move,
                                           removed: versions removed}, replaced atomically
     <kind>s/<name>/.lock                  flock: alias moves and removals are compare-and-swap
@@ -50,6 +51,7 @@ from taugrid.api.data import (
     Kind,
     Lineage,
     Ref,
+    VersionHead,
     VersionRecord,
     check_name,
     check_path,
@@ -204,6 +206,14 @@ class Store:
         """Store one file's bytes as a blob (create-if-absent); its sha256."""
         raise NotImplementedError
 
+    def _put_head(self, kind: Kind, name: str, version: str, data: bytes) -> None:
+        """Keep a version's head beside its record (written after the record: a head is only
+        read for a version whose record is listed)."""
+        raise NotImplementedError
+
+    def _get_head(self, kind: Kind, name: str, version: str) -> bytes | None:
+        raise NotImplementedError
+
     def _read_blob(self, sha: str) -> Iterator[bytes] | None:
         """A blob's bytes in chunks; None when it is missing."""
         raise NotImplementedError
@@ -252,7 +262,10 @@ class Store:
             record = record.model_copy(update={"files": entries})
             data = record.model_dump_json(indent=1, by_alias=True).encode()
             if not self._put_record(kind, name, version, data):
-                return Registered(self.read(kind, name, version), False, hashed)
+                existing = self.read(kind, name, version)
+                self._keep_head(existing)  # a registry written before heads existed
+                return Registered(existing, False, hashed)
+            self._keep_head(record)
             return Registered(record, True, hashed)
         except OSError as e:  # a file of the source, or the store itself
             raise self._os_problem(e, source) from None
@@ -300,14 +313,33 @@ class Store:
                 recs.append((VersionRecord.model_validate_json(raw), i))
         return [r for r, _ in sorted(recs, key=lambda x: (x[0].created.at, x[0].written_ns, x[1]))]
 
-    def summary(self, kind: Kind, name: str) -> tuple[int, VersionRecord] | None:
-        """How many versions `name` has and its newest (the last written): one record read."""
+    def _keep_head(self, record: VersionRecord) -> None:
+        """The version's head beside its committed record. Best effort: without it, a listing
+        reads the record instead."""
+        data = VersionHead.of(record).model_dump_json().encode()
+        with contextlib.suppress(OSError, TauError):
+            self._put_head(record.kind, record.name, record.version, data)
+
+    def summary(self, kind: Kind, name: str) -> tuple[int, VersionHead] | None:
+        """How many versions `name` has and the head of its newest (ordered as `versions`
+        orders them): small reads only (a version's record when its head is missing)."""
+        heads = []
         ids = self._version_ids(kind, check_name(name))
-        for hexid in reversed(ids):
-            raw = self._get_record(kind, name, DIGEST_PREFIX + hexid)
-            if raw is not None:
-                return len(ids), VersionRecord.model_validate_json(raw)
-        return None
+        for i, hexid in enumerate(ids):
+            head = self._head(kind, name, DIGEST_PREFIX + hexid)
+            if head is not None:
+                heads.append((head.created.at, head.written_ns, i, head))
+        return (len(ids), max(heads)[3]) if heads else None
+
+    def _head(self, kind: Kind, name: str, version: str) -> VersionHead | None:
+        raw = self._get_head(kind, name, version)
+        if raw is not None:
+            with contextlib.suppress(ValueError):
+                head = VersionHead.model_validate_json(raw)
+                if head.version == version:
+                    return head
+        raw = self._get_record(kind, name, version)
+        return None if raw is None else VersionHead.of(VersionRecord.model_validate_json(raw))
 
     def read(self, kind: Kind, name: str, version: str) -> VersionRecord:
         raw = self._get_record(kind, check_name(name), version)
@@ -498,6 +530,7 @@ class Store:
         placed = record.model_copy(update={"packs": []})  # the packs are the source's
         data = placed.model_dump_json(indent=1, by_alias=True).encode()
         dest._put_record(record.kind, record.name, record.version, data)
+        dest._keep_head(placed)
         return Copied(record, len(record.files), sent)
 
 
@@ -567,12 +600,13 @@ class FileStore(Store):
         finally:
             tmp.unlink(missing_ok=True)
 
-    def _tmp_write(self, data: bytes) -> Path:
+    def _tmp_write(self, data: bytes, sync: bool = True) -> Path:
         fd, name = tempfile.mkstemp(dir=self.root / "tmp")
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+            if sync:
+                f.flush()
+                os.fsync(f.fileno())
         return Path(name)
 
     # primitives
@@ -801,7 +835,21 @@ class FileStore(Store):
             return new
 
     def _drop_record(self, kind: Kind, name: str, version: str) -> None:
-        self._record_path(kind, name, version).unlink(missing_ok=True)
+        record = self._record_path(kind, name, version)
+        record.with_suffix(".head").unlink(missing_ok=True)
+        record.unlink(missing_ok=True)
+
+    def _put_head(self, kind: Kind, name: str, version: str, data: bytes) -> None:
+        self._place(self._tmp_write(data, sync=False),
+                    self._record_path(kind, name, version).with_suffix(".head"), durable=False)  # fmt: skip
+
+    def _get_head(self, kind: Kind, name: str, version: str) -> bytes | None:
+        try:
+            with open(f"{self._home(kind, name)}/versions/{version[len(DIGEST_PREFIX) :]}.head",
+                      "rb") as f:  # fmt: skip
+                return f.read()
+        except FileNotFoundError:
+            return None
 
 
 def _walk(source: Path) -> list[tuple[str, str, os.stat_result]]:

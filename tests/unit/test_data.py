@@ -247,6 +247,34 @@ def test_remove_is_refused_while_an_alias_holds_the_version(store: Store, tmp_pa
     assert store.verify(v1) == []  # its shared file stayed
 
 
+def test_a_listing_reads_heads_not_records(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each version keeps a head (size, file count, who and when) beside its record, which may
+    list 100,000 files: the summary a listing shows reads the head; without one (a registry
+    written before heads) it reads the record, and registering that content again writes the
+    head; removing the version removes its head."""
+    src = tree(tmp_path / "1", {f"f{i}": str(i).encode() for i in range(5)})
+    v1 = store.register("dataset", "d", src, WHO).record
+    (src / "f0").write_bytes(b"new")
+    v2 = store.register("dataset", "d", src, WHO).record
+    real = store._get_record
+    monkeypatch.setattr(store, "_get_record", lambda *a: pytest.fail("a record was read"))
+    count, head = store.summary("dataset", "d") or pytest.fail("no summary")
+    assert (count, head.version, head.files, head.size) == (2, v2.version, 5, v2.size)
+    assert head.created == v2.created
+    monkeypatch.setattr(store, "_get_record", real)
+    store._drop_record("dataset", "d", v2.version)  # the head goes with the record
+    store._put_record("dataset", "d", v2.version, v2.model_dump_json().encode())  # no head
+    assert store._get_head("dataset", "d", v2.version) is None
+    assert (store.summary("dataset", "d") or pytest.fail())[1].files == 5  # from the record
+    assert not store.register("dataset", "d", src, WHO).created  # the same content again
+    assert store._get_head("dataset", "d", v2.version) is not None
+    store.remove("dataset", "d", v2.version)
+    assert store._get_head("dataset", "d", v2.version) is None
+    assert (store.summary("dataset", "d") or pytest.fail())[1].version == v1.version
+
+
 def _race(url: str, version: str, expect: str, barrier: object, results: object, i: int) -> None:
     s = open_store(url)
     barrier.wait()  # type: ignore[attr-defined]
