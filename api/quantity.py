@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from datetime import timedelta
 from decimal import Decimal, InvalidOperation
+from typing import TypeVar
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
@@ -71,20 +73,26 @@ def _suggest_memory(raw: str) -> str | None:
 _MEMORY_SEEN: dict[tuple[type, object, int], int] = {}
 _CPU_SEEN: dict[tuple[type, object, int], Decimal] = {}
 _SEEN_MAX = 4096
+T = TypeVar("T")
+
+
+def _kept(seen: dict[tuple[type, object, int], T], value: object, most: int,
+          parse: Callable[[object, int], T]) -> T:  # fmt: skip
+    key = (type(value), value, most)
+    try:
+        return seen[key]
+    except (KeyError, TypeError):  # TypeError: not hashable (refused by `parse`)
+        pass
+    got = parse(value, most)
+    if len(seen) < _SEEN_MAX:
+        seen[key] = got
+    return got
 
 
 def parse_memory(value: object, most: int = MAX_MEMORY_BYTES) -> int:
     """Return bytes for a Kubernetes memory quantity such as `512Mi` or `64Gi` (at most `most`:
     one pod's bound by default; a typo above it is refused)."""
-    key = (type(value), value, most)
-    try:
-        return _MEMORY_SEEN[key]
-    except (KeyError, TypeError):  # TypeError: not hashable (refused below)
-        pass
-    n = _parse_memory(value, most)
-    if len(_MEMORY_SEEN) < _SEEN_MAX:
-        _MEMORY_SEEN[key] = n
-    return n
+    return _kept(_MEMORY_SEEN, value, most, _parse_memory)
 
 
 def _parse_memory(value: object, most: int) -> int:
@@ -120,15 +128,7 @@ def _parse_memory(value: object, most: int) -> int:
 def parse_cpu(value: object, most: int = MAX_CPUS) -> Decimal:
     """Return cores for a CPU amount: an integer, a decimal (`0.5`) or millicores (`500m`), at
     most `most` (one pod's bound by default)."""
-    key = (type(value), value, most)
-    try:
-        return _CPU_SEEN[key]
-    except (KeyError, TypeError):
-        pass
-    n = _parse_cpu(value, most)
-    if len(_CPU_SEEN) < _SEEN_MAX:
-        _CPU_SEEN[key] = n
-    return n
+    return _kept(_CPU_SEEN, value, most, _parse_cpu)
 
 
 def _parse_cpu(value: object, most: int) -> Decimal:

@@ -169,13 +169,17 @@ def _offset(progress: Progress | None, base: int, total: int) -> Callable[[int],
     return update
 
 
+def _fsync(path: Path | str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _fsync_dir(path: Path | str) -> None:
     with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _fsync(path)
 
 
 def _fsync_all(paths: list[str]) -> None:
@@ -183,11 +187,7 @@ def _fsync_all(paths: list[str]) -> None:
     nothing of anyone else's (os.sync() would flush every writer on the machine)."""
     for p in paths:
         with contextlib.suppress(FileNotFoundError):
-            fd = os.open(p, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            _fsync(p)
     for d in sorted({os.path.dirname(p) for p in paths}):
         _fsync_dir(d)
 
