@@ -135,6 +135,14 @@ class StatCache:
         if self.path is not None and keep:
             self._append(marshal.dumps(rows, 2))
 
+    def journal(self, learned: list[dict[str, tuple[int, int, int, int, str]]]) -> None:
+        """Keep rows already learned (`add(..., keep=False)`) in the journal now, as one record."""
+        if self.path is not None and learned:
+            rows: dict[str, tuple[int, int, int, int, str]] = {}
+            for r in learned:
+                rows.update(r)
+            self._append(marshal.dumps(rows, 2))
+
     def _append(self, data: bytes) -> None:
         assert self.path is not None
         with contextlib.suppress(OSError):  # a cache: what it cannot keep costs a read later
@@ -657,7 +665,8 @@ class FileStore(Store):
         cache = StatCache(self.stat_cache, source)
         done = hashed = 0
         prefix = pack.new_prefix()
-        learned: dict[str, pack.Row] = {}  # stat cache rows not journaled yet
+        learned: list[dict[str, pack.Row]] = []  # stat cache rows not journaled yet
+        wrote = False  # new pieces in packs
         batches = pack.ingest(self.root, prefix, found(), cache.rows, known, loose, pack.workers())
         try:
             for b in batches:  # taken in whole: nothing here is done per file
@@ -668,28 +677,25 @@ class FileStore(Store):
                 done += b.size
                 if b.pieces:
                     unpublished.setdefault(b.pack, []).extend(b.pieces)
-                    known.update({s: (b.pack, o, n) for s, o, n in b.pieces})
+                    wrote = True
                 if b.large:
                     at = len(found_entries)
                     large += [at + j for j in b.large]
                 found_entries += b.entries
                 packs |= b.packs
-                learned.update(b.rows)
+                learned.append(b.rows)
                 cache.add(b.rows, keep=False)
                 for closed in b.closed:
                     self._publish(closed, unpublished.pop(closed, []))
                 # journaled when a pack is published (a killed registration keeps what those
                 # packs hold); per batch would cost more than reading the small files again
                 if b.closed:
-                    cache.add(learned)
-                    learned = {}
+                    cache.journal(learned)
+                    learned = []
                 if progress:  # the files found so far, those not done yet at the mean size
                     at = len(found_entries)
                     progress(done, done + (len(names) - at) * (done // max(at, 1))
                              + sum(found_entries[i][1] for i in large))  # fmt: skip
-        except BaseException:
-            self._pieces = None  # it may name packs that will not be published: read again
-            raise
         finally:  # what was written whole is kept (and reused) even when the rest failed
             batches.close()  # the workers have exited: every pack is complete
             for p, pieces in unpublished.items():
@@ -710,6 +716,8 @@ class FileStore(Store):
             if progress:
                 progress(done, total)
         cache.compact()
+        if wrote:  # the packs' indexes are read again when next needed (a large file is never
+            self._pieces = None  # packed: the loop above did not need this registration's pieces)
         return entries, done, hashed, sorted(packs)
 
     def _publish(self, name: str, pieces: list[tuple[str, int, int]]) -> None:
@@ -876,21 +884,31 @@ def _name_chunks(source: Path, size: int = 1024) -> Iterator[list[tuple[str, str
     buf: list[tuple[str, str]] = []
     found = False
 
-    def walk(folder: str, rel: str) -> Iterator[list[tuple[str, str]]]:
+    def full() -> Iterator[list[tuple[str, str]]]:
         nonlocal buf, found
+        while len(buf) >= size:
+            chunk, buf = buf[:size], buf[size:]
+            check_paths([r for r, _ in chunk])
+            found = True
+            yield chunk
+
+    def walk(folder: str, rel: str) -> Iterator[list[tuple[str, str]]]:
+        nonlocal buf
         with os.scandir(folder) as it:
-            entries = [(e.name + "/" if e.is_dir(follow_symlinks=False) else e.name, e) for e in it]
-        entries.sort()
-        for key, e in entries:
+            entries = list(it)
+        dirs = [(e.name + "/", e.path) for e in entries if e.is_dir(follow_symlinks=False)]
+        files = [(rel + e.name, e.path) for e in entries if e.is_file(follow_symlinks=False)]
+        if not dirs:  # the common case: a folder of files, taken in whole
+            files.sort()
+            buf += files
+            yield from full()
+            return
+        for key, path in sorted(dirs + [(r[len(rel) :], p) for r, p in files]):
             if key[-1] == "/":
-                yield from walk(e.path, rel + key)
-            elif e.is_file(follow_symlinks=False):
-                buf.append((rel + key, e.path))
-                if len(buf) >= size:
-                    check_paths([r for r, _ in buf])
-                    found = True
-                    yield buf
-                    buf = []
+                yield from walk(path, rel + key)
+            else:
+                buf.append((rel + key, path))
+                yield from full()
 
     yield from walk(str(source), "")
     if buf:
