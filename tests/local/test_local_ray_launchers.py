@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import shutil
 from pathlib import Path
 
 import pytest
 from localkit import EXAMPLES, Tau, have_ray
+
+RAY_WORKER_LINE = re.compile(r"\(\w[\w.-]* pid=\d+(, ip=[^)]*)?\)")
 
 pytestmark = [pytest.mark.local, pytest.mark.skipif(not have_ray(), reason="Ray is not installed")]
 
@@ -53,7 +56,11 @@ def test_a_sweep_whose_trainable_never_reports_the_metric_says_so(tau: Tau, tmp_
     out = res.stdout + res.stderr
     assert "no trial reported the sweep's metric 'accuracy'" in out
     assert "the trials reported: loss" in out and "best: None" not in out
-    assert "Traceback" not in out
+    # tau's own lines: no traceback. Lines Ray forwards from a trial's process ("(objective
+    # pid=N) ...") are left out: a trial stopped at the sweep's end may print Ray's shutdown
+    # noise there (seen once in CI: a trace in _weakrefset while the actor exited).
+    ours = [line for line in out.splitlines() if not RAY_WORKER_LINE.search(line)]
+    assert not [line for line in ours if "Traceback" in line], out
 
 
 def test_ray_train_runs_the_function_on_the_workers_compute_asks_for(tau: Tau) -> None:
