@@ -652,7 +652,7 @@ class FileStore(Store):
         names: list[tuple[str, str]] = []  # as the walk finds them (in the paths' order)
 
         def found() -> Iterator[list[tuple[str, str]]]:
-            for chunk in _name_chunks(source, pack.BATCH):
+            for chunk in _name_chunks(source):
                 names.extend(chunk)
                 yield chunk
 
@@ -870,7 +870,7 @@ def _names(source: Path) -> list[tuple[str, str]]:
     return [name for chunk in _name_chunks(source) for name in chunk]
 
 
-def _name_chunks(source: Path, size: int = 1024) -> Iterator[list[tuple[str, str]]]:
+def _name_chunks(source: Path, size: int = pack.BATCH) -> Iterator[list[tuple[str, str]]]:
     """The files of a file or folder as they are found, `size` at a time: (relative path, path),
     in the order of the relative paths (each folder's entries sorted with a folder's name
     followed by `/`, so the walk's order is the paths' order: nothing to sort after it);
