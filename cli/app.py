@@ -11,6 +11,7 @@ from typing import Any
 
 import typer
 from typer.core import TyperGroup
+from typer.models import TyperInfo
 
 from taugrid.api.errors import EXIT_INTERRUPTED, TauError
 from taugrid.cli import (
@@ -25,6 +26,7 @@ from taugrid.cli import (
     sandbox,
     serve,
 )
+from taugrid.cli.lazy import lazy_group
 from taugrid.cli.options import RenderFormat, RenderOutOpt
 from taugrid.cli.output import object_list, out
 
@@ -47,7 +49,8 @@ AUDIENCES: dict[str, list[str]] = {
 
 
 # The command groups, built into click commands only when one is invoked (or listed in
-# help): building all ~60 commands' options from their signatures cost every command ~0.1 s.
+# help), and then only the command asked for (cli/lazy.py): building all ~60 commands' options
+# from their signatures cost every command ~0.1 s.
 GROUPS: dict[str, typer.Typer] = {"run": run.app, "data": data.app, "local": local.app,
                                   "platform": platform.app, "sandbox": sandbox.app,
                                   "quota": quota.app, "controller": controller.app,
@@ -70,11 +73,10 @@ class _RootGroup(TyperGroup):
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         if cmd_name not in self.commands and cmd_name in GROUPS:
-            # under a root with the app's settings (help format, completion), as add_typer has it
-            holder = typer.Typer(**SETTINGS)
-            holder.add_typer(GROUPS[cmd_name], name=cmd_name)
-            holder.command("_")(lambda: None)  # two entries: the holder stays a group
-            self.commands[cmd_name] = typer.main.get_group(holder).commands[cmd_name]
+            # under a root with the app's settings (help format), as add_typer has it; the
+            # group's own commands are built when asked for (cli/lazy.py)
+            self.commands[cmd_name] = lazy_group(TyperInfo(GROUPS[cmd_name], name=cmd_name),
+                                                 SETTINGS)  # fmt: skip
         return self.commands.get(cmd_name)
 
     def format_commands(self, ctx: Any, formatter: Any) -> None:

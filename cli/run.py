@@ -6,9 +6,9 @@ import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from typer.core import TyperGroup
 
 from taugrid.api.errors import EXIT_INTERRUPTED, EXIT_PLATFORM, EXIT_RUN_FAILED, TauError
+from taugrid.cli.lazy import LazyGroup
 from taugrid.cli.options import (
     ContextOpt,
     DetachOpt,
@@ -33,11 +33,11 @@ if TYPE_CHECKING:
     from taugrid.runs.evidence import RunDir
 
 
-class _RunGroup(TyperGroup):
+class _RunGroup(LazyGroup):
     """`tau run FILE ...` is shorthand for `tau run submit FILE ...`."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+        if args and args[0] not in self.list_commands(ctx) and args[0] not in ("--help", "-h"):
             args = ["submit", *args]
         return super().parse_args(ctx, args)
 

@@ -168,3 +168,48 @@ def test_the_old_w_for_workspace_still_works_with_a_note(
     assert deprecated_spellings(argv) == want
     note = capsys.readouterr().err
     assert ("deprecated" in note) == (argv != want)
+
+
+def _eager(name: str) -> Any:
+    """Group `name` as Typer builds it at once (every command from its signature)."""
+    from taugrid.cli.app import GROUPS, SETTINGS
+
+    holder = typer.Typer(**SETTINGS)
+    holder.add_typer(GROUPS[name], name=name)
+    holder.command("_")(lambda: None)
+    return typer.main.get_group(holder).commands[name]
+
+
+def _shape(cmd: Any) -> Any:
+    """What a user meets of a command: its help, and each option's spellings and defaults."""
+    params = [(p.name, p.opts, p.secondary_opts, p.required, repr(p.default), p.multiple,
+               getattr(p, "help", None), getattr(p, "hidden", False)) for p in cmd.params]  # fmt: skip
+    return (type(cmd).__name__ if hasattr(cmd, "list_commands") else "command", cmd.help,
+            cmd.hidden, cmd.no_args_is_help if hasattr(cmd, "no_args_is_help") else None, params)
+
+
+def test_groups_built_one_command_at_a_time_are_the_groups_typer_builds() -> None:
+    from taugrid.cli.app import GROUPS
+
+    root = typer.main.get_command(app)
+    ctx = typer.Context(root)
+    for name in GROUPS:
+        lazy = commands(root.get_command(ctx, name), (name,))
+        eager = commands(_eager(name), (name,))
+        assert sorted(lazy) == sorted(eager)
+        for path in eager:
+            assert _shape(lazy[path]) == _shape(eager[path]), f"`tau {path}` differs"
+
+
+def test_a_command_builds_only_itself() -> None:
+    root = typer.main.get_command(app)
+    ctx = typer.Context(root)
+    group = root.get_command(ctx, "run")
+    assert group.commands == {}
+    assert group.get_command(ctx, "status").name == "status"
+    assert list(group.commands) == ["status"]
+    assert group.get_command(ctx, "no-such") is None
+    data = root.get_command(ctx, "data")
+    dataset = data.get_command(ctx, "dataset")
+    assert list(data.commands) == ["dataset"] and dataset.commands == {}
+    assert dataset.get_command(ctx, "alias").get_command(ctx, "set").name == "set"
