@@ -184,8 +184,13 @@ def _shape(cmd: Any) -> Any:
     """What a user meets of a command: its help, and each option's spellings and defaults."""
     params = [(p.name, p.opts, p.secondary_opts, p.required, repr(p.default), p.multiple,
                getattr(p, "help", None), getattr(p, "hidden", False)) for p in cmd.params]  # fmt: skip
-    return (type(cmd).__name__ if hasattr(cmd, "list_commands") else "command", cmd.help,
-            cmd.hidden, cmd.no_args_is_help if hasattr(cmd, "no_args_is_help") else None, params)
+    return (
+        type(cmd).__name__ if hasattr(cmd, "list_commands") else "command",
+        cmd.help,
+        cmd.hidden,
+        cmd.no_args_is_help if hasattr(cmd, "no_args_is_help") else None,
+        params,
+    )
 
 
 def test_groups_built_one_command_at_a_time_are_the_groups_typer_builds() -> None:
