@@ -5,6 +5,7 @@ keep their parent."""
 
 from __future__ import annotations
 
+import copy
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -60,15 +61,22 @@ def test_the_record_is_written_before_anything_is_sent(home: Path, fake: FakeKub
     seen: list[bool] = []
 
     class Watching(FakeKube):
-        def apply(self, obj: dict[str, Any], manager: str = "tau") -> dict[str, Any]:
+        def recorded(self) -> None:
             seen.append(any((Path(p) / "run.json").is_file()
                             for p in (home / "home-a").rglob("*") if p.is_dir()))  # fmt: skip
+
+        def apply(self, obj: dict[str, Any], manager: str = "tau") -> dict[str, Any]:
+            self.recorded()
             return super().apply(obj, manager)
+
+        def create(self, obj: dict[str, Any], manager: str = "tau") -> dict[str, Any] | None:
+            self.recorded()
+            return super().create(obj, manager)
 
     cluster = Watching({"TauCluster": [tau_cluster()]})
     backend = KubeBackend(kube=cluster)
     rd = backend.submit(prepared(backend, home), SubmitOptions(), lambda _m: None)
-    assert seen and all(seen)  # every apply came after the record
+    assert len(seen) == 3 and all(seen)  # every write (TauRun, code, Job) came after the record
     rec = rd.read_record()
     assert isinstance(rec.handle, KubeHandle) and rec.handle.sent
     assert not (rd.path / "config" / "manifests" / SUBMITTING).exists()
@@ -122,7 +130,7 @@ def test_a_refused_submission_leaves_no_record(home: Path, fake: FakeKube) -> No
 def test_a_partly_sent_submission_keeps_its_record_and_says_how_to_finish(
     home: Path, fake: FakeKube
 ) -> None:
-    fake.forbid.add(("apply", "Job", "research"))
+    fake.forbid.add(("create", "Job", "research"))
     backend = KubeBackend(kube=fake)
     p = prepared(backend, home)
     with pytest.raises(TauError) as e:
@@ -159,6 +167,26 @@ def test_a_drawn_run_id_is_created_without_looking_first(
     assert "submit again" in (e.value.hint or "")
     assert fake.get("TauRun", p.run_id, "research") == other  # the first run is untouched
     assert not (home / "home-b" / "data" / "runs" / p.run_id).exists()
+
+
+def test_a_fresh_runs_objects_are_created_and_one_found_there_is_applied_over(
+    home: Path, fake: FakeKube
+) -> None:
+    """A run created just now has no objects yet: they are POSTed (cheaper for the API server
+    than a server-side apply). One of its names found there all the same is applied over, as a
+    resent submission's objects are."""
+    backend = KubeBackend(kube=fake)
+    p = prepared(backend, home)
+    code = next(o for o in p.objects() if o["kind"] == "ConfigMap")
+    fake.put("ConfigMap", {**copy.deepcopy(code), "data": {"stale": "yes"}})
+    fake.calls.clear()
+    backend.submit(p, SubmitOptions(), lambda _m: None)
+    writes = sorted((c[0], c[1]) for c in fake.calls if c[0] in ("create", "apply"))
+    assert writes == [("apply", "ConfigMap"), ("create", "ConfigMap"), ("create", "Job"),
+                      ("create", "TauRun")]  # fmt: skip
+    got = fake.get("ConfigMap", code["metadata"]["name"], "research")
+    assert got is not None and got["data"] == {**code.get("data", {}), "stale": "yes"}
+    assert got["metadata"]["ownerReferences"][0]["kind"] == "TauRun"
 
 
 def test_submitting_the_same_run_again_changes_nothing(home: Path, fake: FakeKube) -> None:

@@ -213,8 +213,9 @@ class KubeBackend(Connected, Template):
             taurun, *objects = load_all(
                 (run.path / "config" / "manifests" / SUBMITTING).read_text()
             )
+        fresh = prepared is not None and prepared.request.run_id is None
         try:
-            if prepared is not None and prepared.request.run_id is None:
+            if prepared is not None and fresh:
                 owner = self._create(taurun, prepared)
             else:
                 owner = self.kube.apply(self.stamped(taurun))
@@ -227,17 +228,24 @@ class KubeBackend(Connected, Template):
                "uid": owner["metadata"]["uid"], "blockOwnerDeletion": True}  # fmt: skip
         for obj in objects:
             obj["metadata"]["ownerReferences"] = [ref]
+        # a run created just now has no objects yet: they are created (a plain POST costs the
+        # API server less than a server-side apply); one found there all the same (a resent
+        # submission's) is applied over
+        put = self._create_or_apply if prepared is not None and fresh else self.kube.apply
         if len(objects) > 1:  # independent of each other (the workload waits, suspended): at once
             from concurrent.futures import ThreadPoolExecutor
 
             with ThreadPoolExecutor(max_workers=len(objects)) as pool:
-                list(pool.map(self.kube.apply, objects))
+                list(pool.map(put, objects))
         else:
             for obj in objects:
-                self.kube.apply(obj)
+                put(obj)
         run.update_handle(sent=True)
         with contextlib.suppress(FileNotFoundError):
             (run.path / "config" / "manifests" / SUBMITTING).unlink()
+
+    def _create_or_apply(self, obj: dict[str, Any]) -> dict[str, Any]:
+        return self.kube.create(obj) or self.kube.apply(obj)
 
     def _create(self, taurun: dict[str, Any], prepared: PreparedRun) -> dict[str, Any]:
         """A run whose id was drawn for this submission is created, not applied: one round trip
