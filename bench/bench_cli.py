@@ -101,8 +101,10 @@ def main() -> int:
     for name in ("help", "validate", "render"):
         k, base = f"cold_start_{name}_s", results[f"floor_{name}_s"]
         ok = "ok" if results[k] <= BUDGET_COLD_S else "OVER"
-        print(f"{k:38} {results[k]:>9.3f}s  <= {BUDGET_COLD_S}s {ok:4}   {base:.3f}s, "
-              f"+{results[k] - base:.3f}s")
+        print(
+            f"{k:38} {results[k]:>9.3f}s  <= {BUDGET_COLD_S}s {ok:4}   {base:.3f}s, "
+            f"+{results[k] - base:.3f}s"
+        )
     for k in ("renders_per_s_full_pipeline", "renders_per_s_resolve_and_render"):
         ok = "ok" if results[k] >= BUDGET_RENDERS_PER_S else "UNDER"
         print(f"{k:38} {results[k]:>9.0f}/s  >= {BUDGET_RENDERS_PER_S}/s {ok}")

@@ -11,6 +11,11 @@ catch-up after a restart, and `tau run list` / `tau run status` latencies at the
     .venv/bin/python bench/bench_scale.py                    # 1,000 runs on 100 nodes
     .venv/bin/python bench/bench_scale.py --runs 100 --nodes 20
     .venv/bin/python bench/bench_scale.py --runs 10000 --nodes 100   # the manual 10x run
+    .venv/bin/python bench/bench_scale.py --runs 100 --nodes 20 --list-at 10000
+
+`--list-at N`: at the end, with the controller stopped, the ended TauRuns are copied (spec and
+the status the controller wrote, under new names) until N are in the workspaces, and `tau run
+list --cluster` is timed again: what listing N runs costs, without running N runs (hours).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -221,8 +227,50 @@ def _zombie(pid: int) -> bool:
         return True
 
 
+def clone_taururns(total: int, state: Any) -> int:
+    """Copies of the ended TauRuns (spec, labels, annotations and status, under new names) until
+    `total` are in the workspaces; the controller is stopped first (a copy has no workload: it
+    would be told lost). How many there are after."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from taugrid.api import constants as C
+    from taugrid.kube.client import Kube
+
+    pid = state.pids["controller"]
+    os.killpg(pid, signal.SIGTERM)
+    _wait(lambda: not Path(f"/proc/{pid}").exists() or _zombie(pid), 30, 0.2,
+          "the controller to stop")  # fmt: skip
+    kube = Kube()
+    originals = [o for ws in WORKSPACES for o in kube.list("TauRun", ws)]
+    todo: list[dict[str, Any]] = []
+    for k in range(1, total // max(1, len(originals)) + 1):
+        for o in originals:
+            if len(originals) + len(todo) >= total:
+                break
+            meta = o["metadata"]
+            name = f"{meta['name'][:50]}-c{k}"
+            labels = {**(meta.get("labels") or {}), C.LABEL_RUN_ID: name}
+            todo.append({"apiVersion": o["apiVersion"], "kind": "TauRun",
+                         "metadata": {"name": name, "namespace": meta["namespace"],
+                                      "labels": labels, "annotations": meta.get("annotations") or {}},
+                         "spec": {**o["spec"], "runId": name}, "status": o.get("status") or {}})  # fmt: skip
+    local = threading.local()
+
+    def put(obj: dict[str, Any]) -> None:
+        if getattr(local, "kube", None) is None:
+            local.kube = Kube()
+        status = obj.pop("status")
+        local.kube.create(obj)
+        if status:
+            local.kube.apply_status({**obj, "status": status}, manager="bench-clone")
+
+    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+        list(pool.map(put, todo))
+    return len(originals) + len(todo)
+
+
 def run(runs: int, nodes: int, max_s: int, seed: int, idle_s: float = IDLE_S,
-        restart_s: float = RESTART_S) -> Result:  # fmt: skip
+        restart_s: float = RESTART_S, list_at: int = 0) -> Result:  # fmt: skip
     home = Path(os.environ["TAU_HOME"])
     stacks = home / "stacks"
     stacks.mkdir()
@@ -310,6 +358,12 @@ def run(runs: int, nodes: int, max_s: int, seed: int, idle_s: float = IDLE_S,
         **caught, "caught_up_s": round(last - t_restart, 1) if last else 0.0,
         "writes_per_s": round(sum(caught["writes"].values()) / restart_s, 2),
     }  # fmt: skip
+    if list_at > runs:
+        t = time.perf_counter()
+        listed = clone_taururns(list_at, state)
+        res.figures["list_at"] = {"tauruns": listed, "made_in_s": round(time.perf_counter() - t),
+                                  "cli_run_list_cluster_s": _timed(env, "run", "list",
+                                                                   "--cluster", n=3)}  # fmt: skip
     return res
 
 
@@ -411,8 +465,29 @@ def table(res: Result) -> str:
         ("tau run list (this machine's runs)", f"{f['cli_run_list_s']} s"),
         ("tau run list --cluster", f"{f['cli_run_list_cluster_s']} s (goal <= 0.5)"),
     ]  # fmt: skip
+    if "list_at" in f:
+        rows.append((f"tau run list --cluster at {f['list_at']['tauruns']} TauRuns",
+                     f"{f['list_at']['cli_run_list_cluster_s']} s (10,000: goal <= 2)"))  # fmt: skip
     width = max(len(r[0]) for r in rows)
     return "\n".join(f"{a:<{width}}  {b}" for a, b in rows)
+
+
+def median_of(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The median of each number over rounds (nested the same way); anything else from the
+    first round."""
+    first = docs[0]
+    out: dict[str, Any] = {}
+    for key, value in first.items():
+        same = [d.get(key) for d in docs]
+        if isinstance(value, bool) or value is None:
+            out[key] = value
+        elif isinstance(value, int | float) and all(isinstance(v, int | float) for v in same):
+            out[key] = round(statistics.median(float(v) for v in same if v is not None), 3)
+        elif isinstance(value, dict) and all(isinstance(v, dict) for v in same):
+            out[key] = median_of(same)  # type: ignore[arg-type]
+        else:
+            out[key] = value
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -425,7 +500,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--restart-seconds", type=float, default=RESTART_S,
                     help="how long the catch-up after a controller restart is watched")  # fmt: skip
     ap.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    ap.add_argument("--list-at", type=int, default=0,
+                    help="then copy the ended TauRuns until N exist and time list --cluster")  # fmt: skip
+    ap.add_argument("--median-of", type=Path, nargs="+", default=None, metavar="JSON",
+                    help="print the median of rounds already measured (their JSON files) and exit")  # fmt: skip
     args = ap.parse_args(argv)
+    if args.median_of:
+        docs = [json.loads(p.read_text()) for p in args.median_of]
+        med = median_of(docs)
+        res = Result(int(med["runs"]), int(med["nodes"]),
+                     {k: v for k, v in med.items() if k not in ("runs", "nodes", "missed")})  # fmt: skip
+        print(f"median of {len(docs)} rounds")
+        print(table(res))
+        for m in check(res):
+            print(f"OVER: {m}")
+        return 0
     from taugrid.infra.controlplane import binaries_dir
 
     if binaries_dir() is None:
@@ -435,7 +524,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["TAU_HOME"] = home
         try:
             res = run(args.runs, args.nodes, args.max_seconds, args.seed, args.idle_seconds,
-                      args.restart_seconds)  # fmt: skip
+                      args.restart_seconds, args.list_at)  # fmt: skip
         finally:
             subprocess.run([TAU, "sandbox", "down"], capture_output=True, check=False)
     print(table(res))
