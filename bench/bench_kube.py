@@ -63,21 +63,23 @@ def _project(folder: Path) -> Path:
 
 # What a cluster command imports at the least: Typer, pydantic, PyYAML and the Kubernetes client
 # (lightkube on HTTP/1.1, h2 left out as tau leaves it out: taugrid.kube.client._without_http2)
-FLOOR_KUBE = ("import sys; [sys.modules.setdefault(m, None) for m in ('h2', 'h2.config', "
-              "'h2.connection', 'h2.events', 'h2.exceptions', 'h2.settings')]; "
-              "import typer.main, yaml, lightkube; from pydantic import BaseModel, Field, types")  # fmt: skip
+def _floor_kube() -> str:
+    from taugrid.kube.client import HTTP2_MODULES
+
+    return (f"import sys; [sys.modules.setdefault(m, None) for m in {HTTP2_MODULES!r}]; "
+            "import typer.main, yaml, lightkube; from pydantic import BaseModel, Field, types")  # fmt: skip
 
 
 def floor() -> float:
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-c", FLOOR_KUBE], check=True)
+    subprocess.run([sys.executable, "-c", _floor_kube()], check=True)
     return time.perf_counter() - t0
 
 
 def sandbox_cli() -> tuple[float, float, float, float] | None:
     """Medians of 5: submit (cold CLI), status right after (queued: computed by the client),
     status once running (TauRun.status, written by the controller); and of the libraries'
-    floor (FLOOR_KUBE), measured between them."""
+    floor (_floor_kube), measured between them."""
     from taugrid.infra.controlplane import binaries_dir
 
     if binaries_dir() is None:

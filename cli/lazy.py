@@ -46,7 +46,7 @@ class LazyGroup(TyperGroup):
             if isinstance(info, CommandInfo):
                 self.commands[cmd_name] = typer.main.get_command_from_info(
                     info,
-                    pretty_exceptions_short=True,
+                    pretty_exceptions_short=self.settings.get("pretty_exceptions_short", True),
                     rich_markup_mode=self.settings.get("rich_markup_mode"),
                 )
             elif isinstance(info, TyperInfo):

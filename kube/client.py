@@ -133,6 +133,10 @@ class KubeAPI(Protocol):
     def can(self, verb: str, kind_name: str, namespace: str) -> bool: ...
 
 
+# what httpcore2 would import for HTTP/2 (marked absent by _without_http2)
+HTTP2_MODULES = ("h2", "h2.config", "h2.connection", "h2.events", "h2.exceptions", "h2.settings")
+
+
 def _without_http2() -> None:
     """Tau speaks HTTP/1.1 to the API server (lightkube's default): the h2 library that the
     HTTP client would import anyway (lightkube depends on httpx2[http2]) costs ~80 ms of every
@@ -142,14 +146,7 @@ def _without_http2() -> None:
     import sys
 
     if "httpcore2" not in sys.modules:
-        for name in (
-            "h2",
-            "h2.config",
-            "h2.connection",
-            "h2.events",
-            "h2.exceptions",
-            "h2.settings",
-        ):
+        for name in HTTP2_MODULES:
             sys.modules.setdefault(name, None)  # type: ignore[arg-type]
 
 

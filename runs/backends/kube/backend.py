@@ -215,7 +215,8 @@ class KubeBackend(Connected, Template):
             )
         fresh = prepared is not None and prepared.request.run_id is None
         try:
-            if prepared is not None and fresh:
+            if fresh:
+                assert prepared is not None
                 owner = self._create(taurun, prepared)
             else:
                 owner = self.kube.apply(self.stamped(taurun))
@@ -231,7 +232,7 @@ class KubeBackend(Connected, Template):
         # a run created just now has no objects yet: they are created (a plain POST costs the
         # API server less than a server-side apply); one found there all the same (a resent
         # submission's) is applied over
-        put = self._create_or_apply if prepared is not None and fresh else self.kube.apply
+        put = self._create_or_apply if fresh else self.kube.apply
         if len(objects) > 1:  # independent of each other (the workload waits, suspended): at once
             from concurrent.futures import ThreadPoolExecutor
 
