@@ -60,6 +60,16 @@ class Tau:
     def record(self, run_id: str) -> dict[str, Any]:
         return json.loads((self.run_dir(run_id) / "run.json").read_text())
 
+    def explain(self, run_id: str) -> str:
+        """What a failed wait on a run shows: its record and the tails of its logs and the head's."""
+        rd = self.run_dir(run_id)
+        parts = [f"run.json: {text(rd / 'run.json')[:2000]}"]
+        for log in (rd / "logs" / "supervisor.log", rd / "logs" / "driver.log",
+                    self.home / "ray" / "head.log"):  # fmt: skip
+            tail = "\n    ".join(text(log).splitlines()[-15:])
+            parts.append(f"{log.name} (tail):\n    {tail}")
+        return "\n".join(parts)
+
 
 def text(path: Path) -> str:
     """A file's text, or "" while it does not exist yet."""
@@ -69,14 +79,21 @@ def text(path: Path) -> str:
         return ""
 
 
-def wait_for(cond: Callable[[], bool], timeout: float = 60.0, what: str = "condition") -> None:
-    """Poll a condition until it holds (bounded): the event has no other way to be awaited."""
+def wait_for(
+    cond: Callable[[], bool],
+    timeout: float = 60.0,
+    what: str = "condition",
+    explain: Callable[[], str] | None = None,
+) -> None:
+    """Poll a condition until it holds (bounded): the event has no other way to be awaited.
+    On a timeout, `explain()` says what the state was (a CI failure must carry its own why)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if cond():
             return
         time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+    why = f"\n{explain()}" if explain is not None else ""
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}{why}")
 
 
 @pytest.fixture(scope="session")

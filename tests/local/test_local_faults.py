@@ -34,13 +34,17 @@ def test_ray_head_that_dies_fails_the_run_and_the_next_run_restarts_it(
     run_id = own_tau("run", str(folder), "-d").stdout.strip()
     wait_for(
         lambda: "up" in text(own_tau.run_dir(run_id) / "logs" / "driver.log"),
-        timeout=120,
+        timeout=300,  # a first Ray head on a loaded 2-core machine; the why is shown if not
         what="the driver",
+        explain=lambda: own_tau.explain(run_id),
     )
     head = json.loads((own_tau.home / "ray" / "head.json").read_text())
     os.killpg(head["pid"], signal.SIGKILL)
     wait_for(
-        lambda: own_tau.record(run_id)["phase"] == "Failed", timeout=90, what="the run to notice"
+        lambda: own_tau.record(run_id)["phase"] == "Failed",
+        timeout=90,
+        what="the run to notice",
+        explain=lambda: own_tau.explain(run_id),
     )
     rec = own_tau.record(run_id)
     assert "Ray head" in rec["reason"]

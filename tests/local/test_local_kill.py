@@ -68,7 +68,12 @@ def test_kill_9_of_the_shell_wrapper_stops_the_whole_run_before_it_is_sealed(
     run_id = tau("run", str(folder), "-d").stdout.strip()
     p = pids(tau, run_id)
     os.kill(p["parent"], signal.SIGKILL)  # the shell that runs `python s.py | tee ...`
-    wait_for(lambda: tau.record(run_id)["phase"] == "Failed", timeout=90, what="the run to fail")
+    wait_for(
+        lambda: tau.record(run_id)["phase"] == "Failed",
+        timeout=90,
+        what="the run to fail",
+        explain=lambda: tau.explain(run_id),
+    )
     # By the time the record says Failed, the script and its child are gone.
     assert gone(p["me"]) and gone(p["child"]), p
     assert_record_final(tau, run_id)
@@ -121,7 +126,11 @@ def test_attach_adopts_a_run_whose_supervisor_died_and_follows_it_to_its_end(
     os.kill(sup, signal.SIGKILL)
     wait_for(lambda: gone(sup), what="the supervisor to die")
     proc = tau.spawn("run", "attach", run_id)
-    wait_for(lambda: tau.record(run_id)["handle"]["supervisor_pid"] != sup, what="a new supervisor")
+    wait_for(
+        lambda: tau.record(run_id)["handle"]["supervisor_pid"] != sup,
+        what="a new supervisor",
+        explain=lambda: tau.explain(run_id),
+    )
     go.touch()
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 1, err  # the script's own exit code 3 is a failed run

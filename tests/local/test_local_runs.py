@@ -168,7 +168,11 @@ def test_detach_then_status_logs_list_and_cancel(
     res = tau("run", str(folder), "-d")
     assert res.returncode == 0
     run_id = res.stdout.strip()
-    wait_for(lambda: tau.record(run_id)["phase"] == "Running", what="Running")
+    wait_for(
+        lambda: tau.record(run_id)["phase"] == "Running",
+        what="Running",
+        explain=lambda: tau.explain(run_id),
+    )
     wait_for(
         lambda: "tick 3" in text(tau.run_dir(run_id) / "logs" / "driver.log"), what="log lines"
     )
@@ -219,22 +223,31 @@ def test_watch_json_emits_ndjson_until_the_end(
 
 
 def test_ctrl_c_detaches_without_cancelling(
-    tau: Tau, project: Callable[[str, str, str], Path]
+    tau: Tau, project: Callable[[str, str, str], Path], tmp_path: Path
 ) -> None:
+    # The script ends only once the test has seen the CLI detach (a fixed sleep would race a
+    # slow CLI: the run could end before the Ctrl-C).
     folder = project(
         "schema_version: 1\nname: ctrlc\nrun: {entrypoint: s.py, workload_kind: job}\n",
         "s.py",
-        "import time\nprint('started', flush=True)\ntime.sleep(2)\nprint('finished', flush=True)\n",
+        "import os, time\nprint('started', flush=True)\n"
+        f"while not os.path.exists({str(tmp_path / 'go')!r}):\n    time.sleep(0.05)\n"
+        "print('finished', flush=True)\n",
     )
     proc = tau.spawn("run", str(folder))
     assert proc.stdout is not None and proc.stderr is not None
     assert proc.stdout.readline().strip() == "started"
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 130
+    assert proc.returncode == 130, err
+    (tmp_path / "go").touch()
     assert "detached" in err and "tau run status" in err and "tau run cancel" in err
     run_id = run_id_from(err)
-    wait_for(lambda: tau.record(run_id)["phase"] == "Succeeded", what="the detached run to finish")
+    wait_for(
+        lambda: tau.record(run_id)["phase"] == "Succeeded",
+        what="the detached run to finish",
+        explain=lambda: tau.explain(run_id),
+    )
     assert "finished" in (tau.run_dir(run_id) / "logs" / "driver.log").read_text()
 
 
