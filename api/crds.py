@@ -9,6 +9,8 @@ no `additionalProperties: false`, no null branches) as `apiextensions.k8s.io/v1`
 from __future__ import annotations
 
 import copy
+import functools
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -274,6 +276,17 @@ class CrdType:
     spec: type[BaseModel]
     status: type[BaseModel]
     columns: tuple[tuple[str, str, str], ...] = field(default=())  # (name, type, jsonPath)
+    # Printer columns of priority 1 (`kubectl get -o wide`): what a listing reads, so that a
+    # Table request brings it without the rest of each object (see `row_columns`)
+    wide: tuple[tuple[str, str, str], ...] = field(default=())
+
+
+AGE = ("Age", "date", ".metadata.creationTimestamp")
+
+
+def escape_key(key: str) -> str:
+    """A map key as one step of a JSONPath (`tau.azure.com/x` -> `tau\\.azure\\.com/x`)."""
+    return key.replace(".", "\\.")
 
 
 CRD_TYPES: tuple[CrdType, ...] = (
@@ -333,6 +346,24 @@ CRD_TYPES: tuple[CrdType, ...] = (
             ("Kind", "string", ".spec.workloadKind"),
             ("Profile", "string", ".spec.profile"),
             ("Phase", "string", ".status.phase"),
+        ),
+        (  # what `tau run list --cluster` shows of each run (runs.backends.kube.workspace_runs)
+            ("Id", "string", ".spec.runId"),
+            ("Workspace", "string", ".spec.workspace"),
+            ("Submitted-Attempt", "integer", ".spec.attempt"),
+            ("Attempt", "integer", ".status.attempt"),
+            ("Workers", "integer", ".spec.workers"),
+            ("GPUs", "integer", ".spec.gpusPerWorker"),
+            ("Experiment", "string", ".spec.manifest.experiment.name"),
+            ("Research-Experiment", "string", ".spec.manifest.research.experiment"),
+            ("User", "string", ".metadata.annotations." + escape_key(C.ANN_CLUSTER_USER)),
+            # times as "string": the server shows a "date" column as an age ("6m58s")
+            ("Created", "string", AGE[2]),
+            ("Started", "string", ".status.startTime"),
+            ("Ended", "string", ".status.completionTime"),
+            ("Reason", "string", ".status.terminationReason"),
+            ("Summary", "string", ".status.summary"),
+            ("Observed", "string", ".status.observedAt"),
         ),
     ),
     CrdType(
@@ -395,8 +426,13 @@ def _structural(node: Any, defs: dict[str, Any]) -> Any:
             out[key] = _structural(value, defs)
             continue
         out[key] = value
-    if out.get("x-kubernetes-preserve-unknown-fields") and "type" not in out:
-        out["type"] = "object"
+    if out.get("x-kubernetes-preserve-unknown-fields"):
+        out.setdefault("type", "object")
+        # `additionalProperties: true` (pydantic's dict[str, Any]) is a schema for every value
+        # to the API server, an empty one, and pruning by it empties every nested map: the
+        # TauRun's tau.yaml reached the cluster with only its top-level scalars.
+        if out.get("additionalProperties") is True:
+            del out["additionalProperties"]
     return out
 
 
@@ -404,6 +440,61 @@ def openapi_schema(model: type[BaseModel]) -> dict[str, Any]:
     raw = model.model_json_schema(mode="validation")
     defs = raw.pop("$defs", {})
     return _structural(raw, defs)  # type: ignore[no-any-return]
+
+
+def row_columns(kind: str) -> dict[str, str]:
+    """A kind's printer columns that show a field as it is, name -> JSONPath: what a Table
+    request answers with (a "date" column is shown as an age, and left out here)."""
+    t = next(t for t in CRD_TYPES if t.kind == kind)
+    return {n: p for n, ty, p in (*t.columns, *t.wide) if ty != "date"}
+
+
+@functools.cache
+def path_keys(path: str) -> tuple[str, ...]:
+    """The keys of a printer column's simple JSONPath (`.a.b\\.c/d` -> ("a", "b.c/d"))."""
+    keys: list[str] = []
+    key, i = "", 1 if path.startswith(".") else 0
+    while i < len(path):
+        ch = path[i]
+        if ch == "\\" and i + 1 < len(path):
+            key, i = key + path[i + 1], i + 2
+            continue
+        if ch == ".":
+            keys.append(key)
+            key = ""
+        else:
+            key += ch
+        i += 1
+    keys.append(key)
+    return tuple(keys)
+
+
+def column_value(obj: dict[str, Any], path: str) -> Any:
+    """What a printer column shows of an object (None: the field is not there)."""
+    cur: Any = obj
+    for key in path_keys(path):
+        if not isinstance(cur, dict):
+            return None
+        cur = cur.get(key)
+    return cur
+
+
+def from_columns(values: dict[str, Any]) -> dict[str, Any]:
+    """An object holding only the given JSONPath -> value fields (None: left out)."""
+    return nested((path_keys(path), value) for path, value in values.items())
+
+
+def nested(fields: Iterable[tuple[tuple[str, ...], Any]]) -> dict[str, Any]:
+    """An object holding only the given fields, by their keys (a None value: left out)."""
+    obj: dict[str, Any] = {}
+    for keys, value in fields:
+        if value is None:
+            continue
+        cur = obj
+        for key in keys[:-1]:
+            cur = cur[key] if key in cur else cur.setdefault(key, {})
+        cur[keys[-1]] = value
+    return obj
 
 
 def render_crd(t: CrdType) -> dict[str, Any]:
@@ -419,8 +510,11 @@ def render_crd(t: CrdType) -> dict[str, Any]:
         },
         "required": ["spec"],
     }
-    columns = [{"name": n, "type": ty, "jsonPath": p} for n, ty, p in t.columns]
-    columns.append({"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"})
+    columns: list[dict[str, Any]] = [
+        {"name": n, "type": ty, "jsonPath": p} for n, ty, p in t.columns
+    ]
+    columns += [{"name": n, "type": ty, "jsonPath": p, "priority": 1} for n, ty, p in t.wide]
+    columns.append({"name": "Age", "type": "date", "jsonPath": AGE[2]})
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",

@@ -78,3 +78,42 @@ def test_a_detached_run_that_ended_is_sealed_and_verifies(sandbox: Path, tmp_pat
         assert v.returncode == 0, v.stderr
     finally:
         tau(sandbox, "run", "cancel", run_id, env=kube_env(sandbox))
+
+
+def test_the_table_a_listing_reads_holds_what_whole_taururns_hold(
+    sandbox: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`run list --cluster` asks the API server for TauRuns' printer columns (a Table): the
+    real server's cells must be, field for field, what the columns' paths read from the whole
+    objects (the JSONPath escapes, the types, what an absent field becomes)."""
+    from taugrid.api.crds import column_value, from_columns, row_columns
+    from taugrid.kube.client import Kube
+
+    folder = cpu_job(tmp_path / "p", "tabled", extra="experiment: {name: tables}\n")
+    res = tau(sandbox, "run", str(folder), env=kube_env(sandbox))  # follows it to its end
+    assert res.returncode == 0, res.stderr
+    monkeypatch.setenv("KUBECONFIG", kube_env(sandbox)["KUBECONFIG"])
+    kube = Kube()
+
+    def recorded() -> bool:  # the controller's status, as a listing reads it
+        return any(o["spec"].get("runName") == "tabled"
+                   and (o.get("status") or {}).get("phase") == "Succeeded"
+                   for o in kube.list("TauRun", "research"))  # fmt: skip
+
+    wait_until(recorded, timeout=120, what="the controller to record the end")
+    thin = {o["metadata"]["name"]: o for o in kube.list_columns("TauRun", "research")}
+    whole = kube.list("TauRun", "research")
+    assert whole and set(thin) == {o["metadata"]["name"] for o in whole}
+    paths = row_columns("TauRun").values()
+    for obj in whole:
+        name = obj["metadata"]["name"]
+        expected = from_columns({p: column_value(obj, p) for p in paths})
+        expected.setdefault("metadata", {}).update(name=name, namespace="research")
+        assert thin[name] == expected
+    ran = next(o for o in thin.values() if o["spec"]["runName"] == "tabled")
+    assert ran["spec"]["manifest"] == {"experiment": {"name": "tables"}}
+    # the tau.yaml the TauRun carries is whole on the server (nested maps were once pruned)
+    sent = next(o for o in whole if o["spec"]["runName"] == "tabled")["spec"]["manifest"]
+    assert sent["run"] == {"entrypoint": "s.py", "workload_kind": "job"}
+    assert sent["runtime"]["image"] == "python:3.12-slim"
+    assert ran["status"]["phase"] == "Succeeded" and ran["metadata"]["annotations"]

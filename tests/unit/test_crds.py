@@ -196,3 +196,76 @@ def test_cli_prints_crds(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["crds"]) == 0
     docs = list(yaml.safe_load_all(capsys.readouterr().out))
     assert [d["spec"]["names"]["kind"] for d in docs] == [t.kind for t in CRD_TYPES]
+
+
+def _schema_has(schema: dict[str, Any], keys: tuple[str, ...]) -> bool:
+    """Whether a JSONPath's keys name a field the schema defines (or lets through)."""
+    for key in keys:
+        if schema.get("x-kubernetes-preserve-unknown-fields"):
+            return True
+        props = schema.get("properties") or {}
+        if key not in props:
+            return False
+        schema = props[key]
+    return True
+
+
+@pytest.mark.parametrize("t", CRD_TYPES, ids=lambda t: t.kind)
+def test_every_printer_column_names_a_field_of_its_schema(t: Any) -> None:
+    """A column whose path names no field shows blanks in `kubectl get` and drops that field
+    from every listing tau reads through the Table form."""
+    from taugrid.api.crds import path_keys, render_crd
+
+    crd = render_crd(t)
+    version = crd["spec"]["versions"][0]
+    root = version["schema"]["openAPIV3Schema"]
+    for col in version["additionalPrinterColumns"]:
+        keys = path_keys(col["jsonPath"])
+        if keys[0] == "metadata":
+            assert keys[1] in {"name", "namespace", "creationTimestamp", "labels", "annotations"}
+            continue
+        assert _schema_has(root, keys), (t.kind, col)
+    names = [c["name"] for c in version["additionalPrinterColumns"]]
+    assert len(names) == len(set(names)), names
+    assert all(c.get("priority", 0) == 1 for c in version["additionalPrinterColumns"]
+               if c["name"] in {n for n, _ty, _p in t.wide})  # fmt: skip
+
+
+def test_a_printer_columns_path_is_read_as_the_api_server_reads_it() -> None:
+    from taugrid.api.crds import column_value, from_columns, path_keys, row_columns
+
+    assert path_keys(".spec.runId") == ("spec", "runId")
+    assert path_keys(r".metadata.annotations.tau\.azure\.com/cluster-user") == (
+        "metadata", "annotations", "tau.azure.com/cluster-user")  # fmt: skip
+    obj = {"metadata": {"annotations": {"tau.azure.com/cluster-user": "ada"}},
+           "spec": {"attempt": 0, "manifest": "not a map"}}  # fmt: skip
+    assert column_value(obj, r".metadata.annotations.tau\.azure\.com/cluster-user") == "ada"
+    assert column_value(obj, ".spec.attempt") == 0  # a zero is a value, not an absence
+    assert column_value(obj, ".spec.manifest.experiment.name") is None
+    assert column_value(obj, ".status.phase") is None
+    assert from_columns({".spec.attempt": 0, ".status.phase": None, r".a.b\.c": "x"}) == {
+        "spec": {"attempt": 0}, "a": {"b.c": "x"}}  # fmt: skip
+    # a "date" column is an age on the server ("6m58s"): never read as a time
+    assert ".metadata.creationTimestamp" in row_columns("TauRun").values()
+    assert "Age" not in row_columns("TauRun")
+
+
+def _nodes(schema: Any) -> Any:
+    if isinstance(schema, dict):
+        yield schema
+        for v in schema.values():
+            yield from _nodes(v)
+    elif isinstance(schema, list):
+        for v in schema:
+            yield from _nodes(v)
+
+
+@pytest.mark.parametrize("idx", range(len(CRD_TYPES)))
+def test_a_map_kept_as_sent_has_no_schema_for_its_values(
+    crds: list[dict[str, Any]], idx: int
+) -> None:
+    """The API server prunes a map's values by `additionalProperties`; `true` reads as an empty
+    schema, so every nested map under it lost its fields (the TauRun's tau.yaml did)."""
+    for node in _nodes(crds[idx]["spec"]["versions"][0]["schema"]):
+        if node.get("x-kubernetes-preserve-unknown-fields"):
+            assert "additionalProperties" not in node, node

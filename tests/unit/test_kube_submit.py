@@ -293,3 +293,56 @@ def test_the_experiment_is_in_the_record_the_taurun_and_the_status(
     assert other is not None and other.read_record().experiment == "lr-sweep"
     (st,) = KubeBackend(kube=fake).workspace_runs("research")
     assert (st.experiment, st.workspace) == ("lr-sweep", "research")
+
+
+class WholeObjects(FakeKube):
+    """A cluster whose listing sends whole objects (as a LIST, or a server with an older CRD)."""
+
+    def list_columns(self, kind_name: str, namespace: str) -> list[dict[str, Any]]:
+        return self.list(kind_name, namespace)
+
+
+@pytest.mark.parametrize("experiment", ["experiment: {name: lr-sweep}",
+                                        "research: {experiment: lr-sweep}"])  # fmt: skip
+@pytest.mark.parametrize("phase", ["Succeeded", "Failed", "Running", None])
+def test_a_listing_from_the_printer_columns_says_what_one_from_whole_objects_says(
+    home: Path, phase: str | None, experiment: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`run list --cluster` reads each TauRun's printer columns only (a Table request): every
+    field a listing shows must be among them, for ended, running and not yet observed runs."""
+    from taugrid.api.crds import TauRunStatus, row_columns
+
+    cluster = WholeObjects({"TauCluster": [tau_cluster()]})
+    backend = KubeBackend(kube=cluster)
+    project = home / "exp"
+    shutil.copytree(EXAMPLES / "batch-job", project)
+    with (project / "tau.yaml").open("a") as f:
+        f.write(experiment + "\n")
+    p = backend.prepare(RunRequest(load.load_manifest(str(project)), workspace="research"))
+    backend.submit(p, SubmitOptions(), lambda _m: None)
+    if phase is not None:
+        ended = phase != "Running"
+        status = TauRunStatus.model_validate({
+            "phase": phase, "attempt": 2, "summary": f"{phase.lower()}: the words",
+            "startTime": "2026-01-01T00:00:05Z", "observedAt": "2026-01-01T00:01:00Z",
+            "completionTime": "2026-01-01T00:00:50Z" if ended else None,
+            "terminationReason": "OOMKilled" if phase == "Failed" else None,
+            "signals": [{"name": "Admitted", "state": "true", "reason": "admitted"}],
+            "timeline": [{"at": "2026-01-01T00:00:01Z", "reason": "Admitted", "message": "ok"}],
+        })  # fmt: skip
+        taurun = cluster.get("TauRun", p.run_id, "research")
+        assert taurun is not None
+        cluster.apply_status({**taurun, "status": status.model_dump(mode="json", exclude_none=True)},
+                             manager="taugrid-controller")  # fmt: skip
+    monkeypatch.setenv("TAU_HOME", str(home / "elsewhere"))  # a teammate's machine
+    (whole,) = backend.workspace_runs("research")
+    thin_cluster = FakeKube({})
+    thin_cluster.objects = cluster.objects
+    (thin,) = KubeBackend(kube=thin_cluster).workspace_runs("research")
+    (listed,) = thin_cluster.list_columns("TauRun", "research")
+    assert set(listed["spec"]["manifest"]) == {experiment.split(":")[0]}  # not the whole tau.yaml
+    assert "signals" not in listed.get("status", {}) and "managedFields" not in listed["metadata"]
+    shown = {"signals", "timeline", "duration_s"}  # a listing shows neither; duration runs on
+    assert thin.model_dump(exclude=shown) == whole.model_dump(exclude=shown)
+    assert thin.experiment == "lr-sweep" and (phase is None or thin.attempt == 2)
+    assert set(row_columns("TauRun").values()) >= {".status.phase", ".spec.runId"}

@@ -629,14 +629,17 @@ class KubeBackend(Connected, Template):
 
         def runs_of(namespace: str) -> list[dict[str, Any]] | Forbidden:
             try:
-                return self.kube.list("TauRun", namespace)
+                return self.kube.list_columns("TauRun", namespace)  # what a listing reads
             except Forbidden as e:
                 return e
 
         from concurrent.futures import ThreadPoolExecutor
 
-        with ThreadPoolExecutor(max_workers=max(1, min(len(spaces), 8))) as pool:
-            listed = list(pool.map(runs_of, [ws.namespace for ws in spaces]))
+        if len(spaces) == 1:
+            listed = [runs_of(spaces[0].namespace)]
+        else:
+            with ThreadPoolExecutor(max_workers=min(len(spaces), 8)) as pool:
+                listed = list(pool.map(runs_of, [ws.namespace for ws in spaces]))
         root = runs_root()
         here = set(os.listdir(root)) if root.is_dir() else set()
         for items in listed:
@@ -645,14 +648,14 @@ class KubeBackend(Connected, Template):
                     raise items
                 continue
             for obj in items:
-                rec = record_from_taurun(obj, self.kube.context)
                 ann = (obj.get("metadata") or {}).get("annotations") or {}
                 if me is not None and ann.get(C.ANN_CLUSTER_USER) != me:
                     continue
+                rec = record_from_taurun(obj, self.kube.context)
                 evidence = None
                 recorded = recorded_status(obj)
-                local = RunDir(root / rec.run_id)
-                if rec.run_id in here and local.record_path.is_file():  # this machine's record
+                local = RunDir(root / rec.run_id) if rec.run_id in here else None
+                if local is not None and local.record_path.is_file():  # this machine's record
                     evidence = str(local.path)
                     if recorded is None:  # no controller's word: what this machine recorded
                         with contextlib.suppress(TauError):
