@@ -135,6 +135,53 @@ class KubeAPI(Protocol):
     def can(self, verb: str, kind_name: str, namespace: str) -> bool: ...
 
 
+RETRIES = 5  # a request the API server turned away (429) is sent again, at most this often
+RETRY_WAIT_MAX_S = 5.0
+
+
+def retry_wait(status: int, method: str, retry_after: str | None, attempt: int) -> float | None:
+    """How long to wait before sending a request again, or None: do not. The API server
+    answers 429 to a request it did not start (its priority and fairness limits under load;
+    "storage is (re)initializing" just after a CRD changed) and says when to come back; a GET
+    that met a 5xx with Retry-After is safe to repeat too (client-go does the same)."""
+    if attempt >= RETRIES:
+        return None
+    if status != 429 and not (status >= 500 and method == "GET" and retry_after is not None):
+        return None
+    try:
+        wait = float(retry_after) if retry_after else 1.0
+    except ValueError:
+        wait = 1.0
+    return min(max(wait, 0.0), RETRY_WAIT_MAX_S)
+
+
+def retrying(inner: Any, sleep: Any = None) -> Any:
+    """An HTTP transport that sends a turned-away request again, as `retry_wait` says."""
+    import time
+
+    import httpx2
+
+    pause = sleep or time.sleep
+
+    class Retrying(httpx2.BaseTransport):
+        def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+            attempt = 0
+            while True:
+                resp = inner.handle_request(request)
+                wait = retry_wait(resp.status_code, request.method,
+                                  resp.headers.get("Retry-After"), attempt)  # fmt: skip
+                if wait is None:
+                    return resp  # type: ignore[no-any-return]
+                resp.close()
+                pause(wait)
+                attempt += 1
+
+        def close(self) -> None:
+            inner.close()
+
+    return Retrying()
+
+
 # the Table form of a LIST (printer columns only): `kubectl get`'s
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io, application/json"
 
@@ -245,6 +292,8 @@ class Kube:
 
         timeout = httpx2.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S)
         self.client = Client(self.config, field_manager=FIELD_MANAGER, timeout=timeout)
+        http = self.client._client._client  # lightkube's httpx client: its transport retries
+        http._transport = retrying(http._transport)
         self.user = str(self.config.context.user) if self.config.context else "?"
 
     # --- errors -----------------------------------------------------------------------------

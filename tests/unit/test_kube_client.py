@@ -45,3 +45,114 @@ def test_a_table_that_cannot_say_everything_is_not_read() -> None:
     assert objects_from_table({"kind": "TauRunList", "items": []}, COLUMNS, "n") is None
     assert objects_from_table([], COLUMNS, "n") is None
     assert objects_from_table(table(["Name", "Run", "User", "Phase"]), COLUMNS, "n") == []
+
+
+# --- requests the API server turned away (429) are sent again ----------------------------------
+class _Server:
+    """An API server on 127.0.0.1 that turns the first `busy` requests away with 429."""
+
+    def __init__(self, busy: int) -> None:
+        import json
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.busy, self.seen = busy, []  # type: ignore[var-annotated]
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *_a: Any) -> None:
+                pass
+
+            def answer(self) -> None:
+                n = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(n) if n else b""
+                outer.seen.append((self.command, self.path, body))
+                if len(outer.seen) <= outer.busy:
+                    code, doc = 429, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                      "message": "storage is (re)initializing",
+                                      "reason": "TooManyRequests", "code": 429}  # fmt: skip
+                else:
+                    code, doc = 200, {"apiVersion": "v1", "kind": "ConfigMap",
+                                      "metadata": {"name": "c", "namespace": "n"}}  # fmt: skip
+                data = json.dumps(doc).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                if code == 429:
+                    self.send_header("Retry-After", "0")
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = answer
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+
+def _kube(server: _Server, tmp_path: Any, monkeypatch: Any) -> Any:
+    import yaml
+
+    from taugrid.kube.client import Kube
+
+    kc = tmp_path / "kubeconfig"
+    kc.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": server.url}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+    }))  # fmt: skip
+    monkeypatch.setenv("KUBECONFIG", str(kc))
+    return Kube()
+
+
+def test_a_request_turned_away_is_sent_again(tmp_path: Any, monkeypatch: Any) -> None:
+    server = _Server(busy=2)
+    try:
+        kube = _kube(server, tmp_path, monkeypatch)
+        assert kube.get("ConfigMap", "c", "n")["metadata"]["name"] == "c"
+        assert len(server.seen) == 3
+        server.busy, server.seen = 1, []
+        kube.create({"apiVersion": "v1", "kind": "ConfigMap",
+                     "metadata": {"name": "c", "namespace": "n"}, "data": {"k": "v"}})  # fmt: skip
+        (m1, _p1, b1), (m2, _p2, b2) = server.seen
+        assert (m1, m2) == ("POST", "POST") and b1 == b2 and b'"k"' in b1  # the same body
+    finally:
+        server.httpd.shutdown()
+
+
+def test_a_server_that_keeps_turning_requests_away_is_said_in_words(
+    tmp_path: Any, monkeypatch: Any
+) -> None:
+    import pytest
+
+    from taugrid.api.errors import TauError
+    from taugrid.kube.client import RETRIES
+
+    server = _Server(busy=10_000)
+    try:
+        kube = _kube(server, tmp_path, monkeypatch)
+        with pytest.raises(TauError) as e:
+            kube.get("ConfigMap", "c", "n")
+        assert "429" in str(e.value) and "storage is (re)initializing" in str(e.value)
+        assert len(server.seen) == RETRIES + 1
+    finally:
+        server.httpd.shutdown()
+
+
+def test_what_is_sent_again_and_after_how_long() -> None:
+    from taugrid.kube.client import RETRIES, RETRY_WAIT_MAX_S, retry_wait
+
+    assert retry_wait(429, "POST", "2", 0) == 2.0  # never started: safe for any verb
+    assert retry_wait(429, "GET", None, 0) == 1.0
+    assert retry_wait(429, "GET", "soon", 0) == 1.0
+    assert retry_wait(429, "GET", "600", 0) == RETRY_WAIT_MAX_S
+    assert retry_wait(429, "GET", "1", RETRIES) is None  # enough
+    assert retry_wait(503, "GET", "1", 0) == 1.0
+    assert retry_wait(503, "POST", "1", 0) is None  # it may have been done
+    assert retry_wait(503, "GET", None, 0) is None
+    assert retry_wait(404, "GET", "1", 0) is None
+    assert retry_wait(409, "POST", None, 0) is None
