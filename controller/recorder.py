@@ -18,7 +18,7 @@ from taugrid.api.crds import TauRunStatus
 from taugrid.api.evidence import RunRecord
 from taugrid.api.kubetime import k8s_time
 from taugrid.api.observations import Observations
-from taugrid.api.vocabulary import TERMINAL, Phase, RetryReason, TerminationReason, TimelineEntry
+from taugrid.api.vocabulary import TERMINAL, Phase, TerminationReason, TimelineEntry
 from taugrid.controller.timeline import condense
 from taugrid.kube.facts import name_preemptor, record_from_taurun, recorded_status, run_facts
 from taugrid.runs.status import compute
@@ -43,13 +43,6 @@ def record_of(taurun: Mapping[str, Any]) -> RunRecord:
     """The run record a TauRun stands for (what status needs of it): the kube layer's reading,
     the same a teammate's machine makes."""
     return record_from_taurun(dict(taurun), IN_CLUSTER)
-
-
-def retry_on(taurun: Mapping[str, Any]) -> list[RetryReason]:
-    from taugrid.api.vocabulary import DEFAULT_RETRY_ON
-
-    res = ((taurun.get("spec") or {}).get("manifest") or {}).get("resilience") or {}
-    return list(res.get("retry_on") or DEFAULT_RETRY_ON)
 
 
 def compute_status(
