@@ -155,13 +155,11 @@ def retry_wait(status: int, method: str, retry_after: str | None, attempt: int) 
     return min(max(wait, 0.0), RETRY_WAIT_MAX_S)
 
 
-def retrying(inner: Any, sleep: Any = None) -> Any:
+def retrying(inner: Any) -> Any:
     """An HTTP transport that sends a turned-away request again, as `retry_wait` says."""
     import time
 
     import httpx2
-
-    pause = sleep or time.sleep
 
     class Retrying(httpx2.BaseTransport):
         def handle_request(self, request: httpx2.Request) -> httpx2.Response:
@@ -173,7 +171,7 @@ def retrying(inner: Any, sleep: Any = None) -> Any:
                 if wait is None:
                     return resp  # type: ignore[no-any-return]
                 resp.close()
-                pause(wait)
+                time.sleep(wait)  # what the server asked for (a backoff, bounded above)
                 attempt += 1
 
         def close(self) -> None:
@@ -445,7 +443,14 @@ class Kube:
                 resp.raise_for_status()
             except httpx2.HTTPStatusError as e:
                 raise transform_exception(e) from None
-            table = msgspec.json.decode(resp.content)
+            try:
+                table = msgspec.json.decode(resp.content)
+            except msgspec.DecodeError as e:
+                raise TauError(
+                    f"list {kind.plural} in namespace {namespace}: the answer from "
+                    f"{self.server} is not JSON ({e})",
+                    exit_code=EXIT_PLATFORM,
+                ) from None
         if isinstance(table, dict) and table.get("kind") != "Table" and "items" in table:
             return [dict(o) for o in table["items"]]  # a server that answered with a List
         thin = objects_from_table(table, wanted, namespace)

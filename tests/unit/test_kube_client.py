@@ -51,7 +51,7 @@ def test_a_table_that_cannot_say_everything_is_not_read() -> None:
 class _Server:
     """An API server on 127.0.0.1 that turns the first `busy` requests away with 429."""
 
-    def __init__(self, busy: int) -> None:
+    def __init__(self, busy: int, html: bool = False) -> None:
         import json
         import threading
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -74,9 +74,9 @@ class _Server:
                 else:
                     code, doc = 200, {"apiVersion": "v1", "kind": "ConfigMap",
                                       "metadata": {"name": "c", "namespace": "n"}}  # fmt: skip
-                data = json.dumps(doc).encode()
+                data = json.dumps(doc).encode() if not html else b"<html>a login page</html>"
                 self.send_response(code)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", "text/html" if html else "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 if code == 429:
                     self.send_header("Retry-After", "0")
@@ -156,3 +156,22 @@ def test_what_is_sent_again_and_after_how_long() -> None:
     assert retry_wait(503, "GET", None, 0) is None
     assert retry_wait(404, "GET", "1", 0) is None
     assert retry_wait(409, "POST", None, 0) is None
+
+
+def test_a_listing_answered_with_something_else_than_json_is_said_in_words(
+    tmp_path: Any, monkeypatch: Any
+) -> None:
+    """A proxy's login page instead of the API server's answer: a TauError, not a traceback."""
+    import pytest
+
+    from taugrid.api.errors import TauError
+
+    server = _Server(busy=0, html=True)
+    try:
+        kube = _kube(server, tmp_path, monkeypatch)
+        with pytest.raises(TauError) as e:
+            kube.list_columns("TauRun", "research")
+        assert "not JSON" in str(e.value) and e.value.exit_code == 4
+        assert "includeObject=None" in server.seen[0][1]
+    finally:
+        server.httpd.shutdown()
