@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -76,10 +77,12 @@ def floor() -> float:
     return time.perf_counter() - t0
 
 
-def sandbox_cli() -> tuple[float, float, float, float] | None:
-    """Medians of 5: submit (cold CLI), status right after (queued: computed by the client),
-    status once running (TauRun.status, written by the controller); and of the libraries'
-    floor (_floor_kube), measured between them."""
+def sandbox_cli() -> tuple[float, float, float, float, float] | None:
+    """Medians of 5: submit (cold CLI), status right after it (computed by the client while
+    the machine's cluster is busy with that submission), status once running (TauRun.status,
+    written by the controller), status of a run queued for quota on a quiet cluster (computed
+    by the client: its place and what it waits for); and of the libraries' floor (_floor_kube),
+    measured between them."""
     from taugrid.infra.controlplane import binaries_dir
 
     if binaries_dir() is None:
@@ -114,10 +117,39 @@ def sandbox_cli() -> tuple[float, float, float, float] | None:
                 floors.append(floor())
                 running.append(timed("run", "status", run_id)[0])
                 timed("run", "cancel", run_id)
+            waiting = queued_for_quota(timed, project)
             return (statistics.median(submits), statistics.median(queued),
-                    statistics.median(running), statistics.median(floors))  # fmt: skip
+                    statistics.median(running), statistics.median(floors), waiting)  # fmt: skip
         finally:
             subprocess.run([TAU, "sandbox", "down"], env=env, capture_output=True, check=False)
+
+
+def queued_for_quota(
+    timed: Callable[..., tuple[float, str]], project: Path, most: int = 8
+) -> float:
+    """Runs submitted until one waits for quota; once the cluster is quiet again, the median of
+    5 statuses of that run (the client computes a queued run's: Kueue's word on it). NaN if
+    none queued within `most` runs."""
+    ids, queued_id = [], None
+    for _ in range(most):
+        ids.append(timed("run", str(project), "-d")[1].strip())
+        deadline, out = time.monotonic() + 30, ""
+        while time.monotonic() < deadline:
+            out = timed("run", "status", ids[-1], "-o", "json")[1]
+            if '"phase": "Queued"' in out or '"phase": "Running"' in out:
+                break
+            time.sleep(0.5)
+        if '"phase": "Queued"' in out:
+            queued_id = ids[-1]
+            break
+    try:
+        if queued_id is None:
+            return float("nan")
+        time.sleep(5)  # the cluster done with the submissions (what the figure is about)
+        return statistics.median(timed("run", "status", queued_id)[0] for _ in range(5))
+    finally:
+        for run_id in ids:
+            timed("run", "cancel", run_id)
 
 
 def main() -> int:
@@ -129,7 +161,7 @@ def main() -> int:
     if cli is None:
         print("sandbox: control plane not built (make controlplane); CLI budgets not measured")
         return 0
-    submit, queued, running, base = cli
+    submit, queued, running, base, waiting = cli
     print(
         f"tau run --target kube to submitted (median): {submit:.3f}s  <= 0.8s {'ok' if submit <= 0.8 else 'OVER'}"
     )
@@ -137,7 +169,10 @@ def main() -> int:
         f"tau run status, running run (median):       {running:.3f}s  <= 0.5s {'ok' if running <= 0.5 else 'OVER'}"
     )
     print(
-        f"tau run status, queued run (median):        {queued:.3f}s  <= 0.5s {'ok' if queued <= 0.5 else 'OVER'}"
+        f"tau run status, right after submitting (median; the cluster busy with it): {queued:.3f}s"
+    )
+    print(
+        f"tau run status, queued for quota (median):  {waiting:.3f}s  <= 0.5s {'ok' if waiting <= 0.5 else 'OVER'}"
     )
     print(
         f"the libraries' floor (Python importing Typer, pydantic, PyYAML, lightkube): {base:.3f}s;"
