@@ -9,6 +9,7 @@ from typing import Any
 
 from taugrid.api.crds import TauRunStatus
 from taugrid.api.evidence import KubeHandle, RunRecord
+from taugrid.api.manifest import Resilience
 from taugrid.api.observations import Observations
 from taugrid.api.vocabulary import Phase, TerminationReason, TimelineEntry
 from taugrid.controller import recorder as REC
@@ -181,7 +182,7 @@ def test_a_gpu_fault_on_its_node_shows_and_a_failure_there_is_a_node_failure() -
     assert failed.phase == Phase.Failed
     assert failed.terminationReason == TerminationReason.NodeFailure
     assert "faulty GPU node" in (failed.summary or "")
-    assert TerminationReason.NodeFailure.retried_by(REC.retry_on(taurun()))
+    assert TerminationReason.NodeFailure.retried_by(Resilience().retry_on)  # by default
 
 
 def test_an_ended_run_keeps_its_record_when_its_objects_go() -> None:
