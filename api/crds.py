@@ -484,6 +484,15 @@ def from_columns(values: dict[str, Any]) -> dict[str, Any]:
     return nested((path_keys(path), value) for path, value in values.items())
 
 
+def thin(obj: dict[str, Any], kind: str) -> dict[str, Any]:
+    """What a Table request answers of a whole object: its name, namespace and the fields of
+    its kind's row columns (what `KubeAPI.list_columns` returns)."""
+    meta = obj.get("metadata") or {}
+    out = from_columns({p: column_value(obj, p) for p in row_columns(kind).values()})
+    out.setdefault("metadata", {}).update(name=meta.get("name"), namespace=meta.get("namespace"))
+    return out
+
+
 def nested(fields: Iterable[tuple[tuple[str, ...], Any]]) -> dict[str, Any]:
     """An object holding only the given fields, by their keys (a None value: left out)."""
     obj: dict[str, Any] = {}

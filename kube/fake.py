@@ -148,17 +148,9 @@ class FakeKube:
 
     def list_columns(self, kind_name: str, namespace: str) -> builtins.list[dict[str, Any]]:
         """As the API server's Table: only the printer columns' fields of each object."""
-        from taugrid.api.crds import column_value, from_columns, row_columns
+        from taugrid.api.crds import thin
 
-        paths = row_columns(kind_name).values()
-        out = []
-        for obj in self.list(kind_name, namespace):
-            thin = from_columns({p: column_value(obj, p) for p in paths})
-            thin.setdefault("metadata", {}).update(
-                name=obj["metadata"]["name"], namespace=namespace
-            )
-            out.append(thin)
-        return out
+        return [thin(obj, kind_name) for obj in self.list(kind_name, namespace)]
 
     def delete(self, kind_name: str, name: str, namespace: str | None) -> bool:
         self._check("delete", kind_name, namespace)
