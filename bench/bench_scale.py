@@ -197,13 +197,13 @@ def _wait(cond: Callable[[], bool], timeout: float, step: float, what: str) -> N
         time.sleep(step)
 
 
-def restart_controller(state: Any) -> int:
-    """Stop the sandbox's controller and start it again with the same command and environment
-    (a restart, as a rollout or a crash); the sandbox's state records the new process."""
+def stop_controller(state: Any) -> tuple[list[bytes], dict[str, str]]:
+    """Stop the sandbox's controller (as a rollout or a crash would); its command and
+    environment, to start it again."""
     pid = state.pids["controller"]
     cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]
     environ = dict(
-        kv.split(b"=", 1)
+        kv.decode().split("=", 1)
         for kv in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
         if b"=" in kv
     )
@@ -211,13 +211,21 @@ def restart_controller(state: Any) -> int:
     _wait(
         lambda: not Path(f"/proc/{pid}").exists() or _zombie(pid), 30, 0.2, "the controller to stop"
     )
+    return cmd, environ
+
+
+def start_controller(state: Any, cmd: list[bytes], environ: dict[str, str]) -> int:
+    """Start the controller stopped by `stop_controller`; the sandbox's state records it."""
     log = Path(os.environ["TAU_HOME"]) / "sandbox" / "controller.restarted.log"
-    proc = subprocess.Popen(cmd, env={k.decode(): v.decode() for k, v in environ.items()},
-                            stdout=log.open("ab"), stderr=subprocess.STDOUT,
+    proc = subprocess.Popen(cmd, env=environ, stdout=log.open("ab"), stderr=subprocess.STDOUT,
                             start_new_session=True)  # fmt: skip
     state.pids["controller"] = proc.pid
     state.write()
     return proc.pid
+
+
+def restart_controller(state: Any) -> int:
+    return start_controller(state, *stop_controller(state))
 
 
 def _zombie(pid: int) -> bool:
@@ -349,14 +357,39 @@ def run(runs: int, nodes: int, max_s: int, seed: int, idle_s: float = IDLE_S,
     client.cancel(running)
     res.figures["cli_run_list_s"] = _timed(env, "run", "list", n=3)
     res.figures["cli_run_list_cluster_s"] = _timed(env, "run", "list", "--cluster", n=3)
+    # A restart among all the runs, with news it has to catch up on: runs submitted while it
+    # was down (a tenth of the runs; their TauRuns have no status until it records them).
+    cmd, environ = stop_controller(state)
+    later = [
+        project(home / "projects" / f"d{i:05d}", i, rng, max_s) for i in range(max(runs // 10, 5))
+    ]
+    down = client.submit_many([client.SubmitRequest(f, ws) for f, ws, _ in later], workers=WORKERS)
+    news = [(str(getattr(s.record.handle, "namespace", "")), s.run_id) for s in down
+            if isinstance(s, client.Submitted) and s.record.handle is not None]  # fmt: skip
     t_restart = time.time()
-    restart_controller(state)
-    time.sleep(restart_s)  # what it writes catching up, and when it is quiet again
+    pid = start_controller(state, cmd, environ)
+    from taugrid.kube.client import Kube
+    from taugrid.kube.facts import recorded_status
+
+    kube = Kube()
+
+    def recorded() -> bool:  # the controller wrote each missed run's status
+        return all(recorded_status(kube.get("TauRun", rid, ns) or {}) is not None
+                   for ns, rid in news)  # fmt: skip
+
+    try:
+        _wait(recorded, restart_s, 1.0, "the restarted controller to record the runs it missed")
+        recorded_s: float | None = round(time.time() - t_restart, 1)
+    except TimeoutError:
+        recorded_s = None
+    time.sleep(max(0.0, t_restart + restart_s - time.time()))  # and then quiet again?
     caught = controller_requests(audit, t_restart, time.time())
     last = caught["last_write_at"]
     res.figures["controller_restart"] = {
-        **caught, "caught_up_s": round(last - t_restart, 1) if last else 0.0,
+        **caught, "missed_runs": len(news), "recorded_missed_s": recorded_s,
+        "caught_up_s": round(last - t_restart, 1) if last else 0.0,
         "writes_per_s": round(sum(caught["writes"].values()) / restart_s, 2),
+        "peak_rss_mb": round(peak_rss_mb(pid), 1),
     }  # fmt: skip
     if list_at > runs:
         t = time.perf_counter()
@@ -438,6 +471,9 @@ def check(res: Result) -> list[str]:
     if idle_writes:
         missed.append(f"controller wrote {idle_writes} times while every run had ended")
     restart = f["controller_restart"]
+    if restart.get("recorded_missed_s", 0) is None:
+        missed.append(f"the restarted controller did not record the {restart['missed_runs']} runs "
+                      "submitted while it was down")  # fmt: skip
     if restart["caught_up_s"] > 60 or restart["max_writes_in_a_second"] > 20:
         missed.append(f"restart catch-up {restart['caught_up_s']}s, "
                       f"{restart['max_writes_in_a_second']} writes/s at most (goal <= 60 s, <= 20/s)")  # fmt: skip
@@ -461,6 +497,10 @@ def table(res: Result) -> str:
         ("controller peak RSS", f"{f['controller_peak_rss_mb']} MB (goal <= 300)"),
         ("controller restart: caught up", f"{f['controller_restart']['caught_up_s']} s, "
          f"max {f['controller_restart']['max_writes_in_a_second']} writes/s (goal <= 60 s, <= 20/s)"),
+        ("controller restart: the runs submitted while down recorded",
+         f"{f['controller_restart'].get('missed_runs')} in "
+         f"{f['controller_restart'].get('recorded_missed_s')} s; its peak RSS "
+         f"{f['controller_restart'].get('peak_rss_mb')} MB"),
         ("tau run status RUN", f"{f['cli_run_status_s']} s (goal <= 0.5)"),
         ("tau run list (this machine's runs)", f"{f['cli_run_list_s']} s"),
         ("tau run list --cluster", f"{f['cli_run_list_cluster_s']} s (goal <= 0.5)"),

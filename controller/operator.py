@@ -21,12 +21,14 @@ import asyncio
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 import kopf
+from kopf._cogs.aiokits import aiotoggles
 
 from taugrid.api import constants as C
 from taugrid.api.errors import TauError
@@ -43,7 +45,14 @@ log = logging.getLogger("taugrid.controller")
 RunKey = tuple[str, str]  # (namespace, run id)
 COALESCE_S = 0.05  # a burst of events -> one reconcile
 RECORD_AFTER_S = 1.0  # a run's changes within this long -> one status write
-WORKERS_PER_KIND = 100  # kopf's concurrent per-object workers per watched kind
+# A run just submitted gets its first status once Kueue has its Workload, or this long after
+# it was created, whichever comes first: else a burst of submissions writes every run twice
+# ("no Kueue Workload yet", then "queued") while Kueue catches up. Until then `tau run status`
+# computes the run's status itself (the TauRun has none).
+FIRST_RECORD_WITHIN_S = 5.0
+# Run status writes, all runs together, at most this many a second: a restart among 1,000 runs
+# (or a burst of submissions) reaches the API server as a steady trickle, not all at once.
+STATUS_WRITES_PER_S = 20.0
 # The objects the quota and platform reconcilers read (and which of them a change wakes)
 PLATFORM_KINDS: tuple[tuple[str, str, str | None, tuple[str, ...]], ...] = (
     (C.GROUP, C.VERSION, "quotarequests", ("quota",)),
@@ -144,6 +153,78 @@ def _run_key(kw: Mapping[str, Any]) -> RunKey:
     return (str(kw["namespace"]), str(kw["labels"][C.LABEL_RUN_ID]))
 
 
+class Pace:
+    """Calls spaced at least 1/rate seconds apart, in the order they come: no second holds more
+    than `rate` of them. `take` waits for the caller's turn."""
+
+    def __init__(self, rate: float, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:  # fmt: skip
+        self.gap, self.clock, self.sleep = 1.0 / rate, clock, sleep
+        self._next = float("-inf")
+
+    async def take(self) -> None:
+        now = self.clock()
+        turn = max(now, self._next)
+        self._next = turn + self.gap  # claimed before waiting: callers queue in order
+        if turn > now:
+            await self.sleep(turn - now)
+
+
+class NoDiffBase(kopf.DiffBaseStorage):
+    """kopf's "last handled" essence is for its change handlers (on.create/update/field), which
+    this controller has none of (it reacts to events and reads indexes). kopf builds it all the
+    same, a deep copy of every object of every event (Workloads carry whole pod templates):
+    this store builds nothing and keeps nothing."""
+
+    def build(self, *, body: Any, extra_fields: Any = None) -> Any:
+        return {}
+
+    def fetch(self, *, body: Any) -> None:
+        return None
+
+    def store(self, *, body: Any, patch: Any, essence: Any) -> None:
+        return None
+
+
+class QuietToggleSet(aiotoggles.ToggleSet):
+    """kopf's set of "not indexed yet" toggles, waking its waiters only when the set's own state
+    changes. At start, every object's worker indexes its object, drops its toggle and waits for
+    the whole set ("every object of every kind indexed") before its handlers run; kopf's set
+    wakes every waiter on every drop, and each re-checks: with 5,000 objects (1,000 runs' TauRuns,
+    workloads, pods and events) a restarted controller took minutes before its first handler, the
+    cost growing with the square of the objects. Same semantics, one wake-up per waiter."""
+
+    async def make_toggle(self, __val: bool = False, *, name: str | None = None) -> Any:
+        toggle = aiotoggles.Toggle(__val, name=name, condition=self._condition)
+        async with self._condition:
+            before = self.is_on()
+            self._toggles.add(toggle)
+            if self.is_on() != before:
+                self._condition.notify_all()
+        return toggle
+
+    async def drop_toggle(self, toggle: Any) -> None:
+        await self.drop_toggles((toggle,))
+
+    async def drop_toggles(self, toggles: Any) -> None:
+        async with self._condition:
+            before = self.is_on()
+            self._toggles.difference_update(toggles)
+            if self.is_on() != before:
+                self._condition.notify_all()
+
+
+def install_quiet_toggles() -> None:
+    """kopf makes its toggle sets by module attribute when the operator starts (checked by a
+    test against the installed kopf)."""
+    aiotoggles.ToggleSet = QuietToggleSet  # type: ignore[misc]
+
+
+def reacts_to_changes(registry: kopf.OperatorRegistry) -> bool:
+    """Whether any handler needs kopf's diff base (change or daemon handlers)."""
+    return bool(registry._changing.get_all_handlers() or registry._spawning.get_all_handlers())
+
+
 class Controller:
     def __init__(self, cfg: ControllerConfig, kube: Kube, clock: Callable[[], datetime] = now_utc):
         self.cfg, self.kube, self.clock = cfg, kube, clock
@@ -156,6 +237,7 @@ class Controller:
         self._written: dict[RunKey, dict[str, Any]] = {}
         self._indexes: dict[str, Any] = {}  # kind -> kopf index of the platform's objects
         self._due: dict[RunKey, asyncio.Task[None]] = {}  # runs whose status is to be recorded
+        self.pace = Pace(STATUS_WRITES_PER_S)
         self._due_services: dict[RunKey, asyncio.Task[None]] = {}
         self._wake: dict[str, asyncio.Event] = {}
         self._tasks: list[asyncio.Task[None]] = []
@@ -350,9 +432,14 @@ class Controller:
         settings.watching.label_selectors["ray.io", "rayjobs"] = C.LABEL_RUN_ID
         settings.watching.field_selectors["v1", "events"] = "type=Warning"
         settings.execution.max_workers = 4
-        # kopf's per-object workers are unlimited by default: a restart with thousands of runs'
-        # objects started them all at once. Bounded per watched kind (the rest wait their turn).
-        settings.queueing.worker_limit = WORKERS_PER_KIND
+        if not reacts_to_changes(self.registry):
+            settings.persistence.diffbase_storage = NoDiffBase()
+        # kopf's per-object workers stay unbounded (its default). A bound deadlocks a restart: a
+        # worker that has indexed its object waits for every object of every kind to be indexed
+        # before its handler runs, and with more objects of a kind than workers the rest never
+        # get one (found with 150 runs: a restarted controller wrote nothing, ever). The API
+        # calls are bounded where they are made: status writes go through the event loop's
+        # thread pool (a few threads), each run's coalesced to one a second at most.
 
     def start_workers(self) -> None:
         for name, fn in (("quota", self.reconcile_quota), ("remediation", self.reconcile_nodes),
@@ -414,6 +501,8 @@ class Controller:
     async def _record_later(self, key: RunKey, kw: Mapping[str, Any]) -> None:
         try:
             await asyncio.sleep(RECORD_AFTER_S)
+            while self._awaits_workload(key, kw):
+                await asyncio.sleep(RECORD_AFTER_S)
         finally:
             self._due.pop(key, None)  # a change from here on is recorded by another pass
         try:
@@ -422,6 +511,20 @@ class Controller:
             raise
         except Exception as e:  # the next change of the run tries again
             log.warning("recording %s/%s failed: %s", key[0], key[1], e)
+
+    def _awaits_workload(self, key: RunKey, kw: Mapping[str, Any]) -> bool:
+        """A run with no status yet whose Kueue Workload has not come: wait for it (up to
+        FIRST_RECORD_WITHIN_S after the run was created)."""
+        tr = _first(kw["taurun_idx"].get(key))
+        if tr is None or key in self._written or recorded_status(tr) is not None:
+            return False
+        if _first(kw["kueue_idx"].get(key)) is not None:
+            return False
+        created = tr.get("metadata", {}).get("creationTimestamp")
+        if not created:
+            return False
+        age = self.clock() - datetime.fromisoformat(str(created).replace("Z", "+00:00"))
+        return age.total_seconds() < FIRST_RECORD_WITHIN_S
 
     async def service_changed(self, key: RunKey) -> None:
         """A service's RayService or TauService changed: one pass RECORD_AFTER_S later for all
@@ -458,18 +561,26 @@ class Controller:
     async def record_now(self, key: RunKey, kw: Mapping[str, Any]) -> None:
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:
-            objs = self.objects(key, kw)
-            if objs is None:
-                self._locks.pop(key, None)
-                self._written.pop(key, None)
+            if self._to_write(key, kw) is None:
                 return
-            objs = replace(objs, taurun=self._freshest(key, objs.taurun))
-            new = compute_status(objs, self.problems, self.clock(), self.problem_since)
-            old = recorded_status(objs.taurun)
-            if old is not None and same(old, new):
-                return
-            body = D.status_body("TauRun", objs.taurun, new)
-            self._written[key] = await self._io(self.kube.apply_status, body, FIELD_MANAGER)
+            await self.pace.take()  # its turn among all runs' writes; then the run as it is now
+            body = self._to_write(key, kw)
+            if body is not None:
+                self._written[key] = await self._io(self.kube.apply_status, body, FIELD_MANAGER)
+
+    def _to_write(self, key: RunKey, kw: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The status write the run needs now, or None (gone, or recorded already)."""
+        objs = self.objects(key, kw)
+        if objs is None:
+            self._locks.pop(key, None)
+            self._written.pop(key, None)
+            return None
+        objs = replace(objs, taurun=self._freshest(key, objs.taurun))
+        new = compute_status(objs, self.problems, self.clock(), self.problem_since)
+        old = recorded_status(objs.taurun)
+        if old is not None and same(old, new):
+            return None
+        return D.status_body("TauRun", objs.taurun, new)
 
     def _freshest(self, key: RunKey, indexed: dict[str, Any]) -> dict[str, Any]:
         """The index's TauRun, or the one the last status write returned while the index has
@@ -664,6 +775,10 @@ def run(
     """Run until stopped (SIGINT/SIGTERM, or `stop`)."""
     kube = Kube(context, in_cluster=in_cluster)
     ctl = Controller(cfg, kube)
+    install_quiet_toggles()
+    # kopf says "Indexer ... succeeded" for every event of every object (5,000 lines when it
+    # starts among 1,000 runs): its failures still show
+    logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     coro = kopf.operator(
         registry=ctl.registry, clusterwide=True, standalone=standalone,
         peering_name=PEERING, liveness_endpoint=liveness, stop_flag=stop, ready_flag=ready,

@@ -391,3 +391,65 @@ def test_a_pod_about_to_go_is_recorded_at_once() -> None:
     deleting = pod()
     deleting["metadata"]["deletionTimestamp"] = "2026-12-01T12:00:40Z"
     assert _fleeting(deleting)
+
+
+def test_a_run_just_submitted_is_first_recorded_once_kueue_has_its_workload(
+    monkeypatch: Any,
+) -> None:
+    """A burst of submissions wrote each run twice ("no Kueue Workload yet", then "queued") while
+    Kueue caught up. A run with no status yet waits for its Workload (up to
+    FIRST_RECORD_WITHIN_S after it was created): one write; with no Workload by then, the
+    truth without it."""
+    import asyncio
+    from datetime import timedelta
+
+    import pytest
+
+    pytest.importorskip("kopf")
+    from taugrid.controller import operator as OP
+    from taugrid.controller.config import ControllerConfig
+    from taugrid.kube.fake import FakeKube
+
+    monkeypatch.setattr(OP, "RECORD_AFTER_S", 0.001)
+    key = ("research", "kq-abc12")
+    now = [NOW.replace(second=1)]  # a second after the TauRun was created
+
+    def setup() -> tuple[FakeKube, Any, dict[str, Any]]:
+        fake = FakeKube({"TauRun": [taurun()]})
+        tr = fake.get("TauRun", "kq-abc12", "research")
+        ctl = OP.Controller(ControllerConfig(), fake, clock=lambda: now[0])  # type: ignore[arg-type]
+        live = {**indexes(tr), "kueue_idx": {}, "job_idx": {}, "pod_idx": {}}  # type: ignore[arg-type]
+        return fake, ctl, live
+
+    def written(fake: FakeKube) -> tuple[int, Any]:
+        tr = fake.get("TauRun", "kq-abc12", "research") or {}
+        return sum(c[0] == "apply_status" for c in fake.calls), (tr.get("status") or {})
+
+    fake, ctl, live = setup()
+
+    async def workload_comes() -> None:
+        await ctl.record(key, live)
+        for _ in range(20):  # many of its waits go by: nothing written
+            await asyncio.sleep(0.002)
+        assert written(fake)[0] == 0 and key in ctl._due
+        live["kueue_idx"] = {key: [{**kueue(), "status": {}}]}  # Kueue made it: not admitted yet
+        live["job_idx"] = {key: [{**job(), "spec": {"suspend": True}, "status": {}}]}
+        await asyncio.gather(*list(ctl._due.values()))
+
+    asyncio.run(workload_comes())
+    n, status = written(fake)
+    assert (n, status["phase"]) == (1, "Queued")
+
+    fake, ctl, live = setup()
+
+    async def no_kueue() -> None:
+        await ctl.record(key, live)
+        await asyncio.sleep(0.01)
+        assert written(fake)[0] == 0
+        now[0] = NOW + timedelta(seconds=OP.FIRST_RECORD_WITHIN_S)  # no Workload all that while
+        await asyncio.gather(*list(ctl._due.values()))
+
+    asyncio.run(no_kueue())
+    n, status = written(fake)
+    assert (n, status["phase"]) == (1, "Pending")
+    assert "no Kueue Workload" in status["summary"]
