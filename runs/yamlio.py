@@ -36,6 +36,14 @@ def dump_all(docs: list[dict[str, Any]]) -> str:
     )
 
 
+def dump_json_lines(docs: list[dict[str, Any]]) -> str:
+    """Documents a program reads back (`load_all`), not a person: one JSON object a line,
+    ~50x cheaper to write than the YAML emitter's blocks."""
+    import json
+
+    return "".join(json.dumps(d) + "\n" for d in docs)
+
+
 def dump(doc: Any) -> str:
     return yaml.dump(
         doc,
@@ -48,6 +56,11 @@ def dump(doc: Any) -> str:
 
 
 def load_all(text: str) -> list[dict[str, Any]]:
-    """The documents of a multi-document YAML text (what dump_all wrote)."""
+    """The documents of a multi-document YAML text (what dump_all wrote), or of JSON lines
+    (what dump_json_lines wrote)."""
+    if text.startswith("{"):
+        import json
+
+        return [d for line in text.splitlines() if line and isinstance(d := json.loads(line), dict)]
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     return [d for d in yaml.load_all(text, Loader=loader) if isinstance(d, dict)]

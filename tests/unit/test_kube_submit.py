@@ -102,6 +102,26 @@ def test_killed_after_the_record_before_the_cluster(home: Path, fake: FakeKube) 
     assert fake.get("TauRun", rd.run_id, "research") is None
 
 
+def test_an_interrupted_submission_kept_by_an_older_tau_is_sent_all_the_same(
+    home: Path, fake: FakeKube
+) -> None:
+    """The objects kept until the cluster has them are JSON lines now (the YAML emitter cost a
+    submission ~3 ms); a run an older tau recorded (YAML, under the old name) is still sent by
+    attach, and both are the same objects."""
+    from taugrid.runs.yamlio import dump_all, load_all
+
+    backend = KubeBackend(kube=fake)
+    rd = backend.record(prepared(backend, home), SubmitOptions(), lambda _m: None)
+    kept = rd.path / "config" / "manifests" / SUBMITTING
+    objects = load_all(kept.read_text())
+    assert [o["kind"] for o in objects] == ["TauRun", "ConfigMap", "Job"]
+    kept.unlink()
+    (kept.parent / "submitting.yaml").write_text(dump_all(objects))  # as an older tau wrote it
+    assert KubeBackend(kube=fake).attach(rd, lambda _m: None)
+    assert fake.get("Job", rd.run_id, "research") is not None
+    assert not (kept.parent / "submitting.yaml").exists()
+
+
 def test_killed_between_the_owner_and_its_objects(home: Path, fake: FakeKube) -> None:
     """kill -9 after the TauRun reached the cluster but before its workload: cancel removes
     what is there; the record ends Cancelled and sealed."""

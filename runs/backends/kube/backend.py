@@ -16,6 +16,7 @@ import os
 import sys
 import time
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from taugrid.api import constants as C
@@ -41,7 +42,16 @@ if TYPE_CHECKING:
     from taugrid.api.vocabulary import RunStatus
     from taugrid.runs.prepare import PreparedRun, RunRequest
 
-SUBMITTING = "submitting.yaml"  # config/manifests/: the full objects until the cluster has them
+SUBMITTING = "submitting.jsonl"  # config/manifests/: the full objects until the cluster has them
+
+
+def submitting(run: Path) -> Path:
+    """A run's objects kept until the cluster has them (an older tau's YAML name, if that is
+    the one there)."""
+    manifests = run / "config" / "manifests"
+    new = manifests / SUBMITTING
+    old = manifests / "submitting.yaml"
+    return old if not new.exists() and old.exists() else new
 
 
 class KubeBackend(Connected, Template):
@@ -210,9 +220,7 @@ class KubeBackend(Connected, Template):
         if prepared is not None:
             taurun, objects = prepared.taurun(), prepared.objects()
         else:
-            taurun, *objects = load_all(
-                (run.path / "config" / "manifests" / SUBMITTING).read_text()
-            )
+            taurun, *objects = load_all(submitting(run.path).read_text())
         fresh = prepared is not None and prepared.request.run_id is None
         try:
             if fresh:
@@ -243,7 +251,7 @@ class KubeBackend(Connected, Template):
                 put(obj)
         run.update_handle(sent=True)
         with contextlib.suppress(FileNotFoundError):
-            (run.path / "config" / "manifests" / SUBMITTING).unlink()
+            submitting(run.path).unlink()
 
     def _create_or_apply(self, obj: dict[str, Any]) -> dict[str, Any]:
         return self.kube.create(obj) or self.kube.apply(obj)
@@ -298,7 +306,7 @@ class KubeBackend(Connected, Template):
                       with_objects: bool) -> RunDir:  # fmt: skip
         """The local evidence record of a cluster run: what is submitted, where (and, until the
         cluster has it, the objects in full, so an interrupted submission can be sent again)."""
-        from taugrid.runs.yamlio import dump_all
+        from taugrid.runs.yamlio import dump_all, dump_json_lines
 
         root = runs_root()
         ensure_writable(root)
@@ -309,7 +317,7 @@ class KubeBackend(Connected, Template):
         submitted = [prepared.taurun(), *prepared.objects()]
         if with_objects:
             write_atomic(rd.path / "config" / "manifests" / SUBMITTING,
-                         dump_all(submitted).encode())  # fmt: skip
+                         dump_json_lines(submitted).encode())  # fmt: skip
         for obj in submitted:
             if obj["kind"] == "ConfigMap":  # the code: recorded by digest, not again in full
                 obj["data"] = {"...": f"{len(obj.get('data', {}))} files, {prepared.bundle.digest}"}
@@ -678,7 +686,7 @@ class KubeBackend(Connected, Template):
         rec = run.read_record()
         gone = self.kube.delete("TauRun", rec.run_id, _handle(rec).namespace)
         with contextlib.suppress(FileNotFoundError):
-            (run.path / "config" / "manifests" / SUBMITTING).unlink()
+            submitting(run.path).unlink()
         if not gone and not _handle(rec).sent:
             return "cancelled by the user before the cluster received it"
         return "cancelled by the user: TauRun deleted; its workload and quota are released"
@@ -690,7 +698,7 @@ class KubeBackend(Connected, Template):
         if rec.phase in TERMINAL:
             return False
         if not _handle(rec).sent:
-            if not (run.path / "config" / "manifests" / SUBMITTING).is_file():
+            if not submitting(run.path).is_file():
                 raise TauError(f"{run.run_id} was not completely sent, and its objects are not "
                                "in the record any more", exit_code=EXIT_PLATFORM,
                                hint=f"tau run cancel {run.run_id}, then submit again")  # fmt: skip

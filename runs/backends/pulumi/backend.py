@@ -62,11 +62,9 @@ class PulumiBackend(KubeBackend):
         if prepared is not None:
             taurun, objects = prepared.taurun(), prepared.objects()
         else:
-            from taugrid.runs.backends.kube.backend import SUBMITTING
+            from taugrid.runs.backends.kube.backend import submitting
 
-            taurun, *objects = load_all(
-                (run.path / "config" / "manifests" / SUBMITTING).read_text()
-            )
+            taurun, *objects = load_all(submitting(run.path).read_text())
         context, taurun = self.kube.context, self.stamped(taurun)
         eng = _engine(handle.stack, lambda: run_program(taurun, objects, context),
                       handle.backend_url)  # fmt: skip
