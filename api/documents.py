@@ -18,6 +18,11 @@ M = TypeVar("M", bound=BaseModel)
 
 _STR, _MAP, _SEQ = "tag:yaml.org,2002:str", "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"
 _MERGE = "tag:yaml.org,2002:merge"
+# A plain scalar's text -> the tag PyYAML's implicit resolvers give it (a regular expression per
+# candidate tag, in Python, for every scalar of every document). It depends on the text alone
+# (no path resolvers are registered), and the same texts come back: keys, small values.
+_PLAIN_TAGS: dict[str, str] = {}
+_PLAIN_TAGS_MAX, _PLAIN_TEXT_MAX = 10_000, 64
 
 
 class _Slow(Exception):
@@ -38,6 +43,16 @@ class _UniqueKeyLoader(_Loader):  # type: ignore[valid-type,misc]
     (ints, bools, floats, nulls, timestamps: the same values). Anything else (a merge key `<<`,
     an alias that contains itself, an explicit collection tag, an unknown tag) is built by
     PyYAML's machinery, which costs ~5x per node."""
+
+    def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
+        if kind is not yaml.ScalarNode or not implicit[0] or self.yaml_path_resolvers:
+            return super().resolve(kind, value, implicit)
+        tag = _PLAIN_TAGS.get(value)
+        if tag is None:
+            tag = super().resolve(kind, value, implicit)
+            if len(value) <= _PLAIN_TEXT_MAX and len(_PLAIN_TAGS) < _PLAIN_TAGS_MAX:
+                _PLAIN_TAGS[value] = tag
+        return tag
 
     def construct_document(self, node: yaml.Node) -> Any:
         try:

@@ -387,7 +387,7 @@ def run(runs: int, nodes: int, max_s: int, seed: int, idle_s: float = IDLE_S,
     last = caught["last_write_at"]
     res.figures["controller_restart"] = {
         **caught, "missed_runs": len(news), "recorded_missed_s": recorded_s,
-        "caught_up_s": round(last - t_restart, 1) if last else 0.0,
+        "last_write_s": round(last - t_restart, 1) if last else 0.0,  # the new runs' own too
         "writes_per_s": round(sum(caught["writes"].values()) / restart_s, 2),
         "peak_rss_mb": round(peak_rss_mb(pid), 1),
     }  # fmt: skip
@@ -471,12 +471,11 @@ def check(res: Result) -> list[str]:
     if idle_writes:
         missed.append(f"controller wrote {idle_writes} times while every run had ended")
     restart = f["controller_restart"]
-    if restart.get("recorded_missed_s", 0) is None:
-        missed.append(f"the restarted controller did not record the {restart['missed_runs']} runs "
-                      "submitted while it was down")  # fmt: skip
-    if restart["caught_up_s"] > 60 or restart["max_writes_in_a_second"] > 20:
-        missed.append(f"restart catch-up {restart['caught_up_s']}s, "
-                      f"{restart['max_writes_in_a_second']} writes/s at most (goal <= 60 s, <= 20/s)")  # fmt: skip
+    caught = restart.get("recorded_missed_s")
+    if caught is None or caught > 60 or restart["max_writes_in_a_second"] > 20:
+        missed.append(f"restart: the {restart.get('missed_runs')} runs submitted while it was down "
+                      f"recorded in {caught} s, {restart['max_writes_in_a_second']} writes/s at "
+                      "most (goal <= 60 s, <= 20/s)")  # fmt: skip
     return missed
 
 
@@ -495,12 +494,11 @@ def table(res: Result) -> str:
         ("controller requests/s busy", f"{f['controller_busy']['per_s']}  writes {f['controller_busy']['writes']}"),
         ("controller requests/s idle", f"{f['controller_idle']['per_s']}  writes {f['controller_idle']['writes']}"),
         ("controller peak RSS", f"{f['controller_peak_rss_mb']} MB (goal <= 300)"),
-        ("controller restart: caught up", f"{f['controller_restart']['caught_up_s']} s, "
-         f"max {f['controller_restart']['max_writes_in_a_second']} writes/s (goal <= 60 s, <= 20/s)"),
-        ("controller restart: the runs submitted while down recorded",
-         f"{f['controller_restart'].get('missed_runs')} in "
-         f"{f['controller_restart'].get('recorded_missed_s')} s; its peak RSS "
-         f"{f['controller_restart'].get('peak_rss_mb')} MB"),
+        ("controller restart: runs submitted while down, recorded in",
+         f"{f['controller_restart'].get('missed_runs')} runs, "
+         f"{f['controller_restart'].get('recorded_missed_s')} s, max "
+         f"{f['controller_restart']['max_writes_in_a_second']} writes/s (goal <= 60 s, <= 20/s)"),
+        ("controller restart: its peak RSS", f"{f['controller_restart'].get('peak_rss_mb')} MB"),
         ("tau run status RUN", f"{f['cli_run_status_s']} s (goal <= 0.5)"),
         ("tau run list (this machine's runs)", f"{f['cli_run_list_s']} s"),
         ("tau run list --cluster", f"{f['cli_run_list_cluster_s']} s (goal <= 0.5)"),

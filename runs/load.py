@@ -6,6 +6,7 @@ value and an example of a good one; misspelled keys get a "did you mean" (api/is
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -64,18 +65,19 @@ def resolve_manifest_path(arg: str | None) -> Path:
 def read_text(path: Path, what: str = "file") -> str:
     """A user's document as text: missing, unreadable, too large or binary are clear errors."""
     try:
-        if not path.exists():
-            raise TauError(
-                f"{path}: no such {what}", hint="check the path; tau.yaml lives beside your code"
-            )
-        if path.is_dir():
-            raise TauError(f"{path}: is a directory, not a {what}")
-        size = path.stat().st_size
-        if size > MAX_DOCUMENT_BYTES:
-            raise TauError(
-                f"{path}: is {size} bytes; a {what} is at most {MAX_DOCUMENT_BYTES} bytes"
-            )
-        raw = path.read_bytes()
+        with open(path, "rb") as f:  # one open, not a stat per question
+            size = os.fstat(f.fileno()).st_size
+            if size > MAX_DOCUMENT_BYTES:
+                raise TauError(
+                    f"{path}: is {size} bytes; a {what} is at most {MAX_DOCUMENT_BYTES} bytes"
+                )
+            raw = f.read()
+    except FileNotFoundError:
+        raise TauError(
+            f"{path}: no such {what}", hint="check the path; tau.yaml lives beside your code"
+        ) from None
+    except IsADirectoryError:
+        raise TauError(f"{path}: is a directory, not a {what}") from None
     except PermissionError:
         raise TauError(f"{path}: permission denied") from None
     except OSError as e:

@@ -44,6 +44,5 @@ def test_100_runs_on_20_nodes_end_truthfully_and_the_controller_stays_quiet(
     # nothing, ever: kopf's worker bound and its index barrier), and without a burst
     assert restart["missed_runs"] >= 5 and restart["recorded_missed_s"] is not None, restart
     assert restart["max_writes_in_a_second"] <= 20, restart
-    assert restart["caught_up_s"] <= 30, restart
     assert f["controller_peak_rss_mb"] <= 300
     assert restart["peak_rss_mb"] <= 300, restart

@@ -563,6 +563,7 @@ def test_documents_are_built_as_pyyaml_builds_them(doc: object) -> None:
 
     text = yaml.safe_dump({"doc": doc}, allow_unicode=True)
     assert parse_yaml(text, "x.yaml") == yaml.safe_load(text)
+    assert parse_yaml(text, "x.yaml") == yaml.safe_load(text)  # the plain scalars' tags kept
 
 
 @pytest.mark.parametrize(
