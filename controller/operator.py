@@ -50,11 +50,10 @@ RECORD_AFTER_S = 1.0  # a run's changes within this long -> one status write
 # ("no Kueue Workload yet", then "queued") while Kueue catches up. Until then `tau run status`
 # computes the run's status itself (the TauRun has none).
 FIRST_RECORD_WITHIN_S = 5.0
-# Run status writes, all runs together, one at a time and at most this many a second: a
-# restart among 1,000 runs (or a burst of submissions) reaches the API server as a steady
-# trickle. (Paced starts alone were not enough: writes queued behind a slow answer completed
-# together, 26 in one second.)
-STATUS_WRITES_PER_S = 20.0
+# Run status writes, all runs together, go one at a time and at most
+# `ControllerConfig.status_writes_per_s` (20) a second: a restart among 1,000 runs (or a burst of
+# submissions) reaches the API server as a steady trickle. (Paced starts alone were not enough:
+# writes queued behind a slow answer completed together, 26 in one second.)
 # The objects the quota and platform reconcilers read (and which of them a change wakes)
 PLATFORM_KINDS: tuple[tuple[str, str, str | None, tuple[str, ...]], ...] = (
     (C.GROUP, C.VERSION, "quotarequests", ("quota",)),
@@ -239,7 +238,7 @@ class Controller:
         self._written: dict[RunKey, dict[str, Any]] = {}
         self._indexes: dict[str, Any] = {}  # kind -> kopf index of the platform's objects
         self._due: dict[RunKey, asyncio.Task[None]] = {}  # runs whose status is to be recorded
-        self.pace = Pace(STATUS_WRITES_PER_S)
+        self.pace = Pace(cfg.status_writes_per_s)
         self._writing = asyncio.Lock()  # run status writes in flight: one
         self._due_services: dict[RunKey, asyncio.Task[None]] = {}
         self._wake: dict[str, asyncio.Event] = {}

@@ -128,3 +128,13 @@ def test_status_writes_are_paced_in_the_order_they_come() -> None:
 
     asyncio.run(main())
     assert slept == [0.05, 0.1, 0.15, 0.2]
+
+
+def test_the_write_pace_is_the_configs() -> None:
+    from pydantic import ValidationError
+
+    ctl = OP.Controller(ControllerConfig(status_writes_per_s=5), FakeKube())  # type: ignore[arg-type]
+    assert ctl.pace.gap == pytest.approx(0.2)
+    assert OP.Controller(ControllerConfig(), FakeKube()).pace.gap == pytest.approx(0.05)  # type: ignore[arg-type]
+    with pytest.raises(ValidationError):
+        ControllerConfig(status_writes_per_s=0)
