@@ -78,6 +78,7 @@ def _first(store: Any) -> dict[str, Any] | None:
 
 
 _DROP_META = ("managedFields", "ownerReferences")
+_WORKLOAD_SPEC = ("queueName", "priorityClassRef", "priorityClassName", "priority", "active")
 
 
 class ByUid(Mapping[str, dict[str, Any]]):
@@ -106,7 +107,8 @@ def plain(body: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def slim(body: Mapping[str, Any]) -> dict[str, Any]:
-    """What the controller keeps of an object: no managed fields, no pod spec but its node."""
+    """What the controller keeps of an object: no managed fields, no pod spec but its node, no
+    Workload pod templates (with 1,000 runs those were most of a restarted controller's memory)."""
     meta = {k: v for k, v in dict(body.get("metadata") or {}).items() if k not in _DROP_META}
     if body.get("kind") == "Workload" or body.get("metadata", {}).get("ownerReferences"):
         meta["ownerReferences"] = [
@@ -120,6 +122,8 @@ def slim(body: Mapping[str, Any]) -> dict[str, Any]:
         spec = {"nodeName": spec.get("nodeName")}
     elif body.get("kind") in ("Job", "RayJob"):
         spec = {"suspend": spec.get("suspend")}
+    elif body.get("kind") == "Workload":  # its queue and priority; not its pod templates
+        spec = {k: spec[k] for k in _WORKLOAD_SPEC if k in spec}
     out["spec"] = spec
     for k in ("type", "reason", "message", "count", "firstTimestamp", "lastTimestamp",
               "eventTime", "involvedObject"):  # fmt: skip

@@ -453,3 +453,25 @@ def test_a_run_just_submitted_is_first_recorded_once_kueue_has_its_workload(
     n, status = written(fake)
     assert (n, status["phase"]) == (1, "Pending")
     assert "no Kueue Workload" in status["summary"]
+
+
+def test_what_the_controller_keeps_of_a_workload_says_what_the_whole_one_says() -> None:
+    """The index keeps a Workload without its pod templates (most of its bytes): a run's status
+    from the kept Workload is the status from the whole one."""
+    import pytest
+
+    pytest.importorskip("kopf")
+    from taugrid.controller.operator import slim
+
+    whole = {**kueue(), "kind": "Workload", "apiVersion": "kueue.x-k8s.io/v1beta2"}
+    whole["spec"] = {**whole["spec"], "priorityClassRef": {"name": "high"}, "podSets": [
+        {"name": "main", "count": 1, "template": {"spec": {"containers": [{"name": "c" * 5000}]}}}]}  # fmt: skip
+    kept = slim(whole)
+    assert "podSets" not in kept["spec"] and kept["spec"]["queueName"] == "gpu"
+    assert kept["spec"]["priorityClassRef"] == {"name": "high"}
+    for k in (whole, kept):
+        st = REC.compute_status(REC.RunObjects(taurun=taurun(), workload=job(), kueue=k,
+                                               pods=[pod()]), {"a100x1-0": []}, NOW)  # fmt: skip
+        if k is whole:
+            want = st
+    assert REC.same(st, want) and st.model_dump() == want.model_dump()
