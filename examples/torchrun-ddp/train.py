@@ -48,6 +48,9 @@ def main() -> None:
         )
         if not same:
             raise SystemExit("the replicas diverged: the all-reduce did not happen")
+    # every rank leaves together: a rank that tears gloo down while its peer still holds the
+    # connection can abort the peer ("terminate called without an active exception", CI)
+    dist.barrier()
     dist.destroy_process_group()
 
 
