@@ -50,6 +50,10 @@ RECORD_AFTER_S = 1.0  # a run's changes within this long -> one status write
 # ("no Kueue Workload yet", then "queued") while Kueue catches up. Until then `tau run status`
 # computes the run's status itself (the TauRun has none).
 FIRST_RECORD_WITHIN_S = 5.0
+# Run status writes, all runs together, go one at a time and at most
+# `ControllerConfig.status_writes_per_s` (20) a second: a restart among 1,000 runs (or a burst of
+# submissions) reaches the API server as a steady trickle. (Paced starts alone were not enough:
+# writes queued behind a slow answer completed together, 26 in one second.)
 # The objects the quota and platform reconcilers read (and which of them a change wakes)
 PLATFORM_KINDS: tuple[tuple[str, str, str | None, tuple[str, ...]], ...] = (
     (C.GROUP, C.VERSION, "quotarequests", ("quota",)),
@@ -278,12 +282,8 @@ class Controller:
         self._written: dict[RunKey, dict[str, Any]] = {}
         self._indexes: dict[str, Any] = {}  # kind -> kopf index of the platform's objects
         self._due: dict[RunKey, asyncio.Task[None]] = {}  # runs whose status is to be recorded
-        # Run status writes, all runs together, go one at a time and at most
-        # `status_writes_per_s` (20) a second: a restart among 1,000 runs (or a burst of
-        # submissions) reaches the API server as a steady trickle. (Paced starts alone were not
-        # enough: writes queued behind a slow answer completed together, 26 in one second.)
         self.pace = Pace(cfg.status_writes_per_s)
-        self._writing = asyncio.Lock()  # paced run status writes in flight: one
+        self._writing = asyncio.Lock()  # run status writes in flight: one
         self._due_services: dict[RunKey, asyncio.Task[None]] = {}
         self._wake: dict[str, asyncio.Event] = {}
         self._tasks: list[asyncio.Task[None]] = []
@@ -484,8 +484,8 @@ class Controller:
         # worker that has indexed its object waits for every object of every kind to be indexed
         # before its handler runs, and with more objects of a kind than workers the rest never
         # get one (found with 150 runs: a restarted controller wrote nothing, ever). The API
-        # calls are bounded where they are made: run status writes one at a time, paced
-        # (`status_writes_per_s`), each run's changes of a second coalesced into one.
+        # calls are bounded where they are made: status writes go through the event loop's
+        # thread pool (a few threads), each run's coalesced to one a second at most.
 
     def start_workers(self) -> None:
         for name, fn in (("quota", self.reconcile_quota), ("remediation", self.reconcile_nodes),
@@ -552,7 +552,7 @@ class Controller:
         finally:
             self._due.pop(key, None)  # a change from here on is recorded by another pass
         try:
-            await self.record_now(key, kw, paced=True)
+            await self.record_now(key, kw)
         except asyncio.CancelledError:
             raise
         except Exception as e:  # the next change of the run tries again
@@ -604,28 +604,16 @@ class Controller:
         if write is not None:
             self.kube.apply_status(write, FIELD_MANAGER)
 
-    async def record_now(self, key: RunKey, kw: Mapping[str, Any], paced: bool = False) -> None:
-        """Write the run's status if it changed. `paced` (the coalesced pass of `record`): in
-        turn with every run's writes, one at a time, at most `status_writes_per_s` a second.
-        Not paced: what is gone a second later (a pod about to go, a GPU fault under the run),
-        at once."""
+    async def record_now(self, key: RunKey, kw: Mapping[str, Any]) -> None:
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:
             if self._to_write(key, kw) is None:
                 return
-            if not paced:
+            async with self._writing:  # one at a time, spaced: the API server sees no bunch
+                await self.pace.take()  # its turn among all runs' writes; then the run as it is now
                 body = self._to_write(key, kw)
-            else:
-                async with self._writing:
-                    await self.pace.take()  # its turn; then the run as it is now
-                    body = self._to_write(key, kw)
-                    if body is not None:
-                        self._written[key] = await self._io(
-                            self.kube.apply_status, body, FIELD_MANAGER
-                        )
-                    return
-            if body is not None:
-                self._written[key] = await self._io(self.kube.apply_status, body, FIELD_MANAGER)
+                if body is not None:
+                    self._written[key] = await self._io(self.kube.apply_status, body, FIELD_MANAGER)
 
     def _to_write(self, key: RunKey, kw: Mapping[str, Any]) -> dict[str, Any] | None:
         """The status write the run needs now, or None (gone, or recorded already)."""

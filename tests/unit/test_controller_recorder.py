@@ -475,38 +475,3 @@ def test_what_the_controller_keeps_of_a_workload_says_what_the_whole_one_says() 
         if k is whole:
             want = st
     assert REC.same(st, want) and st.model_dump() == want.model_dump()
-
-
-def test_coalesced_writes_take_their_turn_and_what_is_gone_in_a_second_does_not_wait() -> None:
-    """Status writes of the coalesced pass are paced (a restart's catch-up reaches the API
-    server as a trickle); a pod about to go or a GPU fault is written at once, not behind them."""
-    import asyncio
-
-    import pytest
-
-    pytest.importorskip("kopf")
-    from taugrid.controller import operator as OP
-    from taugrid.controller.config import ControllerConfig
-    from taugrid.kube.fake import FakeKube
-
-    fake = FakeKube({"TauRun": [taurun()]})
-    tr = fake.get("TauRun", "kq-abc12", "research")
-    ctl = OP.Controller(ControllerConfig(), fake, clock=lambda: NOW)  # type: ignore[arg-type]
-    waited: list[float] = []
-
-    async def sleep(s: float) -> None:
-        waited.append(s)
-
-    ctl.pace = OP.Pace(0.001, clock=lambda: 0.0, sleep=sleep)  # a turn every 1,000 s
-    key = ("research", "kq-abc12")
-
-    def writes() -> int:
-        return sum(c[0] == "apply_status" for c in fake.calls)
-
-    asyncio.run(ctl.record_now(key, indexes(tr), paced=True))  # type: ignore[arg-type]
-    moved = indexes(tr)  # type: ignore[arg-type]
-    moved["pod_idx"] = {key: [pod(node="a100x1-9")]}  # its pod on another node: a change
-    asyncio.run(ctl.record_now(key, moved, paced=True))
-    assert writes() == 2 and waited == [1000.0]  # the second waited its turn
-    asyncio.run(ctl.record_now(key, indexes(tr, job(done=True))))  # type: ignore[arg-type]
-    assert writes() == 3 and waited == [1000.0]  # at once
