@@ -224,10 +224,6 @@ def start_controller(state: Any, cmd: list[bytes], environ: dict[str, str]) -> i
     return proc.pid
 
 
-def restart_controller(state: Any) -> int:
-    return start_controller(state, *stop_controller(state))
-
-
 def _zombie(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"

@@ -32,7 +32,7 @@ from kopf._cogs.aiokits import aiotoggles
 
 from taugrid.api import constants as C
 from taugrid.api.errors import TauError
-from taugrid.api.kubetime import k8s_time
+from taugrid.api.kubetime import k8s_time, parse_k8s_time
 from taugrid.controller import decide as D
 from taugrid.controller import platform_status as P
 from taugrid.controller import remediation as R
@@ -566,11 +566,10 @@ class Controller:
             return False
         if _first(kw["kueue_idx"].get(key)) is not None:
             return False
-        created = tr.get("metadata", {}).get("creationTimestamp")
-        if not created:
+        created = parse_k8s_time(tr.get("metadata", {}).get("creationTimestamp"))
+        if created is None:
             return False
-        age = self.clock() - datetime.fromisoformat(str(created).replace("Z", "+00:00"))
-        return age.total_seconds() < FIRST_RECORD_WITHIN_S
+        return (self.clock() - created).total_seconds() < FIRST_RECORD_WITHIN_S
 
     async def service_changed(self, key: RunKey) -> None:
         """A service's RayService or TauService changed: one pass RECORD_AFTER_S later for all
