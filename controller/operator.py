@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
+import itertools
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -158,21 +160,55 @@ def _run_key(kw: Mapping[str, Any]) -> RunKey:
     return (str(kw["namespace"]), str(kw["labels"][C.LABEL_RUN_ID]))
 
 
-class Pace:
-    """Calls spaced at least 1/rate seconds apart, in the order they come: no second holds more
-    than `rate` of them. `take` waits for the caller's turn."""
+class Turns:
+    """Run status writes one at a time, their starts at least 1/rate seconds apart: no second
+    holds more than `rate` of them. A write waits for its turn; the urgent ones (what is gone a
+    second later: a pod about to go, a GPU fault under the run) go before the others, and each
+    kind in the order it came. Urgent writes spend the same budget (the bound holds); they only
+    do not queue behind a backlog (a restart's catch-up, a burst's ends)."""
 
     def __init__(self, rate: float, clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:  # fmt: skip
         self.gap, self.clock, self.sleep = 1.0 / rate, clock, sleep
-        self._next = float("-inf")
+        self._next = float("-inf")  # the earliest start of the next turn
+        self._held = False
+        self._waiting: list[tuple[int, int, asyncio.Future[None]]] = []  # a heap: urgent first
+        self._order = itertools.count()
 
-    async def take(self) -> None:
-        now = self.clock()
-        turn = max(now, self._next)
-        self._next = turn + self.gap  # claimed before waiting: callers queue in order
-        if turn > now:
-            await self.sleep(turn - now)
+    @contextlib.asynccontextmanager
+    async def take(self, urgent: bool = False) -> AsyncIterator[None]:
+        await self._acquire(urgent)
+        try:
+            start = max(self.clock(), self._next)
+            self._next = start + self.gap
+            wait = start - self.clock()
+            if wait > 0:
+                await self.sleep(wait)
+            yield
+        finally:
+            self._release()
+
+    async def _acquire(self, urgent: bool) -> None:
+        if not self._held:
+            self._held = True
+            return
+        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._waiting, (0 if urgent else 1, next(self._order), turn))
+        try:
+            await turn
+        except asyncio.CancelledError:
+            if turn.done() and not turn.cancelled():  # handed the turn as it was cancelled
+                self._release()
+            raise
+
+    def _release(self) -> None:
+        """The turn to the first waiter still waiting (a cancelled one's future is done)."""
+        while self._waiting:
+            turn = heapq.heappop(self._waiting)[2]
+            if not turn.done():
+                turn.set_result(None)
+                return  # held, by the next
+        self._held = False
 
 
 class NoDiffBase(kopf.DiffBaseStorage):
@@ -276,14 +312,12 @@ class Controller:
         self.nodes: dict[str, dict[str, Any]] = {}
         self.problems: dict[str, list[str]] = {}
         self.problem_since: dict[str, str] = {}  # node -> when its GPU problems were first seen
-        self._locks: dict[RunKey, asyncio.Lock] = {}
         # The TauRun as the controller's own last status write left it: the watch that brings
         # it back into the index can lag a burst of events of the run's other objects.
         self._written: dict[RunKey, dict[str, Any]] = {}
         self._indexes: dict[str, Any] = {}  # kind -> kopf index of the platform's objects
         self._due: dict[RunKey, asyncio.Task[None]] = {}  # runs whose status is to be recorded
-        self.pace = Pace(cfg.status_writes_per_s)
-        self._writing = asyncio.Lock()  # run status writes in flight: one
+        self.turns = Turns(cfg.status_writes_per_s)  # run status writes: one at a time, paced
         self._due_services: dict[RunKey, asyncio.Task[None]] = {}
         self._wake: dict[str, asyncio.Event] = {}
         self._tasks: list[asyncio.Task[None]] = []
@@ -382,7 +416,7 @@ class Controller:
         @kopf.on.event("v1", "pods", labels=run_id, registry=reg)
         async def on_pod(**kw: Any) -> None:
             if _fleeting(kw.get("body") or {}):  # gone in a moment: recorded while it is there
-                await me.record_now(_run_key(kw), kw)
+                await me.record_now(_run_key(kw), kw, urgent=True)
             else:
                 await me.record(_run_key(kw), kw)
 
@@ -603,22 +637,21 @@ class Controller:
         if write is not None:
             self.kube.apply_status(write, FIELD_MANAGER)
 
-    async def record_now(self, key: RunKey, kw: Mapping[str, Any]) -> None:
-        lock = self._locks.setdefault(key, asyncio.Lock())
-        async with lock:
-            if self._to_write(key, kw) is None:
-                return
-            async with self._writing:  # one at a time, spaced: the API server sees no bunch
-                await self.pace.take()  # its turn among all runs' writes; then the run as it is now
-                body = self._to_write(key, kw)
-                if body is not None:
-                    self._written[key] = await self._io(self.kube.apply_status, body, FIELD_MANAGER)
+    async def record_now(self, key: RunKey, kw: Mapping[str, Any], urgent: bool = False) -> None:
+        """Write the run's status if it changed, in its turn among all runs' writes (`Turns`:
+        one at a time, at most `status_writes_per_s` a second; `urgent`: before the others).
+        What is written is the run as it is when its turn comes."""
+        if self._to_write(key, kw) is None:
+            return
+        async with self.turns.take(urgent):
+            body = self._to_write(key, kw)
+            if body is not None:
+                self._written[key] = await self._io(self.kube.apply_status, body, FIELD_MANAGER)
 
     def _to_write(self, key: RunKey, kw: Mapping[str, Any]) -> dict[str, Any] | None:
         """The status write the run needs now, or None (gone, or recorded already)."""
         objs = self.objects(key, kw)
         if objs is None:
-            self._locks.pop(key, None)
             self._written.pop(key, None)
             return None
         objs = replace(objs, taurun=self._freshest(key, objs.taurun))
@@ -659,7 +692,7 @@ class Controller:
         if before != after:
             self.wake("remediation")
             for key in {tuple(k) for k in kw["node_runs_idx"].get(name, ())}:
-                await self.record_now(key, kw)  # now: its pods may be moved off in a second
+                await self.record_now(key, kw, urgent=True)  # its pods may be moved off in a second
         elif body is not None and self._quarantine_relevant(body):
             self.wake("remediation")
         sig = self._capacity_signature()

@@ -118,24 +118,100 @@ def test_status_writes_are_paced_in_the_order_they_come() -> None:
     async def sleep(s: float) -> None:
         slept.append(round(s, 6))
 
-    pace = OP.Pace(20.0, clock=lambda: clock[0], sleep=sleep)
+    turns = OP.Turns(20.0, clock=lambda: clock[0], sleep=sleep)
 
     async def main() -> None:
         for _ in range(5):  # five at the same instant: each waits one gap more
-            await pace.take()
+            async with turns.take():
+                pass
         clock[0] = 200.0  # long after: no wait
-        await pace.take()
+        async with turns.take():
+            pass
 
     asyncio.run(main())
     assert slept == [0.05, 0.1, 0.15, 0.2]
+
+
+def _turn_order(urgent: list[bool], cancel: set[int] = frozenset()) -> list[int]:  # type: ignore[assignment]
+    """Writes queued (in this order) behind one in progress; the order they got their turn."""
+    got: list[int] = []
+
+    async def no_sleep(_: float) -> None:
+        return None
+
+    turns = OP.Turns(1000.0, sleep=no_sleep)
+
+    async def write(i: int, u: bool) -> None:
+        async with turns.take(urgent=u):
+            got.append(i)
+
+    async def main() -> None:
+        release = asyncio.Event()
+
+        async def first() -> None:
+            async with turns.take():
+                await release.wait()
+
+        holder = asyncio.create_task(first())
+        await asyncio.sleep(0)
+        tasks = [asyncio.create_task(write(i, u)) for i, u in enumerate(urgent)]
+        await asyncio.sleep(0)  # all queued
+        for i in cancel:
+            tasks[i].cancel()
+        release.set()
+        await holder
+        await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 5)
+        async with turns.take():  # nothing holds a turn left over
+            got.append(-1)
+
+    asyncio.run(main())
+    return got
+
+
+def test_an_urgent_write_goes_before_the_waiting_ones_and_each_kind_keeps_its_order() -> None:
+    """What is gone a second later (a pod about to go, a GPU fault) does not wait behind a
+    restart's backlog; it spends the same budget (the writes stay one at a time, paced)."""
+    assert _turn_order([False, False, True, False, True]) == [2, 4, 0, 1, 3, -1]
+    assert _turn_order([False, False, False]) == [0, 1, 2, -1]
+
+
+def test_a_write_cancelled_while_it_waits_gives_its_turn_away() -> None:
+    assert _turn_order([False, True, False], cancel={1}) == [0, 2, -1]
+    assert _turn_order([False, False], cancel={0, 1}) == [-1]
+
+
+def test_a_write_handed_its_turn_as_it_is_cancelled_passes_it_on() -> None:
+    """The turn handed to a waiter whose task is cancelled before it runs goes to the next (a
+    turn lost there would stop every status write for good)."""
+
+    async def no_sleep(_: float) -> None:
+        return None
+
+    turns = OP.Turns(1000.0, sleep=no_sleep)
+    got: list[str] = []
+
+    async def write(name: str) -> None:
+        async with turns.take():
+            got.append(name)
+
+    async def main() -> None:
+        async with turns.take():
+            a = asyncio.create_task(write("a"))
+            b = asyncio.create_task(write("b"))
+            await asyncio.sleep(0)
+        a.cancel()  # the turn is a's already (handed on release): cancelled before it runs
+        await asyncio.wait_for(asyncio.gather(a, b, return_exceptions=True), 5)
+
+    asyncio.run(main())
+    assert got == ["b"]
 
 
 def test_the_write_pace_is_the_configs() -> None:
     from pydantic import ValidationError
 
     ctl = OP.Controller(ControllerConfig(status_writes_per_s=5), FakeKube())  # type: ignore[arg-type]
-    assert ctl.pace.gap == pytest.approx(0.2)
-    assert OP.Controller(ControllerConfig(), FakeKube()).pace.gap == pytest.approx(0.05)  # type: ignore[arg-type]
+    assert ctl.turns.gap == pytest.approx(0.2)
+    assert OP.Controller(ControllerConfig(), FakeKube()).turns.gap == pytest.approx(0.05)  # type: ignore[arg-type]
     with pytest.raises(ValidationError):
         ControllerConfig(status_writes_per_s=0)
 
