@@ -31,7 +31,12 @@ def run_id_stem(prefix: str | None, name: str) -> str:
 
 def new_run_id(stem: str) -> str:
     """`<stem>-<5 random chars>`: unique per submission, DNS-1035, within KubeRay's limit."""
-    suffix = "".join(secrets.choice(_ALPHABET) for _ in range(C.RUN_ID_SUFFIX_LEN))
+    n = secrets.randbelow(len(_ALPHABET) ** C.RUN_ID_SUFFIX_LEN)  # one draw, uniform
+    chars = []
+    for _ in range(C.RUN_ID_SUFFIX_LEN):
+        n, i = divmod(n, len(_ALPHABET))
+        chars.append(_ALPHABET[i])
+    suffix = "".join(chars)
     run_id = f"{stem}-{suffix}"
     if len(run_id) > RUN_ID_LIMIT:  # guarded by manifest validation; never silently cut
         raise ValueError(f"run id {run_id!r} is longer than {RUN_ID_LIMIT} characters")

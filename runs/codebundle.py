@@ -53,7 +53,7 @@ class CodeBundle:
     def digest(self) -> str:
         h = hashlib.sha256()
         for rel, data in self.files:
-            h.update(rel.encode() + b"\0" + hashlib.sha256(data).digest())
+            h.update(rel.encode() + b"\0" + file_digest(data))
         return "sha256:" + h.hexdigest()
 
     def left_out_summary(self, limit: int = 6) -> str | None:
@@ -101,6 +101,37 @@ def _helpers() -> tuple[tuple[str, bytes], ...]:
 
 
 @functools.cache
+def _helper_digests() -> dict[int, tuple[bytes, bytes]]:
+    """sha256 of each helper's content, by the identity of the bytes `_helpers` holds (every
+    bundle carries the same ~40 KB: hashed once per process, not once per render)."""
+    return {id(data): (data, hashlib.sha256(data).digest()) for _, data in _helpers()}
+
+
+def file_digest(data: bytes) -> bytes:
+    """sha256 of one file of a bundle (a helper's: from `_helper_digests`)."""
+    known = _helper_digests().get(id(data))
+    if known is not None and known[0] is data:
+        return known[1]
+    return hashlib.sha256(data).digest()
+
+
+@functools.cache
+def _helper_texts() -> dict[int, tuple[bytes, str]]:
+    return {id(data): (data, data.decode("utf-8")) for _, data in _helpers()}
+
+
+def text_of(data: bytes) -> str | None:
+    """A file of a bundle as UTF-8 text (a helper's: decoded once per process); None: binary."""
+    known = _helper_texts().get(id(data))
+    if known is not None and known[0] is data:
+        return known[1]
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+@functools.cache
 def _default_matchers() -> tuple[tuple[re.Pattern[str], bool, str], ...]:
     """DEFAULT_RULES compiled once, the last first: (pattern of a name, folders only, reason)."""
     from fnmatch import translate
@@ -109,22 +140,33 @@ def _default_matchers() -> tuple[tuple[re.Pattern[str], bool, str], ...]:
                  for p, reason in reversed(DEFAULT_RULES))  # fmt: skip
 
 
+@functools.cache
+def _any_default() -> re.Pattern[str]:
+    """One pattern matching a name that some default rule matches (most names match none)."""
+    return re.compile("|".join(f"(?:{m.pattern})" for m, _, _ in _default_matchers()))
+
+
 def default_reason(rel: str) -> str | None:
     """DEFAULT_RULES alone, as gitignore reads them, without pathspec (a faster start): each is
     a name pattern with no inner '/', so it matches the last component (the walk has already
     left out ignored folders); a trailing '/' matches folders only; the last match wins."""
     is_dir = rel.endswith("/")
     name = rel.rstrip("/").rsplit("/", 1)[-1]
+    if not _any_default().match(name):
+        return None
     for pattern, folders_only, reason in _default_matchers():
         if (is_dir or not folders_only) and pattern.match(name):
             return reason
     return None
 
 
-def _rules(root: Path) -> tuple[GitIgnoreSpec, list[str]] | None:
-    """The folder's ignore rules after the defaults (None: it has no ignore file)."""
+def _rules(root: Path, names: list[str]) -> tuple[GitIgnoreSpec, list[str]] | None:
+    """The folder's ignore rules after the defaults (None: it has no ignore file). `names`:
+    the folder's entries (an ignore file it does not have is not looked for)."""
     extra: list[tuple[str, str]] = []
     for name in IGNORE_FILES:
+        if name not in names:
+            continue
         try:
             text = (root / name).read_text(encoding="utf-8", errors="replace")
         except OSError:
@@ -150,7 +192,7 @@ def collect(
     code can `import tau_run` on cluster images that do not have TauGrid installed, and the
     in-pod launcher `tau_launch` with `tau_evidence`, which keep the run's evidence record.
     """
-    rules = _rules(root)
+    rules: tuple[GitIgnoreSpec, list[str]] | None = None
     files: list[tuple[str, bytes]] = []
     left_out: list[LeftOut] = []
 
@@ -163,9 +205,11 @@ def collect(
 
     top = os.fspath(root)
     for dirpath, dirnames, filenames in os.walk(top):
-        prefix = os.path.relpath(dirpath, top).replace(os.sep, "/") + "/"
-        if prefix == "./":
-            prefix = ""
+        prefix = dirpath[len(top) :].lstrip(os.sep).replace(os.sep, "/")  # walk joins onto top
+        if prefix:
+            prefix += "/"
+        else:  # the folder itself, first: its ignore files
+            rules = _rules(root, filenames)
         keep = []
         for d in sorted(dirnames):
             rel = f"{prefix}{d}/"

@@ -23,7 +23,7 @@ from taugrid.api.manifest import TORCHRUN_PORT, Manifest
 from taugrid.api.quantity import format_memory
 from taugrid.api.vocabulary import ResolvedInput
 from taugrid.runs import yamlio
-from taugrid.runs.codebundle import CodeBundle
+from taugrid.runs.codebundle import CodeBundle, text_of
 from taugrid.runs.resolve import Resolved
 
 _RAY_VERSION = re.compile(r"ray[-_]?(\d+\.\d+\.\d+)")
@@ -214,10 +214,11 @@ def code_configmap(
     items: list[dict[str, str]] = []
     for i, (rel, content) in enumerate(bundle.files):
         key = f"f{i:04d}"
-        try:
-            data[key] = content.decode("utf-8")
-        except UnicodeDecodeError:
+        text = text_of(content)
+        if text is None:
             binary[key] = base64.b64encode(content).decode()
+        else:
+            data[key] = text
         items.append({"key": key, "path": rel})
     cm: dict[str, Any] = {
         "apiVersion": "v1",

@@ -205,6 +205,9 @@ def test_run_ids_are_unique_and_dns_safe() -> None:
     # more than a handful essentially never; a broken generator repeats far more.
     assert len(ids) >= 1995
     assert all(re.fullmatch(r"tau-aks-gpu-quickstart-[a-z0-9]{5}", i) for i in ids)
+    # every position draws from the whole alphabet (one missing among 2000: ~36 * e^-56)
+    for pos in range(5):
+        assert {i[-5 + pos] for i in ids} == set("abcdefghijklmnopqrstuvwxyz0123456789")
 
 
 def test_longest_allowed_name_renders_within_47(tmp_path: Path) -> None:
