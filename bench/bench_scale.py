@@ -143,6 +143,7 @@ def controller_requests(audit: Path, t0: float, t1: float) -> dict[str, Any]:
 
     ids: set[str] = set()
     writes: dict[str, int] = {}
+    reads: dict[str, int] = {}  # what else it asked: a quiet controller's requests, told apart
     per_second: dict[int, int] = {}
     for line in audit.read_text().splitlines():
         e = json.loads(line)
@@ -153,14 +154,17 @@ def controller_requests(audit: Path, t0: float, t1: float) -> dict[str, Any]:
         if not t0 <= ts <= t1 or e["auditID"] in ids:
             continue
         ids.add(e["auditID"])
-        if e["verb"] in ("create", "update", "patch", "delete"):
-            ref = e.get("objectRef") or {}
-            what = f"{e['verb']} {ref.get('resource', '')}/{ref.get('subresource', '')}".rstrip("/")
+        ref = e.get("objectRef") or {}
+        what = f"{e['verb']} {ref.get('resource', '')}/{ref.get('subresource', '')}".rstrip("/")
+        if e["verb"] not in ("create", "update", "patch", "delete"):
+            reads[what] = reads.get(what, 0) + 1
+        else:
             writes[what] = writes.get(what, 0) + 1
             if what != HEARTBEAT:  # the cluster's heartbeat (every 30 s) is not a run's write
                 per_second[int(ts)] = per_second.get(int(ts), 0) + 1
     span = max(t1 - t0, 1e-9)
     return {"requests": len(ids), "per_s": round(len(ids) / span, 2), "writes": writes,
+            "reads": dict(sorted(reads.items(), key=lambda kv: -kv[1])[:12]),
             "max_writes_in_a_second": max(per_second.values(), default=0),
             "last_write_at": max(per_second, default=None)}  # fmt: skip
 
@@ -488,7 +492,8 @@ def table(res: Result) -> str:
         ("admitted after room came free p50 / max", f"{f.get('admitted_after_room_p50_s')} / "
          f"{f.get('admitted_after_room_max_s')} s (goal: all within 60)"),
         ("controller requests/s busy", f"{f['controller_busy']['per_s']}  writes {f['controller_busy']['writes']}"),
-        ("controller requests/s idle", f"{f['controller_idle']['per_s']}  writes {f['controller_idle']['writes']}"),
+        ("controller requests/s idle", f"{f['controller_idle']['per_s']}  writes {f['controller_idle']['writes']}"
+         f"  reads {f['controller_idle'].get('reads', {})}"),
         ("controller peak RSS", f"{f['controller_peak_rss_mb']} MB (goal <= 300)"),
         ("controller restart: runs submitted while down, recorded in",
          f"{f['controller_restart'].get('missed_runs')} runs, "
