@@ -162,33 +162,38 @@ def _run_key(kw: Mapping[str, Any]) -> RunKey:
 
 class Turns:
     """Run status writes one at a time, their starts at least 1/rate seconds apart: no second
-    holds more than `rate` of them. A write waits for its turn; the urgent ones (what is gone a
-    second later: a pod about to go, a GPU fault under the run) go before the others, and each
+    holds more than `rate` of them. A write waits for its turn (`wait`, `done`; or `take`), then its moment
+    (`pace`: only a turn that writes spends one); the urgent ones (what is gone a second later:
+    a pod about to go, a GPU fault under the run) get their turn before the others, and each
     kind in the order it came. Urgent writes spend the same budget (the bound holds); they only
     do not queue behind a backlog (a restart's catch-up, a burst's ends)."""
 
     def __init__(self, rate: float, clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:  # fmt: skip
         self.gap, self.clock, self.sleep = 1.0 / rate, clock, sleep
-        self._next = float("-inf")  # the earliest start of the next turn
+        self._next = float("-inf")  # the earliest start of the next write
         self._held = False
         self._waiting: list[tuple[int, int, asyncio.Future[None]]] = []  # a heap: urgent first
         self._order = itertools.count()
 
     @contextlib.asynccontextmanager
     async def take(self, urgent: bool = False) -> AsyncIterator[None]:
-        await self._acquire(urgent)
+        await self.wait(urgent)
         try:
-            start = max(self.clock(), self._next)
-            self._next = start + self.gap
-            wait = start - self.clock()
-            if wait > 0:
-                await self.sleep(wait)
             yield
         finally:
-            self._release()
+            self.done()
 
-    async def _acquire(self, urgent: bool) -> None:
+    async def pace(self) -> None:
+        """Wait for the next write's moment (the turn's holder, before it writes)."""
+        start = max(self.clock(), self._next)
+        self._next = start + self.gap
+        wait = start - self.clock()
+        if wait > 0:
+            await self.sleep(wait)
+
+    async def wait(self, urgent: bool = False) -> None:
+        """Until it is the caller's turn (then `done` when its write is)."""
         if not self._held:
             self._held = True
             return
@@ -198,10 +203,10 @@ class Turns:
             await turn
         except asyncio.CancelledError:
             if turn.done() and not turn.cancelled():  # handed the turn as it was cancelled
-                self._release()
+                self.done()
             raise
 
-    def _release(self) -> None:
+    def done(self) -> None:
         """The turn to the first waiter still waiting (a cancelled one's future is done)."""
         while self._waiting:
             turn = heapq.heappop(self._waiting)[2]
@@ -318,6 +323,7 @@ class Controller:
         self._indexes: dict[str, Any] = {}  # kind -> kopf index of the platform's objects
         self._due: dict[RunKey, asyncio.Task[None]] = {}  # runs whose status is to be recorded
         self.turns = Turns(cfg.status_writes_per_s)  # run status writes: one at a time, paced
+        self._queued: set[RunKey] = set()  # runs whose status write waits for its turn
         self._due_services: dict[RunKey, asyncio.Task[None]] = {}
         self._wake: dict[str, asyncio.Event] = {}
         self._tasks: list[asyncio.Task[None]] = []
@@ -640,13 +646,25 @@ class Controller:
     async def record_now(self, key: RunKey, kw: Mapping[str, Any], urgent: bool = False) -> None:
         """Write the run's status if it changed, in its turn among all runs' writes (`Turns`:
         one at a time, at most `status_writes_per_s` a second; `urgent`: before the others).
-        What is written is the run as it is when its turn comes."""
-        if self._to_write(key, kw) is None:
+        What is written is the run as it is when its turn comes, so a run waits in the queue
+        once: a change while it waits needs no second turn (at 10,000 runs, the queue held a
+        turn per change, each costing a paced moment even when it had nothing left to write)."""
+        if self._to_write(key, kw) is None or (key in self._queued and not urgent):
             return
-        async with self.turns.take(urgent):
-            body = self._to_write(key, kw)
+        self._queued.add(key)
+        try:
+            await self.turns.wait(urgent)
+        finally:  # its turn came (a change from here on is another turn's), or it was cancelled
+            self._queued.discard(key)
+        try:
+            if self._to_write(key, kw) is None:
+                return
+            await self.turns.pace()
+            body = self._to_write(key, kw)  # the run as it is now
             if body is not None:
                 self._written[key] = await self._io(self.kube.apply_status, body, FIELD_MANAGER)
+        finally:
+            self.turns.done()
 
     def _to_write(self, key: RunKey, kw: Mapping[str, Any]) -> dict[str, Any] | None:
         """The status write the run needs now, or None (gone, or recorded already)."""

@@ -475,3 +475,49 @@ def test_what_the_controller_keeps_of_a_workload_says_what_the_whole_one_says() 
         if k is whole:
             want = st
     assert REC.same(st, want) and st.model_dump() == want.model_dump()
+
+
+def test_a_run_waits_for_its_turn_once_however_often_it_changes_meanwhile() -> None:
+    """Status writes go one at a time; a run whose write waits for its turn is written as it is
+    when the turn comes, so its further changes add no turns (at 10,000 runs the queue held a
+    turn per change, each spending a paced moment). A write cancelled while it waits leaves the
+    run free to queue again."""
+    import asyncio
+
+    import pytest
+
+    pytest.importorskip("kopf")
+    from taugrid.controller import operator as OP
+    from taugrid.controller.config import ControllerConfig
+    from taugrid.kube.fake import FakeKube
+
+    fake = FakeKube({"TauRun": [taurun()]})
+    stale = fake.get("TauRun", "kq-abc12", "research")
+    assert stale is not None
+    ctl = OP.Controller(ControllerConfig(), fake, clock=lambda: NOW)  # type: ignore[arg-type]
+
+    async def no_sleep(_: float) -> None:
+        return None
+
+    ctl.turns = OP.Turns(20.0, sleep=no_sleep)
+    key = ("research", "kq-abc12")
+
+    async def main() -> tuple[int, int, bool]:
+        await ctl.turns.wait()  # another run's write has the turn
+        changes = [asyncio.create_task(ctl.record_now(key, indexes(stale, job())))
+                   for _ in range(5)]  # fmt: skip
+        await asyncio.sleep(0)
+        queued = len(ctl.turns._waiting)
+        changes[0].cancel()  # the one waiting: cancelled (a shutdown)
+        await asyncio.sleep(0)
+        free = key not in ctl._queued
+        again = asyncio.create_task(ctl.record_now(key, indexes(stale, job())))
+        await asyncio.sleep(0)
+        requeued = len([w for w in ctl.turns._waiting if not w[2].done()])
+        ctl.turns.done()
+        await asyncio.wait_for(asyncio.gather(*changes, again, return_exceptions=True), 5)
+        return queued, requeued, free
+
+    queued, requeued, free = asyncio.run(main())
+    assert queued == 1 and free and requeued == 1
+    assert sum(c[0] == "apply_status" for c in fake.calls) == 1
