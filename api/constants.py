@@ -21,6 +21,7 @@ LABEL_SERVICE_REVISION: Final = f"{GROUP}/service-revision"
 LABEL_SERVICE_GENERATION: Final = f"{GROUP}/service-generation"  # one RayService per change
 LABEL_GPU_CLASS: Final = f"{GROUP}/gpu-class"
 LABEL_POOL: Final = f"{GROUP}/pool"
+LABEL_SHARED: Final = f"{GROUP}/shared"  # a namespace's object no run owns: "helpers" (the code)
 KUEUE_QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"
 KUEUE_PRIORITY_LABEL: Final = "kueue.x-k8s.io/priority-class"
 MANAGED_BY_VALUE: Final = "tau"

@@ -87,6 +87,12 @@ def code_configmap(run_id: str) -> str:
     return f"{run_id}-code"
 
 
+def helpers_configmap(digest: str) -> str:
+    """The immutable ConfigMap that holds TauGrid's helper modules once per namespace, named by
+    their content (`codebundle.helpers_digest`): every run of the same TauGrid shares it."""
+    return f"tau-helpers-{digest}"
+
+
 def name_problem(
     value: str, *, first_letter: bool = True, limit: int = C.K8S_NAME_LIMIT
 ) -> str | None:

@@ -68,6 +68,14 @@ class CodeBundle:
             advice = "; data and weights belong under /data (TAU_DATA_DIR)"
         return "left out of the code bundle: " + "; ".join(shown) + more + advice
 
+    def split_helpers(self) -> tuple[tuple[tuple[str, bytes], ...], tuple[tuple[str, bytes], ...]]:
+        """(the folder's own files, the helpers `collect` added): the helpers are the same in
+        every run of this TauGrid, so a cluster can hold them once (`helpers_digest`)."""
+        added = {id(data) for _, data in _helpers()}
+        own = tuple(f for f in self.files if id(f[1]) not in added)
+        helpers = tuple(f for f in self.files if id(f[1]) in added)
+        return own, helpers
+
     def as_json(self) -> dict[str, object]:
         return {
             "files": len(self.files),
@@ -113,6 +121,14 @@ def file_digest(data: bytes) -> bytes:
     if known is not None and known[0] is data:
         return known[1]
     return hashlib.sha256(data).digest()
+
+
+def helpers_digest(helpers: tuple[tuple[str, bytes], ...]) -> str:
+    """A short content address of a set of helpers (a shared ConfigMap's name ends with it)."""
+    h = hashlib.sha256()
+    for rel, data in helpers:
+        h.update(rel.encode() + b"\0" + file_digest(data))
+    return h.hexdigest()[:12]
 
 
 @functools.cache

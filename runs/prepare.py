@@ -67,9 +67,10 @@ class PreparedRun:
     def parent(self) -> str | None:
         return self.request.parent
 
-    def objects(self) -> list[dict[str, Any]]:
-        """The Kubernetes objects a cluster receives for this run (code ConfigMap first)."""
-        return render(self.resolved, self.meta, self.bundle)
+    def objects(self, shared_helpers: bool = False) -> list[dict[str, Any]]:
+        """The Kubernetes objects a cluster receives for this run (code ConfigMaps first;
+        `shared_helpers`: TauGrid's helpers in the namespace's shared ConfigMap, see render)."""
+        return render(self.resolved, self.meta, self.bundle, shared_helpers)
 
     def taurun(self) -> dict[str, Any]:
         """The TauRun that records the run in the cluster and owns its objects."""

@@ -23,7 +23,7 @@ from taugrid.api.manifest import TORCHRUN_PORT, Manifest
 from taugrid.api.quantity import format_memory
 from taugrid.api.vocabulary import ResolvedInput
 from taugrid.runs import yamlio
-from taugrid.runs.codebundle import CodeBundle, text_of
+from taugrid.runs.codebundle import CodeBundle, helpers_digest, text_of
 from taugrid.runs.resolve import Resolved
 
 _RAY_VERSION = re.compile(r"ray[-_]?(\d+\.\d+\.\d+)")
@@ -206,14 +206,16 @@ def torchrun_local_script(m: Manifest, code_dir: str, python: str) -> str:
     ])  # fmt: skip
 
 
-def code_configmap(
-    r: Resolved, meta: RunMeta, bundle: CodeBundle
-) -> tuple[dict[str, Any], list[dict[str, str]]]:
+def _configmap(name: str, namespace: str, labels: dict[str, str], annotations: dict[str, str],
+               files: tuple[tuple[str, bytes], ...], keyed_by_name: bool = False,
+               ) -> tuple[dict[str, Any], list[dict[str, str]]]:  # fmt: skip
+    """An immutable ConfigMap of files, and the volume items that lay them out (keys `f0000`..,
+    or the file names themselves where they are plain names)."""
     data: dict[str, str] = {}
     binary: dict[str, str] = {}
     items: list[dict[str, str]] = []
-    for i, (rel, content) in enumerate(bundle.files):
-        key = f"f{i:04d}"
+    for i, (rel, content) in enumerate(files):
+        key = rel if keyed_by_name else f"f{i:04d}"
         text = text_of(content)
         if text is None:
             binary[key] = base64.b64encode(content).decode()
@@ -223,26 +225,72 @@ def code_configmap(
     cm: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {
-            "name": naming.code_configmap(meta.run_id),
-            "namespace": r.namespace,
-            "labels": {k: v for k, v in labels(r, meta.run_id).items() if k.startswith(C.GROUP)},
-            "annotations": {C.ANN_CODE_DIGEST: bundle.digest},
-        },
+        "metadata": {"name": name, "namespace": namespace, "labels": labels,
+                     "annotations": annotations},
         "immutable": True,
         "data": data,
-    }
+    }  # fmt: skip
     if binary:
         cm["binaryData"] = binary
     return cm, items
 
 
+def _run_configmap(r: Resolved, meta: RunMeta, bundle: CodeBundle,
+                   files: tuple[tuple[str, bytes], ...]) -> tuple[dict[str, Any], list[dict[str, str]]]:  # fmt: skip
+    run_labels = {k: v for k, v in labels(r, meta.run_id).items() if k.startswith(C.GROUP)}
+    return _configmap(naming.code_configmap(meta.run_id), r.namespace, run_labels,
+                      {C.ANN_CODE_DIGEST: bundle.digest}, files)  # fmt: skip
+
+
+def code_configmap(
+    r: Resolved, meta: RunMeta, bundle: CodeBundle
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The run's code ConfigMap with every file of the bundle (helpers too), and the source of
+    the `code` volume that mounts it."""
+    cm, items = _run_configmap(r, meta, bundle, bundle.files)
+    return cm, {"configMap": {"name": cm["metadata"]["name"], "items": items}}
+
+
+# the labels of a namespace's helpers ConfigMap: no owner, so no run's end deletes what the
+# others mount (one per TauGrid version and namespace, ~40 KB; left in place)
+SHARED_HELPERS = {C.LABEL_MANAGED_BY: C.MANAGED_BY_VALUE, C.LABEL_SHARED: "helpers"}
+
+
+def code_objects(
+    r: Resolved, meta: RunMeta, bundle: CodeBundle, shared: bool
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The ConfigMaps a run's code needs, and the `code` volume's source. `shared`: the helpers
+    every run of this TauGrid carries (~40 KB) are one ConfigMap per namespace, named by their
+    content (first in the list, marked by `is_shared`), and the run's own holds only the
+    folder's files; a projected volume lays both out as one folder, as before."""
+    if not shared:
+        cm, source = code_configmap(r, meta, bundle)
+        return [cm], source
+    own, helpers = bundle.split_helpers()
+    cm, items = _run_configmap(r, meta, bundle, own)
+    if not helpers:  # the folder has its own copy of every helper
+        return [cm], {"configMap": {"name": cm["metadata"]["name"], "items": items}}
+    name = naming.helpers_configmap(helpers_digest(helpers))
+    shared_cm, shared_items = _configmap(name, r.namespace, SHARED_HELPERS, {}, helpers,
+                                         keyed_by_name=True)  # fmt: skip
+    sources = [{"configMap": {"name": shared_cm["metadata"]["name"], "items": shared_items}}]
+    if items:
+        sources.append({"configMap": {"name": cm["metadata"]["name"], "items": items}})
+    return [shared_cm, cm], {"projected": {"sources": sources}}
+
+
+def is_shared(obj: dict[str, Any]) -> bool:
+    """A shared object of a namespace (the helpers ConfigMap): no run owns it."""
+    labels: dict[str, str] = obj["metadata"].get("labels") or {}
+    return obj["kind"] == "ConfigMap" and labels.get(C.LABEL_SHARED) == "helpers"
+
+
 def _volumes(
-    r: Resolved, meta: RunMeta, items: list[dict[str, str]], shm: int
+    r: Resolved, meta: RunMeta, code: dict[str, Any], shm: int
 ) -> tuple[list[Any], list[Any]]:
     volumes: list[dict[str, Any]] = [
         {"name": "data", "persistentVolumeClaim": {"claimName": r.pvc}},
-        {"name": "code", "configMap": {"name": naming.code_configmap(meta.run_id), "items": items}},
+        {"name": "code", **copy.deepcopy(code)},
         {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": format_memory(shm)}},
     ]
     mounts: list[dict[str, Any]] = [
@@ -320,14 +368,14 @@ def pip_yaml(pip: list[str]) -> str:
     return yamlio.dump({"pip": pip})
 
 
-def ray_cluster_spec(r: Resolved, meta: RunMeta, items: list[dict[str, str]],
+def ray_cluster_spec(r: Resolved, meta: RunMeta, code: dict[str, Any],
                      env: list[dict[str, Any]], pod_labels: dict[str, str],
                      group: str = "workers") -> dict[str, Any]:  # fmt: skip
     """A RayCluster spec (a RayJob's `rayClusterSpec`, a RayService's `rayClusterConfig`): a
     CPU-only head and one worker group of `r.workers` pods of the resolved size."""
-    head_volumes, head_mounts = _volumes(r, meta, items, 2 * 2**30)
+    head_volumes, head_mounts = _volumes(r, meta, code, 2 * 2**30)
     worker_shm = min(DSHM_MAX, r.worker.memory_request // 2)
-    worker_volumes, worker_mounts = _volumes(r, meta, items, max(worker_shm, 64 * 2**20))
+    worker_volumes, worker_mounts = _volumes(r, meta, code, max(worker_shm, 64 * 2**20))
     head_container = {
         "name": "ray-head",
         "image": r.image,
@@ -394,8 +442,9 @@ def ray_cluster_spec(r: Resolved, meta: RunMeta, items: list[dict[str, str]],
     }
 
 
-def render_rayjob(r: Resolved, meta: RunMeta, bundle: CodeBundle) -> list[dict[str, Any]]:
-    cm, items = code_configmap(r, meta, bundle)
+def render_rayjob(r: Resolved, meta: RunMeta, bundle: CodeBundle,
+                  shared: bool = False) -> list[dict[str, Any]]:  # fmt: skip
+    cms, code = code_objects(r, meta, bundle, shared)
     m = r.manifest
     spec: dict[str, Any] = {
         "suspend": True,
@@ -405,7 +454,7 @@ def render_rayjob(r: Resolved, meta: RunMeta, bundle: CodeBundle) -> list[dict[s
         "backoffLimit": 0,
         "entrypoint": "bash -c " + shlex.quote(pod_command(m)),
         "rayClusterSpec": ray_cluster_spec(
-            r, meta, items, _env_list(r, meta), labels(r, meta.run_id)
+            r, meta, code, _env_list(r, meta), labels(r, meta.run_id)
         ),
     }
     if m.runtime.pip:
@@ -416,14 +465,15 @@ def render_rayjob(r: Resolved, meta: RunMeta, bundle: CodeBundle) -> list[dict[s
         "metadata": _metadata(r, meta, bundle),
         "spec": spec,
     }
-    return [cm, rayjob]
+    return [*cms, rayjob]
 
 
-def render_job(r: Resolved, meta: RunMeta, bundle: CodeBundle) -> list[dict[str, Any]]:
-    cm, items = code_configmap(r, meta, bundle)
+def render_job(r: Resolved, meta: RunMeta, bundle: CodeBundle,
+               shared: bool = False) -> list[dict[str, Any]]:  # fmt: skip
+    cms, code = code_objects(r, meta, bundle, shared)
     m = r.manifest
     volumes, mounts = _volumes(
-        r, meta, items, max(min(DSHM_MAX, r.worker.memory_request // 2), 64 * 2**20)
+        r, meta, code, max(min(DSHM_MAX, r.worker.memory_request // 2), 64 * 2**20)
     )
     script = pod_command(m)
     if m.runtime.pip:
@@ -458,8 +508,8 @@ def render_job(r: Resolved, meta: RunMeta, bundle: CodeBundle) -> list[dict[str,
         },
     }
     if m.launcher != "torchrun" or r.workers == 1:
-        return [cm, job]
-    return [cm, *torchrun_nodes(r, meta, job)]
+        return [*cms, job]
+    return [*cms, *torchrun_nodes(r, meta, job)]
 
 
 def torchrun_nodes(r: Resolved, meta: RunMeta, job: dict[str, Any]) -> list[dict[str, Any]]:
@@ -557,8 +607,10 @@ def render_taurun(r: Resolved, meta: RunMeta, parent: str | None = None) -> dict
     }
 
 
-def render(r: Resolved, meta: RunMeta, bundle: CodeBundle) -> list[dict[str, Any]]:
-    """All objects of one run, in apply order (the code ConfigMap first)."""
+def render(r: Resolved, meta: RunMeta, bundle: CodeBundle,
+           shared_helpers: bool = False) -> list[dict[str, Any]]:  # fmt: skip
+    """All objects of one run, in apply order (the code ConfigMaps first). `shared_helpers`:
+    TauGrid's helpers are in a namespace's shared ConfigMap (`code_objects`), not in the run's."""
     if r.kind == "rayjob":
-        return render_rayjob(r, meta, bundle)
-    return render_job(r, meta, bundle)
+        return render_rayjob(r, meta, bundle, shared_helpers)
+    return render_job(r, meta, bundle, shared_helpers)

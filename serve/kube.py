@@ -164,10 +164,10 @@ def render(r: Resolved, service: str, route: str, rev: S.Revision, bundle: CodeB
         bundle = with_split(bundle)
     meta = RunMeta(run_id=f"{service}-r{rev.number}", submitter=rev.created_by)
     own = labels(r, service, rev.number, generation)
-    cm, items = code_configmap(r, meta, bundle)
+    cm, code = code_configmap(r, meta, bundle)
     cm["metadata"]["labels"] = {k: v for k, v in own.items() if k != C.LABEL_SERVICE_GENERATION}
     env = _env(r, service, rev)
-    cluster = ray_cluster_spec(r, meta, items, env, own, group=GROUP)
+    cluster = ray_cluster_spec(r, meta, code, env, own, group=GROUP)
     head = cluster["headGroupSpec"]["template"]["spec"]["containers"][0]
     head["ports"].append({"containerPort": SERVE_PORT, "name": "serve"})  # KubeRay's Serve Service
     workers = cluster["workerGroupSpecs"][0]

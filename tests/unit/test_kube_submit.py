@@ -23,8 +23,10 @@ from taugrid.runs import load
 from taugrid.runs import status as engine
 from taugrid.runs.backends.base import SubmitOptions
 from taugrid.runs.backends.kube.backend import SUBMITTING, KubeBackend, adopt_remote
+from taugrid.runs.codebundle import HELPER_MODULES
 from taugrid.runs.evidence import RunDir
 from taugrid.runs.prepare import PreparedRun, RunRequest
+from taugrid.runs.render import is_shared
 
 
 def tau_cluster() -> dict[str, Any]:
@@ -76,7 +78,7 @@ def test_the_record_is_written_before_anything_is_sent(home: Path, fake: FakeKub
     cluster = Watching({"TauCluster": [tau_cluster()]})
     backend = KubeBackend(kube=cluster)
     rd = backend.submit(prepared(backend, home), SubmitOptions(), lambda _m: None)
-    assert len(seen) == 3 and all(seen)  # every write (TauRun, code, Job) came after the record
+    assert len(seen) == 4 and all(seen)  # every write (TauRun, helpers, code, Job) after the record
     rec = rd.read_record()
     assert isinstance(rec.handle, KubeHandle) and rec.handle.sent
     assert not (rd.path / "config" / "manifests" / SUBMITTING).exists()
@@ -114,7 +116,7 @@ def test_an_interrupted_submission_kept_by_an_older_tau_is_sent_all_the_same(
     rd = backend.record(prepared(backend, home), SubmitOptions(), lambda _m: None)
     kept = rd.path / "config" / "manifests" / SUBMITTING
     objects = load_all(kept.read_text())
-    assert [o["kind"] for o in objects] == ["TauRun", "ConfigMap", "Job"]
+    assert [o["kind"] for o in objects] == ["TauRun", "ConfigMap", "ConfigMap", "Job"]
     kept.unlink()
     (kept.parent / "submitting.yaml").write_text(dump_all(objects))  # as an older tau wrote it
     assert KubeBackend(kube=fake).attach(rd, lambda _m: None)
@@ -197,16 +199,70 @@ def test_a_fresh_runs_objects_are_created_and_one_found_there_is_applied_over(
     resent submission's objects are."""
     backend = KubeBackend(kube=fake)
     p = prepared(backend, home)
-    code = next(o for o in p.objects() if o["kind"] == "ConfigMap")
+    code = next(o for o in p.objects(shared_helpers=True)
+                if o["kind"] == "ConfigMap" and not is_shared(o))  # fmt: skip
     fake.put("ConfigMap", {**copy.deepcopy(code), "data": {"stale": "yes"}})
     fake.calls.clear()
     backend.submit(p, SubmitOptions(), lambda _m: None)
     writes = sorted((c[0], c[1]) for c in fake.calls if c[0] in ("create", "apply"))
-    assert writes == [("apply", "ConfigMap"), ("create", "ConfigMap"), ("create", "Job"),
-                      ("create", "TauRun")]  # fmt: skip
+    assert writes == [
+        ("apply", "ConfigMap"),
+        ("create", "ConfigMap"),
+        ("create", "ConfigMap"),
+        ("create", "Job"),
+        ("create", "TauRun"),
+    ]  # fmt: skip (helpers: created)
     got = fake.get("ConfigMap", code["metadata"]["name"], "research")
     assert got is not None and got["data"] == {**code.get("data", {}), "stale": "yes"}
     assert got["metadata"]["ownerReferences"][0]["kind"] == "TauRun"
+
+
+def test_the_helpers_are_one_configmap_per_namespace_that_no_run_owns(
+    home: Path, fake: FakeKube
+) -> None:
+    """Every run of the same TauGrid mounts the same helpers: the kube backend sends them once
+    per namespace (one create per process; another process finds them there and leaves them
+    as they are), owned by no run, so deleting a run (its TauRun) leaves the others' code whole.
+    A run's own ConfigMap holds the folder's files only."""
+    backend = KubeBackend(kube=fake)
+    first = backend.submit(prepared(backend, home), SubmitOptions(), lambda _m: None)
+    backend.submit(prepared(backend, home), SubmitOptions(), lambda _m: None)
+    other = KubeBackend(kube=fake)  # another process: it does not know what the first sent
+    other.submit(prepared(other, home), SubmitOptions(), lambda _m: None)
+    cms = fake.list("ConfigMap", "research")
+    shared = [c for c in cms if is_shared(c)]
+    assert len(shared) == 1 and len(cms) == 4  # the helpers, and one per run
+    assert "ownerReferences" not in shared[0]["metadata"]
+    assert sorted(shared[0]["data"]) == sorted(f"{m}.py" for m in HELPER_MODULES)
+    helper_creates = [c for c in fake.calls if c[:2] == ("create", "ConfigMap")]
+    assert len(helper_creates) == 3 + 2  # 3 runs' own, the helpers once per process
+    assert not [c for c in fake.calls if c[:2] == ("apply", "ConfigMap")]
+    for run_cm in (c for c in cms if not is_shared(c)):
+        assert run_cm["metadata"]["ownerReferences"][0]["kind"] == "TauRun"
+        assert not set(run_cm["data"].values()) & set(shared[0]["data"].values())
+    job = fake.get("Job", first.run_id, "research")
+    assert job is not None
+    code = next(v for v in job["spec"]["template"]["spec"]["volumes"] if v["name"] == "code")
+    assert [s["configMap"]["name"] for s in code["projected"]["sources"]] == [
+        shared[0]["metadata"]["name"],
+        f"{first.run_id}-code",
+    ]
+    # the record keeps the objects, the ConfigMaps by name and count, not in full
+    submitted = (first.path / "config" / "manifests" / "submitted.yaml").read_text()
+    assert shared[0]["metadata"]["name"] in submitted and "def " not in submitted
+
+
+def test_a_pulumi_runs_stack_carries_its_own_helpers(home: Path, fake: FakeKube) -> None:
+    """A run's stack deletes what it holds when it is destroyed: a pulumi run's objects keep
+    the helpers in the run's own ConfigMap, never the namespace's shared one."""
+    from taugrid.runs.backends.pulumi.backend import PulumiBackend
+
+    backend = PulumiBackend(kube=fake)
+    p = prepared(backend, home)
+    objects = p.objects(shared_helpers=backend.shared_helpers)
+    assert not any(is_shared(o) for o in objects)
+    code = next(o for o in objects if o["kind"] == "ConfigMap")
+    assert len(code["data"]) >= len(HELPER_MODULES)
 
 
 def test_submitting_the_same_run_again_changes_nothing(home: Path, fake: FakeKube) -> None:

@@ -22,18 +22,19 @@ from taugrid.runs.prepare import RunRequest, prepare
 
 def run_pod(objs: list[dict[str, Any]], tmp: Path,
             extra: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess[str], Path]:  # fmt: skip
-    cm, job = objs[0], objs[-1]
-    code = tmp / "code"
-    items = {v["name"]: v for v in job["spec"]["template"]["spec"]["volumes"]}["code"]["configMap"][
-        "items"
-    ]
-    for item in items:
-        dst = code / item["path"]
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        if item["key"] in cm.get("data", {}):
-            dst.write_text(cm["data"][item["key"]])
-        else:
-            dst.write_bytes(base64.b64decode(cm["binaryData"][item["key"]]))
+    job, code = objs[-1], tmp / "code"
+    by_name = {o["metadata"]["name"]: o for o in objs if o["kind"] == "ConfigMap"}
+    volume = {v["name"]: v for v in job["spec"]["template"]["spec"]["volumes"]}["code"]
+    sources = volume["projected"]["sources"] if "projected" in volume else [volume]
+    for src in sources:  # as the kubelet lays a ConfigMap (or a projection of several) out
+        cm = by_name[src["configMap"]["name"]]
+        for item in src["configMap"]["items"]:
+            dst = code / item["path"]
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            if item["key"] in cm.get("data", {}):
+                dst.write_text(cm["data"][item["key"]])
+            else:
+                dst.write_bytes(base64.b64decode(cm["binaryData"][item["key"]]))
     container = job["spec"]["template"]["spec"]["containers"][0]
 
     def here(v: str) -> str:
@@ -50,16 +51,17 @@ def run_pod(objs: list[dict[str, Any]], tmp: Path,
     return res, Path(env["TAU_RUN_DIR"])
 
 
-def render_job(folder: Path) -> list[dict[str, Any]]:
+def render_job(folder: Path, shared_helpers: bool = False) -> list[dict[str, Any]]:
     loaded = load.load_manifest(folder)
     prepared = prepare(RunRequest(loaded, run_id="pod-run-abcde"), load.load_snapshot(PROFILES))
-    objs = prepared.objects()
+    objs = prepared.objects(shared_helpers)
     assert objs[-1]["kind"] == "Job"
     return objs
 
 
-def test_the_rendered_job_keeps_and_seals_its_evidence_record(tmp_path: Path) -> None:
-    res, run_dir = run_pod(render_job(EXAMPLES / "batch-job"), tmp_path)
+@pytest.mark.parametrize("shared", [False, True], ids=["helpers-in-the-run", "shared-helpers"])
+def test_the_rendered_job_keeps_and_seals_its_evidence_record(tmp_path: Path, shared: bool) -> None:
+    res, run_dir = run_pod(render_job(EXAMPLES / "batch-job", shared), tmp_path)
     assert res.returncode == 0, res.stderr
     assert (run_dir / "logs" / "driver.log").read_text() == res.stdout  # teed, not lost
     history = [json.loads(x) for x in (run_dir / "history.jsonl").read_text().splitlines()]

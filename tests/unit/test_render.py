@@ -61,6 +61,85 @@ def test_objects_validate_against_upstream_and_kubernetes_schemas(
         assert pod_template_errors(tpl) == []
 
 
+def _code_files(objs: list[dict[str, Any]], volume: dict[str, Any]) -> dict[str, str]:
+    """What a pod finds under /code: path -> content, read through the `code` volume's source
+    from the ConfigMaps it names (a plain ConfigMap volume or a projected one)."""
+    by_name = {o["metadata"]["name"]: o for o in objs if o["kind"] == "ConfigMap"}
+    sources = volume["projected"]["sources"] if "projected" in volume else [volume]
+    out: dict[str, str] = {}
+    for src in sources:
+        cm = by_name[src["configMap"]["name"]]
+        for item in src["configMap"]["items"]:
+            assert item["path"] not in out, f"{item['path']} laid out twice"
+            out[item["path"]] = {**cm.get("data", {}), **cm.get("binaryData", {})}[item["key"]]
+    return out
+
+
+@pytest.mark.parametrize("folder", EXAMPLE_DIRS, ids=lambda p: p.name)
+def test_shared_helpers_lay_out_the_same_code_folder(folder: Path, upstream_crds: Path) -> None:
+    """With the helpers in a namespace's shared ConfigMap, every pod finds the same files under
+    /code as with one ConfigMap per run; the run's holds the folder's files only, the shared one
+    is named by its content, owned by no run, and every object is valid."""
+    loaded = load.load_manifest(folder)
+    r = resolve.resolve(loaded.manifest, load.load_snapshot(PROFILES))
+    meta = render.RunMeta(run_id=naming.new_run_id(loaded.manifest.run_id_stem))
+    bundle = codebundle.collect(loaded.folder)
+    inline = render.render(r, meta, bundle)
+    shared = render.render(r, meta, bundle, shared_helpers=True)
+    helpers_cm, run_cm, *_ = shared
+    assert render.is_shared(helpers_cm) and not render.is_shared(run_cm)
+    assert not any(render.is_shared(o) for o in inline)
+    assert "ownerReferences" not in helpers_cm["metadata"]
+    helper_names = {f"{m}.py" for m in codebundle.HELPER_MODULES}
+    assert set(helpers_cm["data"]) == helper_names  # (no example has a helper of its own)
+    assert helpers_cm["metadata"]["name"].startswith("tau-helpers-")
+    other = render.render(r, render.RunMeta(run_id="other-aaaaa"), bundle, shared_helpers=True)
+    assert other[0] == helpers_cm  # the same for every run: one per namespace
+    run_paths = {i["path"] for i in _run_items(shared, run_cm)}
+    assert not run_paths & set(helpers_cm["data"])
+    for a, b in zip(pod_templates(inline[-1]), pod_templates(shared[-1]), strict=True):
+        va = next(v for v in a["spec"]["volumes"] if v["name"] == "code")
+        vb = next(v for v in b["spec"]["volumes"] if v["name"] == "code")
+        assert _code_files(inline, va) == _code_files(shared, vb)
+        assert pod_template_errors(b) == []
+    for obj in shared[:2]:
+        assert k8s_errors(obj) == []
+    if shared[-1]["kind"] == "RayJob":
+        crd = upstream_crds / "kuberay" / "ray.io_rayjobs.yaml"
+        assert crd_errors(shared[-1], crd, "v1") == []
+    else:
+        assert k8s_errors(shared[-1]) == []
+
+
+def _run_items(objs: list[dict[str, Any]], run_cm: dict[str, Any]) -> list[dict[str, str]]:
+    tpl = pod_templates(objs[-1])[0]
+    code = next(v for v in tpl["spec"]["volumes"] if v["name"] == "code")
+    return [i for s in code["projected"]["sources"]
+            if s["configMap"]["name"] == run_cm["metadata"]["name"]
+            for i in s["configMap"]["items"]]  # fmt: skip
+
+
+def test_a_folders_own_helper_wins_over_the_shared_one(tmp_path: Path) -> None:
+    """A folder with its own tau_run.py: the shared ConfigMap leaves it out (another content,
+    another name) and the pod finds the folder's copy."""
+    src = EXAMPLE_DIRS[0]
+    import shutil
+
+    shutil.copytree(src, tmp_path / "p")
+    (tmp_path / "p" / "tau_run.py").write_text("# mine\n")
+    loaded = load.load_manifest(tmp_path / "p")
+    r = resolve.resolve(loaded.manifest, load.load_snapshot(PROFILES))
+    meta = render.RunMeta(run_id="mine-aaaaa")
+    objs = render.render(r, meta, codebundle.collect(loaded.folder), shared_helpers=True)
+    stock = render.render(*render_example(src)[:1], meta,
+                          codebundle.collect(src), shared_helpers=True)  # fmt: skip
+    assert "tau_run.py" not in objs[0]["data"] and "tau_run.py" in stock[0]["data"]
+    assert objs[0]["metadata"]["name"] != stock[0]["metadata"]["name"]
+    tpl = pod_templates(objs[-1])[0]
+    code = next(v for v in tpl["spec"]["volumes"] if v["name"] == "code")
+    assert _code_files(objs, code)["tau_run.py"] == "# mine\n"
+
+
 def test_labels_on_workload_and_every_pod_template(
     example: tuple[resolve.Resolved, list[dict[str, Any]]],
 ) -> None:

@@ -57,11 +57,17 @@ def submitting(run: Path) -> Path:
 class KubeBackend(Connected, Template):
     name = "kube"
 
+    # TauGrid's helpers in one shared ConfigMap per namespace, not in every run's (~40 KB a run
+    # less for the API server and etcd); a backend whose objects are owned by something that
+    # deletes them (a run's stack) carries its own copy
+    shared_helpers = True
+
     def __init__(self, context: str | None = None, kube: KubeAPI | None = None) -> None:
         self._context = context or os.environ.get(CONTEXT_ENV) or None
         self._kube = kube
         self._discovery: Discovery | None = None
         self._sent_owner = False  # this submission's TauRun (or stack) reached the cluster
+        self._shared_sent: set[tuple[str, str]] = set()  # shared objects this process made sure of
         self._kept: dict[tuple[str, ...], Any] = {}  # read once per backend (see _prefetch)
 
     def workspace(self, name: str | None) -> WorkspaceRef:
@@ -218,7 +224,10 @@ class KubeBackend(Connected, Template):
         from taugrid.runs.yamlio import load_all
 
         if prepared is not None:
-            taurun, objects = prepared.taurun(), prepared.objects()
+            taurun, objects = (
+                prepared.taurun(),
+                prepared.objects(shared_helpers=self.shared_helpers),
+            )
         else:
             taurun, *objects = load_all(submitting(run.path).read_text())
         fresh = prepared is not None and prepared.request.run_id is None
@@ -235,8 +244,14 @@ class KubeBackend(Connected, Template):
         self._sent_owner = True
         ref = {"apiVersion": C.API_VERSION, "kind": "TauRun", "name": taurun["metadata"]["name"],
                "uid": owner["metadata"]["uid"], "blockOwnerDeletion": True}  # fmt: skip
+        from taugrid.runs.render import is_shared
+
+        shared = [o for o in objects if is_shared(o)]
+        objects = [o for o in objects if not is_shared(o)]
         for obj in objects:
             obj["metadata"]["ownerReferences"] = [ref]
+        for obj in shared:  # before the run's: a pod finds what it mounts (once per process)
+            self._ensure_shared(obj)
         # a run created just now has no objects yet: they are created (a plain POST costs the
         # API server less than a server-side apply); one found there all the same (a resent
         # submission's) is applied over
@@ -252,6 +267,14 @@ class KubeBackend(Connected, Template):
         run.update_handle(sent=True)
         with contextlib.suppress(FileNotFoundError):
             submitting(run.path).unlink()
+
+    def _ensure_shared(self, obj: dict[str, Any]) -> None:
+        """A namespace's shared object (the helpers ConfigMap, named by its content): created
+        if it is not there yet; found there, it is the same (immutable), and left as it is."""
+        key = (obj["metadata"]["namespace"], obj["metadata"]["name"])
+        if key not in self._shared_sent:
+            self.kube.create(obj)  # None: it is there already
+            self._shared_sent.add(key)
 
     def _create_or_apply(self, obj: dict[str, Any]) -> dict[str, Any]:
         return self.kube.create(obj) or self.kube.apply(obj)
@@ -306,6 +329,7 @@ class KubeBackend(Connected, Template):
                       with_objects: bool) -> RunDir:  # fmt: skip
         """The local evidence record of a cluster run: what is submitted, where (and, until the
         cluster has it, the objects in full, so an interrupted submission can be sent again)."""
+        from taugrid.runs.render import is_shared
         from taugrid.runs.yamlio import dump_all, dump_json_lines
 
         root = runs_root()
@@ -314,13 +338,15 @@ class KubeBackend(Connected, Template):
         (rd.path / "config" / "manifests").mkdir(parents=True, exist_ok=True)
         (rd.path / "logs").mkdir(exist_ok=True)
         write_atomic(rd.path / "config" / "tau.yaml", prepared.loaded.text.encode())
-        submitted = [prepared.taurun(), *prepared.objects()]
+        submitted = [prepared.taurun(), *prepared.objects(shared_helpers=self.shared_helpers)]
         if with_objects:
             write_atomic(rd.path / "config" / "manifests" / SUBMITTING,
                          dump_json_lines(submitted).encode())  # fmt: skip
         for obj in submitted:
             if obj["kind"] == "ConfigMap":  # the code: recorded by digest, not again in full
-                obj["data"] = {"...": f"{len(obj.get('data', {}))} files, {prepared.bundle.digest}"}
+                what = (obj["metadata"]["name"] if is_shared(obj)  # TauGrid's helpers
+                        else prepared.bundle.digest)  # fmt: skip
+                obj["data"] = {"...": f"{len(obj.get('data', {}))} files, {what}"}
         write_atomic(
             rd.path / "config" / "manifests" / "submitted.yaml", dump_all(submitted).encode()
         )

@@ -41,6 +41,7 @@ def _engine(stack: str, program: Any = None, backend: str | None = None) -> Engi
 
 class PulumiBackend(KubeBackend):
     name = "pulumi"
+    shared_helpers = False  # a stack's destroy would delete what other runs mount
 
     def handle(self, prepared: PreparedRun, sent: bool) -> KubeHandle | PulumiHandle:
         from taugrid.infra.engine import backend_url
@@ -60,7 +61,7 @@ class PulumiBackend(KubeBackend):
         handle = run.read_record().handle
         assert isinstance(handle, PulumiHandle)
         if prepared is not None:
-            taurun, objects = prepared.taurun(), prepared.objects()
+            taurun, objects = prepared.taurun(), prepared.objects(shared_helpers=False)
         else:
             from taugrid.runs.backends.kube.backend import submitting
 
