@@ -285,12 +285,21 @@ def is_shared(obj: dict[str, Any]) -> bool:
     return obj["kind"] == "ConfigMap" and labels.get(C.LABEL_SHARED) == "helpers"
 
 
+def _fresh(code: dict[str, Any]) -> dict[str, Any]:
+    """The `code` volume's source, its dicts new for each pod template (the item lists, never
+    changed after rendering, are shared: a deep copy cost a render ~25%)."""
+    if "projected" in code:
+        return {"projected": {"sources": [{"configMap": {**s["configMap"]}}
+                                          for s in code["projected"]["sources"]]}}  # fmt: skip
+    return {"configMap": {**code["configMap"]}}
+
+
 def _volumes(
     r: Resolved, meta: RunMeta, code: dict[str, Any], shm: int
 ) -> tuple[list[Any], list[Any]]:
     volumes: list[dict[str, Any]] = [
         {"name": "data", "persistentVolumeClaim": {"claimName": r.pvc}},
-        {"name": "code", **copy.deepcopy(code)},
+        {"name": "code", **_fresh(code)},
         {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": format_memory(shm)}},
     ]
     mounts: list[dict[str, Any]] = [
