@@ -311,6 +311,18 @@ class ControllerSpec(ComponentBase):
         1, ge=1, le=5, description="Peers; kopf peering keeps one handling events"
     )
     remediation: RemediationConfig = Field(default_factory=RemediationConfig)
+    memory: str = Field(
+        "512Mi",
+        description="The controller's memory limit (it requests half). It holds what it watches "
+        "of every run that exists: size it by the runs a cluster keeps (docs/scale.md)",
+    )
+
+    @field_validator("memory")
+    @classmethod
+    def _memory(cls, v: str) -> str:
+        if parse_memory(v) < 256 * 2**20:
+            raise ValueError(f"{v} is too little for the controller: at least 256Mi")
+        return v
 
 
 class Components(_Model):

@@ -27,7 +27,7 @@ from taugrid.api.platform import (
     workspace_refs,
 )
 from taugrid.api.profiles import profile_set_hash
-from taugrid.api.quantity import canonical
+from taugrid.api.quantity import canonical, format_memory, parse_memory
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 PART_OF = {"app.kubernetes.io/part-of": "taugrid", "app.kubernetes.io/managed-by": "pulumi"}
@@ -546,8 +546,8 @@ def controller_deployment(cfg: PlatformConfig) -> list[dict[str, Any]]:
         "ports": [{"name": "health", "containerPort": CONTROLLER_PORT}],
         "livenessProbe": {"httpGet": {"path": "/healthz", "port": "health"},
                           "initialDelaySeconds": 30, "periodSeconds": 30},
-        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"},
-                      "limits": {"cpu": "1", "memory": "512Mi"}},
+        "resources": {"requests": {"cpu": "100m", "memory": format_memory(parse_memory(spec.memory) // 2)},
+                      "limits": {"cpu": "1", "memory": spec.memory}},
         "securityContext": {"runAsNonRoot": True, "allowPrivilegeEscalation": False,
                             "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}},
         "volumeMounts": [{"name": "config", "mountPath": "/etc/taugrid", "readOnly": True}],

@@ -64,6 +64,25 @@ def test_the_image_is_pinned_and_promoted_with_the_other_versions() -> None:
     assert dep["spec"]["template"]["spec"]["serviceAccountName"] == M.CONTROLLER
 
 
+def test_its_memory_is_the_stacks_and_too_little_is_refused() -> None:
+    """A cluster that keeps many runs sizes the controller (it holds what it watches of every
+    run): the limit is the stack's, the request half of it; below 256Mi is a config error."""
+    from pydantic import ValidationError
+
+    base = prod()
+    ctl = base.components.controller.model_copy(update={"memory": "1536Mi"})
+    cfg = base.model_copy(update={"components": base.components.model_copy(
+        update={"controller": ctl})})  # fmt: skip
+    dep = next(o for o in M.controller_deployment(cfg) if o["kind"] == "Deployment")
+    (container,) = dep["spec"]["template"]["spec"]["containers"]
+    assert container["resources"]["limits"]["memory"] == "1536Mi"
+    assert container["resources"]["requests"]["memory"] == "768Mi"
+    assert k8s_errors(dep) == []
+    for bad in ("128Mi", "a lot"):
+        with pytest.raises(ValidationError, match=r"256Mi|memory quantity"):
+            type(cfg.components.controller).model_validate({"memory": bad})
+
+
 def test_its_settings_are_the_stacks_remediation_config() -> None:
     from taugrid.controller.config import ControllerConfig
 
