@@ -265,6 +265,29 @@ def test_a_runs_objects_are_slimmed_as_they_come_off_the_watch() -> None:
     assert same["object"] is pod
 
 
+def test_what_the_controller_keeps_shares_its_keys_across_objects() -> None:
+    """Each watch event is its own JSON document: two objects decoded apart have their own
+    copies of every key. What the controller keeps of them shares one string per key (at
+    10,000 runs, ~30% of its memory), and is otherwise equal to what it was."""
+    import json
+
+    text = json.dumps({"kind": "Job", "apiVersion": "batch/v1",
+                       "metadata": {"name": "j", "labels": {"tau.azure.com/run-id": "r1"},
+                                    "ownerReferences": [{"kind": "TauRun", "name": "r1"}]},
+                       "spec": {"suspend": False},
+                       "status": {"conditions": [{"type": "Complete", "status": "True"}]}})  # fmt: skip
+    a, b = json.loads(text), json.loads(text)
+    la, lb = (next(iter(o["metadata"]["labels"])) for o in (a, b))
+    assert la == lb and la is not lb  # what the JSON decoder gives
+    sa, sb = OP.slim(a), OP.slim(b)
+    assert sa == sb and sa["metadata"]["labels"] == a["metadata"]["labels"]
+    for path in (("metadata", "labels"), ("status", "conditions", 0), ("metadata",)):
+        x, y = sa, sb
+        for step in path:
+            x, y = x[step], y[step]
+        assert all(kx is ky for kx, ky in zip(x, y, strict=True)), path
+
+
 def test_kopf_starts_its_watches_where_the_patch_reaches(monkeypatch: Any) -> None:
     from kopf._cogs.clients import watching
     from kopf._core.reactor import queueing
