@@ -97,7 +97,8 @@ def test_a_service_on_the_cluster_from_deploy_to_delete(sandbox: Path, tmp_path:
         if p.spec.nodeName] or None, 120, "replica pods scheduled")  # fmt: skip
     nodes = {p.spec.nodeName for p in pods}
     assert all(n.startswith("a100x1") for n in nodes), nodes
-    assert gpus_used(dyn) == before + 2
+    # the ClusterQueue's usage is Kueue's status, written after it admits: waited for, not raced
+    wait_until(lambda: gpus_used(dyn) == before + 2, 60, "Kueue to count the replicas' GPUs")
     ready = wait_until(lambda: (s := st(sandbox, "clf"))["phase"] == "Ready" and s, 180, "Ready")
     assert ready["model"] == f"clf@{v1[:19]}" and ready["revision"] == 1
     assert "simulated" in ready["summary"]  # KWOK: no container, no answer
@@ -216,7 +217,8 @@ def test_a_canary_on_the_cluster_ends_or_is_promoted(sandbox: Path, tmp_path: Pa
     assert "cny.split" in cfg and "cny.canary" in cfg and "cny-1-serve-svc" in cfg
     canary = tsvc.get(name="cny", namespace=NS).to_dict()["spec"]["canary"]
     assert (canary["revision"], canary["percent"], canary["stableGeneration"]) == (2, 50, 1)
-    assert gpus_used(dyn) == before + 2
+    # the ClusterQueue's usage is Kueue's status, written after it admits: waited for, not raced
+    wait_until(lambda: gpus_used(dyn) == before + 2, 60, "Kueue to count the replicas' GPUs")
     now = st(sandbox, "cny")
     assert (now["phase"], now["revision"]) == ("Canary", 1), now["summary"]
     assert now["rollout"]["traffic"] == {"2": 50, "1": 50} and "simulated" in now["summary"]
