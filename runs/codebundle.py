@@ -51,10 +51,7 @@ class CodeBundle:
 
     @functools.cached_property
     def digest(self) -> str:
-        h = hashlib.sha256()
-        for rel, data in self.files:
-            h.update(rel.encode() + b"\0" + file_digest(data))
-        return "sha256:" + h.hexdigest()
+        return "sha256:" + _files_hash(self.files).hexdigest()
 
     def left_out_summary(self, limit: int = 6) -> str | None:
         """One line naming what a cluster run will not carry, and why (None: nothing)."""
@@ -123,12 +120,17 @@ def file_digest(data: bytes) -> bytes:
     return hashlib.sha256(data).digest()
 
 
+def _files_hash(files: tuple[tuple[str, bytes], ...]) -> hashlib._Hash:
+    """sha256 over (path, content digest) of each file, in order: a bundle's content address."""
+    h = hashlib.sha256()
+    for rel, data in files:
+        h.update(rel.encode() + b"\0" + file_digest(data))
+    return h
+
+
 def helpers_digest(helpers: tuple[tuple[str, bytes], ...]) -> str:
     """A short content address of a set of helpers (a shared ConfigMap's name ends with it)."""
-    h = hashlib.sha256()
-    for rel, data in helpers:
-        h.update(rel.encode() + b"\0" + file_digest(data))
-    return h.hexdigest()[:12]
+    return _files_hash(helpers).hexdigest()[:12]
 
 
 @functools.cache

@@ -248,7 +248,12 @@ def code_configmap(
     """The run's code ConfigMap with every file of the bundle (helpers too), and the source of
     the `code` volume that mounts it."""
     cm, items = _run_configmap(r, meta, bundle, bundle.files)
-    return cm, {"configMap": {"name": cm["metadata"]["name"], "items": items}}
+    return cm, _source(cm, items)
+
+
+def _source(cm: dict[str, Any], items: list[dict[str, str]]) -> dict[str, Any]:
+    """A volume source (or a projection's) of a ConfigMap's items."""
+    return {"configMap": {"name": cm["metadata"]["name"], "items": items}}
 
 
 # the labels of a namespace's helpers ConfigMap: no owner, so no run's end deletes what the
@@ -269,20 +274,22 @@ def code_objects(
     own, helpers = bundle.split_helpers()
     cm, items = _run_configmap(r, meta, bundle, own)
     if not helpers:  # the folder has its own copy of every helper
-        return [cm], {"configMap": {"name": cm["metadata"]["name"], "items": items}}
+        return [cm], _source(cm, items)
     name = naming.helpers_configmap(helpers_digest(helpers))
     shared_cm, shared_items = _configmap(name, r.namespace, SHARED_HELPERS, {}, helpers,
                                          keyed_by_name=True)  # fmt: skip
-    sources = [{"configMap": {"name": shared_cm["metadata"]["name"], "items": shared_items}}]
+    sources = [_source(shared_cm, shared_items)]
     if items:
-        sources.append({"configMap": {"name": cm["metadata"]["name"], "items": items}})
+        sources.append(_source(cm, items))
     return [shared_cm, cm], {"projected": {"sources": sources}}
 
 
 def is_shared(obj: dict[str, Any]) -> bool:
     """A shared object of a namespace (the helpers ConfigMap): no run owns it."""
     labels: dict[str, str] = obj["metadata"].get("labels") or {}
-    return obj["kind"] == "ConfigMap" and labels.get(C.LABEL_SHARED) == "helpers"
+    return (
+        obj["kind"] == "ConfigMap" and labels.get(C.LABEL_SHARED) == SHARED_HELPERS[C.LABEL_SHARED]
+    )
 
 
 def _fresh(code: dict[str, Any]) -> dict[str, Any]:

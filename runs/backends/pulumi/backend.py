@@ -61,7 +61,10 @@ class PulumiBackend(KubeBackend):
         handle = run.read_record().handle
         assert isinstance(handle, PulumiHandle)
         if prepared is not None:
-            taurun, objects = prepared.taurun(), prepared.objects(shared_helpers=False)
+            taurun, objects = (
+                prepared.taurun(),
+                prepared.objects(shared_helpers=self.shared_helpers),
+            )
         else:
             from taugrid.runs.backends.kube.backend import submitting
 
