@@ -234,11 +234,22 @@ def test_ctrl_c_detaches_without_cancelling(
         f"while not os.path.exists({str(tmp_path / 'go')!r}):\n    time.sleep(0.05)\n"
         "print('finished', flush=True)\n",
     )
-    proc = tau.spawn("run", str(folder))
+    # PYTHONFAULTHANDLER: if the CLI hangs, SIGABRT makes it print where each thread is.
+    proc = tau.spawn("run", str(folder), env={"PYTHONFAULTHANDLER": "1"})
     assert proc.stdout is not None and proc.stderr is not None
     assert proc.stdout.readline().strip() == "started"
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=30)
+    try:
+        _, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        alive = proc.poll() is None  # False: it exited, but something else holds its pipes
+        proc.send_signal(signal.SIGABRT)
+        try:
+            _, late = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            late = "(no output: the pipes stayed open after SIGABRT)"
+        pytest.fail(f"tau did not end within 30 s of SIGINT (still running: {alive}):\n{late}")
     assert proc.returncode == 130, err
     (tmp_path / "go").touch()
     assert "detached" in err and "tau run status" in err and "tau run cancel" in err
