@@ -221,3 +221,26 @@ def test_list_shows_cluster_runs_from_their_records_when_the_cluster_does_not_an
         json.loads(out.out)[0]["summary"]
         == "pending when last recorded here; its cluster was not observed"
     )
+
+
+def test_the_tau_executable_starts_with_a_high_young_gc_threshold(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `tau` is taugrid.cli:main, which raises the collector's young threshold before the CLI's
+    # imports (a start-up makes ~50,000 objects and no cycles worth ~75 passes).
+    import gc
+    from importlib.metadata import entry_points
+
+    import taugrid.cli
+
+    (ep,) = [e for e in entry_points(group="console_scripts") if e.name == "tau"]
+    assert ep.value == "taugrid.cli:main"
+    before = gc.get_threshold()
+    monkeypatch.setattr(sys, "argv", ["tau", "version"])
+    try:
+        assert taugrid.cli.main() == 0
+        assert gc.get_threshold()[0] == taugrid.cli.GC_YOUNG_THRESHOLD
+        assert gc.get_threshold()[1:] == before[1:]
+    finally:
+        gc.set_threshold(*before)
+    assert capsys.readouterr().out.strip()

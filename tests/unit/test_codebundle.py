@@ -79,9 +79,18 @@ def test_validate_reports_left_out_files_and_enforces_the_size_limit(
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-_NAME = st.text(alphabet="abc._-pthzoybinsfgrwd", min_size=1, max_size=14).filter(
-    lambda n: n not in (".", "..")
+from taugrid.runs.codebundle import DEFAULT_RULES  # noqa: E402
+
+_TEXT = st.text(alphabet="abc._-pthzoybinsfgrwd5x", max_size=8)
+_LITERALS = sorted(
+    {part for glob, _ in DEFAULT_RULES for part in glob.strip("/").split("*") if part}
 )
+# random names, and names made around each rule's literal parts (so every rule is hit, and
+# near misses: a suffix with more after it, a prefix not at the start)
+_NAME = st.one_of(
+    _TEXT,
+    st.builds(lambda a, lit, b: a + lit + b, _TEXT, st.sampled_from(_LITERALS), _TEXT),
+).filter(lambda n: n not in ("", ".", ".."))
 
 
 @settings(max_examples=400, deadline=None)
@@ -91,7 +100,7 @@ def test_the_default_rules_match_as_gitignore_reads_them(
 ) -> None:
     from pathspec import GitIgnoreSpec
 
-    from taugrid.runs.codebundle import DEFAULT_RULES, default_reason
+    from taugrid.runs.codebundle import default_reason
 
     rel = "/".join([*parents, name]) + ("/" if is_dir else "")
     spec = GitIgnoreSpec.from_lines([p for p, _ in DEFAULT_RULES])

@@ -495,3 +495,14 @@ def test_pip_requirements_read_back_as_written(pip: list[str]) -> None:
     import yaml
 
     assert yaml.safe_load(render.pip_yaml(pip)) == {"pip": pip}
+
+
+def test_submitter_is_the_user_at_the_host_socket_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The host is read from uname (no socket import on a render); it must be the name
+    # socket.gethostname gives, the one the record always carried.
+    import socket
+
+    from taugrid.runs import provenance
+
+    monkeypatch.setenv("LOGNAME", "alice")
+    assert provenance.submitter() == f"alice@{socket.gethostname()}"
