@@ -220,6 +220,23 @@ def _timed(
     return round(statistics.median(took), 3)
 
 
+def table_answers_s(rounds: int = 3) -> float:
+    """How long the API server takes to answer `tau run list --cluster`'s requests (the
+    TauRuns of each workspace as a Table, one after the other, on one warm connection): the
+    median of `rounds`. The rest of the command's time is its own start and work."""
+    from taugrid.kube.client import Kube
+
+    kube = Kube()
+    kube.list_columns("TauRun", WORKSPACES[0])  # the connection, made once
+    took = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for ws in WORKSPACES:
+            kube.list_columns("TauRun", ws)
+        took.append(time.perf_counter() - t0)
+    return round(statistics.median(took), 3)
+
+
 def _taurun_gone(run_id: str) -> bool:
     from taugrid.client import runs as client
     from taugrid.kube.client import Kube
@@ -397,6 +414,7 @@ def run(runs: int, nodes: int, max_s: int, seed: int, idle_s: float = IDLE_S,
     res.figures["cli_run_list_cluster_s"] = _timed(env, "run", "list", "--cluster", n=3,
                                                    pids=state.pids)  # fmt: skip
     res.figures["cli_sandbox_cpu_cores"] = dict(BACKGROUND)
+    res.figures["list_cluster_answers_s"] = table_answers_s()
     # A restart among all the runs, with news it has to catch up on: runs submitted while it
     # was down (a tenth of the runs; their TauRuns have no status until it records them).
     cmd, environ = stop_controller(state)
@@ -544,6 +562,8 @@ def table(res: Result) -> str:
         ("tau run list (this machine's runs)", f"{f['cli_run_list_s']} s"),
         ("tau run list --cluster", f"{f['cli_run_list_cluster_s']} s (goal <= 0.5)"),
         ("the sandbox's CPU while those ran (cores)", str(f.get("cli_sandbox_cpu_cores", {}))),
+        ("list --cluster: the API server's answers, one after another",
+         f"{f.get('list_cluster_answers_s')} s"),
     ]  # fmt: skip
     if "list_at" in f:
         rows.append((f"tau run list --cluster at {f['list_at']['tauruns']} TauRuns",
