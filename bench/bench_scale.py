@@ -220,13 +220,10 @@ def _timed(
     return round(statistics.median(took), 3)
 
 
-def table_answers_s(rounds: int = 3) -> float:
+def table_answers_s(kube: Any, rounds: int = 3) -> float:
     """How long the API server takes to answer `tau run list --cluster`'s requests (the
     TauRuns of each workspace as a Table, one after the other, on one warm connection): the
     median of `rounds`. The rest of the command's time is its own start and work."""
-    from taugrid.kube.client import Kube
-
-    kube = Kube()
     kube.list_columns("TauRun", WORKSPACES[0])  # the connection, made once
     took = []
     for _ in range(rounds):
@@ -235,14 +232,6 @@ def table_answers_s(rounds: int = 3) -> float:
             kube.list_columns("TauRun", ws)
         took.append(time.perf_counter() - t0)
     return round(statistics.median(took), 3)
-
-
-def _taurun_gone(run_id: str) -> bool:
-    from taugrid.client import runs as client
-    from taugrid.kube.client import Kube
-
-    handle = client.record(run_id).handle
-    return Kube().get("TauRun", run_id, getattr(handle, "namespace", None)) is None
 
 
 def _wait(cond: Callable[[], bool], timeout: float, step: float, what: str) -> None:
@@ -409,12 +398,16 @@ def run(runs: int, nodes: int, max_s: int, seed: int, idle_s: float = IDLE_S,
     client.cancel(running)
     # the lists are timed once the cancel's cascade (the probe's Job, pod, Workload) is over:
     # during it the API server, Kueue and the garbage collector are busy with that, not the list
-    _wait(lambda: _taurun_gone(running), 120, 0.5, "the probe's TauRun to be deleted")
+    from taugrid.kube.client import Kube
+
+    kube, where = Kube(), getattr(client.record(running).handle, "namespace", None)
+    _wait(lambda: kube.get("TauRun", running, where) is None, 120, 0.5,
+          "the probe's TauRun to be deleted")  # fmt: skip
     res.figures["cli_run_list_s"] = _timed(env, "run", "list", n=3, pids=state.pids)
     res.figures["cli_run_list_cluster_s"] = _timed(env, "run", "list", "--cluster", n=3,
                                                    pids=state.pids)  # fmt: skip
     res.figures["cli_sandbox_cpu_cores"] = dict(BACKGROUND)
-    res.figures["list_cluster_answers_s"] = table_answers_s()
+    res.figures["list_cluster_answers_s"] = table_answers_s(kube)
     # A restart among all the runs, with news it has to catch up on: runs submitted while it
     # was down (a tenth of the runs; their TauRuns have no status until it records them).
     cmd, environ = stop_controller(state)
@@ -426,10 +419,7 @@ def run(runs: int, nodes: int, max_s: int, seed: int, idle_s: float = IDLE_S,
             if isinstance(s, client.Submitted) and s.record.handle is not None]  # fmt: skip
     t_restart = time.time()
     pid = start_controller(state, cmd, environ)
-    from taugrid.kube.client import Kube
     from taugrid.kube.facts import recorded_status
-
-    kube = Kube()
 
     def recorded() -> bool:  # the controller wrote each missed run's status
         return all(recorded_status(kube.get("TauRun", rid, ns) or {}) is not None
