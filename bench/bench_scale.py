@@ -184,17 +184,31 @@ class Result:
     figures: dict[str, Any] = field(default_factory=dict)
 
 
-def sandbox_cpu_s(pids: dict[str, int]) -> float:
-    """CPU seconds the sandbox's processes (API server, etcd, Kueue, ...) have used so far."""
+def cpu_by_process(pids: dict[str, int]) -> dict[str, float]:
+    """CPU seconds each of the sandbox's processes (API server, etcd, Kueue, ...) has used so
+    far (a process gone is left out)."""
     tick = os.sysconf("SC_CLK_TCK")
-    total = 0.0
-    for pid in pids.values():
+    out: dict[str, float] = {}
+    for name, pid in pids.items():
         try:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
-    return total
+        out[name] = (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return out
+
+
+def sandbox_cpu_s(pids: dict[str, int]) -> float:
+    """CPU seconds the sandbox's processes have used so far, together."""
+    return sum(cpu_by_process(pids).values())
+
+
+def cores_while(
+    before: dict[str, float], after: dict[str, float], seconds: float
+) -> dict[str, float]:
+    """Each process's CPU use over a window, in cores (busiest first)."""
+    used = {k: (after[k] - before.get(k, after[k])) / seconds for k in after}
+    return {k: round(v, 2) for k, v in sorted(used.items(), key=lambda kv: -kv[1]) if v >= 0.005}
 
 
 BACKGROUND: dict[str, float] = {}  # what the sandbox was busy with while each command was timed
@@ -343,10 +357,15 @@ def run(runs: int, nodes: int, max_s: int, seed: int, idle_s: float = IDLE_S,
     rng = random.Random(seed)
     folders = [project(home / "projects" / f"r{i:05d}", i, rng, max_s) for i in range(runs)]
 
+    me = {**state.pids, "submitter (this process)": os.getpid()}
+    cpu0 = cpu_by_process(me)
     t_submit = time.time()
     submitted = client.submit_many([client.SubmitRequest(f, ws) for f, ws, _ in folders],
                                    workers=WORKERS)  # fmt: skip
     submit_s = time.time() - t_submit
+    # where the machine's CPU went while the runs were submitted (the API server, the
+    # submitter, and what reacts to new runs: Kueue, the controller, the Job controller, KWOK)
+    res.figures["submit_cpu_cores"] = cores_while(cpu0, cpu_by_process(me), submit_s)
     failed = [s for s in submitted if not isinstance(s, client.Submitted)]
     if failed:
         raise SystemExit(f"{len(failed)} submissions failed, the first: {failed[0]}")
@@ -552,6 +571,7 @@ def table(res: Result) -> str:
         ("tau run list (this machine's runs)", f"{f['cli_run_list_s']} s"),
         ("tau run list --cluster", f"{f['cli_run_list_cluster_s']} s (goal <= 0.5)"),
         ("the sandbox's CPU while those ran (cores)", str(f.get("cli_sandbox_cpu_cores", {}))),
+        ("CPU while the runs were submitted (cores)", str(f.get("submit_cpu_cores", {}))),
         ("list --cluster: the API server's answers, one after another",
          f"{f.get('list_cluster_answers_s')} s"),
     ]  # fmt: skip
