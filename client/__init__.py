@@ -15,13 +15,14 @@ the calls that need them.
 
 from __future__ import annotations
 
+import builtins
 import importlib
 from typing import TYPE_CHECKING, Any
 
 from taugrid.api.errors import TauError
 
 if TYPE_CHECKING:
-    from taugrid.client import cluster, platform, quota
+    from taugrid.client import cluster, data, platform, quota, runs, serve
     from taugrid.client.cluster import profiles, workspaces
     from taugrid.client.runs import (
         Cancelled,
@@ -51,7 +52,7 @@ if TYPE_CHECKING:
 
 # Each name is imported when first used (PEP 562): `from taugrid.client import data` (the CLI's
 # `tau data`) does not load the platform, quota and cluster modules too.
-_MODULES = ("cluster", "platform", "quota")
+_MODULES = ("cluster", "data", "platform", "quota", "runs", "serve")
 _FROM = {"profiles": "cluster", "workspaces": "cluster", "list": "runs"}
 
 
@@ -66,6 +67,11 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'taugrid.client' has no attribute {name!r}")
 
 
+def __dir__() -> builtins.list[str]:
+    """What `dir()` and a notebook's tab completion offer: the names imported on first use too."""
+    return sorted({*globals(), *__all__, *_MODULES})
+
+
 __all__ = [
     "Cancelled",
     "SubmitRequest",
@@ -76,6 +82,7 @@ __all__ = [
     "cancel",
     "cluster",
     "cluster_runs",
+    "data",
     "find",
     "follow",
     "list",
@@ -87,6 +94,8 @@ __all__ = [
     "quota",
     "record",
     "resume",
+    "runs",
+    "serve",
     "status",
     "statuses",
     "submit",
