@@ -1,7 +1,7 @@
 """The shell a local torchrun run's driver runs (`render.torchrun_local_script`), with torch
 replaced by a stub that ends each node with the code a test chooses: the run's code is the
 first failing node's, and two nodes that end together are a success, every time (bash's
-`wait -n` sometimes answers 127 for a node it had reaped already: 9 in 200 runs before)."""
+`wait -n` sometimes answers 127 for a node it had reaped already: 9 of these 150 runs before)."""
 
 from __future__ import annotations
 
