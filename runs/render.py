@@ -172,8 +172,8 @@ def torchrun_local_script(m: Manifest, code_dir: str, python: str) -> str:
     `[node i]`, to the run's log. The first node that fails stops the others (its exit code is
     the run's): a job never waits for a node that is gone. bash's `wait -n` can answer 127
     (nothing left to wait for) when it reaped a node already that ended at about the same time
-    as another (9 of 150 stubbed runs of two nodes): a 127 no node reported is that, not a failure, and
-    the run's code then comes from the codes the nodes wrote (`nodes/<i>/exit.json`)."""
+    as another (9 of 150 stubbed runs of two nodes): a 127 no node reported is that, not a
+    failure, and the run's code then comes from the codes the nodes wrote (`nodes/<i>/exit.json`)."""
     n, p, py = m.nodes, m.nproc_per_node, shlex.quote(python)
     script = " ".join(shlex.quote(a) for a in [m.entrypoint_path or "", *m.run.args])
     free_port = ("import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); "
