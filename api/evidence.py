@@ -46,6 +46,11 @@ class KubeHandle(_Model):
         description="The cluster has the run (False from the record's "
         "creation until the cluster accepted it: an interrupted submission)",
     )
+    uid: str | None = Field(
+        None,
+        description="The TauRun's metadata.uid once the cluster has it: the run is this "
+        "object, whichever kubeconfig context it is looked at through (older records: none)",
+    )
 
 
 class PulumiHandle(_Model):
@@ -59,6 +64,7 @@ class PulumiHandle(_Model):
     context: str | None = None
     queue: str | None = None
     sent: bool = True
+    uid: str | None = None  # the TauRun's metadata.uid, as KubeHandle's
 
 
 Handle = Annotated[LocalHandle | KubeHandle | PulumiHandle, Field(discriminator="target")]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from taugrid.api.errors import ConfigError, TauError
@@ -20,6 +20,18 @@ def out(text: str) -> None:
 def say(message: str) -> None:
     """Progress and warnings: stderr, so that stdout stays parseable."""
     sys.stderr.write(message + "\n")
+
+
+def say_once() -> Callable[[str], None]:
+    """A `say` that writes each message once (a note several steps of one command reach)."""
+    said: set[str] = set()
+
+    def once(message: str) -> None:
+        if message not in said:
+            said.add(message)
+            say(message)
+
+    return once
 
 
 def dump_json(obj: Any) -> str:

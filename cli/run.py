@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -27,7 +28,15 @@ from taugrid.cli.options import (
     WatchOpt,
     WorkspaceOpt,
 )
-from taugrid.cli.output import dump_json, error_items, object_list, out, print_status, say
+from taugrid.cli.output import (
+    dump_json,
+    error_items,
+    object_list,
+    out,
+    print_status,
+    say,
+    say_once,
+)
 
 if TYPE_CHECKING:
     from taugrid.runs.evidence import RunDir
@@ -162,18 +171,19 @@ def _follow_up(run_id: str, path: Any) -> str:
     )
 
 
-def _attach(rd: RunDir, detach: bool) -> None:
+def _attach(rd: RunDir, detach: bool, context: str | None = None,
+            note: Callable[[str], None] = say) -> None:  # fmt: skip
     """Follow a run to its end; Ctrl-C detaches (the run goes on)."""
     from taugrid.api.vocabulary import TERMINAL, Phase
     from taugrid.client import runs
     from taugrid.runs.backends.base import Follows
 
     sys.stderr.write(f"run {rd.run_id}\n")
-    if detach or not isinstance(runs.backend_of(rd), Follows):
+    if detach or not isinstance(runs.backend_of(rd, context, note), Follows):
         out(rd.run_id)
         return
     try:
-        phase = runs.follow(rd)
+        phase = runs.follow(rd, context=context, say=note)
     except KeyboardInterrupt:
         follow_up = _follow_up(rd.run_id, rd.path)
         sys.stderr.write(f"\ndetached; the run goes on. Follow up with:\n{follow_up}\n")
@@ -235,14 +245,14 @@ def run_status(
     from taugrid.client import runs
 
     if not watch:
-        st = runs.status(run, context=context)
+        st = runs.status(run, context=context, say=say)
         out(dump_json(st.model_dump(mode="json"))) if output is ReportFormat.json else print_status(
             st
         )
         _status_exit(st.phase)
     last = None
     try:
-        for st in runs.watch(run, context=context):
+        for st in runs.watch(run, context=context, say=say):
             last = st
             if output is ReportFormat.json:
                 out(json.dumps(st.model_dump(mode="json")))
@@ -267,11 +277,11 @@ def run_logs(
 
     if follow_:
         try:
-            runs.follow(run, transitions=False, context=context)
+            runs.follow(run, transitions=False, context=context, say=say)
         except KeyboardInterrupt:
             raise typer.Exit(EXIT_INTERRUPTED) from None
         return
-    runs.logs(run, sys.stdout, context=context)
+    runs.logs(run, sys.stdout, context=context, say=say)
 
 
 @app.command("list")
@@ -325,7 +335,7 @@ def run_cancel(run: RunArg, context: ContextOpt = None) -> None:
     """Stop a run; its evidence is sealed as Cancelled."""
     from taugrid.client import runs
 
-    c = runs.cancel(run, context=context)
+    c = runs.cancel(run, context=context, say=say)
     out(f"{c.run_id} had already ended: {c.phase}" if c.had_ended else f"{c.run_id} cancelled")
 
 
@@ -337,7 +347,8 @@ def run_attach(run: RunArg, detach: DetachOpt = False, context: ContextOpt = Non
     from taugrid.client import runs
 
     try:
-        rd = runs.attach(run, context=context, say=say)
+        once = say_once()
+        rd = runs.attach(run, context=context, say=once)
     except TauError as e:
         if e.exit_code in (
             0,
@@ -346,7 +357,7 @@ def run_attach(run: RunArg, detach: DetachOpt = False, context: ContextOpt = Non
             out(e.message)
             raise typer.Exit(e.exit_code) from None
         raise
-    _attach(rd, detach)
+    _attach(rd, detach, context, once)
 
 
 @app.command("resume")
@@ -360,7 +371,7 @@ def run_resume(
     got = runs.resume(run, context=context, ray_pip=ray_pip, python=python, say=say)
     from taugrid.runs.evidence import RunDir
 
-    _attach(RunDir(got.evidence), detach)
+    _attach(RunDir(got.evidence), detach, context)
 
 
 @app.command("verify")
@@ -368,7 +379,7 @@ def run_verify(run: RunArg, context: ContextOpt = None) -> None:
     """Check a run's sealed evidence record against its MANIFEST.sha256."""
     from taugrid.client import runs
 
-    v = runs.verify(run, context=context)
+    v = runs.verify(run, context=context, say=say)
     if v.problems:
         sys.stderr.write(
             f"{v.run_id}: evidence record does NOT verify ({len(v.problems)} problem(s)):\n"

@@ -151,43 +151,54 @@ def record(run: str, *, context: str | None = None) -> RunRecord:
     return find(run, context=context).read_record()
 
 
-def backend_of(rd: RunDir) -> Backend:
+def backend_of(rd: RunDir, context: str | None = None, say: Say = _quiet) -> Backend:
+    """The backend of a recorded run, through the kubeconfig context `base.context_for` picks
+    (`context` or TAU_CONTEXT first; `say` hears when the recorded one is not used)."""
     from taugrid.runs.backends import base
 
-    return base.for_record(rd.read_record())
+    return base.for_record(rd.read_record(), context, say)
 
 
-def statuses(runs: list[str], *, context: str | None = None) -> list[RunStatus]:
+def statuses(runs: list[str], *, context: str | None = None,
+             say: Say = _quiet) -> list[RunStatus]:  # fmt: skip
     """The status of several runs (one gather per backend: never one call per run)."""
     dirs = [find(r, context=context) for r in runs]
-    return _statuses(dirs)
+    return _statuses(dirs, context=context, say=say, tolerate=False)
 
 
-def _statuses(dirs: list[RunDir], say: Say | None = None,
-              context: str | None = None) -> list[RunStatus]:  # fmt: skip
+def _statuses(dirs: list[RunDir], say: Say = _quiet, context: str | None = None,
+              tolerate: bool = True) -> list[RunStatus]:  # fmt: skip
     """Each run's status: an ended and sealed cluster run from its record (no cluster needed),
-    the others with one gather per backend. With `say`, a cluster that does not answer is
-    said, and its runs are shown from their local records (else its error is raised). With
-    `context`, cluster runs are looked for through that kubeconfig context."""
+    the others with one gather per backend and kubeconfig context (`base.context_for`: an
+    explicit `context` or TAU_CONTEXT, else the recorded one the kubeconfig has, else the
+    current one, said once). With `tolerate`, a cluster that does not answer is said, and its
+    runs are shown from their local records (else its error is raised)."""
     from taugrid.api.observations import Observations
+    from taugrid.kube import kubeconfig
     from taugrid.runs import status as engine
     from taugrid.runs.backends import base
 
     done: dict[str, RunStatus] = {}
     groups: dict[tuple[str, str | None], list[RunDir]] = {}
+    known: tuple[list[str], str | None] | None = None
+    notes: set[str] = set()
     for rd in dirs:
         rec = rd.read_record()
         if _ended_here(rd, rec):  # its end is recorded and sealed: no cluster needed
             done[rd.run_id] = rd.final_status() or engine.compute(_offline(rd, rec))
             continue
-        groups.setdefault((rec.target, getattr(rec.handle, "context", None)), []).append(rd)
-    for (target, _), group in groups.items():  # one backend per target and kubeconfig context
-        backend = (base.get(target, context=context) if context and target != "local"
-                   else base.for_record(group[0].read_record()))  # fmt: skip
+        if rec.target != "local" and known is None:
+            known = kubeconfig.contexts()  # read once for all the runs
+        chosen = base.context_for(rec, context, notes.add, known)
+        groups.setdefault((rec.target, chosen), []).append(rd)
+    for note in sorted(notes):
+        say(note)
+    for (target, chosen), group in groups.items():  # one backend per target and context
+        backend = base.get(target, **({"context": chosen} if chosen else {}))
         try:
             observed = backend.observe(group)
         except TauError as e:
-            if say is None:
+            if not tolerate:
                 raise
             say(f"note: {len(group)} {target} run(s) shown from their local records: {e.message}")
             observed = [Observations(record=rd.read_record(), history=rd.read_history(),
@@ -222,12 +233,13 @@ def _seal_if_ended(rd: RunDir, st: RunStatus) -> None:
         rd.record_end(st)
 
 
-def status(run: str, *, context: str | None = None) -> RunStatus:
+def status(run: str, *, context: str | None = None, say: Say = _quiet) -> RunStatus:
     """Where the run is and, if it is stuck, why: the phase, six signals, one sentence."""
-    return statuses([run], context=context)[0]
+    return statuses([run], context=context, say=say)[0]
 
 
-def watch(run: str, *, context: str | None = None, poll_s: float = 1.0) -> Iterator[RunStatus]:
+def watch(run: str, *, context: str | None = None, poll_s: float = 1.0,
+          say: Say = _quiet) -> Iterator[RunStatus]:  # fmt: skip
     """The run's status each time it changes (a watch where the backend has one), until it
     ends; the first status at once."""
     from taugrid.api.vocabulary import TERMINAL
@@ -235,7 +247,7 @@ def watch(run: str, *, context: str | None = None, poll_s: float = 1.0) -> Itera
     from taugrid.runs.backends import base
 
     rd = find(run, context=context)
-    backend = backend_of(rd)
+    backend = backend_of(rd, context, say)
     ticks = backend.changes([rd]) if isinstance(backend, base.Watches) else None
     last: dict[str, Any] | None = None
     while True:
@@ -320,33 +332,36 @@ def cluster_runs(*, workspace: str | None = None, mine: bool = False,
     return KubeBackend(context).workspace_runs(workspace, mine=mine)
 
 
-def logs(run: str, out: TextIO | None = None, *, context: str | None = None) -> None:
+def logs(run: str, out: TextIO | None = None, *, context: str | None = None,
+         say: Say = _quiet) -> None:  # fmt: skip
     """Write what the run has logged so far to `out` (default stdout)."""
     rd = find(run, context=context)
-    backend_of(rd).logs(rd, out or sys.stdout)
+    backend_of(rd, context, say).logs(rd, out or sys.stdout)
 
 
 def follow(run: str | RunDir, out: TextIO | None = None, err: TextIO | None = None, *,
-           transitions: bool = True, context: str | None = None) -> Phase:  # fmt: skip
+           transitions: bool = True, context: str | None = None,
+           say: Say = _quiet) -> Phase:  # fmt: skip
     """Stream the run's log (and, with `transitions`, each change of phase to `err`) until it
     ends; its final phase. A backend that cannot stream: waits for the end."""
     from taugrid.runs.backends import base
 
     rd = find(run, context=context) if isinstance(run, str) else run
-    backend = backend_of(rd)
+    backend = backend_of(rd, context, say)
     if isinstance(backend, base.Follows):
         phase = backend.follow(rd, out or sys.stdout, err or sys.stderr, transitions=transitions)
         return phase
     return wait(rd.run_id, context=context)
 
 
-def wait(run: str, *, context: str | None = None, timeout_s: float | None = None) -> Phase:
+def wait(run: str, *, context: str | None = None, timeout_s: float | None = None,
+         say: Say = _quiet) -> Phase:  # fmt: skip
     """Block until the run ends (or `timeout_s` passes: TauError, exit 3); its final phase."""
     from taugrid.api.errors import EXIT_NOT_ADMITTED
 
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     st = None
-    for st in watch(run, context=context):
+    for st in watch(run, context=context, say=say):
         if deadline is not None and time.monotonic() > deadline:
             raise TauError(f"{run} did not end within {timeout_s:.0f}s ({st.phase})",
                            exit_code=EXIT_NOT_ADMITTED)  # fmt: skip
@@ -361,13 +376,13 @@ class Cancelled:
     had_ended: bool  # it had ended before the cancel
 
 
-def cancel(run: str, *, context: str | None = None) -> Cancelled:
+def cancel(run: str, *, context: str | None = None, say: Say = _quiet) -> Cancelled:
     """Stop a run (a run that had ended is left as it is)."""
     from taugrid.api.vocabulary import TERMINAL
 
     rd = find(run, context=context)
     before = rd.read_record().phase
-    return Cancelled(rd.run_id, backend_of(rd).cancel(rd), before in TERMINAL)
+    return Cancelled(rd.run_id, backend_of(rd, context, say).cancel(rd), before in TERMINAL)
 
 
 def attach(run: str, *, context: str | None = None, say: Say = _quiet) -> RunDir:
@@ -379,7 +394,7 @@ def attach(run: str, *, context: str | None = None, say: Say = _quiet) -> RunDir
 
     rd = find(run, context=context)
     rec = rd.read_record()
-    backend = backend_of(rd)
+    backend = backend_of(rd, context, say)
     if rec.phase in TERMINAL:
         raise TauError(f"{rd.run_id} has already ended: {rec.phase}",
                        exit_code=0 if rec.phase == "Succeeded" else EXIT_RUN_FAILED)  # fmt: skip
@@ -402,7 +417,7 @@ def resume(run: str, *, context: str | None = None, ray_pip: bool = False,
 
     parent = find(run, context=context)
     rec = parent.read_record()
-    backend = backend_of(parent)
+    backend = backend_of(parent, context, say)
     phase, _ = engine.effective_phase(backend.observe([parent])[0])
     if phase not in TERMINAL:
         raise TauError(f"{parent.run_id} is still {phase.lower()}",
@@ -443,7 +458,7 @@ class Verified:
         return not self.problems
 
 
-def verify(run: str, *, context: str | None = None) -> Verified:
+def verify(run: str, *, context: str | None = None, say: Say = _quiet) -> Verified:
     """Check a run's sealed evidence record against its MANIFEST.sha256 (a cluster run that
     ended but whose local record was not sealed yet is sealed first, from its status)."""
     rd = find(run, context=context)
@@ -451,7 +466,7 @@ def verify(run: str, *, context: str | None = None) -> Verified:
         from contextlib import suppress
 
         with suppress(TauError):  # the cluster may be gone: then "not sealed yet" is the truth
-            _statuses([rd])
+            _statuses([rd], say, context, tolerate=False)
     n, problems = rd.verify()
     return Verified(rd.run_id, n, problems)
 

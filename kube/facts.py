@@ -84,6 +84,19 @@ def current_status(
 REMOTE = "(submitted from another machine)"
 
 
+def other_run(rec: RunRecord, taurun: dict[str, Any]) -> str | None:
+    """Why the TauRun found under a run's name is not the run recorded here (None: it is). A
+    record that knows its TauRun's uid compares the uid; an older one, the config hash."""
+    meta, spec = taurun.get("metadata") or {}, taurun.get("spec") or {}
+    uid, found_uid = getattr(rec.handle, "uid", None), meta.get("uid")
+    if uid and found_uid:
+        return None if uid == found_uid else f"its TauRun's uid is {found_uid}, not {uid}"
+    found_hash = spec.get("configHash")
+    if rec.config_hash != "?" and found_hash and found_hash != rec.config_hash:
+        return f"its config hash is {found_hash}, not {rec.config_hash}"
+    return None
+
+
 def record_from_taurun(taurun: dict[str, Any], context: str | None) -> RunRecord:
     """A run's record made from its TauRun: what a teammate's machine knows of a run submitted
     from another (the code stays where it was submitted; its digest is the TauRun's)."""
@@ -102,7 +115,7 @@ def record_from_taurun(taurun: dict[str, Any], context: str | None) -> RunRecord
         or (manifest.get("research") or {}).get("experiment"),
         workload_kind=spec.get("workloadKind") or "job",
         handle=KubeHandle(context=context, namespace=meta.get("namespace") or "default",
-                          queue=labels.get(C.KUEUE_QUEUE_LABEL)),
+                          queue=labels.get(C.KUEUE_QUEUE_LABEL), uid=meta.get("uid")),
         submitter=spec.get("submitter") or "?", code_folder=REMOTE,
         code_revision=spec.get("codeRevision") or "?",
         code_digest=ann.get(C.ANN_CODE_DIGEST) or "?",

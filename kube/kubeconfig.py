@@ -4,6 +4,7 @@ in words (exit 4), never a parser's exception."""
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -90,3 +91,50 @@ def load(path: Path, context: str | None) -> tuple[str, dict[str, Any]]:
         raise bad(f"context {name!r} names user {user!r}, which is not in its users "
                   f"({', '.join(_names(users)) or 'none'})")  # fmt: skip
     return str(name), doc
+
+
+def contexts(path: Path | None = None) -> tuple[list[str], str | None] | None:
+    """The context names of a kubeconfig and its current-context; None when the file cannot
+    be read as one (the client then says why, when it reads it)."""
+    try:
+        doc = load(path or kubeconfig_path(), None)[1]
+    except TauError:
+        try:  # a file without a usable current-context still has names
+            import yaml
+
+            raw = yaml.safe_load((path or kubeconfig_path()).read_text(encoding="utf-8"))
+        except (OSError, ValueError, yaml.YAMLError):
+            return None
+        if not isinstance(raw, dict) or not isinstance(raw.get("contexts"), list):
+            return None
+        return _names(raw["contexts"]), None
+    return _names(doc.get("contexts") or []), doc.get("current-context") or None
+
+
+@dataclass(frozen=True)
+class ContextChoice:
+    """The kubeconfig context a recorded cluster run is looked at through, and what to say
+    about it (once) when it is not the one the run was submitted with."""
+
+    context: str | None  # None: the client's own default (the kubeconfig's current context)
+    note: str | None = None
+
+
+def choose_context(explicit: str | None, recorded: str | None,
+                   known: tuple[list[str], str | None] | None) -> ContextChoice:  # fmt: skip
+    """Which context: an explicit one (`--context`, `TAU_CONTEXT`) always; else the recorded
+    one when the kubeconfig (`known`: its names and current context) has it; else the current
+    one, said. A kubeconfig that cannot be read keeps the recorded one (the client says what
+    is wrong with the file)."""
+    if explicit:
+        return ContextChoice(explicit)
+    if recorded is None or known is None:
+        return ContextChoice(recorded)
+    names, current = known
+    if recorded in names or not current:
+        return ContextChoice(recorded)
+    return ContextChoice(
+        current,
+        f"note: the run was submitted with context {recorded!r}; using {current!r} (this "
+        f"kubeconfig has no {recorded!r}; --context picks another)",
+    )

@@ -203,10 +203,34 @@ def get(target: str, **options: Any) -> Backend:
     return backend
 
 
-def for_record(rec: RunRecord) -> Backend:
-    """The backend that owns a recorded run (with the context it was submitted to)."""
-    context = getattr(rec.handle, "context", None)
-    return get(rec.target, **({"context": context} if context else {}))
+def for_record(rec: RunRecord, context: str | None = None, say: Say | None = None) -> Backend:
+    """The backend that owns a recorded run. A cluster run's kubeconfig context: `context`
+    (`--context`) or `TAU_CONTEXT` when given; else the one it was submitted with when the
+    kubeconfig has it; else the current one (`say` is told which, and why)."""
+    chosen = context_for(rec, context, say)
+    return get(rec.target, **({"context": chosen} if chosen else {}))
+
+
+def context_for(rec: RunRecord, context: str | None = None, say: Say | None = None,
+                known: tuple[list[str], str | None] | None = None) -> str | None:  # fmt: skip
+    """The kubeconfig context a recorded run is looked at through (`kubeconfig.choose_context`;
+    `known`: the kubeconfig's contexts, when the caller read them already). None for a local
+    run."""
+    if rec.target == "local":
+        return None
+    import os
+
+    from taugrid.kube import kubeconfig
+    from taugrid.kube.client import CONTEXT_ENV
+
+    explicit = context or os.environ.get(CONTEXT_ENV) or None
+    recorded = getattr(rec.handle, "context", None)
+    if not explicit and recorded is not None and known is None:
+        known = kubeconfig.contexts()
+    choice = kubeconfig.choose_context(explicit, recorded, known)
+    if choice.note and say is not None:
+        say(choice.note)
+    return choice.context
 
 
 def pick_target(explicit: str | None, environ: Mapping[str, str], say: Say) -> str:

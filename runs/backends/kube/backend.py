@@ -189,7 +189,9 @@ class KubeBackend(Connected, Template):
         rd = RunDir(runs_root() / prepared.run_id)
         if rd.record_path.is_file():
             return rd
-        return self._write_record(prepared, self.handle(prepared, sent=True), with_objects=False)
+        handle = self.handle(prepared, sent=True)
+        handle = handle.model_copy(update={"uid": (existing.get("metadata") or {}).get("uid")})
+        return self._write_record(prepared, handle, with_objects=False)
 
     def handle(self, prepared: PreparedRun, sent: bool) -> KubeHandle | PulumiHandle:
         """Where the run is (the pulumi backend's handle names its stack too)."""
@@ -264,7 +266,7 @@ class KubeBackend(Connected, Template):
         else:
             for obj in objects:
                 put(obj)
-        run.update_handle(sent=True)
+        run.update_handle(sent=True, uid=owner["metadata"].get("uid"))
         with contextlib.suppress(FileNotFoundError):
             submitting(run.path).unlink()
 
@@ -388,6 +390,8 @@ class KubeBackend(Connected, Template):
             tauruns = {o["metadata"]["name"]: o for o in lists[("TauRun", ns)] or []}
             for rec in recs:
                 obj = tauruns.get(rec.run_id)
+                if obj is not None:
+                    self.check_same(rec, obj)
                 st = current_status(obj, beat, t) if obj is not None else None
                 if st is not None:
                     facts[rec.run_id] = ClusterFacts(taurun=True, workload=True, recorded=st,
@@ -525,7 +529,36 @@ class KubeBackend(Connected, Template):
             self.kube.apply(body, manager="tau-lineage")
 
     # --- the rest ---------------------------------------------------------------------------------
+    def check_same(self, rec: RunRecord, taurun: dict[str, Any] | None = None) -> None:
+        """Refuse a TauRun of the run's name that is another run than the one recorded here (a
+        context that reaches another cluster, or a cluster made anew): nothing of it is shown
+        or cancelled. `taurun`: the one already read (else one GET; none there: nothing to
+        compare)."""
+        from taugrid.kube.facts import other_run
+
+        h = _handle(rec)
+        if taurun is None:
+            taurun = self.kube.get("TauRun", rec.run_id, h.namespace)
+            if taurun is None:
+                return
+        why = other_run(rec, taurun)
+        if why is None:
+            return
+        here = f"context {self.kube.context!r} ({self.kube.server})"
+        was = f"context {h.context!r}" if h.context else "another context"
+        cluster = getattr(h, "cluster", None)
+        if cluster:
+            was += f", cluster {cluster}"
+        raise TauError(
+            f"{rec.run_id}: the TauRun of that name in namespace {h.namespace} through {here} "
+            f"is another run ({why}); this run was submitted with {was}",
+            exit_code=EXIT_PLATFORM,
+            hint="pass --context with a kubeconfig context that reaches the cluster it was "
+            "submitted to",
+        )
+
     def logs(self, run: RunDir, out: TextIO) -> None:
+        self.check_same(run.read_record())
         self._logs(run, out, follow=False)
 
     def follow(self, run: RunDir, out: TextIO, err: TextIO, *, transitions: bool = True) -> Phase:

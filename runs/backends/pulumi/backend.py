@@ -75,7 +75,11 @@ class PulumiBackend(KubeBackend):
         eng.set_tags({TAG_RUN: run.run_id, TAG_EXPIRES: handle.expires_at or ""})
         self._sent_owner = True  # a stack may hold part of the run from here on
         eng.up()
-        run.update_handle(sent=True)
+        uid = None
+        with contextlib.suppress(TauError):  # the record names the TauRun the stack made
+            made = self.kube.get("TauRun", taurun["metadata"]["name"], handle.namespace)
+            uid = ((made or {}).get("metadata") or {}).get("uid")
+        run.update_handle(sent=True, uid=uid)
 
     def start(self, run: RunDir, prepared: PreparedRun, options: SubmitOptions, say: Say) -> None:
         from taugrid.runs.prepare import publish_inputs
