@@ -51,8 +51,19 @@ def record_files(run_dir: Path) -> Iterator[Path]:
             yield p
 
 
+WORKING_COPIES = ("inputs",)  # laid out for the run from the registry: not its record
+
+
 def seal(run_dir: Path, run_id: str | None = None) -> int:
-    """Write MANIFEST.sha256 over every file of the record (atomically). Returns the count."""
+    """Write MANIFEST.sha256 over every file of the record (atomically). Returns the count.
+    The run's working copies of its data inputs (inputs/, and each torchrun node's) go first:
+    the record names each input's exact version, and the registry keeps its bytes."""
+    import shutil
+
+    for sub in WORKING_COPIES:
+        shutil.rmtree(run_dir / sub, ignore_errors=True)
+        for node in run_dir.glob(f"nodes/*/{sub}"):
+            shutil.rmtree(node, ignore_errors=True)
     lines = [f"{sha256(p)}  {p.relative_to(run_dir).as_posix()}" for p in record_files(run_dir)]
     body = (
         f"# tau evidence record {run_id or run_dir.name}, sealed {now_iso()}\n"

@@ -15,9 +15,12 @@ A file's bytes are a blob of their own or a piece of a pack (small files are pac
 written per registration instead of one per file).
 
 TAU_INPUTS (JSON: [{"kind", "name", "version", "path"}]) names the versions tau resolved at
-submit; each is laid out read-only under $TAU_INPUT_DIR/<path>/ (hard links to the blobs where
-the filesystem allows, else copies), every file checked against its size and sha256 first: a
-missing or changed file stops the run before its code runs.
+submit; each is laid out under $TAU_INPUT_DIR/<path>/ as the run's own files (a reflink where
+the filesystem has them, else a copy; never a hard link, which would let a write reach the
+stored bytes and every other run's), each checked against its size and sha256 as it is laid
+out: a missing or changed file stops the run before its code runs. The layout is a working
+copy, not part of the run's record (the record names each version): it is removed when the
+record is sealed (tau_evidence.seal).
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 INPUTS_ENV = "TAU_INPUTS"
+EXIT_INPUT = 66  # a data input is missing or changed (EX_NOINPUT): the code never ran
+FICLONE = 0x40049409  # Linux ioctl: the destination shares the source's extents, copy-on-write
 INPUT_DIR_ENV = "TAU_INPUT_DIR"
 REGISTRY_DIR_ENV = "TAU_REGISTRY_DIR"
 PREFIX = "sha256:"
@@ -100,6 +105,23 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def _copy_checked(src: Path, dst: Path, sha: str) -> bool:
+    """The run's own copy of a stored file (a reflink where the filesystem has them: no bytes
+    copied; else a copy, hashed as it is written); whether its bytes have `sha`."""
+    with src.open("rb") as s, dst.open("xb") as d:
+        try:
+            import fcntl
+
+            fcntl.ioctl(d.fileno(), FICLONE, s.fileno())
+        except (OSError, ImportError, AttributeError):  # no reflinks here: copied, hashed once
+            h = hashlib.sha256()
+            while chunk := s.read(1 << 20):
+                h.update(chunk)
+                d.write(chunk)
+            return h.hexdigest() == sha
+    return _sha256(dst) == sha
+
+
 def _safe(rel: str) -> str:
     parts = rel.split("/")
     if not rel or rel.startswith("/") or any(p in ("", ".", "..") for p in parts):
@@ -155,13 +177,10 @@ def _materialize(root: Path, inputs: list[dict[str, Any]], dest: Path, packs: Pa
                 out.write_bytes(data)
                 out.chmod(0o444)
                 continue
-            if blob.stat().st_size != f["size"] or _sha256(blob) != f["sha256"]:
+            if blob.stat().st_size != f["size"] or not _copy_checked(blob, out, f["sha256"]):
+                out.unlink(missing_ok=True)
                 raise InputError(changed)
-            try:
-                os.link(blob, out)
-            except OSError:  # another filesystem, or links not allowed: a copy
-                shutil.copyfile(blob, out)
-                out.chmod(0o444)
+            out.chmod(0o444)
         lines.append(f"{kind} {name}@{version[:19]} at {where} ({len(rec['files'])} file(s))")
     return lines
 
@@ -180,6 +199,26 @@ def from_env(env: dict[str, str] | None = None) -> list[str]:
     if not root or not dest:
         raise InputError(f"{INPUTS_ENV} is set without {REGISTRY_DIR_ENV} and {INPUT_DIR_ENV}")
     return materialize(Path(root), inputs, Path(dest))
+
+
+def lay_out(env: dict[str, str], log: Path, say_as: str) -> int | None:
+    """Lay out TAU_INPUTS before an entrypoint starts (every launcher calls this: the local
+    supervisor, the local Ray launcher, the pod launcher): one line per input on stderr; on a
+    missing or changed file the reason is said and appended to `log` (where `tau run status`
+    finds it) and EXIT_INPUT is returned: the entrypoint must not start. None: laid out."""
+    import sys
+
+    try:
+        for line in from_env(env):
+            print(f"{say_as}: input {line}", file=sys.stderr, flush=True)
+    except InputError as e:
+        msg = f"{say_as}: error: a data input cannot be read: {e}; the entrypoint was not started"
+        print(msg, file=sys.stderr, flush=True)
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("a", encoding="utf-8") as f:
+            f.write(msg + "\n")
+        return EXIT_INPUT
+    return None
 
 
 def main() -> int:

@@ -23,7 +23,6 @@ from typing import Any
 import tau_evidence
 
 NEWEST = "@newest"  # taugrid.api.constants.NEWEST_CHECKPOINT
-EXIT_INPUT = 66  # a data input is missing or changed (EX_NOINPUT): the code never ran
 
 
 def _newest(folder: Path) -> Path | None:
@@ -133,15 +132,9 @@ def main(argv: list[str]) -> int:
         print(f"tau_launch: resuming from {found}", flush=True)
     import tau_inputs
 
-    try:  # data inputs by exact version, checked, before the entrypoint starts
-        for line in tau_inputs.from_env():
-            print(f"tau_launch: input {line}", flush=True)
-    except tau_inputs.InputError as e:
-        msg = f"tau_launch: a data input cannot be read: {e}; the entrypoint was not started"
-        print(msg, file=sys.stderr, flush=True)
-        with (run_dir / "logs" / "driver.log").open("a", encoding="utf-8") as log:
-            log.write(msg + "\n")
-        return EXIT_INPUT
+    failed = tau_inputs.lay_out(dict(os.environ), run_dir / "logs" / "driver.log", "tau_launch")
+    if failed is not None:  # data inputs by exact version, checked, before the entrypoint starts
+        return failed
     started = tau_evidence.now_iso()
     _record(run_dir, {"phase": "Running", "attempt": attempt, "started_at": started})
     tau_evidence.append_history(
@@ -180,9 +173,19 @@ def _write_exit(folder: Path, rc: int) -> None:
 
 
 def _other_node(argv: list[str], folder: Path) -> int:
-    """A node other than 0 of a torchrun job: its log and exit code under the run's record
-    (nodes/<i>/), which node 0 waits for and seals with the rest."""
+    """A node other than 0 of a torchrun job: its data inputs laid out and checked as node 0's
+    are (its own copy, nodes/<i>/inputs: node 0 lays out its own at the same time), then its
+    log and exit code under the run's record (nodes/<i>/), which node 0 waits for and seals
+    with the rest."""
     folder.mkdir(parents=True, exist_ok=True)
+    import tau_inputs
+
+    if os.environ.get(tau_inputs.INPUTS_ENV):  # its own layout: node 0's is laid out meanwhile
+        os.environ[tau_inputs.INPUT_DIR_ENV] = str(folder / "inputs")
+    failed = tau_inputs.lay_out(dict(os.environ), folder / "driver.log", "tau_launch")
+    if failed is not None:
+        _write_exit(folder, failed)
+        return failed
     rc = _run_teed(argv, folder / "driver.log")
     _write_exit(folder, rc)
     return rc

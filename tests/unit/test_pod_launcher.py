@@ -209,3 +209,47 @@ def test_one_node_torchrun_is_standalone_and_the_env_decides_the_rest() -> None:
                        "train.py", "--lr", "1"]  # fmt: skip
     env = {"TAU_NODES": "3", "JOB_COMPLETION_INDEX": "2"}
     assert tau_launch.node_index(env) == 2 and tau_launch.node_index({}) is None
+
+
+def test_every_node_lays_out_its_inputs_before_its_code(tmp_path: Path, fake_torch: Path) -> None:
+    """On a cluster each torchrun node is a pod: every node (not only node 0) gets the run's
+    data inputs, checked, in a copy of its own; a damaged one stops that node before its code."""
+    from taugrid.api.data import Created
+    from taugrid.api.vocabulary import ResolvedInput
+    from taugrid.data.store import FileStore
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.txt").write_text("x" * (2 << 20))  # a blob of its own
+    store = FileStore(tmp_path / "pod" / "data" / "registry")
+    reg = store.register(
+        "dataset", "texts", src, Created(by="t", at="2026-01-01T00:00:00Z", host="h")
+    )
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    (folder / "train.py").write_text(
+        "import os, pathlib\nf = pathlib.Path(os.environ['TAU_INPUT_DIR']) / 'texts' / 'a.txt'\n"
+        "print('node', os.environ['JOB_COMPLETION_INDEX'], 'read', len(f.read_text()))\n"
+        "f.chmod(0o644); f.write_text('clobbered')\n"
+    )
+    (folder / "tau.yaml").write_text(
+        "schema_version: 1\nname: ddp\nrun: {entrypoint: train.py, launcher: torchrun}\n"
+        "compute: {gpus: 0, cpus: 1, memory: 1Gi, workers: 2}\nruntime: {image: python:3.12-slim}\n"
+    )
+    pinned = (ResolvedInput(name="texts", version=reg.record.version, path="texts"),)
+    prepared = prepare(RunRequest(load.load_manifest(folder), run_id="ddp-input", inputs=pinned),
+                       load.load_snapshot(PROFILES))  # fmt: skip
+    objs = prepared.objects()
+    res1, run_dir = run_node(objs, tmp_path / "pod", 1, fake_torch)
+    assert res1.returncode == 0 and f"node 1 read {2 << 20}" in res1.stdout, res1.stderr
+    res0, _ = run_node(objs, tmp_path / "pod", 0, fake_torch)
+    assert res0.returncode == 0 and f"node 0 read {2 << 20}" in res0.stdout, res0.stderr
+    assert store.verify(reg.record) == []  # what the nodes wrote reached no stored byte
+    assert not (run_dir / "inputs").exists() and not (run_dir / "nodes" / "1" / "inputs").exists()
+    # the stored bytes damaged: node 1 stops before its code, with the reason in its log
+    blob = store.blob(reg.record.files[0].sha256)
+    blob.chmod(0o644)
+    blob.write_text("y" * (2 << 20))
+    res1, _ = run_node(objs, tmp_path / "pod", 1, fake_torch)
+    assert res1.returncode == 66 and "read" not in res1.stdout
+    assert "a.txt changed in the registry" in (run_dir / "nodes" / "1" / "driver.log").read_text()

@@ -150,9 +150,6 @@ def driver_env(environ: dict[str, str], run_env: dict[str, str]) -> dict[str, st
     return env
 
 
-EXIT_INPUT = 66  # a data input is missing or changed (EX_NOINPUT): the code never ran
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m taugrid.runs.backends.local.launch")
     ap.add_argument("run_dir", type=Path, nargs="?")
@@ -181,17 +178,10 @@ def main(argv: list[str] | None = None) -> int:
     env = driver_env(dict(os.environ), attempt_env(plan, args.attempt, resume))
     import tau_inputs
 
-    try:
-        for line in tau_inputs.from_env(env):
-            print(f"tau: input {line}", file=sys.stderr, flush=True)
-    except tau_inputs.InputError as e:
-        msg = f"tau: error: a data input cannot be read: {e}; the entrypoint was not started"
-        print(msg, file=sys.stderr, flush=True)
-        log = Path(env.get(C.ENV_RUN_DIR, str(args.run_dir))) / "logs" / "driver.log"
-        log.parent.mkdir(parents=True, exist_ok=True)
-        with log.open("a", encoding="utf-8") as f:  # where `tau run status` finds the error
-            f.write(msg + "\n")
-        return EXIT_INPUT
+    log = Path(env.get(C.ENV_RUN_DIR, str(args.run_dir))) / "logs" / "driver.log"
+    failed = tau_inputs.lay_out(env, log, "tau")
+    if failed is not None:
+        return failed
     os.chdir(plan.cwd)
     os.execvpe("bash", ["bash", "-c", plan.script], env)
     return 0  # not reached

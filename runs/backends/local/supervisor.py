@@ -58,6 +58,14 @@ class Supervisor:
         return {**base, **attempt_env(self.plan, attempt, resume_from), **secret_env(self.plan)}
 
     def run_subprocess(self, env: dict[str, str], attempt: int) -> Outcome:
+        """A job (or a local torchrun job's nodes): its data inputs laid out and checked as
+        every launcher does (tau_inputs.lay_out), then its shell."""
+        import tau_inputs
+
+        failed = tau_inputs.lay_out(env, self.rd.logs / "driver.log", "tau")
+        if failed is not None:
+            return Outcome(failed, f"exit code {failed}: a data input cannot be read (see the "
+                           "log); the entrypoint was not started", TerminationReason.Failed)  # fmt: skip
         proc = subprocess.Popen(
             ["bash", "-c", self.plan.script],
             cwd=self.plan.cwd,
