@@ -231,6 +231,12 @@ class VersionRecord(_Model):
         description="Where a file store packed its small files (a hint for readers, not part "
         "of the version id; another store's copy has its own)",
     )
+    links: dict[str, str] = Field(
+        default_factory=dict,
+        description="The symbolic links inside the registered folder that were followed (path "
+        "-> what the link said); their targets' bytes are stored under the links' paths (not "
+        "part of the version id)",
+    )
 
     @field_validator("files")
     @classmethod

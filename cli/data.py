@@ -4,6 +4,7 @@ by compare-and-swap, lineage from runs (taugrid.client.data; no registry server)
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Iterator
 from typing import Annotated, Any
 
@@ -197,13 +198,35 @@ def _verbs(kind: Any) -> typer.Typer:
 
     @sub.command("pull")
     def pull(ref: RefArg, dest: Annotated[str, typer.Argument(help="Folder to copy the files into")],
-             registry: RegistryOpt = None) -> None:  # fmt: skip
-        """Copy a version's files into a folder (checked as they are copied)."""
+             registry: RegistryOpt = None,
+             force: Annotated[bool, typer.Option("--force", help="Replace files there that have "
+                                                 "other bytes (local edits)")] = False) -> None:  # fmt: skip
+        """Copy a version's files into a folder (checked as they are copied). Files there with
+        the version's bytes are kept; local edits are refused, nothing written, unless --force."""
         from taugrid.client import data
 
         with _progress(f"pulling {ref}", True) as bar:
-            rec = data.pull(kind, ref, dest, registry=registry, progress=bar)
+            rec = data.pull(kind, ref, dest, registry=registry, progress=bar, force=force)
         say(f"{rec.name}@{rec.short}: {len(rec.files)} file(s), {_size(rec.size)} in {dest}")
+
+    @sub.command("repair")
+    def repair(ref: RefArg,
+               source: Annotated[str, typer.Option("--from", help="The intact file or folder the "
+                                                   "version was registered from")],
+               registry: RegistryOpt = None, output: JsonOpt = ReportFormat.text) -> None:  # fmt: skip
+        """Restore a version's damaged or missing stored files from the intact source (each
+        checked against the recorded sha256 first); exit 1 when a damaged file cannot be."""
+        from taugrid.client import data
+
+        with _progress(f"repairing {ref}", output is ReportFormat.text) as bar:
+            rec, restored = data.repair(kind, ref, source, registry=registry, progress=bar)
+        if output is ReportFormat.json:
+            out(dump_json({"name": rec.name, "version": rec.version, "restored": restored}))
+            return
+        for path in restored:
+            out(f"  restored {path}")
+        out(f"{rec.name}@{rec.short}: " + (f"{len(restored)} file(s) restored" if restored
+                                           else "whole; nothing to restore"))  # fmt: skip
 
     @sub.command("copy")
     def copy(ref: RefArg,
@@ -344,6 +367,24 @@ def _moved(name: str, move: Any, output: ReportFormat) -> None:
 
 app.add_typer(_verbs("dataset"), name="dataset")
 app.add_typer(_verbs("model"), name="model")
+
+
+@app.command("gc")
+def gc(registry: RegistryOpt = None,
+       dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what would go; remove nothing")] = False,
+       output: JsonOpt = ReportFormat.text) -> None:  # fmt: skip
+    """Remove what no version names (blobs; packs none of whose files a version names) and
+    what killed registrations left in tmp/; nothing written in the last hour."""
+    from taugrid.client import data
+
+    got = data.gc(registry=registry, dry_run=dry_run)
+    if output is ReportFormat.json:
+        out(dump_json(dataclasses.asdict(got)))
+        return
+    verb = "would remove" if dry_run else "removed"
+    out(f"{verb} {got.blobs} blob(s), {got.packs} pack(s), {got.tmp_files} leftover file(s): "
+        f"{_size(got.bytes)}" + (f"; {_size(got.kept_packs_dead_bytes)} unnamed inside packs "
+                                  "still in use" if got.kept_packs_dead_bytes else ""))  # fmt: skip
 
 
 @app.command("lineage")

@@ -23,7 +23,7 @@ from taugrid.api.data import (
     short,
 )
 from taugrid.api.errors import EXIT_USAGE, TauError
-from taugrid.data.store import Copied, Progress, Registered, default_store
+from taugrid.data.store import Collected, Copied, Progress, Registered, default_store
 from taugrid.data.store import registry_url as registry_url
 
 
@@ -40,7 +40,12 @@ def register(kind: Kind, name: str, path: str | Path, *, purpose: str | None = N
              description: str | None = None, tags: dict[str, str] | None = None,
              registry: str | None = None, progress: Progress | None = None) -> Registered:  # fmt: skip
     """A file or folder as a new version of `name` (the same content again: the same version,
-    nothing re-read that the stat cache knows)."""
+    nothing re-read that the stat cache knows). An empty path is refused (it is not the
+    current folder), and so is anything but a file or a folder."""
+    if not str(path).strip():
+        raise TauError("no path given: name the file or folder to register (an empty path is "
+                       "not the current folder)", exit_code=EXIT_USAGE,
+                       hint=f"tau data {kind} register {name} PATH (. for the current folder)")  # fmt: skip
     return default_store(registry).register(kind, name, Path(path), _created(), purpose=purpose,
                                     description=description, tags=tags, progress=progress)  # fmt: skip
 
@@ -160,11 +165,36 @@ def verify(kind: Kind, ref: str, *, registry: str | None = None,
 
 
 def pull(kind: Kind, ref: str, dest: str | Path, *, registry: str | None = None,
-         progress: Progress | None = None) -> VersionRecord:  # fmt: skip
+         progress: Progress | None = None, force: bool = False) -> VersionRecord:  # fmt: skip
+    """Copy a version's files into the folder `dest`: files already there with its bytes are
+    kept; local edits are refused (nothing written) unless `force`; a `dest` that is a file is
+    refused."""
+    if not str(dest).strip():
+        raise TauError("no destination given: name a folder", exit_code=EXIT_USAGE)
     s = default_store(registry)
     rec = s.resolve(kind, parse_ref(ref))
-    s.pull(rec, Path(dest), progress)
+    s.pull(rec, Path(dest), progress, force=force)
     return rec
+
+
+def repair(kind: Kind, ref: str, source: str | Path, *, registry: str | None = None,
+           progress: Progress | None = None) -> tuple[VersionRecord, builtins.list[str]]:  # fmt: skip
+    """Restore the damaged or missing stored files of a version from the intact file or
+    folder it was registered from (each checked to hold the recorded bytes first); the files
+    restored (none: it was whole)."""
+    if not str(source).strip():
+        raise TauError("no source given: name the file or folder it was registered from",
+                       exit_code=EXIT_USAGE)  # fmt: skip
+    s = default_store(registry)
+    rec = s.resolve(kind, parse_ref(ref))
+    return rec, s.repair(rec, Path(source), progress)
+
+
+def gc(*, registry: str | None = None, dry_run: bool = False,
+       grace_s: float = 3600) -> Collected:  # fmt: skip
+    """Remove what no version names (blobs, packs none of whose files a version names) and what
+    killed registrations left behind; nothing written in the last `grace_s` seconds."""
+    return default_store(registry).gc(dry_run=dry_run, grace_s=grace_s)
 
 
 def copy(kind: Kind, ref: str, to: str, *, registry: str | None = None,

@@ -98,6 +98,16 @@ def _child_start() -> None:
     sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (lives as long as the worker)
 
 
+CHANGED = "changed while it was read (written meanwhile): nothing was recorded"
+
+
+def same_moment(before: os.stat_result, after: os.stat_result) -> bool:
+    """The file was not written between two stats of it: size, modification and change times
+    (any write moves the change time) are the same."""
+    return (before.st_size, before.st_mtime_ns, before.st_ctime_ns) == (
+        after.st_size, after.st_mtime_ns, after.st_ctime_ns)  # fmt: skip
+
+
 def tmp_pack(root: Path, pack: str) -> Path:
     return root / "tmp" / f"{pack}.pack"
 
@@ -142,13 +152,14 @@ def _task(names: list[tuple[str, str]]) -> Batch:
                         small += size
                         continue
                 data = os.read(fd, size + 1)  # +1: a file grown since its stat shows
+                after = os.fstat(fd)
             finally:
                 os.close(fd)
         except OSError as e:
             out.errors.append(f"{path}: {e.strerror or e}")
             break  # the registration stops at the first file it cannot read
-        if len(data) != size:
-            out.errors.append(f"{path}: changed while it was registered")
+        if len(data) != size or not same_moment(st, after):
+            out.errors.append(f"{path}: {CHANGED}")
             break
         sha = sha256(data).hexdigest()
         out.hashed += size

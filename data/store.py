@@ -16,7 +16,9 @@ The file store's layout under DIR (the same on a laptop and on a workspace volum
     <kind>s/<name>/aliases.json           {aliases: alias -> version, history: every move,
                                           removed: versions removed}, replaced atomically
     <kind>s/<name>/.lock                  flock: alias moves and removals are compare-and-swap
-    tmp/                                  half-written files (never visible as blobs or records)
+    tmp/                                  half-written files (never visible as blobs or records;
+                                          `tau data gc` removes a killed registration's)
+    .gc.lock                              flock: registrations and copies shared, gc exclusive
 
 Blobs, packs and records are written to tmp/, then hard-linked into place only if absent
 (create-if-absent), and synced before the record that names them: a killed `register` leaves no
@@ -167,6 +169,25 @@ class StatCache:
             os.replace(tmp, self.path)
 
 
+_CHANGED_HINT = (
+    "register it again once nothing writes to it (or register a copy): a version "
+    "records the bytes of one moment"
+)
+
+
+def _unchanged(path: str, before: os.stat_result) -> None:
+    """Refuse a file written while it was read: its bytes would be of no one moment (the bytes
+    stored stay unnamed by any version, for `tau data gc`)."""
+    try:
+        after = os.stat(path, follow_symlinks=False)
+    except OSError:
+        after = None
+    if after is None or not pack.same_moment(before, after):
+        raise TauError(
+            f"cannot register {path}: {pack.CHANGED}", exit_code=EXIT_USAGE, hint=_CHANGED_HINT
+        )
+
+
 def _offset(progress: Progress | None, base: int, total: int) -> Callable[[int], None]:
     """Progress within one file, as progress of the whole registration."""
 
@@ -259,13 +280,27 @@ class Store:
                  progress: Progress | None = None) -> Registered:  # fmt: skip
         """Store a file or a folder as a version (the same content again: the same version)."""
         check_name(name)
+        with self._writing():
+            return self._register(kind, name, source, created, purpose=purpose,
+                                  description=description, tags=tags, lineage=lineage,
+                                  progress=progress)  # fmt: skip
+
+    def _writing(self) -> contextlib.AbstractContextManager[None]:
+        """Held while something writes blobs and the record naming them (a registration, a
+        copy into this store): `gc` waits for it (a file store's lock; nothing elsewhere)."""
+        return contextlib.nullcontext()
+
+    def _register(self, kind: Kind, name: str, source: Path, created: Created, *,
+                  purpose: str | None, description: str | None, tags: dict[str, str] | None,
+                  lineage: Lineage | None, progress: Progress | None) -> Registered:  # fmt: skip
         try:
-            entries, total, hashed, packs = self._ingest(source, progress)  # in the paths' order
+            links: dict[str, str] = {}
+            entries, total, hashed, packs = self._ingest(source, progress, links)  # paths' order
             version = manifest_digest(entries)
             record = VersionRecord(kind=kind, name=name, version=version, files=[], size=total,
                                    created=created, purpose=purpose, description=description,
                                    tags=tags or {}, lineage=lineage or Lineage(),
-                                   written_ns=time.time_ns(), packs=packs)  # fmt: skip
+                                   written_ns=time.time_ns(), packs=packs, links=links)  # fmt: skip
             # the entries are the walk's (each path checked there): not checked a second time
             record = record.model_copy(update={"files": entries})
             data = record.model_dump_json(indent=1, by_alias=True).encode()
@@ -288,11 +323,12 @@ class Store:
                         hint="free space there or choose another registry (--registry, TAU_REGISTRY); "
                         "nothing half-written is visible, and what was stored is reused next time")  # fmt: skip
 
-    def _ingest(self, source: Path,
-                progress: Progress | None) -> tuple[list[FileEntry], int, int, list[str]]:  # fmt: skip
+    def _ingest(self, source: Path, progress: Progress | None,
+                links: dict[str, str]) -> tuple[list[FileEntry], int, int, list[str]]:  # fmt: skip
         """Store every file's bytes the store lacks: the entries, their total size, the bytes
-        read, and the packs holding them (a file store's; none here: one blob per file)."""
-        files = _walk(source)
+        read, and the packs holding them (a file store's; none here: one blob per file).
+        `links` learns the symbolic links followed (path -> what the link says)."""
+        files = _walk(source, links)
         total = sum(st.st_size for _, _, st in files)
         cache = StatCache(self.stat_cache, source)
         done = hashed = 0
@@ -301,6 +337,7 @@ class Store:
             sha = cache.get(rel, st)
             if sha is None or not self._has_blob(sha):
                 sha = self._store_file(Path(path), _offset(progress, done, total))
+                _unchanged(path, st)
                 hashed += st.st_size
                 cache.add({rel: (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, sha)})
             entries.append(FileEntry(rel, st.st_size, sha))
@@ -471,29 +508,118 @@ class Store:
                 )
         return problems
 
-    def pull(self, record: VersionRecord, dest: Path, progress: Progress | None = None) -> int:
-        """Copy a version's files to `dest` (checked against their sha256 as they are copied)."""
-        done = 0
+    def pull(self, record: VersionRecord, dest: Path, progress: Progress | None = None, *,
+             force: bool = False) -> Pulled:  # fmt: skip
+        """Copy a version's files into the folder `dest` (checked against their sha256 as they
+        are copied; each file put in place whole). A file already there with the version's
+        bytes is left as it is; one with other bytes (a local edit) is refused before anything
+        is written, unless `force`; `dest` or a folder on the way that is a file is refused."""
         hint = f"tau data {record.kind} verify {record.name}@{record.short}"
-        for f in record.files:
+        if dest.exists() and not dest.is_dir():
+            raise TauError(f"{dest} is a file: pull into a folder", exit_code=EXIT_USAGE,
+                           hint=f"name a folder (it is made if missing), e.g. {dest}.d")  # fmt: skip
+        edited: list[str] = []
+        same: set[str] = set()
+        for f in record.files:  # first: what is there already, before anything is written
             out = dest / check_path(f.path)
+            for parent in [*reversed(out.relative_to(dest).parents)][1:]:
+                if (dest / parent).exists() and not (dest / parent).is_dir():
+                    raise TauError(f"{dest / parent} is a file where the version has a folder",
+                                   exit_code=EXIT_USAGE, hint="move it away, or pull into another "
+                                   "folder")  # fmt: skip
+            if out.is_dir():
+                raise TauError(f"{out} is a folder where the version has a file",
+                               exit_code=EXIT_USAGE, hint="move it away, or pull into another folder")  # fmt: skip
+            if out.is_file():
+                if out.stat().st_size == f.size and tau_inputs._sha256(out) == f.sha256:
+                    same.add(f.path)
+                else:
+                    edited.append(f.path)
+        if edited and not force:
+            listed = ", ".join(edited[:5]) + (
+                f" and {len(edited) - 5} more" if len(edited) > 5 else ""
+            )
+            raise TauError(f"{dest} has other bytes than {record.name}@{record.short} in "
+                           f"{len(edited)} file(s): {listed}; nothing was written", exit_code=EXIT_USAGE,
+                           hint="keep your edits elsewhere, or pass --force to replace them")  # fmt: skip
+        done = 0
+        for f in record.files:
+            if f.path in same:
+                done += f.size
+                continue
+            out = dest / f.path
             out.parent.mkdir(parents=True, exist_ok=True)
             chunks = self._read_blob(f.sha256)
             if chunks is None:
                 raise TauError(f"{record.name}@{record.short}: {f.path} is missing from the store",
                                exit_code=EXIT_RUN_FAILED, hint=hint)  # fmt: skip
             h = hashlib.sha256()
-            with out.open("wb") as o:
-                for chunk in chunks:
-                    h.update(chunk)
-                    o.write(chunk)
-                    done += len(chunk)
-                    if progress:
-                        progress(done, record.size)
-            if h.hexdigest() != f.sha256:
-                raise TauError(f"{record.name}@{record.short}: {f.path} changed in the store",
-                               exit_code=EXIT_RUN_FAILED, hint=hint)  # fmt: skip
-        return len(record.files)
+            part = out.with_name(f".{out.name}.tau-pull")
+            try:
+                with part.open("wb") as o:
+                    for chunk in chunks:
+                        h.update(chunk)
+                        o.write(chunk)
+                        done += len(chunk)
+                        if progress:
+                            progress(done, record.size)
+                if h.hexdigest() != f.sha256:
+                    raise TauError(f"{record.name}@{record.short}: {f.path} changed in the store",
+                                   exit_code=EXIT_RUN_FAILED, hint=hint)  # fmt: skip
+                os.replace(part, out)
+            finally:
+                part.unlink(missing_ok=True)
+        return Pulled(len(record.files) - len(same), len(same), len(edited) if force else 0)
+
+    def repair(self, record: VersionRecord, source: Path,
+               progress: Progress | None = None) -> list[str]:  # fmt: skip
+        """Restore a version's damaged or missing stored files from `source` (the file or
+        folder it was registered from, intact): each file whose stored bytes do not hash to the
+        record's sha256 is stored again from the source's file of the same path, once that
+        file is checked to have exactly those bytes. Returns the files restored; a damaged file
+        the source cannot give back is an error naming it (the others are restored)."""
+        damaged = [f for f in record.files if not self._blob_ok(f.sha256)]
+        restored: list[str] = []
+        unfixable: list[str] = []
+        for f in damaged:
+            src = source if source.is_file() and len(record.files) == 1 else source / f.path
+            try:
+                sha = tau_inputs._sha256(src) if src.is_file() else None
+            except OSError:
+                sha = None
+            if sha != f.sha256:
+                unfixable.append(
+                    f"{f.path} ({'not in' if sha is None else 'other bytes in'} {source})"
+                )
+                continue
+            self._restore_blob(src, f.sha256)
+            restored.append(f.path)
+        if unfixable:
+            raise TauError(f"{record.name}@{record.short}: {len(unfixable)} damaged file(s) cannot "
+                           f"be restored from {source}: {', '.join(unfixable[:5])}"
+                           + (f" ({len(restored)} restored)" if restored else ""),
+                           exit_code=EXIT_RUN_FAILED,
+                           hint="give the folder it was registered from, intact (--from)")  # fmt: skip
+        return restored
+
+    def _blob_ok(self, sha: str) -> bool:
+        chunks = self._read_blob(sha)
+        if chunks is None:
+            return False
+        h = hashlib.sha256()
+        for chunk in chunks:
+            h.update(chunk)
+        return h.hexdigest() == sha
+
+    def _restore_blob(self, path: Path, sha: str) -> None:
+        """Store `path` (checked to hold `sha`) as the blob of `sha`, over what is there."""
+        raise NotImplementedError
+
+    def gc(self, *, dry_run: bool = False, grace_s: float = 3600) -> Collected:
+        """Remove what no version names (blobs, packs whose every piece is unnamed) and what a
+        killed registration left in tmp/; nothing younger than `grace_s`."""
+        raise TauError(f"registry {self.url}: gc is for file:// registries in this build",
+                       exit_code=EXIT_USAGE)  # fmt: skip
 
     @contextlib.contextmanager
     def _local_blob(self, sha: str) -> Iterator[Path | None]:
@@ -517,6 +643,10 @@ class Store:
         """Put a version into another store: each file's bytes the destination lacks (checked
         against their sha256 on the way), then the record, last, so a copy cut short is never
         a visible version there and the next copy resumes. Aliases stay where they are."""
+        with dest._writing():
+            return self._copy_to(record, dest, progress)
+
+    def _copy_to(self, record: VersionRecord, dest: Store, progress: Progress | None) -> Copied:
         hint = f"tau data {record.kind} verify {record.name}@{record.short}"
         if dest.has_version(record.kind, record.name, record.version):
             return Copied(record, 0, 0)
@@ -540,6 +670,28 @@ class Store:
         dest._put_record(record.kind, record.name, record.version, data)
         dest._keep_head(placed)
         return Copied(record, len(record.files), sent)
+
+
+@dataclass(frozen=True)
+class Pulled:
+    """What `pull` did: files written, files already there with the version's bytes, and
+    local edits replaced (with force)."""
+
+    written: int
+    unchanged: int
+    replaced: int
+
+
+@dataclass(frozen=True)
+class Collected:
+    """What `gc` removed (or, with dry_run, would remove): counts and bytes."""
+
+    blobs: int
+    packs: int
+    tmp_files: int
+    bytes: int
+    dry_run: bool
+    kept_packs_dead_bytes: int = 0  # unnamed pieces inside packs that other pieces keep
 
 
 @dataclass(frozen=True)
@@ -583,6 +735,102 @@ class FileStore(Store):
     def _record_path(self, kind: Kind, name: str, version: str) -> Path:
         path: Path = tau_inputs.record_path(self.root, kind, check_name(name), version)
         return path
+
+    @contextlib.contextmanager
+    def _gc_lock(self, exclusive: bool) -> Iterator[None]:
+        """Registrations hold it shared for their whole length; gc exclusively: gc never removes
+        a blob a registration in flight has stored or counts on."""
+        with (self.root / ".gc.lock").open("a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+            try:
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+
+    def _writing(self) -> contextlib.AbstractContextManager[None]:
+        return self._gc_lock(exclusive=False)
+
+    def _restore_blob(self, path: Path, sha: str) -> None:
+        """A blob of its own, put in place over a damaged one (a loose blob is read before a
+        packed piece, so it also stands in for a damaged piece of a pack)."""
+        fd, tmp = tempfile.mkstemp(dir=self.root / "tmp")
+        try:
+            h = hashlib.sha256()
+            with os.fdopen(fd, "wb") as out, path.open("rb") as src:
+                while chunk := src.read(CHUNK):
+                    h.update(chunk)
+                    out.write(chunk)
+                out.flush()
+                os.fsync(out.fileno())
+            if h.hexdigest() != sha:
+                raise TauError(f"{path} changed while it was read: nothing restored",
+                               exit_code=EXIT_RUN_FAILED, hint=_CHANGED_HINT)  # fmt: skip
+            os.chmod(tmp, 0o444)
+            final = self.blob(sha)
+            final.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(tmp, final)
+            _fsync_dir(final.parent)
+            if self._blobs is not None:
+                self._blobs.add(sha)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+
+    def gc(self, *, dry_run: bool = False, grace_s: float = 3600) -> Collected:
+        named: set[str] = set()
+        with self._gc_lock(exclusive=True):
+            kinds: tuple[Kind, ...] = ("dataset", "model")
+            for kind in kinds:
+                for name in self.names(kind):
+                    for hexid in self._version_ids(kind, name):
+                        raw = self._get_record(kind, name, DIGEST_PREFIX + hexid)
+                        if raw is not None:
+                            named.update(
+                                f.sha256 for f in VersionRecord.model_validate_json(raw).files
+                            )
+            cutoff = time.time() - grace_s
+            blobs = packs = tmps = freed = dead = 0
+
+            def drop(path: str, size: int) -> None:
+                nonlocal freed
+                freed += size
+                if not dry_run:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(path)
+
+            for sha in sorted(self._loose()):
+                p = str(self.blob(sha))
+                with contextlib.suppress(FileNotFoundError):
+                    st = os.stat(p)
+                    if sha not in named and st.st_mtime < cutoff:
+                        drop(p, st.st_size)
+                        blobs += 1
+            for pid in tau_inputs.pack_ids(self.root):
+                pieces: dict[str, tuple[str, int, int]] = {}
+                tau_inputs.read_pack_index(self.root, pid, pieces)
+                pack_file = str(tau_inputs.pack_path(self.root, pid))
+                with contextlib.suppress(FileNotFoundError):
+                    st = os.stat(pack_file)
+                    if st.st_mtime >= cutoff:
+                        continue
+                    if not any(sha in named for sha in pieces):
+                        drop(pack_file[: -len(".pack")] + ".idx", 0)  # the index first: the
+                        drop(pack_file, st.st_size)  # pack is invisible from here on
+                        packs += 1
+                    else:
+                        dead += sum(
+                            size for sha, (_, _, size) in pieces.items() if sha not in named
+                        )
+            with contextlib.suppress(FileNotFoundError), os.scandir(self.root / "tmp") as it:
+                for e in it:
+                    with contextlib.suppress(OSError):
+                        st = e.stat(follow_symlinks=False)
+                        if st.st_mtime < cutoff:
+                            drop(e.path, st.st_size)
+                            tmps += 1
+            if not dry_run:
+                self._blobs = self._pieces = None
+        return Collected(blobs, packs, tmps, freed, dry_run, dead)
 
     @contextlib.contextmanager
     def _lock(self, kind: Kind, name: str) -> Iterator[None]:
@@ -644,15 +892,15 @@ class FileStore(Store):
             or os.path.isfile(f"{self._blobdir}/{sha[:2]}/{sha[2:]}")
         )
 
-    def _ingest(self, source: Path,
-                progress: Progress | None) -> tuple[list[FileEntry], int, int, list[str]]:  # fmt: skip
+    def _ingest(self, source: Path, progress: Progress | None,
+                links: dict[str, str]) -> tuple[list[FileEntry], int, int, list[str]]:  # fmt: skip
         """Small files are read, hashed and packed by worker processes (data/pack.py); large
         ones become blobs of their own here (streamed: flat memory at any size). Until every
         file has been stat'ed (by the workers) the total is an estimate."""
         names: list[tuple[str, str]] = []  # as the walk finds them (in the paths' order)
 
         def found() -> Iterator[list[tuple[str, str]]]:
-            for chunk in _name_chunks(source):
+            for chunk in _name_chunks(source, links=links):
                 names.extend(chunk)
                 yield chunk
 
@@ -672,7 +920,8 @@ class FileStore(Store):
             for b in batches:  # taken in whole: nothing here is done per file
                 if b.errors:
                     raise TauError(f"cannot register {b.errors[0]}", exit_code=EXIT_USAGE,
-                                   hint="fix or leave out that file, then register again")  # fmt: skip
+                                   hint=_CHANGED_HINT if pack.CHANGED in b.errors[0]
+                                   else "fix or leave out that file, then register again")  # fmt: skip
                 hashed += b.hashed
                 done += b.size
                 if b.pieces:
@@ -709,6 +958,7 @@ class FileStore(Store):
             blob = cache.get(rel, st)
             if blob is None or not self._has_blob(blob):
                 blob = self._store_file(Path(path), _offset(progress, done, total))
+                _unchanged(path, st)
                 hashed += st.st_size
                 cache.add({rel: (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, blob)})
             entries[i] = FileEntry(rel, st.st_size, blob)
@@ -861,27 +1111,59 @@ class FileStore(Store):
             return None
 
 
-def _walk(source: Path) -> list[tuple[str, str, os.stat_result]]:
-    """_names with each file's stat."""
-    return [(rel, p, os.stat(p, follow_symlinks=False)) for rel, p in _names(source)]
+def _walk(
+    source: Path, links: dict[str, str] | None = None
+) -> list[tuple[str, str, os.stat_result]]:
+    """_names with each file's stat (taken again where the file is read: a change between the
+    two is refused)."""
+    return [(rel, p, os.stat(p, follow_symlinks=False)) for rel, p in _names(source, links)]
 
 
-def _names(source: Path) -> list[tuple[str, str]]:
+def _names(source: Path, links: dict[str, str] | None = None) -> list[tuple[str, str]]:
     """The files of a file or folder: (relative path, path), sorted by relative path."""
-    return [name for chunk in _name_chunks(source) for name in chunk]
+    return [name for chunk in _name_chunks(source, links=links) for name in chunk]
 
 
-def _name_chunks(source: Path, size: int = pack.BATCH) -> Iterator[list[tuple[str, str]]]:
+def _kind_of(mode: int) -> str | None:
+    """What a path that is neither a file nor a folder is, in words (None: a file or folder)."""
+    import stat
+
+    for test, what in ((stat.S_ISSOCK, "a socket"), (stat.S_ISFIFO, "a named pipe"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):  # fmt: skip
+        if test(mode):
+            return what
+    return None
+
+
+def check_source(source: Path) -> None:
+    """What can be registered: an existing file or folder (a symbolic link to one is followed);
+    anything else refused with what it is."""
+    try:
+        st = os.stat(source)
+    except FileNotFoundError:
+        raise TauError(f"{source}: no such file or folder", exit_code=EXIT_USAGE) from None
+    except OSError as e:
+        raise TauError(f"{source}: {e.strerror or e}", exit_code=EXIT_USAGE) from None
+    what = _kind_of(st.st_mode)
+    if what is not None:
+        raise TauError(f"{source} is {what}: register a file or a folder", exit_code=EXIT_USAGE)
+
+
+def _name_chunks(source: Path, size: int = pack.BATCH,
+                 links: dict[str, str] | None = None) -> Iterator[list[tuple[str, str]]]:  # fmt: skip
     """The files of a file or folder as they are found, `size` at a time: (relative path, path),
     in the order of the relative paths (each folder's entries sorted with a folder's name
-    followed by `/`, so the walk's order is the paths' order: nothing to sort after it);
-    symlinks and specials left out; each chunk's paths checked. Names only (the type from the
-    directory entry): the workers stat."""
-    if not source.exists():
-        raise TauError(f"{source}: no such file or folder", exit_code=EXIT_USAGE)
-    if source.is_file():
-        yield [(check_path(source.name), str(source))]
+    followed by `/`, so the walk's order is the paths' order: nothing to sort after it); each
+    chunk's paths checked. A symbolic link whose target is inside the registered folder is
+    followed (its target's bytes stored under the link's path; `links` learns the link), one
+    leaving it (or dangling, or a loop) is refused by name, and so is a socket, pipe or device:
+    nothing is left out without a word. Names only (the type from the directory entry): the
+    workers stat."""
+    check_source(source)
+    if not source.is_dir():
+        yield [(check_path(source.name), str(source.resolve()))]
         return
+    top = os.path.realpath(source)
     buf: list[tuple[str, str]] = []
     found = False
 
@@ -893,12 +1175,50 @@ def _name_chunks(source: Path, size: int = pack.BATCH) -> Iterator[list[tuple[st
             found = True
             yield chunk
 
-    def walk(folder: str, rel: str) -> Iterator[list[tuple[str, str]]]:
+    def followed(e: os.DirEntry[str], rel: str) -> tuple[str, bool]:
+        """A link's target (inside the tree) and whether it is a folder; else refused."""
+        target = os.path.realpath(e.path)
+        said = os.readlink(e.path)
+        if os.path.commonpath([top, target]) != top:
+            raise TauError(f"{source}/{rel}: a symbolic link to {said} ({target}), outside the "
+                           "folder registered", exit_code=EXIT_USAGE,
+                           hint="register a folder that holds the link's target too, or copy the "
+                           "file in place of the link")  # fmt: skip
+        try:
+            st = os.stat(target)
+        except OSError:
+            raise TauError(f"{source}/{rel}: a symbolic link to {said}, which does not exist",
+                           exit_code=EXIT_USAGE, hint="remove the link, or restore its target") from None  # fmt: skip
+        if links is not None:
+            links[rel] = said
+        what = _kind_of(st.st_mode)
+        if what is not None:
+            raise TauError(f"{source}/{rel}: a symbolic link to {what}", exit_code=EXIT_USAGE)
+        return target, os.path.isdir(target)
+
+    def walk(folder: str, rel: str, chain: frozenset[str]) -> Iterator[list[tuple[str, str]]]:
+        """`chain`: the real folders from the top to this one (a link back into it: a loop)."""
         nonlocal buf
         with os.scandir(folder) as it:
             entries = list(it)
-        dirs = [(e.name + "/", e.path) for e in entries if e.is_dir(follow_symlinks=False)]
-        files = [(rel + e.name, e.path) for e in entries if e.is_file(follow_symlinks=False)]
+        dirs: list[tuple[str, str]] = []
+        files: list[tuple[str, str]] = []
+        for e in entries:
+            if e.is_dir(follow_symlinks=False):
+                dirs.append((e.name + "/", e.path))
+            elif e.is_file(follow_symlinks=False):
+                files.append((rel + e.name, e.path))
+            elif e.is_symlink():
+                target, is_dir = followed(e, rel + e.name)
+                if is_dir:
+                    dirs.append((e.name + "/", target))
+                else:
+                    files.append((rel + e.name, target))
+            else:
+                what = _kind_of(e.stat(follow_symlinks=False).st_mode) or "not a regular file"
+                raise TauError(f"{source}/{rel}{e.name} is {what}: nothing of it can be stored",
+                               exit_code=EXIT_USAGE, hint="move it out of the folder, then register "
+                               "again")  # fmt: skip
         if not dirs:  # the common case: a folder of files, taken in whole
             files.sort()
             buf += files
@@ -906,12 +1226,16 @@ def _name_chunks(source: Path, size: int = pack.BATCH) -> Iterator[list[tuple[st
             return
         for key, path in sorted(dirs + [(r[len(rel) :], p) for r, p in files]):
             if key[-1] == "/":
-                yield from walk(path, rel + key)
+                real = os.path.realpath(path)
+                if real in chain:
+                    raise TauError(f"{source}/{rel}{key[:-1]}: a symbolic link to a folder that "
+                                   "holds it (a loop)", exit_code=EXIT_USAGE)  # fmt: skip
+                yield from walk(path, rel + key, chain | {real})
             else:
                 buf.append((rel + key, path))
                 yield from full()
 
-    yield from walk(str(source), "")
+    yield from walk(str(source), "", frozenset({top}))
     if buf:
         check_paths([r for r, _ in buf])
         yield buf

@@ -21,12 +21,14 @@ data dataset alias rm: --expect --output --registry -o
 data dataset alias set: --expect --expect-absent --output --registry -o
 data dataset copy: --output --registry --to -o
 data dataset list: --output --registry -o
-data dataset pull: --registry
+data dataset pull: --force --registry
+data dataset repair: --from --output --registry -o
 data dataset ref: --output --registry -o
 data dataset register: --description --output --purpose --registry --tag -o
 data dataset rm: --registry --yes
 data dataset show: --output --registry -o
 data dataset verify: --output --registry -o
+data gc: --dry-run --output --registry -o
 data lineage: --output --registry -o
 data model alias get: --output --registry -o
 data model alias history: --output --registry -o
@@ -34,7 +36,8 @@ data model alias rm: --expect --output --registry -o
 data model alias set: --expect --expect-absent --output --registry -o
 data model copy: --output --registry --to -o
 data model list: --output --registry -o
-data model pull: --registry
+data model pull: --force --registry
+data model repair: --from --output --registry -o
 data model ref: --output --registry -o
 data model register: --checkpoint --description --from-run --output --purpose --registry --tag -o
 data model rm: --registry --yes

@@ -774,7 +774,9 @@ def test_an_unreadable_file_is_named_and_nothing_is_registered(
     many_small(src, pack.PARALLEL_FROM)
     real = store._names(src)
 
-    def with_ghost(source: Path, size: int = 1024) -> Iterator[list[tuple[str, str]]]:
+    def with_ghost(
+        source: Path, size: int = 1024, links: dict[str, str] | None = None
+    ) -> Iterator[list[tuple[str, str]]]:
         names = sorted([*real, ("part-00/ghost.txt", str(src / "part-00" / "ghost.txt"))])
         for k in range(0, len(names), size):
             yield names[k : k + size]
@@ -858,7 +860,9 @@ def test_a_registry_that_cannot_be_written_says_so_and_leaves_no_version(
     assert e.value.exit_code == 4 and fstore.versions("dataset", "full") == []
     monkeypatch.undo()
 
-    def unreadable(source: Path, size: int = 1024) -> Iterator[list[tuple[str, str]]]:
+    def unreadable(
+        source: Path, size: int = 1024, links: dict[str, str] | None = None
+    ) -> Iterator[list[tuple[str, str]]]:
         raise PermissionError(13, "Permission denied", str(source / "a"))  # root reads any file
 
     monkeypatch.setattr(store, "_name_chunks", unreadable)

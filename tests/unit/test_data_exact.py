@@ -1,0 +1,230 @@
+"""A registration records exactly the bytes of one moment or refuses; symbolic links are
+followed inside the registered tree and refused by name when they leave it; nothing is left out
+without a word; a damaged stored file is restored from its intact source; `gc` removes what no
+version names and what a killed registration left; `pull` never overwrites local edits without
+--force and refuses a file as its destination."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from pathlib import Path
+
+import pytest
+from test_data import WHO, tree
+
+from taugrid.api.errors import TauError
+from taugrid.data import pack
+from taugrid.data.store import FileStore
+
+BIG = 2 << 20  # a blob of its own (smaller files are packed)
+
+
+@pytest.fixture
+def fstore(tmp_path: Path) -> FileStore:
+    return FileStore(tmp_path / "registry", tmp_path / "cache")
+
+
+# --- symbolic links ------------------------------------------------------------------------------
+def test_a_link_inside_the_tree_is_followed_and_recorded(fstore: FileStore, tmp_path: Path) -> None:
+    src = tree(tmp_path / "m", {"blobs/abc": b"weights", "big/real.bin": b"b" * BIG})
+    (src / "snapshots" / "r1").mkdir(parents=True)
+    (src / "snapshots" / "r1" / "model.bin").symlink_to("../../blobs/abc")
+    (src / "snapshots" / "r1" / "big.bin").symlink_to("../../big/real.bin")
+    (src / "latest").symlink_to("snapshots/r1")  # a folder link inside the tree
+    got = fstore.register("model", "m", src, WHO).record
+    paths = {f.path for f in got.files}
+    assert {"snapshots/r1/model.bin", "latest/model.bin", "latest/big.bin"} <= paths
+    assert got.links["snapshots/r1/model.bin"] == "../../blobs/abc"
+    assert got.links["latest"] == "snapshots/r1"
+    fstore.pull(got, tmp_path / "out")
+    assert (tmp_path / "out" / "latest" / "model.bin").read_bytes() == b"weights"
+    assert not (tmp_path / "out" / "latest").is_symlink()  # content, not a link
+    assert fstore.verify(got) == []
+
+
+def test_a_hugging_face_snapshot_whose_links_leave_it_is_refused_by_name(
+    fstore: FileStore, tmp_path: Path
+) -> None:
+    repo = tree(tmp_path / "models--org--m", {"blobs/0a1b": b"w" * 10})
+    snap = repo / "snapshots" / "r1"
+    snap.mkdir(parents=True)
+    (snap / "model.safetensors").symlink_to("../../blobs/0a1b")
+    with pytest.raises(TauError) as e:
+        fstore.register("model", "m", snap, WHO)
+    assert (
+        e.value.exit_code == 2
+        and "model.safetensors: a symbolic link to ../../blobs/0a1b" in e.value.message
+    )
+    assert (
+        "outside the folder registered" in e.value.message and fstore.versions("model", "m") == []
+    )
+    got = fstore.register("model", "m", repo, WHO).record  # the folder that holds both
+    assert "snapshots/r1/model.safetensors" in {f.path for f in got.files}
+
+
+@pytest.mark.parametrize("make", ["dangling", "loop", "loop-two"])
+def test_a_broken_or_looping_link_is_refused_by_name(
+    fstore: FileStore, tmp_path: Path, make: str
+) -> None:
+    src = tree(tmp_path / "src", {"a/f.txt": b"x", "b/g.txt": b"y"})
+    if make == "dangling":
+        (src / "a" / "gone").symlink_to("nothing-here")
+        words = "a/gone: a symbolic link to nothing-here, which does not exist"
+    elif make == "loop":
+        (src / "a" / "up").symlink_to("..")
+        words = "a/up: a symbolic link to a folder that holds it"
+    else:
+        (src / "a" / "to-b").symlink_to("../b")
+        (src / "b" / "to-a").symlink_to("../a")
+        words = "a symbolic link to a folder that holds it"
+    with pytest.raises(TauError) as e:
+        fstore.register("dataset", "d", src, WHO)
+    assert e.value.exit_code == 2 and words in e.value.message, e.value.message
+
+
+# --- what can be registered ------------------------------------------------------------------
+def test_sockets_pipes_and_empty_paths_are_refused(fstore: FileStore, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    from taugrid.client import data
+
+    src = tree(tmp_path / "src", {"f.txt": b"x"})
+    os.mkfifo(src / "pipe")
+    with pytest.raises(TauError, match=r"src/pipe is a named pipe: nothing of it can be stored"):
+        fstore.register("dataset", "d", src, WHO)
+    os.unlink(src / "pipe")
+    sock = socket.socket(socket.AF_UNIX)
+    short = Path(f"/tmp/tau-sock-{os.getpid()}")
+    try:
+        sock.bind(str(short))
+        with pytest.raises(TauError, match="is a socket: register a file or a folder"):
+            fstore.register("dataset", "d", short, WHO)
+    finally:
+        sock.close()
+        short.unlink(missing_ok=True)
+    with pytest.raises(TauError, match="is a character device"):
+        fstore.register("dataset", "d", Path("/dev/null"), WHO)
+    monkeypatch.setenv("TAU_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(src)
+    for empty in ("", "  "):
+        with pytest.raises(TauError, match="no path given") as e:
+            data.register("dataset", "d", empty)
+        assert e.value.exit_code == 2
+    assert fstore.versions("dataset", "d") == []
+
+
+# --- one moment --------------------------------------------------------------------------------
+def test_a_large_file_written_while_it_is_read_is_refused(
+    fstore: FileStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src = tree(tmp_path / "src", {"big.bin": b"a" * BIG, "small.txt": b"s"})
+    real = FileStore._store_file
+
+    def writer_meanwhile(self: FileStore, path: Path, progress: object) -> str:
+        sha = real(self, path, progress)  # type: ignore[arg-type]
+        with path.open("r+b") as f:  # someone writes the file while tau reads it
+            f.write(b"B" * 1024)
+        return sha
+
+    monkeypatch.setattr(FileStore, "_store_file", writer_meanwhile)
+    with pytest.raises(TauError) as e:
+        fstore.register("dataset", "d", src, WHO)
+    assert e.value.exit_code == 2 and "big.bin: changed while it was read" in e.value.message
+    assert "one moment" in (e.value.hint or "") and fstore.versions("dataset", "d") == []
+
+
+def test_a_small_file_written_while_it_is_read_is_refused(
+    fstore: FileStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src = tree(tmp_path / "src", {"a.txt": b"first", "b.txt": b"other"})
+    real_read = os.read
+
+    def read(fd: int, n: int) -> bytes:
+        data = real_read(fd, n)
+        if os.readlink(f"/proc/self/fd/{fd}").endswith("a.txt"):
+            target = src / "a.txt"  # rewritten in place, same size, a second later by the clock
+            target.write_bytes(b"FIRST")
+            st = target.stat()
+            os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+        return data
+
+    monkeypatch.setattr(pack.os, "read", read)
+    with pytest.raises(TauError, match=r"a\.txt: changed while it was read") as e:
+        fstore.register("dataset", "d", src, WHO)
+    assert e.value.exit_code == 2 and fstore.versions("dataset", "d") == []
+
+
+# --- repair, gc ----------------------------------------------------------------------------------
+def test_a_damaged_stored_file_is_restored_from_its_intact_source(
+    fstore: FileStore, tmp_path: Path
+) -> None:
+    src = tree(tmp_path / "src", {"big.bin": b"a" * BIG, "small.txt": b"small bytes"})
+    rec = fstore.register("dataset", "d", src, WHO).record
+    blob = fstore.blob(next(f.sha256 for f in rec.files if f.path == "big.bin"))
+    blob.chmod(0o644)
+    blob.write_bytes(b"z" * BIG)  # damaged where it is stored
+    packed = next(fstore.root.glob("packs/*.pack"))
+    packed.write_bytes(packed.read_bytes().replace(b"small bytes", b"SMALL BYTES"))
+    assert len(fstore.verify(rec)) == 2
+    wrong = tree(tmp_path / "edited", {"big.bin": b"a" * BIG, "small.txt": b"edited!!!!!"})
+    with pytest.raises(TauError, match=r"1 damaged file\(s\) cannot be restored .*small\.txt") as e:
+        fstore.repair(rec, wrong)
+    assert "(1 restored)" in e.value.message
+    assert fstore.repair(rec, src) == ["small.txt"]  # big.bin was restored by the first try
+    assert fstore.verify(rec) == [] and fstore.repair(rec, src) == []
+    fstore.pull(rec, tmp_path / "out")
+    assert (tmp_path / "out" / "small.txt").read_bytes() == b"small bytes"
+
+
+def test_gc_removes_what_no_version_names_and_what_a_killed_registration_left(
+    fstore: FileStore, tmp_path: Path
+) -> None:
+    keep = fstore.register("dataset", "keep", tree(tmp_path / "k", {"k.bin": b"k" * BIG}), WHO)
+    gone = fstore.register("dataset", "gone", tree(tmp_path / "g", {"g.bin": b"g" * BIG,
+                                                                    "g.txt": b"small"}), WHO)  # fmt: skip
+    fstore.remove("dataset", "gone", gone.record.version)
+    half = fstore.root / "tmp" / "12345-1-1"  # a killed registration's half-written copy
+    half.write_bytes(b"half")
+    assert fstore.gc().bytes == 0  # everything is younger than the grace period
+    old = time.time() - 7200
+    for p in fstore.root.rglob("*"):
+        if p.is_file():
+            os.utime(p, (old, old))
+    dry = fstore.gc(dry_run=True)
+    assert (dry.blobs, dry.packs, dry.tmp_files, dry.dry_run) == (1, 1, 1, True)
+    assert half.exists()  # a dry run removes nothing
+    done = fstore.gc()
+    assert (done.blobs, done.packs, done.tmp_files) == (1, 1, 1) and done.bytes >= BIG
+    assert not half.exists() and fstore.verify(keep.record) == []
+    assert not fstore.blob(gone.record.files[0].sha256).exists()
+    assert fstore.gc(grace_s=0).bytes == 0  # nothing more
+
+
+# --- pull ----------------------------------------------------------------------------------------
+def test_pull_keeps_local_edits_unless_forced_and_refuses_a_file(
+    fstore: FileStore, tmp_path: Path
+) -> None:
+    rec = fstore.register("dataset", "d", tree(tmp_path / "s", {"a.txt": b"A", "sub/b.txt": b"B"}),
+                          WHO).record  # fmt: skip
+    dest = tmp_path / "work"
+    fstore.pull(rec, dest)
+    (dest / "a.txt").write_bytes(b"my edit")
+    with pytest.raises(
+        TauError, match=r"other bytes .* in 1 file\(s\): a\.txt; nothing was written"
+    ) as e:
+        fstore.pull(rec, dest)
+    assert e.value.exit_code == 2 and "--force" in (e.value.hint or "")
+    assert (dest / "a.txt").read_bytes() == b"my edit"
+    got = fstore.pull(rec, dest, force=True)
+    assert (dest / "a.txt").read_bytes() == b"A" and (got.written, got.unchanged) == (1, 1)
+    afile = tmp_path / "plain.txt"
+    afile.write_text("x")
+    with pytest.raises(TauError, match="is a file: pull into a folder"):
+        fstore.pull(rec, afile)
+    clash = tmp_path / "clash"
+    clash.mkdir()
+    (clash / "sub").write_text("a file where the version has a folder")
+    with pytest.raises(TauError, match="is a file where the version has a folder"):
+        fstore.pull(rec, clash)
+    assert afile.read_text() == "x"
