@@ -73,29 +73,85 @@ _CONTAINER = re.compile(r"^[a-z0-9](?!.*--)[a-z0-9-]{1,61}[a-z0-9]$")
 REGISTRY_FORMS = "file:///ABSOLUTE/FOLDER or az://ACCOUNT/CONTAINER[/PREFIX]"
 
 
-def registry_problem(url: str) -> str | None:
-    """Why `url` cannot name a registry (None: it can): a `file://` folder given absolutely,
-    or an Azure Blob container (`az://ACCOUNT/CONTAINER[/PREFIX]`, Azure's naming rules)."""
+@dataclass(frozen=True)
+class RegistryURL:
+    """A registry's address, parsed (`parse_registry`): a file store's absolute folder, or an
+    Azure Blob container (and a prefix inside it). `url` is its one spelling."""
+
+    url: str
+    scheme: Literal["file", "az"]
+    path: str = ""  # file: the absolute folder
+    account: str = ""  # az
+    container: str = ""
+    prefix: str = ""  # az: "" or "a/b/" (with its trailing slash)
+
+
+def parse_registry(url: str) -> RegistryURL:
+    """The one grammar of registry addresses: `file:///ABSOLUTE/FOLDER` (three slashes: no
+    host) or `az://ACCOUNT/CONTAINER[/PREFIX]` (Azure's naming rules). Anything else (a plain
+    path, `file:x`, `file:/x`, `file://host/x`, `az:/x`, another scheme) is a TauError (exit 2)
+    naming the expected form."""
+    got = _parse_registry(url)
+    if isinstance(got, str):
+        raise TauError(f"registry {url!r}: {got}", exit_code=EXIT_USAGE,
+                       hint=f"a registry is {REGISTRY_FORMS}")  # fmt: skip
+    return got
+
+
+class _Bad(Exception):
+    """Why a registry address is none (inside `_parse`)."""
+
+
+def _parse_registry(url: str) -> RegistryURL | str:
+    """A RegistryURL, or why `url` is none."""
+    try:
+        return _parse(url)
+    except _Bad as e:
+        return str(e)
+
+
+def _parse(url: str) -> RegistryURL:
+    import posixpath
+
+    bad = _Bad
     if _CONTROL.search(url):
-        return "contains control characters"
+        raise bad("contains control characters")
     if url.startswith("file://"):
         path = url[len("file://") :]
         if not path.startswith("/"):
-            return f"a file:// registry needs an absolute folder ({REGISTRY_FORMS})"
-        return None
+            host = path.split("/", 1)[0]
+            raise bad(f"a file:// registry names no host ({host!r}): file:///ABSOLUTE/FOLDER"
+                      if host else "names no folder")  # fmt: skip
+        path = posixpath.normpath(path)
+        if path.startswith("//"):
+            path = "/" + path.lstrip("/")
+        return RegistryURL(f"file://{path}", "file", path=path)
     if url.startswith("az://"):
         parts = url[len("az://") :].strip("/").split("/", 2)
-        if len(parts) < 2:
-            return f"expected az://ACCOUNT/CONTAINER[/PREFIX] ({REGISTRY_FORMS})"
+        if len(parts) < 2 or not parts[0] or not parts[1]:
+            raise bad("expected az://ACCOUNT/CONTAINER[/PREFIX]")
         if not _ACCOUNT.match(parts[0]):
-            return f"storage account {parts[0]!r}: 3-24 lower-case letters and digits"
+            raise bad(f"storage account {parts[0]!r}: 3-24 lower-case letters and digits")
         if not _CONTAINER.match(parts[1]):
-            return (f"container {parts[1]!r}: 3-63 lower-case letters, digits and single "
-                    "hyphens, starting and ending with a letter or digit")  # fmt: skip
-        if len(parts) > 2 and ".." in parts[2].split("/"):
-            return "the prefix must not contain '..'"
-        return None
-    return f"use {REGISTRY_FORMS}"
+            raise bad(f"container {parts[1]!r}: 3-63 lower-case letters, digits and single "
+                      "hyphens, starting and ending with a letter or digit")  # fmt: skip
+        prefix = parts[2].strip("/") if len(parts) > 2 else ""
+        if prefix and any(p in ("", ".", "..") for p in prefix.split("/")):
+            raise bad("the prefix must not contain empty, '.' or '..' parts")
+        canonical = f"az://{parts[0]}/{parts[1]}" + (f"/{prefix}" if prefix else "")
+        return RegistryURL(canonical, "az", account=parts[0], container=parts[1],
+                           prefix=prefix + "/" if prefix else "")  # fmt: skip
+    if url.startswith(("file:", "az:")):
+        raise bad(f"not {REGISTRY_FORMS}")
+    if "://" not in url and url.startswith("/"):
+        raise bad(f"a folder is named as a URL: file://{url}")
+    raise bad(f"not {REGISTRY_FORMS}")
+
+
+def registry_problem(url: str) -> str | None:
+    """Why `url` cannot name a registry (None: it can): `parse_registry`'s reason."""
+    got = _parse_registry(url)
+    return got if isinstance(got, str) else None
 
 
 @dataclass(slots=True)

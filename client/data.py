@@ -204,12 +204,13 @@ def copy(kind: Kind, ref: str, to: str, *, registry: str | None = None,
     from taugrid.api.data import registry_problem
     from taugrid.data.store import open_store
 
-    problem = registry_problem(to) if "://" in to else None
+    problem = registry_problem(to)
     if problem:
-        raise TauError(f"--to {to}: {problem}", exit_code=EXIT_USAGE)
+        raise TauError(f"--to {to}: {problem}", exit_code=EXIT_USAGE,
+                       hint="file:///ABSOLUTE/FOLDER or az://ACCOUNT/CONTAINER[/PREFIX]")  # fmt: skip
     src = default_store(registry)
     rec = src.resolve(kind, parse_ref(ref))
-    return src.copy_to(rec, open_store(to), progress)
+    return src.copy_to(rec, open_store(to, create=True), progress)  # a copy makes its place
 
 
 def set_alias(kind: Kind, name: str, alias: str, ref: str, *, expect: str | None = None,

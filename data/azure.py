@@ -52,21 +52,50 @@ def _azure() -> Any:
     return blob, errors
 
 
+def credential_account(conn: str) -> str | None:
+    """The storage account a connection string is for (its AccountName; else the account in
+    its BlobEndpoint's host or, for an emulator, its path); None when it says none."""
+    from urllib.parse import urlparse
+
+    fields = dict(part.split("=", 1) for part in conn.split(";") if "=" in part)
+    name = fields.get("AccountName")
+    if name:
+        return name
+    endpoint = fields.get("BlobEndpoint")
+    if endpoint:
+        u = urlparse(endpoint)
+        host = u.hostname or ""
+        if host.endswith(".blob.core.windows.net"):
+            return host.split(".", 1)[0]
+        path = u.path.strip("/")
+        return path.split("/", 1)[0] or None
+    return None
+
+
 class AzureStore(Store):
     def __init__(self, url: str, stat_cache: Path | None = None) -> None:
-        rest = url[len("az://") :].strip("/")
-        parts = rest.split("/", 2)
-        if len(parts) < 2 or not parts[0] or not parts[1]:
+        from taugrid.api.data import parse_registry
+
+        where = parse_registry(url)
+        if where.scheme != "az":
             raise TauError(f"registry {url}: expected az://ACCOUNT/CONTAINER[/PREFIX]",
                            exit_code=EXIT_USAGE)  # fmt: skip
-        self.account, self.container_name = parts[0], parts[1]
-        self.prefix = (parts[2].strip("/") + "/") if len(parts) > 2 and parts[2].strip("/") else ""
+        self.account, self.container_name, self.prefix = where.account, where.container, where.prefix
+        url = where.url
         self.url, self.stat_cache = url, stat_cache
         blob, errors = _azure()
         self._errors = errors
         conn = os.environ.get(CONNECTION_ENV)
         options = {**CLIENT_OPTIONS,
                    "retry_policy": blob.LinearRetry(backoff=0.5, random_jitter_range=0, retry_total=2)}  # fmt: skip
+        if conn:
+            owner = credential_account(conn)
+            if owner is not None and owner != self.account:
+                raise TauError(f"registry {url}: the credential ({CONNECTION_ENV}) is for storage "
+                               f"account {owner!r}, not {self.account!r}: nothing was read",
+                               exit_code=EXIT_USAGE,
+                               hint=f"use az://{owner}/..., or set {CONNECTION_ENV} to account "
+                               f"{self.account!r}'s connection string")  # fmt: skip
         try:
             if conn:
                 service = blob.BlobServiceClient.from_connection_string(conn, **options)

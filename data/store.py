@@ -1255,20 +1255,33 @@ def registry_url(registry: str | None = None) -> str:
 
 
 def default_store(registry: str | None = None) -> Store:
+    """The registry a command means: `registry`, else TAU_REGISTRY, else this machine's own
+    ($TAU_HOME/data/registry, made on first use). A named one must exist."""
     from taugrid.api.home import tau_home
 
-    return open_store(registry_url(registry), tau_home() / "cache" / "data-stat")
+    named = registry or os.environ.get(REGISTRY_ENV)
+    return open_store(registry_url(registry), tau_home() / "cache" / "data-stat",
+                      create=not named)  # fmt: skip
 
 
-def open_store(url: str, stat_cache: Path | None = None) -> Store:
-    """`file://DIR` (or a plain folder) or `az://ACCOUNT/CONTAINER[/PREFIX]`."""
-    if url.startswith("file://"):
-        return FileStore(Path(url[len("file://") :]).expanduser(), stat_cache)
-    if url.startswith("az://"):
+def open_store(url: str, stat_cache: Path | None = None, *, create: bool = False) -> Store:
+    """`file:///DIR` or `az://ACCOUNT/CONTAINER[/PREFIX]` (`api.data.parse_registry`: one
+    grammar, anything else refused with the expected form). A file store's folder must exist
+    unless `create` (a typo must not read as an empty registry, nor make a new one)."""
+    from taugrid.api.data import parse_registry
+
+    where = parse_registry(url)
+    if where.scheme == "az":
         from taugrid.data.azure import AzureStore
 
-        return AzureStore(url, stat_cache)
-    if "://" in url:
-        raise TauError(f"registry {url}: use file://DIR or az://ACCOUNT/CONTAINER[/PREFIX]",
-                       exit_code=EXIT_USAGE)  # fmt: skip
-    return FileStore(Path(url).expanduser(), stat_cache)
+        return AzureStore(where.url, stat_cache)
+    root = Path(where.path)
+    if not root.is_dir():
+        if root.exists():
+            raise TauError(f"registry {where.url}: {root} is not a folder", exit_code=EXIT_USAGE,
+                           hint="name a folder (file:///ABSOLUTE/FOLDER)")  # fmt: skip
+        if not create:
+            raise TauError(f"registry {where.url} does not exist", exit_code=EXIT_USAGE,
+                           hint=f"check the address (--registry, {REGISTRY_ENV}); to start a new "
+                           f"registry there: mkdir -p {root}")  # fmt: skip
+    return FileStore(root, stat_cache)

@@ -142,7 +142,7 @@ def publish(workspace: WorkspaceRef, inputs: Sequence[ResolvedInput],
         return
     from taugrid.data.store import default_store, open_store
 
-    source, dest = default_store(), open_store(target)
+    source, dest = default_store(), open_store(target, create=True)  # a copy makes its place
     if source.url == dest.url:
         return
     for inp in inputs:

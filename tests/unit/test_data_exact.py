@@ -228,3 +228,94 @@ def test_pull_keeps_local_edits_unless_forced_and_refuses_a_file(
     with pytest.raises(TauError, match="is a file where the version has a folder"):
         fstore.pull(rec, clash)
     assert afile.read_text() == "x"
+
+
+# --- registry addresses: one grammar ---------------------------------------------------------
+@pytest.mark.parametrize(
+    ("url", "words"),
+    [
+        ("az:/x", "not file:///ABSOLUTE/FOLDER or az://"),
+        ("file:rel", "not file:///ABSOLUTE/FOLDER or az://"),
+        ("file:/abs", "not file:///ABSOLUTE/FOLDER or az://"),
+        ("file://rel/dir", "a file:// registry names no host ('rel')"),
+        ("file://", "names no folder"),
+        ("relative/dir", "not file:///ABSOLUTE/FOLDER"),
+        ("/abs/dir", "a folder is named as a URL: file:///abs/dir"),
+        ("s3://bucket/x", "not file:///ABSOLUTE/FOLDER"),
+        ("az://UPPER/container", "storage account 'UPPER'"),
+        ("az://acct", "expected az://ACCOUNT/CONTAINER"),
+        ("az://acct/c", "container 'c'"),
+        ("az://acct/cont/a/../b", "must not contain empty, '.' or '..' parts"),
+        ("file:///a\x00b", "control characters"),
+    ],
+)
+def test_every_registry_address_but_the_two_forms_is_refused(url: str, words: str) -> None:
+    from taugrid.api.data import parse_registry, registry_problem
+
+    with pytest.raises(TauError) as e:
+        parse_registry(url)
+    assert e.value.exit_code == 2 and words in e.value.message, e.value.message
+    assert registry_problem(url) is not None
+    with pytest.raises(TauError):
+        from taugrid.data.store import open_store
+
+        open_store(url)
+
+
+def test_the_two_forms_parse_to_one_spelling() -> None:
+    from taugrid.api.data import parse_registry
+
+    f = parse_registry("file:///data//registry/")
+    assert (f.scheme, f.path, f.url) == ("file", "/data/registry", "file:///data/registry")
+    a = parse_registry("az://acct1/models/team/a/")
+    assert (a.account, a.container, a.prefix, a.url) == ("acct1", "models", "team/a/",
+                                                         "az://acct1/models/team/a")  # fmt: skip
+
+
+def test_a_missing_file_registry_is_an_error_unless_made(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    from taugrid.client import data
+    from taugrid.data.store import open_store
+
+    missing = (tmp_path / "typo").as_uri()
+    with pytest.raises(TauError, match="does not exist") as e:
+        open_store(missing)
+    assert "mkdir -p" in (e.value.hint or "") and not (tmp_path / "typo").exists()
+    monkeypatch.setenv("TAU_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("TAU_REGISTRY", missing)
+    with pytest.raises(TauError, match="does not exist"):
+        data.list_("dataset")
+    assert not (tmp_path / "typo").exists()
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(TauError, match="is not a folder"):
+        open_store((tmp_path / "afile").as_uri())
+    monkeypatch.delenv("TAU_REGISTRY")
+    src = tree(tmp_path / "src", {"a": b"a"})
+    data.register("dataset", "d", src)  # this machine's own registry is made on first use
+    data.copy("dataset", "d", (tmp_path / "team").as_uri())  # a copy makes its destination
+    assert open_store((tmp_path / "team").as_uri()).versions("dataset", "d")
+
+
+def test_the_account_in_the_address_must_be_the_credentials(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from taugrid.data.azure import credential_account
+    from taugrid.data.store import open_store
+
+    conn = ("DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=k;"
+            "BlobEndpoint=http://127.0.0.1:1/devstoreaccount1;")  # fmt: skip
+    assert credential_account(conn) == "devstoreaccount1"
+    assert (
+        credential_account(
+            "BlobEndpoint=https://acme.blob.core.windows.net/;SharedAccessSignature=x"
+        )
+        == "acme"
+    )
+    assert credential_account("SharedAccessSignature=x") is None
+    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", conn)
+    with pytest.raises(TauError) as e:
+        open_store("az://otheraccount/models")
+    assert (
+        e.value.exit_code == 2
+        and "is for storage account 'devstoreaccount1', not 'otheraccount'" in e.value.message
+    )

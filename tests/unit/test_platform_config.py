@@ -102,7 +102,7 @@ BAD = [
         ("workspaces.0.storage", {"registry": bad}, "workspaces[0].storage.registry", needle)
         for bad, needle in [
             ("s3://bucket/x", "az://ACCOUNT/CONTAINER"),
-            ("file://relative/dir", "absolute folder"),
+            ("file://relative/dir", "names no host"),
             ("az://Team/data", "storage account 'Team'"),
             ("az://team/x", "container 'x'"),
             ("az://team/data/../up", "'..'"),
