@@ -115,7 +115,7 @@ def main() -> int:
 
         from taugrid.portal.app import Settings, create_app
 
-        web = TestClient(create_app(Settings()))
+        web = TestClient(create_app(Settings()), base_url="http://127.0.0.1")
         out: dict[str, float] = {"runs_first_load_ms": timed(web, "/runs")}
         pages = [timed(web, u) for u in ["/runs", "/runs?page=7", "/runs?phase=Failed",
                                           "/runs?q=bench3", "/runs?sort=name&order=asc"] * 4]  # fmt: skip

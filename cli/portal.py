@@ -24,6 +24,14 @@ def portal(
         ),
     ] = "127.0.0.1",
     open_browser: Annotated[bool, typer.Option("--open", help="Open it in a browser")] = False,
+    allowed_hosts: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-hosts",
+            help="Another Host name it answers to (repeat, or comma-separated); loopback "
+            "names always, and with --host the address and this machine's name",
+        ),
+    ] = None,
     context: ContextOpt = None,
 ) -> None:
     """Runs, their status, metrics and live logs in a browser, as you (your TAU_HOME and your
@@ -60,9 +68,28 @@ def portal(
         import webbrowser
 
         webbrowser.open(url)
-    app = create_app(Settings(token=token, context=context))
+    hosts = _allowed(host, allowed_hosts or [])
+    if not _loopback(host) or allowed_hosts:
+        say(f"it answers to the names {', '.join(hosts)} (--allowed-hosts adds one)")
+    app = create_app(Settings(token=token, context=context, allowed_hosts=hosts))
     config = uvicorn.Config(app, log_level="warning", access_log=False)
     uvicorn.Server(config).run(sockets=[sock])
+
+
+def _allowed(host: str, extra: list[str]) -> tuple[str, ...]:
+    """The Host names the portal answers to: loopback's, what --allowed-hosts adds, and for a
+    non-loopback --host the address itself (unless a wildcard) and this machine's names."""
+    import socket
+
+    from taugrid.portal.app import LOOPBACK_HOSTS
+
+    names = list(LOOPBACK_HOSTS)
+    names += [h.strip() for e in extra for h in e.split(",") if h.strip()]
+    if not _loopback(host):
+        if host not in ("0.0.0.0", "::"):
+            names.append(host)
+        names += [socket.gethostname(), socket.getfqdn()]
+    return tuple(dict.fromkeys(n.lower() for n in names))
 
 
 def _loopback(host: str) -> bool:

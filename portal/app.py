@@ -1,9 +1,12 @@
 """The portal's web app: server-rendered pages on `taugrid.client` (the CLI's own calls).
 
-Read-only but for one action (cancel a run: POST, a CSRF token, a confirmation page). It acts as
-the user: their TAU_HOME and their kubeconfig identity, so RBAC decides what a page shows. When
-a token is set (any address but loopback), every request must carry it (`?token=` once: it is
-kept in a cookie; or `Authorization: Bearer`).
+Read-only but for two actions (cancel a run, decide a quota request: POST, a CSRF token, a
+confirmation page). It acts as the user: their TAU_HOME and their kubeconfig identity, so RBAC
+decides what a page shows. Every request must name a Host the portal serves (loopback names by
+default, `allowed_hosts` for others: a page that rebinds its DNS name to 127.0.0.1 is refused),
+every POST must come from one of those origins, and the CSRF token is tied to the browser's
+session cookie. When a token is set (any address but loopback), every request must carry it too
+(`?token=` once: it is kept in a cookie; or `Authorization: Bearer`).
 """
 
 from __future__ import annotations
@@ -42,6 +45,9 @@ from taugrid.portal.charts import Series, downsample, svg
 HERE = Path(__file__).resolve().parent
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
 TOKEN_COOKIE = "tau_portal_token"
+SESSION_COOKIE = "tau_portal_session"
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 LOG_TAIL = 200  # lines of a run's log on its page
 SORTS = ("created", "name", "phase")
 
@@ -58,7 +64,12 @@ class Settings:
     context: str | None = None  # a kubeconfig context (default: the current one)
     page_size: int = 50
     poll_s: float = 1.0  # the live log's poll interval
-    csrf: str = field(default_factory=lambda: secrets.token_urlsafe(24))
+    csrf: str = field(default_factory=lambda: secrets.token_urlsafe(24))  # the CSRF tokens' key
+    allowed_hosts: tuple[str, ...] = LOOPBACK_HOSTS  # the Host names it answers to
+
+    def csrf_for(self, session: str) -> str:
+        """The CSRF token of one browser session (its cookie): another session's is useless."""
+        return hmac.new(self.csrf.encode(), session.encode(), "sha256").hexdigest()[:40]
 
 
 def create_app(settings: Settings | None = None) -> Starlette:
@@ -67,10 +78,16 @@ def create_app(settings: Settings | None = None) -> Starlette:
 
     cache = StatusCache()  # ended runs' statuses, between requests
     templates = Jinja2Templates(directory=str(HERE / "templates"))
-    templates.env.globals["csrf"] = settings.csrf
 
     def page(request: Request, template: str, status_code: int = 200, **ctx: Any) -> Response:
+        ctx.setdefault("csrf", settings.csrf_for(request.scope.get("tau_session", "")))
         return templates.TemplateResponse(request, template, ctx, status_code=status_code)
+
+    def csrf_ok(form: Any, request: Request) -> bool:
+        session = request.scope.get("tau_session_sent")  # the cookie the browser sent
+        if not session:
+            return False
+        return hmac.compare_digest(str(form.get("csrf") or ""), settings.csrf_for(session))
 
     def refused(request: Request, what: str, hint: str) -> Response:
         return page(request, "error.html", status_code=403, title="Refused", hint=hint,
@@ -148,7 +165,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             st = await run_in_threadpool(_status, run_id, settings.context)
             return page(request, "confirm.html", st=st, ended=st.phase in TERMINAL)
         form = await request.form()
-        if not _csrf_ok(form, settings.csrf):
+        if not csrf_ok(form, request):
             return refused(request, "cancelled", "open the run's page and use its Cancel button")
         from taugrid.client import runs as client
 
@@ -190,7 +207,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         if request.method == "GET":
             return page(request, "decide.html", workspace=workspace, name=name, verdict=verdict)
         form = await request.form()
-        if not _csrf_ok(form, settings.csrf):
+        if not csrf_ok(form, request):
             return refused(request, "decided", "open the queues page and use its buttons")
         from taugrid.client import quota
 
@@ -286,7 +303,69 @@ def create_app(settings: Settings | None = None) -> Starlette:
     )
     if settings.token:
         app.add_middleware(_TokenGate, token=settings.token)
+    app.add_middleware(_Guard, allowed=settings.allowed_hosts)  # outermost: before the token
     return app
+
+
+def _hostname(value: str) -> str:
+    """The name in a Host header or an origin's authority, lower-case, without port or the
+    brackets of an IPv6 address."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value[1:].split("]", 1)[0]
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+class _Guard:
+    """Before anything else: the Host must be one the portal serves (else 421, naming it: a page
+    whose DNS name was rebound to this machine reads nothing); a request that changes anything
+    (not GET/HEAD/OPTIONS) must come from an allowed origin (Origin, else Referer; a browser
+    always sends one of them with a form); and every browser gets a session cookie, to which
+    its CSRF tokens are tied."""
+
+    def __init__(self, app: Any, allowed: tuple[str, ...]) -> None:
+        self.app, self.allowed = app, tuple(_hostname(h) for h in allowed)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
+        host = request.headers.get("host", "")
+        if _hostname(host) not in self.allowed:
+            await self._refuse(scope, receive, send, 421, f"refused Host {host!r}: this portal "
+                               f"answers to {', '.join(self.allowed)} (tau portal --allowed-hosts "
+                               "NAME serves another name)")  # fmt: skip
+            return
+        if request.method not in SAFE_METHODS:
+            origin = request.headers.get("origin") or request.headers.get("referer")
+            if origin is not None:
+                from urllib.parse import urlsplit
+
+                name = _hostname(urlsplit(origin).netloc) if origin != "null" else "null"
+                if name not in self.allowed:
+                    await self._refuse(scope, receive, send, 403, f"refused a {request.method} from "
+                                       f"origin {origin!r}: nothing was changed")  # fmt: skip
+                    return
+        sent = request.cookies.get(SESSION_COOKIE, "")
+        scope["tau_session_sent"] = sent
+        scope["tau_session"] = sent or secrets.token_urlsafe(24)
+        if sent:
+            await self.app(scope, receive, send)
+            return
+        cookie = f"{SESSION_COOKIE}={scope['tau_session']}; Path=/; HttpOnly; SameSite=Strict"
+
+        async def with_cookie(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                message.setdefault("headers", [])
+                message["headers"] = [*message["headers"], (b"set-cookie", cookie.encode())]
+            await send(message)
+
+        await self.app(scope, receive, with_cookie)
+
+    @staticmethod
+    async def _refuse(scope: Any, receive: Any, send: Any, code: int, why: str) -> None:
+        await PlainTextResponse(why + "\n", status_code=code)(scope, receive, send)
 
 
 class _TokenGate:
@@ -501,10 +580,6 @@ def _config_diff(configs: dict[str, dict[str, Any]]) -> list[tuple[str, list[str
         if len({repr(v) for v in values}) > 1:
             out.append((k, ["" if v is None else str(v) for v in values]))
     return out
-
-
-def _csrf_ok(form: Any, token: str) -> bool:
-    return hmac.compare_digest(str(form.get("csrf") or ""), token)
 
 
 def _run_id(request: Request) -> str:

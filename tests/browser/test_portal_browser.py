@@ -71,7 +71,14 @@ def browser() -> Iterator[Any]:
     if not CHROMIUM:
         pytest.skip("no chromium: `make browser` installs Debian's chromium")
     with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        # rebind.test resolves to this machine: what a DNS-rebinding page's name does once it
+        # has been rebound (nothing leaves loopback). Chromium's own local-network checks are
+        # off, as in a browser without them: what is tested is the portal's defense.
+        b = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--host-resolver-rules=MAP rebind.test 127.0.0.1",
+            "--disable-features=PrivateNetworkAccessRespectPreflightResults,"
+            "BlockInsecurePrivateNetworkRequests,PrivateNetworkAccessSendPreflights,"
+            "LocalNetworkAccessChecks"])  # fmt: skip
         yield b
         b.close()
 
@@ -152,3 +159,41 @@ def test_the_keyboard_reaches_the_skip_link_then_the_runs(portal: str, page: Any
         "els => els.map(e => (e.labels && e.labels.length) || e.getAttribute('aria-label') ? 1 : 0)",
     )
     assert labels and all(labels)  # every control has a label
+
+
+REBINDER = """<!doctype html><title>cute cats</title><script>
+window.tried = (async () => {
+  const got = {};
+  for (const [what, path, init] of [
+      ["read", "/runs", {}],
+      ["token", "/runs/wait-rrrrr/cancel", {}],
+      ["cancel", "/runs/wait-rrrrr/cancel", {method: "POST", credentials: "include",
+        headers: {"content-type": "application/x-www-form-urlencoded"}, body: "csrf=guess"}]]) {
+    try { const r = await fetch(path, init); got[what] = [r.status, await r.text()]; }
+    catch (e) { got[what] = [0, String(e)]; }
+  }
+  return got;
+})();
+</script>"""
+
+
+def test_a_rebinding_page_can_neither_read_nor_cancel(home: Path, portal: str, page: Any) -> None:
+    """The page was loaded from the attacker's server as http://rebind.test:PORT; its name now
+    resolves to 127.0.0.1 (rebound), so its same-origin requests reach the portal: every one is
+    refused for its Host, nothing of the portal is read, and the run is not cancelled."""
+    port = portal.rsplit(":", 1)[1]
+    origin = f"http://rebind.test:{port}"
+    page.route(f"{origin}/", lambda route: route.fulfill(status=200, body=REBINDER,
+                                                        content_type="text/html"))  # fmt: skip
+    with supervisor(make_run(home, "wait-rrrrr", phase=Phase.Pending)):
+        page.goto(f"{origin}/")
+        got = page.evaluate("window.tried")
+        for what in ("read", "token", "cancel"):
+            status, body = got[what]
+            assert status == 421 and "refused Host 'rebind.test:" in body, (what, got[what])
+            assert "wait-rrrrr" not in body and "csrf" not in body
+        assert RunDir(home / "data" / "runs" / "wait-rrrrr").read_record().phase is Phase.Pending
+        page.goto(f"{origin}/runs")  # and opened by hand: the same refusal, said in words
+        assert "refused Host" in page.content()
+        page.goto(f"{portal}/runs/wait-rrrrr")  # by its own name the portal answers
+        assert page.locator("#phase").inner_text() == "Pending"

@@ -22,7 +22,7 @@ def portal_as(sandbox: Path, who: str, monkeypatch: pytest.MonkeyPatch) -> objec
 
     monkeypatch.setenv("TAU_HOME", str(sandbox))
     monkeypatch.setenv("KUBECONFIG", kube_env(sandbox, who)["KUBECONFIG"])
-    return TestClient(create_app(Settings()))
+    return TestClient(create_app(Settings()), base_url="http://127.0.0.1")
 
 
 def test_each_researcher_sees_only_their_workspaces_runs(

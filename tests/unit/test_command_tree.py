@@ -58,7 +58,7 @@ platform promote: --output --stacks-dir --yes -o -y
 platform refresh: --output --stack --stacks-dir -o -s
 platform snapshot: --stack --stacks-dir -s
 platform up: --no-policies --output --policy-pack --refresh --stack --stacks-dir --yes -o -s -y
-portal: --context --host --open --port
+portal: --allowed-hosts --context --host --open --port
 profiles: --context --output -o
 quota approve: --context --note --output --workspace -o
 quota deny: --context --note --output --workspace -o

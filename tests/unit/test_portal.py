@@ -33,7 +33,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture
 def web(home: Path) -> TestClient:
-    return TestClient(create_app(Settings(page_size=3, poll_s=0.01)))
+    return TestClient(create_app(Settings(page_size=3, poll_s=0.01)), base_url="http://127.0.0.1")
 
 
 def test_the_runs_page_lists_filters_sorts_and_pages(home: Path, web: TestClient) -> None:
@@ -138,14 +138,14 @@ def test_an_unknown_run_is_a_page_that_says_so(web: TestClient, path: str) -> No
 
 def test_a_token_is_needed_on_every_request_when_set(home: Path) -> None:
     make_run(home, "train-aaaaa")
-    web = TestClient(create_app(Settings(token="s3cret")))
+    web = TestClient(create_app(Settings(token="s3cret")), base_url="http://127.0.0.1")
     assert web.get("/runs").status_code == 401
     assert web.get("/runs?token=wrong").status_code == 401
     assert web.get("/static/portal.css").status_code == 401
     first = web.get("/runs?token=s3cret&phase=Succeeded", follow_redirects=False)
     assert first.status_code == 303 and first.headers["location"] == "/runs?phase=Succeeded"
     assert web.get("/runs").status_code == 200  # the cookie carries it now
-    fresh = TestClient(create_app(Settings(token="s3cret")))
+    fresh = TestClient(create_app(Settings(token="s3cret")), base_url="http://127.0.0.1")
     assert fresh.get("/runs", headers={"Authorization": "Bearer s3cret"}).status_code == 200
 
 
@@ -444,3 +444,63 @@ def test_the_services_pages_show_revisions_events_and_why(home: Path, web: TestC
     assert "tau serve rollout iris" in item
     assert web.get("/services/ghost").status_code == 404
     assert web.get("/services/..%2Fx").status_code == 404
+
+
+# --- the portal lets no page in: Host, Origin, a CSRF token tied to the session --------------
+@pytest.mark.parametrize(
+    "host", ["evil.example", "evil.example:8800", "127.0.0.1.nip.io", "10.0.0.5"]
+)
+def test_a_host_the_portal_does_not_serve_is_refused_by_name(home: Path, host: str) -> None:
+    web = TestClient(create_app(Settings()), base_url=f"http://{host}")
+    for path in ("/runs", "/runs/train-aaaaa", "/static/portal.css"):
+        got = web.get(path)
+        assert got.status_code == 421 and f"refused Host {host!r}" in got.text, (path, got.text)
+        assert "train-aaaaa" not in got.text and "set-cookie" not in got.headers
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1:8800", "localhost", "LOCALHOST:1", "[::1]:8800"])
+def test_loopback_names_and_allowed_hosts_are_served(home: Path, host: str) -> None:
+    assert (
+        TestClient(create_app(Settings()), base_url=f"http://{host}").get("/runs").status_code
+        == 200
+    )
+    other = Settings(allowed_hosts=("127.0.0.1", "portal.lab"))
+    assert (
+        TestClient(create_app(other), base_url="http://portal.lab:8800").get("/runs").status_code
+        == 200
+    )
+
+
+def test_a_post_from_another_origin_or_another_session_changes_nothing(
+    home: Path, web: TestClient, supervised: RunDir
+) -> None:
+    page = web.get("/runs/wait-aaaaa/cancel")
+    token = page.text.split('name="csrf" value="')[1].split('"')[0]
+    for origin in ("http://evil.example", "http://evil.example:8800", "null"):
+        got = web.post("/runs/wait-aaaaa/cancel", data={"csrf": token}, headers={"origin": origin})
+        assert got.status_code == 403 and f"origin {origin!r}" in got.text
+    got = web.post("/runs/wait-aaaaa/cancel", data={"csrf": token},
+                   headers={"referer": "http://evil.example/page"})  # fmt: skip
+    assert got.status_code == 403
+    other = TestClient(web.app, base_url="http://127.0.0.1")  # another browser, the same portal
+    other.get("/runs")  # its own session cookie
+    assert other.post("/runs/wait-aaaaa/cancel", data={"csrf": token}).status_code == 403
+    bare = TestClient(web.app, base_url="http://127.0.0.1", cookies={})
+    assert bare.post("/runs/wait-aaaaa/cancel", data={"csrf": token}).status_code == 403
+    assert RunDir(home / "data" / "runs" / "wait-aaaaa").read_record().phase is Phase.Pending
+    done = web.post("/runs/wait-aaaaa/cancel", data={"csrf": token},
+                    headers={"origin": "http://127.0.0.1"}, follow_redirects=False)  # fmt: skip
+    assert done.status_code == 303
+    assert RunDir(home / "data" / "runs" / "wait-aaaaa").read_record().phase is Phase.Cancelled
+
+
+def test_the_cli_serves_loopback_and_what_it_is_told() -> None:
+    import socket
+
+    from taugrid.cli.portal import _allowed
+
+    assert _allowed("127.0.0.1", []) == ("127.0.0.1", "localhost", "::1")
+    assert "lab.example" in _allowed("127.0.0.1", ["lab.example, other"])
+    wide = _allowed("0.0.0.0", [])
+    assert socket.gethostname().lower() in wide and "0.0.0.0" not in wide
+    assert "192.0.2.7" in _allowed("192.0.2.7", [])
