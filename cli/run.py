@@ -91,25 +91,18 @@ def run_validate(
     profile: ProfileOpt = None,
     output: JsonOpt = ReportFormat.text,
 ) -> None:
-    """Check a tau.yaml (and, with --profiles, that the cluster can place it)."""
-    from taugrid.runs import codebundle, load
+    """Check a tau.yaml: every check `tau run` makes that needs no cluster (the data inputs'
+    versions and runtime.python included) and, with --profiles, that the cluster can place it."""
+    from taugrid.client import runs
 
     try:
-        loaded = load.load_manifest(file)
-        m = loaded.manifest
-        bundle = codebundle.collect(loaded.folder)  # over the size limit: an error here too
-        placed = None
-        if profiles is not None:
-            from taugrid.runs import resolve
-
-            placed = resolve.resolve(
-                m, load.load_snapshot(profiles), workspace=workspace, profile=profile
-            )
+        got = runs.validate(file, profiles=profiles, workspace=workspace, profile=profile)
     except TauError as e:
         if output is ReportFormat.json:
             out(dump_json({"valid": False, "file": file, "errors": error_items(e)}))
             raise typer.Exit(e.exit_code) from None
         raise
+    loaded, m, bundle, placed = got.loaded, got.loaded.manifest, got.bundle, got.placed
     summary: dict[str, Any] = {
         "valid": True,
         "file": str(loaded.path),
@@ -119,6 +112,7 @@ def run_validate(
         "gpus_per_worker": m.compute.gpus,
         "config_hash": m.config_hash(),
         "code_bundle": bundle.as_json(),
+        "inputs": [i.model_dump(mode="json") for i in got.inputs],
     }
     if placed is not None:
         summary.update(
@@ -144,6 +138,8 @@ def run_validate(
             f"\n    profile {placed.profile.name}, workspace {placed.workspace.name}, queue {placed.queue}, "
             f"{res['cpu']} CPU / {res['memory']} per worker"
         )
+    for inp in got.inputs:
+        line += f"\n    input: {inp.kind} {inp.name}@{inp.version[:19]} ({inp.ref})"
     out(line)
     note = bundle.left_out_summary()
     if note:

@@ -79,6 +79,47 @@ def submit(
 
 
 @dataclass(frozen=True)
+class Validated:
+    """A tau.yaml that `tau run` would accept: the manifest, its code bundle, its data inputs
+    as exact versions, and (with a profile snapshot) where a cluster would place it."""
+
+    loaded: Any  # runs.load.LoadedManifest
+    bundle: Any  # runs.codebundle.Bundle
+    inputs: tuple[Any, ...]  # api.vocabulary.ResolvedInput
+    placed: Any | None  # runs.resolve.Resolved
+
+
+def validate(file: str | Path | None = None, *, profiles: str | Path | None = None,
+             workspace: str | None = None, profile: str | None = None,
+             run_id: str | None = None) -> Validated:  # fmt: skip
+    """Every check `submit` makes that needs no cluster, in its order: the manifest, the code
+    bundle (its size), the run id, where the profiles place it (with `profiles`), each data
+    input resolved to an exact version in the registry (TAU_REGISTRY, else this machine's;
+    with `profiles`, the workspace's registry too), and `runtime.python` found and working.
+    TauError (exit 2) on the first problem, as `submit` would raise it."""
+    from taugrid.runs import codebundle, load
+    from taugrid.runs.prepare import check_run_id, resolve_inputs
+
+    loaded = load.load_manifest(None if file is None else str(file))
+    m = loaded.manifest
+    bundle = codebundle.collect(loaded.folder)  # over the size limit: an error here too
+    if run_id:
+        check_run_id(run_id)
+    placed = None
+    if profiles is not None:
+        from taugrid.runs import resolve
+
+        placed = resolve.resolve(m, load.load_snapshot(Path(profiles)), workspace=workspace,
+                                 profile=profile)  # fmt: skip
+    inputs = resolve_inputs(m, placed.workspace.registry if placed is not None else None)
+    if m.runtime.python:
+        from taugrid.runs.backends.local.backend import interpreter
+
+        interpreter(m.runtime.python, loaded.folder, from_cli=False)
+    return Validated(loaded, bundle, inputs, placed)
+
+
+@dataclass(frozen=True)
 class SubmitRequest:
     """One run of `submit_many`: a tau.yaml (or its folder) and where it goes."""
 
@@ -350,8 +391,18 @@ def follow(run: str | RunDir, out: TextIO | None = None, err: TextIO | None = No
     backend = backend_of(rd, context, say)
     if isinstance(backend, base.Follows):
         phase = backend.follow(rd, out or sys.stdout, err or sys.stderr, transitions=transitions)
+        _settle(rd, phase)
         return phase
     return wait(rd.run_id, context=context)
+
+
+def _settle(rd: RunDir, phase: Phase) -> None:
+    """A run seen ended: its record's end is written and sealed before the caller hears of it
+    (`verify` right after `follow` or `wait` finds the seal)."""
+    from taugrid.api.vocabulary import TERMINAL
+
+    if phase in TERMINAL:
+        rd.settled()
 
 
 def wait(run: str, *, context: str | None = None, timeout_s: float | None = None,
@@ -366,6 +417,7 @@ def wait(run: str, *, context: str | None = None, timeout_s: float | None = None
             raise TauError(f"{run} did not end within {timeout_s:.0f}s ({st.phase})",
                            exit_code=EXIT_NOT_ADMITTED)  # fmt: skip
     assert st is not None
+    _settle(find(run, context=context), st.phase)
     return st.phase
 
 
@@ -462,7 +514,7 @@ def verify(run: str, *, context: str | None = None, say: Say = _quiet) -> Verifi
     """Check a run's sealed evidence record against its MANIFEST.sha256 (a cluster run that
     ended but whose local record was not sealed yet is sealed first, from its status)."""
     rd = find(run, context=context)
-    if not rd.sealed:
+    if not rd.settled():  # an end being recorded right now is waited for
         from contextlib import suppress
 
         with suppress(TauError):  # the cluster may be gone: then "not sealed yet" is the truth

@@ -80,7 +80,11 @@ class AzureStore(Store):
         if where.scheme != "az":
             raise TauError(f"registry {url}: expected az://ACCOUNT/CONTAINER[/PREFIX]",
                            exit_code=EXIT_USAGE)  # fmt: skip
-        self.account, self.container_name, self.prefix = where.account, where.container, where.prefix
+        self.account, self.container_name, self.prefix = (
+            where.account,
+            where.container,
+            where.prefix,
+        )
         url = where.url
         self.url, self.stat_cache = url, stat_cache
         blob, errors = _azure()

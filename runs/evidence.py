@@ -277,6 +277,14 @@ class RunDir:
             f.write(line + "\n")
         self.reseal_if_sealed()
 
+    def settled(self) -> bool:
+        """Once any transition under way has finished (a run's end is recorded and sealed under
+        one lock, so a reader that saw the terminal phase waits here for the seal, never on a
+        clock); whether the record is sealed now."""
+        with self._locked():
+            pass
+        return self.sealed
+
     @property
     def sealed(self) -> bool:
         return self.manifest_path.exists()

@@ -319,3 +319,81 @@ def test_the_account_in_the_address_must_be_the_credentials(
         e.value.exit_code == 2
         and "is for storage account 'devstoreaccount1', not 'otheraccount'" in e.value.message
     )
+
+
+# --- validate checks what run checks -----------------------------------------------------------
+@pytest.mark.parametrize(
+    ("extra", "words"),
+    [
+        ("data: {inputs: [{ref: nothing@prod}]}\n", "no dataset 'nothing'"),
+        ("runtime: {python: ./no-venv/bin/python}\n", "no such interpreter"),
+    ],
+)
+def test_validate_refuses_what_run_refuses(tmp_path: Path, extra: str, words: str) -> None:
+    from conftest import run_tau
+
+    folder = tmp_path / "p"
+    folder.mkdir()
+    (folder / "t.py").write_text("print(1)\n")
+    (folder / "tau.yaml").write_text(
+        f"schema_version: 1\nname: v\nrun: {{entrypoint: t.py}}\n{extra}"
+    )
+    home = tmp_path / "home"
+    checked = run_tau(home, "run", "validate", str(folder))
+    ran = run_tau(home, "run", str(folder), "--target", "local")
+    assert checked.returncode == ran.returncode == 2, (checked.stderr, ran.stderr)
+    assert words in checked.stderr and words in ran.stderr
+    as_json = run_tau(home, "run", "validate", str(folder), "-o", "json")
+    assert as_json.returncode == 2 and '"valid": false' in as_json.stdout
+
+
+def test_validate_names_the_exact_versions_a_run_would_read(tmp_path: Path) -> None:
+    import json
+
+    from conftest import run_tau
+
+    home = tmp_path / "home"
+    src = tree(tmp_path / "d", {"a.txt": b"a"})
+    reg = run_tau(home, "data", "dataset", "register", "corpus", str(src), "-o", "json")
+    version = json.loads(reg.stdout)["version"]
+    folder = tmp_path / "p"
+    folder.mkdir()
+    (folder / "t.py").write_text("print(1)\n")
+    (folder / "tau.yaml").write_text("schema_version: 1\nname: v\nrun: {entrypoint: t.py}\n"
+                                     "data: {inputs: [{ref: corpus}]}\n")  # fmt: skip
+    got = run_tau(home, "run", "validate", str(folder), "-o", "json")
+    assert got.returncode == 0, got.stderr
+    assert json.loads(got.stdout)["inputs"][0]["version"] == version
+    assert (
+        f"input: dataset corpus@{version[:19]}"
+        in run_tau(home, "run", "validate", str(folder)).stdout
+    )
+
+
+# --- follow, then verify: the seal is there --------------------------------------------------
+def test_a_reader_that_saw_the_end_waits_for_the_seal_not_a_clock(tmp_path: Path) -> None:
+    """The supervisor records a run's end and seals it under one lock; `settled` (what
+    `client.follow` and `wait` call once they see the end) returns after the seal."""
+    import threading
+
+    from portalkit import make_run
+
+    from taugrid.api.vocabulary import Phase
+
+    rd = make_run(tmp_path, "sealing-aaaaa", phase=Phase.Running)
+    written, asked = threading.Event(), threading.Event()
+
+    def supervisor() -> None:
+        with rd._locked():
+            rec = rd.read_record().model_copy(update={"phase": Phase.Succeeded})
+            rd.write_record(rec)  # the end is visible ...
+            written.set()
+            asked.wait(30)
+            rd.seal()  # ... and sealed before the lock goes
+
+    t = threading.Thread(target=supervisor)
+    t.start()
+    assert written.wait(30) and rd.read_record().phase is Phase.Succeeded
+    asked.set()
+    assert rd.settled() is True and rd.verify()[1] == []
+    t.join(30)
