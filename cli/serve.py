@@ -182,29 +182,51 @@ def logs(name: NameArg,
         serve.logs(name, sys.stdout, follow=follow, tail=tail or None)
 
 
-def _body(data: str | None) -> bytes | None:
-    if data is None:
-        return None
-    if data.startswith("@"):
-        p = Path(data[1:])
+def _body(data: str | None, raw: str | None) -> tuple[bytes | None, str]:
+    """The request body and its content type: --data is JSON (text or @FILE), checked here
+    (a typo is said with its place, never sent as a request the service cannot parse);
+    --data-raw is sent as it is."""
+    if data is not None and raw is not None:
+        raise TauError("--data is JSON, --data-raw any bytes: give one", exit_code=EXIT_USAGE)
+    given, flag = (data, "--data") if data is not None else (raw, "--data-raw")
+    if given is None:
+        return None, "application/json"
+    body = given.encode()
+    if given.startswith("@"):
+        p = Path(given[1:])
         try:
-            return p.read_bytes()
+            body = p.read_bytes()
         except OSError as e:
             raise TauError(
-                f"--data {data}: cannot read {p} ({e.strerror or e})", exit_code=EXIT_USAGE
+                f"{flag} {given}: cannot read {p} ({e.strerror or e})", exit_code=EXIT_USAGE
             ) from None
-    return data.encode()
+    if raw is not None:
+        return body, "application/octet-stream"
+    import json
+
+    try:
+        json.loads(body)
+    except ValueError as e:  # UnicodeDecodeError too
+        where = (
+            f" (line {e.lineno}, column {e.colno})" if isinstance(e, json.JSONDecodeError) else ""
+        )
+        raise TauError(f"--data is not JSON{where}: {getattr(e, 'msg', e)}", exit_code=EXIT_USAGE,
+                       hint="quote it for the shell, e.g. --data '{\"features\": [1, 2]}'; "
+                       "--data-raw sends other bytes as they are") from None  # fmt: skip
+    return body, "application/json"
 
 
 @app.command("invoke")
 def invoke(name: NameArg,
-           data: Annotated[str | None, typer.Option("--data", "-d", help="Request body: JSON text, or @FILE")] = None,
+           data: Annotated[str | None, typer.Option("--data", "-d", help="Request body: JSON text, or @FILE (checked to be JSON)")] = None,
+           data_raw: Annotated[str | None, typer.Option("--data-raw", help="Request body sent as it is (text or @FILE), application/octet-stream")] = None,
            path: Annotated[str, typer.Option("--path", help="Under the service's route, e.g. /predict")] = "",
            output: JsonOpt = ReportFormat.text) -> None:  # fmt: skip
-    """Send one request (POST with --data, else GET) and print the answer."""
+    """Send one request (POST with --data or --data-raw, else GET) and print the answer."""
     from taugrid.client import serve
 
-    ans = serve.invoke(name, _body(data), path=path)
+    body, content_type = _body(data, data_raw)
+    ans = serve.invoke(name, body, path=path, content_type=content_type)
     if output is ReportFormat.json:
         doc: dict[str, Any] = {
             "status": ans.status,

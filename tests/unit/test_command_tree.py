@@ -83,7 +83,7 @@ sandbox status: --output -o
 sandbox up: --no-platform --stack --stacks-dir -s
 serve delete: --output -o
 serve deploy: --checkpoint --context --from-run --model --name --no-wait --output --port --profile --target --workspace -o -t
-serve invoke: --data --output --path -d -o
+serve invoke: --data --data-raw --output --path -d -o
 serve list: --output -o
 serve logs: --follow --tail -f
 serve promote: --no-wait --output -o

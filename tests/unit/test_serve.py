@@ -520,3 +520,27 @@ def test_a_request_caught_by_the_route_handover_is_answered_by_the_serving_revis
     # so it is sent on once, and the application's 404 there is the answer
     assert miss_status == 404 and miss_body == b"no such thing"
     assert seen[2:] == [("/_tau/iris/stable/missing", None), ("/iris/missing", "1")]
+
+
+def test_invoke_sends_json_only_when_it_is_json(tmp_path: Path) -> None:
+    from taugrid.api.errors import TauError
+    from taugrid.cli.serve import _body
+
+    assert _body('{"features": [1, 2]}', None) == (b'{"features": [1, 2]}', "application/json")
+    assert _body(None, "plain text, not JSON") == (
+        b"plain text, not JSON",
+        "application/octet-stream",
+    )
+    assert _body(None, None) == (None, "application/json")
+    f = tmp_path / "req.json"
+    f.write_text('{"a": 1}')
+    assert _body(f"@{f}", None)[0] == b'{"a": 1}'
+    for bad, words in (("features: [1, 2]", "not JSON (line 1, column 1)"), ('{"a": 1', "not JSON"),
+                       (f"@{tmp_path / 'none'}", "cannot read")):  # fmt: skip
+        with pytest.raises(TauError, match=words.replace("(", r"\(").replace(")", r"\)")) as e:
+            _body(bad, None)
+        assert e.value.exit_code == 2
+    with pytest.raises(TauError, match="give one"):
+        _body("{}", "x")
+    res = run_tau(tmp_path, "serve", "invoke", "ghost", "--data", "features: 1")
+    assert res.returncode == 2 and "--data is not JSON" in res.stderr and "--data-raw" in res.stderr
