@@ -377,6 +377,8 @@ class ModelInfo(_Model):
 # --- the service block (tau serve; the records and status are in api/serve.py) ---------------
 MAX_REPLICAS = 64
 MAX_GPUS_PER_REPLICA = 8
+DEFAULT_MAX_ONGOING = 5  # Ray Serve's own default: a replica works on five requests at once
+DEFAULT_MAX_QUEUED = 100  # Ray Serve's default is unbounded: a burst then waits without end
 IMPORT_PATH = re.compile(
     r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$"
 )
@@ -429,6 +431,15 @@ class ServiceSpec(_Model):
     )
     env: dict[str, str] = Field(default_factory=dict, description="Environment of the replicas")
     rollout: Rollout = Field(default_factory=Rollout)
+    max_ongoing_requests: int = Field(
+        DEFAULT_MAX_ONGOING, ge=1, le=10_000,
+        description="Requests one replica works on at once (Ray Serve's max_ongoing_requests)",
+    )  # fmt: skip
+    max_queued_requests: int = Field(
+        DEFAULT_MAX_QUEUED, ge=1, le=1_000_000,
+        description="Requests that may wait for a replica; beyond them Ray Serve answers 503 at "
+        "once instead of letting a request wait without end (max_queued_requests)",
+    )  # fmt: skip
 
     @field_validator("import_path")
     @classmethod

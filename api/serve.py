@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from taugrid.api.defaults import new_list
+from taugrid.api.manifest import DEFAULT_MAX_ONGOING, DEFAULT_MAX_QUEUED
 from taugrid.api.manifest import MAX_REPLICAS as MAX_REPLICAS
 from taugrid.api.manifest import STRATEGIES as STRATEGIES
 from taugrid.api.manifest import Autoscaling as Autoscaling
@@ -245,6 +246,10 @@ def config_hash(spec: ServiceSpec, model: ModelPin | None, code_digest: str) -> 
         mode="json",
         exclude={"replicas", "autoscaling", "rollout", "model", "from_run", "checkpoint"},
     )  # how the model was named does not matter: the version it resolved to does
+    for key, default in (("max_ongoing_requests", DEFAULT_MAX_ONGOING),
+                         ("max_queued_requests", DEFAULT_MAX_QUEUED)):  # fmt: skip
+        if doc.get(key) == default:  # a revision made before these were settings: the same one
+            del doc[key]
     doc["model_version"] = model.version if model else None
     doc["code"] = code_digest
     blob = json.dumps(doc, sort_keys=True, separators=(",", ":"))

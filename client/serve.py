@@ -964,15 +964,20 @@ def scale(
     if rec.target == "kube":
         _no_canary(rec, "a scale on a cluster")
         return _scale_kube(sd, new, timeout_s, say)
+    if new.replicas == 0:
+        raise TauError(f"{name}: a local service cannot be scaled to a fixed 0 replicas (Ray "
+                       "Serve would have nothing to answer with); nothing changed",
+                       exit_code=EXIT_USAGE,
+                       hint=f"tau serve scale {name} --min 0 --max N: autoscaling down to zero "
+                       f"when idle, up on a request; or tau serve delete {name}")  # fmt: skip
     serve = LocalServe.started(_gpus_here(), say)
     with sd.lock():
         rec = sd.read()
         rev = rec.current
+        _fits_head(name, serve, rev.spec, new, rec.canary is not None)
         shape = _shape(sd, rev, _model_dir(rev.model) if rev.model else None)
         was = rec.scale.describe()
         rec = rec.model_copy(update={"scale": new})
-        sd.write(rec)
-        sd.event("scale", f"{new.describe()} (was {was})", rec.serving, _who())
         changes = {name: _config(sd, rec, rev, shape, new, rec.strategy)}
         c = rec.canary
         if c is not None and not c.promoting:  # the canary keeps its share of the new size
@@ -983,10 +988,33 @@ def scale(
             changes[canary_app(name)] = _config(
                 sd, rec, crev, cshape, _canary_scale(new, c.percent), "rolling",
                 route=hidden_route(name, "canary"), app=canary_app(name))  # fmt: skip
-        serve.apply_many(changes)
+        serve.apply_many(changes)  # first: a size Ray Serve refuses is never recorded
+        sd.write(rec)
+        sd.event("scale", f"{new.describe()} (was {was})", rec.serving, _who())
     if rec.canary is not None:
         return _await_canary(name, timeout_s, say)
     return _await(name, rec.serving, timeout_s, say)
+
+
+def _fits_head(name: str, serve: LocalServe, spec: S.ServiceSpec, scale: S.Scale,
+               canary: bool) -> None:  # fmt: skip
+    """Refuse a size the local Ray head can never place (its replicas would wait forever):
+    the most replicas the scale asks for, times each one's CPUs and GPUs, against the head's."""
+    head = serve.head
+    if head is None:
+        return
+    most = scale.autoscaling.max_replicas if scale.autoscaling else (scale.replicas or 1)
+    if canary:
+        most += 1  # the canary's share takes at least one more
+    for what, each, have in (("CPU", float(spec.cpus), float(head.num_cpus)),
+                             ("GPU", float(spec.gpus), float(head.num_gpus))):  # fmt: skip
+        if each and most * each > have:
+            fit = int(have // each)
+            raise TauError(f"{name}: {most} replica(s) x {each:g} {what} = {most * each:g} {what}s, "
+                           f"but the local Ray head has {have:g}: they would wait forever; nothing "
+                           "changed", exit_code=EXIT_USAGE,
+                           hint=f"at most {fit} replica(s) here (or fewer {what}s per replica: "
+                           f"service.{what.lower()}s)")  # fmt: skip
 
 
 def _scale_kube(sd: ServiceDir, new: S.Scale, timeout_s: float, say: Say) -> S.ServiceStatus:

@@ -153,6 +153,9 @@ def app_config(name: str, route: str, rev: S.Revision, scale: S.Scale, strategy:
         entry: dict[str, Any] = {"name": d, **update}
         if d == shape.ingress:
             entry["ray_actor_options"] = {"num_cpus": spec.cpus, "num_gpus": spec.gpus}
+            # bounded: a burst beyond what the replicas can take is answered 503 at once
+            entry["max_ongoing_requests"] = spec.max_ongoing_requests
+            entry["max_queued_requests"] = spec.max_queued_requests
             a = scale.autoscaling
             if a is not None:
                 auto: dict[str, Any] = {

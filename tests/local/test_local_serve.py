@@ -166,6 +166,16 @@ def test_scale_to_zero_and_the_first_request_is_answered(
     assert ans["model_version"] == v1  # answered while a replica started: not dropped
     ok(tau("serve", "scale", "iris0", "--replicas", "1"))
     assert status(tau, "iris0")["replicas"]["ready"] == 1
+    # sizes that cannot work are refused, with the fix, and nothing of them is recorded
+    zero = tau("serve", "scale", "iris0", "--replicas", "0")
+    assert zero.returncode == 2 and "--min 0 --max N" in zero.stderr, zero.stderr
+    many = tau("serve", "scale", "iris0", "--replicas", "64")
+    assert many.returncode == 2 and "the local Ray head has" in many.stderr, many.stderr
+    assert "wait forever" in many.stderr and "Traceback" not in zero.stderr + many.stderr
+    after = status(tau, "iris0")
+    assert after["scale"] == "1 replica", after["scale"]
+    scaled = [e["message"] for e in after["events"] if e["kind"] == "scale"]
+    assert not any(m.startswith(("64 ", "0 replicas")) for m in scaled), scaled
 
 
 def test_deploys_that_cannot_work_leave_nothing_deployed(
