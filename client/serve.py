@@ -338,15 +338,31 @@ def _refuse_foreign(serve: LocalServe, name: str, route: str) -> None:
 
 def _undo_first(sd: ServiceDir, serve: LocalServe, st: S.ServiceStatus) -> None:
     """A first deploy that never served: remove it from Ray Serve, keep the evidence aside."""
+    tail = _log_tail(serve, sd.name)
     with sd.lock():
         serve.apply(sd.name, None)
-        sd.event("failed", st.summary, 1)
+        sd.event("failed", st.summary + (f"; replica log: {' | '.join(tail)}" if tail else ""), 1)
         rec = sd.read().model_copy(update={"deleted_at": _now()})
         sd.write(rec)
         where = sd.retire()
-    raise TauError(f"service {sd.name}: {st.summary}", exit_code=EXIT_RUN_FAILED,
+    said = "".join(f"\n  replica: {line}" for line in tail)
+    raise TauError(f"service {sd.name}: {st.summary}{said}", exit_code=EXIT_RUN_FAILED,
                    hint=f"nothing is left deployed; its record and replica logs: {where}, "
                    "and `tau serve logs` while deploying")  # fmt: skip
+
+
+def _log_tail(serve: LocalServe, name: str, n: int = 5) -> list[str]:
+    """The last lines the service's replicas wrote that say an error (a load error's
+    traceback ends there), else their last lines; best effort."""
+    lines: list[str] = []
+    for f in serve.log_files(name):
+        try:
+            lines += f.read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+    lines = [ln.rstrip() for ln in lines if ln.strip()]
+    errors = [ln for ln in lines if " ERROR " in ln or "Error" in ln or "Exception" in ln]
+    return [ln[:300] for ln in (errors or lines)[-n:]]
 
 
 def _now() -> str:

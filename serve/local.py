@@ -339,9 +339,10 @@ class LocalServe:
                     started.append(float(r.get("start_time_s") or 0))
                 elif r.get("state") in ("STARTING", "PENDING_MIGRATION", "RECOVERING"):
                     starting += 1
-        message = str(app.get("message") or "")
-        if dep and dep.get("message"):
-            message = message or str(dep["message"])
+        # the application's message, and the deployment's (where Ray Serve puts a replica's
+        # own exception: its constructor's traceback) after it
+        parts = [str(app.get("message") or ""), str((dep or {}).get("message") or "")]
+        message = "\n".join(p for p in dict.fromkeys(parts) if p.strip())
         return Observed(
             head_up=True, exists=True, status=str(app.get("status", "")), message=message,
             revision=int(rev) if rev and str(rev).isdigit() else None, deployment_status=dstatus,

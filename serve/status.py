@@ -7,6 +7,7 @@ Deleted.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -124,7 +125,7 @@ def _phase(rec: S.ServiceRecord, obs: Observed, answered: bool | None, probe_sta
         return "Waiting", f"Kueue has not admitted revision {n}: {why}", False
     ready = f"{replicas.ready}/{replicas.wanted} replicas ready"
     if obs.status == "DEPLOY_FAILED":
-        first = obs.message.strip().splitlines()[-1:] or ["(no message)"]
+        first = [cause(obs.message)]
         undo = (
             f"; `tau serve rollback {name}` returns to revision {rec.previous}"
             if rec.previous
@@ -185,7 +186,7 @@ def _canary_phase(rec: S.ServiceRecord, obs: Observed, answered: bool | None,
         return "Updating", f"canary revision {c.revision} is being deployed", True
     cready = f"{co.running}/{co.wanted} replicas ready"
     if co.status == "DEPLOY_FAILED":
-        first = co.message.strip().splitlines()[-1:] or ["(no message)"]
+        first = [cause(co.message)]
         return ("Unhealthy", f"canary revision {c.revision} failed to deploy: {first[0][:300]}; "
                 f"{end}", False)  # fmt: skip
     if co.admitted is False:
@@ -204,3 +205,16 @@ def _canary_phase(rec: S.ServiceRecord, obs: Observed, answered: bool | None,
     return ("Canary", f"canary: revision {c.revision} takes {c.percent}% of requests ({cready}), "
             f"revision {stable} {100 - c.percent}% ({ready}); `tau serve promote {name}` gives "
             f"revision {c.revision} all, {end}{note}", True)  # fmt: skip
+
+
+_EXCEPTION = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b.*")
+
+
+def cause(message: str) -> str:
+    """The replica's own error in a message of Ray Serve: the last exception line of its
+    traceback (e.g. "FileNotFoundError: [Errno 2] ... 'missing.json'"), else its last line."""
+    lines = [ln.strip() for ln in message.strip().splitlines() if ln.strip()]
+    found = [ln for ln in lines if _EXCEPTION.match(ln)]
+    if found:
+        return found[-1]
+    return lines[-1] if lines else "(no message)"

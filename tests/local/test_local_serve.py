@@ -196,6 +196,7 @@ def test_deploys_that_cannot_work_leave_nothing_deployed(
     res = tau("serve", "deploy", str(folder), "--name", "nomodel", timeout=400)
     assert res.returncode == 1, res.stderr
     assert "revision 1 failed to deploy" in res.stderr and "nothing is left deployed" in res.stderr
+    assert "missing.json" in res.stderr, res.stderr  # the replica's own error, not Ray's words
     assert not (tau.home / "services" / "nomodel").exists()
     assert any(
         p.name.startswith("nomodel-") for p in (tau.home / "services" / ".deleted").iterdir()

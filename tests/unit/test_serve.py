@@ -544,3 +544,27 @@ def test_invoke_sends_json_only_when_it_is_json(tmp_path: Path) -> None:
         _body("{}", "x")
     res = run_tau(tmp_path, "serve", "invoke", "ghost", "--data", "features: 1")
     assert res.returncode == 2 and "--data is not JSON" in res.stderr and "--data-raw" in res.stderr
+
+
+@pytest.mark.parametrize(
+    ("message", "want"),
+    [
+        (
+            "Deploying app 'iris' failed with exception:\nray::ServeReplica:iris:Classifier.initialize_and_get_metadata()\n"
+            'Traceback (most recent call last):\n  File "serve_app.py", line 9, in __init__\n'
+            "FileNotFoundError: [Errno 2] No such file or directory: 'missing.json'\n",
+            "FileNotFoundError: [Errno 2] No such file or directory: 'missing.json'",
+        ),
+        (
+            "The deployment failed to start 3 times in a row.\nray.exceptions.RayTaskError(ValueError): boom\n"
+            "ValueError: bad weights",
+            "ValueError: bad weights",
+        ),
+        ("just one line", "just one line"),
+        ("", "(no message)"),
+    ],
+)
+def test_a_failed_deploy_names_the_replicas_own_error(message: str, want: str) -> None:
+    from taugrid.serve.status import cause
+
+    assert cause(message) == want
