@@ -4,7 +4,9 @@
   the same application (same code, same model files) deployed with Ray Serve's own CLI
   (`serve deploy`) on the same head, paired and interleaved: TauGrid adds <= 5%;
 - `tau serve deploy` to the first answered request on a warm head: <= 10 s;
-- `tau serve rollback` to the first request answered by the old revision: <= 10 s.
+- `tau serve rollback` to the first request answered by the old revision: <= 10 s;
+- a rollout and a rollback under 20 requests/s, open loop (each request's latency from when it
+  was due, `tests/servekit.py`): failed requests, p50/p95/p99/max, and the machine's load.
 
     .venv/bin/python bench/bench_serve.py [--requests N] [--seconds S]
 """
@@ -84,8 +86,10 @@ def main() -> int:
     ap.add_argument("--requests", type=int, default=200, help="sequential requests per round")
     ap.add_argument("--seconds", type=float, default=4.0, help="throughput window per round")
     ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--rate", type=float, default=20.0, help="requests/s during the rollout")
     args = ap.parse_args()
     out: dict[str, float] = {}
+    under_load: dict[str, object] = {}
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["TAU_HOME"] = str(Path(tmp) / "home")
         folder = Path(tmp) / "serve-model"
@@ -164,6 +168,16 @@ def main() -> int:
                 time.sleep(0.05)
             out["rollback_to_old_s"] = time.perf_counter() - t0
             proc.wait(timeout=300)
+            # a rollout and a rollback under 20 requests/s, open loop: each request's latency
+            # from when it was due (what a client sees; docs/serve.md reports these figures)
+            sys.path.insert(0, str(ROOT / "tests"))
+            from servekit import Load
+
+            with Load(url, args.rate, at_least_s=10.0) as load:
+                tau("serve", "rollout", "iris", "--model", f"iris@{versions[1]}")
+                tau("serve", "rollback", "iris")
+            under_load = load.summary()
+            under_load["rate_per_s"] = args.rate
         finally:
             subprocess.run([TAU, "local", "stop"], capture_output=True, env=os.environ.copy(),
                            check=False)  # fmt: skip
@@ -172,6 +186,7 @@ def main() -> int:
         mark = "" if b is None else f"  <= {b:g}  {'ok' if v <= b else 'OVER'}"
         print(f"{k:26s} {v:10.2f}{mark}")
     print(json.dumps({k: round(v, 2) for k, v in out.items()}))
+    print("rollout and rollback under load (open loop, latency from due):", json.dumps(under_load))
     return 0
 
 

@@ -8,21 +8,18 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import threading
-import time
 import urllib.error
 import urllib.request
 from collections import Counter
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 from localkit import EXAMPLES, Tau, have_ray, wait_for
+from servekit import BODY, Load
 
 pytestmark = pytest.mark.skipif(not have_ray(), reason="Ray is not installed")
-BODY = json.dumps({"features": [6.5, 3.0, 5.5, 2.0]}).encode()
 
 
 def ok(res: Any) -> Any:
@@ -52,46 +49,6 @@ def example(tau: Tau, tmp_path: Path) -> Iterator[tuple[Path, list[str]]]:
     yield folder, versions
     for name in json.loads(tau("serve", "list", "-o", "json").stdout or "[]"):
         tau("serve", "delete", name["name"])
-
-
-class Load:
-    """`rate` POSTs a second from a bounded pool until stopped: every answer is counted."""
-
-    def __init__(self, url: str, rate: float, at_least_s: float = 0.0) -> None:
-        self.url, self.rate, self.at_least_s = url, rate, at_least_s
-        self.started = time.monotonic()
-        self.answers: Counter[str] = Counter()
-        self.failures: list[str] = []
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _one(self) -> None:
-        req = urllib.request.Request(self.url, data=BODY, method="POST",
-                                     headers={"Content-Type": "application/json"})  # fmt: skip
-        try:
-            with urllib.request.urlopen(req, timeout=60) as resp:
-                self.answers[json.loads(resp.read())["revision"]] += 1
-        except (urllib.error.URLError, OSError, ValueError) as e:
-            self.failures.append(repr(e))
-
-    def _run(self) -> None:
-        with ThreadPoolExecutor(max_workers=64) as pool:
-            start, n = time.monotonic(), 0
-            while not self.stop.is_set():
-                pool.submit(self._one)
-                n += 1
-                self.stop.wait(max(0.0, start + n / self.rate - time.monotonic()))
-
-    def __enter__(self) -> Load:
-        self.started = time.monotonic()
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        # the load runs for the whole window it was asked for (a duration, not a wait for an event)
-        self.stop.wait(max(0.0, self.started + self.at_least_s - time.monotonic()))
-        self.stop.set()
-        self.thread.join()
 
 
 def test_serve_a_run_s_model_roll_out_and_back_under_load(
