@@ -55,7 +55,7 @@ class ServiceDir:
             raw = self.record_file.read_text()
         except FileNotFoundError:
             raise TauError(
-                f"no service {self.name!r} on this machine",
+                f"no service {self.name!r} on this machine" + _undone(self.name),
                 exit_code=EXIT_USAGE,
                 hint=_known_hint(),
             ) from None
@@ -103,6 +103,25 @@ class ServiceDir:
 
     def remove_revision_code(self, revision: int) -> None:
         shutil.rmtree(self.code_dir(revision).parent, ignore_errors=True)
+
+
+def _undone(name: str) -> str:
+    """What became of a service of this name that is gone: a first deploy that failed and was
+    undone says why (its record was kept aside), so `status` and `logs` still tell."""
+    kept = sorted(services_root().glob(f".deleted/{name}-*"),
+                  key=lambda p: p.name.rsplit("-", 1)[-1])  # fmt: skip
+    for folder in reversed(kept):
+        if folder.name.rsplit("-", 1)[0] != name:
+            continue
+        try:
+            last = (folder / "events.jsonl").read_text().splitlines()[-1]
+            ev = Event.model_validate_json(last)
+        except (OSError, IndexError, ValueError):
+            return ""
+        if ev.kind == "failed":
+            return f" (its deploy failed at {ev.at} and was undone: {ev.message}; record: {folder})"
+        return ""
+    return ""
 
 
 def all_services() -> list[ServiceDir]:

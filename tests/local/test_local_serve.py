@@ -154,6 +154,9 @@ def test_deploys_that_cannot_work_leave_nothing_deployed(
     assert res.returncode == 1, res.stderr
     assert "revision 1 failed to deploy" in res.stderr and "nothing is left deployed" in res.stderr
     assert "missing.json" in res.stderr, res.stderr  # the replica's own error, not Ray's words
+    later = tau("serve", "status", "nomodel")  # the deploy is undone; status still says why
+    assert later.returncode == 2 and "its deploy failed" in later.stderr, later.stderr
+    assert "missing.json" in later.stderr
     assert not (tau.home / "services" / "nomodel").exists()
     assert any(
         p.name.startswith("nomodel-") for p in (tau.home / "services" / ".deleted").iterdir()

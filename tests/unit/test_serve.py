@@ -568,3 +568,21 @@ def test_a_failed_deploy_names_the_replicas_own_error(message: str, want: str) -
     from taugrid.serve.status import cause
 
     assert cause(message) == want
+
+
+def test_a_service_whose_first_deploy_was_undone_says_why(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    from taugrid.api.errors import TauError
+    from taugrid.serve.records import ServiceDir
+
+    monkeypatch.setenv("TAU_HOME", str(tmp_path))
+    sd = ServiceDir("nomodel")
+    sd.event("failed", "revision 1 failed to deploy: FileNotFoundError: 'missing.json'", 1)
+    where = sd.retire()
+    with pytest.raises(TauError) as e:
+        ServiceDir("nomodel").read()
+    assert "its deploy failed" in e.value.message and "missing.json" in e.value.message
+    assert str(where) in e.value.message
+    with pytest.raises(TauError) as e:
+        ServiceDir("nomode").read()  # another name: nothing of that one is said
+    assert "failed" not in e.value.message
