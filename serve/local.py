@@ -201,11 +201,16 @@ class LocalServe:
         assert self.head is not None
         return self.head.dashboard + API
 
+    def _alive(self) -> bool:
+        from taugrid.runs.backends.local.procs import pid_alive
+
+        return self.head is not None and pid_alive(self.head.pid)
+
     def state(self) -> dict[str, Any]:
         if self.head is None:
             return {}
         try:
-            doc = rayhead._http("GET", self._url(), timeout=15.0)
+            doc = rayhead.patient_http("GET", self._url(), try_s=15.0, alive=self._alive)
         except (OSError, ValueError) as e:
             raise TauError(f"Ray Serve on the local head did not answer: {e}",
                            exit_code=EXIT_PLATFORM, hint="tau local status") from None  # fmt: skip
@@ -261,7 +266,9 @@ class LocalServe:
                 "applications": apps,
             }
             try:
-                rayhead._http("PUT", self._url(), doc, timeout=60.0)
+                # the first change starts Ray Serve's controller: slow on a busy machine;
+                # the declarative config is idempotent, so a try that timed out is made again
+                rayhead.patient_http("PUT", self._url(), doc, try_s=60.0, alive=self._alive)
             except urllib.error.HTTPError as e:
                 detail = e.read().decode(errors="replace").strip().splitlines()
                 raise TauError("Ray Serve refused the change: " + " ".join(detail[:6]),

@@ -12,6 +12,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -25,12 +26,31 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from taugrid.api.errors import EXIT_PLATFORM, TauError, missing_extra
+from taugrid.api.errors import EXIT_PLATFORM, EXIT_USAGE, TauError, missing_extra
 from taugrid.runs.backends.local.procs import group_alive, pid_alive
 from taugrid.runs.paths import tau_home, write_atomic
 
 HOST = "127.0.0.1"
-START_TIMEOUT_S = 90.0
+START_TIMEOUT_ENV = "TAU_LOCAL_START_TIMEOUT"
+DEFAULT_START_TIMEOUT_S = 600.0  # a cold head on a busy 2-core laptop took 61 s at load 10
+STILL_WAITING_EVERY_S = 15.0  # how often a slow start says what it still waits for
+
+
+def start_timeout() -> float:
+    """How long tau waits for the local head (and a submission to it) before it gives up:
+    TAU_LOCAL_START_TIMEOUT seconds, default 600. Slowness is waited for; a head process that
+    died, or a port that is taken, fails at once whatever this says."""
+    raw = os.environ.get(START_TIMEOUT_ENV)
+    if not raw:
+        return DEFAULT_START_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < 1e7:
+        raise TauError(f"{START_TIMEOUT_ENV}={raw!r}: a number of seconds above 0",
+                       exit_code=EXIT_USAGE, hint=f"e.g. {START_TIMEOUT_ENV}=900")  # fmt: skip
+    return value
 
 
 @dataclass(frozen=True)
@@ -42,6 +62,7 @@ class Head:
     started_at: float
     num_cpus: int
     num_gpus: int
+    agent_port: int | None = None  # the dashboard agent's HTTP port (jobs are submitted there)
 
     @property
     def address(self) -> str:
@@ -102,6 +123,24 @@ def _http(method: str, url: str, body: dict[str, Any] | None = None, timeout: fl
     return json.loads(raw) if raw else None
 
 
+def patient_http(method: str, url: str, body: dict[str, Any] | None = None, *,
+                 try_s: float = 30.0, limit_s: float | None = None,
+                 alive: Callable[[], bool] | None = None) -> Any:  # fmt: skip
+    """`_http` for an idempotent request to a head that may be slow on a busy machine: a try
+    that times out is made again (while `alive()`) until `limit_s` (default start_timeout());
+    a refusal, an HTTP error or a head that is gone fails at once."""
+    deadline = time.monotonic() + (start_timeout() if limit_s is None else limit_s)
+    while True:
+        try:
+            return _http(method, url, body, timeout=try_s)
+        except urllib.error.HTTPError:
+            raise
+        except (TimeoutError, urllib.error.URLError) as e:
+            slow = isinstance(e, TimeoutError) or "timed out" in str(e)
+            if not slow or time.monotonic() > deadline or (alive is not None and not alive()):
+                raise
+
+
 def read_head() -> Head | None:
     try:
         return Head(**json.loads(_state_file().read_text()))
@@ -146,7 +185,10 @@ def ensure_head(num_gpus: int, say: Callable[[str], None] = lambda _m: None) -> 
 
 def _start(num_gpus: int, say: Callable[[str], None]) -> Head:
     cpus = max(2, os.cpu_count() or 2)
-    gcs, dash = _free_port(), _free_port()
+    ports = {"GCS": _free_port(), "dashboard": _free_port(), "Ray client server": _free_port(),
+             "dashboard agent": _free_port(), "dashboard agent gRPC": _free_port(),
+             "runtime env agent": _free_port(), "metrics export": _free_port()}  # fmt: skip
+    gcs, dash, agent = ports["GCS"], ports["dashboard"], ports["dashboard agent"]
     temp_dir = _short_temp_dir()
     log = ray_dir() / "head.log"
     cmd = [
@@ -156,36 +198,180 @@ def _start(num_gpus: int, say: Callable[[str], None]) -> Head:
         f"--num-cpus={cpus}", f"--num-gpus={num_gpus}", f"--temp-dir={temp_dir}",
         "--disable-usage-stats",
         # Ray's fixed default ports (10001, 52365, ...) would collide between two TAU_HOMEs.
-        f"--ray-client-server-port={_free_port()}", f"--dashboard-agent-listen-port={_free_port()}",
-        f"--dashboard-agent-grpc-port={_free_port()}", f"--runtime-env-agent-port={_free_port()}",
-        f"--metrics-export-port={_free_port()}",
+        f"--ray-client-server-port={ports['Ray client server']}",
+        f"--dashboard-agent-listen-port={agent}",
+        f"--dashboard-agent-grpc-port={ports['dashboard agent gRPC']}",
+        f"--runtime-env-agent-port={ports['runtime env agent']}",
+        f"--metrics-export-port={ports['metrics export']}",
     ]  # fmt: skip
     env = loopback_env()
+    limit = start_timeout()
+    for name, port in ports.items():  # taken since it was picked: said now, not after Ray's retries
+        if not _bindable(port):
+            raise TauError(f"the local Ray head cannot start: its {name} port {port} on {HOST} is "
+                           "taken by another process", exit_code=EXIT_PLATFORM,
+                           hint="try again (tau picks new ports each time)")  # fmt: skip
     say(f"starting a local Ray head on {HOST} (first run only; `tau local stop` stops it)")
+    log.parent.mkdir(parents=True, exist_ok=True)
+    at = log.stat().st_size if log.exists() else 0  # this start's lines: after here
     with log.open("ab") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 env=env, start_new_session=True)  # fmt: skip
     head = Head(pid=proc.pid, gcs_port=gcs, dashboard_port=dash, temp_dir=temp_dir,
-                started_at=time.time(), num_cpus=cpus, num_gpus=num_gpus)  # fmt: skip
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            tail = log.read_text(errors="replace").splitlines()[-8:]
-            raise TauError(
-                "the local Ray head exited while starting:\n  " + "\n  ".join(tail),
-                exit_code=EXIT_PLATFORM,
-                hint=f"full log: {log}",
-            )
-        if healthy(head, timeout=1.0):
-            write_atomic(_state_file(), json.dumps(asdict(head)).encode())
-            return head
-        time.sleep(0.25)
-    _terminate(proc.pid)
-    raise TauError(
-        f"the local Ray head did not come up within {START_TIMEOUT_S:.0f}s",
-        exit_code=EXIT_PLATFORM,
-        hint=f"log: {log}",
+                started_at=time.time(), num_cpus=cpus, num_gpus=num_gpus, agent_port=agent)  # fmt: skip
+
+    stages: list[tuple[str, Callable[[], bool]]] = [
+        ("GCS", lambda: _listens(gcs)),
+        (
+            "raylet",
+            lambda: _made_since(
+                Path(temp_dir, "session_latest", "sockets", "raylet"), head.started_at
+            ),
+        ),
+        ("dashboard", lambda: healthy(head, timeout=2.0)),
+        ("job agent", lambda: _listens(agent)),
+    ]
+    watched: dict[str, int] = {}  # the head's servers seen up: one that dies fails the start
+
+    def died() -> TauError | None:
+        gone = _died(proc, log, at, ports)
+        if gone is not None:
+            return gone
+        seen = _group_processes(proc.pid)
+        for comm, pid in seen.items():
+            watched.setdefault(comm, pid)
+        lost = [f"{comm} (pid {pid})" for comm, pid in watched.items() if not pid_alive(pid)]
+        if lost:
+            return TauError("the local Ray head failed: " + ", ".join(lost) + " died while it "
+                            "started:\n  " + "\n  ".join(_tail(log, at)), exit_code=EXIT_PLATFORM,
+                            hint=f"full log: {log}; logs of each process: {temp_dir}/session_latest/logs")  # fmt: skip
+        return None
+
+    try:
+        await_stages(stages, limit, say, died=died)
+    except BaseException:
+        _terminate(proc.pid)
+        raise
+    write_atomic(_state_file(), json.dumps(asdict(head)).encode())
+    return head
+
+
+def await_stages(stages: list[tuple[str, Callable[[], bool]]], limit: float,
+                 say: Callable[[str], None], died: Callable[[], TauError | None],
+                 what: str = "the local Ray head") -> None:  # fmt: skip
+    """Wait for each stage in turn (its check answers True), saying each as it completes and,
+    every STILL_WAITING_EVERY_S, what it still waits for; `died` (a TauError when a process the
+    stages wait on is gone) fails at once; `limit` seconds in all, then a TauError naming the
+    stage it still waited for."""
+    t0 = time.monotonic()
+    note = t0 + STILL_WAITING_EVERY_S
+    for name, ready in stages:
+        while True:
+            gone = died()
+            if gone is not None:
+                raise gone
+            if ready():
+                say(f"{what}: {name} up ({time.monotonic() - t0:.1f}s)")
+                break
+            now = time.monotonic()
+            if now - t0 > limit:
+                raise TauError(f"{what} did not come up within {limit:.0f}s: it still waited "
+                               f"for its {name}", exit_code=EXIT_PLATFORM,
+                               hint=f"a busy machine may need longer: {START_TIMEOUT_ENV}="
+                               f"{int(limit * 2)} (seconds); `tau local stop` then try again")  # fmt: skip
+            if now >= note:
+                say(f"{what}: still waiting for its {name} ({now - t0:.0f}s; up to "
+                    f"{limit:.0f}s, {START_TIMEOUT_ENV})")  # fmt: skip
+                note = now + STILL_WAITING_EVERY_S
+            time.sleep(0.25)
+
+
+_TAKEN = re.compile(
+    r"(?i)already in use|failed to bind|could not bind|bind\(\) failed|port .* (taken|in use)"
+)
+
+
+SERVERS = ("gcs_server", "raylet")  # the head's servers whose death ends its start
+
+
+def _group_processes(pgid: int) -> dict[str, int]:
+    """The head's servers running now in its process group (Linux /proc; elsewhere none, and
+    a dead server is found when `ray start` exits)."""
+    found: dict[str, int] = {}
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/stat", "rb") as f:
+                    stat = f.read().decode(errors="replace")
+            except OSError:
+                continue
+            comm = stat[stat.find("(") + 1 : stat.rfind(")")]
+            fields = stat[stat.rfind(")") + 2 :].split()
+            if comm in SERVERS and len(fields) > 2 and fields[2] == str(pgid):
+                found.setdefault(comm, int(entry.name))
+    return found
+
+
+def _log_text(log: Path, at: int) -> str:
+    try:
+        with log.open("rb") as f:
+            f.seek(at)
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _tail(log: Path, at: int, n: int = 12) -> list[str]:
+    """The last lines this start wrote to the head's log."""
+    return [ln for ln in _log_text(log, at).splitlines() if ln.strip()][-n:]
+
+
+def _made_since(path: Path, t: float) -> bool:
+    """`path` exists and was made by this start (a stopped head's session leaves its own)."""
+    try:
+        return os.stat(path).st_mtime >= t - 1.0
+    except OSError:
+        return False
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((HOST, port))
+        except OSError:
+            return False
+        return True
+
+
+def _listens(port: int) -> bool:
+    """Something accepts connections on 127.0.0.1:`port`."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(1.0)
+        return s.connect_ex((HOST, port)) == 0
+
+
+def _died(proc: subprocess.Popen[bytes], log: Path, at: int,
+          ports: dict[str, int]) -> TauError | None:  # fmt: skip
+    """The head's `ray start` exited (it does when one of the head's processes dies): the
+    error with the log's tail, and the port by name when the log says one was taken."""
+    if proc.poll() is None:
+        return None
+    text = _log_text(log, at)
+    tail = _tail(log, at)
+    lines = text.splitlines()
+    taken = [f"{name} port {port}" for name, port in ports.items()
+             if any(re.search(rf"\b{port}\b", ln) and _TAKEN.search(ln) for ln in lines)]  # fmt: skip
+    first = (
+        f"a port it needs is taken: {', '.join(taken)}"
+        if taken
+        else f"it exited while starting (exit code {proc.returncode})"
     )
+    return TauError(f"the local Ray head failed: {first}:\n  " + "\n  ".join(tail),
+                    exit_code=EXIT_PLATFORM,
+                    hint=f"full log: {log}" + ("; free that port, or try again (tau picks new ports)"
+                                               if taken else ""))  # fmt: skip
 
 
 def _terminate(pid: int, grace: float = 5.0) -> None:
@@ -244,19 +430,42 @@ def stop_head() -> Head | None:
 
 
 # --- Jobs REST API ------------------------------------------------------------------------
+SUBMIT_TRY_S = 30.0  # one submission request's own timeout (tried again until start_timeout)
+
+
 def submit_job(
     head: Head,
     submission_id: str,
     entrypoint: str,
     runtime_env: dict[str, Any],
     metadata: dict[str, str] | None = None,
+    limit_s: float | None = None,
 ) -> None:
-    _http(
-        "POST",
-        f"{head.dashboard}/api/jobs/",
-        {"entrypoint": entrypoint, "submission_id": submission_id, "runtime_env": runtime_env,
-         "metadata": metadata if metadata is not None else {"tau_run_id": submission_id}},
-    )  # fmt: skip
+    """Submit a job (its submission id makes it idempotent). A head that is slow to answer
+    (a busy machine) is asked again until `limit_s` (default: start_timeout()); a request
+    that timed out but reached the head is found by its id, never submitted twice. A head
+    that refuses or is gone: the error at once."""
+    body = {"entrypoint": entrypoint, "submission_id": submission_id, "runtime_env": runtime_env,
+            "metadata": metadata if metadata is not None else {"tau_run_id": submission_id}}  # fmt: skip
+    deadline = time.monotonic() + (start_timeout() if limit_s is None else limit_s)
+    tried = False
+    while True:
+        try:
+            _http("POST", f"{head.dashboard}/api/jobs/", body, timeout=SUBMIT_TRY_S)
+            return
+        except urllib.error.HTTPError as e:
+            text = e.read().decode(errors="replace") if e.fp else ""
+            if tried and "already exists" in text:  # the request that timed out got through
+                return
+            raise OSError(f"HTTP {e.code}: {text.strip()[:300] or e.reason}") from None
+        except (TimeoutError, urllib.error.URLError, ConnectionError) as e:
+            slow = isinstance(e, TimeoutError) or "timed out" in str(e)
+            if not slow or not pid_alive(head.pid) or time.monotonic() > deadline:
+                raise
+            tried = True
+            with contextlib.suppress(OSError, ValueError):
+                if job_info(head.dashboard, submission_id).get("submission_id"):
+                    return  # it got through
 
 
 def list_jobs(dashboard: str) -> list[dict[str, Any]]:
