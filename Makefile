@@ -117,6 +117,7 @@ fmt: setup
 bench: setup pyc
 	$(BIN)/python bench/bench_cli.py
 	$(BIN)/python bench/bench_local.py
+	$(BIN)/python bench/bench_head.py
 	$(BIN)/python bench/bench_kube.py
 	$(BIN)/python bench/bench_pulumi.py
 	$(BIN)/python bench/bench_controller.py
