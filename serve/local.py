@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -68,15 +67,6 @@ def serve_lock() -> Iterator[None]:
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind((HOST, port))
-        except OSError:
-            return False
-    return True
 
 
 def check_app(code_dir: Path, spec: S.ServiceSpec, env: dict[str, str]) -> AppShape:
@@ -243,7 +233,7 @@ class LocalServe:
                 )  # fmt: skip
             if port is None:
                 port = want_port or rayhead._free_port()
-                if not _port_free(port):
+                if not rayhead.port_free(port):
                     raise TauError(f"port {port} on {HOST} is in use", exit_code=EXIT_PLATFORM,
                                    hint="pick another --port, or omit it for a free one")  # fmt: skip
             known = state.get("applications") or {}

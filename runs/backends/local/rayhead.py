@@ -207,7 +207,7 @@ def _start(num_gpus: int, say: Callable[[str], None]) -> Head:
     env = loopback_env()
     limit = start_timeout()
     for name, port in ports.items():  # taken since it was picked: said now, not after Ray's retries
-        if not _bindable(port):
+        if not port_free(port):
             raise TauError(f"the local Ray head cannot start: its {name} port {port} on {HOST} is "
                            "taken by another process", exit_code=EXIT_PLATFORM,
                            hint="try again (tau picks new ports each time)")  # fmt: skip
@@ -336,7 +336,8 @@ def _made_since(path: Path, t: float) -> bool:
         return False
 
 
-def _bindable(port: int) -> bool:
+def port_free(port: int) -> bool:
+    """Nothing holds 127.0.0.1:`port` (it can be bound now)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         try:
             s.bind((HOST, port))
