@@ -98,12 +98,13 @@ def validate(file: str | Path | None = None, *, profiles: str | Path | None = No
     with `profiles`, the workspace's registry too), and `runtime.python` found and working.
     TauError (exit 2) on the first problem, as `submit` would raise it."""
     from taugrid.runs import codebundle, load
-    from taugrid.runs.prepare import check_run_id, resolve_inputs
 
     loaded = load.load_manifest(None if file is None else str(file))
     m = loaded.manifest
     bundle = codebundle.collect(loaded.folder)  # over the size limit: an error here too
     if run_id:
+        from taugrid.runs.prepare import check_run_id
+
         check_run_id(run_id)
     placed = None
     if profiles is not None:
@@ -111,7 +112,11 @@ def validate(file: str | Path | None = None, *, profiles: str | Path | None = No
 
         placed = resolve.resolve(m, load.load_snapshot(Path(profiles)), workspace=workspace,
                                  profile=profile)  # fmt: skip
-    inputs = resolve_inputs(m, placed.workspace.registry if placed is not None else None)
+    inputs: tuple[Any, ...] = ()
+    if m.data.inputs:  # (the registry's code is imported only for a manifest that reads data)
+        from taugrid.runs.prepare import resolve_inputs
+
+        inputs = resolve_inputs(m, placed.workspace.registry if placed is not None else None)
     if m.runtime.python:
         from taugrid.runs.backends.local.backend import interpreter
 
