@@ -93,8 +93,9 @@ def parse_registry(url: str) -> RegistryURL:
     naming the expected form."""
     got = _parse_registry(url)
     if isinstance(got, str):
-        raise TauError(f"registry {url!r}: {got}", exit_code=EXIT_USAGE,
-                       hint=f"a registry is {REGISTRY_FORMS}")  # fmt: skip
+        raise TauError(
+            f"registry {url!r}: {got}", exit_code=EXIT_USAGE, hint=f"a registry is {REGISTRY_FORMS}"
+        )
     return got
 
 
@@ -120,8 +121,11 @@ def _parse(url: str) -> RegistryURL:
         path = url[len("file://") :]
         if not path.startswith("/"):
             host = path.split("/", 1)[0]
-            raise bad(f"a file:// registry names no host ({host!r}): file:///ABSOLUTE/FOLDER"
-                      if host else "names no folder")  # fmt: skip
+            raise bad(
+                f"a file:// registry names no host ({host!r}): file:///ABSOLUTE/FOLDER"
+                if host
+                else "names no folder"
+            )
         path = posixpath.normpath(path)
         if path.startswith("//"):
             path = "/" + path.lstrip("/")
@@ -133,14 +137,21 @@ def _parse(url: str) -> RegistryURL:
         if not _ACCOUNT.match(parts[0]):
             raise bad(f"storage account {parts[0]!r}: 3-24 lower-case letters and digits")
         if not _CONTAINER.match(parts[1]):
-            raise bad(f"container {parts[1]!r}: 3-63 lower-case letters, digits and single "
-                      "hyphens, starting and ending with a letter or digit")  # fmt: skip
+            raise bad(
+                f"container {parts[1]!r}: 3-63 lower-case letters, digits and single "
+                "hyphens, starting and ending with a letter or digit"
+            )
         prefix = parts[2].strip("/") if len(parts) > 2 else ""
         if prefix and any(p in ("", ".", "..") for p in prefix.split("/")):
             raise bad("the prefix must not contain empty, '.' or '..' parts")
         canonical = f"az://{parts[0]}/{parts[1]}" + (f"/{prefix}" if prefix else "")
-        return RegistryURL(canonical, "az", account=parts[0], container=parts[1],
-                           prefix=prefix + "/" if prefix else "")  # fmt: skip
+        return RegistryURL(
+            canonical,
+            "az",
+            account=parts[0],
+            container=parts[1],
+            prefix=prefix + "/" if prefix else "",
+        )
     if url.startswith(("file:", "az:")):
         raise bad(f"not {REGISTRY_FORMS}")
     if "://" not in url and url.startswith("/"):

@@ -432,14 +432,18 @@ class ServiceSpec(_Model):
     env: dict[str, str] = Field(default_factory=dict, description="Environment of the replicas")
     rollout: Rollout = Field(default_factory=Rollout)
     max_ongoing_requests: int = Field(
-        DEFAULT_MAX_ONGOING, ge=1, le=10_000,
+        DEFAULT_MAX_ONGOING,
+        ge=1,
+        le=10_000,
         description="Requests one replica works on at once (Ray Serve's max_ongoing_requests)",
-    )  # fmt: skip
+    )
     max_queued_requests: int = Field(
-        DEFAULT_MAX_QUEUED, ge=1, le=1_000_000,
+        DEFAULT_MAX_QUEUED,
+        ge=1,
+        le=1_000_000,
         description="Requests that may wait for a replica; beyond them Ray Serve answers 503 at "
         "once instead of letting a request wait without end (max_queued_requests)",
-    )  # fmt: skip
+    )
 
     @field_validator("import_path")
     @classmethod

@@ -246,8 +246,10 @@ def config_hash(spec: ServiceSpec, model: ModelPin | None, code_digest: str) -> 
         mode="json",
         exclude={"replicas", "autoscaling", "rollout", "model", "from_run", "checkpoint"},
     )  # how the model was named does not matter: the version it resolved to does
-    for key, default in (("max_ongoing_requests", DEFAULT_MAX_ONGOING),
-                         ("max_queued_requests", DEFAULT_MAX_QUEUED)):  # fmt: skip
+    for key, default in (
+        ("max_ongoing_requests", DEFAULT_MAX_ONGOING),
+        ("max_queued_requests", DEFAULT_MAX_QUEUED),
+    ):
         if doc.get(key) == default:  # a revision made before these were settings: the same one
             del doc[key]
     doc["model_version"] = model.version if model else None

@@ -35,9 +35,13 @@ def one_round() -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "TAU_HOME": tmp, "TAU_TARGET": "local"}
         t0 = time.monotonic()
-        proc = subprocess.Popen([TAU, "run", str(ROOT / "examples" / "quickstart")],
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
-                                text=True)  # fmt: skip
+        proc = subprocess.Popen(
+            [TAU, "run", str(ROOT / "examples" / "quickstart")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=env,
+            text=True,
+        )
         out: dict[str, float] = {}
         assert proc.stdout is not None
         for line in proc.stdout:
@@ -72,8 +76,16 @@ def main() -> int:
                 p.wait()
         keys = sorted({k for r in rounds for k in r})
         med = {k: round(statistics.median(r[k] for r in rounds if k in r), 2) for k in keys}
-        print(json.dumps({"condition": condition, "busy_loops": len(loops), **med,
-                          "loadavg_1m": round(os.getloadavg()[0], 2)}))  # fmt: skip
+        print(
+            json.dumps(
+                {
+                    "condition": condition,
+                    "busy_loops": len(loops),
+                    **med,
+                    "loadavg_1m": round(os.getloadavg()[0], 2),
+                }
+            )
+        )
     return 0
 
 

@@ -84,14 +84,23 @@ def main() -> None:
         shared = os.stat(laid).st_ino == os.stat(blobs[0]).st_ino
         size = reg.record.size
         fs = subprocess.run(["stat", "-f", "-c", "%T", str(base)], capture_output=True, text=True)
-        print(json.dumps({
-            "gib": size / (1 << 30), "filesystem": fs.stdout.strip(), "page_cache_dropped": cold,
-            "register_s": round(register_s, 2),
-            "layout_s": round(layout_s, 2), "layout_gb_s": round(size / 1e9 / layout_s, 3),
-            "read_and_hash_floor_s": round(floor_s, 2),
-            "layout_over_floor": round(layout_s / floor_s, 2),
-            "reflink": _reflinked(laid, blobs[0]), "same_inode_as_the_blob": shared,
-        }, indent=1))  # fmt: skip
+        print(
+            json.dumps(
+                {
+                    "gib": size / (1 << 30),
+                    "filesystem": fs.stdout.strip(),
+                    "page_cache_dropped": cold,
+                    "register_s": round(register_s, 2),
+                    "layout_s": round(layout_s, 2),
+                    "layout_gb_s": round(size / 1e9 / layout_s, 3),
+                    "read_and_hash_floor_s": round(floor_s, 2),
+                    "layout_over_floor": round(layout_s / floor_s, 2),
+                    "reflink": _reflinked(laid, blobs[0]),
+                    "same_inode_as_the_blob": shared,
+                },
+                indent=1,
+            )
+        )
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
@@ -99,8 +108,10 @@ def main() -> None:
 def _reflinked(a: Path, b: Path) -> bool:
     """Whether the two files share extents (filefrag's physical offsets; False where unknown)."""
     try:
-        out = [subprocess.run(["filefrag", "-v", str(p)], capture_output=True, text=True).stdout
-               for p in (a, b)]  # fmt: skip
+        out = [
+            subprocess.run(["filefrag", "-v", str(p)], capture_output=True, text=True).stdout
+            for p in (a, b)
+        ]
     except OSError:
         return False
 

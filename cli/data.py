@@ -197,10 +197,15 @@ def _verbs(kind: Any) -> typer.Typer:
             raise typer.Exit(1)
 
     @sub.command("pull")
-    def pull(ref: RefArg, dest: Annotated[str, typer.Argument(help="Folder to copy the files into")],
-             registry: RegistryOpt = None,
-             force: Annotated[bool, typer.Option("--force", help="Replace files there that have "
-                                                 "other bytes (local edits)")] = False) -> None:  # fmt: skip
+    def pull(
+        ref: RefArg,
+        dest: Annotated[str, typer.Argument(help="Folder to copy the files into")],
+        registry: RegistryOpt = None,
+        force: Annotated[
+            bool,
+            typer.Option("--force", help="Replace files there that have other bytes (local edits)"),
+        ] = False,
+    ) -> None:
         """Copy a version's files into a folder (checked as they are copied). Files there with
         the version's bytes are kept; local edits are refused, nothing written, unless --force."""
         from taugrid.client import data
@@ -210,10 +215,17 @@ def _verbs(kind: Any) -> typer.Typer:
         say(f"{rec.name}@{rec.short}: {len(rec.files)} file(s), {_size(rec.size)} in {dest}")
 
     @sub.command("repair")
-    def repair(ref: RefArg,
-               source: Annotated[str, typer.Option("--from", help="The intact file or folder the "
-                                                   "version was registered from")],
-               registry: RegistryOpt = None, output: JsonOpt = ReportFormat.text) -> None:  # fmt: skip
+    def repair(
+        ref: RefArg,
+        source: Annotated[
+            str,
+            typer.Option(
+                "--from", help="The intact file or folder the version was registered from"
+            ),
+        ],
+        registry: RegistryOpt = None,
+        output: JsonOpt = ReportFormat.text,
+    ) -> None:
         """Restore a version's damaged or missing stored files from the intact source (each
         checked against the recorded sha256 first); exit 1 when a damaged file cannot be."""
         from taugrid.client import data
@@ -225,8 +237,10 @@ def _verbs(kind: Any) -> typer.Typer:
             return
         for path in restored:
             out(f"  restored {path}")
-        out(f"{rec.name}@{rec.short}: " + (f"{len(restored)} file(s) restored" if restored
-                                           else "whole; nothing to restore"))  # fmt: skip
+        out(
+            f"{rec.name}@{rec.short}: "
+            + (f"{len(restored)} file(s) restored" if restored else "whole; nothing to restore")
+        )
 
     @sub.command("copy")
     def copy(ref: RefArg,
@@ -370,9 +384,13 @@ app.add_typer(_verbs("model"), name="model")
 
 
 @app.command("gc")
-def gc(registry: RegistryOpt = None,
-       dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what would go; remove nothing")] = False,
-       output: JsonOpt = ReportFormat.text) -> None:  # fmt: skip
+def gc(
+    registry: RegistryOpt = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Say what would go; remove nothing")
+    ] = False,
+    output: JsonOpt = ReportFormat.text,
+) -> None:
     """Remove what no version names (blobs; packs none of whose files a version names) and
     what killed registrations left in tmp/; nothing written in the last hour."""
     from taugrid.client import data
@@ -382,9 +400,15 @@ def gc(registry: RegistryOpt = None,
         out(dump_json(dataclasses.asdict(got)))
         return
     verb = "would remove" if dry_run else "removed"
-    out(f"{verb} {got.blobs} blob(s), {got.packs} pack(s), {got.tmp_files} leftover file(s): "
-        f"{_size(got.bytes)}" + (f"; {_size(got.kept_packs_dead_bytes)} unnamed inside packs "
-                                  "still in use" if got.kept_packs_dead_bytes else ""))  # fmt: skip
+    out(
+        f"{verb} {got.blobs} blob(s), {got.packs} pack(s), {got.tmp_files} leftover file(s): "
+        f"{_size(got.bytes)}"
+        + (
+            f"; {_size(got.kept_packs_dead_bytes)} unnamed inside packs still in use"
+            if got.kept_packs_dead_bytes
+            else ""
+        )
+    )
 
 
 @app.command("lineage")

@@ -167,8 +167,9 @@ def _follow_up(run_id: str, path: Any) -> str:
     )
 
 
-def _attach(rd: RunDir, detach: bool, context: str | None = None,
-            note: Callable[[str], None] = say) -> None:  # fmt: skip
+def _attach(
+    rd: RunDir, detach: bool, context: str | None = None, note: Callable[[str], None] = say
+) -> None:
     """Follow a run to its end; Ctrl-C detaches (the run goes on)."""
     from taugrid.api.vocabulary import TERMINAL, Phase
     from taugrid.client import runs

@@ -210,9 +210,12 @@ def _body(data: str | None, raw: str | None) -> tuple[bytes | None, str]:
         where = (
             f" (line {e.lineno}, column {e.colno})" if isinstance(e, json.JSONDecodeError) else ""
         )
-        raise TauError(f"--data is not JSON{where}: {getattr(e, 'msg', e)}", exit_code=EXIT_USAGE,
-                       hint="quote it for the shell, e.g. --data '{\"features\": [1, 2]}'; "
-                       "--data-raw sends other bytes as they are") from None  # fmt: skip
+        raise TauError(
+            f"--data is not JSON{where}: {getattr(e, 'msg', e)}",
+            exit_code=EXIT_USAGE,
+            hint="quote it for the shell, e.g. --data '{\"features\": [1, 2]}'; "
+            "--data-raw sends other bytes as they are",
+        ) from None
     return body, "application/json"
 
 

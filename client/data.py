@@ -43,9 +43,12 @@ def register(kind: Kind, name: str, path: str | Path, *, purpose: str | None = N
     nothing re-read that the stat cache knows). An empty path is refused (it is not the
     current folder), and so is anything but a file or a folder."""
     if not str(path).strip():
-        raise TauError("no path given: name the file or folder to register (an empty path is "
-                       "not the current folder)", exit_code=EXIT_USAGE,
-                       hint=f"tau data {kind} register {name} PATH (. for the current folder)")  # fmt: skip
+        raise TauError(
+            "no path given: name the file or folder to register (an empty path is "
+            "not the current folder)",
+            exit_code=EXIT_USAGE,
+            hint=f"tau data {kind} register {name} PATH (. for the current folder)",
+        )
     return default_store(registry).register(kind, name, Path(path), _created(), purpose=purpose,
                                     description=description, tags=tags, progress=progress)  # fmt: skip
 
@@ -164,8 +167,15 @@ def verify(kind: Kind, ref: str, *, registry: str | None = None,
     return rec, s.verify(rec, progress)
 
 
-def pull(kind: Kind, ref: str, dest: str | Path, *, registry: str | None = None,
-         progress: Progress | None = None, force: bool = False) -> VersionRecord:  # fmt: skip
+def pull(
+    kind: Kind,
+    ref: str,
+    dest: str | Path,
+    *,
+    registry: str | None = None,
+    progress: Progress | None = None,
+    force: bool = False,
+) -> VersionRecord:
     """Copy a version's files into the folder `dest`: files already there with its bytes are
     kept; local edits are refused (nothing written) unless `force`; a `dest` that is a file is
     refused."""
@@ -177,21 +187,27 @@ def pull(kind: Kind, ref: str, dest: str | Path, *, registry: str | None = None,
     return rec
 
 
-def repair(kind: Kind, ref: str, source: str | Path, *, registry: str | None = None,
-           progress: Progress | None = None) -> tuple[VersionRecord, builtins.list[str]]:  # fmt: skip
+def repair(
+    kind: Kind,
+    ref: str,
+    source: str | Path,
+    *,
+    registry: str | None = None,
+    progress: Progress | None = None,
+) -> tuple[VersionRecord, builtins.list[str]]:
     """Restore the damaged or missing stored files of a version from the intact file or
     folder it was registered from (each checked to hold the recorded bytes first); the files
     restored (none: it was whole)."""
     if not str(source).strip():
-        raise TauError("no source given: name the file or folder it was registered from",
-                       exit_code=EXIT_USAGE)  # fmt: skip
+        raise TauError(
+            "no source given: name the file or folder it was registered from", exit_code=EXIT_USAGE
+        )
     s = default_store(registry)
     rec = s.resolve(kind, parse_ref(ref))
     return rec, s.repair(rec, Path(source), progress)
 
 
-def gc(*, registry: str | None = None, dry_run: bool = False,
-       grace_s: float = 3600) -> Collected:  # fmt: skip
+def gc(*, registry: str | None = None, dry_run: bool = False, grace_s: float = 3600) -> Collected:
     """Remove what no version names (blobs, packs none of whose files a version names) and what
     killed registrations left behind; nothing written in the last `grace_s` seconds."""
     return default_store(registry).gc(dry_run=dry_run, grace_s=grace_s)
@@ -206,8 +222,11 @@ def copy(kind: Kind, ref: str, to: str, *, registry: str | None = None,
 
     problem = registry_problem(to)
     if problem:
-        raise TauError(f"--to {to}: {problem}", exit_code=EXIT_USAGE,
-                       hint="file:///ABSOLUTE/FOLDER or az://ACCOUNT/CONTAINER[/PREFIX]")  # fmt: skip
+        raise TauError(
+            f"--to {to}: {problem}",
+            exit_code=EXIT_USAGE,
+            hint="file:///ABSOLUTE/FOLDER or az://ACCOUNT/CONTAINER[/PREFIX]",
+        )
     src = default_store(registry)
     rec = src.resolve(kind, parse_ref(ref))
     return src.copy_to(rec, open_store(to, create=True), progress)  # a copy makes its place

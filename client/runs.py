@@ -89,9 +89,14 @@ class Validated:
     placed: Any | None  # runs.resolve.Resolved
 
 
-def validate(file: str | Path | None = None, *, profiles: str | Path | None = None,
-             workspace: str | None = None, profile: str | None = None,
-             run_id: str | None = None) -> Validated:  # fmt: skip
+def validate(
+    file: str | Path | None = None,
+    *,
+    profiles: str | Path | None = None,
+    workspace: str | None = None,
+    profile: str | None = None,
+    run_id: str | None = None,
+) -> Validated:
     """Every check `submit` makes that needs no cluster, in its order: the manifest, the code
     bundle (its size), the run id, where the profiles place it (with `profiles`), each data
     input resolved to an exact version in the registry (TAU_REGISTRY, else this machine's;
@@ -110,8 +115,9 @@ def validate(file: str | Path | None = None, *, profiles: str | Path | None = No
     if profiles is not None:
         from taugrid.runs import resolve
 
-        placed = resolve.resolve(m, load.load_snapshot(Path(profiles)), workspace=workspace,
-                                 profile=profile)  # fmt: skip
+        placed = resolve.resolve(
+            m, load.load_snapshot(Path(profiles)), workspace=workspace, profile=profile
+        )
     inputs: tuple[Any, ...] = ()
     if m.data.inputs:  # (the registry's code is imported only for a manifest that reads data)
         from taugrid.runs.prepare import resolve_inputs
@@ -205,15 +211,15 @@ def backend_of(rd: RunDir, context: str | None = None, say: Say = _quiet) -> Bac
     return base.for_record(rd.read_record(), context, say)
 
 
-def statuses(runs: list[str], *, context: str | None = None,
-             say: Say = _quiet) -> list[RunStatus]:  # fmt: skip
+def statuses(runs: list[str], *, context: str | None = None, say: Say = _quiet) -> list[RunStatus]:
     """The status of several runs (one gather per backend: never one call per run)."""
     dirs = [find(r, context=context) for r in runs]
     return _statuses(dirs, context=context, say=say, tolerate=False)
 
 
-def _statuses(dirs: list[RunDir], say: Say = _quiet, context: str | None = None,
-              tolerate: bool = True) -> list[RunStatus]:  # fmt: skip
+def _statuses(
+    dirs: list[RunDir], say: Say = _quiet, context: str | None = None, tolerate: bool = True
+) -> list[RunStatus]:
     """Each run's status: an ended and sealed cluster run from its record (no cluster needed),
     the others with one gather per backend and kubeconfig context (`base.context_for`: an
     explicit `context` or TAU_CONTEXT, else the recorded one the kubeconfig has, else the
@@ -284,8 +290,9 @@ def status(run: str, *, context: str | None = None, say: Say = _quiet) -> RunSta
     return statuses([run], context=context, say=say)[0]
 
 
-def watch(run: str, *, context: str | None = None, poll_s: float = 1.0,
-          say: Say = _quiet) -> Iterator[RunStatus]:  # fmt: skip
+def watch(
+    run: str, *, context: str | None = None, poll_s: float = 1.0, say: Say = _quiet
+) -> Iterator[RunStatus]:
     """The run's status each time it changes (a watch where the backend has one), until it
     ends; the first status at once."""
     from taugrid.api.vocabulary import TERMINAL
@@ -378,16 +385,23 @@ def cluster_runs(*, workspace: str | None = None, mine: bool = False,
     return KubeBackend(context).workspace_runs(workspace, mine=mine)
 
 
-def logs(run: str, out: TextIO | None = None, *, context: str | None = None,
-         say: Say = _quiet) -> None:  # fmt: skip
+def logs(
+    run: str, out: TextIO | None = None, *, context: str | None = None, say: Say = _quiet
+) -> None:
     """Write what the run has logged so far to `out` (default stdout)."""
     rd = find(run, context=context)
     backend_of(rd, context, say).logs(rd, out or sys.stdout)
 
 
-def follow(run: str | RunDir, out: TextIO | None = None, err: TextIO | None = None, *,
-           transitions: bool = True, context: str | None = None,
-           say: Say = _quiet) -> Phase:  # fmt: skip
+def follow(
+    run: str | RunDir,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+    *,
+    transitions: bool = True,
+    context: str | None = None,
+    say: Say = _quiet,
+) -> Phase:
     """Stream the run's log (and, with `transitions`, each change of phase to `err`) until it
     ends; its final phase. A backend that cannot stream: waits for the end."""
     from taugrid.runs.backends import base
@@ -410,8 +424,9 @@ def _settle(rd: RunDir, phase: Phase) -> None:
         rd.settled()
 
 
-def wait(run: str, *, context: str | None = None, timeout_s: float | None = None,
-         say: Say = _quiet) -> Phase:  # fmt: skip
+def wait(
+    run: str, *, context: str | None = None, timeout_s: float | None = None, say: Say = _quiet
+) -> Phase:
     """Block until the run ends (or `timeout_s` passes: TauError, exit 3); its final phase."""
     from taugrid.api.errors import EXIT_NOT_ADMITTED
 

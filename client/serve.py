@@ -981,11 +981,13 @@ def scale(
         _no_canary(rec, "a scale on a cluster")
         return _scale_kube(sd, new, timeout_s, say)
     if new.replicas == 0:
-        raise TauError(f"{name}: a local service cannot be scaled to a fixed 0 replicas (Ray "
-                       "Serve would have nothing to answer with); nothing changed",
-                       exit_code=EXIT_USAGE,
-                       hint=f"tau serve scale {name} --min 0 --max N: autoscaling down to zero "
-                       f"when idle, up on a request; or tau serve delete {name}")  # fmt: skip
+        raise TauError(
+            f"{name}: a local service cannot be scaled to a fixed 0 replicas (Ray "
+            "Serve would have nothing to answer with); nothing changed",
+            exit_code=EXIT_USAGE,
+            hint=f"tau serve scale {name} --min 0 --max N: autoscaling down to zero "
+            f"when idle, up on a request; or tau serve delete {name}",
+        )
     serve = LocalServe.started(_gpus_here(), say)
     with sd.lock():
         rec = sd.read()
@@ -1012,8 +1014,9 @@ def scale(
     return _await(name, rec.serving, timeout_s, say)
 
 
-def _fits_head(name: str, serve: LocalServe, spec: S.ServiceSpec, scale: S.Scale,
-               canary: bool) -> None:  # fmt: skip
+def _fits_head(
+    name: str, serve: LocalServe, spec: S.ServiceSpec, scale: S.Scale, canary: bool
+) -> None:
     """Refuse a size the local Ray head can never place (its replicas would wait forever):
     the most replicas the scale asks for, times each one's CPUs and GPUs, against the head's."""
     head = serve.head
@@ -1022,15 +1025,20 @@ def _fits_head(name: str, serve: LocalServe, spec: S.ServiceSpec, scale: S.Scale
     most = scale.autoscaling.max_replicas if scale.autoscaling else (scale.replicas or 1)
     if canary:
         most += 1  # the canary's share takes at least one more
-    for what, each, have in (("CPU", float(spec.cpus), float(head.num_cpus)),
-                             ("GPU", float(spec.gpus), float(head.num_gpus))):  # fmt: skip
+    for what, each, have in (
+        ("CPU", float(spec.cpus), float(head.num_cpus)),
+        ("GPU", float(spec.gpus), float(head.num_gpus)),
+    ):
         if each and most * each > have:
             fit = int(have // each)
-            raise TauError(f"{name}: {most} replica(s) x {each:g} {what} = {most * each:g} {what}s, "
-                           f"but the local Ray head has {have:g}: they would wait forever; nothing "
-                           "changed", exit_code=EXIT_USAGE,
-                           hint=f"at most {fit} replica(s) here (or fewer {what}s per replica: "
-                           f"service.{what.lower()}s)")  # fmt: skip
+            raise TauError(
+                f"{name}: {most} replica(s) x {each:g} {what} = {most * each:g} {what}s, "
+                f"but the local Ray head has {have:g}: they would wait forever; nothing "
+                "changed",
+                exit_code=EXIT_USAGE,
+                hint=f"at most {fit} replica(s) here (or fewer {what}s per replica: "
+                f"service.{what.lower()}s)",
+            )
 
 
 def _scale_kube(sd: ServiceDir, new: S.Scale, timeout_s: float, say: Say) -> S.ServiceStatus:

@@ -95,11 +95,13 @@ class AzureStore(Store):
         if conn:
             owner = credential_account(conn)
             if owner is not None and owner != self.account:
-                raise TauError(f"registry {url}: the credential ({CONNECTION_ENV}) is for storage "
-                               f"account {owner!r}, not {self.account!r}: nothing was read",
-                               exit_code=EXIT_USAGE,
-                               hint=f"use az://{owner}/..., or set {CONNECTION_ENV} to account "
-                               f"{self.account!r}'s connection string")  # fmt: skip
+                raise TauError(
+                    f"registry {url}: the credential ({CONNECTION_ENV}) is for storage "
+                    f"account {owner!r}, not {self.account!r}: nothing was read",
+                    exit_code=EXIT_USAGE,
+                    hint=f"use az://{owner}/..., or set {CONNECTION_ENV} to account "
+                    f"{self.account!r}'s connection string",
+                )
         try:
             if conn:
                 service = blob.BlobServiceClient.from_connection_string(conn, **options)
@@ -204,12 +206,14 @@ class AzureStore(Store):
             while chunk := f.read(CHUNK):
                 h.update(chunk)
         if h.hexdigest() != sha:
-            raise TauError(f"{path} changed while it was read: nothing restored",
-                           exit_code=EXIT_PLATFORM)  # fmt: skip
+            raise TauError(
+                f"{path} changed while it was read: nothing restored", exit_code=EXIT_PLATFORM
+            )
         client = self.container.get_blob_client(self._blob_key(sha))
         with path.open("rb") as f:
-            self._call("write", lambda: client.upload_blob(f, length=path.stat().st_size,
-                                                           overwrite=True))  # fmt: skip
+            self._call(
+                "write", lambda: client.upload_blob(f, length=path.stat().st_size, overwrite=True)
+            )
 
     def _read_blob(self, sha: str) -> Iterator[bytes] | None:
         client = self.container.get_blob_client(self._blob_key(sha))

@@ -105,7 +105,10 @@ def same_moment(before: os.stat_result, after: os.stat_result) -> bool:
     """The file was not written between two stats of it: size, modification and change times
     (any write moves the change time) are the same."""
     return (before.st_size, before.st_mtime_ns, before.st_ctime_ns) == (
-        after.st_size, after.st_mtime_ns, after.st_ctime_ns)  # fmt: skip
+        after.st_size,
+        after.st_mtime_ns,
+        after.st_ctime_ns,
+    )
 
 
 def tmp_pack(root: Path, pack: str) -> Path:

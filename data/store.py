@@ -281,26 +281,55 @@ class Store:
         """Store a file or a folder as a version (the same content again: the same version)."""
         check_name(name)
         with self._writing():
-            return self._register(kind, name, source, created, purpose=purpose,
-                                  description=description, tags=tags, lineage=lineage,
-                                  progress=progress)  # fmt: skip
+            return self._register(
+                kind,
+                name,
+                source,
+                created,
+                purpose=purpose,
+                description=description,
+                tags=tags,
+                lineage=lineage,
+                progress=progress,
+            )
 
     def _writing(self) -> contextlib.AbstractContextManager[None]:
         """Held while something writes blobs and the record naming them (a registration, a
         copy into this store): `gc` waits for it (a file store's lock; nothing elsewhere)."""
         return contextlib.nullcontext()
 
-    def _register(self, kind: Kind, name: str, source: Path, created: Created, *,
-                  purpose: str | None, description: str | None, tags: dict[str, str] | None,
-                  lineage: Lineage | None, progress: Progress | None) -> Registered:  # fmt: skip
+    def _register(
+        self,
+        kind: Kind,
+        name: str,
+        source: Path,
+        created: Created,
+        *,
+        purpose: str | None,
+        description: str | None,
+        tags: dict[str, str] | None,
+        lineage: Lineage | None,
+        progress: Progress | None,
+    ) -> Registered:
         try:
             links: dict[str, str] = {}
             entries, total, hashed, packs = self._ingest(source, progress, links)  # paths' order
             version = manifest_digest(entries)
-            record = VersionRecord(kind=kind, name=name, version=version, files=[], size=total,
-                                   created=created, purpose=purpose, description=description,
-                                   tags=tags or {}, lineage=lineage or Lineage(),
-                                   written_ns=time.time_ns(), packs=packs, links=links)  # fmt: skip
+            record = VersionRecord(
+                kind=kind,
+                name=name,
+                version=version,
+                files=[],
+                size=total,
+                created=created,
+                purpose=purpose,
+                description=description,
+                tags=tags or {},
+                lineage=lineage or Lineage(),
+                written_ns=time.time_ns(),
+                packs=packs,
+                links=links,
+            )
             # the entries are the walk's (each path checked there): not checked a second time
             record = record.model_copy(update={"files": entries})
             data = record.model_dump_json(indent=1, by_alias=True).encode()
@@ -323,8 +352,9 @@ class Store:
                         hint="free space there or choose another registry (--registry, TAU_REGISTRY); "
                         "nothing half-written is visible, and what was stored is reused next time")  # fmt: skip
 
-    def _ingest(self, source: Path, progress: Progress | None,
-                links: dict[str, str]) -> tuple[list[FileEntry], int, int, list[str]]:  # fmt: skip
+    def _ingest(
+        self, source: Path, progress: Progress | None, links: dict[str, str]
+    ) -> tuple[list[FileEntry], int, int, list[str]]:
         """Store every file's bytes the store lacks: the entries, their total size, the bytes
         read, and the packs holding them (a file store's; none here: one blob per file).
         `links` learns the symbolic links followed (path -> what the link says)."""
@@ -508,28 +538,42 @@ class Store:
                 )
         return problems
 
-    def pull(self, record: VersionRecord, dest: Path, progress: Progress | None = None, *,
-             force: bool = False) -> Pulled:  # fmt: skip
+    def pull(
+        self,
+        record: VersionRecord,
+        dest: Path,
+        progress: Progress | None = None,
+        *,
+        force: bool = False,
+    ) -> Pulled:
         """Copy a version's files into the folder `dest` (checked against their sha256 as they
         are copied; each file put in place whole). A file already there with the version's
         bytes is left as it is; one with other bytes (a local edit) is refused before anything
         is written, unless `force`; `dest` or a folder on the way that is a file is refused."""
         hint = f"tau data {record.kind} verify {record.name}@{record.short}"
         if dest.exists() and not dest.is_dir():
-            raise TauError(f"{dest} is a file: pull into a folder", exit_code=EXIT_USAGE,
-                           hint=f"name a folder (it is made if missing), e.g. {dest}.d")  # fmt: skip
+            raise TauError(
+                f"{dest} is a file: pull into a folder",
+                exit_code=EXIT_USAGE,
+                hint=f"name a folder (it is made if missing), e.g. {dest}.d",
+            )
         edited: list[str] = []
         same: set[str] = set()
         for f in record.files:  # first: what is there already, before anything is written
             out = dest / check_path(f.path)
             for parent in [*reversed(out.relative_to(dest).parents)][1:]:
                 if (dest / parent).exists() and not (dest / parent).is_dir():
-                    raise TauError(f"{dest / parent} is a file where the version has a folder",
-                                   exit_code=EXIT_USAGE, hint="move it away, or pull into another "
-                                   "folder")  # fmt: skip
+                    raise TauError(
+                        f"{dest / parent} is a file where the version has a folder",
+                        exit_code=EXIT_USAGE,
+                        hint="move it away, or pull into another folder",
+                    )
             if out.is_dir():
-                raise TauError(f"{out} is a folder where the version has a file",
-                               exit_code=EXIT_USAGE, hint="move it away, or pull into another folder")  # fmt: skip
+                raise TauError(
+                    f"{out} is a folder where the version has a file",
+                    exit_code=EXIT_USAGE,
+                    hint="move it away, or pull into another folder",
+                )
             if out.is_file():
                 if out.stat().st_size == f.size and tau_inputs._sha256(out) == f.sha256:
                     same.add(f.path)
@@ -539,9 +583,12 @@ class Store:
             listed = ", ".join(edited[:5]) + (
                 f" and {len(edited) - 5} more" if len(edited) > 5 else ""
             )
-            raise TauError(f"{dest} has other bytes than {record.name}@{record.short} in "
-                           f"{len(edited)} file(s): {listed}; nothing was written", exit_code=EXIT_USAGE,
-                           hint="keep your edits elsewhere, or pass --force to replace them")  # fmt: skip
+            raise TauError(
+                f"{dest} has other bytes than {record.name}@{record.short} in "
+                f"{len(edited)} file(s): {listed}; nothing was written",
+                exit_code=EXIT_USAGE,
+                hint="keep your edits elsewhere, or pass --force to replace them",
+            )
         done = 0
         for f in record.files:
             if f.path in same:
@@ -564,15 +611,19 @@ class Store:
                         if progress:
                             progress(done, record.size)
                 if h.hexdigest() != f.sha256:
-                    raise TauError(f"{record.name}@{record.short}: {f.path} changed in the store",
-                                   exit_code=EXIT_RUN_FAILED, hint=hint)  # fmt: skip
+                    raise TauError(
+                        f"{record.name}@{record.short}: {f.path} changed in the store",
+                        exit_code=EXIT_RUN_FAILED,
+                        hint=hint,
+                    )
                 os.replace(part, out)
             finally:
                 part.unlink(missing_ok=True)
         return Pulled(len(record.files) - len(same), len(same), len(edited) if force else 0)
 
-    def repair(self, record: VersionRecord, source: Path,
-               progress: Progress | None = None) -> list[str]:  # fmt: skip
+    def repair(
+        self, record: VersionRecord, source: Path, progress: Progress | None = None
+    ) -> list[str]:
         """Restore a version's damaged or missing stored files from `source` (the file or
         folder it was registered from, intact): each file whose stored bytes do not hash to the
         record's sha256 is stored again from the source's file of the same path, once that
@@ -595,11 +646,13 @@ class Store:
             self._restore_blob(src, f.sha256)
             restored.append(f.path)
         if unfixable:
-            raise TauError(f"{record.name}@{record.short}: {len(unfixable)} damaged file(s) cannot "
-                           f"be restored from {source}: {', '.join(unfixable[:5])}"
-                           + (f" ({len(restored)} restored)" if restored else ""),
-                           exit_code=EXIT_RUN_FAILED,
-                           hint="give the folder it was registered from, intact (--from)")  # fmt: skip
+            raise TauError(
+                f"{record.name}@{record.short}: {len(unfixable)} damaged file(s) cannot "
+                f"be restored from {source}: {', '.join(unfixable[:5])}"
+                + (f" ({len(restored)} restored)" if restored else ""),
+                exit_code=EXIT_RUN_FAILED,
+                hint="give the folder it was registered from, intact (--from)",
+            )
         return restored
 
     def _blob_ok(self, sha: str) -> bool:
@@ -618,8 +671,9 @@ class Store:
     def gc(self, *, dry_run: bool = False, grace_s: float = 3600) -> Collected:
         """Remove what no version names (blobs, packs whose every piece is unnamed) and what a
         killed registration left in tmp/; nothing younger than `grace_s`."""
-        raise TauError(f"registry {self.url}: gc is for file:// registries in this build",
-                       exit_code=EXIT_USAGE)  # fmt: skip
+        raise TauError(
+            f"registry {self.url}: gc is for file:// registries in this build", exit_code=EXIT_USAGE
+        )
 
     @contextlib.contextmanager
     def _local_blob(self, sha: str) -> Iterator[Path | None]:
@@ -763,8 +817,11 @@ class FileStore(Store):
                 out.flush()
                 os.fsync(out.fileno())
             if h.hexdigest() != sha:
-                raise TauError(f"{path} changed while it was read: nothing restored",
-                               exit_code=EXIT_RUN_FAILED, hint=_CHANGED_HINT)  # fmt: skip
+                raise TauError(
+                    f"{path} changed while it was read: nothing restored",
+                    exit_code=EXIT_RUN_FAILED,
+                    hint=_CHANGED_HINT,
+                )
             os.chmod(tmp, 0o444)
             final = self.blob(sha)
             final.parent.mkdir(parents=True, exist_ok=True)
@@ -892,8 +949,9 @@ class FileStore(Store):
             or os.path.isfile(f"{self._blobdir}/{sha[:2]}/{sha[2:]}")
         )
 
-    def _ingest(self, source: Path, progress: Progress | None,
-                links: dict[str, str]) -> tuple[list[FileEntry], int, int, list[str]]:  # fmt: skip
+    def _ingest(
+        self, source: Path, progress: Progress | None, links: dict[str, str]
+    ) -> tuple[list[FileEntry], int, int, list[str]]:
         """Small files are read, hashed and packed by worker processes (data/pack.py); large
         ones become blobs of their own here (streamed: flat memory at any size). Until every
         file has been stat'ed (by the workers) the total is an estimate."""
@@ -919,9 +977,13 @@ class FileStore(Store):
         try:
             for b in batches:  # taken in whole: nothing here is done per file
                 if b.errors:
-                    raise TauError(f"cannot register {b.errors[0]}", exit_code=EXIT_USAGE,
-                                   hint=_CHANGED_HINT if pack.CHANGED in b.errors[0]
-                                   else "fix or leave out that file, then register again")  # fmt: skip
+                    raise TauError(
+                        f"cannot register {b.errors[0]}",
+                        exit_code=EXIT_USAGE,
+                        hint=_CHANGED_HINT
+                        if pack.CHANGED in b.errors[0]
+                        else "fix or leave out that file, then register again",
+                    )
                 hashed += b.hashed
                 done += b.size
                 if b.pieces:
@@ -1128,8 +1190,12 @@ def _kind_of(mode: int) -> str | None:
     """What a path that is neither a file nor a folder is, in words (None: a file or folder)."""
     import stat
 
-    for test, what in ((stat.S_ISSOCK, "a socket"), (stat.S_ISFIFO, "a named pipe"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):  # fmt: skip
+    for test, what in (
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISFIFO, "a named pipe"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
         if test(mode):
             return what
     return None
@@ -1149,8 +1215,9 @@ def check_source(source: Path) -> None:
         raise TauError(f"{source} is {what}: register a file or a folder", exit_code=EXIT_USAGE)
 
 
-def _name_chunks(source: Path, size: int = pack.BATCH,
-                 links: dict[str, str] | None = None) -> Iterator[list[tuple[str, str]]]:  # fmt: skip
+def _name_chunks(
+    source: Path, size: int = pack.BATCH, links: dict[str, str] | None = None
+) -> Iterator[list[tuple[str, str]]]:
     """The files of a file or folder as they are found, `size` at a time: (relative path, path),
     in the order of the relative paths (each folder's entries sorted with a folder's name
     followed by `/`, so the walk's order is the paths' order: nothing to sort after it); each
@@ -1180,15 +1247,21 @@ def _name_chunks(source: Path, size: int = pack.BATCH,
         target = os.path.realpath(e.path)
         said = os.readlink(e.path)
         if os.path.commonpath([top, target]) != top:
-            raise TauError(f"{source}/{rel}: a symbolic link to {said} ({target}), outside the "
-                           "folder registered", exit_code=EXIT_USAGE,
-                           hint="register a folder that holds the link's target too, or copy the "
-                           "file in place of the link")  # fmt: skip
+            raise TauError(
+                f"{source}/{rel}: a symbolic link to {said} ({target}), outside the "
+                "folder registered",
+                exit_code=EXIT_USAGE,
+                hint="register a folder that holds the link's target too, or copy the "
+                "file in place of the link",
+            )
         try:
             st = os.stat(target)
         except OSError:
-            raise TauError(f"{source}/{rel}: a symbolic link to {said}, which does not exist",
-                           exit_code=EXIT_USAGE, hint="remove the link, or restore its target") from None  # fmt: skip
+            raise TauError(
+                f"{source}/{rel}: a symbolic link to {said}, which does not exist",
+                exit_code=EXIT_USAGE,
+                hint="remove the link, or restore its target",
+            ) from None
         if links is not None:
             links[rel] = said
         what = _kind_of(st.st_mode)
@@ -1216,9 +1289,11 @@ def _name_chunks(source: Path, size: int = pack.BATCH,
                     files.append((rel + e.name, target))
             else:
                 what = _kind_of(e.stat(follow_symlinks=False).st_mode) or "not a regular file"
-                raise TauError(f"{source}/{rel}{e.name} is {what}: nothing of it can be stored",
-                               exit_code=EXIT_USAGE, hint="move it out of the folder, then register "
-                               "again")  # fmt: skip
+                raise TauError(
+                    f"{source}/{rel}{e.name} is {what}: nothing of it can be stored",
+                    exit_code=EXIT_USAGE,
+                    hint="move it out of the folder, then register again",
+                )
         if not dirs:  # the common case: a folder of files, taken in whole
             files.sort()
             buf += files
@@ -1228,8 +1303,11 @@ def _name_chunks(source: Path, size: int = pack.BATCH,
             if key[-1] == "/":
                 real = os.path.realpath(path)
                 if real in chain:
-                    raise TauError(f"{source}/{rel}{key[:-1]}: a symbolic link to a folder that "
-                                   "holds it (a loop)", exit_code=EXIT_USAGE)  # fmt: skip
+                    raise TauError(
+                        f"{source}/{rel}{key[:-1]}: a symbolic link to a folder that "
+                        "holds it (a loop)",
+                        exit_code=EXIT_USAGE,
+                    )
                 yield from walk(path, rel + key, chain | {real})
             else:
                 buf.append((rel + key, path))
@@ -1260,8 +1338,7 @@ def default_store(registry: str | None = None) -> Store:
     from taugrid.api.home import tau_home
 
     named = registry or os.environ.get(REGISTRY_ENV)
-    return open_store(registry_url(registry), tau_home() / "cache" / "data-stat",
-                      create=not named)  # fmt: skip
+    return open_store(registry_url(registry), tau_home() / "cache" / "data-stat", create=not named)
 
 
 def open_store(url: str, stat_cache: Path | None = None, *, create: bool = False) -> Store:
@@ -1278,10 +1355,16 @@ def open_store(url: str, stat_cache: Path | None = None, *, create: bool = False
     root = Path(where.path)
     if not root.is_dir():
         if root.exists():
-            raise TauError(f"registry {where.url}: {root} is not a folder", exit_code=EXIT_USAGE,
-                           hint="name a folder (file:///ABSOLUTE/FOLDER)")  # fmt: skip
+            raise TauError(
+                f"registry {where.url}: {root} is not a folder",
+                exit_code=EXIT_USAGE,
+                hint="name a folder (file:///ABSOLUTE/FOLDER)",
+            )
         if not create:
-            raise TauError(f"registry {where.url} does not exist", exit_code=EXIT_USAGE,
-                           hint=f"check the address (--registry, {REGISTRY_ENV}); to start a new "
-                           f"registry there: mkdir -p {root}")  # fmt: skip
+            raise TauError(
+                f"registry {where.url} does not exist",
+                exit_code=EXIT_USAGE,
+                hint=f"check the address (--registry, {REGISTRY_ENV}); to start a new "
+                f"registry there: mkdir -p {root}",
+            )
     return FileStore(root, stat_cache)

@@ -120,8 +120,9 @@ class ContextChoice:
     note: str | None = None
 
 
-def choose_context(explicit: str | None, recorded: str | None,
-                   known: tuple[list[str], str | None] | None) -> ContextChoice:  # fmt: skip
+def choose_context(
+    explicit: str | None, recorded: str | None, known: tuple[list[str], str | None] | None
+) -> ContextChoice:
     """Which context: an explicit one (`--context`, `TAU_CONTEXT`) always; else the recorded
     one when the kubeconfig (`known`: its names and current context) has it; else the current
     one, said. A kubeconfig that cannot be read keeps the recorded one (the client says what

@@ -333,9 +333,15 @@ class _Guard:
         request = Request(scope)
         host = request.headers.get("host", "")
         if _hostname(host) not in self.allowed:
-            await self._refuse(scope, receive, send, 421, f"refused Host {host!r}: this portal "
-                               f"answers to {', '.join(self.allowed)} (tau portal --allowed-hosts "
-                               "NAME serves another name)")  # fmt: skip
+            await self._refuse(
+                scope,
+                receive,
+                send,
+                421,
+                f"refused Host {host!r}: this portal "
+                f"answers to {', '.join(self.allowed)} (tau portal --allowed-hosts "
+                "NAME serves another name)",
+            )
             return
         if request.method not in SAFE_METHODS:
             origin = request.headers.get("origin") or request.headers.get("referer")
@@ -344,8 +350,13 @@ class _Guard:
 
                 name = _hostname(urlsplit(origin).netloc) if origin != "null" else "null"
                 if name not in self.allowed:
-                    await self._refuse(scope, receive, send, 403, f"refused a {request.method} from "
-                                       f"origin {origin!r}: nothing was changed")  # fmt: skip
+                    await self._refuse(
+                        scope,
+                        receive,
+                        send,
+                        403,
+                        f"refused a {request.method} from origin {origin!r}: nothing was changed",
+                    )
                     return
         sent = request.cookies.get(SESSION_COOKIE, "")
         scope["tau_session_sent"] = sent

@@ -108,8 +108,9 @@ class ServiceDir:
 def _undone(name: str) -> str:
     """What became of a service of this name that is gone: a first deploy that failed and was
     undone says why (its record was kept aside), so `status` and `logs` still tell."""
-    kept = sorted(services_root().glob(f".deleted/{name}-*"),
-                  key=lambda p: p.name.rsplit("-", 1)[-1])  # fmt: skip
+    kept = sorted(
+        services_root().glob(f".deleted/{name}-*"), key=lambda p: p.name.rsplit("-", 1)[-1]
+    )
     for folder in reversed(kept):
         if folder.name.rsplit("-", 1)[0] != name:
             continue

@@ -25,8 +25,14 @@ class Load:
     """`rate` POSTs a second, open loop, until stopped (and for at least `at_least_s`): every
     answer is counted by revision, every failure kept, every latency measured from due."""
 
-    def __init__(self, url: str, rate: float, at_least_s: float = 0.0, timeout_s: float = 60.0,
-                 senders: int = 64) -> None:  # fmt: skip
+    def __init__(
+        self,
+        url: str,
+        rate: float,
+        at_least_s: float = 0.0,
+        timeout_s: float = 60.0,
+        senders: int = 64,
+    ) -> None:
         self.url, self.rate, self.at_least_s = url, rate, at_least_s
         self.timeout_s, self.senders = timeout_s, senders
         self.started = time.monotonic()
@@ -39,8 +45,9 @@ class Load:
         self._lock = threading.Lock()
 
     def _one(self, due: float) -> None:
-        req = urllib.request.Request(self.url, data=BODY, method="POST",
-                                     headers={"Content-Type": "application/json"})  # fmt: skip
+        req = urllib.request.Request(
+            self.url, data=BODY, method="POST", headers={"Content-Type": "application/json"}
+        )
         try:
             with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
                 revision = json.loads(resp.read())["revision"]
@@ -81,10 +88,13 @@ class Load:
             return lat[min(len(lat) - 1, int(f * len(lat)))] if lat else float("nan")
 
         return {
-            "sent": self.sent, "answered": len(lat), "failed": len(self.failures),
+            "sent": self.sent,
+            "answered": len(lat),
+            "failed": len(self.failures),
             "p50_s": round(statistics.median(lat), 3) if lat else None,
-            "p95_s": round(q(0.95), 3), "p99_s": round(q(0.99), 3),
+            "p95_s": round(q(0.95), 3),
+            "p99_s": round(q(0.99), 3),
             "max_s": round(lat[-1], 3) if lat else None,
             f"later_than_{late_s:g}s": sum(1 for x in lat if x > late_s),
             "loadavg_1m": round(os.getloadavg()[0], 2),
-        }  # fmt: skip
+        }

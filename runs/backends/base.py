@@ -211,8 +211,12 @@ def for_record(rec: RunRecord, context: str | None = None, say: Say | None = Non
     return get(rec.target, **({"context": chosen} if chosen else {}))
 
 
-def context_for(rec: RunRecord, context: str | None = None, say: Say | None = None,
-                known: tuple[list[str], str | None] | None = None) -> str | None:  # fmt: skip
+def context_for(
+    rec: RunRecord,
+    context: str | None = None,
+    say: Say | None = None,
+    known: tuple[list[str], str | None] | None = None,
+) -> str | None:
     """The kubeconfig context a recorded run is looked at through (`kubeconfig.choose_context`;
     `known`: the kubeconfig's contexts, when the caller read them already). None for a local
     run."""

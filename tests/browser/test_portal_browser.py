@@ -74,11 +74,16 @@ def browser() -> Iterator[Any]:
         # rebind.test resolves to this machine: what a DNS-rebinding page's name does once it
         # has been rebound (nothing leaves loopback). Chromium's own local-network checks are
         # off, as in a browser without them: what is tested is the portal's defense.
-        b = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--host-resolver-rules=MAP rebind.test 127.0.0.1",
-            "--disable-features=PrivateNetworkAccessRespectPreflightResults,"
-            "BlockInsecurePrivateNetworkRequests,PrivateNetworkAccessSendPreflights,"
-            "LocalNetworkAccessChecks"])  # fmt: skip
+        b = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=[
+                "--no-sandbox",
+                "--host-resolver-rules=MAP rebind.test 127.0.0.1",
+                "--disable-features=PrivateNetworkAccessRespectPreflightResults,"
+                "BlockInsecurePrivateNetworkRequests,PrivateNetworkAccessSendPreflights,"
+                "LocalNetworkAccessChecks",
+            ],
+        )
         yield b
         b.close()
 
@@ -183,8 +188,10 @@ def test_a_rebinding_page_can_neither_read_nor_cancel(home: Path, portal: str, p
     refused for its Host, nothing of the portal is read, and the run is not cancelled."""
     port = portal.rsplit(":", 1)[1]
     origin = f"http://rebind.test:{port}"
-    page.route(f"{origin}/", lambda route: route.fulfill(status=200, body=REBINDER,
-                                                        content_type="text/html"))  # fmt: skip
+    page.route(
+        f"{origin}/",
+        lambda route: route.fulfill(status=200, body=REBINDER, content_type="text/html"),
+    )
     with supervisor(make_run(home, "wait-rrrrr", phase=Phase.Pending)):
         page.goto(f"{origin}/")
         got = page.evaluate("window.tried")

@@ -71,16 +71,22 @@ def test_a_same_named_run_on_another_cluster_is_refused(
         obj = found.get(name=run_id, namespace="research").to_dict()
         ns = obj["metadata"]["namespace"]
         apply(cluster_crds, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-        twin = {"apiVersion": obj["apiVersion"], "kind": "TauRun", "spec": obj["spec"],
-                "metadata": {"name": run_id, "namespace": ns}}  # fmt: skip
+        twin = {
+            "apiVersion": obj["apiVersion"],
+            "kind": "TauRun",
+            "spec": obj["spec"],
+            "metadata": {"name": run_id, "namespace": ns},
+        }
         apply(cluster_crds, twin)
         other = {"KUBECONFIG": str(cluster.admin.kubeconfig), "TAU_TARGET": "kube"}
-        for args in (("run", "status", run_id), ("run", "cancel", run_id),
-                     ("run", "logs", run_id)):  # fmt: skip
+        for args in (("run", "status", run_id), ("run", "cancel", run_id), ("run", "logs", run_id)):
             got = tau(sandbox, *args, env=other)
             assert got.returncode == 4, (args, got.stdout, got.stderr)
-            assert "another run" in got.stderr and repr(_contexts(researcher["KUBECONFIG"])[0]) \
-                in got.stderr and cluster.url in got.stderr, got.stderr  # fmt: skip
+            assert (
+                "another run" in got.stderr
+                and repr(_contexts(researcher["KUBECONFIG"])[0]) in got.stderr
+                and cluster.url in got.stderr
+            ), got.stderr
         twin_res = cluster_crds.resources.get(api_version=C.API_VERSION, kind="TauRun")
         assert twin_res.get(name=run_id, namespace=ns) is not None  # not cancelled there
         st = tau(sandbox, "run", "status", run_id, "-o", "json", env=researcher)

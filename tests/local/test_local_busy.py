@@ -75,8 +75,9 @@ def test_a_busy_machine_waits_for_the_head_instead_of_failing(
     svc = tmp_path / "hello"
     svc.mkdir()
     (svc / "hello_app.py").write_text(SERVICE)
-    (svc / "tau.yaml").write_text("schema_version: 1\nname: hello\n"
-                                  "service: {import_path: 'hello_app:app', cpus: 0.5}\n")  # fmt: skip
+    (svc / "tau.yaml").write_text(
+        "schema_version: 1\nname: hello\nservice: {import_path: 'hello_app:app', cpus: 0.5}\n"
+    )
     res = cold("serve", "deploy", str(svc), timeout=1200)
     assert res.returncode == 0, res.stderr
     answer = cold("serve", "invoke", "hello", timeout=300)

@@ -55,8 +55,9 @@ def _project(tmp_path: Path, name: str, kind: str) -> Path:
     (fake / "__init__.py").write_text("")
     (fake / "run.py").write_text(STAND_IN)
     env = f"runtime: {{env: {{PYTHONPATH: '{tmp_path / 'fake'}'}}}}\n"
-    (folder / "tau.yaml").write_text(f"schema_version: 1\nname: {name}\n{KINDS[kind]}{env}"
-                                     "data: {inputs: [{ref: texts}]}\n")  # fmt: skip
+    (folder / "tau.yaml").write_text(
+        f"schema_version: 1\nname: {name}\n{KINDS[kind]}{env}data: {{inputs: [{{ref: texts}}]}}\n"
+    )
     (folder / "vandal.py").write_text(VANDAL)
     return folder
 
@@ -76,8 +77,9 @@ def test_a_run_that_writes_its_input_changes_nothing_stored(
     if kind == "rayjob" and not have_ray():
         pytest.skip("Ray is not installed")
     big = "x" * (2 << 20)  # a blob of its own (small files are packed): once hard-linked
-    version = _register(tau, tmp_path / "src", {"part-0.txt": "original\n" + big,
-                                                 "small.txt": "packed\n"})  # fmt: skip
+    version = _register(
+        tau, tmp_path / "src", {"part-0.txt": "original\n" + big, "small.txt": "packed\n"}
+    )
     first, log = _run(tau, _project(tmp_path, f"vandal-{kind}", kind))
     assert "READ original" in log and "WROTE" in log, log  # the run got its input, and wrote
     verified = tau("data", "dataset", "verify", f"texts@{version[:19]}")
@@ -95,8 +97,11 @@ def test_every_kind_stops_before_its_code_when_an_input_is_damaged(
     tau: Tau, tmp_path: Path
 ) -> None:
     version = _register(tau, tmp_path / "src", {"part-0.txt": "to be damaged\n"})
-    held = next(p for p in (tau.home / "data" / "registry").rglob("*")
-                if p.is_file() and b"to be damaged\n" in p.read_bytes())  # fmt: skip
+    held = next(
+        p
+        for p in (tau.home / "data" / "registry").rglob("*")
+        if p.is_file() and b"to be damaged\n" in p.read_bytes()
+    )
     held.chmod(0o644)
     held.write_bytes(held.read_bytes().replace(b"to be damaged\n", b"TO BE DAMAGED\n"))
     for kind in ("job", "torchrun"):

@@ -85,8 +85,9 @@ def test_a_broken_or_looping_link_is_refused_by_name(
 
 
 # --- what can be registered ------------------------------------------------------------------
-def test_sockets_pipes_and_empty_paths_are_refused(fstore: FileStore, tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_sockets_pipes_and_empty_paths_are_refused(
+    fstore: FileStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from taugrid.client import data
 
     src = tree(tmp_path / "src", {"f.txt": b"x"})
@@ -181,8 +182,9 @@ def test_gc_removes_what_no_version_names_and_what_a_killed_registration_left(
     fstore: FileStore, tmp_path: Path
 ) -> None:
     keep = fstore.register("dataset", "keep", tree(tmp_path / "k", {"k.bin": b"k" * BIG}), WHO)
-    gone = fstore.register("dataset", "gone", tree(tmp_path / "g", {"g.bin": b"g" * BIG,
-                                                                    "g.txt": b"small"}), WHO)  # fmt: skip
+    gone = fstore.register(
+        "dataset", "gone", tree(tmp_path / "g", {"g.bin": b"g" * BIG, "g.txt": b"small"}), WHO
+    )
     fstore.remove("dataset", "gone", gone.record.version)
     half = fstore.root / "tmp" / "12345-1-1"  # a killed registration's half-written copy
     half.write_bytes(b"half")
@@ -205,8 +207,9 @@ def test_gc_removes_what_no_version_names_and_what_a_killed_registration_left(
 def test_pull_keeps_local_edits_unless_forced_and_refuses_a_file(
     fstore: FileStore, tmp_path: Path
 ) -> None:
-    rec = fstore.register("dataset", "d", tree(tmp_path / "s", {"a.txt": b"A", "sub/b.txt": b"B"}),
-                          WHO).record  # fmt: skip
+    rec = fstore.register(
+        "dataset", "d", tree(tmp_path / "s", {"a.txt": b"A", "sub/b.txt": b"B"}), WHO
+    ).record
     dest = tmp_path / "work"
     fstore.pull(rec, dest)
     (dest / "a.txt").write_bytes(b"my edit")
@@ -268,12 +271,17 @@ def test_the_two_forms_parse_to_one_spelling() -> None:
     f = parse_registry("file:///data//registry/")
     assert (f.scheme, f.path, f.url) == ("file", "/data/registry", "file:///data/registry")
     a = parse_registry("az://acct1/models/team/a/")
-    assert (a.account, a.container, a.prefix, a.url) == ("acct1", "models", "team/a/",
-                                                         "az://acct1/models/team/a")  # fmt: skip
+    assert (a.account, a.container, a.prefix, a.url) == (
+        "acct1",
+        "models",
+        "team/a/",
+        "az://acct1/models/team/a",
+    )
 
 
-def test_a_missing_file_registry_is_an_error_unless_made(tmp_path: Path,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_a_missing_file_registry_is_an_error_unless_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from taugrid.client import data
     from taugrid.data.store import open_store
 
@@ -302,8 +310,10 @@ def test_the_account_in_the_address_must_be_the_credentials(
     from taugrid.data.azure import credential_account
     from taugrid.data.store import open_store
 
-    conn = ("DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=k;"
-            "BlobEndpoint=http://127.0.0.1:1/devstoreaccount1;")  # fmt: skip
+    conn = (
+        "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=k;"
+        "BlobEndpoint=http://127.0.0.1:1/devstoreaccount1;"
+    )
     assert credential_account(conn) == "devstoreaccount1"
     assert (
         credential_account(
@@ -359,8 +369,9 @@ def test_validate_names_the_exact_versions_a_run_would_read(tmp_path: Path) -> N
     folder = tmp_path / "p"
     folder.mkdir()
     (folder / "t.py").write_text("print(1)\n")
-    (folder / "tau.yaml").write_text("schema_version: 1\nname: v\nrun: {entrypoint: t.py}\n"
-                                     "data: {inputs: [{ref: corpus}]}\n")  # fmt: skip
+    (folder / "tau.yaml").write_text(
+        "schema_version: 1\nname: v\nrun: {entrypoint: t.py}\ndata: {inputs: [{ref: corpus}]}\n"
+    )
     got = run_tau(home, "run", "validate", str(folder), "-o", "json")
     assert got.returncode == 0, got.stderr
     assert json.loads(got.stdout)["inputs"][0]["version"] == version

@@ -237,8 +237,10 @@ def test_every_node_lays_out_its_inputs_before_its_code(tmp_path: Path, fake_tor
         "compute: {gpus: 0, cpus: 1, memory: 1Gi, workers: 2}\nruntime: {image: python:3.12-slim}\n"
     )
     pinned = (ResolvedInput(name="texts", version=reg.record.version, path="texts"),)
-    prepared = prepare(RunRequest(load.load_manifest(folder), run_id="ddp-input", inputs=pinned),
-                       load.load_snapshot(PROFILES))  # fmt: skip
+    prepared = prepare(
+        RunRequest(load.load_manifest(folder), run_id="ddp-input", inputs=pinned),
+        load.load_snapshot(PROFILES),
+    )
     objs = prepared.objects()
     res1, run_dir = run_node(objs, tmp_path / "pod", 1, fake_torch)
     assert res1.returncode == 0 and f"node 1 read {2 << 20}" in res1.stdout, res1.stderr

@@ -479,8 +479,11 @@ def test_a_post_from_another_origin_or_another_session_changes_nothing(
     for origin in ("http://evil.example", "http://evil.example:8800", "null"):
         got = web.post("/runs/wait-aaaaa/cancel", data={"csrf": token}, headers={"origin": origin})
         assert got.status_code == 403 and f"origin {origin!r}" in got.text
-    got = web.post("/runs/wait-aaaaa/cancel", data={"csrf": token},
-                   headers={"referer": "http://evil.example/page"})  # fmt: skip
+    got = web.post(
+        "/runs/wait-aaaaa/cancel",
+        data={"csrf": token},
+        headers={"referer": "http://evil.example/page"},
+    )
     assert got.status_code == 403
     other = TestClient(web.app, base_url="http://127.0.0.1")  # another browser, the same portal
     other.get("/runs")  # its own session cookie
@@ -488,8 +491,12 @@ def test_a_post_from_another_origin_or_another_session_changes_nothing(
     bare = TestClient(web.app, base_url="http://127.0.0.1", cookies={})
     assert bare.post("/runs/wait-aaaaa/cancel", data={"csrf": token}).status_code == 403
     assert RunDir(home / "data" / "runs" / "wait-aaaaa").read_record().phase is Phase.Pending
-    done = web.post("/runs/wait-aaaaa/cancel", data={"csrf": token},
-                    headers={"origin": "http://127.0.0.1"}, follow_redirects=False)  # fmt: skip
+    done = web.post(
+        "/runs/wait-aaaaa/cancel",
+        data={"csrf": token},
+        headers={"origin": "http://127.0.0.1"},
+        follow_redirects=False,
+    )
     assert done.status_code == 303
     assert RunDir(home / "data" / "runs" / "wait-aaaaa").read_record().phase is Phase.Cancelled
 

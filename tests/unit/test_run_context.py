@@ -46,9 +46,13 @@ KNOWN = (["admin", "taugrid-sandbox"], "admin")
         (None, None, KNOWN, None, False),  # nothing recorded: the client's default
     ],
 )
-def test_the_context_chosen(explicit: str | None, recorded: str | None,
-                            known: tuple[list[str], str | None] | None, want: str | None,
-                            noted: bool) -> None:  # fmt: skip
+def test_the_context_chosen(
+    explicit: str | None,
+    recorded: str | None,
+    known: tuple[list[str], str | None] | None,
+    want: str | None,
+    noted: bool,
+) -> None:
     got = choose_context(explicit, recorded, known)
     assert got.context == want
     assert (got.note is not None) == noted
@@ -129,9 +133,13 @@ def _each_command(run: str, context: str | None) -> list[list[str]]:
     ],
 )
 def test_an_explicit_context_wins_over_the_recorded_one(
-    admin: dict[str, Any], monkeypatch: pytest.MonkeyPatch, flag: str | None, env: str | None,
-    want: str, noted: bool,
-) -> None:  # fmt: skip
+    admin: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+    flag: str | None,
+    env: str | None,
+    want: str,
+    noted: bool,
+) -> None:
     if env:
         monkeypatch.setenv("TAU_CONTEXT", env)
     said = _each_command(admin["rd"].run_id, flag)
@@ -187,8 +195,9 @@ def test_the_taurun_uid_is_recorded_when_sent_and_when_adopted(
 ) -> None:
     monkeypatch.setenv("TAU_HOME", str(tmp_path / "a"))
     fake = FakeKube({"TauCluster": [tau_cluster()]})
-    rd = KubeBackend(kube=fake).submit(prepared(KubeBackend(kube=fake), tmp_path), SubmitOptions(),
-                                       lambda _m: None)  # fmt: skip
+    rd = KubeBackend(kube=fake).submit(
+        prepared(KubeBackend(kube=fake), tmp_path), SubmitOptions(), lambda _m: None
+    )
     uid = fake.get("TauRun", rd.run_id, "research")["metadata"]["uid"]  # type: ignore[index]
     assert rd.read_record().handle.uid == uid  # type: ignore[union-attr]
     monkeypatch.setenv("TAU_HOME", str(tmp_path / "b"))
@@ -196,13 +205,15 @@ def test_the_taurun_uid_is_recorded_when_sent_and_when_adopted(
     assert other is not None and other.read_record().handle.uid == uid  # type: ignore[union-attr]
 
 
-def _same_named_elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                          config_hash: str | None = None) -> tuple[RunDir, FakeKube]:  # fmt: skip
+def _same_named_elsewhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, config_hash: str | None = None
+) -> tuple[RunDir, FakeKube]:
     """A run submitted to cluster A; cluster B holds a TauRun of the same name (another run)."""
     monkeypatch.setenv("TAU_HOME", str(tmp_path / "home"))
     a = FakeKube({"TauCluster": [tau_cluster()]}, context="cluster-a")
-    rd = KubeBackend(kube=a).submit(prepared(KubeBackend(kube=a), tmp_path, run_id="train-7"),
-                                    SubmitOptions(), lambda _m: None)  # fmt: skip
+    rd = KubeBackend(kube=a).submit(
+        prepared(KubeBackend(kube=a), tmp_path, run_id="train-7"), SubmitOptions(), lambda _m: None
+    )
     b = FakeKube({"TauCluster": [tau_cluster()]}, context="cluster-b")
     twin = dict(a.get("TauRun", "train-7", "research") or {})
     twin["metadata"] = {**twin["metadata"], "uid": "uid-of-another-run"}
@@ -218,8 +229,11 @@ def test_another_run_of_the_same_name_is_refused_naming_both(
 ) -> None:
     rd, b = _same_named_elsewhere(tmp_path, monkeypatch)
     backend = KubeBackend(kube=b)
-    for act in (lambda: backend.observe([rd]), lambda: backend.cancel(rd),
-                lambda: backend.logs(rd, __import__("io").StringIO())):  # fmt: skip
+    for act in (
+        lambda: backend.observe([rd]),
+        lambda: backend.cancel(rd),
+        lambda: backend.logs(rd, __import__("io").StringIO()),
+    ):
         with pytest.raises(TauError) as e:
             act()
         msg = e.value.message

@@ -535,8 +535,11 @@ def test_invoke_sends_json_only_when_it_is_json(tmp_path: Path) -> None:
     f = tmp_path / "req.json"
     f.write_text('{"a": 1}')
     assert _body(f"@{f}", None)[0] == b'{"a": 1}'
-    for bad, words in (("features: [1, 2]", "not JSON (line 1, column 1)"), ('{"a": 1', "not JSON"),
-                       (f"@{tmp_path / 'none'}", "cannot read")):  # fmt: skip
+    for bad, words in (
+        ("features: [1, 2]", "not JSON (line 1, column 1)"),
+        ('{"a": 1', "not JSON"),
+        (f"@{tmp_path / 'none'}", "cannot read"),
+    ):
         with pytest.raises(TauError, match=words.replace("(", r"\(").replace(")", r"\)")) as e:
             _body(bad, None)
         assert e.value.exit_code == 2
@@ -570,8 +573,9 @@ def test_a_failed_deploy_names_the_replicas_own_error(message: str, want: str) -
     assert cause(message) == want
 
 
-def test_a_service_whose_first_deploy_was_undone_says_why(tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_a_service_whose_first_deploy_was_undone_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from taugrid.api.errors import TauError
     from taugrid.serve.records import ServiceDir
 

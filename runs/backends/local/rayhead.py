@@ -48,8 +48,11 @@ def start_timeout() -> float:
     except ValueError:
         value = -1.0
     if not 0 < value < 1e7:
-        raise TauError(f"{START_TIMEOUT_ENV}={raw!r}: a number of seconds above 0",
-                       exit_code=EXIT_USAGE, hint=f"e.g. {START_TIMEOUT_ENV}=900")  # fmt: skip
+        raise TauError(
+            f"{START_TIMEOUT_ENV}={raw!r}: a number of seconds above 0",
+            exit_code=EXIT_USAGE,
+            hint=f"e.g. {START_TIMEOUT_ENV}=900",
+        )
     return value
 
 
@@ -123,9 +126,15 @@ def _http(method: str, url: str, body: dict[str, Any] | None = None, timeout: fl
     return json.loads(raw) if raw else None
 
 
-def patient_http(method: str, url: str, body: dict[str, Any] | None = None, *,
-                 try_s: float = 30.0, limit_s: float | None = None,
-                 alive: Callable[[], bool] | None = None) -> Any:  # fmt: skip
+def patient_http(
+    method: str,
+    url: str,
+    body: dict[str, Any] | None = None,
+    *,
+    try_s: float = 30.0,
+    limit_s: float | None = None,
+    alive: Callable[[], bool] | None = None,
+) -> Any:
     """`_http` for an idempotent request to a head that may be slow on a busy machine: a try
     that times out is made again (while `alive()`) until `limit_s` (default start_timeout());
     a refusal, an HTTP error or a head that is gone fails at once."""
@@ -185,9 +194,15 @@ def ensure_head(num_gpus: int, say: Callable[[str], None] = lambda _m: None) -> 
 
 def _start(num_gpus: int, say: Callable[[str], None]) -> Head:
     cpus = max(2, os.cpu_count() or 2)
-    ports = {"GCS": _free_port(), "dashboard": _free_port(), "Ray client server": _free_port(),
-             "dashboard agent": _free_port(), "dashboard agent gRPC": _free_port(),
-             "runtime env agent": _free_port(), "metrics export": _free_port()}  # fmt: skip
+    ports = {
+        "GCS": _free_port(),
+        "dashboard": _free_port(),
+        "Ray client server": _free_port(),
+        "dashboard agent": _free_port(),
+        "dashboard agent gRPC": _free_port(),
+        "runtime env agent": _free_port(),
+        "metrics export": _free_port(),
+    }
     gcs, dash, agent = ports["GCS"], ports["dashboard"], ports["dashboard agent"]
     temp_dir = _short_temp_dir()
     log = ray_dir() / "head.log"
@@ -208,17 +223,28 @@ def _start(num_gpus: int, say: Callable[[str], None]) -> Head:
     limit = start_timeout()
     for name, port in ports.items():  # taken since it was picked: said now, not after Ray's retries
         if not port_free(port):
-            raise TauError(f"the local Ray head cannot start: its {name} port {port} on {HOST} is "
-                           "taken by another process", exit_code=EXIT_PLATFORM,
-                           hint="try again (tau picks new ports each time)")  # fmt: skip
+            raise TauError(
+                f"the local Ray head cannot start: its {name} port {port} on {HOST} is "
+                "taken by another process",
+                exit_code=EXIT_PLATFORM,
+                hint="try again (tau picks new ports each time)",
+            )
     say(f"starting a local Ray head on {HOST} (first run only; `tau local stop` stops it)")
     log.parent.mkdir(parents=True, exist_ok=True)
     at = log.stat().st_size if log.exists() else 0  # this start's lines: after here
     with log.open("ab") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 env=env, start_new_session=True)  # fmt: skip
-    head = Head(pid=proc.pid, gcs_port=gcs, dashboard_port=dash, temp_dir=temp_dir,
-                started_at=time.time(), num_cpus=cpus, num_gpus=num_gpus, agent_port=agent)  # fmt: skip
+    head = Head(
+        pid=proc.pid,
+        gcs_port=gcs,
+        dashboard_port=dash,
+        temp_dir=temp_dir,
+        started_at=time.time(),
+        num_cpus=cpus,
+        num_gpus=num_gpus,
+        agent_port=agent,
+    )
 
     stages: list[tuple[str, Callable[[], bool]]] = [
         ("GCS", lambda: _listens(gcs)),
@@ -242,9 +268,12 @@ def _start(num_gpus: int, say: Callable[[str], None]) -> Head:
             watched.setdefault(comm, pid)
         lost = [f"{comm} (pid {pid})" for comm, pid in watched.items() if not pid_alive(pid)]
         if lost:
-            return TauError("the local Ray head failed: " + ", ".join(lost) + " died while it "
-                            "started:\n  " + "\n  ".join(_tail(log, at)), exit_code=EXIT_PLATFORM,
-                            hint=f"full log: {log}; logs of each process: {temp_dir}/session_latest/logs")  # fmt: skip
+            return TauError(
+                "the local Ray head failed: " + ", ".join(lost) + " died while it "
+                "started:\n  " + "\n  ".join(_tail(log, at)),
+                exit_code=EXIT_PLATFORM,
+                hint=f"full log: {log}; logs of each process: {temp_dir}/session_latest/logs",
+            )
         return None
 
     try:
@@ -256,9 +285,13 @@ def _start(num_gpus: int, say: Callable[[str], None]) -> Head:
     return head
 
 
-def await_stages(stages: list[tuple[str, Callable[[], bool]]], limit: float,
-                 say: Callable[[str], None], died: Callable[[], TauError | None],
-                 what: str = "the local Ray head") -> None:  # fmt: skip
+def await_stages(
+    stages: list[tuple[str, Callable[[], bool]]],
+    limit: float,
+    say: Callable[[str], None],
+    died: Callable[[], TauError | None],
+    what: str = "the local Ray head",
+) -> None:
     """Wait for each stage in turn (its check answers True), saying each as it completes and,
     every STILL_WAITING_EVERY_S, what it still waits for; `died` (a TauError when a process the
     stages wait on is gone) fails at once; `limit` seconds in all, then a TauError naming the
@@ -275,13 +308,17 @@ def await_stages(stages: list[tuple[str, Callable[[], bool]]], limit: float,
                 break
             now = time.monotonic()
             if now - t0 > limit:
-                raise TauError(f"{what} did not come up within {limit:.0f}s: it still waited "
-                               f"for its {name}", exit_code=EXIT_PLATFORM,
-                               hint=f"a busy machine may need longer: {START_TIMEOUT_ENV}="
-                               f"{int(limit * 2)} (seconds); `tau local stop` then try again")  # fmt: skip
+                raise TauError(
+                    f"{what} did not come up within {limit:.0f}s: it still waited for its {name}",
+                    exit_code=EXIT_PLATFORM,
+                    hint=f"a busy machine may need longer: {START_TIMEOUT_ENV}="
+                    f"{int(limit * 2)} (seconds); `tau local stop` then try again",
+                )
             if now >= note:
-                say(f"{what}: still waiting for its {name} ({now - t0:.0f}s; up to "
-                    f"{limit:.0f}s, {START_TIMEOUT_ENV})")  # fmt: skip
+                say(
+                    f"{what}: still waiting for its {name} ({now - t0:.0f}s; up to "
+                    f"{limit:.0f}s, {START_TIMEOUT_ENV})"
+                )
                 note = now + STILL_WAITING_EVERY_S
             time.sleep(0.25)
 
@@ -353,8 +390,9 @@ def _listens(port: int) -> bool:
         return s.connect_ex((HOST, port)) == 0
 
 
-def _died(proc: subprocess.Popen[bytes], log: Path, at: int,
-          ports: dict[str, int]) -> TauError | None:  # fmt: skip
+def _died(
+    proc: subprocess.Popen[bytes], log: Path, at: int, ports: dict[str, int]
+) -> TauError | None:
     """The head's `ray start` exited (it does when one of the head's processes dies): the
     error with the log's tail, and the port by name when the log says one was taken."""
     if proc.poll() is None:
@@ -362,17 +400,22 @@ def _died(proc: subprocess.Popen[bytes], log: Path, at: int,
     text = _log_text(log, at)
     tail = _tail(log, at)
     lines = text.splitlines()
-    taken = [f"{name} port {port}" for name, port in ports.items()
-             if any(re.search(rf"\b{port}\b", ln) and _TAKEN.search(ln) for ln in lines)]  # fmt: skip
+    taken = [
+        f"{name} port {port}"
+        for name, port in ports.items()
+        if any(re.search(rf"\b{port}\b", ln) and _TAKEN.search(ln) for ln in lines)
+    ]
     first = (
         f"a port it needs is taken: {', '.join(taken)}"
         if taken
         else f"it exited while starting (exit code {proc.returncode})"
     )
-    return TauError(f"the local Ray head failed: {first}:\n  " + "\n  ".join(tail),
-                    exit_code=EXIT_PLATFORM,
-                    hint=f"full log: {log}" + ("; free that port, or try again (tau picks new ports)"
-                                               if taken else ""))  # fmt: skip
+    return TauError(
+        f"the local Ray head failed: {first}:\n  " + "\n  ".join(tail),
+        exit_code=EXIT_PLATFORM,
+        hint=f"full log: {log}"
+        + ("; free that port, or try again (tau picks new ports)" if taken else ""),
+    )
 
 
 def _terminate(pid: int, grace: float = 5.0) -> None:
@@ -446,8 +489,12 @@ def submit_job(
     (a busy machine) is asked again until `limit_s` (default: start_timeout()); a request
     that timed out but reached the head is found by its id, never submitted twice. A head
     that refuses or is gone: the error at once."""
-    body = {"entrypoint": entrypoint, "submission_id": submission_id, "runtime_env": runtime_env,
-            "metadata": metadata if metadata is not None else {"tau_run_id": submission_id}}  # fmt: skip
+    body = {
+        "entrypoint": entrypoint,
+        "submission_id": submission_id,
+        "runtime_env": runtime_env,
+        "metadata": metadata if metadata is not None else {"tau_run_id": submission_id},
+    }
     deadline = time.monotonic() + (start_timeout() if limit_s is None else limit_s)
     tried = False
     while True:

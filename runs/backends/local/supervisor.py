@@ -64,8 +64,12 @@ class Supervisor:
 
         failed = tau_inputs.lay_out(env, self.rd.logs / "driver.log", "tau")
         if failed is not None:
-            return Outcome(failed, f"exit code {failed}: a data input cannot be read (see the "
-                           "log); the entrypoint was not started", TerminationReason.Failed)  # fmt: skip
+            return Outcome(
+                failed,
+                f"exit code {failed}: a data input cannot be read (see the "
+                "log); the entrypoint was not started",
+                TerminationReason.Failed,
+            )
         proc = subprocess.Popen(
             ["bash", "-c", self.plan.script],
             cwd=self.plan.cwd,
