@@ -86,17 +86,22 @@ def test_a_busy_machine_waits_for_the_head_instead_of_failing(
 
 
 def _kill_gcs_once(message: str, killed: list[int]) -> None:
-    """A `say` that kills the head's GCS server as soon as it is up (once)."""
+    """A `say` that kills this head's GCS server as soon as it is up (once): only the one under
+    this TAU_HOME's temp dir, never another test's head."""
+    from taugrid.runs.backends.local import rayhead
+
     if "GCS up" not in message or killed:
         return
+    mine = rayhead._short_temp_dir().encode()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            argv0 = (entry / "cmdline").read_bytes().split(b"\0")[0]
+            cmdline = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-        if argv0.endswith(b"/gcs_server") and int(entry.name) not in killed:
+        argv0 = cmdline.split(b"\0")[0]
+        if argv0.endswith(b"/gcs_server") and mine in cmdline and int(entry.name) not in killed:
             os.kill(int(entry.name), signal.SIGKILL)
             killed.append(int(entry.name))
 
