@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from localkit import EXAMPLES, Tau, have_ray
+from localkit import EXAMPLES, Tau, have_ray, wait_for
 
 from taugrid.api.errors import TauError
 
@@ -130,8 +130,13 @@ def test_a_head_whose_gcs_dies_while_it_starts_fails_at_once_with_its_log(
     assert not any("still waiting" in m for m in said), said  # it failed at once, not by the clock
     assert rayhead.read_head() is None  # nothing recorded as a head, and nothing of it left:
     mine = rayhead._short_temp_dir().encode()
-    left = [p.name for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline_has(p, mine)]
-    assert left == [], left
+
+    def left() -> list[str]:
+        return [
+            p.name for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline_has(p, mine)
+        ]
+
+    wait_for(lambda: not left(), 60, "the failed head's processes to be gone (SIGKILLed)")
 
 
 def _cmdline_has(proc: Path, text: bytes) -> bool:
