@@ -137,6 +137,21 @@ class KubeAPI(Protocol):
 
 RETRIES = 5  # a request the API server turned away (429) is sent again, at most this often
 RETRY_WAIT_MAX_S = 5.0
+# a GET whose connection broke before an answer (a TLS alert, a reset) is sent again this often,
+# after this long; a refused connection is not: the API server is not there, and saying so at
+# once is the answer
+BROKEN_RETRIES = 2
+BROKEN_WAIT_S = 0.5
+
+
+def refused(err: BaseException) -> bool:
+    """Whether a transport error is (caused by) a refused connection."""
+    seen: BaseException | None = err
+    while seen is not None:
+        if isinstance(seen, ConnectionRefusedError) or "Connection refused" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def retry_wait(status: int, method: str, retry_after: str | None, attempt: int) -> float | None:
@@ -163,9 +178,16 @@ def retrying(inner: Any) -> Any:
 
     class Retrying(httpx2.BaseTransport):
         def handle_request(self, request: httpx2.Request) -> httpx2.Response:
-            attempt = 0
+            attempt = broken = 0
             while True:
-                resp = inner.handle_request(request)
+                try:
+                    resp = inner.handle_request(request)
+                except httpx2.TransportError as e:
+                    if request.method != "GET" or broken >= BROKEN_RETRIES or refused(e):
+                        raise
+                    broken += 1
+                    time.sleep(BROKEN_WAIT_S)  # a connection broken on the way: once more
+                    continue
                 wait = retry_wait(resp.status_code, request.method,
                                   resp.headers.get("Retry-After"), attempt)  # fmt: skip
                 if wait is None:

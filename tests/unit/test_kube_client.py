@@ -175,3 +175,54 @@ def test_a_listing_answered_with_something_else_than_json_is_said_in_words(
         assert "includeObject=None" in server.seen[0][1]
     finally:
         server.httpd.shutdown()
+
+
+class _Breaking:
+    """An inner transport that fails with the given errors first, then answers 200."""
+
+    def __init__(self, *errors: Exception) -> None:
+        self.errors = list(errors)
+        self.sent = 0
+
+    def handle_request(self, request: Any) -> Any:
+        import httpx2
+
+        self.sent += 1
+        if self.errors:
+            raise self.errors.pop(0)
+        return httpx2.Response(200, json={"kind": "Namespace"})
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_get_whose_connection_broke_is_sent_again_and_a_refused_one_is_not(
+    monkeypatch: Any,
+) -> None:
+    import httpx2
+    import pytest
+
+    from taugrid.kube import client as C
+
+    monkeypatch.setattr(C, "BROKEN_WAIT_S", 0.0)
+    tls = httpx2.ConnectError("[SSL: TLSV1_ALERT_DECODE_ERROR] tlsv1 alert decode error")
+    get = httpx2.Request("GET", "https://127.0.0.1:6443/api/v1/namespaces/x")
+    inner = _Breaking(tls, httpx2.ReadError("reset"))
+    assert C.retrying(inner).handle_request(get).status_code == 200 and inner.sent == 3
+    # broken every time: the error, after BROKEN_RETRIES more tries
+    inner = _Breaking(*[httpx2.ReadError("reset")] * (C.BROKEN_RETRIES + 1))
+    with pytest.raises(httpx2.ReadError):
+        C.retrying(inner).handle_request(get)
+    assert inner.sent == C.BROKEN_RETRIES + 1
+    # refused: nobody listens, said at once
+    refused = httpx2.ConnectError("[Errno 111] Connection refused")
+    inner = _Breaking(refused)
+    with pytest.raises(httpx2.ConnectError):
+        C.retrying(inner).handle_request(get)
+    assert inner.sent == 1
+    # a write may have been done: never sent twice
+    post = httpx2.Request("POST", "https://127.0.0.1:6443/api/v1/namespaces")
+    inner = _Breaking(httpx2.ReadError("reset"))
+    with pytest.raises(httpx2.ReadError):
+        C.retrying(inner).handle_request(post)
+    assert inner.sent == 1
