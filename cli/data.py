@@ -392,7 +392,8 @@ def gc(
     output: JsonOpt = ReportFormat.text,
 ) -> None:
     """Remove what no version names (blobs; packs none of whose files a version names) and
-    what killed registrations left in tmp/; nothing written in the last hour."""
+    what killed registrations left; nothing written in the last hour, never while a
+    registration or a copy writes to the store (file:// and az://)."""
     from taugrid.client import data
 
     got = data.gc(registry=registry, dry_run=dry_run)

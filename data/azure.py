@@ -7,6 +7,14 @@ read with its ETag and written back with `If-Match` (or `If-None-Match: *` when 
 race re-reads and decides again, so a conditional move fails cleanly when someone moved the
 alias first, and every successful move is in the history (the same write).
 
+`gc` and writers exclude each other across machines through marker blobs under `locks/`: a
+writer (a registration, a copy into the store) creates `locks/writer-<id>` and then looks for
+`locks/gc`; gc creates `locks/gc` and then looks for writers. Each writes before it reads, so
+at least one of any two sees the other (the storage account orders the requests): a writer that
+sees gc removes its marker and waits; gc that sees a writer removes its own and refuses. A
+marker is kept fresh every LOCK_REFRESH_S while its holder works; one not refreshed for
+LOCK_STALE_S is a dead holder's and is ignored.
+
 Credentials as the Azure SDK finds them: `AZURE_STORAGE_CONNECTION_STRING` (also how the tests
 reach Azurite on 127.0.0.1), else the account's URL with DefaultAzureCredential (azure-identity).
 """
@@ -17,18 +25,64 @@ import contextlib
 import hashlib
 import json
 import os
+import socket
+import threading
+import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from taugrid.api.data import DIGEST_PREFIX, Kind, check_name
 from taugrid.api.errors import EXIT_PLATFORM, EXIT_USAGE, TauError
-from taugrid.data.store import CHUNK, Store
+from taugrid.data.store import CHUNK, Collected, Store
 
 CONNECTION_ENV = "AZURE_STORAGE_CONNECTION_STRING"
 # A store that cannot be reached is said within seconds (the SDK's default retries take minutes).
 CLIENT_OPTIONS: dict[str, Any] = {"connection_timeout": 10}
 RETRIES = 200  # alias-document writes lost to others before giving up (each re-reads first)
+LOCK_REFRESH_S = 60.0  # a holder rewrites its marker this often
+LOCK_STALE_S = 600.0  # a marker not rewritten for this long is a dead holder's
+
+
+class _Marker:
+    """A marker blob (`locks/...`) kept fresh by a daemon thread while its holder works."""
+
+    def __init__(self, store: AzureStore, key: str) -> None:
+        self.store, self.key = store, key
+        self.client = store.container.get_blob_client(key)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def body(self) -> bytes:
+        who = {"host": socket.gethostname(), "pid": os.getpid(), "since": time.time()}
+        return json.dumps(who).encode()
+
+    def create(self, overwrite: bool = False) -> bool:
+        """False: it was there (only with overwrite=False)."""
+        try:
+            self.store._call(
+                "write", lambda: self.client.upload_blob(self.body(), overwrite=overwrite)
+            )
+        except self.store._errors.ResourceExistsError:
+            return False
+        return True
+
+    def keep_fresh(self) -> None:
+        def loop() -> None:
+            while not self._stop.wait(LOCK_REFRESH_S):
+                with contextlib.suppress(Exception):  # a missed refresh: the next one tries
+                    self.client.upload_blob(self.body(), overwrite=True)
+
+        self._thread = threading.Thread(target=loop, name=f"tau-{self.key}", daemon=True)
+        self._thread.start()
+
+    def remove(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        with contextlib.suppress(self.store._errors.ResourceNotFoundError):
+            self.store._call("delete", self.client.delete_blob)
 
 
 def _writer(client: Any, data: bytes, etag: str | None, if_match: Any) -> Callable[[], Any]:
@@ -295,3 +349,111 @@ class AzureStore(Store):
             client = self.container.get_blob_client(k)
             with contextlib.suppress(self._errors.ResourceNotFoundError):
                 self._call("delete", client.delete_blob)
+
+    # --- writers and gc ----------------------------------------------------------------------
+    def _now(self) -> Any:
+        """The storage account's clock (its answer's Date), to which marker times are compared."""
+        from email.utils import parsedate_to_datetime
+
+        got: list[str] = []
+
+        def hook(response: Any) -> None:
+            got.append(response.http_response.headers.get("Date", ""))
+
+        self._call("read", lambda: self.container.get_container_properties(raw_response_hook=hook))
+        return parsedate_to_datetime(got[-1])
+
+    def _live(self, prefix: str) -> list[Any]:
+        """Markers under `locks/<prefix>` that their holders keep fresh."""
+        start = self._key("locks/" + prefix)
+        items = self._call("list", lambda: list(self.container.list_blobs(name_starts_with=start)))
+        if not items:
+            return []
+        now = self._now()
+        return [b for b in items if (now - b.last_modified).total_seconds() < LOCK_STALE_S]
+
+    def _listed(self, under: str) -> list[str]:
+        start = self._key(under)
+        return [
+            b.name
+            for b in self._call(
+                "list", lambda: list(self.container.list_blobs(name_starts_with=start))
+            )
+        ]
+
+    def _holder(self, blob: Any) -> str:
+        """Who holds a marker, as it says (host, pid, since when)."""
+        try:
+            raw = self.container.get_blob_client(blob.name).download_blob().readall()
+            who = json.loads(raw)
+            since = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(float(who["since"])))
+            return f"{who['host']} pid {who['pid']}, since {since} UTC"
+        except Exception:  # gone meanwhile, or not ours: its time is enough
+            return f"written {blob.last_modified:%Y-%m-%d %H:%M:%S} UTC"
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """A writer's marker for as long as it writes; while gc runs, wait for it to end."""
+        marker = _Marker(self, self._key(f"locks/writer-{uuid.uuid4().hex}"))
+        while True:
+            marker.create(overwrite=True)
+            if not self._live("gc"):
+                break
+            marker.remove()
+            marker = _Marker(self, marker.key)
+            time.sleep(1.0)  # gc holds the store: polled (another machine's; nothing to await)
+        marker.keep_fresh()
+        try:
+            yield
+        finally:
+            marker.remove()
+
+    def gc(self, *, dry_run: bool = False, grace_s: float = 3600) -> Collected:
+        """Blobs no version names and older than `grace_s` (by the account's clock). A killed
+        registration leaves only such blobs (an upload is whole or absent; uncommitted blocks
+        the account drops by itself). Refused while another gc runs or a writer writes."""
+        marker = _Marker(self, self._key("locks/gc"))
+        if not marker.create():
+            held = self._live("gc")
+            if held:
+                raise TauError(
+                    f"registry {self.url}: another gc is running ({self._holder(held[0])})",
+                    exit_code=1,
+                    hint="wait for it to end",
+                )
+            marker.create(overwrite=True)  # a dead gc's marker
+        marker.keep_fresh()
+        try:
+            writers = self._live("writer-")
+            if writers:
+                raise TauError(
+                    f"registry {self.url}: {len(writers)} registration(s) or copies are writing "
+                    f"to it ({self._holder(writers[0])}): gc removes nothing while one does",
+                    exit_code=1,
+                    hint="run gc again when they are done",
+                )
+            if not dry_run:  # dead writers' markers
+                for key in self._listed("locks/writer-"):
+                    with contextlib.suppress(self._errors.ResourceNotFoundError):
+                        self._call("delete", self.container.get_blob_client(key).delete_blob)
+            return self._collect(dry_run, grace_s)
+        finally:
+            marker.remove()
+
+    def _collect(self, dry_run: bool, grace_s: float) -> Collected:
+        named = self._named_blobs()
+        start = self._key("blobs/sha256/")
+        items = self._call("list", lambda: list(self.container.list_blobs(name_starts_with=start)))
+        now = self._now()
+        blobs = freed = 0
+        for b in items:
+            sha = b.name[len(start) :].replace("/", "")
+            if sha in named or (now - b.last_modified).total_seconds() < grace_s:
+                continue
+            blobs += 1
+            freed += int(b.size or 0)
+            if not dry_run:
+                client = self.container.get_blob_client(b.name)
+                with contextlib.suppress(self._errors.ResourceNotFoundError):
+                    self._call("delete", client.delete_blob)
+        return Collected(blobs, 0, 0, freed, dry_run)

@@ -671,9 +671,19 @@ class Store:
     def gc(self, *, dry_run: bool = False, grace_s: float = 3600) -> Collected:
         """Remove what no version names (blobs, packs whose every piece is unnamed) and what a
         killed registration left in tmp/; nothing younger than `grace_s`."""
-        raise TauError(
-            f"registry {self.url}: gc is for file:// registries in this build", exit_code=EXIT_USAGE
-        )
+        raise NotImplementedError
+
+    def _named_blobs(self) -> set[str]:
+        """The sha256 of every file some version of the store names (what gc keeps)."""
+        named: set[str] = set()
+        kinds: tuple[Kind, ...] = ("dataset", "model")
+        for kind in kinds:
+            for name in self.names(kind):
+                for hexid in self._version_ids(kind, name):
+                    raw = self._get_record(kind, name, DIGEST_PREFIX + hexid)
+                    if raw is not None:
+                        named.update(f.sha256 for f in VersionRecord.model_validate_json(raw).files)
+        return named
 
     @contextlib.contextmanager
     def _local_blob(self, sha: str) -> Iterator[Path | None]:
@@ -834,17 +844,8 @@ class FileStore(Store):
                 os.unlink(tmp)
 
     def gc(self, *, dry_run: bool = False, grace_s: float = 3600) -> Collected:
-        named: set[str] = set()
         with self._gc_lock(exclusive=True):
-            kinds: tuple[Kind, ...] = ("dataset", "model")
-            for kind in kinds:
-                for name in self.names(kind):
-                    for hexid in self._version_ids(kind, name):
-                        raw = self._get_record(kind, name, DIGEST_PREFIX + hexid)
-                        if raw is not None:
-                            named.update(
-                                f.sha256 for f in VersionRecord.model_validate_json(raw).files
-                            )
+            named = self._named_blobs()
             cutoff = time.time() - grace_s
             blobs = packs = tmps = freed = dead = 0
 

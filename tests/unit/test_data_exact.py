@@ -426,3 +426,84 @@ def test_repair_restores_a_damaged_file_on_every_store(store: Store, tmp_path: P
     assert any(p.startswith("w.bin") for p in store.verify(rec))
     assert store.repair(rec, src) == ["w.bin"]
     assert store.verify(rec) == []
+
+
+# --- gc on Azure Blob Storage: writers and gc exclude each other across machines ----------------
+@pytest.fixture
+def astore(azurite: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Store:
+    from azuritekit import connection_string, new_container
+
+    from taugrid.data.store import open_store
+
+    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", connection_string(azurite))
+    return open_store(new_container(azurite), tmp_path / "cache")
+
+
+def _blob_names(s: Store, under: str) -> list[str]:
+    c = s.container  # type: ignore[attr-defined]
+    return [b.name for b in c.list_blobs(name_starts_with=s._key(under))]  # type: ignore[attr-defined]
+
+
+def test_azure_gc_removes_unnamed_blobs_only_past_the_grace(astore: Store, tmp_path: Path) -> None:
+    keep = astore.register("dataset", "keep", tree(tmp_path / "k", {"k.bin": b"k" * 1000}), WHO)
+    gone = astore.register(
+        "dataset", "gone", tree(tmp_path / "g", {"g.bin": b"g" * 3000, "g.txt": b"small"}), WHO
+    )
+    astore.remove("dataset", "gone", gone.record.version)
+    assert astore.gc().blobs == 0  # younger than the hour's grace
+    dry = astore.gc(dry_run=True, grace_s=0)
+    assert (dry.blobs, dry.bytes, dry.dry_run) == (2, 3005, True)
+    assert len(_blob_names(astore, "blobs/")) == 3  # a dry run removes nothing
+    done = astore.gc(grace_s=0)
+    assert (done.blobs, done.bytes) == (2, 3005)
+    assert len(_blob_names(astore, "blobs/")) == 1 and astore.verify(keep.record) == []
+    assert _blob_names(astore, "locks/") == []  # gc leaves no marker behind
+    assert astore.gc(grace_s=0).blobs == 0
+
+
+def test_azure_gc_refuses_while_a_writer_writes_and_a_writer_waits_for_gc(
+    astore: Store, tmp_path: Path
+) -> None:
+    import threading
+
+    from taugrid.data.azure import AzureStore, _Marker
+
+    assert isinstance(astore, AzureStore)
+    src = tree(tmp_path / "s", {"a.bin": b"a" * 100})
+    with astore._writing():  # a registration in flight on another machine
+        with pytest.raises(TauError, match=r"1 registration\(s\) or copies are writing") as e:
+            astore.gc(grace_s=0)
+        assert e.value.exit_code == 1 and "pid" in e.value.message
+    held = _Marker(astore, astore._key("locks/gc"))  # a gc in flight on another machine
+    held.create()
+    done = threading.Event()
+    result: list[object] = []
+
+    def register() -> None:
+        result.append(astore.register("dataset", "d", src, WHO))
+        done.set()
+
+    t = threading.Thread(target=register, daemon=True)
+    t.start()
+    assert not done.wait(3.0)  # bounded look: it waits for as long as gc holds the store
+    assert result == [] and astore.names("dataset") == []
+    held.remove()
+    assert done.wait(120.0) and astore.names("dataset") == ["d"]
+    t.join()
+    assert _blob_names(astore, "locks/") == []
+
+
+def test_azure_markers_of_dead_holders_are_ignored(
+    astore: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from taugrid.data import azure
+    from taugrid.data.azure import _Marker
+
+    _Marker(astore, astore._key("locks/gc")).create()  # type: ignore[arg-type]  # both died
+    _Marker(astore, astore._key("locks/writer-dead")).create()  # type: ignore[arg-type]
+    with pytest.raises(TauError, match="another gc is running"):
+        astore.gc(grace_s=0)
+    monkeypatch.setattr(azure, "LOCK_STALE_S", 0.0)  # as if they were not refreshed for long
+    astore.register("dataset", "d", tree(tmp_path / "s", {"a.bin": b"a"}), WHO)
+    assert astore.gc(grace_s=0).blobs == 0
+    assert _blob_names(astore, "locks/") == []  # gc removed the dead writer's marker
