@@ -379,6 +379,7 @@ MAX_REPLICAS = 64
 MAX_GPUS_PER_REPLICA = 8
 DEFAULT_MAX_ONGOING = 5  # Ray Serve's own default: a replica works on five requests at once
 DEFAULT_MAX_QUEUED = 100  # Ray Serve's default is unbounded: a burst then waits without end
+DEFAULT_REQUEST_TIMEOUT_S = 300.0  # Ray Serve's default has none: a stuck request never ends
 IMPORT_PATH = re.compile(
     r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$"
 )
@@ -443,6 +444,13 @@ class ServiceSpec(_Model):
         le=1_000_000,
         description="Requests that may wait for a replica; beyond them Ray Serve answers 503 at "
         "once instead of letting a request wait without end (max_queued_requests)",
+    )
+    request_timeout_s: float = Field(
+        DEFAULT_REQUEST_TIMEOUT_S,
+        gt=0,
+        le=86_400,
+        description="Seconds a request may take end to end before Ray Serve's proxy answers 408 "
+        "(its request_timeout_s; local services share one proxy: the first one's holds)",
     )
 
     @field_validator("import_path")

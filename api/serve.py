@@ -16,7 +16,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from taugrid.api.defaults import new_list
-from taugrid.api.manifest import DEFAULT_MAX_ONGOING, DEFAULT_MAX_QUEUED
+from taugrid.api.manifest import (
+    DEFAULT_MAX_ONGOING,
+    DEFAULT_MAX_QUEUED,
+    DEFAULT_REQUEST_TIMEOUT_S,
+)
 from taugrid.api.manifest import MAX_REPLICAS as MAX_REPLICAS
 from taugrid.api.manifest import STRATEGIES as STRATEGIES
 from taugrid.api.manifest import Autoscaling as Autoscaling
@@ -249,6 +253,7 @@ def config_hash(spec: ServiceSpec, model: ModelPin | None, code_digest: str) -> 
     for key, default in (
         ("max_ongoing_requests", DEFAULT_MAX_ONGOING),
         ("max_queued_requests", DEFAULT_MAX_QUEUED),
+        ("request_timeout_s", DEFAULT_REQUEST_TIMEOUT_S),
     ):
         if doc.get(key) == default:  # a revision made before these were settings: the same one
             del doc[key]

@@ -42,6 +42,40 @@ def local_status(output: JsonOpt = ReportFormat.text) -> None:
         out("not running (the next local rayjob starts it)")
 
 
+@app.command("start")
+def local_start(output: JsonOpt = ReportFormat.text) -> None:
+    """Start the local Ray head now (the first local run or service otherwise starts it),
+    showing each stage as it comes up; the running one is kept. A busy machine may need
+    longer than the default 600 s: TAU_LOCAL_START_TIMEOUT (seconds)."""
+    import time
+
+    from taugrid.cli.output import say
+    from taugrid.runs.backends.local import rayhead
+    from taugrid.runs.backends.local.backend import detect_gpus
+
+    before = rayhead.read_head()
+    was_up = bool(before and rayhead.healthy(before))
+    t0 = time.monotonic()
+    head = rayhead.ensure_head(num_gpus=detect_gpus(), say=say)
+    doc: dict[str, Any] = {
+        "started": not was_up,
+        "pid": head.pid,
+        "address": head.address,
+        "dashboard": head.dashboard,
+        "cpus": head.num_cpus,
+        "gpus": head.num_gpus,
+        "took_s": round(time.monotonic() - t0, 1),
+    }
+    if output is ReportFormat.json:
+        out(dump_json(doc))
+    elif was_up:
+        out(f"already running: pid {head.pid}, {head.address}, dashboard {head.dashboard}")
+    else:
+        out(
+            f"started in {doc['took_s']}s: pid {head.pid}, {head.address}, dashboard {head.dashboard}"
+        )
+
+
 @app.command("stop")
 def local_stop() -> None:
     """Stop the local Ray head (runs on it are stopped too)."""

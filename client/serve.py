@@ -243,7 +243,12 @@ def deploy(file: str | Path | None = None, *, name: str | None = None, model: st
             sd.event(
                 "deploy", f"revision 1 ({pin.short if pin else 'no model'})", 1, rev.created_by
             )
-            got_port = serve.apply(name, _config(sd, rec, rev, shape, rec.scale, "rolling"), port)
+            got_port = serve.apply(
+                name,
+                _config(sd, rec, rev, shape, rec.scale, "rolling"),
+                port,
+                timeout_s=rev.spec.request_timeout_s,
+            )
             applied = True
         finally:
             if not applied:  # nothing was deployed: leave no half-made service behind
@@ -421,7 +426,11 @@ def rollout(name: str, file: str | Path | None = None, *, model: str | None = No
             if not unchanged:
                 say(f"revision {rec.serving} is not on the local Ray head: putting it back")
                 shape = _shape(sd, rec.current, _model_dir(pin) if pin else None)
-                port = serve.apply(name, _config(sd, rec, rec.current, shape, rec.scale, "rolling"))
+                port = serve.apply(
+                    name,
+                    _config(sd, rec, rec.current, shape, rec.scale, "rolling"),
+                    timeout_s=rec.current.spec.request_timeout_s,
+                )
                 sd.write(rec.model_copy(update={"endpoint": _endpoint(port, rec.route_prefix)}))
                 sd.event("restore", f"revision {rec.serving} put back on the local Ray head",
                          rec.serving)  # fmt: skip
@@ -510,7 +519,11 @@ def _new_revision(sd: ServiceDir, serve: LocalServe, rec: S.ServiceRecord, rev: 
     sd.write(rec)
     sd.event("rollout", f"revision {rev.number} ({rev.model.short if rev.model else 'no model'}) "
              f"over revision {rec.previous}, {strategy}", rev.number, rev.created_by)  # fmt: skip
-    port = serve.apply(rec.name, _config(sd, rec, rev, shape, rec.scale, strategy))
+    port = serve.apply(
+        rec.name,
+        _config(sd, rec, rev, shape, rec.scale, strategy),
+        timeout_s=rev.spec.request_timeout_s,
+    )
     sd.write(rec.model_copy(update={"endpoint": _endpoint(port, rec.route_prefix)}))
 
 
@@ -561,7 +574,11 @@ def _switch(name: str, to: int, kind: str, message: str, say: Say,
                                      "strategy": strategy})  # fmt: skip
         sd.write(rec)
         sd.event(kind, message, to, _who())
-        port = serve.apply(name, _config(sd, rec, rev, shape, rec.scale, strategy))
+        port = serve.apply(
+            name,
+            _config(sd, rec, rev, shape, rec.scale, strategy),
+            timeout_s=rev.spec.request_timeout_s,
+        )
         rec = rec.model_copy(update={"endpoint": _endpoint(port, rec.route_prefix)})
         sd.write(rec)
     return rec

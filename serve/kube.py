@@ -138,7 +138,11 @@ def serve_config(service: str, route: str, rev: S.Revision, namespace: str = "",
         })  # fmt: skip
     return {
         "proxy_location": "EveryNode",
-        "http_options": {"host": "0.0.0.0", "port": SERVE_PORT},
+        "http_options": {
+            "host": "0.0.0.0",
+            "port": SERVE_PORT,
+            "request_timeout_s": rev.spec.request_timeout_s,
+        },
         "applications": apps,
     }
 

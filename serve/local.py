@@ -29,6 +29,7 @@ from typing import Any
 
 from taugrid.api import serve as S
 from taugrid.api.errors import EXIT_PLATFORM, EXIT_USAGE, TauError
+from taugrid.api.manifest import DEFAULT_REQUEST_TIMEOUT_S
 from taugrid.runs.backends.local import rayhead
 from taugrid.runs.paths import tau_home
 from taugrid.serve.status import Observed
@@ -174,8 +175,9 @@ def app_config(name: str, route: str, rev: S.Revision, scale: S.Scale, strategy:
 class LocalServe:
     """Ray Serve on the local head (read-only unless `apply`/`remove` are called)."""
 
-    def __init__(self, head: rayhead.Head | None) -> None:
+    def __init__(self, head: rayhead.Head | None, say: Any = None) -> None:
         self.head = head
+        self.say = say or (lambda _m: None)
 
     @classmethod
     def running(cls) -> LocalServe:
@@ -185,7 +187,7 @@ class LocalServe:
 
     @classmethod
     def started(cls, num_gpus: int, say: Any) -> LocalServe:
-        return cls(rayhead.ensure_head(num_gpus=num_gpus, say=say))
+        return cls(rayhead.ensure_head(num_gpus=num_gpus, say=say), say)
 
     def _url(self) -> str:
         assert self.head is not None
@@ -200,7 +202,14 @@ class LocalServe:
         if self.head is None:
             return {}
         try:
-            doc = rayhead.patient_http("GET", self._url(), try_s=15.0, alive=self._alive)
+            doc = rayhead.patient_http(
+                "GET",
+                self._url(),
+                try_s=15.0,
+                alive=self._alive,
+                say=self.say,
+                what="Ray Serve's API",
+            )
         except (OSError, ValueError) as e:
             raise TauError(f"Ray Serve on the local head did not answer: {e}",
                            exit_code=EXIT_PLATFORM, hint="tau local status") from None  # fmt: skip
@@ -211,20 +220,32 @@ class LocalServe:
         http = state.get("http_options") or {}
         return int(http["port"]) if state.get("proxies") and http.get("port") else None
 
-    def apply(self, name: str, app: dict[str, Any] | None, want_port: int | None = None) -> int:
+    def apply(
+        self,
+        name: str,
+        app: dict[str, Any] | None,
+        want_port: int | None = None,
+        timeout_s: float | None = None,
+    ) -> int:
         """Put (or, with None, remove) one application; every other one is kept. Returns the
         HTTP port of Ray Serve's proxy."""
-        return self.apply_many({name: app}, want_port)
+        return self.apply_many({name: app}, want_port, timeout_s)
 
-    def apply_many(self, changes: Mapping[str, dict[str, Any] | None],
-                   want_port: int | None = None) -> int:  # fmt: skip
+    def apply_many(
+        self,
+        changes: Mapping[str, dict[str, Any] | None],
+        want_port: int | None = None,
+        timeout_s: float | None = None,
+    ) -> int:
         """Put or remove several applications in one change (a canary moves a route from one
-        application to another at once); every other one is kept."""
+        application to another at once); every other one is kept. `timeout_s`: the service's
+        request timeout, which the proxy takes when this change starts it (a running proxy
+        keeps its own: Ray Serve changes its HTTP options only by restarting)."""
         if self.head is None:
             raise TauError("the local Ray head is not running", exit_code=EXIT_PLATFORM)
         with serve_lock():
             state = self.state()
-            port = self.port_of(state)
+            port = port_running = self.port_of(state)
             if port is not None and want_port is not None and want_port != port:
                 raise TauError(
                     f"--port {want_port}: local services share Ray Serve's proxy, which listens "
@@ -236,6 +257,19 @@ class LocalServe:
                 if not rayhead.port_free(port):
                     raise TauError(f"port {port} on {HOST} is in use", exit_code=EXIT_PLATFORM,
                                    hint="pick another --port, or omit it for a free one")  # fmt: skip
+            http = state.get("http_options") or {}
+            running = http.get("request_timeout_s") if port is not None else None
+            if running is None:
+                proxy_timeout = timeout_s or DEFAULT_REQUEST_TIMEOUT_S
+            else:
+                proxy_timeout = float(running)
+                if timeout_s is not None and timeout_s != proxy_timeout:
+                    self.say(
+                        f"note: local services share one Ray Serve proxy, whose request timeout "
+                        f"is {proxy_timeout:g}s (set when it started); this service's "
+                        f"request_timeout_s {timeout_s:g}s holds on a cluster; to change it here: "
+                        "tau local stop, then deploy again"
+                    )
             known = state.get("applications") or {}
             before = {n: (known.get(n) or {}).get("last_deployed_time_s") for n in changes}
             apps = []
@@ -252,13 +286,25 @@ class LocalServe:
             apps += [app for app in changes.values() if app is not None]
             doc = {
                 "proxy_location": "HeadOnly",
-                "http_options": {"host": HOST, "port": port},
+                "http_options": {"host": HOST, "port": port, "request_timeout_s": proxy_timeout},
                 "applications": apps,
             }
+            starting = port_running is None
+            if starting:
+                self.say("the local Ray head: starting Ray Serve's controller and proxy")
+            t0 = time.monotonic()
             try:
                 # the first change starts Ray Serve's controller: slow on a busy machine;
                 # the declarative config is idempotent, so a try that timed out is made again
-                rayhead.patient_http("PUT", self._url(), doc, try_s=60.0, alive=self._alive)
+                rayhead.patient_http(
+                    "PUT",
+                    self._url(),
+                    doc,
+                    try_s=60.0,
+                    alive=self._alive,
+                    say=self.say,
+                    what="Ray Serve's controller",
+                )
             except urllib.error.HTTPError as e:
                 detail = e.read().decode(errors="replace").strip().splitlines()
                 raise TauError("Ray Serve refused the change: " + " ".join(detail[:6]),
@@ -267,6 +313,10 @@ class LocalServe:
                 raise TauError(
                     f"Ray Serve did not take the change: {e}", exit_code=EXIT_PLATFORM
                 ) from None
+            if starting:
+                self.say(
+                    f"the local Ray head: Ray Serve's controller up ({time.monotonic() - t0:.1f}s)"
+                )
             put = [n for n, app in changes.items() if app is not None]
             # taken once Ray Serve reports the new deploys (not the old state)
             wait_until(lambda: all(self._deployed_at(n) not in (None, before[n]) for n in put),

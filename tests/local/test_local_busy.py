@@ -80,6 +80,8 @@ def test_a_busy_machine_waits_for_the_head_instead_of_failing(
     )
     res = cold("serve", "deploy", str(svc), timeout=1200)
     assert res.returncode == 0, res.stderr
+    assert "starting Ray Serve's controller and proxy" in res.stderr, res.stderr
+    assert "Ray Serve's controller up" in res.stderr, res.stderr
     answer = cold("serve", "invoke", "hello", timeout=300)
     assert answer.returncode == 0 and "busy world" in answer.stdout, answer.stderr
     cold("serve", "delete", "hello", timeout=300)
@@ -184,3 +186,92 @@ def test_the_start_timeout_setting_is_checked(monkeypatch: pytest.MonkeyPatch) -
         with pytest.raises(TauError, match="a number of seconds above 0") as e:
             rayhead.start_timeout()
         assert e.value.exit_code == 2
+
+
+def test_a_slow_head_is_asked_again_saying_so_and_a_job_is_never_submitted_twice(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The job API timing out twice (a busy head): the submission is retried, each retry said;
+    the try that timed out but got through is found by its id, not submitted again."""
+    import os
+
+    from taugrid.runs.backends.local import rayhead
+
+    calls: list[tuple[str, str]] = []
+    landed: set[str] = set()
+
+    def slow_http(method: str, url: str, body: object = None, timeout: float = 10.0) -> object:
+        calls.append((method, url))
+        if method == "POST":
+            landed.add("job")  # it reaches the head, but the answer is late
+            raise TimeoutError("timed out")
+        if "job" in landed and len(calls) < 4:
+            raise TimeoutError("timed out")  # the head is slow to say it has it, once
+        return {"submission_id": "r1"} if "job" in landed else {}
+
+    monkeypatch.setattr(rayhead, "_http", slow_http)
+    head = rayhead.Head(
+        pid=os.getpid(),
+        gcs_port=1,
+        dashboard_port=2,
+        temp_dir="/tmp/x",
+        started_at=0,
+        num_cpus=2,
+        num_gpus=0,
+    )
+    said: list[str] = []
+    rayhead.submit_job(head, "r1", "python x.py", {}, say=said.append)
+    posts = [c for c in calls if c[0] == "POST"]
+    assert len(posts) == 2, calls  # asked again after the first lookup timed out; then found
+    assert len(said) == 2 and all("slow to answer" in m for m in said), said
+    assert "TAU_LOCAL_START_TIMEOUT" in said[0]
+    # a refusal is said at once, without retries
+    refused: list[str] = []
+
+    def refuse(method: str, url: str, body: object = None, timeout: float = 10.0) -> object:
+        raise ConnectionRefusedError(111, "refused")
+
+    monkeypatch.setattr(rayhead, "_http", refuse)
+    with pytest.raises(OSError):
+        rayhead.submit_job(head, "r2", "python x.py", {}, say=refused.append)
+    assert refused == []
+
+
+def test_patient_http_says_each_retry_and_gives_up_at_its_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from taugrid.runs.backends.local import rayhead
+
+    tries: list[int] = []
+
+    def late(method: str, url: str, body: object = None, timeout: float = 10.0) -> object:
+        tries.append(1)
+        if len(tries) < 3:
+            raise TimeoutError("timed out")
+        return {"ok": True}
+
+    monkeypatch.setattr(rayhead, "_http", late)
+    said: list[str] = []
+    got = rayhead.patient_http("GET", "http://h", say=said.append, what="Ray Serve's API")
+    assert got == {"ok": True} and len(said) == 2 and said[0].startswith("Ray Serve's API is slow")
+    tries.clear()
+    with pytest.raises(TimeoutError):
+        rayhead.patient_http("GET", "http://h", limit_s=0.0, say=said.append)  # no time left
+
+
+def test_tau_local_start_starts_the_head_showing_its_stages_and_keeps_a_running_one(
+    cold: Tau,
+) -> None:
+    import json
+
+    first = cold("local", "start", "-o", "json", timeout=900)
+    assert first.returncode == 0, first.stderr
+    doc = json.loads(first.stdout)
+    assert doc["started"] is True and doc["pid"] > 0, doc
+    for stage in ("GCS up", "raylet up", "dashboard up", "job agent up"):
+        assert f"the local Ray head: {stage}" in first.stderr, first.stderr
+    again = cold("local", "start", "-o", "json", timeout=300)
+    assert json.loads(again.stdout)["started"] is False
+    assert json.loads(again.stdout)["pid"] == doc["pid"] and "GCS up" not in again.stderr
+    status = json.loads(cold("local", "status", "-o", "json").stdout)
+    assert status["running"] is True and status["pid"] == doc["pid"]

@@ -43,6 +43,7 @@ data model register: --checkpoint --description --from-run --output --purpose --
 data model rm: --registry --yes
 data model show: --output --registry -o
 data model verify: --output --registry -o
+local start: --output -o
 local status: --output -o
 local stop:
 logs: --context --follow -f
@@ -80,7 +81,7 @@ run verify: --context
 sandbox down:
 sandbox kubeconfig: --as
 sandbox status: --output -o
-sandbox up: --no-platform --stack --stacks-dir -s
+sandbox up: --no-platform --real-nodes --stack --stacks-dir -s
 serve delete: --output -o
 serve deploy: --checkpoint --context --from-run --model --name --no-wait --output --port --profile --target --workspace -o -t
 serve invoke: --data --data-raw --output --path -d -o
@@ -131,8 +132,8 @@ def test_w_means_watch_only() -> None:
 
 
 # Commands that talk to a cluster take --context (and read TAU_CONTEXT); the offline ones don't.
-OFFLINE = {"run validate", "run render", "run schema", "run gc", "crds", "version", "local status",
-           "local stop"}  # fmt: skip
+OFFLINE = {"run validate", "run render", "run schema", "run gc", "crds", "version", "local start",
+           "local status", "local stop"}  # fmt: skip
 
 
 @pytest.mark.parametrize("name", ["run " + c for c in (

@@ -279,10 +279,13 @@ class FakeServe:
 
     def __init__(self, apps: dict[str, Any], port: int | None = 8123) -> None:
         self.apps, self.port, self.puts = apps, port, []  # type: list[dict[str, Any]]
+        self.timeout: float | None = None  # the proxy's request timeout once a PUT started it
 
     def __call__(self, method: str, url: str, body: Any = None, timeout: float = 10.0) -> Any:
         if method == "PUT":
             self.puts.append(body)
+            if not self.port:  # a running proxy keeps its HTTP options (Ray Serve's rule)
+                self.timeout = body["http_options"].get("request_timeout_s")
             self.port = body["http_options"]["port"]
             self.apps = {a["name"]: {"deployed_app_config": a, "source": "declarative",
                                      "status": "DEPLOYING", "last_deployed_time_s": len(self.puts)}
@@ -290,7 +293,8 @@ class FakeServe:
             return None
         state: dict[str, Any] = {"applications": self.apps}
         if self.port:
-            state.update(http_options={"port": self.port}, proxies={"n": {}})
+            http = {"port": self.port, "request_timeout_s": self.timeout}
+            state.update(http_options=http, proxies={"n": {}})
         return state
 
 
@@ -310,11 +314,54 @@ def test_a_change_keeps_the_applications_tau_did_not_deploy(
     assert port == 8123
     assert [a["name"] for a in fake.puts[-1]["applications"]] == ["theirs", "iris"]
     assert fake.puts[-1]["applications"][0] == theirs
-    assert fake.puts[-1]["http_options"] == {"host": "127.0.0.1", "port": 8123}
+    assert fake.puts[-1]["http_options"] == {
+        "host": "127.0.0.1",
+        "port": 8123,
+        "request_timeout_s": 300.0,  # a proxy started by someone else: ours asked, theirs held
+    }
     L.LocalServe(head()).apply("iris", None)  # removing one leaves the others
     assert [a["name"] for a in fake.puts[-1]["applications"]] == ["theirs"]
     with pytest.raises(TauError, match=r"listens on 127\.0\.0\.1:8123"):
         L.LocalServe(head()).apply("iris", {"name": "iris"}, want_port=9999)
+
+
+def test_the_proxy_takes_the_first_service_s_request_timeout_and_a_later_one_is_told(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("TAU_HOME", str(tmp_path))
+    fake = FakeServe({}, port=None)
+    monkeypatch.setattr(rayhead, "_http", fake)
+    said: list[str] = []
+
+    def note(line: str) -> None:  # the timeout notes only, not the controller's start stages
+        if "timeout" in line:
+            said.append(line)
+
+    L.LocalServe(head(), note).apply("a", {"name": "a"}, timeout_s=12.5)
+    assert fake.puts[-1]["http_options"]["request_timeout_s"] == 12.5 and said == []
+    L.LocalServe(head(), note).apply("b", {"name": "b"}, timeout_s=12.5)
+    assert said == []  # the same: nothing to say
+    L.LocalServe(head(), note).apply("c", {"name": "c"}, timeout_s=60)
+    assert fake.puts[-1]["http_options"]["request_timeout_s"] == 12.5  # the running one's, as is
+    assert len(said) == 1 and "request timeout is 12.5s" in said[0]
+    assert "request_timeout_s 60s" in said[0] and "tau local stop" in said[0]
+    L.LocalServe(head(), note).apply("c", None)  # no service asked: nothing said
+    assert len(said) == 1
+
+
+def test_a_service_s_request_timeout_is_a_setting_of_its_revision() -> None:
+    from taugrid.api.manifest import ServiceSpec
+    from taugrid.api.serve import config_hash
+
+    base = {"import_path": "app:app"}
+    plain = config_hash(ServiceSpec.model_validate(base), None, "sha256:c")
+    same = ServiceSpec.model_validate({**base, "request_timeout_s": 300})
+    assert config_hash(same, None, "sha256:c") == plain  # the default: revisions made before
+    other = ServiceSpec.model_validate({**base, "request_timeout_s": 30})
+    assert config_hash(other, None, "sha256:c") != plain
+    for bad in (0, -1, 100_000, "soon"):
+        with pytest.raises(ValueError, match="request_timeout_s"):
+            ServiceSpec.model_validate({**base, "request_timeout_s": bad})
 
 
 def test_an_application_deployed_from_python_is_not_dropped(

@@ -158,7 +158,7 @@ class LocalBackend(Template):
         if claim is not None:
             claim.done = True  # the record and the supervisor own the job from here
         elif head is not None:
-            self._submit_attempt0(run, head, plan)
+            self._submit_attempt0(run, head, plan, say)
         self._start_supervisor(run, prepared.kind)
 
     def _record(
@@ -199,7 +199,7 @@ class LocalBackend(Template):
                                       image=m.image_ref or "(local python)",
                                       gpus_available=gpus_here, warnings=warnings))  # fmt: skip
 
-    def _submit_attempt0(self, rd: RunDir, head: rayhead.Head, plan: LocalPlan) -> None:
+    def _submit_attempt0(self, rd: RunDir, head: rayhead.Head, plan: LocalPlan, say: Say) -> None:
         """Submit attempt 0 right away (the supervisor would take ~0.5 s more to start)."""
         from taugrid.runs.backends.local import launch
 
@@ -209,6 +209,7 @@ class LocalBackend(Template):
                 rd.run_id,
                 launch.entrypoint(rd.path, python=plan.python),
                 launch.ray_runtime_env(plan, launch.secret_env(plan)),
+                say=say,
             )
         except (OSError, ValueError) as e:
             why = f"could not submit to the local Ray head: {e}"

@@ -134,11 +134,15 @@ def patient_http(
     try_s: float = 30.0,
     limit_s: float | None = None,
     alive: Callable[[], bool] | None = None,
+    say: Callable[[str], None] | None = None,
+    what: str = "the local Ray head",
 ) -> Any:
     """`_http` for an idempotent request to a head that may be slow on a busy machine: a try
-    that times out is made again (while `alive()`) until `limit_s` (default start_timeout());
-    a refusal, an HTTP error or a head that is gone fails at once."""
-    deadline = time.monotonic() + (start_timeout() if limit_s is None else limit_s)
+    that times out is made again (while `alive()`) until `limit_s` (default start_timeout()),
+    each retry said through `say`; a refusal, an HTTP error or a head that is gone fails at
+    once."""
+    limit = start_timeout() if limit_s is None else limit_s
+    t0 = time.monotonic()
     while True:
         try:
             return _http(method, url, body, timeout=try_s)
@@ -146,8 +150,17 @@ def patient_http(
             raise
         except (TimeoutError, urllib.error.URLError) as e:
             slow = isinstance(e, TimeoutError) or "timed out" in str(e)
-            if not slow or time.monotonic() > deadline or (alive is not None and not alive()):
+            if not slow or time.monotonic() - t0 > limit or (alive is not None and not alive()):
                 raise
+            _still(say, what, t0, limit)
+
+
+def _still(say: Callable[[str], None] | None, what: str, t0: float, limit: float) -> None:
+    if say is not None:
+        say(
+            f"{what} is slow to answer ({time.monotonic() - t0:.0f}s): asking again, up to "
+            f"{limit:.0f}s ({START_TIMEOUT_ENV})"
+        )
 
 
 def read_head() -> Head | None:
@@ -212,6 +225,9 @@ def _start(num_gpus: int, say: Callable[[str], None]) -> Head:
         "--include-dashboard=true", f"--dashboard-host={HOST}", f"--dashboard-port={dash}",
         f"--num-cpus={cpus}", f"--num-gpus={num_gpus}", f"--temp-dir={temp_dir}",
         "--disable-usage-stats",
+        # the autoscaler's monitor: a one-node head of fixed size has nothing to scale (saves a
+        # process, ~0.5-0.9 CPU-seconds at start and ~90 MiB; measured in docs/local.md)
+        "--no-monitor",
         # Ray's fixed default ports (10001, 52365, ...) would collide between two TAU_HOMEs.
         f"--ray-client-server-port={ports['Ray client server']}",
         f"--dashboard-agent-listen-port={agent}",
@@ -484,18 +500,20 @@ def submit_job(
     runtime_env: dict[str, Any],
     metadata: dict[str, str] | None = None,
     limit_s: float | None = None,
+    say: Callable[[str], None] | None = None,
 ) -> None:
     """Submit a job (its submission id makes it idempotent). A head that is slow to answer
-    (a busy machine) is asked again until `limit_s` (default: start_timeout()); a request
-    that timed out but reached the head is found by its id, never submitted twice. A head
-    that refuses or is gone: the error at once."""
+    (a busy machine) is asked again until `limit_s` (default: start_timeout()), each retry
+    said through `say`; a request that timed out but reached the head is found by its id,
+    never submitted twice. A head that refuses or is gone: the error at once."""
     body = {
         "entrypoint": entrypoint,
         "submission_id": submission_id,
         "runtime_env": runtime_env,
         "metadata": metadata if metadata is not None else {"tau_run_id": submission_id},
     }
-    deadline = time.monotonic() + (start_timeout() if limit_s is None else limit_s)
+    limit = start_timeout() if limit_s is None else limit_s
+    t0 = time.monotonic()
     tried = False
     while True:
         try:
@@ -508,9 +526,10 @@ def submit_job(
             raise OSError(f"HTTP {e.code}: {text.strip()[:300] or e.reason}") from None
         except (TimeoutError, urllib.error.URLError, ConnectionError) as e:
             slow = isinstance(e, TimeoutError) or "timed out" in str(e)
-            if not slow or not pid_alive(head.pid) or time.monotonic() > deadline:
+            if not slow or not pid_alive(head.pid) or time.monotonic() - t0 > limit:
                 raise
             tried = True
+            _still(say, "the local Ray head's job API", t0, limit)
             with contextlib.suppress(OSError, ValueError):
                 if job_info(head.dashboard, submission_id).get("submission_id"):
                     return  # it got through

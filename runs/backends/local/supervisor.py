@@ -140,6 +140,7 @@ class Supervisor:
                     sub_id,
                     entrypoint(self.rd.path, attempt, env.get(C.ENV_RESUME_FROM), self.plan.python),
                     ray_runtime_env(self.plan, secret_env(self.plan)),
+                    say=self.log,
                 )
             except (OSError, ValueError) as e:
                 return Outcome.node_failure(f"could not submit to the local Ray head: {e}")
