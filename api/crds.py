@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from taugrid.api import constants as C
 from taugrid.api.defaults import new_list
-from taugrid.api.profiles import WorkloadProfile, WorkspaceRef
+from taugrid.api.profiles import ImageMirror, WorkloadProfile, WorkspaceRef
 from taugrid.api.vocabulary import Phase, Signal, TerminationReason, TimelineEntry
 
 
@@ -57,6 +57,10 @@ class TauClusterSpec(_Model):
         default_factory=new_list,
         description="Every workspace (namespace, /data PVC): what `tau` resolves runs against",
         json_schema_extra=_list_map("name"),
+    )
+    imageMirrors: list[ImageMirror] = Field(
+        default_factory=new_list,
+        description="Images a run names, run as others (the first match): a registry mirror",
     )
 
 

@@ -19,6 +19,7 @@ from taugrid.api import naming
 from taugrid.api.defaults import new_list
 from taugrid.api.issues import Issue
 from taugrid.api.profiles import (
+    ImageMirror,
     Toleration,
     WorkerSize,
     WorkloadProfile,
@@ -488,6 +489,10 @@ class PlatformConfig(_Model):
     admins: list[Member] = Field(
         default_factory=lambda: [Member(kind="Group", name=PLATFORM_ADMINS)],
         description="Platform admins: may approve or deny quota requests",
+    )
+    imageMirrors: list[ImageMirror] = Field(
+        default_factory=new_list,
+        description="Images runs name, run as others (the first match): a registry mirror",
     )
 
     def pool(self, name: str) -> GpuPool | CpuPool | None:

@@ -103,6 +103,30 @@ class WorkloadProfile(_Model):
         return not self.workspaces or workspace in self.workspaces
 
 
+class ImageMirror(_Model):
+    """An image a run names, run as another one: a registry the cluster can reach (ACR in an air-
+    gapped AKS), or, in the sandbox, the runtime image built on this machine."""
+
+    match: str = Field(
+        min_length=1,
+        max_length=512,
+        description="The image a run names, as a glob: rayproject/ray:*, python:3.*",
+        examples=["rayproject/ray:*"],
+    )
+    image: str = Field(min_length=1, max_length=512, description="The image run instead")
+
+    def applies(self, image: str) -> bool:
+        from fnmatch import fnmatchcase
+
+        bare = image.removeprefix("docker.io/").removeprefix("library/")
+        return fnmatchcase(image, self.match) or fnmatchcase(bare, self.match)
+
+
+def mirrored(image: str, mirrors: list[ImageMirror]) -> str:
+    """The image a run runs as: the first mirror that matches, else the one it names."""
+    return next((m.image for m in mirrors if m.applies(image)), image)
+
+
 class WorkspaceRef(_Model):
     """What a run needs to know about a workspace: where it runs and where /data comes from."""
 
@@ -142,6 +166,9 @@ class ProfileSnapshot(_Model):
     profiles: list[WorkloadProfile]
     workspaces: list[WorkspaceRef] = Field(default_factory=new_list)
     defaultWorkspace: str | None = Field(None, description="Workspace of runs that name none")
+    imageMirrors: list[ImageMirror] = Field(
+        default_factory=new_list, description="Images run as others (the first match)"
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> ProfileSnapshot:

@@ -301,6 +301,11 @@ def tau_cluster(cfg: PlatformConfig, stack: str) -> dict[str, Any]:
             "workspaces": [
                 w.model_dump(mode="json", exclude_none=True) for w in workspace_refs(cfg)
             ],
+            **(
+                {"imageMirrors": [m.model_dump(mode="json") for m in cfg.imageMirrors]}
+                if cfg.imageMirrors
+                else {}
+            ),
         },
     }
 

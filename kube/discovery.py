@@ -51,6 +51,7 @@ class Discovery:
                 "defaultWorkspace": spec.get("defaultWorkspace"),
                 "workspaces": spec.get("workspaces") or [],
                 "profiles": spec.get("workloadProfiles") or [],
+                "imageMirrors": spec.get("imageMirrors") or [],
             }
         )
 

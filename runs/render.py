@@ -426,7 +426,7 @@ def ray_cluster_spec(r: Resolved, meta: RunMeta, code: dict[str, Any],
     worker_tolerations = [t.to_k8s() for t in r.profile.tolerations]
     num_cpus = max(1, int(r.worker.cpu_request))
     return {
-        "rayVersion": ray_version(r.image),
+        "rayVersion": ray_version(r.named_image or r.image),
         "enableInTreeAutoscaling": False,  # (Kueue admits fixed sizes only)
         "headGroupSpec": {
             "rayStartParams": {"num-cpus": "0", "num-gpus": "0", "dashboard-host": "0.0.0.0"},

@@ -13,7 +13,7 @@ from decimal import ROUND_FLOOR, Decimal
 from taugrid.api import constants as C
 from taugrid.api.errors import TauError
 from taugrid.api.manifest import Manifest, WorkloadKind
-from taugrid.api.profiles import ProfileSnapshot, WorkloadProfile, WorkspaceRef
+from taugrid.api.profiles import ProfileSnapshot, WorkloadProfile, WorkspaceRef, mirrored
 from taugrid.api.quantity import format_cpu, format_memory, parse_cpu, parse_memory
 
 MI = 2**20
@@ -53,13 +53,14 @@ class Resolved:
     workspace: WorkspaceRef
     queue: str
     priority: str | None
-    image: str
+    image: str  # what the pods run (the cluster's mirror of the named one, where it has one)
     gpus: int
     gpu_resource: str
     workers: int
     worker: Size  # the Job pod, or each Ray worker
     pvc: str
     profile_set_hash: str | None
+    named_image: str = ""  # the image the run names (its Ray version)
 
     @property
     def namespace(self) -> str:
@@ -252,6 +253,7 @@ def resolve(
             "runtime.image is required for CPU-only runs (there is no default CPU image)",
             hint="runtime: {image: rayproject/ray:2.56.0-py312}",
         )
+    named, image = image, mirrored(image, snap.imageMirrors)
     gpu_resource = p.gpuResource
     if m.compute.mig_profile:
         gpu_resource = f"nvidia.com/mig-{m.compute.mig_profile}"
@@ -263,6 +265,7 @@ def resolve(
         queue=p.localQueue,
         priority=priority,
         image=image,
+        named_image=named,
         gpus=m.compute.gpus,
         gpu_resource=gpu_resource,
         workers=m.nodes,

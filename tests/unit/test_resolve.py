@@ -151,3 +151,39 @@ def test_profile_set_hash_is_order_independent() -> None:
     assert profile_set_hash(list(s.profiles)) == profile_set_hash(list(reversed(s.profiles)))
     changed = snap(prof("a", 1), prof("b", 4))
     assert profile_set_hash(list(s.profiles)) != profile_set_hash(list(changed.profiles))
+
+
+def test_an_image_the_cluster_mirrors_runs_as_its_mirror_and_keeps_its_ray_version() -> None:
+    from taugrid.runs.render import ray_version
+
+    mirrors = [
+        {"match": "rayproject/ray:*", "image": "local/runtime:1"},
+        {"match": "python:3.*", "image": "local/py:1"},
+        {"match": "*", "image": "never-reached-for-ray"},
+    ]
+    s = ProfileSnapshot.model_validate(
+        {**snap(prof("cpu", 0, 8, "32Gi")).model_dump(), "imageMirrors": mirrors}
+    )
+
+    def image(named: str) -> tuple[str, str]:
+        m = man(_extra={"runtime": {"image": named}})
+        r = resolve(m, s)
+        return r.image, r.named_image
+
+    assert image("rayproject/ray:2.56.0-py312") == (
+        "local/runtime:1",
+        "rayproject/ray:2.56.0-py312",
+    )
+    assert image("docker.io/rayproject/ray:2.9.0") == (
+        "local/runtime:1",
+        "docker.io/rayproject/ray:2.9.0",
+    )
+    assert image("python:3.11-slim") == ("local/py:1", "python:3.11-slim")
+    assert image("docker.io/library/python:3.12") == ("local/py:1", "docker.io/library/python:3.12")
+    assert image("python:2.7")[0] == "never-reached-for-ray"  # the first match wins, in order
+    assert ray_version("rayproject/ray:2.56.0-py312") == "2.56.0"
+    # no mirrors: the image as named
+    r = resolve(man(_extra={"runtime": {"image": "python:3.11"}}), snap(prof("cpu", 0, 8, "32Gi")))
+    assert r.image == r.named_image == "python:3.11"
+    with pytest.raises(ValueError):
+        ProfileSnapshot.model_validate({**s.model_dump(), "imageMirrors": [{"match": ""}]})
