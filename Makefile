@@ -10,7 +10,7 @@ LOG    := $(VENV)/install.log
 # Quiet on success (pip's and setuptools' notes go to $(LOG)); the log is shown on failure.
 QUIET   = > $(LOG) 2>&1 || { cat $(LOG); echo "setup failed (log: $(LOG))"; exit 1; }
 
-.PHONY: setup pyc run render profiles test controlplane pulumi e2e lint fmt bench bench-scale clean azurite chromium browser portal torch-env distributed
+.PHONY: setup pyc run render profiles test controlplane pulumi node-packages images e2e lint fmt bench bench-scale clean azurite chromium browser portal torch-env distributed
 
 setup: $(STAMP)
 
@@ -97,8 +97,21 @@ controlplane:
 pulumi:
 	bash e2e/pulumi/build.sh
 
-e2e: setup controlplane pulumi
-	@$(BIN)/python -m pytest -q -m e2e; rc=$$?; \
+# The sandbox's real nodes: Debian's containerd, runc, CNI plugins (and debootstrap for the
+# images), then the images built here (never pulled) into ~/.cache/taugrid/images.
+node-packages:
+	@missing=""; for p in containerd runc containernetworking-plugins debootstrap; do \
+	  dpkg -s $$p > /dev/null 2>&1 || missing="$$missing $$p"; done; \
+	[ -z "$$missing" ] || { echo "node-packages: installing$$missing (apt)"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing > /tmp/apt-nodes.log 2>&1 || \
+	  { apt-get update -q > /dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+	    $$missing > /tmp/apt-nodes.log 2>&1; } || { cat /tmp/apt-nodes.log; exit 1; }; }
+
+images: node-packages
+	bash e2e/images/build.sh
+
+e2e: setup controlplane pulumi images
+	@TAU_REQUIRE_REAL_NODES=1 $(BIN)/python -m pytest -q -m e2e; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no e2e tests"; fi; exit $$rc
 
 # mypy and import-linter see the folders under their import names through symlinks (the
@@ -119,6 +132,7 @@ bench: setup pyc
 	$(BIN)/python bench/bench_local.py
 	$(BIN)/python bench/bench_head.py
 	$(BIN)/python bench/bench_kube.py
+	$(BIN)/python bench/bench_realnodes.py
 	$(BIN)/python bench/bench_pulumi.py
 	$(BIN)/python bench/bench_controller.py
 	$(BIN)/python bench/bench_data.py

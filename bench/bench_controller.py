@@ -185,7 +185,9 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory() as home:
         env = {**os.environ, "TAU_HOME": home}
-        subprocess.run([TAU, "sandbox", "up"], env=env, check=True, capture_output=True)
+        subprocess.run(
+            [TAU, "sandbox", "up", "--real-nodes", "0"], env=env, check=True, capture_output=True
+        )
         try:
             os.environ["TAU_HOME"] = home
             from taugrid.infra.sandbox import State, sandbox_dir

@@ -89,7 +89,9 @@ def sandbox_cli() -> tuple[float, float, float, float, float] | None:
         return None
     with tempfile.TemporaryDirectory() as home:
         env = {**os.environ, "TAU_HOME": home}
-        subprocess.run([TAU, "sandbox", "up"], env=env, check=True, capture_output=True)
+        subprocess.run(
+            [TAU, "sandbox", "up", "--real-nodes", "0"], env=env, check=True, capture_output=True
+        )
         try:
             kc = subprocess.run([TAU, "sandbox", "kubeconfig", "--as", "researcher"], env=env,
                                 check=True, capture_output=True, text=True).stdout.strip()  # fmt: skip

@@ -48,7 +48,7 @@ def main() -> int:
         return 0
     with tempfile.TemporaryDirectory() as home, tempfile.TemporaryDirectory() as project:
         env = {**os.environ, "TAU_HOME": home}
-        subprocess.run([TAU, "sandbox", "up", "--no-platform"], env=env, check=True,
+        subprocess.run([TAU, "sandbox", "up", "--no-platform", "--real-nodes", "0"], env=env, check=True,
                        capture_output=True)  # fmt: skip
         try:
             admin = {**env, "KUBECONFIG": timed(["sandbox", "kubeconfig"], env)[1]}

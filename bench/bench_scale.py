@@ -343,7 +343,7 @@ def run(runs: int, nodes: int, max_s: int, seed: int, idle_s: float = IDLE_S,
     (stacks / "Pulumi.yaml").write_text("name: taugrid\nruntime: python\n")
     env = {**os.environ}
     t = time.perf_counter()
-    subprocess.run([TAU, "sandbox", "up", "--stack", "scale", "--stacks-dir", str(stacks)],
+    subprocess.run([TAU, "sandbox", "up", "--real-nodes", "0", "--stack", "scale", "--stacks-dir", str(stacks)],
                    env=env, check=True, capture_output=True)  # fmt: skip
     res = Result(runs, nodes, {"sandbox_up_s": round(time.perf_counter() - t, 1)})
     from taugrid.client import runs as client

@@ -19,9 +19,15 @@ app = typer.Typer(
 
 def _usage(state: Any) -> str:
     return (
-        f"sandbox: API server {state.api}, stack {state.stack}, {len(state.nodes)} KWOK nodes\n"
-        f"  kubeconfig (admin):      tau sandbox kubeconfig\n"
-        f"  kubeconfig (researcher): tau sandbox kubeconfig --as researcher\n"
+        f"sandbox: API server {state.api}, stack {state.stack}, {len(state.nodes)} KWOK nodes"
+        + (
+            f", {len(state.real_nodes)} real: {', '.join(state.real_nodes)}"
+            if state.real_nodes
+            else ""
+        )
+        + "\n"
+        "  kubeconfig (admin):      tau sandbox kubeconfig\n"
+        "  kubeconfig (researcher): tau sandbox kubeconfig --as researcher\n"
         + (
             ""
             if state.platform
@@ -45,11 +51,24 @@ def sandbox_up(
             "installs the platform with the Pulumi engine",
         ),
     ] = False,
+    real_nodes: Annotated[
+        int | None,
+        typer.Option(
+            "--real-nodes",
+            min=0,
+            max=3,
+            show_default=False,
+            help="Real nodes (kubelet, containerd, runc; up to 3) for the stack's CPU pool, where "
+            "CPU Jobs execute (needs root, containerd and `make images`). Default 0: KWOK only "
+            "(Ray's pods are KWOK's until they run truthfully on real nodes).",
+        ),
+    ] = None,
 ) -> None:
     """Start the sandbox (idempotent) and install the stack's platform objects."""
     from taugrid.infra import sandbox
 
-    state, started = sandbox.up(say, stack, stacks_dir, platform=not no_platform)
+    state, started = sandbox.up(say, stack, stacks_dir, platform=not no_platform,
+                                real_nodes=real_nodes)  # fmt: skip
     if not started:
         say("the sandbox is already up")
     for name, why in state.skipped.items():
@@ -82,7 +101,8 @@ def sandbox_status(output: JsonOpt = ReportFormat.text) -> None:
     ready = sandbox.api_ready(state)
     if output is ReportFormat.json:
         out(dump_json({"up": ready, "api": state.api, "stack": state.stack,
-                       "nodes": state.nodes, "components": rows}))  # fmt: skip
+                       "nodes": state.nodes, "real_nodes": state.real_nodes,
+                       "components": rows}))  # fmt: skip
     else:
         lines = [
             f"sandbox {'up' if ready else 'DOWN'}: API server {state.api} ({'ready' if ready else 'not answering'})"
@@ -94,7 +114,9 @@ def sandbox_status(output: JsonOpt = ReportFormat.text) -> None:
             lines.append(
                 f"  {r['component']:<24} {what}" + (f" (pid {r['pid']})" if "pid" in r else "")
             )
-        lines.append(f"  nodes: {', '.join(state.nodes)}")
+        lines.append(f"  KWOK nodes: {', '.join(state.nodes)}")
+        if state.real_nodes:
+            lines.append(f"  real nodes: {', '.join(state.real_nodes)}")
         out("\n".join(lines))
     if not ready:
         raise typer.Exit(4)

@@ -397,6 +397,8 @@ class ControlPlane:
                 "--endpoint-reconciler-type=none",
                 f"--cert-dir={self.work / 'certs'}",
                 "--enable-priority-and-fairness=false",
+                # a node is reached by its address, never by looking its name up
+                "--kubelet-preferred-address-types=InternalIP",
                 f"--audit-policy-file={audit_policy}",
                 f"--audit-log-path={self.work / 'audit.log'}",
                 "--v=1",

@@ -47,7 +47,8 @@ class State:
     started_at: float
     pids: dict[str, int]  # component -> process group
     kubeconfigs: dict[str, str]  # identity -> kubeconfig path
-    nodes: list[str] = field(default_factory=list)
+    nodes: list[str] = field(default_factory=list)  # KWOK's
+    real_nodes: list[str] = field(default_factory=list)  # kubelet + containerd (realnodes.py)
     skipped: dict[str, str] = field(default_factory=dict)  # component -> why it does not run
     platform: bool = True  # the platform objects installed by `up` (else: `tau platform up`)
 
@@ -124,29 +125,69 @@ def stacks_dir_for(stack: str, stacks_dir: Path | None) -> Path:
         raise
 
 
+MAX_REAL_NODES = 3
+# 0 until Ray's pods run truthfully on real nodes: the sandbox's KubeRay operator answers Ray's
+# dashboard from Kubernetes objects (right for KWOK's pods), so a RayJob's head on a real node
+# would be reported done without its job ever running there (docs/sandbox.md)
+DEFAULT_REAL_NODES = 0
+
+
+def real_nodes_wanted(asked: int | None, cfg: PlatformConfig) -> tuple[int, str | None]:
+    """How many real nodes to start, and why none where the default could not be had. Asked
+    for explicitly, a machine that cannot run them is an error; by default, a note."""
+    from taugrid.infra import realnodes
+
+    if asked is not None and not 0 <= asked <= MAX_REAL_NODES:
+        raise TauError(f"--real-nodes {asked}: 0 to {MAX_REAL_NODES}", exit_code=EXIT_USAGE)
+    n = DEFAULT_REAL_NODES if asked is None else asked
+    if n == 0:
+        return 0, None
+    why = realnodes.can_run()
+    if why is None and not cfg.cpuPools:
+        why = "the stack declares no CPU pool for them"
+    if why is not None:
+        if asked is not None:
+            raise TauError(f"real nodes cannot start here: {why}", exit_code=EXIT_PLATFORM,
+                           hint="tau sandbox up --real-nodes 0 (KWOK only)")  # fmt: skip
+        return 0, why
+    return n, None
+
+
 def up(say: Say, stack: str = STACK, stacks_dir: Path | None = None,
-       platform: bool = True) -> tuple[State, bool]:  # fmt: skip
+       platform: bool = True, real_nodes: int | None = None) -> tuple[State, bool]:  # fmt: skip
     """Start the sandbox (or find it running). Returns (state, started_now).
 
     Without `platform`, only the cluster: control plane, KWOK nodes shaped like the stack's
     pools, the external components (Kueue, KubeRay and their CRDs) and the members'
-    identities; the platform objects are then `tau platform up --stack sandbox`'s to create."""
+    identities; the platform objects are then `tau platform up --stack sandbox`'s to create.
+    `real_nodes` (default DEFAULT_REAL_NODES): the stack's first CPU pool as real
+    nodes (kubelet, containerd, runc; realnodes.py) instead of KWOK's."""
     from taugrid.infra.controlplane import NOT_BUILT, binaries_dir
 
     existing = State.read()
     if existing is not None:
-        if existing.stack == stack and existing.platform == platform and healthy(existing):
+        same = (
+            existing.stack == stack
+            and existing.platform == platform
+            and (real_nodes is None or len(existing.real_nodes) == real_nodes)
+        )
+        if same and healthy(existing):
             return existing, False
-        say("the sandbox is partly down: stopping what is left, then starting it again")
+        say("the sandbox is partly down or asked for differently: stopping it, then starting it")
         down(say)
     _need_clients()
     bin_dir = binaries_dir()
     if bin_dir is None:
         raise TauError(NOT_BUILT, exit_code=EXIT_PLATFORM, hint="make controlplane")
     work = sandbox_dir()
-    cfg = with_registries(validated(stack, stacks_dir_for(stack, stacks_dir)), work)
+    cfg = validated(stack, stacks_dir_for(stack, stacks_dir))
+    n_real, why_not = real_nodes_wanted(real_nodes, cfg)
+    cfg = with_registries(cfg, work)
+    if n_real:
+        cfg = with_images(cfg)
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
+    from taugrid.infra import realnodes
     from taugrid.infra.controlplane import ControlPlane
 
     cp = ControlPlane(bin_dir=bin_dir, work=work)
@@ -156,10 +197,13 @@ def up(say: Say, stack: str = STACK, stacks_dir: Path | None = None,
             "starting etcd, kube-apiserver, controller-manager, scheduler and KWOK on 127.0.0.1 ..."
         )
         cp.start()
-        state = _install(cp, cfg, stack, say, platform)
+        state = _install(cp, cfg, stack, say, platform, n_real)
     except BaseException:
         cp.stop()
+        realnodes.stop_nodes(work, realnodes.load_network(work))
         raise
+    if why_not:
+        state.skipped["real nodes"] = why_not
     state.write()
     say(f"sandbox up in {time.monotonic() - t0:.0f}s")
     return state, True
@@ -179,7 +223,49 @@ def with_registries(cfg: PlatformConfig, work: Path) -> PlatformConfig:
     return cfg.model_copy(update={"workspaces": workspaces})
 
 
-def _install(cp: Any, cfg: PlatformConfig, stack: str, say: Say, platform: bool) -> State:
+def with_images(cfg: PlatformConfig) -> PlatformConfig:
+    """The images tau.yaml files name (Ray's, Python's) run as the runtime image built here
+    (`make images`): nothing is pulled. The stack's own mirrors come first."""
+    from taugrid.api.profiles import ImageMirror
+    from taugrid.infra.realnodes import built_images
+
+    images = built_images() or {}
+    runtime = images.get("runtime_ref")
+    if not runtime:
+        return cfg
+    ours = [ImageMirror(match=m, image=runtime) for m in SANDBOX_MIRRORED]
+    return cfg.model_copy(update={"imageMirrors": [*cfg.imageMirrors, *ours]})
+
+
+# what the runtime image stands in for on real nodes (Debian, python3, Ray, numpy)
+SANDBOX_MIRRORED = ("rayproject/ray:*", "rayproject/ray-ml:*", "python:3*")
+
+
+def _start_real_nodes(cp: Any, dyn: Any, pool: CpuPool, n: int, say: Say) -> list[str]:
+    from taugrid.infra import realnodes as R
+    from taugrid.infra.controlplane import apply
+
+    images = R.built_images()
+    assert images is not None  # real_nodes_wanted checked
+    names = [f"{pool.name}-{i}" for i in range(n)]
+    say(f"starting {n} real node(s) of pool {pool.name}: {', '.join(names)} "
+        "(kubelet, containerd, runc, kube-proxy) ...")  # fmt: skip
+    t0 = time.monotonic()
+    for obj in R.node_rbac():
+        apply(dyn, obj)
+    net = R.make_network(cp.work, n)
+    R.save_network(cp.work, net)
+    R.hold_sysctls(net.tag)
+    taints = [t.model_dump(mode="json", exclude_none=True) for t in pool_taints(pool)]
+    for i, name in enumerate(names):
+        R.start_node(cp, net, R.NodeSpec(name, i, pool_labels(pool), taints), images, say)
+    R.wait_ready(cp, names, timeout=R.READY_TIMEOUT_S)
+    say(f"real node(s) Ready in {time.monotonic() - t0:.0f}s")
+    return names
+
+
+def _install(cp: Any, cfg: PlatformConfig, stack: str, say: Say, platform: bool,
+             n_real: int = 0) -> State:  # fmt: skip
     from taugrid.components import manifests as M
     from taugrid.infra.controlplane import apply, crds_dir, install_crds
 
@@ -206,8 +292,11 @@ def _install(cp: Any, cfg: PlatformConfig, stack: str, say: Say, platform: bool)
     else:
         skipped["kuberay"] = "not built (make controlplane)"
     nodes = []
+    real_pool = cfg.cpuPools[0] if n_real and cfg.cpuPools else None
     pools: list[GpuPool | CpuPool] = [*cfg.gpuPools, *cfg.cpuPools]
     for pool in pools:
+        if pool is real_pool:
+            continue
         size = pool.node_allocatable()
         gpus = (pool.gpus() or 0) if isinstance(pool, GpuPool) else 0
         for i in range(max(pool.maxCount, 1)):
@@ -222,6 +311,7 @@ def _install(cp: Any, cfg: PlatformConfig, stack: str, say: Say, platform: bool)
             )
             nodes.append(name)
     say(f"{len(nodes)} KWOK nodes: {', '.join(nodes)}")
+    real = _start_real_nodes(cp, dyn, real_pool, n_real, say) if real_pool else []
     objects = _storage_classes(cfg)  # the cluster's storage, always
     if platform:
         objects += [*M.kueue_objects(cfg), M.tau_cluster(cfg, stack),
@@ -250,7 +340,7 @@ def _install(cp: Any, cfg: PlatformConfig, stack: str, say: Say, platform: bool)
     else:
         say(f"no platform objects: `tau platform up --stack {stack}` creates them")
     return State(stack=stack, api=cp.url, started_at=time.time(), pids=cp.pids(),
-                 kubeconfigs=identities, nodes=nodes, skipped=skipped,
+                 kubeconfigs=identities, nodes=nodes, real_nodes=real, skipped=skipped,
                  platform=platform)  # fmt: skip
 
 
@@ -324,15 +414,37 @@ def _storage_classes(cfg: PlatformConfig) -> list[dict[str, Any]]:
 
 def down(say: Say) -> State | None:
     """Stop every process the sandbox started and remove its state. None: it was not up."""
+    from taugrid.infra import realnodes
     from taugrid.infra.controlplane import stop_process_groups
 
     state = State.read()
     if state is None:
         return None
+    work = sandbox_dir()
+    volumes = _volume_dirs(state)
     stop_process_groups(list(state.pids.values()))
-    shutil.rmtree(sandbox_dir(), ignore_errors=True)
+    realnodes.stop_nodes(work, realnodes.load_network(work))
+    for folder in volumes:
+        shutil.rmtree(folder, ignore_errors=True)
+    shutil.rmtree(work, ignore_errors=True)
     say(f"stopped {len(state.pids)} sandbox process(es)")
     return state
+
+
+def _volume_dirs(state: State) -> list[Path]:
+    """The folders the host-path provisioner made for the sandbox's volumes (under /tmp; its
+    own deleter runs only when a claim is deleted)."""
+    try:
+        from kubernetes import client, config
+
+        api = config.new_client_from_config(  # type: ignore[no-untyped-call]
+            config_file=state.kubeconfigs["admin"]
+        )
+        items: list[Any] = client.CoreV1Api(api).list_persistent_volume(_request_timeout=5).items
+    except Exception:  # the API server is gone: nothing to ask it
+        return []
+    paths = [pv.spec.host_path.path for pv in items if pv.spec and pv.spec.host_path]
+    return [Path(p) for p in paths if p.startswith("/tmp/hostpath")]
 
 
 def kubeconfig(who: str = "admin") -> Path:

@@ -47,7 +47,7 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     if binaries_dir() is None:
         pytest.skip("the control plane is not built: `make e2e` builds it")
     home = tmp_path_factory.mktemp("sandboxhome")
-    res = run_tau(home, "sandbox", "up")
+    res = run_tau(home, "sandbox", "up", "--real-nodes", "0")  # KWOK: real nodes have their own
     assert res.returncode == 0, res.stderr
     yield home
     run_tau(home, "sandbox", "down")

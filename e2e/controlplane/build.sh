@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build the e2e control plane from upstream Go modules into a cache, each component once:
 #   etcd (go.etcd.io/etcd/server/v3), kube-apiserver, kube-controller-manager, kube-scheduler
-#   (k8s.io/kubernetes with every staging module pinned), KWOK, Kueue and the KubeRay operator
+#   (k8s.io/kubernetes with every staging module pinned), kubelet and kube-proxy (the sandbox's
+#   real nodes), KWOK, Kueue and the KubeRay operator
 #   (v1.5.0: the proxy refuses v1.7.0) where they build.
 # The wrapper modules (go.mod/go.sum with `tool` lines) are ours; nothing else from upstream is
 # committed. The KubeRay operator is our own main (rayoperator/) over KubeRay's controllers as a
@@ -31,15 +32,30 @@ if ! fresh etcd; then
   done_ etcd
 fi
 
+minor=$(echo "$K8S_VERSION" | cut -d. -f2)
+LDF="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1"
+LDF="$LDF -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
 if ! fresh kubernetes; then
-  minor=$(echo "$K8S_VERSION" | cut -d. -f2)
-  LDF="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1"
-  LDF="$LDF -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
   for c in kube-apiserver kube-controller-manager kube-scheduler; do
     echo "control plane: building $c ..."
     (cd "$HERE/kubernetes" && go build -ldflags "$LDF" -o "$OUT/bin/$c" "k8s.io/kubernetes/cmd/$c")
   done
   done_ kubernetes
+fi
+
+# The sandbox's real nodes: the kubelet and kube-proxy from the same k8s.io/kubernetes version
+# (their own wrapper module: the node's requirements differ from the control plane's). Optional:
+# without them the sandbox's nodes are all KWOK's.
+if ! fresh node; then
+  ok=1
+  for c in kubelet kube-proxy; do
+    echo "control plane: building $c (the real nodes) ..."
+    (cd "$HERE/node" && go build -ldflags "$LDF" -o "$OUT/bin/$c" "k8s.io/kubernetes/cmd/$c") || ok=0
+  done
+  if [ $ok = 1 ]; then done_ node; else
+    rm -f "$OUT/bin/kubelet" "$OUT/bin/kube-proxy"
+    echo "control plane: the kubelet did not build (see above); the sandbox's nodes are KWOK's only" >&2
+  fi
 fi
 
 # Optional components: a failure is reported and the suite falls back (tests skip with a reason).

@@ -48,7 +48,7 @@ def bare(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     res = pulumi_cli(home, "stack", "init", "sandbox", "--secrets-provider", "passphrase")
     assert res.returncode == 0, res.stderr
     assert "encryptionsalt:" in stack_file(home).read_text()
-    res = tau(home, "sandbox", "up", "--no-platform")
+    res = tau(home, "sandbox", "up", "--no-platform", "--real-nodes", "0")
     assert res.returncode == 0, res.stderr
     assert "tau platform up --stack sandbox" in res.stdout
     yield home

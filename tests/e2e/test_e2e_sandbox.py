@@ -159,7 +159,7 @@ def test_down_stops_every_process(tmp_path: Path) -> None:
     if binaries_dir() is None:
         pytest.skip("the control plane is not built")
     home = tmp_path / "home"
-    assert tau(home, "sandbox", "up").returncode == 0
+    assert tau(home, "sandbox", "up", "--real-nodes", "0").returncode == 0
     pids = json.loads((home / "sandbox" / "state.json").read_text())["pids"]
     res = tau(home, "sandbox", "down")
     assert res.returncode == 0 and f"stopped {len(pids)}" in res.stderr

@@ -1,0 +1,91 @@
+"""Budgets of the sandbox's real nodes (docs/sandbox.md): warm `tau sandbox up --real-nodes 1`
+<= 60 s; a CPU Job from submit to Succeeded <= 15 s on a warm sandbox (median of 3); `down`
+reported. Skipped (with the reason) where real nodes cannot run: not root, containerd or
+`make images` missing, the kubelet not built.
+
+    .venv/bin/python bench/bench_realnodes.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TAU = str(Path(sys.executable).parent / "tau")
+UP_BUDGET_S = 60.0
+JOB_BUDGET_S = 15.0
+
+
+def why_not() -> str | None:
+    from taugrid.infra import realnodes
+    from taugrid.infra.controlplane import binaries_dir
+
+    bins = binaries_dir()
+    if bins is None or not (bins / "kubelet").is_file():
+        return "the control plane or the kubelet is not built (make controlplane)"
+    return realnodes.can_run()
+
+
+def tau(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([TAU, *args], env=env, capture_output=True, text=True, check=False)
+
+
+def main() -> int:
+    why = why_not()
+    if why is not None:
+        print(f"bench_realnodes: skipped: {why}")
+        return 0
+    with tempfile.TemporaryDirectory(prefix="tau-bench-rn-") as tmp:
+        home = Path(tmp) / "home"
+        env = {**os.environ, "TAU_HOME": str(home)}
+        t0 = time.perf_counter()
+        res = tau(env, "sandbox", "up", "--real-nodes", "1")
+        up_s = time.perf_counter() - t0
+        if res.returncode != 0:
+            print(res.stderr)
+            return 1
+        try:
+            kc = tau(env, "sandbox", "kubeconfig", "--as", "researcher").stdout.strip()
+            kenv = {**env, "KUBECONFIG": kc, "TAU_TARGET": "kube"}
+            project = Path(tmp) / "p"
+            project.mkdir()
+            (project / "main.py").write_text("print('done')\n")
+            (project / "tau.yaml").write_text(
+                "schema_version: 1\nname: bench\nrun: {entrypoint: main.py, workload_kind: job}\n"
+                "compute: {gpus: 0, cpus: 0.5, memory: 512Mi}\n"
+                "runtime: {image: python:3.12-slim}\n"
+            )
+            jobs = []
+            for _ in range(3):
+                t0 = time.perf_counter()
+                res = tau(kenv, "run", str(project), "-d")
+                run_id, phase = res.stdout.strip(), None
+                while phase not in ("Succeeded", "Failed") and time.perf_counter() - t0 < 300:
+                    st = tau(kenv, "run", "status", run_id, "-o", "json")
+                    phase = json.loads(st.stdout or "{}").get("phase")
+                jobs.append(time.perf_counter() - t0)
+                if phase != "Succeeded":
+                    print(f"a job ended {phase}: {res.stdout}{res.stderr}")
+                    return 1
+        finally:
+            t0 = time.perf_counter()
+            tau(env, "sandbox", "down")
+            down_s = time.perf_counter() - t0
+    job = statistics.median(jobs)
+    print(f"sandbox up, 1 real node (warm): {up_s:.1f} s (budget {UP_BUDGET_S:.0f} s)")
+    print(
+        f"CPU Job submit -> Succeeded: median {job:.1f} s of {[round(j, 1) for j in jobs]} "
+        f"(budget {JOB_BUDGET_S:.0f} s)"
+    )
+    print(f"sandbox down: {down_s:.1f} s")
+    return 0 if up_s <= UP_BUDGET_S and job <= JOB_BUDGET_S else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

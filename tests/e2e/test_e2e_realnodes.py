@@ -1,0 +1,262 @@
+"""Runs that execute: the sandbox's real nodes (kubelet, containerd, runc, CNI, kube-proxy in a
+network namespace each), with the images built here (`make images`), running what TauGrid renders
+for AKS, the image mirror aside. And the host as it was after `tau sandbox down`.
+
+Where the machine cannot run real nodes (not root, no containerd, no images) these tests skip,
+unless TAU_REQUIRE_REAL_NODES=1 (`make e2e` sets it): then that is a failure."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import run_tau as tau
+from kubekit import wait_until
+from sandboxkit import kube_env, sig, status, submit
+
+from taugrid.infra import realnodes
+from taugrid.infra.controlplane import binaries_dir
+
+pytestmark = pytest.mark.e2e
+
+
+def _why_not() -> str | None:
+    if binaries_dir() is None:
+        return "the control plane is not built (make controlplane)"
+    if not (binaries_dir() / "kubelet").is_file():  # type: ignore[operator]
+        return "the kubelet is not built (make controlplane)"
+    return realnodes.can_run()
+
+
+def need_real_nodes() -> None:
+    why = _why_not()
+    if why is None:
+        return
+    if os.environ.get("TAU_REQUIRE_REAL_NODES") == "1":
+        pytest.fail(f"real nodes cannot run here: {why}")
+    pytest.skip(f"real nodes cannot run here: {why}")
+
+
+# --- the host, before and after -----------------------------------------------------------------
+def _run(*cmd: str) -> str:
+    return subprocess.run(cmd, capture_output=True, text=True, check=False).stdout
+
+
+def _sysctls() -> dict[str, str]:
+    out = {}
+    for line in _run("sysctl", "-a").splitlines():
+        key, sep, value = line.partition(" = ")
+        if sep:
+            out[key] = value
+    return out
+
+
+def _cgroups() -> set[str]:
+    base = Path("/sys/fs/cgroup")
+    return {str(p) for h in base.iterdir() if h.is_dir() for p in h.iterdir() if p.is_dir()}
+
+
+def _processes(home: Path) -> set[str]:
+    """Processes of anything a sandbox runs: its binaries, containerd's shims, pods' cgroups."""
+    found = set()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            cg = (proc / "cgroup").read_text()
+        except OSError:
+            continue
+        if str(home) in cmd or "containerd" in cmd or "kubelet" in cmd or ":/tau-" in cg:
+            found.add(f"{proc.name} {cmd[:120]}")
+    return found
+
+
+def host_facts(home: Path) -> dict[str, Any]:
+    return {
+        "processes": _processes(home),
+        "mounts": {
+            line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()
+        },
+        "netns": set(_run("ip", "netns", "list").split()),
+        "links": set(re.findall(r"^\d+: ([^:@]+)", _run("ip", "-o", "link"), re.M)),
+        "routes": set(_run("ip", "route", "show", "table", "all").splitlines()),
+        "iptables": set(_run("iptables-save").splitlines()) - {""},
+        "cgroups": _cgroups(),
+        "node folders": set(map(str, realnodes.NODES_ROOT.glob("*"))),
+    }
+
+
+def _steady(facts: dict[str, Any]) -> dict[str, Any]:
+    # iptables-save's comment lines carry a date
+    return {**facts, "iptables": {x for x in facts["iptables"] if not x.startswith("#")}}
+
+
+def volatile_sysctls() -> set[str]:
+    """Kernel values that change on their own (counters, random, timestamps): read twice apart."""
+    a = _sysctls()
+    time.sleep(0.5)  # two readings apart, not a wait for anything
+    b = _sysctls()
+    counters = (
+        "fs.quota.",
+        "fs.dentry-state",
+        "fs.file-nr",
+        "fs.inode-",
+        "kernel.random.",
+        "kernel.ns_last_pid",
+    )
+    return {k for k in a if a.get(k) != b.get(k) or k.startswith(counters)}
+
+
+# --- the sandbox with a real node ---------------------------------------------------------------
+@pytest.fixture(scope="module")
+def real(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    need_real_nodes()
+    home = tmp_path_factory.mktemp("realhome")
+    kept = realnodes.read_sysctls()  # what the kubelet changes at start
+    res = tau(home, "sandbox", "up", "--real-nodes", "1", timeout=900)
+    assert res.returncode == 0, res.stdout + res.stderr
+    yield home
+    assert tau(home, "sandbox", "down", timeout=300).returncode == 0
+    if not any(realnodes.HOST_RECORD.glob("holder-*")):  # no other sandbox holds them
+        assert realnodes.read_sysctls() == kept, "the host's kernel settings came back"
+
+
+def project(
+    folder: Path,
+    name: str,
+    script: str,
+    extra: str = "",
+    compute: str = "{gpus: 0, cpus: 0.5, memory: 512Mi}",
+) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "main.py").write_text(script)
+    (folder / "tau.yaml").write_text(
+        f"schema_version: 1\nname: {name}\nrun: {{entrypoint: main.py, workload_kind: job}}\n"
+        f"compute: {compute}\nruntime: {{image: python:3.12-slim}}\n{extra}"
+    )
+    return folder
+
+
+def wait_phase(home: Path, run_id: str, phases: set[str], timeout: float = 240) -> dict[str, Any]:
+    got: dict[str, Any] = {}
+
+    def done() -> bool:
+        got.update(status(home, run_id))
+        return got.get("phase") in phases
+
+    wait_until(done, timeout=timeout, what=f"run {run_id} to be one of {sorted(phases)}")
+    return got
+
+
+def test_up_says_which_nodes_are_real(real: Path) -> None:
+    doc = json.loads(tau(real, "sandbox", "status", "-o", "json").stdout)
+    assert doc["real_nodes"] == ["cpu-0"] and "cpu-0" not in doc["nodes"]
+    running = {c["component"] for c in doc["components"] if c["running"]}
+    assert {"kubelet-cpu-0", "containerd-cpu-0", "kube-proxy-cpu-0"} <= running
+
+
+def test_a_cpu_job_runs_its_code_on_the_real_node_and_says_what_it_printed(
+    real: Path, tmp_path: Path
+) -> None:
+    script = (
+        "import os, socket, sys\n"
+        "print('hello from', socket.gethostname(), sys.version_info[:2])\n"
+        "out = os.environ['TAU_OUTPUT_DIR']\n"
+        "os.makedirs(out, exist_ok=True)\n"
+        "open(os.path.join(out, 'answer.txt'), 'w').write('42')\n"
+        "try:\n    socket.getaddrinfo('example.com', 80)\n    print('OUTSIDE RESOLVED')\n"
+        "except OSError as e:\n    print('outside name: refused', type(e).__name__)\n"
+    )
+    run_id = submit(real, project(tmp_path / "p", "hello", script))
+    st = wait_phase(real, run_id, {"Succeeded", "Failed"})
+    assert st["phase"] == "Succeeded", st
+    assert "cpu-0" in sig(st, "Scheduled")["reason"]
+    logs = tau(real, "run", "logs", run_id, env=kube_env(real)).stdout
+    assert "hello from" in logs and "(3, 11)" in logs  # the runtime image's python, not KWOK
+    # a name outside the cluster fails at once inside a pod: nothing reaches the host's resolver
+    assert "outside name: refused" in logs and "OUTSIDE RESOLVED" not in logs
+    # the record the pod sealed on the workspace's volume (a real folder here) verifies
+    from taugrid.runs.evidence import RunDir
+
+    sealed = [p.parent for p in Path("/tmp/hostpath_pv").glob(f"*/runs/{run_id}/MANIFEST.sha256")]
+    assert len(sealed) == 1, sealed
+    n, problems = RunDir(sealed[0]).verify()
+    assert not problems and n >= 4, problems
+    assert (sealed[0] / "outputs" / "answer.txt").read_text() == "42"
+
+
+def test_a_pod_over_its_memory_limit_is_oomkilled_and_status_says_so(
+    real: Path, tmp_path: Path
+) -> None:
+    script = "x = []\nwhile True:\n    x.append(bytearray(16 * 2**20))\n"
+    folder = project(
+        tmp_path / "p",
+        "hog",
+        script,
+        "resilience: {max_retries: 0}\n",
+        compute="{gpus: 0, cpus: 0.5, memory: 256Mi}",
+    )
+    run_id = submit(real, folder)
+    st = wait_phase(real, run_id, {"Succeeded", "Failed"})
+    assert st["phase"] == "Failed", st
+    text = tau(real, "run", "status", run_id, env=kube_env(real)).stdout
+    assert "OOMKilled" in json.dumps(st) or "out of memory" in text.lower(), (st, text)
+
+
+def test_cancel_mid_run_stops_its_processes_and_frees_the_node(real: Path, tmp_path: Path) -> None:
+    script = "import time\nprint('started', flush=True)\ntime.sleep(3600)\n"
+    run_id = submit(real, project(tmp_path / "p", "sleeper", script))
+    wait_phase(real, run_id, {"Running"})
+    wait_until(
+        lambda: "started" in tau(real, "run", "logs", run_id, env=kube_env(real)).stdout,
+        timeout=120,
+        what="the sleeper to start",
+    )
+    sleeping = [p for p in _processes(Path("/nonexistent")) if "main.py" in p]
+    assert sleeping, "the run's process is on this machine (in the node's cgroup)"
+    res = tau(real, "run", "cancel", run_id, env=kube_env(real))
+    assert res.returncode == 0, res.stderr
+    wait_until(
+        lambda: not [p for p in _processes(Path("/nonexistent")) if "main.py" in p],
+        timeout=120,
+        what="the cancelled run's processes to be gone",
+    )
+    assert wait_phase(real, run_id, {"Cancelled"})["phase"] == "Cancelled"
+
+
+def test_a_second_sandbox_beside_it_and_down_leaves_the_host_as_it_was(
+    real: Path, tmp_path: Path
+) -> None:
+    """A second sandbox with a real node on the same machine (its own names, ranges, cgroups),
+    a run on it, then down: no process, mount, netns, link, route, iptables rule, cgroup or
+    kernel setting of it is left. (The first one's own kernel settings come back when the last
+    sandbox holding them goes down: realnodes.release_sysctls.)"""
+    home = tmp_path / "second"
+    skip = volatile_sysctls()
+    before, before_sys = _steady(host_facts(home)), _sysctls()
+    res = tau(home, "sandbox", "up", "--real-nodes", "1", timeout=900)
+    try:
+        assert res.returncode == 0, res.stdout + res.stderr
+        run_id = submit(home, project(tmp_path / "p", "second", "print('second sandbox')\n"))
+        assert wait_phase(home, run_id, {"Succeeded", "Failed"})["phase"] == "Succeeded"
+        first = json.loads(tau(real, "sandbox", "status", "-o", "json").stdout)
+        assert first["up"], "the first sandbox kept running beside the second"
+    finally:
+        down = tau(home, "sandbox", "down", timeout=300)
+    assert down.returncode == 0, down.stderr
+    after, after_sys = _steady(host_facts(home)), _sysctls()
+    for what in before:
+        assert after[what] == before[what], (
+            f"{what}: left {sorted(after[what] - before[what])[:10]}, "
+            f"gone {sorted(before[what] - after[what])[:10]}"
+        )
+    changed = {k for k in before_sys if k not in skip and before_sys[k] != after_sys.get(k)}
+    assert not changed, {k: (before_sys[k], after_sys.get(k)) for k in sorted(changed)}
