@@ -19,6 +19,7 @@ from taugrid.api import naming
 from taugrid.api.defaults import new_list
 from taugrid.api.issues import Issue
 from taugrid.api.profiles import (
+    HeadSize,
     ImageMirror,
     Toleration,
     WorkerSize,
@@ -494,6 +495,10 @@ class PlatformConfig(_Model):
         default_factory=new_list,
         description="Images runs name, run as others (the first match): a registry mirror",
     )
+    rayHead: HeadSize = Field(
+        default_factory=lambda: HeadSize(),
+        description="The Ray head pod of every RayJob and RayService (it runs no tasks)",
+    )
 
     def pool(self, name: str) -> GpuPool | CpuPool | None:
         pools: list[GpuPool | CpuPool] = [*self.gpuPools, *self.cpuPools]
@@ -899,6 +904,7 @@ def derive_profiles(cfg: PlatformConfig) -> list[WorkloadProfile]:
                     priorityClasses=prios,
                     defaultPriority=cfg.defaultPriority,
                     workspaces=workspace_names_for_queue(cfg, cq.name),
+                    head=cfg.rayHead,
                 )
             )
     return out

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from taugrid.api import constants as C
 from taugrid.api import naming
 from taugrid.api.defaults import new_list
-from taugrid.api.quantity import cpu_field, memory_field
+from taugrid.api.quantity import cpu_field, memory_field, parse_cpu, parse_memory
 
 
 class _Model(BaseModel):
@@ -40,6 +40,32 @@ class WorkerSize(_Model):
 
     _v_cpu = field_validator("cpu")(cpu_field)
     _v_mem = field_validator("memory")(memory_field)
+
+
+class HeadSize(_Model):
+    """The Ray head's pod (the driver, GCS, dashboard; no tasks: it has num-cpus 0)."""
+
+    cpu: int | float | str = Field(C.HEAD_CPU_REQUEST, description="requested cores")
+    memory: str = Field(C.HEAD_MEMORY_REQUEST, description="requested memory")
+    cpuLimit: int | float | str = Field(C.HEAD_CPU_LIMIT, description="cores at most")
+    memoryLimit: str = Field(C.HEAD_MEMORY_LIMIT, description="memory at most (OOMKilled above)")
+
+    _v_cpu = field_validator("cpu", "cpuLimit")(cpu_field)
+    _v_mem = field_validator("memory", "memoryLimit")(memory_field)
+
+    @model_validator(mode="after")
+    def _limits(self) -> HeadSize:
+        if parse_cpu(self.cpuLimit) < parse_cpu(self.cpu):
+            raise ValueError(f"cpuLimit {self.cpuLimit} is below the request {self.cpu}")
+        if parse_memory(self.memoryLimit) < parse_memory(self.memory):
+            raise ValueError(f"memoryLimit {self.memoryLimit} is below the request {self.memory}")
+        return self
+
+    def resources(self) -> dict[str, dict[str, str]]:
+        return {
+            "requests": {"cpu": str(self.cpu), "memory": self.memory},
+            "limits": {"cpu": str(self.cpuLimit), "memory": self.memoryLimit},
+        }
 
 
 class WorkloadProfile(_Model):
@@ -66,6 +92,7 @@ class WorkloadProfile(_Model):
         default_factory=dict, description="Where the CPU-only Ray head goes"
     )
     headTolerations: list[Toleration] = Field(default_factory=new_list)
+    head: HeadSize = Field(default_factory=lambda: HeadSize(), description="The Ray head's size")
     flavor: str = Field(description="Kueue ResourceFlavor of the pool")
     clusterQueue: str = Field(description="Kueue ClusterQueue")
     localQueue: str = Field(description="LocalQueue name in every workspace namespace")
@@ -148,8 +175,14 @@ class WorkspaceRef(_Model):
 
 
 def profile_set_hash(profiles: list[WorkloadProfile]) -> str:
-    """sha256 over the canonical JSON of the profiles, order-independent."""
-    canon = sorted((p.model_dump(mode="json") for p in profiles), key=lambda d: d["name"])
+    """sha256 over the canonical JSON of the profiles, order-independent. A default Ray head is
+    left out: a snapshot taken before the head was a setting keeps its hash."""
+    default_head = HeadSize()
+
+    def canonical(p: WorkloadProfile) -> dict[str, Any]:
+        return p.model_dump(mode="json", exclude={"head"} if p.head == default_head else None)
+
+    canon = sorted((canonical(p) for p in profiles), key=lambda d: d["name"])
     blob = json.dumps(canon, sort_keys=True, separators=(",", ":")).encode()
     return "sha256:" + hashlib.sha256(blob).hexdigest()
 

@@ -30,6 +30,7 @@ from taugrid.api.platform import (
     pool_labels,
     pool_taints,
 )
+from taugrid.api.profiles import HeadSize
 from taugrid.infra.stackfile import validated
 
 STACK = "sandbox"
@@ -184,7 +185,7 @@ def up(say: Say, stack: str = STACK, stacks_dir: Path | None = None,
     n_real, why_not = real_nodes_wanted(real_nodes, cfg)
     cfg = with_registries(cfg, work)
     if n_real:
-        cfg = with_images(cfg)
+        cfg = for_real_nodes(cfg)
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     from taugrid.infra import realnodes
@@ -223,22 +224,28 @@ def with_registries(cfg: PlatformConfig, work: Path) -> PlatformConfig:
     return cfg.model_copy(update={"workspaces": workspaces})
 
 
-def with_images(cfg: PlatformConfig) -> PlatformConfig:
-    """The images tau.yaml files name (Ray's, Python's) run as the runtime image built here
-    (`make images`): nothing is pulled. The stack's own mirrors come first."""
+def for_real_nodes(cfg: PlatformConfig) -> PlatformConfig:
+    """The stack as real nodes run it: the images tau.yaml files name (Ray's, Python's) run as
+    the runtime image built here (`make images`; nothing is pulled; the stack's own mirrors come
+    first), and a Ray head sized for this machine (the stack's own `rayHead` where it sets one):
+    the default head asks for 2 cores, the whole of a 2-core machine."""
     from taugrid.api.profiles import ImageMirror
     from taugrid.infra.realnodes import built_images
 
-    images = built_images() or {}
-    runtime = images.get("runtime_ref")
-    if not runtime:
-        return cfg
-    ours = [ImageMirror(match=m, image=runtime) for m in SANDBOX_MIRRORED]
-    return cfg.model_copy(update={"imageMirrors": [*cfg.imageMirrors, *ours]})
+    update: dict[str, Any] = {}
+    if "rayHead" not in cfg.model_fields_set:
+        update["rayHead"] = SANDBOX_HEAD
+    runtime = (built_images() or {}).get("runtime_ref")
+    if runtime:
+        ours = [ImageMirror(match=m, image=runtime) for m in SANDBOX_MIRRORED]
+        update["imageMirrors"] = [*cfg.imageMirrors, *ours]
+    return cfg.model_copy(update=update)
 
 
 # what the runtime image stands in for on real nodes (Debian, python3, Ray, numpy)
 SANDBOX_MIRRORED = ("rayproject/ray:*", "rayproject/ray-ml:*", "python:3*")
+# a Ray head on a real node of a small machine (it runs the driver, GCS and dashboard: ~0.6 GiB)
+SANDBOX_HEAD = HeadSize(cpu="250m", memory="1Gi", cpuLimit="2", memoryLimit="4Gi")
 
 
 def _start_real_nodes(cp: Any, dyn: Any, pool: CpuPool, n: int, say: Say) -> list[str]:

@@ -404,10 +404,7 @@ def ray_cluster_spec(r: Resolved, meta: RunMeta, code: dict[str, Any],
         "name": "ray-head",
         "image": r.image,
         "env": env,
-        "resources": {
-            "requests": {"cpu": C.HEAD_CPU_REQUEST, "memory": C.HEAD_MEMORY_REQUEST},
-            "limits": {"cpu": C.HEAD_CPU_LIMIT, "memory": C.HEAD_MEMORY_LIMIT},
-        },
+        "resources": r.profile.head.resources(),
         "ports": [
             {"containerPort": 6379, "name": "gcs"},
             {"containerPort": 8265, "name": "dashboard"},

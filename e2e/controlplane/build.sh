@@ -6,7 +6,7 @@
 #   (v1.5.0: the proxy refuses v1.7.0) where they build.
 # The wrapper modules (go.mod/go.sum with `tool` lines) are ours; nothing else from upstream is
 # committed. The KubeRay operator is our own main (rayoperator/) over KubeRay's controllers as a
-# library, with sandbox dashboard clients that never open a connection (see its main.go). Cache: $TAUGRID_CP_CACHE (default ~/.cache/taugrid/controlplane)/<k8s version>/;
+# library, with sandbox dashboard clients for KWOK's pods (see its main.go). Cache: $TAUGRID_CP_CACHE (default ~/.cache/taugrid/controlplane)/<k8s version>/;
 # each component is rebuilt only when its wrapper module changes. `current` points at it.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)

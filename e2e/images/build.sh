@@ -24,7 +24,7 @@ PINS=$(grep -E '^(ray|numpy)==' "$ROOT_DIR/requirements/dev.lock" | tr '\n' ' ')
 
 # An image's key: what goes into it (its recipe's version, bumped when the steps below change
 # what an image holds, and its inputs), not this file's text.
-RECIPE=2  # 2: python-is-python3 (entrypoints that call `python`)
+RECIPE=3  # 2: python-is-python3 (entrypoints that call `python`); 3: wget (KubeRay's probes)
 key() { { echo "recipe $RECIPE"; cat "$@"; } | sha256sum | cut -c1-16; }
 
 # --- pause ---------------------------------------------------------------------------------------
@@ -52,7 +52,7 @@ if [ ! -f "$RUNTIME" ]; then
   echo "images: building the runtime image (Debian $SUITE, python3, $PINS; ~10 min cold) ..."
   work=$(mktemp -d)
   trap 'rm -rf "$work"' EXIT
-  debootstrap --variant=minbase --include=python3,python-is-python3,python3-pip,ca-certificates,procps \
+  debootstrap --variant=minbase --include=python3,python-is-python3,python3-pip,ca-certificates,procps,wget \
     "$SUITE" "$work/root" "$MIRROR" > "$work/debootstrap.log" 2>&1 \
     || { tail -20 "$work/debootstrap.log" >&2; exit 1; }
   # PyPI, for the build only: this machine's resolver and the certificates it trusts

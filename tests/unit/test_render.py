@@ -506,3 +506,44 @@ def test_submitter_is_the_user_at_the_host_socket_names(monkeypatch: pytest.Monk
 
     monkeypatch.setenv("LOGNAME", "alice")
     assert provenance.submitter() == f"alice@{socket.gethostname()}"
+
+
+def test_the_ray_head_is_sized_as_the_platform_says_and_a_bad_size_is_refused() -> None:
+    from pydantic import ValidationError
+
+    from taugrid.api.platform import derive_profiles
+    from taugrid.api.profiles import HeadSize, ProfileSnapshot, profile_set_hash
+    from taugrid.infra.sandbox import SANDBOX_HEAD, for_real_nodes
+    from taugrid.infra.stackfile import validated
+
+    folder = Path(EXAMPLE_DIRS[0]).parent / "quickstart"
+    snap = load.load_snapshot(PROFILES)
+    # a snapshot taken before the head was a setting keeps its hash (the default head is left out)
+    assert all(p.head == HeadSize() for p in snap.profiles)
+    assert snap.profileSetHash == profile_set_hash(list(snap.profiles))
+    small = HeadSize(cpu="250m", memory="1Gi", cpuLimit=1, memoryLimit="2Gi")
+    profiles = [p.model_copy(update={"head": small}) for p in snap.profiles]
+    assert profile_set_hash(profiles) != profile_set_hash(list(snap.profiles))
+    sized = ProfileSnapshot.model_validate(
+        {**snap.model_dump(), "profiles": [p.model_dump() for p in profiles], "profileSetHash": None}
+    )
+    loaded = load.load_manifest(folder)
+    r = resolve.resolve(loaded.manifest, sized)
+    meta = render.RunMeta(run_id="q-abcde", submitter="a@b", code_revision="abc")
+    rj = render.render(r, meta, codebundle.collect(loaded.folder))[-1]
+    head_c = rj["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
+    assert head_c["resources"]["requests"] == {"cpu": "250m", "memory": "1Gi"}
+    assert head_c["resources"]["limits"] == {"cpu": "1", "memory": "2Gi"}
+    with pytest.raises(ValidationError, match="below the request"):
+        HeadSize(cpu=2, cpuLimit=1)
+    with pytest.raises(ValidationError, match="below the request"):
+        HeadSize(memory="8Gi", memoryLimit="1Gi")
+    with pytest.raises(ValidationError):
+        HeadSize(cpu="lots")
+    # the platform's rayHead reaches every profile; real sandbox nodes shrink only a default head
+    cfg = validated("sandbox", Path(__file__).parents[2] / "stacks")
+    assert {p.head for p in derive_profiles(cfg)} == {HeadSize()}
+    assert {p.head for p in derive_profiles(for_real_nodes(cfg))} == {SANDBOX_HEAD}
+    own = cfg.model_copy(update={"rayHead": small})
+    own = own.model_validate(own.model_dump())  # as if the stack file set it
+    assert {p.head for p in derive_profiles(for_real_nodes(own))} == {small}

@@ -1,9 +1,10 @@
 // The sandbox's KubeRay operator: KubeRay's own RayCluster, RayJob and RayService controllers
-// (v1.5.0, imported as a library) with one difference: the Ray dashboard and Serve proxy clients
-// are sandbox clients that never open a connection (see sandbox.go). In the sandbox, pods are
-// simulated by KWOK, so there is no Ray head to talk to; the stock operator polled
-// `<head>.<ns>.svc.cluster.local:8265` through the host's resolver for ever and RayJobs never
-// ended. Nothing here sends a packet anywhere but the API server on the loopback.
+// (v1.5.0, imported as a library) with one difference: for a Ray cluster on KWOK's simulated
+// pods, the Ray dashboard and Serve proxy clients are sandbox clients that never open a
+// connection (see sandbox.go): there is no Ray head to talk to, and the stock operator polled
+// `<head>.<ns>.svc.cluster.local:8265` through the host's resolver for ever. A Ray cluster whose
+// pods all run on the sandbox's real nodes gets KubeRay's own clients through the API server's
+// proxy. Nothing here sends a packet anywhere but the API server on the loopback.
 package main
 
 import (

@@ -33,16 +33,79 @@ import (
 //     and KubeRay submits it again;
 //   - a Serve application is RUNNING with HEALTHY deployments once KubeRay has sent its config,
 //     and every Serve proxy is healthy.
+//
+// A Ray cluster whose pods all run on the sandbox's real nodes (label type=real: kubelet and
+// containerd, see infra/realnodes.py) has a real Ray head: its clients are KubeRay's own, through
+// the API server's service and pod proxy (the host routes to the real nodes' pod ranges), so its
+// jobs and Serve applications are Ray's answers. A cluster with any pod on a KWOK node, or with a
+// pod not yet placed, keeps the sandbox clients.
 type sandboxProvider struct{}
 
 func (sandboxProvider) GetDashboardClient(mgr manager.Manager) func(*rayv1.RayCluster, string) (dashboardclient.RayDashboardClientInterface, error) {
-	return func(rc *rayv1.RayCluster, _ string) (dashboardclient.RayDashboardClientInterface, error) {
+	real := utils.GetRayDashboardClientFunc(mgr, true)
+	return func(rc *rayv1.RayCluster, url string) (dashboardclient.RayDashboardClientInterface, error) {
+		if clusterOnRealNodes(mgr.GetAPIReader(), rc.Namespace, rc.Name) {
+			return real(rc, url)
+		}
 		return &sandboxDashboard{kube: mgr.GetClient(), cluster: types.NamespacedName{Namespace: rc.Namespace, Name: rc.Name}}, nil
 	}
 }
 
-func (sandboxProvider) GetHttpProxyClient(manager.Manager) func(string, string, string, int) utils.RayHttpProxyClientInterface {
-	return func(string, string, string, int) utils.RayHttpProxyClientInterface { return healthyProxy{} }
+func (sandboxProvider) GetHttpProxyClient(mgr manager.Manager) func(string, string, string, int) utils.RayHttpProxyClientInterface {
+	real := utils.GetRayHttpProxyClientFunc(mgr, true)
+	return func(hostIP, namespace, pod string, port int) utils.RayHttpProxyClientInterface {
+		if podOnRealNode(mgr.GetAPIReader(), namespace, pod) {
+			return real(hostIP, namespace, pod, port)
+		}
+		return healthyProxy{}
+	}
+}
+
+// realNodes remembers which nodes are real (name -> bool): a node's kind never changes.
+var realNodes sync.Map
+
+func nodeIsReal(ctx context.Context, reader client.Reader, name string) bool {
+	if name == "" {
+		return false
+	}
+	if v, ok := realNodes.Load(name); ok {
+		return v.(bool)
+	}
+	var node corev1.Node
+	if err := reader.Get(ctx, types.NamespacedName{Name: name}, &node); err != nil {
+		return false
+	}
+	real := node.Labels["type"] == "real"
+	realNodes.Store(name, real)
+	return real
+}
+
+func clusterOnRealNodes(reader client.Reader, namespace, cluster string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var pods corev1.PodList
+	if err := reader.List(ctx, &pods, client.InNamespace(namespace), client.MatchingLabels{utils.RayClusterLabelKey: cluster}); err != nil {
+		return false
+	}
+	if len(pods.Items) == 0 {
+		return false
+	}
+	for i := range pods.Items {
+		if !nodeIsReal(ctx, reader, pods.Items[i].Spec.NodeName) {
+			return false
+		}
+	}
+	return true
+}
+
+func podOnRealNode(reader client.Reader, namespace, name string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var pod corev1.Pod
+	if err := reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &pod); err != nil {
+		return false
+	}
+	return nodeIsReal(ctx, reader, pod.Spec.NodeName)
 }
 
 type healthyProxy struct{}
