@@ -23,6 +23,7 @@ from typing import Any
 import tau_evidence
 
 NEWEST = "@newest"  # taugrid.api.constants.NEWEST_CHECKPOINT
+CONTAINER_LOG = "/proc/1/fd/1"  # a container's log: its first process's stdout
 
 
 def _newest(folder: Path) -> Path | None:
@@ -103,12 +104,30 @@ def _wait_for_nodes(run_dir: Path, nodes: int) -> list[int]:
         time.sleep(0.5)
 
 
+def container_stdout() -> Any:
+    """The container's own log (its PID 1's stdout), opened for a Ray job's driver: KubeRay runs
+    the entrypoint under the head's Ray, whose job log is not the head container's, so without
+    this copy the pod's log shows Ray starting and nothing the entrypoint prints. None when this
+    process already writes there, or the container's stdout cannot be opened."""
+    try:
+        if os.fstat(1).st_ino == os.stat(CONTAINER_LOG).st_ino:
+            return None
+        return open(CONTAINER_LOG, "ab", buffering=0)  # noqa: SIM115 (open for the run's life)
+    except OSError:
+        return None
+
+
 def main(argv: list[str]) -> int:
-    torchrun = bool(argv) and argv[0] == "--torchrun"
+    opts = argv[: argv.index("--")] if "--" in argv else argv[:1]
+    torchrun = "--torchrun" in opts
+    echo = container_stdout() if "--container-log" in opts else None
     if "--" in argv:
         argv = argv[argv.index("--") + 1 :]
     if not argv:
-        print("usage: python tau_launch.py [--torchrun] -- COMMAND [ARGS...]", file=sys.stderr)
+        print(
+            "usage: python tau_launch.py [--torchrun] [--container-log] -- COMMAND [ARGS...]",
+            file=sys.stderr,
+        )
         return 2
     env = dict(os.environ)
     if torchrun:
@@ -140,7 +159,7 @@ def main(argv: list[str]) -> int:
     tau_evidence.append_history(
         run_dir, {"ts": started, "phase": "Running", "reason": "pod started", "attempt": attempt}
     )
-    rc = _run_teed(argv, run_dir / "logs" / "driver.log")
+    rc = _run_teed(argv, run_dir / "logs" / "driver.log", echo)
     if node is not None:  # node 0 of several: the run ends when every node has
         (run_dir / "nodes" / "0").mkdir(parents=True, exist_ok=True)
         _write_exit(run_dir / "nodes" / "0", rc)
@@ -191,9 +210,10 @@ def _other_node(argv: list[str], folder: Path) -> int:
     return rc
 
 
-def _run_teed(argv: list[str], log_path: Path) -> int:
-    """Run `argv`, its output appended to `log_path` and echoed on stdout as it comes; a
-    SIGTERM to the launcher is passed on. Returns its exit code."""
+def _run_teed(argv: list[str], log_path: Path, echo: Any = None) -> int:
+    """Run `argv`, its output appended to `log_path` and echoed on stdout (and `echo`, the
+    container's log, where given) as it comes; a SIGTERM to the launcher is passed on. Returns
+    its exit code."""
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, bufsize=0,
                             env=os.environ.copy())  # fmt: skip
     signal.signal(signal.SIGTERM, lambda *_: proc.send_signal(signal.SIGTERM))
@@ -205,6 +225,11 @@ def _run_teed(argv: list[str], log_path: Path) -> int:
             log.flush()
             sys.stdout.buffer.write(chunk)
             sys.stdout.buffer.flush()
+            if echo is not None:
+                try:
+                    echo.write(chunk)
+                except OSError:  # the container's log went away: the other two copies stay
+                    echo = None
     return proc.wait()
 
 

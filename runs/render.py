@@ -140,6 +140,8 @@ def pod_command(m: Manifest) -> str:
         runner = ["--", "python", "tau_ray.py"]  # the driver calls run.function of the entrypoint
     else:
         runner = ["--", "bash" if ep.endswith(".sh") else "python"]
+    if m.workload_kind() == "rayjob":  # the driver's output also in the head pod's log
+        runner = ["--container-log", *runner]
     argv = " ".join(shlex.quote(a) for a in ["python", "tau_launch.py", *runner, ep, *m.run.args])
     return f"cd {shlex.quote(C.CODE_DIR)} && exec {argv}"
 

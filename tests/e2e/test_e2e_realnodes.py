@@ -193,6 +193,50 @@ def test_a_cpu_job_runs_its_code_on_the_real_node_and_says_what_it_printed(
     assert (sealed[0] / "outputs" / "answer.txt").read_text() == "42"
 
 
+def _pod_record(run_id: str) -> Path:
+    """The record the run's pod sealed on the workspace's volume (a real folder here)."""
+    sealed = [p.parent for p in Path("/tmp/hostpath_pv").glob(f"*/runs/{run_id}/MANIFEST.sha256")]
+    assert len(sealed) == 1, sealed
+    return sealed[0]
+
+
+def test_the_quickstart_cpu_variant_forms_a_ray_cluster_of_real_pods_and_seals_its_record(
+    real: Path, tmp_path: Path
+) -> None:
+    """The quickstart's code, unchanged, as a CPU RayJob: a head and a worker pod on the real
+    node form a Ray cluster (the head has no CPUs for tasks, so every gradient runs on the
+    worker: without it the run never ends), KubeRay submits the entrypoint to the real head,
+    metrics and checkpoints land on /data, and the record the pod sealed verifies."""
+    import shutil
+
+    folder = tmp_path / "quickstart-cpu"
+    folder.mkdir()
+    shutil.copy(Path(__file__).parents[2] / "examples" / "quickstart" / "train.py", folder)
+    (folder / "tau.yaml").write_text(
+        "schema_version: 1\nname: quickstart-cpu\n"
+        "run: {entrypoint: train.py, workload_kind: rayjob}\n"
+        "compute: {gpus: 0, workers: 1, cpus: 1, memory: 2Gi}\n"
+        "runtime:\n  image: rayproject/ray:2.56.0-py312-cpu\n"
+        "  env: [{name: QUICKSTART_STEPS, value: '20'}]\n"
+    )
+    run_id = submit(real, folder)
+    st = wait_phase(real, run_id, {"Succeeded", "Failed"}, timeout=600)
+    logs = tau(real, "run", "logs", run_id, env=kube_env(real)).stdout
+    assert st["phase"] == "Succeeded", (st, logs[-3000:])
+    assert "fitting y = 3x + 2 on 1 worker(s), 20 steps" in logs and "done: w=" in logs, logs
+    rec = _pod_record(run_id)
+    from taugrid.runs.evidence import RunDir
+
+    n, problems = RunDir(rec).verify()
+    assert not problems and n >= 4, problems
+    steps = [json.loads(line)["step"] for line in (rec / "metrics.jsonl").read_text().splitlines()]
+    assert steps == list(range(1, 21))
+    index = json.loads((rec / "checkpoints" / "index.json").read_text())
+    assert [e["step"] for e in index["complete"]] == [10, 20]
+    res = tau(real, "run", "verify", run_id, env=kube_env(real))
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
 def test_a_pod_over_its_memory_limit_is_oomkilled_and_status_says_so(
     real: Path, tmp_path: Path
 ) -> None:

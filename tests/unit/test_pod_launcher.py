@@ -255,3 +255,33 @@ def test_every_node_lays_out_its_inputs_before_its_code(tmp_path: Path, fake_tor
     res1, _ = run_node(objs, tmp_path / "pod", 1, fake_torch)
     assert res1.returncode == 66 and "read" not in res1.stdout
     assert "a.txt changed in the registry" in (run_dir / "nodes" / "1" / "driver.log").read_text()
+
+
+def test_a_ray_jobs_driver_also_writes_to_the_containers_log_and_a_job_does_not_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """KubeRay runs a RayJob's entrypoint under the head's Ray: its output is in Ray's job log,
+    not the head pod's, so the launcher copies it to the container's log (PID 1's stdout)."""
+    import tau_launch
+
+    from taugrid.runs import render
+
+    rayjob = load.load_manifest(EXAMPLES / "quickstart").manifest
+    job = load.load_manifest(EXAMPLES / "batch-job").manifest
+    assert "--container-log" in render.pod_command(rayjob).split()
+    assert "--container-log" not in render.pod_command(job).split()
+
+    container = tmp_path / "container.log"
+    container.write_text("ray start ...\n")
+    monkeypatch.setattr(tau_launch, "CONTAINER_LOG", str(container))
+    monkeypatch.setenv("TAU_RUN_DIR", str(tmp_path / "run"))
+    say = [sys.executable, "-c", "print('step 1: loss 0.5')"]
+    assert tau_launch.main(["--container-log", "--", *say]) == 0
+    assert container.read_text() == "ray start ...\nstep 1: loss 0.5\n"
+    assert "step 1: loss 0.5" in (tmp_path / "run" / "logs" / "driver.log").read_text()
+    assert "step 1: loss 0.5" in capfd.readouterr().out  # Ray's job log keeps its copy
+    assert tau_launch.main(["--", *say]) == 0  # a Job: its stdout is the container's already
+    assert container.read_text().count("step 1") == 1
+    container.unlink()  # no container log to open: the run goes on with the other copies
+    assert tau_launch.main(["--container-log", "--", *say]) == 0
+    assert (tmp_path / "run" / "logs" / "driver.log").read_text().count("step 1") == 3

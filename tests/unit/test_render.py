@@ -468,7 +468,7 @@ def test_a_sweep_s_rayjob_runs_tau_s_driver_with_the_tune_block() -> None:
     tune = json.loads(env["TAU_TUNE"])
     assert tune["metric"] == "loss" and tune["num_samples"] == 8 and tune["scheduler"] == "asha"
     assert tune["search_space"]["lr"] == {"loguniform": [0.001, 1.0]}
-    assert "tau_launch.py -- python tau_ray.py objective.py" in rayjob["spec"]["entrypoint"]
+    assert "tau_launch.py --container-log -- python tau_ray.py objective.py" in rayjob["spec"]["entrypoint"]
     items = pod_templates(rayjob)[0]["spec"]["volumes"][1]["configMap"]["items"]
     assert "tau_ray.py" in {i["path"] for i in items}  # the driver travels with the code
     (workers,) = rayjob["spec"]["rayClusterSpec"]["workerGroupSpecs"]
