@@ -112,7 +112,7 @@ def container_stdout() -> Any:
     try:
         if os.fstat(1).st_ino == os.stat(CONTAINER_LOG).st_ino:
             return None
-        return open(CONTAINER_LOG, "ab", buffering=0)  # noqa: SIM115 (open for the run's life)
+        return open(CONTAINER_LOG, "ab", buffering=0)  # kept open for the run's life
     except OSError:
         return None
 

@@ -468,7 +468,10 @@ def test_a_sweep_s_rayjob_runs_tau_s_driver_with_the_tune_block() -> None:
     tune = json.loads(env["TAU_TUNE"])
     assert tune["metric"] == "loss" and tune["num_samples"] == 8 and tune["scheduler"] == "asha"
     assert tune["search_space"]["lr"] == {"loguniform": [0.001, 1.0]}
-    assert "tau_launch.py --container-log -- python tau_ray.py objective.py" in rayjob["spec"]["entrypoint"]
+    assert (
+        "tau_launch.py --container-log -- python tau_ray.py objective.py"
+        in rayjob["spec"]["entrypoint"]
+    )
     items = pod_templates(rayjob)[0]["spec"]["volumes"][1]["configMap"]["items"]
     assert "tau_ray.py" in {i["path"] for i in items}  # the driver travels with the code
     (workers,) = rayjob["spec"]["rayClusterSpec"]["workerGroupSpecs"]
@@ -525,7 +528,11 @@ def test_the_ray_head_is_sized_as_the_platform_says_and_a_bad_size_is_refused() 
     profiles = [p.model_copy(update={"head": small}) for p in snap.profiles]
     assert profile_set_hash(profiles) != profile_set_hash(list(snap.profiles))
     sized = ProfileSnapshot.model_validate(
-        {**snap.model_dump(), "profiles": [p.model_dump() for p in profiles], "profileSetHash": None}
+        {
+            **snap.model_dump(),
+            "profiles": [p.model_dump() for p in profiles],
+            "profileSetHash": None,
+        }
     )
     loaded = load.load_manifest(folder)
     r = resolve.resolve(loaded.manifest, sized)
