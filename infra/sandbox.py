@@ -213,7 +213,8 @@ def up(say: Say, stack: str = STACK, stacks_dir: Path | None = None,
 def with_registries(cfg: PlatformConfig, work: Path) -> PlatformConfig:
     """Each workspace without a declared data registry gets one in the sandbox's folder (its
     KWOK pods run no containers, so nothing reads it in a pod; submissions copy a run's inputs
-    there, as they would into a real workspace's registry)."""
+    there, as they would into a real workspace's registry). With real nodes it becomes the
+    workspace volume's own folder once the volume is bound (`_registries_on_volumes`)."""
     workspaces = []
     for ws in cfg.workspaces:
         if not ws.storage.registry:
@@ -222,6 +223,53 @@ def with_registries(cfg: PlatformConfig, work: Path) -> PlatformConfig:
             ws = ws.model_copy(update={"storage": storage})
         workspaces.append(ws)
     return cfg.model_copy(update={"workspaces": workspaces})
+
+
+VOLUME_BOUND_TIMEOUT_S = 60.0  # a workspace's claim bound by the host-path provisioner
+
+
+def _registries_on_volumes(dyn: Any, cfg: PlatformConfig, work: Path, say: Say) -> PlatformConfig:
+    """With real nodes, pods read a workspace's registry at /data/registry on its volume: each
+    workspace that got a sandbox folder as its registry (`with_registries`) gets its volume's
+    own `registry` folder instead (the host-path provisioner's folder, on this machine), so what
+    a submission copies there is what the run's pod reads."""
+    from taugrid.api import naming
+
+    workspaces = []
+    for ws in cfg.workspaces:
+        if ws.storage.registry == (work / "registries" / ws.name).as_uri():
+            path = _volume_path(dyn, ws.ns, naming.workspace_pvc(ws.name))
+            folder = Path(path) / "registry"
+            folder.mkdir(parents=True, exist_ok=True)
+            ws = ws.model_copy(
+                update={"storage": ws.storage.model_copy(update={"registry": folder.as_uri()})}
+            )
+            say(f"workspace {ws.name}: its registry is its volume's /data/registry ({folder})")
+        workspaces.append(ws)
+    return cfg.model_copy(update={"workspaces": workspaces})
+
+
+def _volume_path(dyn: Any, namespace: str, claim: str) -> str:
+    """The host folder of a claim's volume, once the provisioner has bound it."""
+    pvcs = dyn.resources.get(api_version="v1", kind="PersistentVolumeClaim")
+    pvs = dyn.resources.get(api_version="v1", kind="PersistentVolume")
+    deadline = time.monotonic() + VOLUME_BOUND_TIMEOUT_S
+    while True:
+        got = pvcs.get(name=claim, namespace=namespace).to_dict()
+        volume = (got.get("spec") or {}).get("volumeName")
+        if volume and (got.get("status") or {}).get("phase") == "Bound":
+            pv = pvs.get(name=volume).to_dict()
+            path = ((pv.get("spec") or {}).get("hostPath") or {}).get("path")
+            if path:
+                return str(path)
+        if time.monotonic() >= deadline:
+            raise TauError(
+                f"the workspace volume {namespace}/{claim} was not bound in "
+                f"{VOLUME_BOUND_TIMEOUT_S:.0f} s (the controller-manager's host-path provisioner)",
+                exit_code=EXIT_PLATFORM,
+                hint="tau sandbox status; its log: kube-controller-manager.log in the sandbox folder",
+            )
+        time.sleep(0.2)  # the provisioner's binding: a few seconds
 
 
 def for_real_nodes(cfg: PlatformConfig) -> PlatformConfig:
@@ -327,6 +375,9 @@ def _install(cp: Any, cfg: PlatformConfig, stack: str, say: Say, platform: bool,
             objects += M.workspace_objects(cfg, ws)
     for obj in _ordered(objects):  # namespaces and volumes first
         apply(dyn, obj)
+    if platform and real:
+        cfg = _registries_on_volumes(dyn, cfg, cp.work, say)
+        apply(dyn, M.tau_cluster(cfg, stack))
     _alias_context(cp.admin.kubeconfig, cfg)
     identities = {"admin": str(cp.admin.kubeconfig)}
     members = [m for ws in cfg.workspaces for m in ws.members]

@@ -478,7 +478,11 @@ def compute(o: Observations) -> RunStatus:
     signals = [f(o) for f in SIGNAL_FUNCTIONS]
     termination = rec.termination_reason
     if phase != rec.phase and phase == Phase.Failed:
-        termination = TerminationReason.SupervisorLost
+        # a local run whose supervisor died; a cluster run the cluster says failed (the
+        # controller's recorder narrows it: OOMKilled, a node fault, an eviction)
+        termination = (
+            TerminationReason.SupervisorLost if o.cluster is None else TerminationReason.Failed
+        )
     c = o.cluster
     start = rec.started_at or (c.started_at if c else None) or rec.created_at
     finished_at = rec.finished_at or (c.finished_at if c and phase in TERMINAL else None)

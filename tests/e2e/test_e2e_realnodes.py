@@ -237,6 +237,46 @@ def test_the_quickstart_cpu_variant_forms_a_ray_cluster_of_real_pods_and_seals_i
     assert res.returncode == 0, res.stdout + res.stderr
 
 
+def test_a_jobs_data_input_is_laid_out_from_the_workspace_registry_and_checked(
+    real: Path, tmp_path: Path
+) -> None:
+    """A dataset registered on the researcher's machine is copied at submit into the workspace's
+    registry, which with real nodes is the workspace volume's /data/registry: the pod lays the
+    exact version out, checks it, and the code reads it. A version whose bytes changed in the
+    registry stops the run before its code, with the reason."""
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "part-0.txt").write_text("alpha beta gamma\n")
+    reg = tau(real, "data", "dataset", "register", "corpus", str(tmp_path / "corpus"), "-o", "json")
+    assert reg.returncode == 0, reg.stderr
+    version = json.loads(reg.stdout)["version"]
+    script = (
+        "import os\n"
+        "words = open(os.path.join(os.environ['TAU_INPUT_DIR'], 'corpus', 'part-0.txt')).read()\n"
+        "print('read', len(words.split()), 'words')\n"
+    )
+    folder = project(
+        tmp_path / "p", "withdata", script, extra=f"data: {{inputs: [{{ref: corpus@{version}}}]}}\n"
+    )
+    run_id = submit(real, folder)
+    st = wait_phase(real, run_id, {"Succeeded", "Failed"})
+    logs = tau(real, "run", "logs", run_id, env=kube_env(real)).stdout
+    assert st["phase"] == "Succeeded", (st, logs)
+    assert "read 3 words" in logs, logs
+    # the registry the pod read is the workspace volume's (a real folder here)
+    stored = list(Path("/tmp/hostpath_pv").glob("*/registry/datasets/corpus/versions/*.json"))
+    assert len(stored) == 1, stored
+    # bytes changed in the workspace's registry: the next run stops before its code, and says why
+    blobs = [p for p in stored[0].parents[3].glob("blobs/sha256/*/*") if p.is_file()]
+    packs = [p for p in stored[0].parents[3].glob("packs/*.pack")]
+    target = blobs[0] if blobs else packs[0]
+    target.write_bytes(target.read_bytes().replace(b"alpha", b"omega"))
+    run_id = submit(real, folder)
+    st = wait_phase(real, run_id, {"Succeeded", "Failed"})
+    assert st["phase"] == "Failed" and st["termination_reason"] == "Failed", st
+    logs = tau(real, "run", "logs", run_id, env=kube_env(real)).stdout
+    assert "part-0.txt changed in the registry" in logs and "read 3 words" not in logs, logs
+
+
 def test_a_pod_over_its_memory_limit_is_oomkilled_and_status_says_so(
     real: Path, tmp_path: Path
 ) -> None:

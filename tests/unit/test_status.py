@@ -200,3 +200,23 @@ def test_a_multi_node_job_s_status_counts_its_nodes_and_names_the_one_that_waits
     assert (
         compute(obs(kube, owner_alive=None, cluster=facts)).summary == "running: 4/4 nodes running"
     )
+
+
+def test_a_cluster_run_the_cluster_says_failed_is_failed_not_a_lost_supervisor() -> None:
+    """Found on the sandbox's real nodes: a Job whose pod exited non-zero was said to have lost
+    its supervisor (the local runs' correction), and OOM could not replace it."""
+    from taugrid.api.observations import ClusterFacts, PodFact
+    from taugrid.controller.recorder import failure_reason
+
+    kube = rec(handle={"target": "kube", "namespace": "research"}, phase="Running")
+    facts = ClusterFacts(taurun=True, workload=True, suspended=False, finished="Failed",
+                         pods=[PodFact(name="p", phase="Failed", node="cpu-0")])  # fmt: skip
+    st = compute(obs(kube, owner_alive=None, cluster=facts))
+    assert st.phase == Phase.Failed and st.termination_reason == TerminationReason.Failed
+    # the controller's recorder narrows a plain failure (an OOMKilled container) ...
+    oom = {"status": {"containerStatuses": [{"state": {"terminated": {"reason": "OOMKilled"}}}]}}
+    objs = type("Objs", (), {"pods": [oom], "kueue": None})()
+    assert failure_reason(objs, {}, ["cpu-0"]) == TerminationReason.OOMKilled  # type: ignore[arg-type]
+    # ... and a local run whose supervisor died is still said so
+    local = compute(obs(rec(phase="Running"), owner_alive=False))
+    assert local.termination_reason == TerminationReason.SupervisorLost
