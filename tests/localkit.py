@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -24,6 +25,10 @@ TAU = str(Path(sys.executable).parent / "tau")
 
 def have_ray() -> bool:
     return (Path(sys.executable).parent / "ray").exists()
+
+
+def _foreground_signals() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 class Tau:
@@ -46,12 +51,17 @@ class Tau:
         )
 
     def spawn(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+        """`tau` as a terminal's foreground command: Ctrl-C (SIGINT) reaches it as it would a
+        person's, even when the suite itself was started in the background (a shell's
+        background job ignores SIGINT, its children inherit that, and Python then never turns
+        SIGINT into KeyboardInterrupt)."""
         return subprocess.Popen(
             [TAU, *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             env={**self.env, **(env or {})},
+            preexec_fn=_foreground_signals,
         )
 
     def run_dir(self, run_id: str) -> Path:
