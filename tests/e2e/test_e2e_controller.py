@@ -72,7 +72,19 @@ def test_request_approve_admits_a_pending_run_and_expiry_gives_it_back(
     # the gpu queue has 2 GPUs of a100x1 quota: the third one-GPU run waits
     ids = [submit(sandbox, gpu_project) for _ in range(3)]
     try:
-        wait_until(lambda: status(sandbox, ids[2])["phase"] == "Queued", what="run 3 queued")
+        seen: dict[str, Any] = {}
+
+        def third_queued() -> bool:
+            seen.clear()
+            seen.update(status(sandbox, ids[2]))
+            return seen.get("phase") == "Queued"
+
+        try:
+            wait_until(third_queued, what="run 3 queued")
+        except AssertionError as e:  # say what it was instead (it timed out once in a full CI run)
+            others = [(i, status(sandbox, i).get("phase")) for i in ids[:2]]
+            raise AssertionError(f"{e}; run 3: {seen.get('phase')} ({seen.get('summary')}); "
+                                 f"runs 1-2: {others}") from None  # fmt: skip
         res = quota(sandbox, "alice", "request", "--gpus", "1", "--for", "40s",
                     "--reason", "paper deadline", "--profile", "a100x1", "-o", "json")  # fmt: skip
         assert res.returncode == 0, res.stderr
