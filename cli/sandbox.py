@@ -67,8 +67,9 @@ def sandbox_up(
     """Start the sandbox (idempotent) and install the stack's platform objects."""
     from taugrid.infra import sandbox
 
-    state, started = sandbox.up(say, stack, stacks_dir, platform=not no_platform,
-                                real_nodes=real_nodes)  # fmt: skip
+    state, started = sandbox.up(
+        say, stack, stacks_dir, platform=not no_platform, real_nodes=real_nodes
+    )
     if not started:
         say("the sandbox is already up")
     for name, why in state.skipped.items():
@@ -100,9 +101,18 @@ def sandbox_status(output: JsonOpt = ReportFormat.text) -> None:
     rows = sandbox.component_status(state)
     ready = sandbox.api_ready(state)
     if output is ReportFormat.json:
-        out(dump_json({"up": ready, "api": state.api, "stack": state.stack,
-                       "nodes": state.nodes, "real_nodes": state.real_nodes,
-                       "components": rows}))  # fmt: skip
+        out(
+            dump_json(
+                {
+                    "up": ready,
+                    "api": state.api,
+                    "stack": state.stack,
+                    "nodes": state.nodes,
+                    "real_nodes": state.real_nodes,
+                    "components": rows,
+                }
+            )
+        )
     else:
         lines = [
             f"sandbox {'up' if ready else 'DOWN'}: API server {state.api} ({'ready' if ready else 'not answering'})"

@@ -161,8 +161,9 @@ def make_network(work: Path, nodes: int) -> Network:
 def save_network(work: Path, net: Network) -> None:
     """Kept beside the sandbox's state before anything is wired: `down` (and a failed `up`)
     finds what to take apart."""
-    (work / "network.json").write_text(json.dumps({"tag": net.tag, "octet": net.octet,
-                                                   "nodes": net.nodes}))  # fmt: skip
+    (work / "network.json").write_text(
+        json.dumps({"tag": net.tag, "octet": net.octet, "nodes": net.nodes})
+    )
 
 
 def load_network(work: Path) -> Network | None:

@@ -148,14 +148,22 @@ def real_nodes_wanted(asked: int | None, cfg: PlatformConfig) -> tuple[int, str 
         why = "the stack declares no CPU pool for them"
     if why is not None:
         if asked is not None:
-            raise TauError(f"real nodes cannot start here: {why}", exit_code=EXIT_PLATFORM,
-                           hint="tau sandbox up --real-nodes 0 (KWOK only)")  # fmt: skip
+            raise TauError(
+                f"real nodes cannot start here: {why}",
+                exit_code=EXIT_PLATFORM,
+                hint="tau sandbox up --real-nodes 0 (KWOK only)",
+            )
         return 0, why
     return n, None
 
 
-def up(say: Say, stack: str = STACK, stacks_dir: Path | None = None,
-       platform: bool = True, real_nodes: int | None = None) -> tuple[State, bool]:  # fmt: skip
+def up(
+    say: Say,
+    stack: str = STACK,
+    stacks_dir: Path | None = None,
+    platform: bool = True,
+    real_nodes: int | None = None,
+) -> tuple[State, bool]:
     """Start the sandbox (or find it running). Returns (state, started_now).
 
     Without `platform`, only the cluster: control plane, KWOK nodes shaped like the stack's
@@ -303,8 +311,10 @@ def _start_real_nodes(cp: Any, dyn: Any, pool: CpuPool, n: int, say: Say) -> lis
     images = R.built_images()
     assert images is not None  # real_nodes_wanted checked
     names = [f"{pool.name}-{i}" for i in range(n)]
-    say(f"starting {n} real node(s) of pool {pool.name}: {', '.join(names)} "
-        "(kubelet, containerd, runc, kube-proxy) ...")  # fmt: skip
+    say(
+        f"starting {n} real node(s) of pool {pool.name}: {', '.join(names)} "
+        "(kubelet, containerd, runc, kube-proxy) ..."
+    )
     t0 = time.monotonic()
     for obj in R.node_rbac():
         apply(dyn, obj)
@@ -319,8 +329,9 @@ def _start_real_nodes(cp: Any, dyn: Any, pool: CpuPool, n: int, say: Say) -> lis
     return names
 
 
-def _install(cp: Any, cfg: PlatformConfig, stack: str, say: Say, platform: bool,
-             n_real: int = 0) -> State:  # fmt: skip
+def _install(
+    cp: Any, cfg: PlatformConfig, stack: str, say: Say, platform: bool, n_real: int = 0
+) -> State:
     from taugrid.components import manifests as M
     from taugrid.infra.controlplane import apply, crds_dir, install_crds
 

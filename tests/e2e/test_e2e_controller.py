@@ -83,8 +83,9 @@ def test_request_approve_admits_a_pending_run_and_expiry_gives_it_back(
             wait_until(third_queued, what="run 3 queued")
         except AssertionError as e:  # say what it was instead (it timed out once in a full CI run)
             others = [(i, status(sandbox, i).get("phase")) for i in ids[:2]]
-            raise AssertionError(f"{e}; run 3: {seen.get('phase')} ({seen.get('summary')}); "
-                                 f"runs 1-2: {others}") from None  # fmt: skip
+            raise AssertionError(
+                f"{e}; run 3: {seen.get('phase')} ({seen.get('summary')}); runs 1-2: {others}"
+            ) from None
         res = quota(sandbox, "alice", "request", "--gpus", "1", "--for", "40s",
                     "--reason", "paper deadline", "--profile", "a100x1", "-o", "json")  # fmt: skip
         assert res.returncode == 0, res.stderr

@@ -132,8 +132,17 @@ def test_w_means_watch_only() -> None:
 
 
 # Commands that talk to a cluster take --context (and read TAU_CONTEXT); the offline ones don't.
-OFFLINE = {"run validate", "run render", "run schema", "run gc", "crds", "version", "local start",
-           "local status", "local stop"}  # fmt: skip
+OFFLINE = {
+    "run validate",
+    "run render",
+    "run schema",
+    "run gc",
+    "crds",
+    "version",
+    "local start",
+    "local status",
+    "local stop",
+}
 
 
 @pytest.mark.parametrize("name", ["run " + c for c in (

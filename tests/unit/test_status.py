@@ -209,8 +209,13 @@ def test_a_cluster_run_the_cluster_says_failed_is_failed_not_a_lost_supervisor()
     from taugrid.controller.recorder import failure_reason
 
     kube = rec(handle={"target": "kube", "namespace": "research"}, phase="Running")
-    facts = ClusterFacts(taurun=True, workload=True, suspended=False, finished="Failed",
-                         pods=[PodFact(name="p", phase="Failed", node="cpu-0")])  # fmt: skip
+    facts = ClusterFacts(
+        taurun=True,
+        workload=True,
+        suspended=False,
+        finished="Failed",
+        pods=[PodFact(name="p", phase="Failed", node="cpu-0")],
+    )
     st = compute(obs(kube, owner_alive=None, cluster=facts))
     assert st.phase == Phase.Failed and st.termination_reason == TerminationReason.Failed
     # the controller's recorder narrows a plain failure (an OOMKilled container) ...
