@@ -119,7 +119,7 @@ e2e: setup controlplane pulumi images
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	@mkdir -p .typecheck/taugrid && for d in api runs cli components infra policies controller kube client data portal serve; do ln -sfn ../../$$d .typecheck/taugrid/$$d; done; for m in tau_run tau_evidence tau_launch tau_inputs tau_ray; do ln -sfn ../runlib/$$m.py .typecheck/$$m.py; done
+	@mkdir -p .typecheck/taugrid && for d in api runs cli components infra policies controller kube client data portal serve; do ln -sfn ../../$$d .typecheck/taugrid/$$d; done; for m in tau_run tau_evidence tau_launch tau_inputs tau_ray tau_files; do ln -sfn ../runlib/$$m.py .typecheck/$$m.py; done
 	$(BIN)/mypy -p taugrid.api -p taugrid.runs -p taugrid.cli -p taugrid.components -p taugrid.infra -p taugrid.policies -p taugrid.controller -p taugrid.kube -p taugrid.client -p taugrid.data -p taugrid.portal -p taugrid.serve
 	PYTHONPATH=.typecheck $(BIN)/lint-imports --no-cache
 

@@ -90,6 +90,11 @@ def run_dir(run_id: str, data_dir: str = DATA_DIR) -> str:
     return f"{data_dir}/{RUNS_SUBDIR}/{run_id}"
 
 
+def run_volume_path(run_id: str) -> str:
+    """A run's record on its workspace volume, relative to the volume (its file server's paths)."""
+    return f"{RUNS_SUBDIR}/{run_id}"
+
+
 def dataset_dir(name: str, version: str, data_dir: str = DATA_DIR) -> str:
     return f"{data_dir}/{DATASETS_SUBDIR}/{name}/{version}"
 

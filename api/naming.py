@@ -60,6 +60,9 @@ def infer_workload_kind(explicit: str | None, gpus: int, workers: int) -> str:
 
 # --- per-workspace objects the platform creates (components/) and runs use (runs/) ----------
 RUN_SERVICE_ACCOUNT = "tau-run"  # the identity of a run's pods in its workspace namespace
+FILES_SERVICE = "tau-files"  # the workspace volume's read-only file server (runlib/tau_files.py)
+FILES_PORT = 8080
+FILES_MODULES = ("tau_files", "tau_evidence", "tau_run")  # its code, carried in its ConfigMap
 
 
 def workspace_pvc(workspace: str) -> str:

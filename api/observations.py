@@ -8,9 +8,52 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from taugrid.api.crds import TauRunStatus
 from taugrid.api.defaults import new_list
 from taugrid.api.evidence import HistoryEvent, RunRecord
+
+
+class RunProgress(BaseModel):
+    """A run's progress as its record on a volume says it (`tau_evidence.progress`, served by
+    the workspace's file server): read from outside, so checked."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    metric_rows: int = 0
+    last_step: int | None = None
+    latest_metrics: dict[str, float | int | str | None] = Field(default_factory=dict)
+    last_metric_ts: float | None = None  # the reader's clock (unix seconds)
+    last_log_ts: float | None = None
+    checkpoints: int = 0
+    newest_checkpoint: str | None = None
+    newest_checkpoint_step: int | None = None
+    outputs: int = 0
+    sealed: bool = False
+    now: float | None = None  # the reader's clock when it read
+
+    def skewed(self, now: float) -> RunProgress:
+        """The same, its times moved to this machine's clock (`now`): "seconds since the last
+        report" then means the same on both sides, whatever the clocks say."""
+        if self.now is None:
+            return self
+        d = now - self.now
+        return self.model_copy(update={
+            "last_metric_ts": self.last_metric_ts + d if self.last_metric_ts else None,
+            "last_log_ts": self.last_log_ts + d if self.last_log_ts else None,
+            "now": now,
+        })  # fmt: skip
+
+
+class VolumeFile(BaseModel):
+    """A file on a workspace volume, as its file server lists it."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    path: str
+    size: int
+    mtime: float
 
 
 @dataclass(frozen=True)
@@ -50,6 +93,10 @@ class ClusterFacts:
     # nothing else was read; `heartbeat` is when the controller last said it is alive.
     current: bool = False
     heartbeat: str | None = None
+    # the run's record on the workspace volume, read through its file server (None: not read,
+    # and `progress_note` says why)
+    progress: RunProgress | None = None
+    progress_note: str | None = None
 
     @property
     def from_record(self) -> bool:

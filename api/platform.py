@@ -469,6 +469,31 @@ class WorkspaceSpec(_Model):
 
 
 # --- the whole declaration ---------------------------------------------------------------------------
+class WorkspaceFiles(_Model):
+    """Each workspace's file server (`tau-files`): its volume, read-only, to its members through
+    the API server (progress, metrics, logs, checkpoints and outputs of cluster runs; docs/cluster.md)."""
+
+    enabled: bool = True
+    image: str | None = Field(
+        None,
+        description="An image with python3 (the server is stdlib-only, carried in a ConfigMap); "
+        "default: the controller's image at its version",
+    )
+    cpu: str = "10m"
+    memory: str = Field("128Mi", description="Its memory limit (it requests half)")
+    nodeSelector: dict[str, str] = Field(
+        default_factory=dict,
+        description="Where its pod runs (e.g. the system pool); default: anywhere",
+    )
+
+    @field_validator("memory")
+    @classmethod
+    def _memory(cls, v: str) -> str:
+        if parse_memory(v) < 64 * 2**20:
+            raise ValueError(f"{v} is too little for the file server: at least 64Mi")
+        return v
+
+
 class PlatformConfig(_Model):
     cluster: ClusterSpec
     gpuPools: list[GpuPool] = Field(default_factory=new_list)
@@ -495,6 +520,7 @@ class PlatformConfig(_Model):
         default_factory=new_list,
         description="Images runs name, run as others (the first match): a registry mirror",
     )
+    workspaceFiles: WorkspaceFiles = Field(default_factory=WorkspaceFiles)
     rayHead: HeadSize = Field(
         default_factory=lambda: HeadSize(),
         description="The Ray head pod of every RayJob and RayService (it runs no tasks)",

@@ -3,15 +3,13 @@ by compare-and-swap, lineage from runs (taugrid.client.data; no registry server)
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-from collections.abc import Iterator
 from typing import Annotated, Any
 
 import typer
 
 from taugrid.cli.options import JsonOpt, ReportFormat
-from taugrid.cli.output import dump_json, out, say
+from taugrid.cli.output import dump_json, human_size, out, progress_bar, say
 
 app = typer.Typer(no_args_is_help=True,
                   help="Datasets and models: versions by content, aliases, lineage.")  # fmt: skip
@@ -34,38 +32,9 @@ ExpectOpt = Annotated[
 ]
 
 
-def _size(n: int) -> str:
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"
-
-
-@contextlib.contextmanager
-def _progress(what: str, enabled: bool) -> Iterator[Any]:
-    """A progress bar on stderr for long work (none when stderr is not a terminal, or -o json)."""
-    import sys
-
-    if not enabled or not sys.stderr.isatty():
-        yield None
-        return
-    from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
-
-    with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
-                  TransferSpeedColumn(), transient=True) as bar:  # fmt: skip
-        task = bar.add_task(what, total=None)
-
-        def update(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
-
-        yield update
-
-
 def _record_lines(rec: Any, aliases: list[str]) -> str:
     lines = [f"{rec.kind} {rec.name}@{rec.short}  ({rec.version})",
-             f"  {len(rec.files)} file(s), {_size(rec.size)}; created {rec.created.at} by {rec.created.by} on {rec.created.host}"]  # fmt: skip
+             f"  {len(rec.files)} file(s), {human_size(rec.size)}; created {rec.created.at} by {rec.created.by} on {rec.created.host}"]  # fmt: skip
     if aliases:
         lines.append(f"  aliases: {', '.join(aliases)}")
     for k in ("purpose", "description"):
@@ -105,7 +74,7 @@ def _verbs(kind: Any) -> typer.Typer:
             from taugrid.client import data
 
             tags = parse_tags(tag or [])
-            with _progress(f"registering {name}", output is ReportFormat.text) as bar:
+            with progress_bar(f"registering {name}", output is ReportFormat.text) as bar:
                 got = data.register("dataset", name, path, purpose=purpose, description=description,
                                     tags=tags, registry=registry, progress=bar)  # fmt: skip
             _registered(got, output)
@@ -129,7 +98,7 @@ def _verbs(kind: Any) -> typer.Typer:
             if (path is None) == (from_run is None):
                 raise TauError("give a PATH or --from-run RUN (one of them)", exit_code=EXIT_USAGE)
             tags = parse_tags(tag or [])
-            with _progress(f"registering {name}", output is ReportFormat.text) as bar:
+            with progress_bar(f"registering {name}", output is ReportFormat.text) as bar:
                 if from_run:
                     got = data.register_model_from_run(name, from_run, checkpoint=checkpoint,
                                                        purpose=purpose, description=description,
@@ -154,7 +123,7 @@ def _verbs(kind: Any) -> typer.Typer:
             return
         from taugrid.cli.output import columns
 
-        lines = [(r["name"], str(r["versions"]), r["newest"], str(r["files"]), _size(r["size"]),
+        lines = [(r["name"], str(r["versions"]), r["newest"], str(r["files"]), human_size(r["size"]),
                   ", ".join(f"{a}={v[7:]}" for a, v in r["aliases"].items()) or "-")
                  for r in rows]  # fmt: skip
         out(columns(("NAME", "VERSIONS", "NEWEST", "FILES", "SIZE", "ALIASES"), lines))
@@ -183,7 +152,7 @@ def _verbs(kind: Any) -> typer.Typer:
         """Re-hash every file of a version; name each missing or changed one (exit 1)."""
         from taugrid.client import data
 
-        with _progress(f"verifying {ref}", output is ReportFormat.text) as bar:
+        with progress_bar(f"verifying {ref}", output is ReportFormat.text) as bar:
             rec, problems = data.verify(kind, ref, registry=registry, progress=bar)
         if output is ReportFormat.json:
             out(dump_json({"name": rec.name, "version": rec.version, "ok": not problems,
@@ -192,7 +161,7 @@ def _verbs(kind: Any) -> typer.Typer:
             for p in problems:
                 out(f"  {p}")
             out(f"{rec.name}@{rec.short}: " + (f"{len(problems)} problem(s)" if problems else
-                                                 f"ok ({len(rec.files)} file(s), {_size(rec.size)})"))  # fmt: skip
+                                                 f"ok ({len(rec.files)} file(s), {human_size(rec.size)})"))  # fmt: skip
         if problems:
             raise typer.Exit(1)
 
@@ -210,9 +179,9 @@ def _verbs(kind: Any) -> typer.Typer:
         the version's bytes are kept; local edits are refused, nothing written, unless --force."""
         from taugrid.client import data
 
-        with _progress(f"pulling {ref}", True) as bar:
+        with progress_bar(f"pulling {ref}", True) as bar:
             rec = data.pull(kind, ref, dest, registry=registry, progress=bar, force=force)
-        say(f"{rec.name}@{rec.short}: {len(rec.files)} file(s), {_size(rec.size)} in {dest}")
+        say(f"{rec.name}@{rec.short}: {len(rec.files)} file(s), {human_size(rec.size)} in {dest}")
 
     @sub.command("repair")
     def repair(
@@ -230,7 +199,7 @@ def _verbs(kind: Any) -> typer.Typer:
         checked against the recorded sha256 first); exit 1 when a damaged file cannot be."""
         from taugrid.client import data
 
-        with _progress(f"repairing {ref}", output is ReportFormat.text) as bar:
+        with progress_bar(f"repairing {ref}", output is ReportFormat.text) as bar:
             rec, restored = data.repair(kind, ref, source, registry=registry, progress=bar)
         if output is ReportFormat.json:
             out(dump_json({"name": rec.name, "version": rec.version, "restored": restored}))
@@ -252,7 +221,7 @@ def _verbs(kind: Any) -> typer.Typer:
         record last, so a copy cut short is never visible there). Aliases are not copied."""
         from taugrid.client import data
 
-        with _progress(f"copying {ref}", output is ReportFormat.text) as bar:
+        with progress_bar(f"copying {ref}", output is ReportFormat.text) as bar:
             got = data.copy(kind, ref, to, registry=registry, progress=bar)
         rec = got.record
         if output is ReportFormat.json:
@@ -262,8 +231,8 @@ def _verbs(kind: Any) -> typer.Typer:
             say(f"{rec.name}@{rec.short} is in {to} already; nothing copied")
         else:
             say(
-                f"{rec.name}@{rec.short}: {got.files} file(s), {_size(rec.size)} in {to} "
-                f"({_size(got.sent)} sent; files it had already were not)"
+                f"{rec.name}@{rec.short}: {got.files} file(s), {human_size(rec.size)} in {to} "
+                f"({human_size(got.sent)} sent; files it had already were not)"
             )
 
     @sub.command("ref")
@@ -361,8 +330,8 @@ def _registered(got: Any, output: ReportFormat) -> None:
         out(dump_json({**rec.model_dump(mode="json", by_alias=True), "new": got.created}))
         return
     if got.created:
-        say(f"registered {rec.kind} {rec.name}@{rec.short}: {len(rec.files)} file(s), {_size(rec.size)}"
-            f" (hashed {_size(got.hashed_bytes)})")  # fmt: skip
+        say(f"registered {rec.kind} {rec.name}@{rec.short}: {len(rec.files)} file(s), {human_size(rec.size)}"
+            f" (hashed {human_size(got.hashed_bytes)})")  # fmt: skip
     else:
         say(
             f"{rec.kind} {rec.name}@{rec.short} is already registered with this content: nothing changed"
@@ -403,9 +372,9 @@ def gc(
     verb = "would remove" if dry_run else "removed"
     out(
         f"{verb} {got.blobs} blob(s), {got.packs} pack(s), {got.tmp_files} leftover file(s): "
-        f"{_size(got.bytes)}"
+        f"{human_size(got.bytes)}"
         + (
-            f"; {_size(got.kept_packs_dead_bytes)} unnamed inside packs still in use"
+            f"; {human_size(got.kept_packs_dead_bytes)} unnamed inside packs still in use"
             if got.kept_packs_dead_bytes
             else ""
         )

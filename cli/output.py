@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from taugrid.api.errors import ConfigError, TauError
@@ -135,3 +136,33 @@ def print_status(st: RunStatus) -> None:
     if st.evidence:
         lines.append(f"  evidence: {st.evidence}")
     out("\n".join(lines))
+
+
+def human_size(n: int) -> str:
+    """Bytes for people: 512 B, 1.5 KiB, 3.2 GiB."""
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+@contextmanager
+def progress_bar(what: str, enabled: bool) -> Iterator[Any]:
+    """A progress bar on stderr for long work (none when stderr is not a terminal, or -o json)."""
+    import sys
+
+    if not enabled or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+
+    with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
+                  TransferSpeedColumn(), transient=True) as bar:  # fmt: skip
+        task = bar.add_task(what, total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield update

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any
@@ -420,6 +421,61 @@ def run_metrics(
         out(f"wrote {png}")
     else:
         out(plots.to_text(rows, names, title=title))
+
+
+@app.command("pull")
+def run_pull(
+    run: RunArg,
+    outputs: Annotated[bool, typer.Option("--outputs", help="Its output files")] = False,
+    checkpoints: Annotated[bool, typer.Option("--checkpoints", help="Its checkpoints")] = False,
+    metrics: Annotated[bool, typer.Option("--metrics", help="Its metrics.jsonl")] = False,
+    logs: Annotated[bool, typer.Option("--logs", help="Its logs")] = False,
+    to: Annotated[
+        str | None, typer.Option("--to", help="The folder to write into (default: ./RUN-ID)")
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace files here that differ from the run's")
+    ] = False,
+    context: ContextOpt = None,
+    output: JsonOpt = ReportFormat.text,
+) -> None:
+    """Copy a run's record (or only the kinds named) from where it ran: a cluster run's from its
+    workspace volume, from any machine, after its pods are gone. Every file is checked against
+    the sealed MANIFEST.sha256; a pull cut off resumes; exit 1 if a file does not match."""
+    from taugrid.cli.output import human_size, progress_bar
+    from taugrid.client import runs
+
+    kinds = [k for k, on in (("outputs", outputs), ("checkpoints", checkpoints),
+                             ("metrics", metrics), ("logs", logs)) if on]  # fmt: skip
+    sizes: dict[str, int] = {"done": 0, "total": 0}
+    with progress_bar(f"pulling {run}", output is ReportFormat.text) as bar:
+
+        def total(_files: int, nbytes: int) -> None:
+            sizes["total"] = nbytes
+
+        def progress(n: int, _path: str) -> None:
+            sizes["done"] += n
+            if bar is not None:
+                bar(sizes["done"], sizes["total"])
+
+        got = runs.pull(run, to=to, kinds=kinds, force=force, context=context,
+                        progress=progress, total=total)  # fmt: skip
+    if output is ReportFormat.json:
+        out(dump_json({**dataclasses.asdict(got), "ok": got.ok}))
+    else:
+        check = (f"{got.verified} verified against MANIFEST.sha256" if got.sealed else
+                 "not verified: the run has not sealed its record yet (it still runs, or it was "
+                 "stopped before it could); complete checkpoints are final, the rest may grow")  # fmt: skip
+        out(f"{got.run_id}: {got.files} file(s), {human_size(got.bytes)} from {got.source} in "
+            f"{got.to} ({got.fetched} fetched, {got.kept} already here); {check}")  # fmt: skip
+        for path in got.edited:
+            say(f"kept your copy of {path}: it differs from the run's (--force replaces it)")
+        for path in got.missing:
+            say(f"missing on the volume: {path} (MANIFEST.sha256 lists it)")
+        for path in got.bad:
+            say(f"not kept: {path}")
+    if not got.ok:
+        raise typer.Exit(EXIT_RUN_FAILED)
 
 
 @app.command("gc")

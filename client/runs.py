@@ -1,4 +1,4 @@
-"""Runs: submit, status, list, logs, follow, cancel, resume, attach, verify, metrics.
+"""Runs: submit, status, list, logs, follow, cancel, resume, attach, verify, metrics, pull.
 
 Every function returns models of `taugrid.api` (a `RunRecord`, a `RunStatus`, metric rows) and
 raises `TauError` (with the exit code the CLI uses); nothing here prints or asks. A run is named
@@ -9,18 +9,20 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from taugrid.api.errors import EXIT_RUN_FAILED, TauError
+from taugrid.api import constants as C
+from taugrid.api.errors import EXIT_RUN_FAILED, EXIT_USAGE, TauError
 
 if TYPE_CHECKING:
     from taugrid.api.evidence import RunRecord
     from taugrid.api.vocabulary import Phase, RunStatus
     from taugrid.runs.backends.base import Backend
     from taugrid.runs.evidence import RunDir
+    from taugrid.runs.pull import Pulled, RecordSource
 
 Say = Callable[[str], None]
 
@@ -582,7 +584,52 @@ def artifacts(run: str, *, context: str | None = None, limit: int = 200) -> Arti
 
 def metrics(run: str, *, context: str | None = None) -> list[dict[str, Any]]:
     """Metric rows (`{"step", "ts", <name>: number, "run_id"}`) across the run's resume
-    lineage: a resumed run continues its parents' curves."""
+    lineage: a resumed run continues its parents' curves. A cluster run's are read from its
+    record on the workspace volume (while it runs, and after its pods are gone)."""
+    from taugrid.runs.evidence import parse_metric_rows
     from taugrid.runs.index import lineage_metric_rows
+    from taugrid.runs.pull import RecordMissing
 
-    return lineage_metric_rows(find(run, context=context))
+    def rows_of(rd: RunDir) -> list[dict[str, Any]]:
+        if rd.read_record().target == "local":
+            return rd.metric_rows()
+        source = _record_source(rd, context)
+        try:
+            return parse_metric_rows(source.text(C.METRICS_FILENAME))
+        except RecordMissing:
+            return []  # no metric logged yet
+
+    return lineage_metric_rows(find(run, context=context), rows_of)
+
+
+def _record_source(rd: RunDir, context: str | None) -> RecordSource:
+    from taugrid.runs.backends.base import ReadsRecord
+
+    backend = backend_of(rd, context)
+    if not isinstance(backend, ReadsRecord):
+        raise TauError(f"the {rd.read_record().target} target cannot read a run's record",
+                       exit_code=EXIT_USAGE)  # fmt: skip
+    return backend.record_source(rd)
+
+
+def pull(
+    run: str,
+    *,
+    to: str | Path | None = None,
+    kinds: Iterable[str] = (),
+    force: bool = False,
+    context: str | None = None,
+    progress: Callable[[int, str], None] | None = None,
+    total: Callable[[int, int], None] | None = None,
+) -> Pulled:
+    """Copy a run's record (or only its outputs, checkpoints, metrics, logs) from where the run
+    keeps it (a cluster run: its workspace volume, from any machine that may read the workspace,
+    after its pods are gone) into `to` (default: ./RUN-ID), each file checked against the
+    sealed MANIFEST.sha256; a cut-off pull resumes; local edits are kept unless `force`.
+    `Pulled.ok` is False when a file is not what the manifest says, or is missing."""
+    from taugrid.runs.pull import pull as pull_record
+
+    rd = find(run, context=context)
+    dest = Path(to) if to is not None else Path.cwd() / rd.run_id
+    source = _record_source(rd, context)
+    return pull_record(source, rd.read_record(), dest, set(kinds), force, progress, total)

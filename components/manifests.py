@@ -7,6 +7,7 @@ directly. Every object is a plain dict as the API server would receive it.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from taugrid.api import constants as C
@@ -343,6 +344,8 @@ RESEARCHER_RULES: list[dict[str, Any]] = [
     {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads", "localqueues"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": [C.GROUP], "resources": ["runs", "quotarequests", "tauservices"], "verbs": ["create", "get", "list", "watch", "patch", "update", "delete"]},
     {"apiGroups": [C.GROUP], "resources": ["runs/status"], "verbs": ["get", "patch", "update"]},
+    # the workspace volume, read-only, through its file server (tau run pull, metrics, progress)
+    {"apiGroups": [""], "resources": ["services/proxy"], "resourceNames": [naming.FILES_SERVICE], "verbs": ["get"]},
 ]  # fmt: skip
 
 
@@ -356,6 +359,122 @@ def _subjects(ws: WorkspaceSpec) -> list[dict[str, Any]]:
             s["apiGroup"] = "rbac.authorization.k8s.io"
         subjects.append(s)
     return subjects
+
+
+def _runlib_sources(modules: tuple[str, ...]) -> dict[str, str]:
+    """The stdlib-only modules' source, as a ConfigMap carries them (found, not imported)."""
+    from importlib.util import find_spec
+
+    out = {}
+    for module in modules:
+        spec = find_spec(module)
+        assert spec is not None and spec.origin, f"{module} is part of this distribution"
+        out[f"{module}.py"] = Path(spec.origin).read_text(encoding="utf-8")
+    return out
+
+
+def workspace_files(cfg: PlatformConfig, ws: WorkspaceSpec) -> list[dict[str, Any]]:
+    """The workspace's file server: its volume mounted read-only, served over HTTP to the API
+    server's service proxy (members may `get services/proxy` of this Service only). Its code is
+    runlib's (a ConfigMap); its image needs only python3. No service account token, no writes."""
+    spec = cfg.workspaceFiles
+    if not spec.enabled:
+        return []
+    ns = ws.ns
+    name = naming.FILES_SERVICE
+    labels = {C.LABEL_WORKSPACE: ws.name, "app.kubernetes.io/name": name}
+    image = (
+        spec.image or f"{cfg.components.controller.image}:{cfg.components.version('controller')}"
+    )
+    sources = _runlib_sources(naming.FILES_MODULES)
+    code = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(name, ns, labels),
+        "data": sources,
+    }
+    container = {
+        "name": "files",
+        "image": image,
+        "command": [
+            "python3",
+            "/opt/tau/tau_files.py",
+            "--root",
+            "/data",
+            "--port",
+            str(naming.FILES_PORT),
+        ],
+        "env": [
+            {"name": "PYTHONPATH", "value": "/opt/tau"},
+            {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
+        ],
+        "ports": [{"name": "http", "containerPort": naming.FILES_PORT}],
+        "readinessProbe": {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 10},
+        "resources": {
+            "requests": {"cpu": spec.cpu, "memory": format_memory(parse_memory(spec.memory) // 2)},
+            "limits": {"memory": spec.memory},
+        },
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+        "volumeMounts": [
+            {"name": "data", "mountPath": "/data", "readOnly": True},
+            {"name": "code", "mountPath": "/opt/tau", "readOnly": True},
+        ],
+    }
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _meta(name, ns, labels),
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": labels},
+            "template": {
+                # a new code ConfigMap rolls the pod (its content's digest)
+                "metadata": {
+                    "labels": {**PART_OF, **labels},
+                    "annotations": {f"{C.GROUP}/code": _digest(sources)},
+                },
+                "spec": {
+                    "automountServiceAccountToken": False,
+                    "enableServiceLinks": False,
+                    **({"nodeSelector": dict(spec.nodeSelector)} if spec.nodeSelector else {}),
+                    "containers": [container],
+                    "volumes": [
+                        {
+                            "name": "data",
+                            "persistentVolumeClaim": {
+                                "claimName": naming.workspace_pvc(ws.name),
+                                "readOnly": True,
+                            },
+                        },
+                        {"name": "code", "configMap": {"name": name}},
+                    ],
+                },
+            },
+        },
+    }
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(name, ns, labels),
+        "spec": {
+            "selector": labels,
+            "ports": [{"name": "http", "port": naming.FILES_PORT, "targetPort": "http"}],
+        },
+    }
+    return [code, deployment, service]
+
+
+def _digest(data: dict[str, str]) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    for k in sorted(data):
+        h.update(k.encode() + b"\0" + data[k].encode() + b"\0")
+    return h.hexdigest()[:16]
 
 
 def workspace_objects(cfg: PlatformConfig, ws: WorkspaceSpec) -> list[dict[str, Any]]:
@@ -408,6 +527,7 @@ def workspace_objects(cfg: PlatformConfig, ws: WorkspaceSpec) -> list[dict[str, 
                 "serviceAccount": naming.RUN_SERVICE_ACCOUNT,
             },
         },
+        *workspace_files(cfg, ws),
     ]
     if subjects:
         objs += [

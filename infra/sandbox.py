@@ -27,6 +27,7 @@ from taugrid.api.platform import (
     CpuPool,
     GpuPool,
     PlatformConfig,
+    WorkspaceFiles,
     pool_labels,
     pool_taints,
 )
@@ -192,8 +193,7 @@ def up(
     cfg = validated(stack, stacks_dir_for(stack, stacks_dir))
     n_real, why_not = real_nodes_wanted(real_nodes, cfg)
     cfg = with_registries(cfg, work)
-    if n_real:
-        cfg = for_real_nodes(cfg)
+    cfg = for_real_nodes(cfg) if n_real else without_real_nodes(cfg)
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     from taugrid.infra import realnodes
@@ -295,7 +295,20 @@ def for_real_nodes(cfg: PlatformConfig) -> PlatformConfig:
     if runtime:
         ours = [ImageMirror(match=m, image=runtime) for m in SANDBOX_MIRRORED]
         update["imageMirrors"] = [*cfg.imageMirrors, *ours]
+        if "workspaceFiles" not in cfg.model_fields_set and cfg.cpuPools:
+            # each workspace's file server on the real nodes (python3 is in the runtime image)
+            real = {C.LABEL_POOL: cfg.cpuPools[0].name}
+            update["workspaceFiles"] = WorkspaceFiles(image=runtime, nodeSelector=real)
     return cfg.model_copy(update=update)
+
+
+def without_real_nodes(cfg: PlatformConfig) -> PlatformConfig:
+    """KWOK's pods run nothing: a workspace file server there would be a pod that never answers
+    (and the API server would wait on its address), so the stack's is left out, and tau says
+    that the volume cannot be read from here."""
+    if "workspaceFiles" in cfg.model_fields_set:
+        return cfg
+    return cfg.model_copy(update={"workspaceFiles": WorkspaceFiles(enabled=False)})
 
 
 # what the runtime image stands in for on real nodes (Debian, python3, Ray, numpy)

@@ -13,7 +13,7 @@ import builtins
 import os
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -133,6 +133,22 @@ class KubeAPI(Protocol):
     def whoami(self) -> str: ...
 
     def can(self, verb: str, kind_name: str, namespace: str) -> bool: ...
+
+    def service_get(self, namespace: str, service: str, path: str,
+                    headers: dict[str, str] | None = None) -> AbstractContextManager[Reply]: ...  # fmt: skip
+
+
+@dataclass
+class Reply:
+    """An answer through the API server's service proxy: the service's own, or the API
+    server's (a Kubernetes Status) when there is no such service or it could not reach one."""
+
+    status: int
+    headers: dict[str, str]
+    chunks: Iterator[bytes]
+
+    def read(self) -> bytes:
+        return b"".join(self.chunks)
 
 
 RETRIES = 5  # a request the API server turned away (429) is sent again, at most this often
@@ -541,6 +557,30 @@ class Kube:
             return "Kueue's visibility API (pendingworkloads) is not served here"
         items = dict(got.to_dict()).get("items") or []
         return [dict(i) for i in items]
+
+    @contextmanager
+    def service_get(self, namespace: str, service: str, path: str,
+                    headers: dict[str, str] | None = None) -> Iterator[Reply]:  # fmt: skip
+        """GET `path` of a Service through the API server's service proxy (streamed). Any HTTP
+        status is returned (the caller knows the service's words); 403 is `Forbidden`, a
+        network failure a TauError."""
+        import httpx2
+
+        kind = Kind("", "v1", "Service", "services/proxy")
+        url = f"/api/v1/namespaces/{namespace}/services/{service}/proxy/{path.lstrip('/')}"
+        http = self.client._client._client  # lightkube's httpx client (no public raw GET)
+        with (
+            self.errors("get", kind, namespace),
+            http.stream("GET", url, headers=headers or {}) as resp,
+        ):
+            if resp.status_code == 403:
+                body = resp.read().decode("utf-8", "replace")
+                raise Forbidden("get", kind, namespace, body[:300])
+            try:
+                yield Reply(resp.status_code, dict(resp.headers.items()), resp.iter_bytes(1 << 20))
+            except httpx2.TransportError as e:
+                raise TauError(f"the connection to the service {service} in {namespace} broke "
+                               f"({type(e).__name__}: {e})", exit_code=EXIT_PLATFORM) from None  # fmt: skip
 
     def served(self, group: str) -> bool | None:
         """Whether the API server serves an API group (its discovery document; every user

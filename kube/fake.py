@@ -3,7 +3,7 @@
 It keeps objects by (kind, namespace, name), answers GET/LIST with label and field selectors,
 applies as a merge (server-side apply's effect for the fields tau sends), records every call in
 `calls`, and lets a test deny verbs (`forbid`), script logs (`logs`) and the visibility API
-(`pending_items`). A test that needs a scripted sequence subclasses it and overrides one method.
+(`pending_items`) and services behind the API server's proxy (`services`). A test that needs a scripted sequence subclasses it and overrides one method.
 No Kubernetes library is imported.
 """
 
@@ -12,12 +12,14 @@ from __future__ import annotations
 import builtins
 import copy
 import itertools
-from collections.abc import Iterator
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from taugrid.api.errors import TauError
 from taugrid.api.kubetime import k8s_time
-from taugrid.kube.client import FIELD_MANAGER, KINDS, Forbidden
+from taugrid.kube.client import FIELD_MANAGER, KINDS, Forbidden, Reply
 
 NOT_SERVED = "Kueue's visibility API (pendingworkloads) is not served here"
 
@@ -54,6 +56,8 @@ class FakeKube:
         self.logs: dict[str, builtins.list[str]] = {}  # pod -> lines
         self.pending_items: dict[tuple[str, str], builtins.list[dict[str, Any]]] | None = None
         self.evicted: builtins.list[str] = []
+        # (namespace, service) -> what answers its proxy: (path, headers) -> Reply
+        self.services: dict[tuple[str, str], Callable[[str, dict[str, str]], Reply]] = {}
         self._status_owners: dict[tuple[str, str | None, str], dict[str, str]] = {}
         self._uid = itertools.count(1)
         self._rv = itertools.count(1)
@@ -183,6 +187,18 @@ class FakeKube:
 
     def whoami(self) -> str:
         return self.user
+
+    @contextmanager
+    def service_get(self, namespace: str, service: str, path: str,
+                    headers: dict[str, str] | None = None) -> Iterator[Reply]:  # fmt: skip
+        self._check("get", "Service", namespace)
+        answer = self.services.get((namespace, service))
+        if answer is None:  # what the API server says
+            body = json.dumps({"kind": "Status", "status": "Failure", "reason": "NotFound", "code": 404,
+                               "message": f'services "{service}" not found'}).encode()  # fmt: skip
+            yield Reply(404, {"Content-Type": "application/json"}, iter((body,)))
+            return
+        yield answer(path, dict(headers or {}))
 
     def can(self, verb: str, kind_name: str, namespace: str) -> bool:
         try:

@@ -20,6 +20,7 @@ from typing import Any
 
 MANIFEST = "MANIFEST.sha256"
 HISTORY = "history.jsonl"
+METRICS = "metrics.jsonl"  # taugrid.api.constants.METRICS_FILENAME
 
 
 def now_iso() -> str:
@@ -96,3 +97,60 @@ def verify(run_dir: Path) -> tuple[int, list[str]]:
         if rel not in listed:
             problems.append(f"not in the manifest: {rel}")
     return len(listed), problems
+
+
+# --- progress: what a run's record says of it while it runs (a run's status needs no more) ---
+def metric_summary(path: Path) -> tuple[int, dict[str, Any] | None]:
+    """How many metric rows a metrics file has, and the last one, without parsing the others:
+    lines are counted, the last complete row is parsed (a torn last line is not a row)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return 0, None
+    lines = data.split(b"\n")
+    count = len(lines) - lines.count(b"")  # empty lines are not rows
+    for line in reversed(lines):
+        if not line:
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError:
+            count -= 1
+            continue
+        if isinstance(row, dict) and isinstance(row.get("step"), int):
+            return count, row
+        count -= 1
+    return count, None
+
+
+def _mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return None
+
+
+def progress(run_dir: Path, checkpoints: str = "checkpoints", outputs: str = "outputs") -> dict[str, Any]:  # fmt: skip
+    """A run's progress from its record, the same for a local run and a cluster run (read by
+    tau_files.py on the workspace volume): metric rows and the last one, when metrics and logs
+    were last written, complete checkpoints (the newest and its step), output files, sealed."""
+    import tau_run
+
+    count, last = metric_summary(run_dir / METRICS)
+    done = tau_run.complete_checkpoints(run_dir / checkpoints)
+    logs = [p for p in (run_dir / "logs").glob("*.log") if p.name != "supervisor.log"]
+    out = run_dir / outputs
+    return {
+        "metric_rows": count,
+        "last_step": last["step"] if last else None,
+        "latest_metrics": {k: v for k, v in last.items() if k not in ("step", "ts")}
+        if last
+        else {},
+        "last_metric_ts": _mtime(run_dir / METRICS),
+        "last_log_ts": max((t for t in map(_mtime, logs) if t is not None), default=None),
+        "checkpoints": len(done),
+        "newest_checkpoint": done[-1]["path"] if done else None,
+        "newest_checkpoint_step": done[-1].get("step") if done else None,
+        "outputs": sum(1 for p in out.rglob("*") if p.is_file()) if out.is_dir() else 0,
+        "sealed": (run_dir / MANIFEST).is_file(),
+    }

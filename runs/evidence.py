@@ -33,6 +33,22 @@ ERROR_LINE = re.compile(r"(Error|Exception|error:|FATAL|Killed|Traceback)")
 now_iso = tau_evidence.now_iso
 
 
+def parse_metric_rows(text: str) -> list[dict[str, Any]]:
+    """A metrics file's rows (dicts with an int `step`), in the order written. The text is parsed
+    as one JSON array (a 100,000-row file in a fraction of the time of a parse per line); a torn
+    line (a killed run's last) sends it down the line-by-line path."""
+    try:  # one parse; a blank or torn line makes it fail: then line by line
+        parsed = json.loads("[" + text.strip().replace("\n", ",") + "]")
+    except ValueError:
+        parsed = []
+        for line in text.splitlines():
+            try:
+                parsed.append(json.loads(line))
+            except ValueError:
+                continue  # a torn last line of a killed run
+    return [r for r in parsed if isinstance(r, dict) and isinstance(r.get("step"), int)]
+
+
 class RunDir:
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -190,45 +206,16 @@ class RunDir:
 
     # --- metrics and checkpoints ------------------------------------------------------------
     def metric_rows(self) -> list[dict[str, Any]]:
-        """Every metric row (a dict with an int `step`), in the order written. The file is
-        parsed as one JSON array (a 100,000-row file in a fraction of the time of a parse per
-        line); a torn line (a killed run's last) sends it down the line-by-line path."""
+        """Every metric row (a dict with an int `step`), in the order written."""
         try:
-            text = self.metrics_path.read_text(encoding="utf-8")
+            return parse_metric_rows(self.metrics_path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             return []
-        try:  # one parse; a blank or torn line makes it fail: then line by line
-            parsed = json.loads("[" + text.strip().replace("\n", ",") + "]")
-        except ValueError:
-            parsed = []
-            for line in text.splitlines():
-                try:
-                    parsed.append(json.loads(line))
-                except ValueError:
-                    continue  # a torn last line of a killed run
-        return [r for r in parsed if isinstance(r, dict) and isinstance(r.get("step"), int)]
 
     def metric_summary(self) -> tuple[int, dict[str, Any] | None]:
         """How many metric rows there are, and the last one, without parsing the others (a
-        run's status needs no more): lines are counted, the last complete row is parsed."""
-        try:
-            data = self.metrics_path.read_bytes()
-        except FileNotFoundError:
-            return 0, None
-        lines = data.split(b"\n")
-        count = len(lines) - lines.count(b"")  # empty lines are not rows
-        for line in reversed(lines):
-            if not line:
-                continue
-            try:
-                row = json.loads(line)
-            except ValueError:
-                count -= 1  # a torn (last) line is not a row
-                continue
-            if isinstance(row, dict) and isinstance(row.get("step"), int):
-                return count, row
-            count -= 1
-        return count, None
+        run's status needs no more): `tau_evidence.metric_summary`."""
+        return tau_evidence.metric_summary(self.metrics_path)
 
     def last_error_line(self, tail_bytes: int = 64 * 1024) -> str | None:
         """The last line of the driver log that reads like an error (else its last line)."""

@@ -8,6 +8,7 @@ backend that owns the run from the record alone.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 from taugrid.api import constants as C
@@ -99,13 +100,16 @@ def _checkpoint_step(path: str | None) -> int | None:
         return None
 
 
-def lineage_metric_rows(rd: RunDir) -> list[dict[str, Any]]:
+def lineage_metric_rows(
+    rd: RunDir, rows_of: Callable[[RunDir], list[dict[str, Any]]] | None = None
+) -> list[dict[str, Any]]:
     """Metric rows across a resume lineage: each ancestor's rows up to the step its child
-    resumed from, then the run's own; each row names its run."""
+    resumed from, then the run's own; each row names its run. `rows_of` reads a run's rows
+    (default: its record here; a cluster run's are on its workspace volume)."""
     out: list[dict[str, Any]] = []
     for run, upto in lineage(rd):
         run_id = run.run_id
-        for row in run.metric_rows():
+        for row in rows_of(run) if rows_of else run.metric_rows():
             if upto is None or row["step"] <= upto:
                 row["run_id"] = run_id  # a fresh dict per read: named in place
                 out.append(row)

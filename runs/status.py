@@ -303,28 +303,29 @@ def gpu_healthy(o: Observations) -> Signal:
 
 def progressing(o: Observations) -> Signal:
     rec = o.record
-    if o.cluster is not None:
-        phase, _ = effective_phase(o)
-        name = SignalName.Progressing
+    c = o.cluster
+    phase, _ = effective_phase(o)
+    name = SignalName.Progressing
+    if c is not None and c.progress is None:
         if phase in TERMINAL:
             return Signal(name=name, state=SignalState.false, since=rec.finished_at, reason="ended")
         if phase != Phase.Running:
             return Signal(name=name, state=SignalState.pending, reason="not running yet")
-        return Signal(name=name, state=SignalState.unknown,
-                      reason="pods run; its metrics and logs are on the workspace PVC "
-                      "(not read from here by this build)", evidence="pods")  # fmt: skip
-    phase, _ = effective_phase(o)
+        why = c.progress_note or "its metrics and logs on the workspace volume were not read"
+        return Signal(name=name, state=SignalState.unknown, reason=f"pods run; {why}",
+                      evidence="pods")  # fmt: skip
     running = _first(o.history, {Phase.Running})
     beats = [t for t in (o.last_metric_ts, o.last_log_ts) if t]
     last = max(beats) if beats else None
     step = f"step {o.last_step}, " if o.last_step is not None else ""
-    name, evidence = SignalName.Progressing, "metrics.jsonl, logs/"
+    evidence = "metrics.jsonl, logs/" + (" (the workspace volume)" if c is not None else "")
     if phase in TERMINAL:
         return Signal(name=name, state=SignalState.false, since=rec.finished_at,
                       reason=f"ended ({step}{o.metric_rows} metric rows)", evidence="metrics.jsonl")  # fmt: skip
-    if phase != Phase.Running or running is None:
+    started = running.ts if running is not None else _cluster_start(c)
+    if phase != Phase.Running or started is None:
         return Signal(name=name, state=SignalState.pending, reason="not running yet")
-    t0 = datetime.fromisoformat(running.ts).timestamp()
+    t0 = datetime.fromisoformat(started.replace("Z", "+00:00")).timestamp()
     quiet = o.now - (last or t0)
     if quiet > rec.stall_after_seconds:
         why = f"stalled: no metric or log line for {ago(quiet)} (limit {ago(rec.stall_after_seconds)})"
@@ -335,8 +336,21 @@ def progressing(o: Observations) -> Signal:
         if last
         else f"started {ago(quiet)} ago, no output yet"
     )
+    if o.latest_metrics:
+        shown = ", ".join(f"{k}={_short(v)}" for k, v in list(o.latest_metrics.items())[:4])
+        what += f" ({shown})"
     return Signal(name=name, state=SignalState.true, since=_iso(last or t0), reason=what,
                   evidence=evidence)  # fmt: skip
+
+
+def _cluster_start(c: ClusterFacts | None) -> str | None:
+    if c is None:
+        return None
+    return c.started_at or (c.recorded.startTime if c.recorded else None)
+
+
+def _short(v: object) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
 def completed(o: Observations) -> Signal:
@@ -365,17 +379,23 @@ def completed(o: Observations) -> Signal:
 
 def artifact_saved(o: Observations) -> Signal:
     rec = o.record
-    if o.cluster is not None:
-        return Signal(name=SignalName.ArtifactSaved, state=SignalState.unknown,
-                      reason=f"checkpoints and outputs are on the workspace PVC under "
-                      f"/data/runs/{rec.run_id}/ (not read from here by this build)")  # fmt: skip
-    phase, _ = effective_phase(o)
+    c = o.cluster
     name = SignalName.ArtifactSaved
+    if c is not None and c.progress is None:
+        why = c.progress_note or "the workspace volume was not read"
+        return Signal(name=name, state=SignalState.unknown,
+                      reason=f"checkpoints and outputs are on the workspace volume under "
+                      f"/data/runs/{rec.run_id}/ ({why})")  # fmt: skip
+    phase, _ = effective_phase(o)
     where = f"{rec.checkpoint_subdir}/index.json, {rec.output_subdir}/"
     if o.checkpoints or o.outputs:
         parts = []
         if o.checkpoints:
-            parts.append(f"{o.checkpoints} complete checkpoint(s), newest {o.newest_checkpoint}")
+            step = c.progress.newest_checkpoint_step if c is not None and c.progress else None
+            at = f" (step {step})" if step is not None else ""
+            parts.append(
+                f"{o.checkpoints} complete checkpoint(s), newest {o.newest_checkpoint}{at}"
+            )
         if o.outputs:
             parts.append(f"{o.outputs} output file(s) in {rec.output_subdir}/")
         if o.sealed:
@@ -458,7 +478,11 @@ def _recorded(o: Observations) -> RunStatus | None:
                    for s in r.signals]  # fmt: skip
         summary = f"{r.summary or r.phase.lower()} (recorded by the controller at {r.observedAt})"
         evidence = ENDED if r.phase in TERMINAL else RECORDED
+    if c.progress is not None or c.progress_note:  # the run's record on the volume, read now
+        read = {SignalName.Progressing: progressing(o), SignalName.ArtifactSaved: artifact_saved(o)}
+        signals = [read.get(s.name, s) for s in signals]
     return RunStatus(
+        last_step=o.last_step, latest_metrics=o.latest_metrics,
         run_id=rec.run_id, name=rec.name, phase=r.phase, target=rec.target,
         workspace=rec.workspace, experiment=rec.experiment,
         workload_kind=rec.workload_kind, attempt=max(r.attempt, rec.attempt),

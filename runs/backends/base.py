@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from taugrid.api.observations import Observations
     from taugrid.runs.evidence import RunDir
     from taugrid.runs.prepare import PreparedRun, RunRequest
+    from taugrid.runs.pull import RecordSource
 
 Say = Callable[[str], None]
 
@@ -169,6 +170,14 @@ class RecordsLineage(Protocol):
     """Keeps the lineage of a resumed run where the backend keeps runs (e.g. the parent's TauRun)."""
 
     def record_child(self, parent: RunDir, child_id: str) -> None: ...
+
+
+@runtime_checkable
+class ReadsRecord(Protocol):
+    """Reads the record the run keeps where it runs (its pods' record on the workspace volume),
+    from any machine: progress, metrics, logs after the pods are gone, `tau run pull`."""
+
+    def record_source(self, run: RunDir) -> RecordSource: ...
 
 
 # target -> "module:Class"; None: planned, not in this build.

@@ -71,6 +71,7 @@ run gc: --output -o
 run list: --cluster --context --mine --output --workspace -o
 run logs: --context --follow -f
 run metrics: --context --metric --output --png -m -o
+run pull: --checkpoints --context --force --logs --metrics --output --outputs --to -o
 run render: --output --profile --profiles --run-id --workspace -o -p
 run resume: --context --detach --python --ray-pip -d
 run schema:
@@ -146,7 +147,7 @@ OFFLINE = {
 
 
 @pytest.mark.parametrize("name", ["run " + c for c in (
-    "attach", "cancel", "list", "logs", "metrics", "resume", "status", "submit", "verify")]
+    "attach", "cancel", "list", "logs", "metrics", "pull", "resume", "status", "submit", "verify")]
     + ["logs", "profiles", "workspaces", "quota request", "quota list", "quota approve",
        "quota deny", "controller run"])  # fmt: skip
 def test_every_cluster_command_takes_context(name: str) -> None:

@@ -71,9 +71,15 @@ def _cluster(heartbeat: str | None, phase: str = "Running") -> dict[str, Any]:
 
 
 def test_a_live_controller_s_status_is_read_with_two_requests(tmp_path: Path) -> None:
+    """Two for the phase and signals; a running run's progress is one more, from the workspace
+    volume's file server (not the API server's storage: its service proxy)."""
     fresh = k8s_time(datetime.now(UTC))
     fake, obs = observe_with(tmp_path, ["r1"], _cluster(fresh))
-    assert sorted(v + " " + k for v, k, _ in fake.calls) == ["get TauCluster", "get TauRun"]
+    assert sorted(v + " " + k for v, k, _ in fake.calls) == [
+        "get Service",
+        "get TauCluster",
+        "get TauRun",
+    ]
     st = status.compute(obs[0])
     assert st.phase == "Running"
     assert st.summary == "running (the controller's words)"

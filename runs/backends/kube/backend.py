@@ -40,6 +40,7 @@ from taugrid.runs.paths import runs_root, write_atomic
 if TYPE_CHECKING:
     from taugrid.api.profiles import WorkspaceRef
     from taugrid.api.vocabulary import RunStatus
+    from taugrid.runs.backends.kube.volume import VolumeRecord
     from taugrid.runs.prepare import PreparedRun, RunRequest
 
 SUBMITTING = "submitting.jsonl"  # config/manifests/: the full objects until the cluster has them
@@ -403,7 +404,7 @@ class KubeBackend(Connected, Template):
                 rest[ns] = todo
         if rest:
             facts.update(self._observe_objects(rest, lists))
-        return [
+        seen = [
             Observations(
                 record=rec,
                 history=rd.read_history(),
@@ -414,6 +415,42 @@ class KubeBackend(Connected, Template):
             )
             for rd, rec in zip(runs, records, strict=True)
         ]
+        if len(seen) > PROGRESS_UP_TO:  # a listing: the cluster's facts only
+            return seen
+        return self._with_progress(seen)
+
+    def _with_progress(self, seen: list[Observations]) -> list[Observations]:
+        """Runs that run or ended: their progress from their record on the workspace volume
+        (one GET each through its file server, at once): metrics, the last step, checkpoints,
+        outputs, sealed. A read that fails says why in the signals; it fails nothing else."""
+        from concurrent.futures import ThreadPoolExecutor
+        from dataclasses import replace
+
+        from taugrid.kube.files import VolumeFiles
+        from taugrid.runs.status import effective_phase
+
+        def read(o: Observations) -> Observations:
+            rec, c = o.record, o.cluster
+            assert c is not None
+            phase, _ = effective_phase(o)
+            if phase != Phase.Running and phase not in TERMINAL:
+                return o  # nothing ran yet
+            files = VolumeFiles(self.kube, _handle(rec).namespace, rec.workspace)
+            try:
+                got = files.progress(C.run_volume_path(rec.run_id),
+                                     rec.checkpoint_subdir, rec.output_subdir).skewed(o.now)  # fmt: skip
+            except TauError as e:
+                return replace(o, cluster=replace(c, progress_note=_note(e)))
+            return replace(
+                o, cluster=replace(c, progress=got), metric_rows=got.metric_rows,
+                last_step=got.last_step, last_metric_ts=got.last_metric_ts,
+                last_log_ts=got.last_log_ts, checkpoints=got.checkpoints,
+                newest_checkpoint=got.newest_checkpoint, sealed=got.sealed, outputs=got.outputs,
+                latest_metrics={k: v for k, v in got.latest_metrics.items() if v is not None},
+            )  # fmt: skip
+
+        with ThreadPoolExecutor(max_workers=min(8, len(seen)) or 1) as pool:
+            return list(pool.map(read, seen))
 
     def _observe_objects(
         self,
@@ -509,6 +546,12 @@ class KubeBackend(Connected, Template):
             workload = "RayJob" if rec.workload_kind == "rayjob" else "Job"
             watches |= {(workload, ns), ("Workload", ns), ("Pod", ns), ("TauRun", ns)}
         return ChangeFeed(self.kube, sorted(watches))
+
+    # --- the record on the workspace volume --------------------------------------------------
+    def record_source(self, run: RunDir) -> VolumeRecord:
+        from taugrid.runs.backends.kube.volume import VolumeRecord
+
+        return VolumeRecord(self.kube, run.read_record())
 
     # --- resume ---------------------------------------------------------------------------------
     def newest_checkpoint(self, run: RunDir) -> str | None:
@@ -648,23 +691,24 @@ class KubeBackend(Connected, Template):
         return effective_phase(self.observe([run])[0])[0] in TERMINAL
 
     def _read_volume(self, rec: RunRecord, path: str, out: TextIO) -> int:
-        from taugrid.kube.reader import read_file
+        """The launcher's copy of the log on the workspace volume, through its file server."""
+        from taugrid.runs.backends.kube.volume import VolumeRecord
 
-        h = _handle(rec)
-        try:
-            return read_file(self.kube, rec, h.namespace, getattr(h, "queue", None) or self._queue_of(rec), path,
-                             out, _say)  # fmt: skip
-        except Forbidden as e:
-            raise TauError(f"{e.message}: the log on the workspace volume needs a reader job",
-                           exit_code=EXIT_PLATFORM, hint=f"the log is kept at {path}") from None  # fmt: skip
-
-    def _queue_of(self, rec: RunRecord) -> str | None:
-        """Records written before the handle kept the queue: its profile's LocalQueue."""
-        with contextlib.suppress(TauError):
-            for p in self.discovery.snapshot().profiles:
-                if p.name == rec.profile:
-                    return p.localQueue
-        return None
+        source = VolumeRecord(self.kube, rec)
+        _say(f"reading {path} from {source.where}")
+        rel = path.removeprefix(C.run_dir(rec.run_id) + "/")
+        n, rest = 0, b""
+        with source.open(rel) as (_size, chunks):
+            for chunk in chunks:
+                *lines, rest = (rest + chunk).split(b"\n")
+                for line in lines:
+                    out.write(line.decode("utf-8", "replace") + "\n")
+                n += len(lines)
+        if rest:
+            out.write(rest.decode("utf-8", "replace") + "\n")
+            n += 1
+        out.flush()
+        return n
 
     # --- runs from any machine ---------------------------------------------------------------
     def find_taurun(self, ref: str) -> dict[str, Any] | None:
@@ -767,6 +811,9 @@ class KubeBackend(Connected, Template):
 
 
 GET_EACH_UP_TO = 8  # runs of one namespace observed with a GET each (more: one LIST)
+PROGRESS_UP_TO = (
+    8  # runs observed at once whose progress is read from the volume (a status, not a list)
+)
 FOLLOW_SETTLE_S = 2.0  # after a log stream ends, at most this long until the next look
 FOLLOW_FALLBACK_S = 30.0  # a look at least this often, should a watch have broken silently
 
@@ -809,6 +856,11 @@ def _log_note(message: str) -> str:
         return ("the node's kubelet does not serve this pod's log (on the sandbox: KWOK nodes run "
                 "no containers; on a cluster: is the node up?)")  # fmt: skip
     return message
+
+
+def _note(e: TauError) -> str:
+    """Why a run's progress was not read, in a phrase (with the fix)."""
+    return e.message + (f" ({e.hint})" if getattr(e, "hint", None) else "")
 
 
 def _say(message: str) -> None:

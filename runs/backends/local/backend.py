@@ -19,10 +19,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+import tau_evidence
+
 from taugrid.api.errors import EXIT_PLATFORM, EXIT_USAGE, TauError
 from taugrid.api.evidence import LocalHandle, TerminalStateError
 from taugrid.api.manifest import Manifest
-from taugrid.api.observations import Observations
+from taugrid.api.observations import Observations, RunProgress
 from taugrid.api.profiles import ProfileSnapshot, WorkerSize, WorkloadProfile, WorkspaceRef
 from taugrid.api.vocabulary import TERMINAL, Phase, TerminationReason
 from taugrid.runs.backends.base import Backend, Say, SubmitOptions, Template
@@ -31,6 +33,7 @@ from taugrid.runs.backends.local.plan import LocalPlan
 from taugrid.runs.evidence import RunDir, ensure_writable, now_iso
 from taugrid.runs.paths import data_root, runs_root, tau_home, write_atomic
 from taugrid.runs.prepare import PreparedRun, RunRequest, prepare
+from taugrid.runs.pull import FolderSource
 
 LOCAL = "local"
 
@@ -283,6 +286,9 @@ class LocalBackend(Template):
         self._start_supervisor(run, rec.workload_kind, adopt=True)
         return True
 
+    def record_source(self, run: RunDir) -> FolderSource:
+        return FolderSource(run.path)
+
     def newest_checkpoint(self, run: RunDir) -> str | None:
         return run.newest_checkpoint(run.read_record().checkpoint_subdir)
 
@@ -440,11 +446,9 @@ def _observe(rd: RunDir, now: float) -> Observations:
     alive = None if rec.phase in TERMINAL else procs.pid_alive(rec.local.supervisor_pid)
     # Without its supervisor, a run may still be running: count what is left of it.
     orphans = len(procs.run_processes(rec.run_id, rec.local.process_group)) if alive is False else 0
-    count, last = rd.metric_summary()
-    ckpts = rd.complete_checkpoints(rec.checkpoint_subdir)
-    log_ts = max(
-        (p.stat().st_mtime for p in rd.logs.glob("*.log") if p.name != "supervisor.log"),
-        default=None,
+    # what the record says of its progress: the same function reads a cluster run's on its volume
+    got = RunProgress.model_validate(
+        tau_evidence.progress(rd.path, rec.checkpoint_subdir, rec.output_subdir)
     )
     return Observations(
         record=rec,
@@ -452,15 +456,15 @@ def _observe(rd: RunDir, now: float) -> Observations:
         now=now,
         owner_alive=alive,
         orphans=orphans,
-        last_metric_ts=rd.metrics_path.stat().st_mtime if rd.metrics_path.exists() else None,
-        last_log_ts=log_ts,
-        metric_rows=count,
-        last_step=last["step"] if last else None,
-        checkpoints=len(ckpts),
-        newest_checkpoint=ckpts[-1]["path"] if ckpts else None,
-        sealed=rd.sealed,
-        outputs=rd.output_files(rec.output_subdir),
-        latest_metrics={k: v for k, v in last.items() if k not in ("step", "ts")} if last else {},
+        last_metric_ts=got.last_metric_ts,
+        last_log_ts=got.last_log_ts,
+        metric_rows=got.metric_rows,
+        last_step=got.last_step,
+        checkpoints=got.checkpoints,
+        newest_checkpoint=got.newest_checkpoint,
+        sealed=got.sealed,
+        outputs=got.outputs,
+        latest_metrics={k: v for k, v in got.latest_metrics.items() if v is not None},
         last_error=rd.last_error_line() if rec.phase in (Phase.Failed, Phase.Cancelled) else None,
         evidence=str(rd.path),
     )

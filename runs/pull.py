@@ -1,0 +1,242 @@
+"""Pulling a run's record (outputs, checkpoints, metrics, logs) from where the run kept it: the
+workspace volume for a cluster run (through its file server), the run's folder for a local one.
+
+Every file is checked against the record's sealed MANIFEST.sha256 (hashed as it arrives); a pull
+cut off is resumed (a file's bytes so far are kept in `<name>.tau-part` and continued with a
+range read; files already here that match the manifest are kept, not fetched again); a file here
+that differs from the run's is a local edit: kept, unless `force`. A run that still runs has no
+manifest yet: what it has written so far is pulled, and said to be unverified.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Protocol
+
+from taugrid.api import constants as C
+from taugrid.api.errors import EXIT_USAGE, TauError
+from taugrid.api.evidence import RunRecord
+from taugrid.api.observations import VolumeFile
+
+PART = ".tau-part"
+WORKERS = 4  # files fetched at once (each is a round trip through the API server)
+KINDS = ("outputs", "checkpoints", "metrics", "logs")
+
+
+class RecordMissing(TauError):
+    """A file or the whole record is not where the run keeps it."""
+
+
+class RecordSource(Protocol):
+    """Where a run's record is read from (paths are relative to the record)."""
+
+    where: str  # in words, e.g. "the volume of workspace research"
+
+    def tree(self) -> list[VolumeFile]: ...
+
+    def open(
+        self, rel: str, offset: int = 0
+    ) -> AbstractContextManager[tuple[int, Iterator[bytes]]]: ...
+
+    def text(self, rel: str) -> str: ...
+
+
+class FolderSource:
+    """A record in a folder of this machine (a local run's)."""
+
+    def __init__(self, folder: Path, where: str = "this machine") -> None:
+        self.folder, self.where = folder, where
+
+    def tree(self) -> list[VolumeFile]:
+        if not self.folder.is_dir():
+            raise RecordMissing(f"{self.folder} does not exist", exit_code=EXIT_USAGE)
+        out = []
+        for p in sorted(self.folder.rglob("*")):
+            rel = p.relative_to(self.folder)
+            if p.is_file() and not any(s.startswith(".") for s in rel.parts):
+                st = p.stat()
+                out.append(VolumeFile(path=rel.as_posix(), size=st.st_size, mtime=st.st_mtime))
+        return out
+
+    @contextmanager
+    def open(self, rel: str, offset: int = 0) -> Iterator[tuple[int, Iterator[bytes]]]:
+        try:
+            f = (self.folder / rel).open("rb")
+        except OSError:
+            raise RecordMissing(
+                f"{rel} is not in the record on {self.where}", exit_code=EXIT_USAGE
+            ) from None
+        with f:
+            size = os.fstat(f.fileno()).st_size
+            f.seek(offset)
+            yield size, iter(lambda: f.read(1 << 20), b"")
+
+    def text(self, rel: str) -> str:
+        with self.open(rel) as (_size, chunks):
+            return b"".join(chunks).decode("utf-8", "replace")
+
+
+def selector(rec: RunRecord, kinds: set[str]) -> Callable[[str], bool]:
+    """Which of the record's files a pull takes: everything, or only the named kinds."""
+    unknown = kinds - set(KINDS)
+    if unknown:
+        raise TauError(f"unknown kind(s) to pull: {', '.join(sorted(unknown))} (known: {', '.join(KINDS)})",
+                       exit_code=EXIT_USAGE)  # fmt: skip
+    if not kinds:
+        return lambda _path: True
+    prefixes = []
+    if "outputs" in kinds:
+        prefixes.append(rec.output_subdir.strip("/") + "/")
+    if "checkpoints" in kinds:
+        prefixes.append(rec.checkpoint_subdir.strip("/") + "/")
+    names = {C.METRICS_FILENAME} if "metrics" in kinds else set()
+
+    def wanted(path: str) -> bool:
+        parts = PurePosixPath(path).parts
+        is_log = "logs" in kinds and (
+            "logs" in parts[:1] or (parts[:1] == ("nodes",) and "logs" in parts[2:3])
+        )
+        return path in names or is_log or any(path.startswith(p) for p in prefixes)
+
+    return wanted
+
+
+@dataclass
+class Pulled:
+    """What a pull did (the JSON of `tau run pull -o json`)."""
+
+    run_id: str
+    to: str
+    source: str
+    sealed: bool
+    files: int = 0  # selected files of the record
+    bytes: int = 0
+    fetched: int = 0  # files (or their rest) read now
+    kept: int = 0  # already here and matching
+    verified: int = 0  # checked against MANIFEST.sha256
+    unverified: list[str] = field(default_factory=list)  # no manifest yet (the run still runs)
+    bad: list[str] = field(default_factory=list)  # not what the manifest says: not kept
+    missing: list[str] = field(default_factory=list)  # in the manifest, not on the volume
+    edited: list[str] = field(default_factory=list)  # here, different, kept (no force)
+
+    @property
+    def ok(self) -> bool:
+        return not self.bad and not self.missing
+
+
+def manifest_digests(text: str) -> dict[str, str]:
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            digest, _, rel = line.partition("  ")
+            out[rel] = digest
+    return out
+
+
+def _safe(dest: Path, rel: str) -> Path | None:
+    p = PurePosixPath(rel)
+    if p.is_absolute() or ".." in p.parts or not p.parts:
+        return None
+    return dest.joinpath(*p.parts)
+
+
+def _sha256(path: Path, h: hashlib._Hash | None = None) -> hashlib._Hash:
+    h = h or hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h
+
+
+Progress = Callable[[int, str], None]  # (bytes just arrived or found here, the file)
+
+
+def pull(source: RecordSource, rec: RunRecord, dest: Path, kinds: set[str] | None = None,
+         force: bool = False, progress: Progress | None = None,
+         total: Callable[[int, int], None] | None = None) -> Pulled:  # fmt: skip
+    """Copy the selected files of `rec`'s record from `source` into `dest` (see the module).
+    `total(files, bytes)` hears the size of the pull once it is known; `progress` each piece."""
+    wanted = selector(rec, kinds or set())
+    if dest.exists() and not dest.is_dir():
+        raise TauError(f"{dest} is a file: pull needs a folder to write into", exit_code=EXIT_USAGE,
+                       hint="--to a folder (it is made if missing)")  # fmt: skip
+    files = source.tree()
+    on_volume = {f.path: f for f in files}
+    sealed = C.MANIFEST_FILENAME in on_volume
+    digests = manifest_digests(source.text(C.MANIFEST_FILENAME)) if sealed else {}
+    chosen = [f for f in files if wanted(f.path) or f.path == C.MANIFEST_FILENAME]
+    result = Pulled(rec.run_id, str(dest), source.where, sealed, files=len(chosen),
+                    bytes=sum(f.size for f in chosen))  # fmt: skip
+    result.missing = sorted(p for p in digests if wanted(p) and p not in on_volume)
+    if total:
+        total(result.files, result.bytes)
+    lock = threading.Lock()
+    tell = progress or (lambda _n, _p: None)
+
+    def one(f: VolumeFile) -> None:
+        target = _safe(dest, f.path)
+        if target is None:
+            with lock:
+                result.bad.append(f"{f.path} (not a path inside the record)")
+            return
+        digest = digests.get(f.path)
+        if f.path == C.MANIFEST_FILENAME:
+            digest = None  # the manifest is the check itself
+        if target.is_file():
+            here = _sha256(target).hexdigest() if digest else None
+            same = here == digest if digest else target.stat().st_size == f.size
+            if same:
+                tell(f.size, f.path)
+                with lock:
+                    result.kept += 1
+                    result.verified += 1 if digest else 0
+                    if not digest and f.path != C.MANIFEST_FILENAME:
+                        result.unverified.append(f.path)
+                return
+            if not force and f.path != C.MANIFEST_FILENAME:
+                tell(f.size, f.path)
+                with lock:
+                    result.edited.append(f.path)
+                return
+        target.parent.mkdir(parents=True, exist_ok=True)
+        part = target.with_name(target.name + PART)
+        offset = part.stat().st_size if part.is_file() else 0
+        if offset > f.size:  # the file on the volume changed since: start again
+            part.unlink()
+            offset = 0
+        h = _sha256(part) if offset else hashlib.sha256()
+        if offset:
+            tell(offset, f.path)
+        with source.open(f.path, offset) as (_size, chunks), part.open("ab") as out:
+            for chunk in chunks:
+                out.write(chunk)
+                h.update(chunk)
+                tell(len(chunk), f.path)
+        if digest and h.hexdigest() != digest:
+            part.unlink()
+            with lock:
+                result.bad.append(f"{f.path} (its bytes are not what MANIFEST.sha256 says)")
+            return
+        os.replace(part, target)
+        with lock:
+            result.fetched += 1
+            if digest:
+                result.verified += 1
+            elif f.path != C.MANIFEST_FILENAME:
+                result.unverified.append(f.path)
+
+    dest.mkdir(parents=True, exist_ok=True)
+    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+        for done in [pool.submit(one, f) for f in chosen]:
+            done.result()  # the first failure (a broken connection) is the pull's error
+    result.unverified.sort()
+    result.bad.sort()
+    result.edited.sort()
+    return result

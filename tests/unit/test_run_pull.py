@@ -1,0 +1,250 @@
+"""`tau run pull` and a cluster run's metrics, read from its record on the workspace volume
+(through the file server, here as a function behind the fake API server): every file checked
+against the sealed manifest, a cut-off pull resumed, bad and missing files named, local edits
+kept, nothing written outside the destination."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import tau_evidence
+import tau_files
+
+from taugrid.api import naming
+from taugrid.api.errors import TauError
+from taugrid.api.evidence import KubeHandle, RunRecord
+from taugrid.api.observations import VolumeFile
+from taugrid.client import runs as client_runs
+from taugrid.kube.client import Reply
+from taugrid.kube.fake import FakeKube
+from taugrid.runs import pull as P
+from taugrid.runs.backends import base
+from taugrid.runs.backends.kube.backend import KubeBackend
+from taugrid.runs.backends.kube.volume import VolumeRecord
+from taugrid.runs.evidence import RunDir
+
+NS = "research"
+BIG = bytes(range(256)) * 4096  # 1 MiB: more than one chunk of the server's
+
+
+def record(run_id: str = "r1") -> RunRecord:
+    return RunRecord(
+        run_id=run_id, name="r", workspace="research", profile="cpu", workload_kind="job",
+        handle=KubeHandle(namespace=NS), submitter="a", code_folder="/x", code_revision="u",
+        code_digest="d", config_hash="h", image="i", entrypoint="t.py",
+        created_at="2026-12-01T00:00:00+00:00", target="kube",
+    )  # fmt: skip
+
+
+@pytest.fixture
+def volume(tmp_path: Path) -> Path:
+    root = tmp_path / "volume"
+    run = root / "runs" / "r1"
+    (run / "logs").mkdir(parents=True)
+    (run / "logs" / "driver.log").write_text("hello\n")
+    (run / "metrics.jsonl").write_text(
+        "".join(json.dumps({"step": i, "ts": i, "loss": 1 / i}) + "\n" for i in (1, 2))
+    )
+    ck = run / "checkpoints" / "step-00000002"
+    ck.mkdir(parents=True)
+    (ck / "model.bin").write_bytes(BIG + b"!" * 100)
+    (run / "checkpoints" / "index.json").write_text(
+        json.dumps({"complete": [{"step": 2, "path": ck.name, "ts": 1}]})
+    )
+    (run / "outputs").mkdir()
+    (run / "outputs" / "result.txt").write_text("42\n")
+    (run / "run.json").write_text("{}\n")
+    return root
+
+
+def seal(volume: Path) -> None:
+    tau_evidence.seal(volume / "runs" / "r1", "r1")
+
+
+def fake_serving(volume: Path) -> FakeKube:
+    fake = FakeKube()
+
+    def answer(path: str, headers: dict[str, str]) -> Reply:
+        r = tau_files.respond(volume, "/" + path, headers)
+        return Reply(r.status, r.headers, r.body)
+
+    fake.services[(NS, naming.FILES_SERVICE)] = answer
+    return fake
+
+
+def source(volume: Path) -> VolumeRecord:
+    return VolumeRecord(fake_serving(volume), record())
+
+
+def test_a_sealed_record_pulls_whole_and_verified(volume: Path, tmp_path: Path) -> None:
+    seal(volume)
+    dest = tmp_path / "here"
+    seen: list[int] = []
+    got = P.pull(source(volume), record(), dest, progress=lambda n, _p: seen.append(n))
+    assert got.ok and got.sealed and got.fetched == got.files == 7
+    assert got.verified == 6 and got.unverified == []  # the manifest is the check, not checked
+    assert sum(seen) == got.bytes
+    assert tau_evidence.verify(dest)[1] == []  # what arrived is the record, as sealed
+    again = P.pull(source(volume), record(), dest)
+    assert (again.fetched, again.kept, again.verified) == (0, 7, 6)
+
+
+def test_only_the_kinds_asked_for(volume: Path, tmp_path: Path) -> None:
+    seal(volume)
+    got = P.pull(source(volume), record(), tmp_path / "o", {"outputs", "metrics"})
+    files = sorted(
+        p.relative_to(tmp_path / "o").as_posix() for p in (tmp_path / "o").rglob("*") if p.is_file()
+    )
+    assert files == ["MANIFEST.sha256", "metrics.jsonl", "outputs/result.txt"] and got.ok
+    with pytest.raises(TauError, match=r"unknown kind.*weights"):
+        P.pull(source(volume), record(), tmp_path / "x", {"weights"})
+
+
+class Cut:
+    """A source whose reads break after `after` bytes (a connection cut mid-file)."""
+
+    def __init__(self, inner: VolumeRecord, after: int) -> None:
+        self.inner, self.after, self.where = inner, after, inner.where
+
+    def tree(self) -> list[VolumeFile]:
+        return self.inner.tree()
+
+    def text(self, rel: str) -> str:
+        return self.inner.text(rel)
+
+    @contextmanager
+    def open(self, rel: str, offset: int = 0) -> Iterator[tuple[int, Iterator[bytes]]]:
+        with self.inner.open(rel, offset) as (size, chunks):
+
+            def broken() -> Iterator[bytes]:
+                sent = 0
+                for chunk in chunks:
+                    if sent + len(chunk) > self.after:
+                        yield chunk[: self.after - sent]
+                        raise TauError("the connection to the service tau-files broke")
+                    sent += len(chunk)
+                    yield chunk
+
+            yield size, broken()
+
+
+def test_a_cut_off_pull_resumes_where_it_stopped(volume: Path, tmp_path: Path) -> None:
+    seal(volume)
+    dest = tmp_path / "here"
+    with pytest.raises(TauError, match="broke"):
+        P.pull(Cut(source(volume), 300_000), record(), dest, {"checkpoints"})
+    part = dest / "checkpoints" / "step-00000002" / ("model.bin" + P.PART)
+    assert part.stat().st_size == 300_000  # what arrived is kept
+    asked: list[int] = []
+    inner = source(volume)
+    original = inner.files.open
+
+    @contextmanager
+    def spy(path: str, offset: int = 0) -> Iterator[tuple[int, Iterator[bytes]]]:
+        asked.append(offset)
+        with original(path, offset) as got:
+            yield got
+
+    inner.files.open = spy  # type: ignore[method-assign]
+    got = P.pull(inner, record(), dest, {"checkpoints"})
+    assert got.ok and 300_000 in asked and not part.exists()
+    assert (dest / "checkpoints/step-00000002/model.bin").read_bytes() == BIG + b"!" * 100
+
+
+def test_a_file_that_is_not_what_the_manifest_says_is_named_and_not_kept(
+    volume: Path, tmp_path: Path
+) -> None:
+    seal(volume)
+    (volume / "runs/r1/outputs/result.txt").write_text(
+        "43\n"
+    )  # changed on the volume after the seal
+    (volume / "runs/r1/logs/driver.log").unlink()
+    got = P.pull(source(volume), record(), tmp_path / "here")
+    assert not got.ok
+    assert got.bad == ["outputs/result.txt (its bytes are not what MANIFEST.sha256 says)"]
+    assert got.missing == ["logs/driver.log"]
+    assert not (tmp_path / "here/outputs/result.txt").exists()
+    assert (tmp_path / "here/metrics.jsonl").is_file()  # the good ones are kept
+
+
+def test_a_running_run_pulls_what_it_has_unverified(volume: Path, tmp_path: Path) -> None:
+    got = P.pull(source(volume), record(), tmp_path / "here")
+    assert got.ok and not got.sealed and got.verified == 0
+    assert "metrics.jsonl" in got.unverified and len(got.unverified) == got.files == 6
+
+
+def test_local_edits_are_kept_unless_forced(volume: Path, tmp_path: Path) -> None:
+    seal(volume)
+    dest = tmp_path / "here"
+    P.pull(source(volume), record(), dest)
+    (dest / "outputs/result.txt").write_text("my notes\n")
+    got = P.pull(source(volume), record(), dest)
+    assert (
+        got.edited == ["outputs/result.txt"]
+        and (dest / "outputs/result.txt").read_text() == "my notes\n"
+    )
+    forced = P.pull(source(volume), record(), dest, force=True)
+    assert forced.edited == [] and (dest / "outputs/result.txt").read_text() == "42\n"
+
+
+def test_a_destination_that_is_a_file_is_refused(volume: Path, tmp_path: Path) -> None:
+    (tmp_path / "taken").write_text("x")
+    with pytest.raises(TauError, match="is a file"):
+        P.pull(source(volume), record(), tmp_path / "taken")
+
+
+def test_a_listing_that_points_outside_the_destination_writes_nothing_there(tmp_path: Path) -> None:
+    class Evil(P.FolderSource):
+        def tree(self) -> list[VolumeFile]:
+            return [
+                VolumeFile(path="../escaped", size=1, mtime=0),
+                VolumeFile(path="/etc/x", size=1, mtime=0),
+            ]
+
+    got = P.pull(Evil(tmp_path), record(), tmp_path / "dest")
+    assert len(got.bad) == 2 and not (tmp_path / "escaped").exists()
+
+
+def test_a_run_that_never_wrote_a_record_says_so(volume: Path, tmp_path: Path) -> None:
+    src = VolumeRecord(fake_serving(volume), record("r2"))
+    with pytest.raises(
+        P.RecordMissing, match="r2 has no record on the volume of workspace research"
+    ):
+        P.pull(src, record("r2"), tmp_path / "d")
+
+
+# --- through the Python API --------------------------------------------------------------------
+@pytest.fixture
+def adopted(volume: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A cluster run's local record under TAU_HOME, and its cluster answering from `volume`."""
+    monkeypatch.setenv("TAU_HOME", str(tmp_path / "home"))
+    rd = RunDir(tmp_path / "home" / "data" / "runs" / "r1")
+    rd.path.mkdir(parents=True)
+    rd.create(record())
+    fake = fake_serving(volume)
+    monkeypatch.setattr(
+        base, "for_record", lambda rec, context=None, say=None: KubeBackend(kube=fake)
+    )
+    return fake
+
+
+def test_metrics_of_a_cluster_run_come_from_its_volume(adopted: Any, volume: Path) -> None:
+    rows = client_runs.metrics("r1")
+    assert [(r["step"], r["run_id"]) for r in rows] == [(1, "r1"), (2, "r1")]
+    (volume / "runs/r1/metrics.jsonl").unlink()
+    assert client_runs.metrics("r1") == []  # none logged yet: no rows, not an error
+
+
+def test_pull_through_the_python_api(
+    adopted: Any, volume: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seal(volume)
+    monkeypatch.chdir(tmp_path)
+    got = client_runs.pull("r1", kinds=["outputs"])
+    assert got.ok and Path(got.to) == tmp_path / "r1"
+    assert (tmp_path / "r1/outputs/result.txt").read_text() == "42\n"
