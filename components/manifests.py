@@ -462,7 +462,9 @@ def workspace_files(cfg: PlatformConfig, ws: WorkspaceSpec) -> list[dict[str, An
         "metadata": _meta(name, ns, labels),
         "spec": {
             "selector": labels,
-            "ports": [{"name": "http", "port": naming.FILES_PORT, "targetPort": "http"}],
+            # unnamed: the proxy's path then names no port, and RBAC's resourceNames is the
+            # Service's name alone (a named port must be asked for as tau-files:http)
+            "ports": [{"port": naming.FILES_PORT, "targetPort": "http"}],
         },
     }
     return [code, deployment, service]
