@@ -467,7 +467,7 @@ def run_pull(
                  "not verified: the run has not sealed its record yet (it still runs, or it was "
                  "stopped before it could); complete checkpoints are final, the rest may grow")  # fmt: skip
         out(f"{got.run_id}: {got.files} file(s), {human_size(got.bytes)} from {got.source} in "
-            f"{got.to} ({got.fetched} fetched, {got.kept} already here); {check}")  # fmt: skip
+            f"{got.to} ({got.fetched} fetched{f', {got.resumed} of them resumed' if got.resumed else ''}, {got.kept} already here); {check}")  # fmt: skip
         for path in got.edited:
             say(f"kept your copy of {path}: it differs from the run's (--force replaces it)")
         for path in got.missing:

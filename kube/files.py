@@ -9,9 +9,10 @@ server cannot reach it, the user may not read it, or the file is not on the volu
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote, urlencode
 
 from pydantic import ValidationError
@@ -24,17 +25,37 @@ if TYPE_CHECKING:
     from taugrid.kube.client import KubeAPI, Reply
 
 ERROR_BODY_MAX = 4096
+T = TypeVar("T")
 
 
 class NotOnVolume(TauError):
     """The file or folder is not on the workspace volume."""
 
 
-class VolumeFiles:
-    """One workspace's volume (paths are relative to its /data)."""
+class Unreachable(TauError):
+    """The file server is there but has no ready pod, or the API server cannot reach it: a new
+    pod (its Deployment replaces an evicted one) may answer in a moment."""
 
-    def __init__(self, kube: KubeAPI, namespace: str, workspace: str) -> None:
+
+class VolumeFiles:
+    """One workspace's volume (paths are relative to its /data). `patience_s`: how long a read
+    waits for a file server that does not answer (0: not at all, as a status must not)."""
+
+    def __init__(
+        self, kube: KubeAPI, namespace: str, workspace: str, patience_s: float = 0
+    ) -> None:
         self.kube, self.namespace, self.workspace = kube, namespace, workspace
+        self.patience_s = patience_s
+
+    def _patiently(self, read: Callable[[], T]) -> T:
+        deadline = time.monotonic() + self.patience_s
+        while True:
+            try:
+                return read()
+            except Unreachable:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(1.0)
 
     @property
     def server(self) -> str:
@@ -68,17 +89,26 @@ class VolumeFiles:
     def open(self, path: str, offset: int = 0) -> Iterator[tuple[int, Iterator[bytes]]]:
         """(the file's whole size, its bytes from `offset`)."""
         headers = {"Range": f"bytes={offset}-"} if offset else {}
-        with self.kube.service_get(
-            self.namespace, naming.FILES_SERVICE, f"file/{_rel(path)}", headers
-        ) as r:
-            if r.status == 416 and offset:  # nothing after offset: the file is that long
-                total = (_header(r, "Content-Range") or "*/0").rpartition("/")[2]
-                yield int(total) if total.isdigit() else offset, iter(())
-                return
-            if r.status not in (200, 206):
-                raise self._failure(r, path)
-            size = int(_header(r, "X-File-Size") or _header(r, "Content-Length") or 0)
-            yield size, r.chunks
+        deadline = time.monotonic() + self.patience_s
+        while True:
+            with ExitStack() as stack:
+                r = stack.enter_context(
+                    self.kube.service_get(
+                        self.namespace, naming.FILES_SERVICE, f"file/{_rel(path)}", headers
+                    )
+                )
+                if r.status == 416 and offset:  # nothing after offset: the file is that long
+                    total = (_header(r, "Content-Range") or "*/0").rpartition("/")[2]
+                    yield int(total) if total.isdigit() else offset, iter(())
+                    return
+                if r.status in (200, 206):
+                    size = int(_header(r, "X-File-Size") or _header(r, "Content-Length") or 0)
+                    yield size, r.chunks
+                    return
+                failure = self._failure(r, path)
+            if not isinstance(failure, Unreachable) or time.monotonic() >= deadline:
+                raise failure
+            time.sleep(1.0)
 
     def text(self, path: str) -> str:
         with self.open(path) as (_size, chunks):
@@ -86,6 +116,9 @@ class VolumeFiles:
 
     # --- what went wrong, in words ----------------------------------------------------------
     def _json(self, target: str, shown: str) -> dict[str, Any]:
+        return self._patiently(lambda: self._json_once(target, shown))
+
+    def _json_once(self, target: str, shown: str) -> dict[str, Any]:
         with self.kube.service_get(self.namespace, naming.FILES_SERVICE, target) as r:
             if r.status != 200:
                 raise self._failure(r, shown)
@@ -138,12 +171,14 @@ class VolumeFiles:
                 "`tau platform up` applies it",
             )
         if "no endpoints available" in message:
-            return TauError(
+            return Unreachable(
                 f"{self.server} is not ready (no ready pod)",
                 exit_code=EXIT_PLATFORM,
                 hint=f"its pods: the Deployment {naming.FILES_SERVICE} in {self.namespace}",
             )
-        return TauError(
+        # 502/503/504: the API server could not reach it (a pod being replaced)
+        kind = Unreachable if r.status in (502, 503, 504) else TauError
+        return kind(
             f"{self.server} does not answer: HTTP {r.status}: {message.strip() or 'no message'}",
             exit_code=EXIT_PLATFORM,
             hint="try again; if it stays, its pod's log says why",

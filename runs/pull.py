@@ -27,6 +27,7 @@ from taugrid.api.observations import VolumeFile
 
 PART = ".tau-part"
 WORKERS = 4  # files fetched at once (each is a round trip through the API server)
+ATTEMPTS = 3  # reads of one file whose connection broke, each going on from the bytes that arrived
 KINDS = ("outputs", "checkpoints", "metrics", "logs")
 
 
@@ -120,6 +121,7 @@ class Pulled:
     bytes: int = 0
     fetched: int = 0  # files (or their rest) read now
     kept: int = 0  # already here and matching
+    resumed: int = 0  # fetched on from the bytes an earlier, cut-off pull left
     verified: int = 0  # checked against MANIFEST.sha256
     unverified: list[str] = field(default_factory=list)  # no manifest yet (the run still runs)
     bad: list[str] = field(default_factory=list)  # not what the manifest says: not kept
@@ -214,11 +216,23 @@ def pull(source: RecordSource, rec: RunRecord, dest: Path, kinds: set[str] | Non
         h = _sha256(part) if offset else hashlib.sha256()
         if offset:
             tell(offset, f.path)
-        with source.open(f.path, offset) as (_size, chunks), part.open("ab") as out:
-            for chunk in chunks:
-                out.write(chunk)
-                h.update(chunk)
-                tell(len(chunk), f.path)
+        for attempt in range(1, ATTEMPTS + 1):  # a connection that breaks: go on from what arrived
+            try:
+                with source.open(f.path, part.stat().st_size if part.exists() else 0) as (_size, chunks), \
+                        part.open("ab") as out:  # fmt: skip
+                    for chunk in chunks:
+                        out.write(chunk)
+                        h.update(chunk)
+                        tell(len(chunk), f.path)
+                break
+            except RecordMissing:
+                raise
+            except TauError:
+                if attempt == ATTEMPTS:
+                    raise
+        if offset:
+            with lock:
+                result.resumed += 1
         if digest and h.hexdigest() != digest:
             part.unlink()
             with lock:

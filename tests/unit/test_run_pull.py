@@ -106,10 +106,12 @@ def test_only_the_kinds_asked_for(volume: Path, tmp_path: Path) -> None:
 
 
 class Cut:
-    """A source whose reads break after `after` bytes (a connection cut mid-file)."""
+    """A source whose reads break after `after` bytes (a connection cut mid-file), the first
+    `times` times it is opened."""
 
-    def __init__(self, inner: VolumeRecord, after: int) -> None:
-        self.inner, self.after, self.where = inner, after, inner.where
+    def __init__(self, inner: VolumeRecord, after: int, times: int = 1_000) -> None:
+        self.inner, self.after, self.times, self.where = inner, after, times, inner.where
+        self.offsets: list[int] = []
 
     def tree(self) -> list[VolumeFile]:
         return self.inner.tree()
@@ -119,12 +121,18 @@ class Cut:
 
     @contextmanager
     def open(self, rel: str, offset: int = 0) -> Iterator[tuple[int, Iterator[bytes]]]:
+        if not rel.endswith("model.bin"):  # the one file larger than a cut
+            with self.inner.open(rel, offset) as got:
+                yield got
+            return
+        self.offsets.append(offset)
+        cut = len(self.offsets) <= self.times
         with self.inner.open(rel, offset) as (size, chunks):
 
             def broken() -> Iterator[bytes]:
                 sent = 0
                 for chunk in chunks:
-                    if sent + len(chunk) > self.after:
+                    if cut and sent + len(chunk) > self.after:
                         yield chunk[: self.after - sent]
                         raise TauError("the connection to the service tau-files broke")
                     sent += len(chunk)
@@ -133,27 +141,61 @@ class Cut:
             yield size, broken()
 
 
+def test_a_connection_that_breaks_is_read_on_from_what_arrived(
+    volume: Path, tmp_path: Path
+) -> None:
+    seal(volume)
+    src = Cut(source(volume), 300_000, times=2)
+    got = P.pull(src, record(), tmp_path / "here", {"checkpoints"})
+    assert got.ok and src.offsets == [0, 300_000, 600_000]
+    assert (tmp_path / "here/checkpoints/step-00000002/model.bin").read_bytes() == BIG + b"!" * 100
+
+
 def test_a_cut_off_pull_resumes_where_it_stopped(volume: Path, tmp_path: Path) -> None:
+    """Every read breaks: the pull fails after its attempts, keeping what arrived; run again,
+    it reads on from there (as after kill -9)."""
     seal(volume)
     dest = tmp_path / "here"
     with pytest.raises(TauError, match="broke"):
         P.pull(Cut(source(volume), 300_000), record(), dest, {"checkpoints"})
     part = dest / "checkpoints" / "step-00000002" / ("model.bin" + P.PART)
-    assert part.stat().st_size == 300_000  # what arrived is kept
-    asked: list[int] = []
-    inner = source(volume)
-    original = inner.files.open
-
-    @contextmanager
-    def spy(path: str, offset: int = 0) -> Iterator[tuple[int, Iterator[bytes]]]:
-        asked.append(offset)
-        with original(path, offset) as got:
-            yield got
-
-    inner.files.open = spy  # type: ignore[method-assign]
-    got = P.pull(inner, record(), dest, {"checkpoints"})
-    assert got.ok and 300_000 in asked and not part.exists()
+    assert part.stat().st_size == 300_000 * P.ATTEMPTS  # what arrived is kept
+    src = Cut(source(volume), 10**9)
+    got = P.pull(src, record(), dest, {"checkpoints"})
+    assert got.ok and got.resumed == 1 and 300_000 * P.ATTEMPTS in src.offsets and not part.exists()
     assert (dest / "checkpoints/step-00000002/model.bin").read_bytes() == BIG + b"!" * 100
+
+
+def test_a_file_server_being_replaced_is_waited_for_a_status_is_not(
+    volume: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seal(volume)
+    fake = fake_serving(volume)
+    serve = fake.services[(NS, naming.FILES_SERVICE)]
+    down = {"left": 2}
+
+    def flaky(path: str, headers: dict[str, str]) -> Reply:
+        if down["left"]:
+            down["left"] -= 1
+            doc = {
+                "kind": "Status",
+                "code": 503,
+                "message": 'no endpoints available for service "tau-files"',
+            }
+            return Reply(503, {}, iter((json.dumps(doc).encode(),)))
+        return serve(path, headers)
+
+    fake.services[(NS, naming.FILES_SERVICE)] = flaky
+    monkeypatch.setattr(
+        "taugrid.kube.files.time.sleep", lambda _s: None
+    )  # the waits, not their length
+    got = P.pull(VolumeRecord(fake, record()), record(), tmp_path / "here")
+    assert got.ok and down["left"] == 0
+    down["left"] = 1
+    from taugrid.kube.files import Unreachable, VolumeFiles
+
+    with pytest.raises(Unreachable, match="not ready"):
+        VolumeFiles(fake, NS, "research").progress("runs/r1", "checkpoints", "outputs")
 
 
 def test_a_file_that_is_not_what_the_manifest_says_is_named_and_not_kept(

@@ -14,14 +14,16 @@ from taugrid.kube.client import KubeAPI
 from taugrid.kube.files import NotOnVolume, VolumeFiles
 from taugrid.runs.pull import RecordMissing
 
+PATIENCE_S = 60.0  # a file server being replaced (evicted, rolled) has this long to answer again
+
 
 class VolumeRecord:
     """`rec`'s record: /data/runs/<run-id>/ on the volume of its workspace."""
 
-    def __init__(self, kube: KubeAPI, rec: RunRecord) -> None:
+    def __init__(self, kube: KubeAPI, rec: RunRecord, patience_s: float = PATIENCE_S) -> None:
         h = rec.handle
         assert isinstance(h, (KubeHandle, PulumiHandle))
-        self.files = VolumeFiles(kube, h.namespace, rec.workspace)
+        self.files = VolumeFiles(kube, h.namespace, rec.workspace, patience_s)
         self.prefix = C.run_volume_path(rec.run_id)
         self.run_id = rec.run_id
         self.where = f"the volume of workspace {rec.workspace}"
