@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from conftest import run_tau as tau
 from kubekit import wait_until
-from sandboxkit import kube_env, sig, status, submit
+from sandboxkit import admin, kube_env, sig, status, submit
 
 from taugrid.infra import realnodes
 from taugrid.infra.controlplane import binaries_dir
@@ -275,6 +275,69 @@ def test_a_jobs_data_input_is_laid_out_from_the_workspace_registry_and_checked(
     assert st["phase"] == "Failed" and st["termination_reason"] == "Failed", st
     logs = tau(real, "run", "logs", run_id, env=kube_env(real)).stdout
     assert "part-0.txt changed in the registry" in logs and "read 3 words" not in logs, logs
+
+
+PROGRESS_SCRIPT = """
+import os, time, tau_run
+for step in range(1, 31):
+    tau_run.log(step, loss=1.0 / step)
+    if step % 10 == 0:
+        with tau_run.checkpoint(step) as d:
+            (d / "weights.bin").write_bytes(os.urandom(1 << 20))
+    print("step", step, flush=True)
+    time.sleep(1)
+os.makedirs(os.environ["TAU_OUTPUT_DIR"], exist_ok=True)
+open(os.path.join(os.environ["TAU_OUTPUT_DIR"], "answer.txt"), "w").write("42")
+"""
+
+
+def test_a_cluster_run_s_progress_is_live_and_its_results_reach_another_machine(
+    real: Path, tmp_path: Path
+) -> None:
+    """A run that logs 30 steps over ~30 s, a checkpoint every 10: `tau run status --watch`
+    shows its step and newest checkpoint moving while it runs (read from the workspace volume
+    through its file server). After it ends, a second TAU_HOME (a teammate's machine: it never
+    saw the run) reads its curve, pulls its whole record verified, and reads its log from the
+    volume once its pods are gone."""
+    run_id = submit(real, project(tmp_path / "p", "progress", PROGRESS_SCRIPT))
+    res = tau(real, "run", "status", run_id, "--watch", "-o", "json", env=kube_env(real),
+              timeout=300)  # fmt: skip
+    docs = [json.loads(line) for line in res.stdout.splitlines()]
+    assert docs and docs[-1]["phase"] == "Succeeded", (res.stderr, docs[-1:])
+    running = [d for d in docs if d["phase"] == "Running"]
+    steps = [d["last_step"] for d in running if d.get("last_step") is not None]
+    assert len(set(steps)) >= 3 and steps == sorted(steps), steps  # it moved, forward
+    assert all(sig(d, "Progressing")["state"] == "true" for d in running if d.get("last_step"))
+    saved = {sig(d, "ArtifactSaved")["reason"] for d in running}
+    assert any("(step 10)" in r for r in saved) and any("(step 20)" in r for r in saved), saved
+    final = sig(docs[-1], "ArtifactSaved")["reason"]
+    assert "3 complete checkpoint(s)" in final and "record sealed" in final, final
+
+    other = tmp_path / "teammate"  # another machine: its own TAU_HOME
+    rows = json.loads(tau(other, "run", "metrics", run_id, "-o", "json", env=kube_env(real)).stdout)
+    assert [r["step"] for r in rows] == list(range(1, 31))
+    pulled = tau(other, "run", "pull", run_id, "--to", str(tmp_path / "got"), "-o", "json",
+                 env=kube_env(real))  # fmt: skip
+    assert pulled.returncode == 0, pulled.stderr
+    got = json.loads(pulled.stdout)
+    assert got["ok"] and got["sealed"] and got["verified"] == got["files"] - 1, got
+    from taugrid.runs.evidence import RunDir
+
+    assert RunDir(tmp_path / "got").verify()[1] == []
+    assert (tmp_path / "got" / "outputs" / "answer.txt").read_text() == "42"
+    assert len(list((tmp_path / "got" / "checkpoints").glob("step-*/weights.bin"))) == 3
+
+    api = admin(real)  # the pods go (as they do on AKS when a node is recycled)
+    pods = api.resources.get(api_version="v1", kind="Pod")
+    for pod in pods.get(namespace="research", label_selector=f"job-name={run_id}").items:
+        pods.delete(name=pod.metadata.name, namespace="research", grace_period_seconds=0)
+    wait_until(
+        lambda: not pods.get(namespace="research", label_selector=f"job-name={run_id}").items,
+        timeout=120, what="the run's pods to be gone",
+    )  # fmt: skip
+    logs = tau(other, "run", "logs", run_id, env=kube_env(real))
+    assert logs.returncode == 0, logs.stderr
+    assert "from the volume of workspace research" in logs.stderr and "step 30" in logs.stdout
 
 
 def test_a_pod_over_its_memory_limit_is_oomkilled_and_status_says_so(

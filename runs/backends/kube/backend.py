@@ -532,11 +532,12 @@ class KubeBackend(Connected, Template):
 
     def changes(self, runs: Sequence[RunDir]) -> Iterator[None]:
         """Once now, then once per burst of changes to the runs' objects (the watch API on
-        workloads, Kueue Workloads, pods and TauRuns of their namespaces): no polling."""
+        workloads, Kueue Workloads, pods and TauRuns of their namespaces), and at least every
+        PROGRESS_EVERY_S: a run's progress is in its record on the volume, which no watch sees."""
         feed = self.feed(runs)
         yield None
         while True:
-            feed.wait(None)
+            feed.wait(PROGRESS_EVERY_S)
             yield None
 
     def feed(self, runs: Sequence[RunDir]) -> ChangeFeed:
@@ -811,9 +812,9 @@ class KubeBackend(Connected, Template):
 
 
 GET_EACH_UP_TO = 8  # runs of one namespace observed with a GET each (more: one LIST)
-PROGRESS_UP_TO = (
-    8  # runs observed at once whose progress is read from the volume (a status, not a list)
-)
+# runs observed at once whose progress is read from the volume (a status, not a list)
+PROGRESS_UP_TO = 8
+PROGRESS_EVERY_S = 5.0  # a watched run's progress is read again at least this often (lag <= 10 s)
 FOLLOW_SETTLE_S = 2.0  # after a log stream ends, at most this long until the next look
 FOLLOW_FALLBACK_S = 30.0  # a look at least this often, should a watch have broken silently
 
