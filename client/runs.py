@@ -548,7 +548,8 @@ def verify(run: str, *, context: str | None = None, say: Say = _quiet) -> Verifi
 @dataclass(frozen=True)
 class Artifacts:
     """What a run left in its evidence record: complete checkpoints (newest last), output
-    files (relative paths, at most `limit`), and the runs resumed from it."""
+    files (relative paths, at most `limit`), and the runs resumed from it. A cluster run's are
+    read from its record on the workspace volume; `note` says why they could not be."""
 
     checkpoint_dir: str
     checkpoints: list[dict[str, Any]]
@@ -556,6 +557,7 @@ class Artifacts:
     outputs: list[str]
     more_outputs: int
     children: list[str]
+    note: str | None = None
 
 
 def artifacts(run: str, *, context: str | None = None, limit: int = 200) -> Artifacts:
@@ -563,9 +565,6 @@ def artifacts(run: str, *, context: str | None = None, limit: int = 200) -> Arti
 
     rd = find(run, context=context)
     rec = rd.read_record()
-    out_dir = rd.path / rec.output_subdir
-    files = sorted(str(p.relative_to(out_dir)) for p in out_dir.rglob("*") if p.is_file()) \
-        if out_dir.is_dir() else []  # fmt: skip
     children = []
     try:
         for line in (rd.path / "lineage.jsonl").read_text(encoding="utf-8").splitlines():
@@ -577,8 +576,34 @@ def artifacts(run: str, *, context: str | None = None, limit: int = 200) -> Arti
                 children.append(child)
     except FileNotFoundError:
         pass
-    return Artifacts(str(rd.checkpoint_dir(rec.checkpoint_subdir)),
-                     rd.complete_checkpoints(rec.checkpoint_subdir), str(out_dir), files[:limit],
+    if rec.target == "local":
+        out_dir = rd.path / rec.output_subdir
+        files = sorted(str(p.relative_to(out_dir)) for p in out_dir.rglob("*") if p.is_file()) \
+            if out_dir.is_dir() else []  # fmt: skip
+        return Artifacts(str(rd.checkpoint_dir(rec.checkpoint_subdir)),
+                         rd.complete_checkpoints(rec.checkpoint_subdir), str(out_dir), files[:limit],
+                         max(0, len(files) - limit), children)  # fmt: skip
+    volume = f"{C.run_dir(rec.run_id)} on the volume of workspace {rec.workspace}"
+    ckpt_dir, out_prefix = rec.checkpoint_subdir.strip("/"), rec.output_subdir.strip("/") + "/"
+    try:
+        source = _record_source(rd, context)
+        tree = source.tree()
+        index = json.loads(source.text(f"{ckpt_dir}/{C.CHECKPOINT_INDEX_FILENAME}")) \
+            if any(f.path == f"{ckpt_dir}/{C.CHECKPOINT_INDEX_FILENAME}" for f in tree) else {}  # fmt: skip
+    except (TauError, ValueError) as e:
+        note = e.message if isinstance(e, TauError) else f"its checkpoint index is not JSON ({e})"
+        return Artifacts(
+            f"{volume}/{ckpt_dir}", [], f"{volume}/{out_prefix}", [], 0, children, note
+        )
+    folders = {
+        f.path.split("/")[1]
+        for f in tree
+        if f.path.startswith(ckpt_dir + "/") and f.path.count("/") >= 2
+    }
+    entries = index.get("complete") if isinstance(index, dict) else None
+    done = [e for e in entries or [] if isinstance(e, dict) and e.get("path") in folders]
+    files = sorted(f.path.removeprefix(out_prefix) for f in tree if f.path.startswith(out_prefix))
+    return Artifacts(f"{volume}/{ckpt_dir}", done, f"{volume}/{out_prefix}", files[:limit],
                      max(0, len(files) - limit), children)  # fmt: skip
 
 

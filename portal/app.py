@@ -471,9 +471,14 @@ def _models_from(run_id: str) -> list[Any]:
 
 
 def _metric_rows(run_id: str, context: str | None) -> list[dict[str, Any]]:
+    """The run's curves; none when they cannot be read (a cluster run's volume: the page's
+    checkpoints section says why)."""
     from taugrid.client import runs as client
 
-    return client.metrics(run_id, context=context)
+    try:
+        return client.metrics(run_id, context=context)
+    except TauError:
+        return []
 
 
 def _log_lines(run_id: str, context: str | None) -> list[str]:

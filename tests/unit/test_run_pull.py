@@ -290,3 +290,19 @@ def test_pull_through_the_python_api(
     got = client_runs.pull("r1", kinds=["outputs"])
     assert got.ok and Path(got.to) == tmp_path / "r1"
     assert (tmp_path / "r1/outputs/result.txt").read_text() == "42\n"
+
+
+def test_artifacts_of_a_cluster_run_are_read_from_its_volume(adopted: Any, volume: Path) -> None:
+    half = volume / "runs/r1/checkpoints/step-00000004"  # written, never indexed: not complete
+    half.mkdir()
+    (half / "model.bin").write_bytes(b"half")
+    made = client_runs.artifacts("r1")
+    assert [c["step"] for c in made.checkpoints] == [2] and made.outputs == ["result.txt"]
+    assert made.note is None and "on the volume of workspace research" in made.checkpoint_dir
+
+
+def test_artifacts_say_why_a_volume_could_not_be_read(adopted: Any) -> None:
+    adopted.services.clear()  # no file server in this workspace
+    made = client_runs.artifacts("r1")
+    assert made.checkpoints == [] and made.outputs == []
+    assert made.note and "has no file server" in made.note
