@@ -105,12 +105,17 @@ def lineage_metric_rows(
 ) -> list[dict[str, Any]]:
     """Metric rows across a resume lineage: each ancestor's rows up to the step its child
     resumed from, then the run's own; each row names its run. `rows_of` reads a run's rows
-    (default: its record here; a cluster run's are on its workspace volume)."""
+    (default: its record here; a cluster run's are on its workspace volume). Where the step a
+    child resumed from is not recorded (a cluster run's pod picks "the newest" checkpoint), the
+    child's first row says it: the parent's rows stop before it."""
+    chain = lineage(rd)
+    rows = [rows_of(run) if rows_of else run.metric_rows() for run, _ in chain]
     out: list[dict[str, Any]] = []
-    for run, upto in lineage(rd):
-        run_id = run.run_id
-        for row in rows_of(run) if rows_of else run.metric_rows():
+    for i, (run, upto) in enumerate(chain):
+        if upto is None and i + 1 < len(chain) and rows[i + 1]:
+            upto = int(rows[i + 1][0]["step"]) - 1
+        for row in rows[i]:
             if upto is None or row["step"] <= upto:
-                row["run_id"] = run_id  # a fresh dict per read: named in place
+                row["run_id"] = run.run_id  # a fresh dict per read: named in place
                 out.append(row)
     return out

@@ -340,6 +340,45 @@ def test_a_cluster_run_s_progress_is_live_and_its_results_reach_another_machine(
     assert "from the volume of workspace research" in logs.stderr and "step 30" in logs.stdout
 
 
+RESUMABLE = """
+import sys, tau_run
+start = tau_run.resume_step()
+print("starting after step", start, flush=True)
+for step in range(start + 1, 21):
+    tau_run.log(step, loss=1.0 / step)
+    if step % 10 == 0:
+        with tau_run.checkpoint(step) as d:
+            (d / "state.txt").write_text(str(step))
+    if step == 15 and start == 0:
+        sys.exit("a fault at step 15")
+"""
+
+
+def test_resume_of_a_cluster_run_continues_from_its_checkpoint_on_the_volume(
+    real: Path, tmp_path: Path
+) -> None:
+    """A run that fails at step 15 after a checkpoint at step 10; `tau run resume` starts a new
+    run whose pod resolves the parent's newest checkpoint on the volume: its steps go on from 11,
+    and the metrics of the lineage are one curve, 1 to 20."""
+    folder = project(tmp_path / "p", "resumable", RESUMABLE, "resilience: {max_retries: 0}\n")
+    parent = submit(real, folder)
+    assert wait_phase(real, parent, {"Succeeded", "Failed"})["phase"] == "Failed"
+    res = tau(real, "run", "resume", parent, "-d", env=kube_env(real))
+    assert res.returncode == 0, res.stderr
+    child = res.stdout.strip().splitlines()[-1]
+    st = wait_phase(real, child, {"Succeeded", "Failed"})
+    assert st["phase"] == "Succeeded", (
+        st,
+        tau(real, "run", "logs", child, env=kube_env(real)).stdout,
+    )
+    rows = json.loads(tau(real, "run", "metrics", child, "-o", "json", env=kube_env(real)).stdout)
+    assert [(r["step"], r["run_id"]) for r in rows] == [
+        *((i, parent) for i in range(1, 11)),
+        *((i, child) for i in range(11, 21)),
+    ]
+    assert "starting after step 10" in tau(real, "run", "logs", child, env=kube_env(real)).stdout
+
+
 def test_a_pod_over_its_memory_limit_is_oomkilled_and_status_says_so(
     real: Path, tmp_path: Path
 ) -> None:

@@ -306,3 +306,27 @@ def test_artifacts_say_why_a_volume_could_not_be_read(adopted: Any) -> None:
     made = client_runs.artifacts("r1")
     assert made.checkpoints == [] and made.outputs == []
     assert made.note and "has no file server" in made.note
+
+
+def test_a_resumed_cluster_run_s_curve_cuts_its_parent_where_the_child_began(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cluster child records "@newest" (its pod picked the checkpoint): the parent's rows stop
+    before the child's first step, so the lineage is one curve, not a doubled stretch."""
+    from taugrid.api.evidence import Lineage
+    from taugrid.runs.index import lineage_metric_rows
+
+    monkeypatch.setenv("TAU_HOME", str(tmp_path))
+    root = tmp_path / "data" / "runs"
+    parent, child = RunDir(root / "p1"), RunDir(root / "c1")
+    for rd, rec in ((parent, record("p1")), (child, record("c1"))):
+        rd.path.mkdir(parents=True)
+        rd.create(rec)
+    lineage = Lineage(run_id="p1", checkpoint="/data/runs/p1/checkpoints/@newest")
+    child.write_record(child.read_record().model_copy(update={"resumed_from": lineage}))
+    rows = {"p1": [{"step": i} for i in range(1, 16)], "c1": [{"step": i} for i in range(11, 21)]}
+    got = lineage_metric_rows(child, lambda rd: [dict(r) for r in rows[rd.run_id]])
+    assert [(r["step"], r["run_id"]) for r in got] == [
+        *((i, "p1") for i in range(1, 11)),
+        *((i, "c1") for i in range(11, 21)),
+    ]
