@@ -75,6 +75,7 @@ QUARANTINED_AT_ANNOTATION: Final = f"{GROUP}/quarantined-at"  # when (a time is 
 DATA_DIR: Final = "/data"
 CODE_DIR: Final = "/code"
 RUNS_SUBDIR: Final = "runs"
+REGISTRY_SUBDIR: Final = "registry"  # a workspace volume's data registry: /data/registry
 DATASETS_SUBDIR: Final = "datasets"
 DEFAULT_CHECKPOINT_SUBDIR: Final = "checkpoints"
 DEFAULT_OUTPUT_SUBDIR: Final = "outputs"

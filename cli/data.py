@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from taugrid.cli.options import JsonOpt, ReportFormat
+from taugrid.cli.options import ContextOpt, JsonOpt, ReportFormat
 from taugrid.cli.output import dump_json, human_size, out, progress_bar, say
 
 app = typer.Typer(no_args_is_help=True,
@@ -89,8 +89,10 @@ def _verbs(kind: Any) -> typer.Typer:
             checkpoint: Annotated[str, typer.Option("--checkpoint", help="latest, best (by the run's primary metric) or a path")] = "latest",
             purpose: PurposeOpt = None, description: DescOpt = None, tag: TagOpt = None,
             registry: RegistryOpt = None, output: JsonOpt = ReportFormat.text,
+            context: ContextOpt = None,
         ) -> None:  # fmt: skip
-            """Register a model: a run's checkpoint (with its lineage) or a file or folder."""
+            """Register a model: a run's checkpoint (with its lineage) or a file or folder. A
+            cluster run's goes into its workspace's registry (--registry picks another)."""
             from taugrid.api.data import parse_tags
             from taugrid.api.errors import EXIT_USAGE, TauError
             from taugrid.client import data
@@ -102,7 +104,8 @@ def _verbs(kind: Any) -> typer.Typer:
                 if from_run:
                     got = data.register_model_from_run(name, from_run, checkpoint=checkpoint,
                                                        purpose=purpose, description=description,
-                                                       tags=tags, registry=registry, progress=bar)  # fmt: skip
+                                                       tags=tags, registry=registry, progress=bar,
+                                                       context=context, say=say)  # fmt: skip
                 else:
                     assert path is not None
                     got = data.register("model", name, path, purpose=purpose, description=description,

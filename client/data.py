@@ -9,6 +9,7 @@ store that cannot be used.
 from __future__ import annotations
 
 import builtins
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from taugrid.api.data import (
     parse_ref,
     short,
 )
-from taugrid.api.errors import EXIT_USAGE, TauError
+from taugrid.api.errors import EXIT_PLATFORM, EXIT_RUN_FAILED, EXIT_USAGE, TauError
 from taugrid.data.store import Collected, Copied, Progress, Registered, default_store
 from taugrid.data.store import registry_url as registry_url
 
@@ -56,65 +57,147 @@ def register(kind: Kind, name: str, path: str | Path, *, purpose: str | None = N
 def register_model_from_run(name: str, run: str, *, checkpoint: str = "latest",
                             purpose: str | None = None, description: str | None = None,
                             tags: dict[str, str] | None = None, registry: str | None = None,
-                            progress: Progress | None = None) -> Registered:  # fmt: skip
-    """A run's checkpoint as a model version, with its lineage (the run, its config hash, code
-    revision and the metrics at that checkpoint). `checkpoint`: latest, best (by the run's
-    primary metric and its direction) or a path."""
+                            progress: Progress | None = None, context: str | None = None,
+                            say: Callable[[str], None] | None = None) -> Registered:  # fmt: skip
+    """A run's checkpoint as a model version, with its lineage (the run, its input versions,
+    config hash, code revision and the metrics at that checkpoint). `checkpoint`: latest, best
+    (by the run's primary metric and its direction) or a checkpoint's folder name.
+
+    A cluster run's checkpoint is where the run left it, on its workspace volume; it goes into
+    the workspace's registry (`registry` overrides). Where that registry is the volume's own
+    folder and this machine reaches it, the files are registered where they are; else they are
+    read through the workspace's file server, checked against the run's sealed manifest, and the
+    command says how much came through this machine."""
     from taugrid.client.runs import find
 
-    rd = find(run)
+    rd = find(run, context=context)
     rec = rd.read_record()
-    path, step = _checkpoint(rd, checkpoint)
-    metrics = _metrics_at(rd, step)
+    if rec.target == "local":
+        ckpts, rows = rd.complete_checkpoints(rec.checkpoint_subdir), rd.metric_rows()
+        folder = rd.checkpoint_dir(rec.checkpoint_subdir)
+        if checkpoint in ("latest", "best"):
+            chosen, step = _checkpoint(rec, ckpts, rows, checkpoint)
+            path = folder / chosen
+        else:  # any folder of the run's (or an absolute path), complete or not
+            path = Path(checkpoint) if Path(checkpoint).is_absolute() else folder / checkpoint
+            if not path.exists():
+                raise TauError(f"checkpoint {checkpoint}: not found in run {rd.run_id}", exit_code=EXIT_USAGE,
+                               hint=f"complete ones: {', '.join(c['path'] for c in ckpts) or 'none'}")  # fmt: skip
+            chosen = path.name
+            step = next((c.get("step") for c in ckpts if c["path"] == chosen), None)
+        return default_store(registry).register("model", name, path, _created(rec.run_id), purpose=purpose,
+                                                description=description, tags=tags,
+                                                lineage=_lineage(rec, chosen, rows, step), progress=progress)  # fmt: skip
+    from taugrid.client import runs
+
+    made = runs.artifacts(run, context=context)
+    if made.note:
+        raise TauError(
+            f"the checkpoints of {rec.run_id} cannot be read: {made.note}", exit_code=EXIT_PLATFORM
+        )
+    own = [r for r in runs.metrics(run, context=context) if r.get("run_id") == rec.run_id]
+    chosen, step = _checkpoint(rec, made.checkpoints, own, checkpoint)
+    if registry:
+        store = default_store(registry)
+    else:  # the workspace's own, declared by its platform: made on first use, as a run's inputs
+        from taugrid.data.store import open_store
+
+        store = open_store(_workspace_registry(rec, context), create=True)
+    lineage = _lineage(rec, chosen, own, step)
+    rel = f"{rec.checkpoint_subdir.strip('/')}/{chosen}"
+    in_place = _on_the_volume(store.url, rec.run_id, rel)
+    tell = say or (lambda _m: None)
+    if in_place is not None:
+        tell(f"registering {rel} of {rec.run_id} where the run left it ({in_place})")
+        return store.register("model", name, in_place, _created(rec.run_id), purpose=purpose,
+                              description=description, tags=tags, lineage=lineage, progress=progress)  # fmt: skip
+    import tempfile
+
+    from taugrid.runs.paths import tau_home
+
+    scratch = tau_home() / "tmp"
+    scratch.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=scratch, prefix=f"{rec.run_id}-") as tmp:
+        got = runs.pull(run, to=tmp, kinds=["checkpoints"], context=context)
+        if not got.ok:
+            raise TauError(f"the checkpoint of {rec.run_id} is not what its record says: "
+                           f"{', '.join(got.bad + got.missing)}", exit_code=EXIT_RUN_FAILED)  # fmt: skip
+        tell(f"read {rel} of {rec.run_id} through the workspace's file server ({got.bytes} bytes "
+             f"through this machine, checked against the run's manifest)")  # fmt: skip
+        return store.register("model", name, Path(tmp) / rel, _created(rec.run_id), purpose=purpose,
+                              description=description, tags=tags, lineage=lineage, progress=progress)  # fmt: skip
+
+
+def _workspace_registry(rec: Any, context: str | None) -> str:
+    from taugrid.runs.backends.kube.backend import KubeBackend
+
+    ws = KubeBackend(context).workspace(rec.workspace)
+    if not ws.registry:
+        raise TauError(f"workspace {rec.workspace} declares no data registry to register the model in",
+                       exit_code=EXIT_USAGE, hint="--registry URL (e.g. file:///shared/registry)")  # fmt: skip
+    return ws.registry
+
+
+def _on_the_volume(store_url: str, run_id: str, rel: str) -> Path | None:
+    """The checkpoint's folder as this machine reaches it, when the registry is the workspace
+    volume's own `registry` folder (file://) and the run's record is beside it."""
+    if not store_url.startswith("file://"):
+        return None
+    from taugrid.api import constants as C
+
+    root = Path(store_url.removeprefix("file://"))
+    if root.name != C.REGISTRY_SUBDIR:
+        return None
+    folder = root.parent / C.RUNS_SUBDIR / run_id / rel
+    return folder if folder.is_dir() else None
+
+
+def _lineage(rec: Any, checkpoint: str, rows: list[dict[str, Any]], step: int | None) -> Lineage:
     inputs = [DataInput(name=i.name, version=i.version) for i in rec.inputs if i.kind == "dataset"]
-    lineage = Lineage(run=rec.run_id, inputs=inputs, config_hash=rec.config_hash,
-                      code_revision=rec.code_revision, checkpoint=path.name, metrics=metrics)  # fmt: skip
-    return default_store(registry).register("model", name, path, _created(rec.run_id), purpose=purpose,
-                                    description=description, tags=tags, lineage=lineage,
-                                    progress=progress)  # fmt: skip
+    return Lineage(run=rec.run_id, inputs=inputs, config_hash=rec.config_hash,
+                   code_revision=rec.code_revision, checkpoint=checkpoint,
+                   metrics=_metrics_at(rows, step))  # fmt: skip
 
 
-def _checkpoint(rd: Any, which: str) -> tuple[Path, int | None]:
-    ckpts = rd.complete_checkpoints()
+def _checkpoint(rec: Any, ckpts: list[dict[str, Any]], rows: list[dict[str, Any]],
+                which: str) -> tuple[str, int | None]:  # fmt: skip
+    """(the checkpoint's folder name, its step): latest, best by the primary metric, or named."""
     if which not in ("latest", "best"):
-        p = Path(which)
-        p = p if p.is_absolute() else rd.checkpoint_dir() / which
-        if not p.exists():
-            raise TauError(f"checkpoint {which}: not found in run {rd.run_id}", exit_code=EXIT_USAGE,
+        found = next((c for c in ckpts if c["path"] == which), None)
+        if found is None:
+            raise TauError(f"checkpoint {which}: not a complete checkpoint of run {rec.run_id}",
+                           exit_code=EXIT_USAGE,
                            hint=f"complete ones: {', '.join(c['path'] for c in ckpts) or 'none'}")  # fmt: skip
-        step = next((c.get("step") for c in ckpts if c["path"] == p.name), None)
-        return p, step
+        return which, found.get("step")
     if not ckpts:
-        raise TauError(f"run {rd.run_id} has no complete checkpoint", exit_code=EXIT_USAGE,
+        raise TauError(f"run {rec.run_id} has no complete checkpoint", exit_code=EXIT_USAGE,
                        hint="register a folder instead: tau data model register NAME PATH")  # fmt: skip
     if which == "latest":
-        c = ckpts[-1]
-        return rd.checkpoint_dir() / c["path"], c.get("step")
-    metric, lower = _primary(rd)
-    rows = {r["step"]: r for r in rd.metric_rows() if isinstance(r.get(metric), int | float)}
-    scored = [(rows[c["step"]][metric], c) for c in ckpts if c.get("step") in rows]
+        return ckpts[-1]["path"], ckpts[-1].get("step")
+    metric, lower = _primary(rec)
+    by_step = {r["step"]: r for r in rows if isinstance(r.get(metric), int | float)}
+    scored = [(by_step[c["step"]][metric], c) for c in ckpts if c.get("step") in by_step]
     if not scored:
-        raise TauError(f"run {rd.run_id}: no checkpoint has a value of {metric!r}",
+        raise TauError(f"run {rec.run_id}: no checkpoint has a value of {metric!r}",
                        exit_code=EXIT_USAGE, hint="--checkpoint latest, or a path")  # fmt: skip
     best = (min if lower else max)(scored, key=lambda x: x[0])[1]
-    return rd.checkpoint_dir() / best["path"], best.get("step")
+    return best["path"], best.get("step")
 
 
-def _primary(rd: Any) -> tuple[str, bool]:
+def _primary(rec: Any) -> tuple[str, bool]:
     """The run's primary metric and whether lower is better, from its record."""
-    rec = rd.read_record()
     metric, direction = rec.primary_metric, rec.metric_direction
     if not metric:
-        raise TauError(f"run {rd.run_id} names no primary metric: 'best' is undefined",
+        raise TauError(f"run {rec.run_id} names no primary metric: 'best' is undefined",
                        exit_code=EXIT_USAGE, hint="--checkpoint latest, or set metrics.primary in tau.yaml")  # fmt: skip
     lower = direction != "higher" and not (direction is None and "acc" in metric)
     return metric, lower
 
 
-def _metrics_at(rd: Any, step: int | None) -> dict[str, float]:
+def _metrics_at(rows: list[dict[str, Any]], step: int | None) -> dict[str, float]:
     if step is None:
         return {}
-    for r in rd.metric_rows():
+    for r in rows:
         if r.get("step") == step:
             return {k: float(v) for k, v in r.items()
                     if isinstance(v, int | float) and k not in ("step", "ts")}  # fmt: skip

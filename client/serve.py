@@ -82,8 +82,10 @@ def _pin(spec: S.ServiceSpec, service: str) -> S.ModelPin | None:
         return S.ModelPin(ref=spec.model, name=rec.name, version=rec.version,
                           from_run=rec.lineage.run, checkpoint=rec.lineage.checkpoint)  # fmt: skip
     if spec.from_run:
+        # into this machine's registry, where a revision's model is read from (a cluster run's
+        # checkpoint comes through its workspace's file server)
         got = data.register_model_from_run(service, spec.from_run, checkpoint=spec.checkpoint,
-                                           purpose="serving")  # fmt: skip
+                                           purpose="serving", registry=data.registry_url())  # fmt: skip
         r = got.record
         return S.ModelPin(ref=f"run:{spec.from_run} ({spec.checkpoint})", name=r.name,
                           version=r.version, from_run=r.lineage.run, checkpoint=r.lineage.checkpoint)  # fmt: skip

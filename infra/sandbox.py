@@ -247,7 +247,7 @@ def _registries_on_volumes(dyn: Any, cfg: PlatformConfig, work: Path, say: Say) 
     for ws in cfg.workspaces:
         if ws.storage.registry == (work / "registries" / ws.name).as_uri():
             path = _volume_path(dyn, ws.ns, naming.workspace_pvc(ws.name))
-            folder = Path(path) / "registry"
+            folder = Path(path) / C.REGISTRY_SUBDIR
             folder.mkdir(parents=True, exist_ok=True)
             ws = ws.model_copy(
                 update={"storage": ws.storage.model_copy(update={"registry": folder.as_uri()})}

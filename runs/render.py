@@ -91,7 +91,7 @@ def contract_env(r: Resolved, meta: RunMeta, data_dir: str = C.DATA_DIR,
         env[tau_inputs.INPUTS_ENV] = json.dumps(
             [i.model_dump(exclude={"ref"}) for i in meta.inputs], separators=(",", ":")
         )
-        env[tau_inputs.REGISTRY_DIR_ENV] = registry_dir or f"{data_dir}/registry"
+        env[tau_inputs.REGISTRY_DIR_ENV] = registry_dir or f"{data_dir}/{C.REGISTRY_SUBDIR}"
         env[tau_inputs.INPUT_DIR_ENV] = f"{rdir}/inputs"
     if m.run.smoke_pairs is not None:
         env["TAU_SMOKE_PAIRS"] = str(m.run.smoke_pairs)

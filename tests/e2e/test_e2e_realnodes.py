@@ -327,6 +327,16 @@ def test_a_cluster_run_s_progress_is_live_and_its_results_reach_another_machine(
     assert (tmp_path / "got" / "outputs" / "answer.txt").read_text() == "42"
     assert len(list((tmp_path / "got" / "checkpoints").glob("step-*/weights.bin"))) == 3
 
+    # its newest checkpoint as a model, in the workspace's registry (the volume's own folder
+    # here): registered where the run left it, with its lineage
+    reg = tau(other, "data", "model", "register", "progress-model", "--from-run", run_id, "-o", "json",
+              env=kube_env(real))  # fmt: skip
+    assert reg.returncode == 0, reg.stderr
+    model = json.loads(reg.stdout)
+    assert "where the run left it" in reg.stderr, reg.stderr
+    assert model["lineage"]["run"] == run_id and model["lineage"]["checkpoint"] == "step-00000030"
+    assert list(Path("/tmp/hostpath_pv").glob("*/registry/models/progress-model/versions/*.json"))
+
     api = admin(real)  # the pods go (as they do on AKS when a node is recycled)
     pods = api.resources.get(api_version="v1", kind="Pod")
     for pod in pods.get(namespace="research", label_selector=f"job-name={run_id}").items:

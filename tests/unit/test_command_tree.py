@@ -39,7 +39,7 @@ data model list: --output --registry -o
 data model pull: --force --registry
 data model repair: --from --output --registry -o
 data model ref: --output --registry -o
-data model register: --checkpoint --description --from-run --output --purpose --registry --tag -o
+data model register: --checkpoint --context --description --from-run --output --purpose --registry --tag -o
 data model rm: --registry --yes
 data model show: --output --registry -o
 data model verify: --output --registry -o

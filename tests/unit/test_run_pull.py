@@ -330,3 +330,47 @@ def test_a_resumed_cluster_run_s_curve_cuts_its_parent_where_the_child_began(
         *((i, "p1") for i in range(1, 11)),
         *((i, "c1") for i in range(11, 21)),
     ]
+
+
+def test_a_model_from_a_cluster_run_is_registered_where_the_run_left_it(
+    adopted: Any, volume: Path
+) -> None:
+    """The workspace's registry is the volume's own folder and reachable here (the sandbox, a
+    mounted share): the checkpoint is registered in place, with the run's lineage."""
+    from taugrid.client import data
+
+    seal(volume)
+    (volume / "registry").mkdir()
+    said: list[str] = []
+    got = data.register_model_from_run(
+        "clf", "r1", registry=(volume / "registry").as_uri(), say=said.append
+    )
+    rec = got.record
+    assert (rec.lineage.run, rec.lineage.checkpoint) == ("r1", "step-00000002")
+    assert rec.lineage.metrics == {"loss": 0.5}
+    assert [f.path for f in rec.files] == ["model.bin"] and rec.size == len(BIG) + 100
+    assert any("where the run left it" in m for m in said)
+
+
+def test_a_model_from_a_cluster_run_elsewhere_comes_through_checked(
+    adopted: Any, volume: Path, tmp_path: Path
+) -> None:
+    from taugrid.client import data
+
+    seal(volume)
+    for reg in ("reg", "reg2", "r3"):
+        (tmp_path / reg).mkdir()
+    said: list[str] = []
+    got = data.register_model_from_run(
+        "clf", "r1", registry=(tmp_path / "reg").as_uri(), say=said.append
+    )
+    assert got.record.size == len(BIG) + 100 and any("through this machine" in m for m in said)
+    (volume / "runs/r1/checkpoints/step-00000002/model.bin").write_bytes(b"tampered")
+    with pytest.raises(TauError, match="not what its record says") as e:
+        data.register_model_from_run("clf2", "r1", registry=(tmp_path / "reg2").as_uri())
+    assert e.value.exit_code == 1
+    with pytest.raises(TauError, match="not a complete checkpoint") as e:
+        data.register_model_from_run(
+            "clf3", "r1", checkpoint="step-00000009", registry=(tmp_path / "r3").as_uri()
+        )
+    assert e.value.exit_code == 2 and "step-00000002" in (e.value.hint or "")
