@@ -58,13 +58,14 @@ def register_model_from_run(name: str, run: str, *, checkpoint: str = "latest",
                             purpose: str | None = None, description: str | None = None,
                             tags: dict[str, str] | None = None, registry: str | None = None,
                             progress: Progress | None = None, context: str | None = None,
-                            say: Callable[[str], None] | None = None) -> Registered:  # fmt: skip
+                            say: Callable[[str], None] | None = None,
+                            into_workspace: bool = True) -> Registered:  # fmt: skip
     """A run's checkpoint as a model version, with its lineage (the run, its input versions,
     config hash, code revision and the metrics at that checkpoint). `checkpoint`: latest, best
     (by the run's primary metric and its direction) or a checkpoint's folder name.
 
     A cluster run's checkpoint is where the run left it, on its workspace volume; it goes into
-    the workspace's registry (`registry` overrides). Where that registry is the volume's own
+    the workspace's registry (`registry` overrides; `into_workspace=False`: this machine's). Where that registry is the volume's own
     folder and this machine reaches it, the files are registered where they are; else they are
     read through the workspace's file server, checked against the run's sealed manifest, and the
     command says how much came through this machine."""
@@ -97,7 +98,7 @@ def register_model_from_run(name: str, run: str, *, checkpoint: str = "latest",
         )
     own = [r for r in runs.metrics(run, context=context) if r.get("run_id") == rec.run_id]
     chosen, step = _checkpoint(rec, made.checkpoints, own, checkpoint)
-    if registry:
+    if registry or not into_workspace:
         store = default_store(registry)
     else:  # the workspace's own, declared by its platform: made on first use, as a run's inputs
         from taugrid.data.store import open_store

@@ -85,7 +85,7 @@ def _pin(spec: S.ServiceSpec, service: str) -> S.ModelPin | None:
         # into this machine's registry, where a revision's model is read from (a cluster run's
         # checkpoint comes through its workspace's file server)
         got = data.register_model_from_run(service, spec.from_run, checkpoint=spec.checkpoint,
-                                           purpose="serving", registry=data.registry_url())  # fmt: skip
+                                           purpose="serving", into_workspace=False)  # fmt: skip
         r = got.record
         return S.ModelPin(ref=f"run:{spec.from_run} ({spec.checkpoint})", name=r.name,
                           version=r.version, from_run=r.lineage.run, checkpoint=r.lineage.checkpoint)  # fmt: skip
@@ -1281,9 +1281,7 @@ def invoke(
     rec = _sd(name).read()
     _live(rec)
     if rec.target == "kube":
-        raise TauError(f"tau sends no request into a cluster: {name} answers at {rec.endpoint} "
-                       "inside it", exit_code=EXIT_USAGE, hint="from a pod of the workspace, or "
-                       f"kubectl port-forward -n {rec.namespace} svc/{name}-serve-svc 8000")  # fmt: skip
+        return _invoke_kube(rec, data, path, method, content_type, timeout_s)
     if not rec.endpoint:
         raise TauError(f"service {name} has no endpoint yet", exit_code=EXIT_PLATFORM,
                        hint=f"tau serve status {name}")  # fmt: skip
@@ -1302,6 +1300,43 @@ def invoke(
     except OSError as e:
         raise TauError(f"{url}: no answer ({getattr(e, 'reason', e)})", exit_code=EXIT_PLATFORM,
                        hint=f"tau serve status {name}") from None  # fmt: skip
+
+
+def _invoke_kube(rec: S.ServiceRecord, data: bytes | None, path: str, method: str | None,
+                 content_type: str, timeout_s: float) -> Answer:  # fmt: skip
+    """Through the API server's service proxy to the service's stable Service, with the user's
+    own credentials (a member of the workspace may proxy to its Services): no port-forward,
+    nothing opened on this machine."""
+    from urllib.parse import urlsplit
+
+    from taugrid.serve.kube import KubeServe, object_name
+
+    if not rec.endpoint or not rec.namespace:
+        raise TauError(f"service {rec.name} has no endpoint yet", exit_code=EXIT_PLATFORM,
+                       hint=f"tau serve status {rec.name}")  # fmt: skip
+    route = urlsplit(rec.endpoint).path.rstrip("/")
+    if path and not path.startswith("/"):
+        path = "/" + path
+    verb = method or ("POST" if data is not None else "GET")
+    headers = {"Content-Type": content_type} if data is not None else {}
+    ks = KubeServe(rec.context)
+    if ks.observe(rec).simulated:
+        raise TauError(f"{rec.name} runs on simulated nodes (KWOK): no container runs there, so "
+                       "nothing would answer", exit_code=EXIT_PLATFORM,
+                       hint="the sandbox's real nodes run it: tau sandbox up --real-nodes 1")  # fmt: skip
+    kube = ks.kube
+    t0 = time.perf_counter()
+    with kube.service_request(rec.namespace, f"{object_name(rec.name)}:serve", (route + path) or "/",
+                              headers, verb, data, timeout_s) as r:  # fmt: skip
+        body = r.read()
+    if r.status in (502, 503, 504) and b'"kind":"Status"' in body.replace(b" ", b""):
+        try:  # the API server's words: it could not reach the service's pods
+            said = json.loads(body).get("message") or body.decode(errors="replace")
+        except ValueError:
+            said = body.decode(errors="replace")
+        raise TauError(f"{rec.name} does not answer: {said}", exit_code=EXIT_PLATFORM,
+                       hint=f"tau serve status {rec.name}")  # fmt: skip
+    return Answer(r.status, body, time.perf_counter() - t0, rec.endpoint + path)
 
 
 def logs(

@@ -344,8 +344,10 @@ RESEARCHER_RULES: list[dict[str, Any]] = [
     {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads", "localqueues"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": [C.GROUP], "resources": ["runs", "quotarequests", "tauservices"], "verbs": ["create", "get", "list", "watch", "patch", "update", "delete"]},
     {"apiGroups": [C.GROUP], "resources": ["runs/status"], "verbs": ["get", "patch", "update"]},
-    # the workspace volume, read-only, through its file server (tau run pull, metrics, progress)
-    {"apiGroups": [""], "resources": ["services/proxy"], "resourceNames": [naming.FILES_SERVICE], "verbs": ["get"]},
+    # the workspace's Services through the API server: its volume's file server (tau run pull,
+    # metrics, progress) and its model services (tau serve invoke); members may run pods that
+    # reach them anyway, so this opens nothing new to them
+    {"apiGroups": [""], "resources": ["services/proxy"], "verbs": ["get", "create"]},
 ]  # fmt: skip
 
 

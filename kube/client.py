@@ -134,8 +134,10 @@ class KubeAPI(Protocol):
 
     def can(self, verb: str, kind_name: str, namespace: str) -> bool: ...
 
-    def service_get(self, namespace: str, service: str, path: str,
-                    headers: dict[str, str] | None = None) -> AbstractContextManager[Reply]: ...  # fmt: skip
+    def service_request(self, namespace: str, service: str, path: str,
+                        headers: dict[str, str] | None = None, method: str = "GET",
+                        body: bytes | None = None,
+                        timeout_s: float | None = None) -> AbstractContextManager[Reply]: ...  # fmt: skip
 
 
 @dataclass
@@ -559,28 +561,37 @@ class Kube:
         return [dict(i) for i in items]
 
     @contextmanager
-    def service_get(self, namespace: str, service: str, path: str,
-                    headers: dict[str, str] | None = None) -> Iterator[Reply]:  # fmt: skip
-        """GET `path` of a Service through the API server's service proxy (streamed). Any HTTP
-        status is returned (the caller knows the service's words); 403 is `Forbidden`, a
-        network failure a TauError."""
+    def service_request(self, namespace: str, service: str, path: str,
+                        headers: dict[str, str] | None = None, method: str = "GET",
+                        body: bytes | None = None,
+                        timeout_s: float | None = None) -> Iterator[Reply]:  # fmt: skip
+        """A request to `path` of a Service (`NAME` or `NAME:PORT-NAME`) through the API
+        server's service proxy, the answer streamed. Any HTTP status is returned (the caller
+        knows the service's words); 403 is `Forbidden`, a network failure a TauError."""
         import httpx2
 
         kind = Kind("", "v1", "Service", "services/proxy")
+        verb = "get" if method in ("GET", "HEAD") else "create"
         url = f"/api/v1/namespaces/{namespace}/services/{service}/proxy/{path.lstrip('/')}"
-        http = self.client._client._client  # lightkube's httpx client (no public raw GET)
-        with (
-            self.errors("get", kind, namespace),
-            http.stream("GET", url, headers=headers or {}) as resp,
-        ):
-            if resp.status_code == 403:
-                body = resp.read().decode("utf-8", "replace")
-                raise Forbidden("get", kind, namespace, body[:300])
+        http = self.client._client._client  # lightkube's httpx client (no public raw request)
+        timeout = httpx2.Timeout(timeout_s, connect=CONNECT_TIMEOUT_S) if timeout_s else None
+        request = http.build_request(method, url, headers=headers or {}, content=body,
+                                     **({"timeout": timeout} if timeout else {}))  # fmt: skip
+        with self.errors(verb, kind, namespace):
+            resp = http.send(request, stream=True)
             try:
-                yield Reply(resp.status_code, dict(resp.headers.items()), resp.iter_bytes(1 << 20))
-            except httpx2.TransportError as e:
-                raise TauError(f"the connection to the service {service} in {namespace} broke "
-                               f"({type(e).__name__}: {e})", exit_code=EXIT_PLATFORM) from None  # fmt: skip
+                if resp.status_code == 403:
+                    text = resp.read().decode("utf-8", "replace")
+                    raise Forbidden(verb, kind, namespace, text[:300])
+                try:
+                    yield Reply(
+                        resp.status_code, dict(resp.headers.items()), resp.iter_bytes(1 << 20)
+                    )
+                except httpx2.TransportError as e:
+                    raise TauError(f"the connection to the service {service} in {namespace} broke "
+                                   f"({type(e).__name__}: {e})", exit_code=EXIT_PLATFORM) from None  # fmt: skip
+            finally:
+                resp.close()
 
     def served(self, group: str) -> bool | None:
         """Whether the API server serves an API group (its discovery document; every user

@@ -58,6 +58,7 @@ class FakeKube:
         self.evicted: builtins.list[str] = []
         # (namespace, service) -> what answers its proxy: (path, headers) -> Reply
         self.services: dict[tuple[str, str], Callable[[str, dict[str, str]], Reply]] = {}
+        self.requests: builtins.list[tuple[str, str, str, str, bytes | None]] = []  # sent to them
         self._status_owners: dict[tuple[str, str | None, str], dict[str, str]] = {}
         self._uid = itertools.count(1)
         self._rv = itertools.count(1)
@@ -189,14 +190,17 @@ class FakeKube:
         return self.user
 
     @contextmanager
-    def service_get(self, namespace: str, service: str, path: str,
-                    headers: dict[str, str] | None = None) -> Iterator[Reply]:  # fmt: skip
-        self._check("get", "Service", namespace)
+    def service_request(self, namespace: str, service: str, path: str,
+                        headers: dict[str, str] | None = None, method: str = "GET",
+                        body: bytes | None = None,
+                        timeout_s: float | None = None) -> Iterator[Reply]:  # fmt: skip
+        self._check("get" if method in ("GET", "HEAD") else "create", "Service", namespace)
+        self.requests.append((method, namespace, service, path, body))
         answer = self.services.get((namespace, service))
         if answer is None:  # what the API server says
-            body = json.dumps({"kind": "Status", "status": "Failure", "reason": "NotFound", "code": 404,
+            text = json.dumps({"kind": "Status", "status": "Failure", "reason": "NotFound", "code": 404,
                                "message": f'services "{service}" not found'}).encode()  # fmt: skip
-            yield Reply(404, {"Content-Type": "application/json"}, iter((body,)))
+            yield Reply(404, {"Content-Type": "application/json"}, iter((text,)))
             return
         yield answer(path, dict(headers or {}))
 

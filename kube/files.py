@@ -93,7 +93,7 @@ class VolumeFiles:
         while True:
             with ExitStack() as stack:
                 r = stack.enter_context(
-                    self.kube.service_get(
+                    self.kube.service_request(
                         self.namespace, naming.FILES_SERVICE, f"file/{_rel(path)}", headers
                     )
                 )
@@ -119,7 +119,7 @@ class VolumeFiles:
         return self._patiently(lambda: self._json_once(target, shown))
 
     def _json_once(self, target: str, shown: str) -> dict[str, Any]:
-        with self.kube.service_get(self.namespace, naming.FILES_SERVICE, target) as r:
+        with self.kube.service_request(self.namespace, naming.FILES_SERVICE, target) as r:
             if r.status != 200:
                 raise self._failure(r, shown)
             body = r.read()

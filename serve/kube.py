@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 GROUP = "replicas"  # the worker group that holds the Ray Serve replicas
 MODEL_DIR = "/model"  # the init container lays the pinned model out here (an emptyDir)
 SERVE_PORT = 8000
+KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"  # on every node KWOK simulates
 
 
 def placement(m: Manifest, spec: S.ServiceSpec, replicas: int) -> Manifest:
@@ -444,7 +445,7 @@ class KubeServe(Connected):
             ) or [{}]
             return int(groups[0].get("replicas") or 0)
 
-        simulated = self._simulated()
+        simulated = self._simulated(pods)
         if serving is None and pending is None:  # scaled to zero: nothing holds GPUs
             return Observed(head_up=True, exists=True, status="RUNNING", revision=rec.serving,
                             wanted=0, running=0, simulated=simulated)  # fmt: skip
@@ -503,12 +504,28 @@ class KubeServe(Connected):
         words = explain(msg, queue_owner)
         return False, words.text if words else (msg or "it waits in its queue")
 
-    def _simulated(self) -> bool:
-        """The sandbox (stack `sandbox`) runs KWOK: pods without containers."""
-        try:
-            return (self.discovery.tau_cluster().get("spec") or {}).get("stack") == "sandbox"
-        except TauError:
+    def _simulated(self, pods: list[dict[str, Any]]) -> bool:
+        """The service's pods run on KWOK's nodes (the sandbox's simulated pools): no container
+        runs there. On the sandbox's real nodes (and any real cluster) they answer."""
+        nodes = {
+            str((p.get("spec") or {}).get("nodeName"))
+            for p in pods
+            if (p.get("spec") or {}).get("nodeName")
+        }
+        if not nodes:
             return False
+        for name in sorted(nodes):
+            try:
+                node = self.kube.get("Node", name)
+            except TauError:
+                return False  # nodes may not be readable: say nothing rather than guess
+            if (
+                ((node or {}).get("metadata") or {})
+                .get("annotations", {})
+                .get(KWOK_NODE_ANNOTATION)
+            ):
+                return True
+        return False
 
     def serving_generation(self, rec: S.ServiceRecord) -> int | None:
         """The generation the stable Service selects now."""

@@ -389,6 +389,65 @@ def test_resume_of_a_cluster_run_continues_from_its_checkpoint_on_the_volume(
     assert "starting after step 10" in tau(real, "run", "logs", child, env=kube_env(real)).stdout
 
 
+SERVE_APP = """
+import os
+from pathlib import Path
+from ray import serve
+from starlette.requests import Request
+
+
+@serve.deployment
+class Files:
+    def __init__(self) -> None:
+        root = Path(os.environ["TAU_MODEL_DIR"])
+        self.files = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+
+    async def __call__(self, request: Request) -> dict:
+        got = await request.json() if request.method == "POST" else None
+        return {"files": self.files, "got": got}
+
+
+app = Files.bind()
+"""
+
+
+def test_a_cluster_run_s_checkpoint_served_on_the_real_node_answers_the_host(
+    real: Path, tmp_path: Path
+) -> None:
+    """A run's checkpoint on the volume, deployed with `tau serve deploy --from-run` as a
+    RayService (head and replica pods on the real node, Ray Serve deployed through KubeRay's
+    own dashboard client), answers `tau serve invoke` from the host through the API server's
+    service proxy, with the researcher's credentials."""
+    script = (
+        "import tau_run\n"
+        "with tau_run.checkpoint(1) as d:\n    (d / 'weights.txt').write_text('w=7')\n"
+        "tau_run.log(1, loss=0.5)\n"
+    )
+    run_id = submit(real, project(tmp_path / "train", "tiny", script))
+    assert wait_phase(real, run_id, {"Succeeded", "Failed"})["phase"] == "Succeeded"
+    svc = tmp_path / "svc"
+    svc.mkdir()
+    (svc / "serve_app.py").write_text(SERVE_APP)
+    (svc / "tau.yaml").write_text(
+        "schema_version: 1\nname: tiny-svc\nruntime: {image: rayproject/ray:2.56.0-py312-cpu}\n"
+        "service: {import_path: 'serve_app:app', cpus: 0.5, memory: 1Gi, replicas: 1, "
+        "readiness_path: /}\n"
+    )
+    env = kube_env(real)
+    res = tau(real, "serve", "deploy", str(svc), "--from-run", run_id, "--target", "kube",
+              "-o", "json", env=env, timeout=600)  # fmt: skip
+    try:
+        assert res.returncode == 0, res.stderr
+        st = json.loads(res.stdout)
+        assert st["phase"] == "Ready" and "simulated" not in st["summary"], st
+        answer = tau(real, "serve", "invoke", "tiny-svc", "--data", '{"x": 1}', env=env)
+        assert answer.returncode == 0, answer.stderr
+        doc = json.loads(answer.stdout)
+        assert doc == {"files": ["weights.txt"], "got": {"x": 1}}, doc
+    finally:
+        assert tau(real, "serve", "delete", "tiny-svc", env=env, timeout=300).returncode == 0
+
+
 def test_a_pod_over_its_memory_limit_is_oomkilled_and_status_says_so(
     real: Path, tmp_path: Path
 ) -> None:

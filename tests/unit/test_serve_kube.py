@@ -267,3 +267,22 @@ def test_a_service_waits_only_when_kueue_said_it_cannot_admit_it(
                 "status": {"conditions": conditions}}  # fmt: skip
     got, why = K.KubeServe._admission(None, rs, [workload], "research")  # type: ignore[arg-type]
     assert got is admitted and (says in why) and (bool(why) == (admitted is False))
+
+
+def test_a_service_on_simulated_nodes_is_said_to_answer_nothing_one_on_real_nodes_is_not() -> None:
+    """KWOK's nodes carry its annotation and run no container; the sandbox's real nodes (and any
+    cluster's) do not: only there is the note left out."""
+    from taugrid.kube.fake import FakeKube
+
+    def pod(node: str) -> dict[str, Any]:
+        return {
+            "metadata": {"name": f"p-{node}", "namespace": "research"},
+            "spec": {"nodeName": node},
+        }
+
+    nodes = [{"metadata": {"name": "a100x1-0", "annotations": {K.KWOK_NODE_ANNOTATION: "fake"}}},
+             {"metadata": {"name": "cpu-0", "labels": {"type": "real"}}}]  # fmt: skip
+    ks = K.KubeServe(kube=FakeKube({"Node": nodes}))
+    assert ks._simulated([pod("a100x1-0")]) is True
+    assert ks._simulated([pod("cpu-0")]) is False
+    assert ks._simulated([]) is False

@@ -347,8 +347,9 @@ def test_each_workspace_gets_a_read_only_file_server() -> None:
         o for o in objs if o["kind"] == "Role" and o["metadata"]["name"] == M.RESEARCHER_ROLE
     )
     proxy = [r for r in role["rules"] if any("proxy" in x for x in r["resources"])]
-    assert proxy == [{"apiGroups": [""], "resources": ["services/proxy"],
-                      "resourceNames": [naming.FILES_SERVICE], "verbs": ["get"]}]  # fmt: skip
+    assert proxy == [
+        {"apiGroups": [""], "resources": ["services/proxy"], "verbs": ["get", "create"]}
+    ]
 
 
 def test_the_file_server_can_be_left_out_or_given_an_image() -> None:
