@@ -574,9 +574,10 @@ class Kube:
         verb = "get" if method in ("GET", "HEAD") else "create"
         url = f"/api/v1/namespaces/{namespace}/services/{service}/proxy/{path.lstrip('/')}"
         http = self.client._client._client  # lightkube's httpx client (no public raw request)
-        timeout = httpx2.Timeout(timeout_s, connect=CONNECT_TIMEOUT_S) if timeout_s else None
-        request = http.build_request(method, url, headers=headers or {}, content=body,
-                                     **({"timeout": timeout} if timeout else {}))  # fmt: skip
+        timeout = httpx2.Timeout(timeout_s or READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S)
+        request = http.build_request(
+            method, url, headers=headers or {}, content=body, timeout=timeout
+        )
         with self.errors(verb, kind, namespace):
             resp = http.send(request, stream=True)
             try:
