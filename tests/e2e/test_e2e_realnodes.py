@@ -280,7 +280,7 @@ def test_a_jobs_data_input_is_laid_out_from_the_workspace_registry_and_checked(
 PROGRESS_SCRIPT = """
 import os, time, tau_run
 for step in range(1, 31):
-    tau_run.log(step, loss=1.0 / step)
+    tau_run.log(step, loss=(step - 20) ** 2 / 100 + 0.1)  # lowest at step 20
     if step % 10 == 0:
         with tau_run.checkpoint(step) as d:
             (d / "weights.bin").write_bytes(os.urandom(1 << 20))
@@ -292,14 +292,15 @@ open(os.path.join(os.environ["TAU_OUTPUT_DIR"], "answer.txt"), "w").write("42")
 
 
 def test_a_cluster_run_s_progress_is_live_and_its_results_reach_another_machine(
-    real: Path, tmp_path: Path
+    real: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A run that logs 30 steps over ~30 s, a checkpoint every 10: `tau run status --watch`
     shows its step and newest checkpoint moving while it runs (read from the workspace volume
     through its file server). After it ends, a second TAU_HOME (a teammate's machine: it never
     saw the run) reads its curve, pulls its whole record verified, and reads its log from the
     volume once its pods are gone."""
-    run_id = submit(real, project(tmp_path / "p", "progress", PROGRESS_SCRIPT))
+    metric = "metrics: {primary: loss, direction: lower}\n"
+    run_id = submit(real, project(tmp_path / "p", "progress", PROGRESS_SCRIPT, metric))
     res = tau(real, "run", "status", run_id, "--watch", "-o", "json", env=kube_env(real),
               timeout=300)  # fmt: skip
     docs = [json.loads(line) for line in res.stdout.splitlines()]
@@ -329,13 +330,25 @@ def test_a_cluster_run_s_progress_is_live_and_its_results_reach_another_machine(
 
     # its newest checkpoint as a model, in the workspace's registry (the volume's own folder
     # here): registered where the run left it, with its lineage
-    reg = tau(other, "data", "model", "register", "progress-model", "--from-run", run_id, "-o", "json",
-              env=kube_env(real))  # fmt: skip
+    reg = tau(other, "data", "model", "register", "progress-model", "--from-run", run_id,
+              "--checkpoint", "best", "-o", "json", env=kube_env(real))  # fmt: skip
     assert reg.returncode == 0, reg.stderr
     model = json.loads(reg.stdout)
     assert "where the run left it" in reg.stderr, reg.stderr
-    assert model["lineage"]["run"] == run_id and model["lineage"]["checkpoint"] == "step-00000030"
+    assert model["lineage"]["run"] == run_id and model["lineage"]["checkpoint"] == "step-00000020"
     assert list(Path("/tmp/hostpath_pv").glob("*/registry/models/progress-model/versions/*.json"))
+
+    # the portal's page of the run, on the teammate's machine: its curve and its checkpoints
+    from starlette.testclient import TestClient
+
+    from taugrid.portal.app import Settings, create_app
+
+    monkeypatch.setenv("TAU_HOME", str(other))
+    monkeypatch.setenv("KUBECONFIG", kube_env(real)["KUBECONFIG"])
+    page = TestClient(create_app(Settings()), base_url="http://127.0.0.1").get(f"/runs/{run_id}")
+    assert page.status_code == 200
+    assert "<svg" in page.text and "loss" in page.text  # the curve, drawn from the volume's rows
+    assert "step-00000030" in page.text and "answer.txt" in page.text
 
     api = admin(real)  # the pods go (as they do on AKS when a node is recycled)
     pods = api.resources.get(api_version="v1", kind="Pod")
