@@ -107,10 +107,12 @@ node-packages:
 	  { apt-get update -q > /dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
 	    $$missing > /tmp/apt-nodes.log 2>&1; } || { cat /tmp/apt-nodes.log; exit 1; }; }
 
+# The sandbox's images; the torch image too when the torch environment exists (make torch-env)
 images: node-packages
 	bash e2e/images/build.sh
 
-e2e: setup controlplane pulumi images
+# torch-env first: the torch image (torchrun across real nodes) is built from it
+e2e: setup controlplane pulumi torch-env images
 	@TAU_REQUIRE_REAL_NODES=1 $(BIN)/python -m pytest -q -m e2e; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no e2e tests"; fi; exit $$rc
 

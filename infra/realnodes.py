@@ -72,7 +72,7 @@ def images_record() -> Path:
 
 
 def built_images() -> dict[str, str] | None:
-    """The archives `make images` built (runtime and pause), or None."""
+    """The archives `make images` built (runtime and pause, and torch when it could), or None."""
     try:
         doc = json.loads(images_record().read_text())
     except (OSError, ValueError):
@@ -421,7 +421,12 @@ def start_node(cp: Any, net: Network, node: NodeSpec, images: dict[str, str], sa
     )
     sock = d / "containerd.sock"
     cp._wait(f"containerd-{node.name}", sock.exists)
-    for key in ("pause", "runtime"):
+    # torch: built with the torch environment (make torch-env, then make images), for torchrun
+    for key in (
+        "pause",
+        "runtime",
+        *(("torch",) if Path(images.get("torch", "")).is_file() else ()),
+    ):
         say(f"{node.name}: importing the {key} image ...")
         subprocess.run(
             ["ctr", f"--address={sock}", "-n", "k8s.io", "image", "import", images[key]],

@@ -291,9 +291,12 @@ def for_real_nodes(cfg: PlatformConfig) -> PlatformConfig:
     update: dict[str, Any] = {}
     if "rayHead" not in cfg.model_fields_set:
         update["rayHead"] = SANDBOX_HEAD
-    runtime = (built_images() or {}).get("runtime_ref")
+    built = built_images() or {}
+    runtime = built.get("runtime_ref")
     if runtime:
-        ours = [ImageMirror(match=m, image=runtime) for m in SANDBOX_MIRRORED]
+        torch = built.get("torch_ref")
+        ours = [ImageMirror(match=m, image=torch) for m in SANDBOX_TORCH] if torch else []
+        ours += [ImageMirror(match=m, image=runtime) for m in SANDBOX_MIRRORED]
         update["imageMirrors"] = [*cfg.imageMirrors, *ours]
         if "workspaceFiles" not in cfg.model_fields_set and cfg.cpuPools:
             # each workspace's file server on the real nodes (python3 is in the runtime image)
@@ -313,6 +316,8 @@ def without_real_nodes(cfg: PlatformConfig) -> PlatformConfig:
 
 # what the runtime image stands in for on real nodes (Debian, python3, Ray, numpy)
 SANDBOX_MIRRORED = ("rayproject/ray:*", "rayproject/ray-ml:*", "python:3*")
+# what the torch image stands in for (the runtime image and torch, CPU): torchrun's images
+SANDBOX_TORCH = ("pytorch/pytorch:*",)
 # a Ray head on a real node of a small machine (it runs the driver, GCS and dashboard: ~0.6 GiB)
 SANDBOX_HEAD = HeadSize(cpu="250m", memory="1Gi", cpuLimit="2", memoryLimit="4Gi")
 

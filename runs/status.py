@@ -91,6 +91,11 @@ def cluster_phase(o: Observations) -> tuple[Phase, str | None]:
         ranks = nodes_summary(c.pods, rec.workers)
         if running and len(running) == len(c.pods) and len(c.pods) >= rec.workers:
             return Phase.Running, ranks or "pods running"
+        ended = [p for p in c.pods if p.phase == "Succeeded"]
+        if ended and len(ended) + len(running) == len(c.pods) and len(c.pods) >= rec.workers:
+            # its code ended (or ends) on every pod: the workload has not said so yet; never
+            # "starting" again after running
+            return Phase.Running, "pods ended; the workload is finishing"
         return Phase.Starting, f"admitted; {ranks}" if ranks else "admitted; pods starting"
     if c.kueue is not None:
         return Phase.Queued, "waiting in the queue"

@@ -3,7 +3,11 @@
 #   runtime: Debian bookworm minbase (debootstrap from the Debian mirror apt uses), python3.11,
 #            Ray (default + serve) and numpy from PyPI at the versions of requirements/dev.lock;
 #   pause:   the kubelet's pod sandbox, compiled from pause.c in the pinned k8s.io/kubernetes
-#            module (static, a few KiB).
+#            module (static, a few KiB);
+#   torch:   the runtime image and one more layer: torch from the torch environment of `make
+#            torch-env` (.venv-torch) for torchrun runs on real nodes, CPU only: NVIDIA's 2.7 GB of
+#            CUDA wheels are left out and small stand-ins answer "no device" (cudastubs.py).
+#            Built only when that environment is.
 # Each is written as an OCI image archive (layer tar, config, manifest, index.json) that
 # `ctr image import` takes. Cache: $TAUGRID_IMAGE_CACHE (default ~/.cache/taugrid/images)/<name>-<key>.tar,
 # keyed by what goes into it; `current.json` names the archives the sandbox imports.
@@ -72,7 +76,41 @@ if [ ! -f "$RUNTIME" ]; then
   rm -rf "$work"; trap - EXIT
 fi
 
-printf '{"pause": "%s", "runtime": "%s", "runtime_ref": "taugrid.local/runtime:%s", "pause_ref": "registry.k8s.io/pause:3.10"}\n' \
-  "$PAUSE" "$RUNTIME" "$RUNTIME_KEY" > "$CACHE/current.json.tmp"
+# --- torch (optional) -----------------------------------------------------------------------------
+TORCH_ENV="$ROOT_DIR/.venv-torch"
+TORCH="" TORCH_KEY=""
+if [ -f "$TORCH_ENV/.complete" ] || [ -f "$(readlink -f "$TORCH_ENV" 2>/dev/null)/.complete" ]; then
+  SITE=$(echo "$(readlink -f "$TORCH_ENV")"/lib/python3*/site-packages)
+  TORCH_KEY=$(key <(echo "$RUNTIME_KEY"; cat "$ROOT_DIR/requirements/torch.lock" "$HERE/cudastubs.py"))
+  TORCH="$CACHE/torch-$TORCH_KEY.tar"
+  if [ ! -f "$TORCH" ]; then
+    echo "images: building the torch image (the runtime image + torch from $SITE, without CUDA) ..."
+    work=$(mktemp -d)
+    trap 'rm -rf "$work"' EXIT
+    mkdir -p "$work/root/opt/torch/site-packages" "$work/root/usr/local/lib/python3.11/dist-packages"
+    # torch and what it needs; the image's own numpy, pip and setuptools stay; no CUDA, no triton
+    (cd "$SITE" && ls | grep -v -E '^(nvidia|triton|numpy|pip|setuptools|_distutils_hack|__pycache__)' \
+       | grep -v -E '^distutils-precedence' \
+       | xargs -I{} cp -a {} "$work/root/opt/torch/site-packages/")
+    # torch links to CUDA's libraries: small stand-ins that say "no device" (cudastubs.py)
+    command -v readelf >/dev/null || { echo "images: readelf is not installed (apt-get install -y binutils)" >&2; exit 1; }
+    python3 "$HERE/cudastubs.py" "$work/root/opt/torch/site-packages/torch/lib" "$work/root/opt/torch/site-packages/torch/lib"
+    # after the image's own packages on sys.path: the image's versions win where both have one
+    echo /opt/torch/site-packages > "$work/root/usr/local/lib/python3.11/dist-packages/tau-torch.pth"
+    python3 "$HERE/oci.py" "$work/root" "$TORCH.tmp" --ref taugrid.local/torch:$TORCH_KEY --base "$RUNTIME"
+    mv "$TORCH.tmp" "$TORCH"
+    rm -rf "$work"; trap - EXIT
+  fi
+fi
+
+python3 - "$CACHE/current.json.tmp" "$PAUSE" "$RUNTIME" "$RUNTIME_KEY" "$TORCH" "$TORCH_KEY" <<'PY'
+import json, sys
+out, pause, runtime, runtime_key, torch, torch_key = sys.argv[1:]
+doc = {"pause": pause, "runtime": runtime, "runtime_ref": f"taugrid.local/runtime:{runtime_key}",
+       "pause_ref": "registry.k8s.io/pause:3.10"}
+if torch:
+    doc.update(torch=torch, torch_ref=f"taugrid.local/torch:{torch_key}")
+open(out, "w").write(json.dumps(doc) + "\n")
+PY
 mv "$CACHE/current.json.tmp" "$CACHE/current.json"
-echo "images: ready in $(( $(date +%s) - start ))s: $(du -h "$PAUSE" | cut -f1) pause, $(du -h "$RUNTIME" | cut -f1) runtime"
+echo "images: ready in $(( $(date +%s) - start ))s: $(du -h "$PAUSE" | cut -f1) pause, $(du -h "$RUNTIME" | cut -f1) runtime${TORCH:+, $(du -h "$TORCH" | cut -f1) torch}"

@@ -374,3 +374,18 @@ def test_a_model_from_a_cluster_run_elsewhere_comes_through_checked(
             "clf3", "r1", checkpoint="step-00000009", registry=(tmp_path / "r3").as_uri()
         )
     assert e.value.exit_code == 2 and "step-00000002" in (e.value.hint or "")
+
+
+def test_a_multi_node_job_s_log_is_node_0_s(tmp_path: Path) -> None:
+    """Found on real nodes: `tau run logs` of a 2-node torchrun job printed node 1's (empty) log:
+    its pods start in the same second, and the newest was taken. Rank 0 prints: node 0's pod."""
+    from taugrid.api import constants as C
+
+    def pod(i: int) -> dict[str, Any]:
+        labels = {C.LABEL_RUN_ID: "r1", "batch.kubernetes.io/job-completion-index": str(i)}
+        return {"metadata": {"name": f"r1-{i}-x", "namespace": NS, "labels": labels,
+                             "creationTimestamp": "2026-12-04T16:16:53Z"},
+                "spec": {"containers": [{"name": "main"}]}}  # fmt: skip
+
+    fake = FakeKube({"Pod": [pod(0), pod(1)]})
+    assert KubeBackend(kube=fake)._driver_pod(record()) == ("r1-0-x", "main")

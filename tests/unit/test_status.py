@@ -202,6 +202,23 @@ def test_a_multi_node_job_s_status_counts_its_nodes_and_names_the_one_that_waits
     )
 
 
+def test_a_job_whose_pods_ended_before_the_workload_says_so_is_not_starting_again() -> None:
+    """Found on real nodes: a 2-node torchrun job went running -> starting -> succeeded, because
+    its pods had ended (Succeeded) a moment before the Job said it completed."""
+    from taugrid.api.observations import ClusterFacts, PodFact
+
+    kube = rec(handle={"target": "kube", "namespace": "research"}, workers=2, phase="Running")
+    ended = [PodFact(name=f"p{i}", phase="Succeeded", node=f"n{i}", node_rank=i) for i in range(2)]
+    facts = ClusterFacts(taurun=True, workload=True, suspended=False, pods=ended,
+                         kueue=[{"type": "Admitted", "status": "True"}])  # fmt: skip
+    assert status.cluster_phase(obs(kube, owner_alive=None, cluster=facts)) == (
+        Phase.Running, "pods ended; the workload is finishing")  # fmt: skip
+    one_failed = [ended[0], PodFact(name="p1", phase="Failed", node="n1", node_rank=1)]
+    facts = ClusterFacts(taurun=True, workload=True, suspended=False, pods=one_failed,
+                         kueue=[{"type": "Admitted", "status": "True"}])  # fmt: skip
+    assert status.cluster_phase(obs(kube, owner_alive=None, cluster=facts))[0] == Phase.Starting
+
+
 def test_a_cluster_run_the_cluster_says_failed_is_failed_not_a_lost_supervisor() -> None:
     """Found on the sandbox's real nodes: a Job whose pod exited non-zero was said to have lost
     its supervisor (the local runs' correction), and OOM could not replace it."""

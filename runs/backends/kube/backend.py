@@ -643,6 +643,11 @@ class KubeBackend(Connected, Template):
                 for p in pods
                 if (p["metadata"].get("labels") or {}).get("ray.io/node-type") == "head"
             ]
+        # a multi-node torchrun job's driver is node 0 (rank 0 prints; its pods start together)
+        first = [
+            p for p in pods if (p["metadata"].get("labels") or {}).get(COMPLETION_INDEX) == "0"
+        ]
+        pods = first or pods
         pods.sort(key=lambda p: str(p["metadata"].get("creationTimestamp") or ""))
         if not pods:
             return None
@@ -811,6 +816,7 @@ class KubeBackend(Connected, Template):
         return True
 
 
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"  # an Indexed Job's pod: its node
 GET_EACH_UP_TO = 8  # runs of one namespace observed with a GET each (more: one LIST)
 # runs observed at once whose progress is read from the volume (a status, not a list)
 PROGRESS_UP_TO = 8
