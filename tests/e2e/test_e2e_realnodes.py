@@ -121,7 +121,8 @@ def real(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     need_real_nodes()
     home = tmp_path_factory.mktemp("realhome")
     kept = realnodes.read_sysctls()  # what the kubelet changes at start
-    res = tau(home, "sandbox", "up", "--real-nodes", "1", timeout=900)
+    # two: a torchrun job's pods go one per node
+    res = tau(home, "sandbox", "up", "--real-nodes", "2", timeout=900)
     assert res.returncode == 0, res.stdout + res.stderr
     yield home
     assert tau(home, "sandbox", "down", timeout=300).returncode == 0
@@ -158,9 +159,10 @@ def wait_phase(home: Path, run_id: str, phases: set[str], timeout: float = 240) 
 
 def test_up_says_which_nodes_are_real(real: Path) -> None:
     doc = json.loads(tau(real, "sandbox", "status", "-o", "json").stdout)
-    assert doc["real_nodes"] == ["cpu-0"] and "cpu-0" not in doc["nodes"]
+    assert doc["real_nodes"] == ["cpu-0", "cpu-1"] and "cpu-0" not in doc["nodes"]
     running = {c["component"] for c in doc["components"] if c["running"]}
-    assert {"kubelet-cpu-0", "containerd-cpu-0", "kube-proxy-cpu-0"} <= running
+    for node in ("cpu-0", "cpu-1"):
+        assert {f"kubelet-{node}", f"containerd-{node}", f"kube-proxy-{node}"} <= running
 
 
 def test_a_cpu_job_runs_its_code_on_the_real_node_and_says_what_it_printed(
@@ -178,7 +180,7 @@ def test_a_cpu_job_runs_its_code_on_the_real_node_and_says_what_it_printed(
     run_id = submit(real, project(tmp_path / "p", "hello", script))
     st = wait_phase(real, run_id, {"Succeeded", "Failed"})
     assert st["phase"] == "Succeeded", st
-    assert "cpu-0" in sig(st, "Scheduled")["reason"]
+    assert re.search(r"on cpu-[01]\b", sig(st, "Scheduled")["reason"]), st
     logs = tau(real, "run", "logs", run_id, env=kube_env(real)).stdout
     assert "hello from" in logs and "(3, 11)" in logs  # the runtime image's python, not KWOK
     # a name outside the cluster fails at once inside a pod: nothing reaches the host's resolver
@@ -459,6 +461,32 @@ def test_a_cluster_run_s_checkpoint_served_on_the_real_node_answers_the_host(
         assert doc == {"files": ["weights.txt"], "got": {"x": 1}}, doc
     finally:
         assert tau(real, "serve", "delete", "tiny-svc", env=env, timeout=300).returncode == 0
+
+
+def test_torchrun_across_two_real_nodes_all_reduces_over_gloo(real: Path, tmp_path: Path) -> None:
+    """The DDP example, unchanged, on 2 nodes: an Indexed Job of 2 pods, one per real node, whose
+    torchrun processes meet through the c10d rendezvous on node 0's name (the headless
+    Service's, answered by the sandbox's cluster.local DNS) and all-reduce gradients with gloo
+    across the pods; rank 0 checks that both replicas ended with the same weights."""
+    import shutil
+
+    folder = tmp_path / "ddp"
+    folder.mkdir()
+    shutil.copy(Path(__file__).parents[2] / "examples" / "torchrun-ddp" / "train.py", folder)
+    (folder / "tau.yaml").write_text(
+        "schema_version: 1\nname: ddp\n"
+        "run: {entrypoint: train.py, launcher: torchrun, args: ['--steps', '20']}\n"
+        "compute: {workers: 2, gpus: 0, cpus: 0.5, memory: 1Gi}\n"
+        "runtime: {image: pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime}\n"
+    )
+    run_id = submit(real, folder)
+    st = wait_phase(real, run_id, {"Succeeded", "Failed"}, timeout=420)
+    logs = tau(real, "run", "logs", run_id, env=kube_env(real)).stdout
+    assert st["phase"] == "Succeeded", (st, logs[-3000:])
+    assert "cpu-0" in sig(st, "Scheduled")["reason"] and "cpu-1" in sig(st, "Scheduled")["reason"]
+    assert "world 2:" in logs and "replicas equal: True" in logs, logs
+    rows = json.loads(tau(real, "run", "metrics", run_id, "-o", "json", env=kube_env(real)).stdout)
+    assert [r["step"] for r in rows] == list(range(1, 21))
 
 
 def test_a_pod_over_its_memory_limit_is_oomkilled_and_status_says_so(
