@@ -147,6 +147,11 @@ class Revision(_Model):
     spec: ServiceSpec
     source: str = Field(description="The tau.yaml it came from")
     reason: str = Field("deploy", description="deploy, rollout")
+    ingress: str | None = Field(
+        None,
+        description="Its application's ingress deployment, as importing it found (a cluster's "
+        "RayService bounds its requests there); None: not known",
+    )
 
 
 class Event(_Model):

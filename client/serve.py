@@ -704,9 +704,14 @@ def _candidate(sd: ServiceDir, rec: S.ServiceRecord, spec: S.ServiceSpec, source
     if kept is not None:
         sd.remove_revision_code(number)
         return kept, False
+    ingress = None
+    if rec.target == "kube":  # a cluster's RayService bounds requests at the ingress
+        from taugrid.client.servekube import ingress_of
+
+        ingress = ingress_of(sd.code_dir(number), spec, _quiet)
     return S.Revision(number=number, created_at=_now(), created_by=_who(), config_hash=h,
                       code_digest=digest, model=pin, spec=spec, source=str(source.resolve()),
-                      reason=reason), True  # fmt: skip
+                      reason=reason, ingress=ingress), True  # fmt: skip
 
 
 def _canary_local(sd: ServiceDir, serve: LocalServe, spec: S.ServiceSpec, source: Path,

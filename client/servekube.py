@@ -64,6 +64,20 @@ def _gpus_free(
                    Decimal(0)))  # fmt: skip
 
 
+def ingress_of(code_dir: Path, spec: S.ServiceSpec, say: Say) -> str | None:
+    """The application's ingress deployment, found by importing it here as Ray Serve will
+    (its requests are bounded there on the cluster); None, said, when it cannot be imported
+    here (Ray Serve missing on this machine): the cluster then uses Ray Serve's defaults."""
+    from taugrid.serve.local import check_app
+
+    try:
+        return check_app(code_dir, spec, {}).ingress
+    except TauError as e:
+        say(f"note: {spec.import_path} could not be imported here ({e.message}): its requests "
+            "are not bounded by max_ongoing_requests/max_queued_requests on the cluster")  # fmt: skip
+        return None
+
+
 def endpoint(name: str, namespace: str, route: str) -> str:
     """Where the service answers inside the cluster (its stable Service)."""
     from taugrid.serve.kube import SERVE_PORT, object_name
@@ -84,7 +98,8 @@ def deploy(sd: ServiceDir, m: Any, spec: S.ServiceSpec, source: Path, pin: S.Mod
     digest = _snapshot_code(source.parent, sd.code_dir(1))
     rev = S.Revision(number=1, created_at=created, created_by=who,
                      config_hash=S.config_hash(spec, pin, digest), code_digest=digest, model=pin,
-                     spec=spec, source=str(source.resolve()), reason="deploy")  # fmt: skip
+                     spec=spec, source=str(source.resolve()), reason="deploy",
+                     ingress=ingress_of(sd.code_dir(1), spec, say))  # fmt: skip
     objects = render(r, sd.name, route, rev, _bundle(source.parent), replicas,
                      spec.rollout.strategy, 1)  # fmt: skip
     never, _, _ = ks.queue_room(r, objects)

@@ -286,3 +286,17 @@ def test_a_service_on_simulated_nodes_is_said_to_answer_nothing_one_on_real_node
     assert ks._simulated([pod("a100x1-0")]) is True
     assert ks._simulated([pod("cpu-0")]) is False
     assert ks._simulated([]) is False
+
+
+def test_a_cluster_service_bounds_its_requests_at_the_ingress_it_was_found_to_have() -> None:
+    """As locally: max_ongoing_requests and max_queued_requests on the ingress deployment (its
+    name found by importing the application at deploy); a revision whose import could not be
+    done here leaves Ray Serve's defaults rather than naming a deployment that may not exist."""
+    spec = S.ServiceSpec(import_path="serve_app:app", max_ongoing_requests=7, max_queued_requests=3)
+    found = revision(spec).model_copy(update={"ingress": "Classifier"})
+    app = K.serve_config("iris", "/iris", found)["applications"][0]
+    assert app["deployments"] == [
+        {"name": "Classifier", "max_ongoing_requests": 7, "max_queued_requests": 3}
+    ]
+    unknown = K.serve_config("iris", "/iris", revision(spec))["applications"][0]
+    assert "deployments" not in unknown
