@@ -25,10 +25,12 @@ if TYPE_CHECKING:
     from taugrid.client import cluster, data, platform, quota, runs, serve
     from taugrid.client.cluster import profiles, workspaces
     from taugrid.client.runs import (
+        Artifacts,
         Cancelled,
         SubmitRequest,
         Submitted,
         Verified,
+        artifacts,
         attach,
         cancel,
         cluster_runs,
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
         list_runs,
         logs,
         metrics,
+        pull,
         record,
         resume,
         status,
@@ -74,11 +77,13 @@ def __dir__() -> builtins.list[str]:
 
 
 __all__ = [
+    "Artifacts",
     "Cancelled",
     "SubmitRequest",
     "Submitted",
     "TauError",
     "Verified",
+    "artifacts",
     "attach",
     "cancel",
     "cluster",
@@ -92,6 +97,7 @@ __all__ = [
     "metrics",
     "platform",
     "profiles",
+    "pull",
     "quota",
     "record",
     "resume",
