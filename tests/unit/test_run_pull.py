@@ -389,3 +389,28 @@ def test_a_multi_node_job_s_log_is_node_0_s(tmp_path: Path) -> None:
 
     fake = FakeKube({"Pod": [pod(0), pod(1)]})
     assert KubeBackend(kube=fake)._driver_pod(record()) == ("r1-0-x", "main")
+
+
+def test_tau_run_pull_exit_codes(
+    adopted: Any, volume: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """0 all verified; 1 a file not as sealed (named); 4 the volume may not be read (another
+    workspace's, Forbidden) ; 2 a run that does not exist, with how to find one."""
+    from taugrid.cli.app import main
+
+    seal(volume)
+    assert main(["run", "pull", "r1", "--to", str(tmp_path / "ok"), "-o", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["ok"] is True
+    (volume / "runs/r1/outputs/result.txt").write_text("changed after the seal\n")
+    assert main(["run", "pull", "r1", "--to", str(tmp_path / "bad")]) == 1
+    assert "not kept: outputs/result.txt" in capsys.readouterr().err
+    adopted.forbid.add(("get", "Service", NS))
+    assert main(["run", "pull", "r1", "--to", str(tmp_path / "no")]) == 4
+    assert "forbidden" in capsys.readouterr().err
+    monkeypatch = pytest.MonkeyPatch()
+    monkeypatch.setattr("taugrid.runs.backends.kube.backend.adopt_remote", lambda ref, ctx: None)
+    try:
+        assert main(["run", "pull", "nope-zzzzz", "--to", str(tmp_path / "x")]) == 2
+        assert "no run 'nope-zzzzz'" in capsys.readouterr().err
+    finally:
+        monkeypatch.undo()
