@@ -579,7 +579,12 @@ class Kube:
             method, url, headers=headers or {}, content=body, timeout=timeout
         )
         with self.errors(verb, kind, namespace):
-            resp = http.send(request, stream=True)
+            try:
+                resp = http.send(request, stream=True)
+            except httpx2.TimeoutException:
+                raise TauError(f"the service {service} in {namespace} did not answer within "
+                               f"{timeout.read:g} s (through the API server's proxy)",
+                               exit_code=EXIT_PLATFORM) from None  # fmt: skip
             try:
                 if resp.status_code == 403:
                     text = resp.read().decode("utf-8", "replace")

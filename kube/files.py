@@ -42,10 +42,12 @@ class VolumeFiles:
     waits for a file server that does not answer (0: not at all, as a status must not)."""
 
     def __init__(
-        self, kube: KubeAPI, namespace: str, workspace: str, patience_s: float = 0
-    ) -> None:
+        self, kube: KubeAPI, namespace: str, workspace: str, patience_s: float = 0,
+        timeout_s: float | None = None,
+    ) -> None:  # fmt: skip
         self.kube, self.namespace, self.workspace = kube, namespace, workspace
         self.patience_s = patience_s
+        self.timeout_s = timeout_s  # each request's (None: the client's read timeout)
 
     def _patiently(self, read: Callable[[], T]) -> T:
         deadline = time.monotonic() + self.patience_s
@@ -119,7 +121,8 @@ class VolumeFiles:
         return self._patiently(lambda: self._json_once(target, shown))
 
     def _json_once(self, target: str, shown: str) -> dict[str, Any]:
-        with self.kube.service_request(self.namespace, naming.FILES_SERVICE, target) as r:
+        with self.kube.service_request(self.namespace, naming.FILES_SERVICE, target,
+                                       timeout_s=self.timeout_s) as r:  # fmt: skip
             if r.status != 200:
                 raise self._failure(r, shown)
             body = r.read()

@@ -363,3 +363,23 @@ def test_the_file_server_can_be_left_out_or_given_an_image() -> None:
     )
     with pytest.raises(Exception, match="too little for the file server"):
         platform(workspaceFiles={"memory": "16Mi"})
+
+
+def test_a_status_waits_at_most_two_seconds_for_the_volume(tmp_path: Path, volume: Path) -> None:
+    """A file server the API server cannot reach (a network policy, a node gone) would hold a
+    status for the proxy's own dial timeout: the status's read asks for 2 s at most."""
+    asked: list[float | None] = []
+
+    class Timed(FakeKube):
+        def service_request(self, namespace: str, service: str, path: str,  # type: ignore[override]
+                            headers: dict[str, str] | None = None, method: str = "GET",
+                            body: bytes | None = None, timeout_s: float | None = None) -> Any:  # fmt: skip
+            asked.append(timeout_s)
+            return super().service_request(
+                namespace, service, path, headers, method, body, timeout_s
+            )
+
+    fake = Timed(running_cluster())
+    serving(fake, volume)
+    observe(tmp_path, fake)
+    assert asked == [2.0]

@@ -435,7 +435,9 @@ class KubeBackend(Connected, Template):
             phase, _ = effective_phase(o)
             if phase != Phase.Running and phase not in TERMINAL:
                 return o  # nothing ran yet
-            files = VolumeFiles(self.kube, _handle(rec).namespace, rec.workspace)
+            files = VolumeFiles(
+                self.kube, _handle(rec).namespace, rec.workspace, timeout_s=PROGRESS_TIMEOUT_S
+            )  # a status never waits long
             try:
                 got = files.progress(C.run_volume_path(rec.run_id),
                                      rec.checkpoint_subdir, rec.output_subdir).skewed(o.now)  # fmt: skip
@@ -820,6 +822,7 @@ COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"  # an Indexed Job'
 GET_EACH_UP_TO = 8  # runs of one namespace observed with a GET each (more: one LIST)
 # runs observed at once whose progress is read from the volume (a status, not a list)
 PROGRESS_UP_TO = 8
+PROGRESS_TIMEOUT_S = 2.0  # a file server that does not answer in this long: progress "unknown"
 PROGRESS_EVERY_S = 5.0  # a watched run's progress is read again at least this often (lag <= 10 s)
 FOLLOW_SETTLE_S = 2.0  # after a log stream ends, at most this long until the next look
 FOLLOW_FALLBACK_S = 30.0  # a look at least this often, should a watch have broken silently
