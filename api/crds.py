@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from taugrid.api import constants as C
 from taugrid.api.defaults import new_list
 from taugrid.api.profiles import ImageMirror, WorkloadProfile, WorkspaceRef
-from taugrid.api.vocabulary import Phase, Signal, TerminationReason, TimelineEntry
+from taugrid.api.vocabulary import Phase, ResolvedInput, Signal, TerminationReason, TimelineEntry
 
 
 class _Model(BaseModel):
@@ -189,6 +189,11 @@ class TauRunSpec(_Model):
     attempt: int = Field(0, ge=0)
     workers: int = Field(1, ge=1)
     gpusPerWorker: int = Field(0, ge=0)
+    inputs: list[ResolvedInput] = Field(
+        default_factory=new_list,
+        description="Its data inputs at their exact versions, as resolved at submit (a model "
+        "registered from the run on any machine names them in its lineage)",
+    )
     manifest: dict[str, Any] = Field(
         default_factory=dict,
         description="The tau.yaml as submitted (secrets are references only)",

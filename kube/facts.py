@@ -15,6 +15,7 @@ from taugrid.api.crds import TauRunStatus
 from taugrid.api.evidence import RunRecord
 from taugrid.api.kubetime import k8s_time
 from taugrid.api.observations import ClusterFacts, PodFact
+from taugrid.api.vocabulary import ResolvedInput
 
 JOB_INDEX = "batch.kubernetes.io/job-completion-index"  # an Indexed Job's pod: its index
 
@@ -128,7 +129,21 @@ def record_from_taurun(taurun: dict[str, Any], context: str | None) -> RunRecord
         primary_metric=(manifest.get("metrics") or {}).get("primary"),
         metric_direction=(manifest.get("metrics") or {}).get("direction"),
         resumed_from=Lineage(run_id=parent, checkpoint=spec.get("resumeFrom")) if parent else None,
+        inputs=_inputs(spec.get("inputs")),
     )  # fmt: skip
+
+
+def _inputs(raw: Any) -> list[ResolvedInput]:
+    """A TauRun's inputs; one that does not read as an input is left out (an older client's)."""
+    from pydantic import ValidationError
+
+    out = []
+    for item in raw if isinstance(raw, list) else []:
+        try:
+            out.append(ResolvedInput.model_validate(item))
+        except ValidationError:
+            continue
+    return out
 
 
 _UID = re.compile(r"\(UID: (?P<uid>[^,)\s]+)(?:, JobUID: [^)]*)?\)")

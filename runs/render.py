@@ -618,6 +618,8 @@ def render_taurun(r: Resolved, meta: RunMeta, parent: str | None = None) -> dict
         spec["resumeFrom"] = meta.resume_from
     if parent:
         spec["parentRun"] = parent
+    if meta.inputs:
+        spec["inputs"] = [i.model_dump(mode="json", exclude_none=True) for i in meta.inputs]
     return {
         "apiVersion": C.API_VERSION,
         "kind": "TauRun",

@@ -626,6 +626,14 @@ def test_a_cluster_run_copies_its_inputs_into_the_workspace_registry(
     assert len(said) == 1 and "corpus" in said[0] and team.url in said[0]
     publish_inputs(p, said.append)
     assert len(said) == 1  # there already
+    # the TauRun names them at their exact versions: a teammate's record of the run has them
+    from taugrid.kube.facts import record_from_taurun
+    from taugrid.runs.render import render_taurun
+
+    taurun = render_taurun(p.resolved, p.meta)
+    taurun["metadata"]["creationTimestamp"] = "2026-12-04T00:00:00Z"
+    assert [(i.name, i.version) for i in record_from_taurun(taurun, None).inputs] == [
+        ("corpus", mine.version), ("shared", theirs.version)]  # fmt: skip
 
 
 # --- az:// failures: exit 4 with what to do, no traceback ----------------------------------------

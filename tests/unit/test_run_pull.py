@@ -414,3 +414,19 @@ def test_tau_run_pull_exit_codes(
         assert "no run 'nope-zzzzz'" in capsys.readouterr().err
     finally:
         monkeypatch.undo()
+
+
+def test_a_teammate_s_record_of_a_cluster_run_knows_its_exact_inputs() -> None:
+    """The TauRun carries the inputs as resolved at submit, so a model registered from the run
+    on another machine names them in its lineage (dataset -> run -> model)."""
+    from taugrid.api.vocabulary import ResolvedInput
+    from taugrid.kube.facts import record_from_taurun
+
+    corpus = ResolvedInput(
+        name="corpus", version="sha256:" + "a" * 64, path="corpus", ref="corpus@prod"
+    )
+    taurun = {"metadata": {"name": "r1", "namespace": NS},
+              "spec": {"runId": "r1", "workspace": "research", "profile": "cpu", "configHash": "h",
+                       "inputs": [corpus.model_dump(mode="json"), {"name": 3}]}}  # fmt: skip
+    rec = record_from_taurun(taurun, None)
+    assert rec.inputs == [corpus]  # the one that does not read as an input is left out
