@@ -304,6 +304,13 @@ class RemediationConfig(_Model):
     )
 
 
+def memory_at_least(v: str, floor: str, who: str) -> str:
+    """A memory limit of a platform component, refused below what it needs to run."""
+    if parse_memory(v) < parse_memory(floor):
+        raise ValueError(f"{v} is too little for {who}: at least {floor}")
+    return v
+
+
 class ControllerSpec(ComponentBase):
     """The TauGrid controller (install: helm means this stack deploys it; external: it runs
     elsewhere, e.g. out of cluster in the sandbox)."""
@@ -322,9 +329,7 @@ class ControllerSpec(ComponentBase):
     @field_validator("memory")
     @classmethod
     def _memory(cls, v: str) -> str:
-        if parse_memory(v) < 256 * 2**20:
-            raise ValueError(f"{v} is too little for the controller: at least 256Mi")
-        return v
+        return memory_at_least(v, "256Mi", "the controller")
 
 
 class Components(_Model):
@@ -489,9 +494,7 @@ class WorkspaceFiles(_Model):
     @field_validator("memory")
     @classmethod
     def _memory(cls, v: str) -> str:
-        if parse_memory(v) < 64 * 2**20:
-            raise ValueError(f"{v} is too little for the file server: at least 64Mi")
-        return v
+        return memory_at_least(v, "64Mi", "the file server")
 
 
 class PlatformConfig(_Model):

@@ -157,6 +157,24 @@ def wait_phase(home: Path, run_id: str, phases: set[str], timeout: float = 240) 
     return got
 
 
+def example(tmp_path: Path, name: str, tau_yaml: str) -> Path:
+    """An example's train.py, unchanged, with a tau.yaml for the real nodes."""
+    import shutil
+
+    folder = tmp_path / name
+    folder.mkdir()
+    shutil.copy(Path(__file__).parents[2] / "examples" / name / "train.py", folder)
+    (folder / "tau.yaml").write_text(tau_yaml)
+    return folder
+
+
+def run_to_end(home: Path, folder: Path, timeout: float) -> tuple[str, dict[str, Any], str]:
+    """(run id, its final status, its log) of a run submitted and waited for to its end."""
+    run_id = submit(home, folder)
+    st = wait_phase(home, run_id, {"Succeeded", "Failed"}, timeout=timeout)
+    return run_id, st, tau(home, "run", "logs", run_id, env=kube_env(home)).stdout
+
+
 def test_up_says_which_nodes_are_real(real: Path) -> None:
     doc = json.loads(tau(real, "sandbox", "status", "-o", "json").stdout)
     assert doc["real_nodes"] == ["cpu-0", "cpu-1"] and "cpu-0" not in doc["nodes"]
@@ -209,21 +227,14 @@ def test_the_quickstart_cpu_variant_forms_a_ray_cluster_of_real_pods_and_seals_i
     node form a Ray cluster (the head has no CPUs for tasks, so every gradient runs on the
     worker: without it the run never ends), KubeRay submits the entrypoint to the real head,
     metrics and checkpoints land on /data, and the record the pod sealed verifies."""
-    import shutil
-
-    folder = tmp_path / "quickstart-cpu"
-    folder.mkdir()
-    shutil.copy(Path(__file__).parents[2] / "examples" / "quickstart" / "train.py", folder)
-    (folder / "tau.yaml").write_text(
+    folder = example(tmp_path, "quickstart", (
         "schema_version: 1\nname: quickstart-cpu\n"
         "run: {entrypoint: train.py, workload_kind: rayjob}\n"
         "compute: {gpus: 0, workers: 1, cpus: 1, memory: 2Gi}\n"
         "runtime:\n  image: rayproject/ray:2.56.0-py312-cpu\n"
         "  env: [{name: QUICKSTART_STEPS, value: '20'}]\n"
-    )
-    run_id = submit(real, folder)
-    st = wait_phase(real, run_id, {"Succeeded", "Failed"}, timeout=600)
-    logs = tau(real, "run", "logs", run_id, env=kube_env(real)).stdout
+    ))  # fmt: skip
+    run_id, st, logs = run_to_end(real, folder, timeout=600)
     assert st["phase"] == "Succeeded", (st, logs[-3000:])
     assert "fitting y = 3x + 2 on 1 worker(s), 20 steps" in logs and "done: w=" in logs, logs
     rec = _pod_record(run_id)
@@ -507,20 +518,13 @@ def test_torchrun_across_two_real_nodes_all_reduces_over_gloo(real: Path, tmp_pa
     torchrun processes meet through the c10d rendezvous on node 0's name (the headless
     Service's, answered by the sandbox's cluster.local DNS) and all-reduce gradients with gloo
     across the pods; rank 0 checks that both replicas ended with the same weights."""
-    import shutil
-
-    folder = tmp_path / "ddp"
-    folder.mkdir()
-    shutil.copy(Path(__file__).parents[2] / "examples" / "torchrun-ddp" / "train.py", folder)
-    (folder / "tau.yaml").write_text(
+    folder = example(tmp_path, "torchrun-ddp", (
         "schema_version: 1\nname: ddp\n"
         "run: {entrypoint: train.py, launcher: torchrun, args: ['--steps', '20']}\n"
         "compute: {workers: 2, gpus: 0, cpus: 0.5, memory: 1Gi}\n"
         "runtime: {image: pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime}\n"
-    )
-    run_id = submit(real, folder)
-    st = wait_phase(real, run_id, {"Succeeded", "Failed"}, timeout=420)
-    logs = tau(real, "run", "logs", run_id, env=kube_env(real)).stdout
+    ))  # fmt: skip
+    run_id, st, logs = run_to_end(real, folder, timeout=420)
     assert st["phase"] == "Succeeded", (st, logs[-3000:])
     assert "cpu-0" in sig(st, "Scheduled")["reason"] and "cpu-1" in sig(st, "Scheduled")["reason"]
     assert "world 2:" in logs and "replicas equal: True" in logs, logs
