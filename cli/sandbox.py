@@ -59,8 +59,9 @@ def sandbox_up(
             max=3,
             show_default=False,
             help="Real nodes (kubelet, containerd, runc; up to 3) for the stack's CPU pool, where "
-            "CPU Jobs execute (needs root, containerd and `make images`). Default 0: KWOK only "
-            "(Ray's pods are KWOK's until they run truthfully on real nodes).",
+            "CPU runs execute (needs root, containerd and `make images`). Default 1 where this "
+            "machine can run it, else 0 with the reason in `tau sandbox status`; 0: KWOK only, "
+            "the fastest start.",
         ),
     ] = None,
 ) -> None:

@@ -128,10 +128,10 @@ def stacks_dir_for(stack: str, stacks_dir: Path | None) -> Path:
 
 
 MAX_REAL_NODES = 3
-# 0 until Ray's pods run truthfully on real nodes: the sandbox's KubeRay operator answers Ray's
-# dashboard from Kubernetes objects (right for KWOK's pods), so a RayJob's head on a real node
-# would be reported done without its job ever running there (docs/sandbox.md)
-DEFAULT_REAL_NODES = 0
+# one where the machine can run it (else 0, with the reason): CPU runs execute, and Ray clusters
+# whose pods are all on real nodes are real (the sandbox's KubeRay operator talks to their head);
+# GPU runs stay on KWOK. Every caller that wants a speed or a shape says --real-nodes N.
+DEFAULT_REAL_NODES = 1
 
 
 def real_nodes_wanted(asked: int | None, cfg: PlatformConfig) -> tuple[int, str | None]:
