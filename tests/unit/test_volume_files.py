@@ -383,27 +383,3 @@ def test_a_status_waits_at_most_two_seconds_for_the_volume(tmp_path: Path, volum
     serving(fake, volume)
     observe(tmp_path, fake)
     assert asked == [2.0]
-
-
-def test_the_sandbox_has_one_real_node_by_default_where_the_machine_can_run_it(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Asked for nothing: one where it can run, else none and why (never an error); asked for
-    explicitly: what was asked, or an error that names what is missing."""
-    from taugrid.infra import realnodes
-    from taugrid.infra.sandbox import real_nodes_wanted
-
-    cfg = platform(cpuPools=[{"name": "cpu", "vmSize": "Standard_D4s_v5", "maxCount": 2}])
-    monkeypatch.setattr(realnodes, "can_run", lambda: None)
-    assert real_nodes_wanted(None, cfg) == (1, None)
-    assert real_nodes_wanted(0, cfg) == (0, None) and real_nodes_wanted(2, cfg) == (2, None)
-    monkeypatch.setattr(
-        realnodes, "can_run", lambda: "the sandbox's images are not built (make images)"
-    )
-    assert real_nodes_wanted(None, cfg) == (0, "the sandbox's images are not built (make images)")
-    with pytest.raises(TauError, match="make images"):
-        real_nodes_wanted(1, cfg)
-    with pytest.raises(TauError, match="0 to 3"):
-        real_nodes_wanted(4, cfg)
-    monkeypatch.setattr(realnodes, "can_run", lambda: None)
-    assert real_nodes_wanted(None, platform()) == (0, "the stack declares no CPU pool for them")

@@ -1,0 +1,45 @@
+"""How many real nodes the sandbox starts (infra/sandbox.real_nodes_wanted), without starting one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from taugrid.api.errors import TauError
+from taugrid.api.platform import validate_platform
+
+
+def platform(**extra: Any) -> Any:
+    return validate_platform({
+        "cluster": {"provider": "aks", "name": "c", "location": "westus3", "kubernetesVersion": "1.36"},
+        "gpuPools": [{"name": "a100", "vmSize": "Standard_NC24ads_A100_v4", "maxCount": 2}],
+        "queues": {"clusterQueues": [
+            {"name": "gpu", "flavors": [{"pool": "a100", "nominalQuota": {"nvidia.com/gpu": 2}}]}]},
+        "workspaces": [{"name": "research", "queues": ["gpu"]}],
+        **extra,
+    })  # fmt: skip
+
+
+def test_the_sandbox_has_one_real_node_by_default_where_the_machine_can_run_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Asked for nothing: one where it can run, else none and why (never an error); asked for
+    explicitly: what was asked, or an error that names what is missing."""
+    from taugrid.infra import realnodes
+    from taugrid.infra.sandbox import real_nodes_wanted
+
+    cfg = platform(cpuPools=[{"name": "cpu", "vmSize": "Standard_D4s_v5", "maxCount": 2}])
+    monkeypatch.setattr(realnodes, "can_run", lambda: None)
+    assert real_nodes_wanted(None, cfg) == (1, None)
+    assert real_nodes_wanted(0, cfg) == (0, None) and real_nodes_wanted(2, cfg) == (2, None)
+    monkeypatch.setattr(
+        realnodes, "can_run", lambda: "the sandbox's images are not built (make images)"
+    )
+    assert real_nodes_wanted(None, cfg) == (0, "the sandbox's images are not built (make images)")
+    with pytest.raises(TauError, match="make images"):
+        real_nodes_wanted(1, cfg)
+    with pytest.raises(TauError, match="0 to 3"):
+        real_nodes_wanted(4, cfg)
+    monkeypatch.setattr(realnodes, "can_run", lambda: None)
+    assert real_nodes_wanted(None, platform()) == (0, "the stack declares no CPU pool for them")
