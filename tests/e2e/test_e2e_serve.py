@@ -117,9 +117,11 @@ def test_a_service_on_the_cluster_from_deploy_to_delete(sandbox: Path, tmp_path:
     assert "queue gpu has 0 free" in res.stderr and "tau quota request --gpus 2" in res.stderr
     assert st(sandbox, "clf")["revision"] == 1
 
-    # invoking a cluster service from here is refused, with where it answers
+    # invoking a service on KWOK's nodes (no container runs there) is refused at once, with how
+    # to have it answer (on real nodes it goes through the API server's proxy: test_e2e_realnodes)
     res = serve(sandbox, "invoke", "clf", "--data", "{}")
-    assert res.returncode == 2 and f"clf.{NS}.svc" in res.stderr
+    assert res.returncode == 4 and "runs on simulated nodes" in res.stderr, res.stderr
+    assert "--real-nodes" in res.stderr
 
     # another workspace's researcher cannot touch it
     bob_home = tmp_path / "bob"
