@@ -35,6 +35,17 @@ def no_service_left(sandbox: Path) -> Any:
         tsvc.delete(name=o.metadata.name, namespace=NS)
     rs = dyn.resources.get(api_version="ray.io/v1", kind="RayService")
     wait_until(lambda: not rs.get(namespace=NS).items, 180, "every service's RayService gone")
+    # and Kueue's count of their quota with them (a test that reads the queue's usage first
+    # would otherwise start from GPUs that are about to come back)
+    wl = dyn.resources.get(api_version="kueue.x-k8s.io/v1beta2", kind="Workload")
+
+    def services_hold_quota() -> bool:
+        return any(
+            any(o.kind == "RayService" for o in (w.metadata.ownerReferences or []))
+            for w in wl.get(namespace=NS).items
+        )
+
+    wait_until(lambda: not services_hold_quota(), 180, "the services' Kueue workloads gone")
 
 
 def project(folder: Path, name: str, replicas: int) -> Path:
