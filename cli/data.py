@@ -389,7 +389,8 @@ def lineage(
     ref: Annotated[str, typer.Argument(help="model:NAME@REF or dataset:NAME@REF (default model)")],
     registry: RegistryOpt = None, output: JsonOpt = ReportFormat.text,
 ) -> None:  # fmt: skip
-    """A model's run and that run's inputs; a dataset version's models."""
+    """A model's run, that run's inputs and the services here that serve it; a dataset
+    version's models."""
     from taugrid.client import data
 
     kind, sep, rest = ref.partition(":")
@@ -405,6 +406,10 @@ def lineage(
             + (f", checkpoint {doc['checkpoint']}" if doc.get("checkpoint") else ""))  # fmt: skip
         for i in doc["inputs"]:
             out(f"  input: {i['name']}@{i['version'][:19]}")
+        for svc in doc.get("services") or []:
+            now = "serving now" if svc["serving"] else "not serving now"
+            revs = ", ".join(str(n) for n in svc["revisions"])
+            out(f"  served by {svc['name']} ({svc['target']}), revision {revs}: {now}")
     else:
         for m in doc["models"] or []:
             out(f"  model {m['name']}@{m['version']} (run {m['run']})")

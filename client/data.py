@@ -369,7 +369,7 @@ def lineage(kind: Kind, ref: str, *, registry: str | None = None) -> dict[str, A
     if kind == "model":
         out.update(run=rec.lineage.run, inputs=[i.model_dump() for i in rec.lineage.inputs],
                    checkpoint=rec.lineage.checkpoint, metrics=rec.lineage.metrics,
-                   config_hash=rec.lineage.config_hash)  # fmt: skip
+                   config_hash=rec.lineage.config_hash, services=_serving(rec.version))  # fmt: skip
         return out
     models = []
     for name in s.names("model"):
@@ -377,6 +377,26 @@ def lineage(kind: Kind, ref: str, *, registry: str | None = None) -> dict[str, A
             if any(i.name == rec.name and i.version == rec.version for i in m.lineage.inputs):
                 models.append({"name": name, "version": short(m.version), "run": m.lineage.run})
     out["models"] = models
+    return out
+
+
+def _serving(version: str) -> builtins.list[dict[str, Any]]:
+    """The services of this machine with a revision that pins this model version (dataset ->
+    run -> model -> service): their name, target, those revisions, and whether one serves now."""
+    from taugrid.serve.records import all_services
+
+    out = []
+    for sd in all_services():
+        try:
+            svc = sd.read()
+        except (OSError, ValueError):
+            continue
+        revs = [
+            r.number for r in svc.revisions if r.model is not None and r.model.version == version
+        ]
+        if revs and svc.deleted_at is None:
+            out.append({"name": svc.name, "target": svc.target, "revisions": revs,
+                        "serving": svc.serving in revs})  # fmt: skip
     return out
 
 

@@ -440,6 +440,39 @@ def test_a_model_from_a_run_keeps_its_lineage(
     assert data.lineage("model", f"clf@{rec.short}")["run"] == run
 
 
+def test_a_model_s_lineage_names_the_services_that_serve_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """dataset -> run -> model -> service: the services of this machine whose revisions pin the
+    version, and whether one serves now; a deleted one is not named."""
+    from taugrid.api import serve as S
+    from taugrid.client import data
+    from taugrid.serve.records import ServiceDir
+
+    monkeypatch.setenv("TAU_HOME", str(tmp_path))
+    run = _run_with_checkpoints(tmp_path, {10: 0.9})
+    model = data.register_model_from_run("clf", run).record
+    other = data.register("model", "other", tree(tmp_path / "o", {"w": b"2"})).record
+
+    def service(name: str, pins: list[str], serving: int, deleted: bool = False) -> None:
+        revs = [S.Revision(number=i, created_at="2026-12-04T00:00:00Z", created_by="a", config_hash=f"h{i}",
+                           code_digest="d", spec=S.ServiceSpec(import_path="app:app"), source="/p/tau.yaml",
+                           model=S.ModelPin(ref=v, name="clf", version=v))
+                for i, v in enumerate(pins, start=1)]  # fmt: skip
+        sd = ServiceDir(name)
+        sd.path.mkdir(parents=True, exist_ok=True)
+        sd.write(S.ServiceRecord(name=name, target="local", created_at="2026-12-04T00:00:00Z",
+                                 created_by="a", route_prefix=f"/{name}", revisions=revs,
+                                 serving=serving, deleted_at="x" if deleted else None))  # fmt: skip
+
+    service("iris", [model.version, other.version], serving=2)  # rolled on to another model
+    service("clf-live", [model.version], serving=1)
+    service("gone", [model.version], serving=1, deleted=True)
+    doc = data.lineage("model", f"clf@{model.short}")
+    assert doc["run"] == run and sorted((s["name"], s["revisions"], s["serving"]) for s in doc["services"]) == [
+        ("clf-live", [1], True), ("iris", [1], False)]  # fmt: skip
+
+
 def test_a_run_without_checkpoints_or_a_metric_says_what_to_do(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
