@@ -138,3 +138,18 @@ def suggest_name(value: str, *, first_letter: bool = True, limit: int = C.K8S_NA
     if first_letter and out[:1].isdigit():
         out = f"run-{out}"
     return out[:limit].rstrip("-")
+
+
+def owner_reference(
+    kind: str, name: str, uid: object, api_version: str = C.API_VERSION
+) -> dict[str, object]:
+    """What a TauGrid object (a TauRun, a TauService) writes into the objects it owns, so the
+    garbage collector takes them with it (and a foreground delete waits for them). `uid`: the
+    owner's, as the API server gave it (a Pulumi output in a run's stack)."""
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "name": name,
+        "uid": uid,
+        "blockOwnerDeletion": True,
+    }

@@ -27,6 +27,7 @@ from taugrid.api import constants as C
 from taugrid.api import serve as S
 from taugrid.api.errors import EXIT_PLATFORM, EXIT_USAGE, TauError
 from taugrid.api.manifest import Compute, Manifest, RunSpec
+from taugrid.api.naming import owner_reference
 from taugrid.kube.discovery import Connected
 from taugrid.runs.codebundle import CodeBundle
 from taugrid.runs.render import RunMeta, code_configmap, ray_cluster_spec
@@ -350,8 +351,7 @@ class KubeServe(Connected):
             raise TauError(f"{e.message} (namespace {ns}, as {self.kube.user})",
                            exit_code=EXIT_PLATFORM, hint="tau workspaces lists the workspaces you "
                            "may use (--workspace)") from None  # fmt: skip
-        ref = {"apiVersion": C.API_VERSION, "kind": "TauService", "name": name,
-               "uid": got["metadata"]["uid"], "blockOwnerDeletion": True}  # fmt: skip
+        ref = owner_reference("TauService", name, got["metadata"]["uid"])
         for obj in rest:
             self.owned(obj, ref)
         return ref
@@ -364,8 +364,7 @@ class KubeServe(Connected):
         got = self.kube.get("TauService", object_name(rec.name), rec.namespace)
         if got is None:
             return None
-        return {"apiVersion": C.API_VERSION, "kind": "TauService", "name": rec.name,
-                "uid": got["metadata"]["uid"], "blockOwnerDeletion": True}  # fmt: skip
+        return owner_reference("TauService", rec.name, got["metadata"]["uid"])
 
     def generations(self, rec: S.ServiceRecord) -> dict[int, dict[str, Any]]:
         """The service's RayServices by generation."""

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from taugrid.api import constants as C
 from taugrid.api.errors import EXIT_NOT_ADMITTED, EXIT_PLATFORM, EXIT_USAGE, TauError
 from taugrid.api.evidence import KubeHandle, PulumiHandle, RunRecord
+from taugrid.api.naming import owner_reference
 from taugrid.api.observations import ClusterFacts, Observations
 from taugrid.api.vocabulary import TERMINAL, Phase
 from taugrid.kube.client import CONTEXT_ENV, Forbidden, KubeAPI
@@ -245,8 +246,7 @@ class KubeBackend(Connected, Template):
                 raise
             raise self._forbidden(e, prepared) from None
         self._sent_owner = True
-        ref = {"apiVersion": C.API_VERSION, "kind": "TauRun", "name": taurun["metadata"]["name"],
-               "uid": owner["metadata"]["uid"], "blockOwnerDeletion": True}  # fmt: skip
+        ref = owner_reference("TauRun", taurun["metadata"]["name"], owner["metadata"]["uid"])
         from taugrid.runs.render import is_shared
 
         shared = [o for o in objects if is_shared(o)]

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from taugrid.api.naming import owner_reference
+
 
 def run_program(taurun: dict[str, Any], objects: list[dict[str, Any]],
                 context: str | None) -> None:  # fmt: skip
@@ -26,8 +28,7 @@ def run_program(taurun: dict[str, Any], objects: list[dict[str, Any]],
     owner = resource(taurun, [])
     uid = owner.metadata.apply(lambda m: m["uid"])
     for obj in objects:
-        obj = {**obj, "metadata": {**obj["metadata"], "ownerReferences": [{
-            "apiVersion": taurun["apiVersion"], "kind": "TauRun",
-            "name": taurun["metadata"]["name"], "uid": uid, "blockOwnerDeletion": True}]}}  # fmt: skip
+        ref = owner_reference("TauRun", taurun["metadata"]["name"], uid, taurun["apiVersion"])
+        obj = {**obj, "metadata": {**obj["metadata"], "ownerReferences": [ref]}}
         resource(obj, [owner])
     pulumi.export("runId", taurun["metadata"]["name"])
