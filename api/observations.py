@@ -39,11 +39,13 @@ class RunProgress(BaseModel):
         if self.now is None:
             return self
         d = now - self.now
-        return self.model_copy(update={
-            "last_metric_ts": self.last_metric_ts + d if self.last_metric_ts else None,
-            "last_log_ts": self.last_log_ts + d if self.last_log_ts else None,
-            "now": now,
-        })  # fmt: skip
+        return self.model_copy(
+            update={
+                "last_metric_ts": self.last_metric_ts + d if self.last_metric_ts else None,
+                "last_log_ts": self.last_log_ts + d if self.last_log_ts else None,
+                "now": now,
+            }
+        )
 
 
 class VolumeFile(BaseModel):

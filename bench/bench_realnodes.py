@@ -126,10 +126,14 @@ def main() -> int:
     print(f"CPU RayJob (quickstart, head + 1 worker pod) submit -> Succeeded: {rayjob:.1f} s")
     print(f"sandbox down: {down_s:.1f} s")
     pull_s, resumed_s, status_s = pulled
-    print(f"tau run pull of a 512 MiB checkpoint (another TAU_HOME): {pull_s:.1f} s "
-          f"(budget {PULL_BUDGET_S:.0f} s); killed at about half, then again: {resumed_s:.1f} s")  # fmt: skip
-    print(f"tau run status with the run's progress from the volume: median {status_s:.2f} s "
-          f"(budget {STATUS_BUDGET_S} s)")  # fmt: skip
+    print(
+        f"tau run pull of a 512 MiB checkpoint (another TAU_HOME): {pull_s:.1f} s "
+        f"(budget {PULL_BUDGET_S:.0f} s); killed at about half, then again: {resumed_s:.1f} s"
+    )
+    print(
+        f"tau run status with the run's progress from the volume: median {status_s:.2f} s "
+        f"(budget {STATUS_BUDGET_S} s)"
+    )
     ok = up_s <= UP_BUDGET_S and job <= JOB_BUDGET_S and pull_s <= PULL_BUDGET_S
     return 0 if ok and status_s <= STATUS_BUDGET_S else 1
 
@@ -156,8 +160,12 @@ def pull_figures(tmp: Path, kenv: dict[str, str]) -> tuple[float, float, float] 
     if got.returncode != 0:
         print(got.stderr)
         return None
-    cut = subprocess.Popen([TAU, "run", "pull", run_id, "--to", str(tmp / "cut")], env=other,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    cut = subprocess.Popen(
+        [TAU, "run", "pull", run_id, "--to", str(tmp / "cut")],
+        env=other,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     time.sleep(pull_s / 2)  # about half of it, as measured just now
     cut.kill()
     cut.wait()

@@ -33,8 +33,10 @@ ExpectOpt = Annotated[
 
 
 def _record_lines(rec: Any, aliases: list[str]) -> str:
-    lines = [f"{rec.kind} {rec.name}@{rec.short}  ({rec.version})",
-             f"  {len(rec.files)} file(s), {human_size(rec.size)}; created {rec.created.at} by {rec.created.by} on {rec.created.host}"]  # fmt: skip
+    lines = [
+        f"{rec.kind} {rec.name}@{rec.short}  ({rec.version})",
+        f"  {len(rec.files)} file(s), {human_size(rec.size)}; created {rec.created.at} by {rec.created.by} on {rec.created.host}",
+    ]
     if aliases:
         lines.append(f"  aliases: {', '.join(aliases)}")
     for k in ("purpose", "description"):
@@ -102,10 +104,18 @@ def _verbs(kind: Any) -> typer.Typer:
             tags = parse_tags(tag or [])
             with progress_bar(f"registering {name}", output is ReportFormat.text) as bar:
                 if from_run:
-                    got = data.register_model_from_run(name, from_run, checkpoint=checkpoint,
-                                                       purpose=purpose, description=description,
-                                                       tags=tags, registry=registry, progress=bar,
-                                                       context=context, say=say)  # fmt: skip
+                    got = data.register_model_from_run(
+                        name,
+                        from_run,
+                        checkpoint=checkpoint,
+                        purpose=purpose,
+                        description=description,
+                        tags=tags,
+                        registry=registry,
+                        progress=bar,
+                        context=context,
+                        say=say,
+                    )
                 else:
                     assert path is not None
                     got = data.register("model", name, path, purpose=purpose, description=description,
@@ -163,8 +173,14 @@ def _verbs(kind: Any) -> typer.Typer:
         else:
             for p in problems:
                 out(f"  {p}")
-            out(f"{rec.name}@{rec.short}: " + (f"{len(problems)} problem(s)" if problems else
-                                                 f"ok ({len(rec.files)} file(s), {human_size(rec.size)})"))  # fmt: skip
+            out(
+                f"{rec.name}@{rec.short}: "
+                + (
+                    f"{len(problems)} problem(s)"
+                    if problems
+                    else f"ok ({len(rec.files)} file(s), {human_size(rec.size)})"
+                )
+            )
         if problems:
             raise typer.Exit(1)
 
@@ -333,8 +349,10 @@ def _registered(got: Any, output: ReportFormat) -> None:
         out(dump_json({**rec.model_dump(mode="json", by_alias=True), "new": got.created}))
         return
     if got.created:
-        say(f"registered {rec.kind} {rec.name}@{rec.short}: {len(rec.files)} file(s), {human_size(rec.size)}"
-            f" (hashed {human_size(got.hashed_bytes)})")  # fmt: skip
+        say(
+            f"registered {rec.kind} {rec.name}@{rec.short}: {len(rec.files)} file(s), {human_size(rec.size)}"
+            f" (hashed {human_size(got.hashed_bytes)})"
+        )
     else:
         say(
             f"{rec.kind} {rec.name}@{rec.short} is already registered with this content: nothing changed"

@@ -158,8 +158,13 @@ def progress_bar(what: str, enabled: bool) -> Iterator[Any]:
         return
     from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 
-    with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
-                  TransferSpeedColumn(), transient=True) as bar:  # fmt: skip
+    with Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        transient=True,
+    ) as bar:
         task = bar.add_task(what, total=None)
 
         def update(done: int, total: int) -> None:

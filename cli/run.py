@@ -445,8 +445,16 @@ def run_pull(
     from taugrid.cli.output import human_size, progress_bar
     from taugrid.client import runs
 
-    kinds = [k for k, on in (("outputs", outputs), ("checkpoints", checkpoints),
-                             ("metrics", metrics), ("logs", logs)) if on]  # fmt: skip
+    kinds = [
+        k
+        for k, on in (
+            ("outputs", outputs),
+            ("checkpoints", checkpoints),
+            ("metrics", metrics),
+            ("logs", logs),
+        )
+        if on
+    ]
     sizes: dict[str, int] = {"done": 0, "total": 0}
     with progress_bar(f"pulling {run}", output is ReportFormat.text) as bar:
 
@@ -458,16 +466,22 @@ def run_pull(
             if bar is not None:
                 bar(sizes["done"], sizes["total"])
 
-        got = runs.pull(run, to=to, kinds=kinds, force=force, context=context,
-                        progress=progress, total=total)  # fmt: skip
+        got = runs.pull(
+            run, to=to, kinds=kinds, force=force, context=context, progress=progress, total=total
+        )
     if output is ReportFormat.json:
         out(dump_json({**dataclasses.asdict(got), "ok": got.ok}))
     else:
-        check = (f"{got.verified} verified against MANIFEST.sha256" if got.sealed else
-                 "not verified: the run has not sealed its record yet (it still runs, or it was "
-                 "stopped before it could); complete checkpoints are final, the rest may grow")  # fmt: skip
-        out(f"{got.run_id}: {got.files} file(s), {human_size(got.bytes)} from {got.source} in "
-            f"{got.to} ({got.fetched} fetched{f', {got.resumed} of them resumed' if got.resumed else ''}, {got.kept} already here); {check}")  # fmt: skip
+        check = (
+            f"{got.verified} verified against MANIFEST.sha256"
+            if got.sealed
+            else "not verified: the run has not sealed its record yet (it still runs, or it was "
+            "stopped before it could); complete checkpoints are final, the rest may grow"
+        )
+        out(
+            f"{got.run_id}: {got.files} file(s), {human_size(got.bytes)} from {got.source} in "
+            f"{got.to} ({got.fetched} fetched{f', {got.resumed} of them resumed' if got.resumed else ''}, {got.kept} already here); {check}"
+        )
         for path in got.edited:
             say(f"kept your copy of {path}: it differs from the run's (--force replaces it)")
         for path in got.missing:

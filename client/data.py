@@ -54,12 +54,20 @@ def register(kind: Kind, name: str, path: str | Path, *, purpose: str | None = N
                                     description=description, tags=tags, progress=progress)  # fmt: skip
 
 
-def register_model_from_run(name: str, run: str, *, checkpoint: str = "latest",
-                            purpose: str | None = None, description: str | None = None,
-                            tags: dict[str, str] | None = None, registry: str | None = None,
-                            progress: Progress | None = None, context: str | None = None,
-                            say: Callable[[str], None] | None = None,
-                            into_workspace: bool = True) -> Registered:  # fmt: skip
+def register_model_from_run(
+    name: str,
+    run: str,
+    *,
+    checkpoint: str = "latest",
+    purpose: str | None = None,
+    description: str | None = None,
+    tags: dict[str, str] | None = None,
+    registry: str | None = None,
+    progress: Progress | None = None,
+    context: str | None = None,
+    say: Callable[[str], None] | None = None,
+    into_workspace: bool = True,
+) -> Registered:
     """A run's checkpoint as a model version, with its lineage (the run, its input versions,
     config hash, code revision and the metrics at that checkpoint). `checkpoint`: latest, best
     (by the run's primary metric and its direction) or a checkpoint's folder name.
@@ -82,13 +90,24 @@ def register_model_from_run(name: str, run: str, *, checkpoint: str = "latest",
         else:  # any folder of the run's (or an absolute path), complete or not
             path = Path(checkpoint) if Path(checkpoint).is_absolute() else folder / checkpoint
             if not path.exists():
-                raise TauError(f"checkpoint {checkpoint}: not found in run {rd.run_id}", exit_code=EXIT_USAGE,
-                               hint=f"complete ones: {', '.join(c['path'] for c in ckpts) or 'none'}")  # fmt: skip
+                raise TauError(
+                    f"checkpoint {checkpoint}: not found in run {rd.run_id}",
+                    exit_code=EXIT_USAGE,
+                    hint=f"complete ones: {', '.join(c['path'] for c in ckpts) or 'none'}",
+                )
             chosen = path.name
             step = next((c.get("step") for c in ckpts if c["path"] == chosen), None)
-        return default_store(registry).register("model", name, path, _created(rec.run_id), purpose=purpose,
-                                                description=description, tags=tags,
-                                                lineage=_lineage(rec, chosen, rows, step), progress=progress)  # fmt: skip
+        return default_store(registry).register(
+            "model",
+            name,
+            path,
+            _created(rec.run_id),
+            purpose=purpose,
+            description=description,
+            tags=tags,
+            lineage=_lineage(rec, chosen, rows, step),
+            progress=progress,
+        )
     from taugrid.client import runs
 
     made = runs.artifacts(run, context=context)
@@ -110,8 +129,17 @@ def register_model_from_run(name: str, run: str, *, checkpoint: str = "latest",
     tell = say or (lambda _m: None)
     if in_place is not None:
         tell(f"registering {rel} of {rec.run_id} where the run left it ({in_place})")
-        return store.register("model", name, in_place, _created(rec.run_id), purpose=purpose,
-                              description=description, tags=tags, lineage=lineage, progress=progress)  # fmt: skip
+        return store.register(
+            "model",
+            name,
+            in_place,
+            _created(rec.run_id),
+            purpose=purpose,
+            description=description,
+            tags=tags,
+            lineage=lineage,
+            progress=progress,
+        )
     import tempfile
 
     from taugrid.runs.paths import tau_home
@@ -121,12 +149,26 @@ def register_model_from_run(name: str, run: str, *, checkpoint: str = "latest",
     with tempfile.TemporaryDirectory(dir=scratch, prefix=f"{rec.run_id}-") as tmp:
         got = runs.pull(run, to=tmp, kinds=["checkpoints"], context=context)
         if not got.ok:
-            raise TauError(f"the checkpoint of {rec.run_id} is not what its record says: "
-                           f"{', '.join(got.bad + got.missing)}", exit_code=EXIT_RUN_FAILED)  # fmt: skip
-        tell(f"read {rel} of {rec.run_id} through the workspace's file server ({got.bytes} bytes "
-             f"through this machine, checked against the run's manifest)")  # fmt: skip
-        return store.register("model", name, Path(tmp) / rel, _created(rec.run_id), purpose=purpose,
-                              description=description, tags=tags, lineage=lineage, progress=progress)  # fmt: skip
+            raise TauError(
+                f"the checkpoint of {rec.run_id} is not what its record says: "
+                f"{', '.join(got.bad + got.missing)}",
+                exit_code=EXIT_RUN_FAILED,
+            )
+        tell(
+            f"read {rel} of {rec.run_id} through the workspace's file server ({got.bytes} bytes "
+            f"through this machine, checked against the run's manifest)"
+        )
+        return store.register(
+            "model",
+            name,
+            Path(tmp) / rel,
+            _created(rec.run_id),
+            purpose=purpose,
+            description=description,
+            tags=tags,
+            lineage=lineage,
+            progress=progress,
+        )
 
 
 def _workspace_registry(rec: Any, context: str | None) -> str:
@@ -134,8 +176,11 @@ def _workspace_registry(rec: Any, context: str | None) -> str:
 
     ws = KubeBackend(context).workspace(rec.workspace)
     if not ws.registry:
-        raise TauError(f"workspace {rec.workspace} declares no data registry to register the model in",
-                       exit_code=EXIT_USAGE, hint="--registry URL (e.g. file:///shared/registry)")  # fmt: skip
+        raise TauError(
+            f"workspace {rec.workspace} declares no data registry to register the model in",
+            exit_code=EXIT_USAGE,
+            hint="--registry URL (e.g. file:///shared/registry)",
+        )
     return ws.registry
 
 
@@ -155,13 +200,19 @@ def _on_the_volume(store_url: str, run_id: str, rel: str) -> Path | None:
 
 def _lineage(rec: Any, checkpoint: str, rows: list[dict[str, Any]], step: int | None) -> Lineage:
     inputs = [DataInput(name=i.name, version=i.version) for i in rec.inputs if i.kind == "dataset"]
-    return Lineage(run=rec.run_id, inputs=inputs, config_hash=rec.config_hash,
-                   code_revision=rec.code_revision, checkpoint=checkpoint,
-                   metrics=_metrics_at(rows, step))  # fmt: skip
+    return Lineage(
+        run=rec.run_id,
+        inputs=inputs,
+        config_hash=rec.config_hash,
+        code_revision=rec.code_revision,
+        checkpoint=checkpoint,
+        metrics=_metrics_at(rows, step),
+    )
 
 
-def _checkpoint(rec: Any, ckpts: list[dict[str, Any]], rows: list[dict[str, Any]],
-                which: str) -> tuple[str, int | None]:  # fmt: skip
+def _checkpoint(
+    rec: Any, ckpts: list[dict[str, Any]], rows: list[dict[str, Any]], which: str
+) -> tuple[str, int | None]:
     """(the checkpoint's folder name, its step): latest, best by the primary metric, or named."""
     if which not in ("latest", "best"):
         found = next((c for c in ckpts if c["path"] == which), None)
@@ -367,9 +418,14 @@ def lineage(kind: Kind, ref: str, *, registry: str | None = None) -> dict[str, A
     rec = s.resolve(kind, parse_ref(ref))
     out: dict[str, Any] = {"kind": kind, "name": rec.name, "version": rec.version}
     if kind == "model":
-        out.update(run=rec.lineage.run, inputs=[i.model_dump() for i in rec.lineage.inputs],
-                   checkpoint=rec.lineage.checkpoint, metrics=rec.lineage.metrics,
-                   config_hash=rec.lineage.config_hash, services=_serving(rec.version))  # fmt: skip
+        out.update(
+            run=rec.lineage.run,
+            inputs=[i.model_dump() for i in rec.lineage.inputs],
+            checkpoint=rec.lineage.checkpoint,
+            metrics=rec.lineage.metrics,
+            config_hash=rec.lineage.config_hash,
+            services=_serving(rec.version),
+        )
         return out
     models = []
     for name in s.names("model"):
@@ -395,8 +451,14 @@ def _serving(version: str) -> builtins.list[dict[str, Any]]:
             r.number for r in svc.revisions if r.model is not None and r.model.version == version
         ]
         if revs and svc.deleted_at is None:
-            out.append({"name": svc.name, "target": svc.target, "revisions": revs,
-                        "serving": svc.serving in revs})  # fmt: skip
+            out.append(
+                {
+                    "name": svc.name,
+                    "target": svc.target,
+                    "revisions": revs,
+                    "serving": svc.serving in revs,
+                }
+            )
     return out
 
 

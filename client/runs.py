@@ -578,18 +578,29 @@ def artifacts(run: str, *, context: str | None = None, limit: int = 200) -> Arti
         pass
     if rec.target == "local":
         out_dir = rd.path / rec.output_subdir
-        files = sorted(str(p.relative_to(out_dir)) for p in out_dir.rglob("*") if p.is_file()) \
-            if out_dir.is_dir() else []  # fmt: skip
-        return Artifacts(str(rd.checkpoint_dir(rec.checkpoint_subdir)),
-                         rd.complete_checkpoints(rec.checkpoint_subdir), str(out_dir), files[:limit],
-                         max(0, len(files) - limit), children)  # fmt: skip
+        files = (
+            sorted(str(p.relative_to(out_dir)) for p in out_dir.rglob("*") if p.is_file())
+            if out_dir.is_dir()
+            else []
+        )
+        return Artifacts(
+            str(rd.checkpoint_dir(rec.checkpoint_subdir)),
+            rd.complete_checkpoints(rec.checkpoint_subdir),
+            str(out_dir),
+            files[:limit],
+            max(0, len(files) - limit),
+            children,
+        )
     volume = f"{C.run_dir(rec.run_id)} on the volume of workspace {rec.workspace}"
     ckpt_dir, out_prefix = rec.checkpoint_subdir.strip("/"), rec.output_subdir.strip("/") + "/"
     try:
         source = _record_source(rd, context)
         tree = source.tree()
-        index = json.loads(source.text(f"{ckpt_dir}/{C.CHECKPOINT_INDEX_FILENAME}")) \
-            if any(f.path == f"{ckpt_dir}/{C.CHECKPOINT_INDEX_FILENAME}" for f in tree) else {}  # fmt: skip
+        index = (
+            json.loads(source.text(f"{ckpt_dir}/{C.CHECKPOINT_INDEX_FILENAME}"))
+            if any(f.path == f"{ckpt_dir}/{C.CHECKPOINT_INDEX_FILENAME}" for f in tree)
+            else {}
+        )
     except (TauError, ValueError) as e:
         note = e.message if isinstance(e, TauError) else f"its checkpoint index is not JSON ({e})"
         return Artifacts(
@@ -632,8 +643,9 @@ def _record_source(rd: RunDir, context: str | None) -> RecordSource:
 
     backend = backend_of(rd, context)
     if not isinstance(backend, ReadsRecord):
-        raise TauError(f"the {rd.read_record().target} target cannot read a run's record",
-                       exit_code=EXIT_USAGE)  # fmt: skip
+        raise TauError(
+            f"the {rd.read_record().target} target cannot read a run's record", exit_code=EXIT_USAGE
+        )
     return backend.record_source(rd)
 
 

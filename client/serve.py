@@ -84,8 +84,13 @@ def _pin(spec: S.ServiceSpec, service: str) -> S.ModelPin | None:
     if spec.from_run:
         # into this machine's registry, where a revision's model is read from (a cluster run's
         # checkpoint comes through its workspace's file server)
-        got = data.register_model_from_run(service, spec.from_run, checkpoint=spec.checkpoint,
-                                           purpose="serving", into_workspace=False)  # fmt: skip
+        got = data.register_model_from_run(
+            service,
+            spec.from_run,
+            checkpoint=spec.checkpoint,
+            purpose="serving",
+            into_workspace=False,
+        )
         r = got.record
         return S.ModelPin(ref=f"run:{spec.from_run} ({spec.checkpoint})", name=r.name,
                           version=r.version, from_run=r.lineage.run, checkpoint=r.lineage.checkpoint)  # fmt: skip
@@ -709,9 +714,18 @@ def _candidate(sd: ServiceDir, rec: S.ServiceRecord, spec: S.ServiceSpec, source
         from taugrid.client.servekube import ingress_of
 
         ingress = ingress_of(sd.code_dir(number), spec, _quiet)
-    return S.Revision(number=number, created_at=_now(), created_by=_who(), config_hash=h,
-                      code_digest=digest, model=pin, spec=spec, source=str(source.resolve()),
-                      reason=reason, ingress=ingress), True  # fmt: skip
+    return S.Revision(
+        number=number,
+        created_at=_now(),
+        created_by=_who(),
+        config_hash=h,
+        code_digest=digest,
+        model=pin,
+        spec=spec,
+        source=str(source.resolve()),
+        reason=reason,
+        ingress=ingress,
+    ), True
 
 
 def _canary_local(sd: ServiceDir, serve: LocalServe, spec: S.ServiceSpec, source: Path,
@@ -1307,8 +1321,14 @@ def invoke(
                        hint=f"tau serve status {name}") from None  # fmt: skip
 
 
-def _invoke_kube(rec: S.ServiceRecord, data: bytes | None, path: str, method: str | None,
-                 content_type: str, timeout_s: float) -> Answer:  # fmt: skip
+def _invoke_kube(
+    rec: S.ServiceRecord,
+    data: bytes | None,
+    path: str,
+    method: str | None,
+    content_type: str,
+    timeout_s: float,
+) -> Answer:
     """Through the API server's service proxy to the service's stable Service, with the user's
     own credentials (a member of the workspace may proxy to its Services): no port-forward,
     nothing opened on this machine."""
@@ -1317,8 +1337,11 @@ def _invoke_kube(rec: S.ServiceRecord, data: bytes | None, path: str, method: st
     from taugrid.serve.kube import KubeServe, object_name
 
     if not rec.endpoint or not rec.namespace:
-        raise TauError(f"service {rec.name} has no endpoint yet", exit_code=EXIT_PLATFORM,
-                       hint=f"tau serve status {rec.name}")  # fmt: skip
+        raise TauError(
+            f"service {rec.name} has no endpoint yet",
+            exit_code=EXIT_PLATFORM,
+            hint=f"tau serve status {rec.name}",
+        )
     route = urlsplit(rec.endpoint).path.rstrip("/")
     if path and not path.startswith("/"):
         path = "/" + path
@@ -1326,21 +1349,34 @@ def _invoke_kube(rec: S.ServiceRecord, data: bytes | None, path: str, method: st
     headers = {"Content-Type": content_type} if data is not None else {}
     ks = KubeServe(rec.context)
     if ks.observe(rec).simulated:
-        raise TauError(f"{rec.name} runs on simulated nodes (KWOK): no container runs there, so "
-                       "nothing would answer", exit_code=EXIT_PLATFORM,
-                       hint="the sandbox's real nodes run it: tau sandbox up --real-nodes 1")  # fmt: skip
+        raise TauError(
+            f"{rec.name} runs on simulated nodes (KWOK): no container runs there, so "
+            "nothing would answer",
+            exit_code=EXIT_PLATFORM,
+            hint="the sandbox's real nodes run it: tau sandbox up --real-nodes 1",
+        )
     kube = ks.kube
     t0 = time.perf_counter()
-    with kube.service_request(rec.namespace, f"{object_name(rec.name)}:serve", (route + path) or "/",
-                              headers, verb, data, timeout_s) as r:  # fmt: skip
+    with kube.service_request(
+        rec.namespace,
+        f"{object_name(rec.name)}:serve",
+        (route + path) or "/",
+        headers,
+        verb,
+        data,
+        timeout_s,
+    ) as r:
         body = r.read()
     if r.status in (502, 503, 504) and b'"kind":"Status"' in body.replace(b" ", b""):
         try:  # the API server's words: it could not reach the service's pods
             said = json.loads(body).get("message") or body.decode(errors="replace")
         except ValueError:
             said = body.decode(errors="replace")
-        raise TauError(f"{rec.name} does not answer: {said}", exit_code=EXIT_PLATFORM,
-                       hint=f"tau serve status {rec.name}")  # fmt: skip
+        raise TauError(
+            f"{rec.name} does not answer: {said}",
+            exit_code=EXIT_PLATFORM,
+            hint=f"tau serve status {rec.name}",
+        )
     return Answer(r.status, body, time.perf_counter() - t0, rec.endpoint + path)
 
 

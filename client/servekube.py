@@ -73,8 +73,10 @@ def ingress_of(code_dir: Path, spec: S.ServiceSpec, say: Say) -> str | None:
     try:
         return check_app(code_dir, spec, {}).ingress
     except TauError as e:
-        say(f"note: {spec.import_path} could not be imported here ({e.message}): its requests "
-            "are not bounded by max_ongoing_requests/max_queued_requests on the cluster")  # fmt: skip
+        say(
+            f"note: {spec.import_path} could not be imported here ({e.message}): its requests "
+            "are not bounded by max_ongoing_requests/max_queued_requests on the cluster"
+        )
         return None
 
 
@@ -96,10 +98,18 @@ def deploy(sd: ServiceDir, m: Any, spec: S.ServiceSpec, source: Path, pin: S.Mod
     replicas = replicas_of(S.scale_of(spec))
     r = ks.resolve(m, spec, replicas, workspace, profile)
     digest = _snapshot_code(source.parent, sd.code_dir(1))
-    rev = S.Revision(number=1, created_at=created, created_by=who,
-                     config_hash=S.config_hash(spec, pin, digest), code_digest=digest, model=pin,
-                     spec=spec, source=str(source.resolve()), reason="deploy",
-                     ingress=ingress_of(sd.code_dir(1), spec, say))  # fmt: skip
+    rev = S.Revision(
+        number=1,
+        created_at=created,
+        created_by=who,
+        config_hash=S.config_hash(spec, pin, digest),
+        code_digest=digest,
+        model=pin,
+        spec=spec,
+        source=str(source.resolve()),
+        reason="deploy",
+        ingress=ingress_of(sd.code_dir(1), spec, say),
+    )
     objects = render(r, sd.name, route, rev, _bundle(source.parent), replicas,
                      spec.rollout.strategy, 1)  # fmt: skip
     never, _, _ = ks.queue_room(r, objects)

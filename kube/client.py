@@ -134,10 +134,16 @@ class KubeAPI(Protocol):
 
     def can(self, verb: str, kind_name: str, namespace: str) -> bool: ...
 
-    def service_request(self, namespace: str, service: str, path: str,
-                        headers: dict[str, str] | None = None, method: str = "GET",
-                        body: bytes | None = None,
-                        timeout_s: float | None = None) -> AbstractContextManager[Reply]: ...  # fmt: skip
+    def service_request(
+        self,
+        namespace: str,
+        service: str,
+        path: str,
+        headers: dict[str, str] | None = None,
+        method: str = "GET",
+        body: bytes | None = None,
+        timeout_s: float | None = None,
+    ) -> AbstractContextManager[Reply]: ...
 
 
 @dataclass
@@ -561,10 +567,16 @@ class Kube:
         return [dict(i) for i in items]
 
     @contextmanager
-    def service_request(self, namespace: str, service: str, path: str,
-                        headers: dict[str, str] | None = None, method: str = "GET",
-                        body: bytes | None = None,
-                        timeout_s: float | None = None) -> Iterator[Reply]:  # fmt: skip
+    def service_request(
+        self,
+        namespace: str,
+        service: str,
+        path: str,
+        headers: dict[str, str] | None = None,
+        method: str = "GET",
+        body: bytes | None = None,
+        timeout_s: float | None = None,
+    ) -> Iterator[Reply]:
         """A request to `path` of a Service (`NAME` or `NAME:PORT-NAME`) through the API
         server's service proxy, the answer streamed. Any HTTP status is returned (the caller
         knows the service's words); 403 is `Forbidden`, a network failure a TauError."""
@@ -582,9 +594,11 @@ class Kube:
             try:
                 resp = http.send(request, stream=True)
             except httpx2.TimeoutException:
-                raise TauError(f"the service {service} in {namespace} did not answer within "
-                               f"{timeout.read:g} s (through the API server's proxy)",
-                               exit_code=EXIT_PLATFORM) from None  # fmt: skip
+                raise TauError(
+                    f"the service {service} in {namespace} did not answer within "
+                    f"{timeout.read:g} s (through the API server's proxy)",
+                    exit_code=EXIT_PLATFORM,
+                ) from None
             try:
                 if resp.status_code == 403:
                     text = resp.read().decode("utf-8", "replace")
@@ -594,8 +608,11 @@ class Kube:
                         resp.status_code, dict(resp.headers.items()), resp.iter_bytes(1 << 20)
                     )
                 except httpx2.TransportError as e:
-                    raise TauError(f"the connection to the service {service} in {namespace} broke "
-                                   f"({type(e).__name__}: {e})", exit_code=EXIT_PLATFORM) from None  # fmt: skip
+                    raise TauError(
+                        f"the connection to the service {service} in {namespace} broke "
+                        f"({type(e).__name__}: {e})",
+                        exit_code=EXIT_PLATFORM,
+                    ) from None
             finally:
                 resp.close()
 

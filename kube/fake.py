@@ -190,16 +190,29 @@ class FakeKube:
         return self.user
 
     @contextmanager
-    def service_request(self, namespace: str, service: str, path: str,
-                        headers: dict[str, str] | None = None, method: str = "GET",
-                        body: bytes | None = None,
-                        timeout_s: float | None = None) -> Iterator[Reply]:  # fmt: skip
+    def service_request(
+        self,
+        namespace: str,
+        service: str,
+        path: str,
+        headers: dict[str, str] | None = None,
+        method: str = "GET",
+        body: bytes | None = None,
+        timeout_s: float | None = None,
+    ) -> Iterator[Reply]:
         self._check("get" if method in ("GET", "HEAD") else "create", "Service", namespace)
         self.requests.append((method, namespace, service, path, body))
         answer = self.services.get((namespace, service))
         if answer is None:  # what the API server says
-            text = json.dumps({"kind": "Status", "status": "Failure", "reason": "NotFound", "code": 404,
-                               "message": f'services "{service}" not found'}).encode()  # fmt: skip
+            text = json.dumps(
+                {
+                    "kind": "Status",
+                    "status": "Failure",
+                    "reason": "NotFound",
+                    "code": 404,
+                    "message": f'services "{service}" not found',
+                }
+            ).encode()
             yield Reply(404, {"Content-Type": "application/json"}, iter((text,)))
             return
         yield answer(path, dict(headers or {}))

@@ -42,9 +42,13 @@ class VolumeFiles:
     waits for a file server that does not answer (0: not at all, as a status must not)."""
 
     def __init__(
-        self, kube: KubeAPI, namespace: str, workspace: str, patience_s: float = 0,
+        self,
+        kube: KubeAPI,
+        namespace: str,
+        workspace: str,
+        patience_s: float = 0,
         timeout_s: float | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.kube, self.namespace, self.workspace = kube, namespace, workspace
         self.patience_s = patience_s
         self.timeout_s = timeout_s  # each request's (None: the client's read timeout)
@@ -121,8 +125,9 @@ class VolumeFiles:
         return self._patiently(lambda: self._json_once(target, shown))
 
     def _json_once(self, target: str, shown: str) -> dict[str, Any]:
-        with self.kube.service_request(self.namespace, naming.FILES_SERVICE, target,
-                                       timeout_s=self.timeout_s) as r:  # fmt: skip
+        with self.kube.service_request(
+            self.namespace, naming.FILES_SERVICE, target, timeout_s=self.timeout_s
+        ) as r:
             if r.status != 200:
                 raise self._failure(r, shown)
             body = r.read()

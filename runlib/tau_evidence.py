@@ -130,7 +130,9 @@ def _mtime(path: Path) -> float | None:
         return None
 
 
-def progress(run_dir: Path, checkpoints: str = "checkpoints", outputs: str = "outputs") -> dict[str, Any]:  # fmt: skip
+def progress(
+    run_dir: Path, checkpoints: str = "checkpoints", outputs: str = "outputs"
+) -> dict[str, Any]:
     """A run's progress from its record, the same for a local run and a cluster run (read by
     tau_files.py on the workspace volume): metric rows and the last one, when metrics and logs
     were last written, complete checkpoints (the newest and its step), output files, sealed."""

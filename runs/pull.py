@@ -88,8 +88,10 @@ def selector(rec: RunRecord, kinds: set[str]) -> Callable[[str], bool]:
     """Which of the record's files a pull takes: everything, or only the named kinds."""
     unknown = kinds - set(KINDS)
     if unknown:
-        raise TauError(f"unknown kind(s) to pull: {', '.join(sorted(unknown))} (known: {', '.join(KINDS)})",
-                       exit_code=EXIT_USAGE)  # fmt: skip
+        raise TauError(
+            f"unknown kind(s) to pull: {', '.join(sorted(unknown))} (known: {', '.join(KINDS)})",
+            exit_code=EXIT_USAGE,
+        )
     if not kinds:
         return lambda _path: True
     prefixes = []
@@ -160,22 +162,37 @@ def _sha256(path: Path, h: hashlib._Hash | None = None) -> hashlib._Hash:
 Progress = Callable[[int, str], None]  # (bytes just arrived or found here, the file)
 
 
-def pull(source: RecordSource, rec: RunRecord, dest: Path, kinds: set[str] | None = None,
-         force: bool = False, progress: Progress | None = None,
-         total: Callable[[int, int], None] | None = None) -> Pulled:  # fmt: skip
+def pull(
+    source: RecordSource,
+    rec: RunRecord,
+    dest: Path,
+    kinds: set[str] | None = None,
+    force: bool = False,
+    progress: Progress | None = None,
+    total: Callable[[int, int], None] | None = None,
+) -> Pulled:
     """Copy the selected files of `rec`'s record from `source` into `dest` (see the module).
     `total(files, bytes)` hears the size of the pull once it is known; `progress` each piece."""
     wanted = selector(rec, kinds or set())
     if dest.exists() and not dest.is_dir():
-        raise TauError(f"{dest} is a file: pull needs a folder to write into", exit_code=EXIT_USAGE,
-                       hint="--to a folder (it is made if missing)")  # fmt: skip
+        raise TauError(
+            f"{dest} is a file: pull needs a folder to write into",
+            exit_code=EXIT_USAGE,
+            hint="--to a folder (it is made if missing)",
+        )
     files = source.tree()
     on_volume = {f.path: f for f in files}
     sealed = C.MANIFEST_FILENAME in on_volume
     digests = manifest_digests(source.text(C.MANIFEST_FILENAME)) if sealed else {}
     chosen = [f for f in files if wanted(f.path) or f.path == C.MANIFEST_FILENAME]
-    result = Pulled(rec.run_id, str(dest), source.where, sealed, files=len(chosen),
-                    bytes=sum(f.size for f in chosen))  # fmt: skip
+    result = Pulled(
+        rec.run_id,
+        str(dest),
+        source.where,
+        sealed,
+        files=len(chosen),
+        bytes=sum(f.size for f in chosen),
+    )
     result.missing = sorted(p for p in digests if wanted(p) and p not in on_volume)
     if total:
         total(result.files, result.bytes)
@@ -218,8 +235,13 @@ def pull(source: RecordSource, rec: RunRecord, dest: Path, kinds: set[str] | Non
             tell(offset, f.path)
         for attempt in range(1, ATTEMPTS + 1):  # a connection that breaks: go on from what arrived
             try:
-                with source.open(f.path, part.stat().st_size if part.exists() else 0) as (_size, chunks), \
-                        part.open("ab") as out:  # fmt: skip
+                with (
+                    source.open(f.path, part.stat().st_size if part.exists() else 0) as (
+                        _size,
+                        chunks,
+                    ),
+                    part.open("ab") as out,
+                ):
                     for chunk in chunks:
                         out.write(chunk)
                         h.update(chunk)

@@ -317,8 +317,9 @@ def progressing(o: Observations) -> Signal:
         if phase != Phase.Running:
             return Signal(name=name, state=SignalState.pending, reason="not running yet")
         why = c.progress_note or "its metrics and logs on the workspace volume were not read"
-        return Signal(name=name, state=SignalState.unknown, reason=f"pods run; {why}",
-                      evidence="pods")  # fmt: skip
+        return Signal(
+            name=name, state=SignalState.unknown, reason=f"pods run; {why}", evidence="pods"
+        )
     running = _first(o.history, {Phase.Running})
     beats = [t for t in (o.last_metric_ts, o.last_log_ts) if t]
     last = max(beats) if beats else None
@@ -388,9 +389,12 @@ def artifact_saved(o: Observations) -> Signal:
     name = SignalName.ArtifactSaved
     if c is not None and c.progress is None:
         why = c.progress_note or "the workspace volume was not read"
-        return Signal(name=name, state=SignalState.unknown,
-                      reason=f"checkpoints and outputs are on the workspace volume under "
-                      f"/data/runs/{rec.run_id}/ ({why})")  # fmt: skip
+        return Signal(
+            name=name,
+            state=SignalState.unknown,
+            reason=f"checkpoints and outputs are on the workspace volume under "
+            f"/data/runs/{rec.run_id}/ ({why})",
+        )
     phase, _ = effective_phase(o)
     where = f"{rec.checkpoint_subdir}/index.json, {rec.output_subdir}/"
     if o.checkpoints or o.outputs:

@@ -124,9 +124,13 @@ def serve_config(service: str, route: str, rev: S.Revision, namespace: str = "",
         "runtime_env": {"env_vars": {S.REVISION_ENV: str(rev.number)}},
     }
     if rev.ingress:  # bounded, as locally: a burst beyond the replicas is answered 503 at once
-        app["deployments"] = [{"name": rev.ingress,
-                               "max_ongoing_requests": rev.spec.max_ongoing_requests,
-                               "max_queued_requests": rev.spec.max_queued_requests}]  # fmt: skip
+        app["deployments"] = [
+            {
+                "name": rev.ingress,
+                "max_ongoing_requests": rev.spec.max_ongoing_requests,
+                "max_queued_requests": rev.spec.max_queued_requests,
+            }
+        ]
     apps = [app]
     if canary is not None:
         hidden = S.hidden_route(service, "canary")

@@ -29,8 +29,15 @@ const char *cudaGetErrorName(int e) { (void)e; return "cudaErrorNoDevice"; }
 int cudaDriverGetVersion(int *v) { if (v) *v = 0; return 0; }
 int cudaRuntimeGetVersion(int *v) { if (v) *v = 12040; return 0; }
 """
-ANSWERED = {"cudaGetDeviceCount", "cudaGetLastError", "cudaPeekAtLastError", "cudaGetErrorString",
-            "cudaGetErrorName", "cudaDriverGetVersion", "cudaRuntimeGetVersion"}  # fmt: skip
+ANSWERED = {
+    "cudaGetDeviceCount",
+    "cudaGetLastError",
+    "cudaPeekAtLastError",
+    "cudaGetErrorString",
+    "cudaGetErrorName",
+    "cudaDriverGetVersion",
+    "cudaRuntimeGetVersion",
+}
 
 
 def needed(lib_dir: Path) -> dict[str, set[str]]:
@@ -38,8 +45,9 @@ def needed(lib_dir: Path) -> dict[str, set[str]]:
     want: dict[str, set[str]] = defaultdict(set)
     libs = [p for p in lib_dir.glob("*.so*") if p.is_file()] + list(lib_dir.parent.glob("_C*.so"))
     for lib in libs:
-        out = subprocess.run(["readelf", "--dyn-syms", "-W", str(lib)], capture_output=True,
-                             text=True, check=True).stdout  # fmt: skip
+        out = subprocess.run(
+            ["readelf", "--dyn-syms", "-W", str(lib)], capture_output=True, text=True, check=True
+        ).stdout
         for line in out.splitlines():
             f = line.split()
             if len(f) < 8 or f[6] != "UND" or f[3] != "FUNC":
@@ -80,8 +88,20 @@ def build(want: dict[str, set[str]], out_dir: Path) -> list[Path]:
             vmap = Path(tmp) / f"{soname}.map"
             vmap.write_text(f"{soname} {{ global: *; }};\n" if versioned else "{ global: *; };\n")
             target = out_dir / soname
-            subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-o", str(target), f"-Wl,-soname,{soname}",
-                            f"-Wl,--version-script={vmap}", str(src)], check=True)  # fmt: skip
+            subprocess.run(
+                [
+                    "gcc",
+                    "-shared",
+                    "-fPIC",
+                    "-O1",
+                    "-o",
+                    str(target),
+                    f"-Wl,-soname,{soname}",
+                    f"-Wl,--version-script={vmap}",
+                    str(src),
+                ],
+                check=True,
+            )
             made.append(target)
     return made
 

@@ -227,13 +227,17 @@ def test_the_quickstart_cpu_variant_forms_a_ray_cluster_of_real_pods_and_seals_i
     node form a Ray cluster (the head has no CPUs for tasks, so every gradient runs on the
     worker: without it the run never ends), KubeRay submits the entrypoint to the real head,
     metrics and checkpoints land on /data, and the record the pod sealed verifies."""
-    folder = example(tmp_path, "quickstart", (
-        "schema_version: 1\nname: quickstart-cpu\n"
-        "run: {entrypoint: train.py, workload_kind: rayjob}\n"
-        "compute: {gpus: 0, workers: 1, cpus: 1, memory: 2Gi}\n"
-        "runtime:\n  image: rayproject/ray:2.56.0-py312-cpu\n"
-        "  env: [{name: QUICKSTART_STEPS, value: '20'}]\n"
-    ))  # fmt: skip
+    folder = example(
+        tmp_path,
+        "quickstart",
+        (
+            "schema_version: 1\nname: quickstart-cpu\n"
+            "run: {entrypoint: train.py, workload_kind: rayjob}\n"
+            "compute: {gpus: 0, workers: 1, cpus: 1, memory: 2Gi}\n"
+            "runtime:\n  image: rayproject/ray:2.56.0-py312-cpu\n"
+            "  env: [{name: QUICKSTART_STEPS, value: '20'}]\n"
+        ),
+    )
     run_id, st, logs = run_to_end(real, folder, timeout=600)
     assert st["phase"] == "Succeeded", (st, logs[-3000:])
     assert "fitting y = 3x + 2 on 1 worker(s), 20 steps" in logs and "done: w=" in logs, logs
@@ -314,8 +318,9 @@ def test_a_cluster_run_s_progress_is_live_and_its_results_reach_another_machine(
     volume once its pods are gone."""
     metric = "metrics: {primary: loss, direction: lower}\n"
     run_id = submit(real, project(tmp_path / "p", "progress", PROGRESS_SCRIPT, metric))
-    res = tau(real, "run", "status", run_id, "--watch", "-o", "json", env=kube_env(real),
-              timeout=300)  # fmt: skip
+    res = tau(
+        real, "run", "status", run_id, "--watch", "-o", "json", env=kube_env(real), timeout=300
+    )
     docs = [json.loads(line) for line in res.stdout.splitlines()]
     assert docs and docs[-1]["phase"] == "Succeeded", (res.stderr, docs[-1:])
     running = [d for d in docs if d["phase"] == "Running"]
@@ -330,8 +335,17 @@ def test_a_cluster_run_s_progress_is_live_and_its_results_reach_another_machine(
     other = tmp_path / "teammate"  # another machine: its own TAU_HOME
     rows = json.loads(tau(other, "run", "metrics", run_id, "-o", "json", env=kube_env(real)).stdout)
     assert [r["step"] for r in rows] == list(range(1, 31))
-    pulled = tau(other, "run", "pull", run_id, "--to", str(tmp_path / "got"), "-o", "json",
-                 env=kube_env(real))  # fmt: skip
+    pulled = tau(
+        other,
+        "run",
+        "pull",
+        run_id,
+        "--to",
+        str(tmp_path / "got"),
+        "-o",
+        "json",
+        env=kube_env(real),
+    )
     assert pulled.returncode == 0, pulled.stderr
     got = json.loads(pulled.stdout)
     assert got["ok"] and got["sealed"] and got["verified"] == got["files"] - 1, got
@@ -343,8 +357,20 @@ def test_a_cluster_run_s_progress_is_live_and_its_results_reach_another_machine(
 
     # its newest checkpoint as a model, in the workspace's registry (the volume's own folder
     # here): registered where the run left it, with its lineage
-    reg = tau(other, "data", "model", "register", "progress-model", "--from-run", run_id,
-              "--checkpoint", "best", "-o", "json", env=kube_env(real))  # fmt: skip
+    reg = tau(
+        other,
+        "data",
+        "model",
+        "register",
+        "progress-model",
+        "--from-run",
+        run_id,
+        "--checkpoint",
+        "best",
+        "-o",
+        "json",
+        env=kube_env(real),
+    )
     assert reg.returncode == 0, reg.stderr
     model = json.loads(reg.stdout)
     assert "where the run left it" in reg.stderr, reg.stderr
@@ -365,8 +391,9 @@ def test_a_cluster_run_s_progress_is_live_and_its_results_reach_another_machine(
         pods.delete(name=pod.metadata.name, namespace="research", grace_period_seconds=0)
     wait_until(
         lambda: not pods.get(namespace="research", label_selector=f"job-name={run_id}").items,
-        timeout=120, what="the run's pods to be gone",
-    )  # fmt: skip
+        timeout=120,
+        what="the run's pods to be gone",
+    )
     logs = tau(other, "run", "logs", run_id, env=kube_env(real))
     assert logs.returncode == 0, logs.stderr
     assert "from the volume of workspace research" in logs.stderr and "step 30" in logs.stdout
@@ -499,8 +526,20 @@ def test_a_cluster_run_s_checkpoint_served_on_the_real_node_answers_the_host(
         "readiness_path: /}\n"
     )
     env = kube_env(real)
-    res = tau(real, "serve", "deploy", str(svc), "--from-run", run_id, "--target", "kube",
-              "-o", "json", env=env, timeout=600)  # fmt: skip
+    res = tau(
+        real,
+        "serve",
+        "deploy",
+        str(svc),
+        "--from-run",
+        run_id,
+        "--target",
+        "kube",
+        "-o",
+        "json",
+        env=env,
+        timeout=600,
+    )
     try:
         assert res.returncode == 0, res.stderr
         st = json.loads(res.stdout)
@@ -518,12 +557,16 @@ def test_torchrun_across_two_real_nodes_all_reduces_over_gloo(real: Path, tmp_pa
     torchrun processes meet through the c10d rendezvous on node 0's name (the headless
     Service's, answered by the sandbox's cluster.local DNS) and all-reduce gradients with gloo
     across the pods; rank 0 checks that both replicas ended with the same weights."""
-    folder = example(tmp_path, "torchrun-ddp", (
-        "schema_version: 1\nname: ddp\n"
-        "run: {entrypoint: train.py, launcher: torchrun, args: ['--steps', '20']}\n"
-        "compute: {workers: 2, gpus: 0, cpus: 0.5, memory: 1Gi}\n"
-        "runtime: {image: pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime}\n"
-    ))  # fmt: skip
+    folder = example(
+        tmp_path,
+        "torchrun-ddp",
+        (
+            "schema_version: 1\nname: ddp\n"
+            "run: {entrypoint: train.py, launcher: torchrun, args: ['--steps', '20']}\n"
+            "compute: {workers: 2, gpus: 0, cpus: 0.5, memory: 1Gi}\n"
+            "runtime: {image: pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime}\n"
+        ),
+    )
     run_id, st, logs = run_to_end(real, folder, timeout=420)
     assert st["phase"] == "Succeeded", (st, logs[-3000:])
     assert "cpu-0" in sig(st, "Scheduled")["reason"] and "cpu-1" in sig(st, "Scheduled")["reason"]

@@ -455,22 +455,41 @@ def test_a_model_s_lineage_names_the_services_that_serve_it(
     other = data.register("model", "other", tree(tmp_path / "o", {"w": b"2"})).record
 
     def service(name: str, pins: list[str], serving: int, deleted: bool = False) -> None:
-        revs = [S.Revision(number=i, created_at="2026-12-04T00:00:00Z", created_by="a", config_hash=f"h{i}",
-                           code_digest="d", spec=S.ServiceSpec(import_path="app:app"), source="/p/tau.yaml",
-                           model=S.ModelPin(ref=v, name="clf", version=v))
-                for i, v in enumerate(pins, start=1)]  # fmt: skip
+        revs = [
+            S.Revision(
+                number=i,
+                created_at="2026-12-04T00:00:00Z",
+                created_by="a",
+                config_hash=f"h{i}",
+                code_digest="d",
+                spec=S.ServiceSpec(import_path="app:app"),
+                source="/p/tau.yaml",
+                model=S.ModelPin(ref=v, name="clf", version=v),
+            )
+            for i, v in enumerate(pins, start=1)
+        ]
         sd = ServiceDir(name)
         sd.path.mkdir(parents=True, exist_ok=True)
-        sd.write(S.ServiceRecord(name=name, target="local", created_at="2026-12-04T00:00:00Z",
-                                 created_by="a", route_prefix=f"/{name}", revisions=revs,
-                                 serving=serving, deleted_at="x" if deleted else None))  # fmt: skip
+        sd.write(
+            S.ServiceRecord(
+                name=name,
+                target="local",
+                created_at="2026-12-04T00:00:00Z",
+                created_by="a",
+                route_prefix=f"/{name}",
+                revisions=revs,
+                serving=serving,
+                deleted_at="x" if deleted else None,
+            )
+        )
 
     service("iris", [model.version, other.version], serving=2)  # rolled on to another model
     service("clf-live", [model.version], serving=1)
     service("gone", [model.version], serving=1, deleted=True)
     doc = data.lineage("model", f"clf@{model.short}")
-    assert doc["run"] == run and sorted((s["name"], s["revisions"], s["serving"]) for s in doc["services"]) == [
-        ("clf-live", [1], True), ("iris", [1], False)]  # fmt: skip
+    assert doc["run"] == run and sorted(
+        (s["name"], s["revisions"], s["serving"]) for s in doc["services"]
+    ) == [("clf-live", [1], True), ("iris", [1], False)]
 
 
 def test_a_run_without_checkpoints_or_a_metric_says_what_to_do(
@@ -666,7 +685,9 @@ def test_a_cluster_run_copies_its_inputs_into_the_workspace_registry(
     taurun = render_taurun(p.resolved, p.meta)
     taurun["metadata"]["creationTimestamp"] = "2026-12-04T00:00:00Z"
     assert [(i.name, i.version) for i in record_from_taurun(taurun, None).inputs] == [
-        ("corpus", mine.version), ("shared", theirs.version)]  # fmt: skip
+        ("corpus", mine.version),
+        ("shared", theirs.version),
+    ]
 
 
 # --- az:// failures: exit 4 with what to do, no traceback ----------------------------------------

@@ -34,11 +34,22 @@ BIG = bytes(range(256)) * 4096  # 1 MiB: more than one chunk of the server's
 
 def record(run_id: str = "r1") -> RunRecord:
     return RunRecord(
-        run_id=run_id, name="r", workspace="research", profile="cpu", workload_kind="job",
-        handle=KubeHandle(namespace=NS), submitter="a", code_folder="/x", code_revision="u",
-        code_digest="d", config_hash="h", image="i", entrypoint="t.py",
-        created_at="2026-12-01T00:00:00+00:00", target="kube",
-    )  # fmt: skip
+        run_id=run_id,
+        name="r",
+        workspace="research",
+        profile="cpu",
+        workload_kind="job",
+        handle=KubeHandle(namespace=NS),
+        submitter="a",
+        code_folder="/x",
+        code_revision="u",
+        code_digest="d",
+        config_hash="h",
+        image="i",
+        entrypoint="t.py",
+        created_at="2026-12-01T00:00:00+00:00",
+        target="kube",
+    )
 
 
 @pytest.fixture
@@ -383,9 +394,15 @@ def test_a_multi_node_job_s_log_is_node_0_s(tmp_path: Path) -> None:
 
     def pod(i: int) -> dict[str, Any]:
         labels = {C.LABEL_RUN_ID: "r1", "batch.kubernetes.io/job-completion-index": str(i)}
-        return {"metadata": {"name": f"r1-{i}-x", "namespace": NS, "labels": labels,
-                             "creationTimestamp": "2026-12-04T16:16:53Z"},
-                "spec": {"containers": [{"name": "main"}]}}  # fmt: skip
+        return {
+            "metadata": {
+                "name": f"r1-{i}-x",
+                "namespace": NS,
+                "labels": labels,
+                "creationTimestamp": "2026-12-04T16:16:53Z",
+            },
+            "spec": {"containers": [{"name": "main"}]},
+        }
 
     fake = FakeKube({"Pod": [pod(0), pod(1)]})
     assert KubeBackend(kube=fake)._driver_pod(record()) == ("r1-0-x", "main")
@@ -425,8 +442,15 @@ def test_a_teammate_s_record_of_a_cluster_run_knows_its_exact_inputs() -> None:
     corpus = ResolvedInput(
         name="corpus", version="sha256:" + "a" * 64, path="corpus", ref="corpus@prod"
     )
-    taurun = {"metadata": {"name": "r1", "namespace": NS},
-              "spec": {"runId": "r1", "workspace": "research", "profile": "cpu", "configHash": "h",
-                       "inputs": [corpus.model_dump(mode="json"), {"name": 3}]}}  # fmt: skip
+    taurun = {
+        "metadata": {"name": "r1", "namespace": NS},
+        "spec": {
+            "runId": "r1",
+            "workspace": "research",
+            "profile": "cpu",
+            "configHash": "h",
+            "inputs": [corpus.model_dump(mode="json"), {"name": 3}],
+        },
+    }
     rec = record_from_taurun(taurun, None)
     assert rec.inputs == [corpus]  # the one that does not read as an input is left out

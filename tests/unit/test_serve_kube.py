@@ -280,8 +280,10 @@ def test_a_service_on_simulated_nodes_is_said_to_answer_nothing_one_on_real_node
             "spec": {"nodeName": node},
         }
 
-    nodes = [{"metadata": {"name": "a100x1-0", "annotations": {K.KWOK_NODE_ANNOTATION: "fake"}}},
-             {"metadata": {"name": "cpu-0", "labels": {"type": "real"}}}]  # fmt: skip
+    nodes = [
+        {"metadata": {"name": "a100x1-0", "annotations": {K.KWOK_NODE_ANNOTATION: "fake"}}},
+        {"metadata": {"name": "cpu-0", "labels": {"type": "real"}}},
+    ]
     ks = K.KubeServe(kube=FakeKube({"Node": nodes}))
     assert ks._simulated([pod("a100x1-0")]) is True
     assert ks._simulated([pod("cpu-0")]) is False

@@ -209,13 +209,25 @@ def test_a_job_whose_pods_ended_before_the_workload_says_so_is_not_starting_agai
 
     kube = rec(handle={"target": "kube", "namespace": "research"}, workers=2, phase="Running")
     ended = [PodFact(name=f"p{i}", phase="Succeeded", node=f"n{i}", node_rank=i) for i in range(2)]
-    facts = ClusterFacts(taurun=True, workload=True, suspended=False, pods=ended,
-                         kueue=[{"type": "Admitted", "status": "True"}])  # fmt: skip
+    facts = ClusterFacts(
+        taurun=True,
+        workload=True,
+        suspended=False,
+        pods=ended,
+        kueue=[{"type": "Admitted", "status": "True"}],
+    )
     assert status.cluster_phase(obs(kube, owner_alive=None, cluster=facts)) == (
-        Phase.Running, "pods ended; the workload is finishing")  # fmt: skip
+        Phase.Running,
+        "pods ended; the workload is finishing",
+    )
     one_failed = [ended[0], PodFact(name="p1", phase="Failed", node="n1", node_rank=1)]
-    facts = ClusterFacts(taurun=True, workload=True, suspended=False, pods=one_failed,
-                         kueue=[{"type": "Admitted", "status": "True"}])  # fmt: skip
+    facts = ClusterFacts(
+        taurun=True,
+        workload=True,
+        suspended=False,
+        pods=one_failed,
+        kueue=[{"type": "Admitted", "status": "True"}],
+    )
     assert status.cluster_phase(obs(kube, owner_alive=None, cluster=facts))[0] == Phase.Starting
 
 

@@ -139,9 +139,13 @@ def test_a_link_that_leaves_the_volume_is_refused_one_inside_is_followed(volume:
 
 
 def test_missing_paths_and_unknown_endpoints_say_so(volume: Path) -> None:
-    for target, status_code in [("/file/runs/r2/x", 404), ("/tree/runs/r2", 404),
-                                ("/progress/runs/r1/metrics.jsonl", 404), ("/upload/x", 404),
-                                ("/file/runs/r1", 404)]:  # fmt: skip
+    for target, status_code in [
+        ("/file/runs/r2/x", 404),
+        ("/tree/runs/r2", 404),
+        ("/progress/runs/r1/metrics.jsonl", 404),
+        ("/upload/x", 404),
+        ("/file/runs/r1", 404),
+    ]:
         r = tau_files.respond(volume, target)
         assert r.status == status_code and "error" in json.loads(body(r)), target
 
@@ -205,11 +209,13 @@ def test_each_way_a_read_fails_is_said(volume: Path) -> None:
         files.tree("runs/r1")
     assert "tau platform up" in (e.value.hint or "")
     fake.services[(NS, naming.FILES_SERVICE)] = lambda p, h: _status_reply(
-        503, 'no endpoints available for service "tau-files"')  # fmt: skip
+        503, 'no endpoints available for service "tau-files"'
+    )
     with pytest.raises(TauError, match="is not ready"):
         files.tree("runs/r1")
     fake.services[(NS, naming.FILES_SERVICE)] = lambda p, h: _status_reply(
-        502, "error trying to reach service: dial tcp 10.244.1.7:8080: connect: connection refused")  # fmt: skip
+        502, "error trying to reach service: dial tcp 10.244.1.7:8080: connect: connection refused"
+    )
     with pytest.raises(TauError, match="does not answer: HTTP 502: error trying to reach"):
         files.tree("runs/r1")
     fake.services[(NS, naming.FILES_SERVICE)] = lambda p, h: Reply(200, {}, iter((b"<html>",)))
@@ -237,20 +243,47 @@ def test_a_read_resumes_from_an_offset(volume: Path) -> None:
 # --- a cluster run's progress in its status ---------------------------------------------------------
 def record(run_id: str) -> RunRecord:
     return RunRecord(
-        run_id=run_id, name="r", workspace="research", profile="cpu", workload_kind="job",
-        handle=KubeHandle(namespace=NS), submitter="a", code_folder="/x", code_revision="u",
-        code_digest="d", config_hash="h", image="i", entrypoint="t.py",
-        created_at="2026-12-01T00:00:00+00:00", stall_after_seconds=600,
-    )  # fmt: skip
+        run_id=run_id,
+        name="r",
+        workspace="research",
+        profile="cpu",
+        workload_kind="job",
+        handle=KubeHandle(namespace=NS),
+        submitter="a",
+        code_folder="/x",
+        code_revision="u",
+        code_digest="d",
+        config_hash="h",
+        image="i",
+        entrypoint="t.py",
+        created_at="2026-12-01T00:00:00+00:00",
+        stall_after_seconds=600,
+    )
 
 
 def running_cluster(phase: str = "Running") -> dict[str, list[dict[str, Any]]]:
     fresh = k8s_time(datetime.now(UTC))
-    sig = [{"name": n, "state": "unknown", "reason": "the controller's"} for n in
-           ("Admitted", "Scheduled", "GPUHealthy", "Progressing", "Completed", "ArtifactSaved")]  # fmt: skip
-    taurun = {"metadata": {"name": "r1", "namespace": NS},
-              "status": {"phase": phase, "summary": "running", "startTime": fresh, "signals": sig,
-                         "observedAt": fresh}}  # fmt: skip
+    sig = [
+        {"name": n, "state": "unknown", "reason": "the controller's"}
+        for n in (
+            "Admitted",
+            "Scheduled",
+            "GPUHealthy",
+            "Progressing",
+            "Completed",
+            "ArtifactSaved",
+        )
+    ]
+    taurun = {
+        "metadata": {"name": "r1", "namespace": NS},
+        "status": {
+            "phase": phase,
+            "summary": "running",
+            "startTime": fresh,
+            "signals": sig,
+            "observedAt": fresh,
+        },
+    }
     cluster = {"metadata": {"name": C.CLUSTER_OBJECT}, "status": {"controllerHeartbeat": fresh}}
     return {"TauRun": [taurun], "TauCluster": [cluster]}
 
@@ -318,14 +351,33 @@ def test_a_listing_reads_no_volume(tmp_path: Path) -> None:
 
 # --- the platform objects ------------------------------------------------------------------------
 def platform(**extra: Any) -> Any:
-    return validate_platform({
-        "cluster": {"provider": "aks", "name": "c", "location": "westus3", "kubernetesVersion": "1.36"},
-        "gpuPools": [{"name": "a100", "vmSize": "Standard_NC24ads_A100_v4", "maxCount": 2}],
-        "queues": {"clusterQueues": [
-            {"name": "gpu", "flavors": [{"pool": "a100", "nominalQuota": {"nvidia.com/gpu": 2}}]}]},
-        "workspaces": [{"name": "research", "queues": ["gpu"], "members": [{"kind": "Group", "name": "ml"}]}],
-        **extra,
-    })  # fmt: skip
+    return validate_platform(
+        {
+            "cluster": {
+                "provider": "aks",
+                "name": "c",
+                "location": "westus3",
+                "kubernetesVersion": "1.36",
+            },
+            "gpuPools": [{"name": "a100", "vmSize": "Standard_NC24ads_A100_v4", "maxCount": 2}],
+            "queues": {
+                "clusterQueues": [
+                    {
+                        "name": "gpu",
+                        "flavors": [{"pool": "a100", "nominalQuota": {"nvidia.com/gpu": 2}}],
+                    }
+                ]
+            },
+            "workspaces": [
+                {
+                    "name": "research",
+                    "queues": ["gpu"],
+                    "members": [{"kind": "Group", "name": "ml"}],
+                }
+            ],
+            **extra,
+        }
+    )
 
 
 def test_each_workspace_gets_a_read_only_file_server() -> None:
@@ -354,8 +406,11 @@ def test_each_workspace_gets_a_read_only_file_server() -> None:
 
 def test_the_file_server_can_be_left_out_or_given_an_image() -> None:
     off = platform(workspaceFiles={"enabled": False})
-    assert not [o for o in M.workspace_objects(off, off.workspaces[0])
-                if o["metadata"]["name"] == naming.FILES_SERVICE]  # fmt: skip
+    assert not [
+        o
+        for o in M.workspace_objects(off, off.workspaces[0])
+        if o["metadata"]["name"] == naming.FILES_SERVICE
+    ]
     own = platform(workspaceFiles={"image": "registry.example/python:3.12"})
     dep = next(o for o in M.workspace_objects(own, own.workspaces[0]) if o["kind"] == "Deployment")
     assert (
@@ -371,9 +426,16 @@ def test_a_status_waits_at_most_two_seconds_for_the_volume(tmp_path: Path, volum
     asked: list[float | None] = []
 
     class Timed(FakeKube):
-        def service_request(self, namespace: str, service: str, path: str,  # type: ignore[override]
-                            headers: dict[str, str] | None = None, method: str = "GET",
-                            body: bytes | None = None, timeout_s: float | None = None) -> Any:  # fmt: skip
+        def service_request(
+            self,
+            namespace: str,
+            service: str,
+            path: str,  # type: ignore[override]
+            headers: dict[str, str] | None = None,
+            method: str = "GET",
+            body: bytes | None = None,
+            timeout_s: float | None = None,
+        ) -> Any:
             asked.append(timeout_s)
             return super().service_request(
                 namespace, service, path, headers, method, body, timeout_s

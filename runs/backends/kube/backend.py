@@ -439,17 +439,24 @@ class KubeBackend(Connected, Template):
                 self.kube, _handle(rec).namespace, rec.workspace, timeout_s=PROGRESS_TIMEOUT_S
             )  # a status never waits long
             try:
-                got = files.progress(C.run_volume_path(rec.run_id),
-                                     rec.checkpoint_subdir, rec.output_subdir).skewed(o.now)  # fmt: skip
+                got = files.progress(
+                    C.run_volume_path(rec.run_id), rec.checkpoint_subdir, rec.output_subdir
+                ).skewed(o.now)
             except TauError as e:
                 return replace(o, cluster=replace(c, progress_note=_note(e)))
             return replace(
-                o, cluster=replace(c, progress=got), metric_rows=got.metric_rows,
-                last_step=got.last_step, last_metric_ts=got.last_metric_ts,
-                last_log_ts=got.last_log_ts, checkpoints=got.checkpoints,
-                newest_checkpoint=got.newest_checkpoint, sealed=got.sealed, outputs=got.outputs,
+                o,
+                cluster=replace(c, progress=got),
+                metric_rows=got.metric_rows,
+                last_step=got.last_step,
+                last_metric_ts=got.last_metric_ts,
+                last_log_ts=got.last_log_ts,
+                checkpoints=got.checkpoints,
+                newest_checkpoint=got.newest_checkpoint,
+                sealed=got.sealed,
+                outputs=got.outputs,
                 latest_metrics={k: v for k, v in got.latest_metrics.items() if v is not None},
-            )  # fmt: skip
+            )
 
         with ThreadPoolExecutor(max_workers=min(8, len(seen)) or 1) as pool:
             return list(pool.map(read, seen))

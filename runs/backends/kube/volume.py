@@ -44,8 +44,10 @@ class VolumeRecord:
             with self.files.open(f"{self.prefix}/{rel}", offset) as got:
                 yield got
         except NotOnVolume:
-            raise RecordMissing(f"{rel} is not in the record of {self.run_id} on {self.where}",
-                                exit_code=EXIT_PLATFORM) from None  # fmt: skip
+            raise RecordMissing(
+                f"{rel} is not in the record of {self.run_id} on {self.where}",
+                exit_code=EXIT_PLATFORM,
+            ) from None
 
     def text(self, rel: str) -> str:
         with self.open(rel) as (_size, chunks):
