@@ -32,3 +32,37 @@ def wait_until(cond: Any, timeout: float = 90.0, what: str = "condition") -> Any
             return got
         time.sleep(0.2)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def platform(**extra: Any) -> Any:
+    """A small valid platform declaration (one GPU pool and queue, the `research` workspace with
+    a member), with `extra` top-level settings on top."""
+    from taugrid.api.platform import validate_platform
+
+    return validate_platform(
+        {
+            "cluster": {
+                "provider": "aks",
+                "name": "c",
+                "location": "westus3",
+                "kubernetesVersion": "1.36",
+            },
+            "gpuPools": [{"name": "a100", "vmSize": "Standard_NC24ads_A100_v4", "maxCount": 2}],
+            "queues": {
+                "clusterQueues": [
+                    {
+                        "name": "gpu",
+                        "flavors": [{"pool": "a100", "nominalQuota": {"nvidia.com/gpu": 2}}],
+                    }
+                ]
+            },
+            "workspaces": [
+                {
+                    "name": "research",
+                    "queues": ["gpu"],
+                    "members": [{"kind": "Group", "name": "ml"}],
+                }
+            ],
+            **extra,
+        }
+    )

@@ -2,36 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
+from kubekit import platform
 
 from taugrid.api.errors import TauError
-from taugrid.api.platform import validate_platform
-
-
-def platform(**extra: Any) -> Any:
-    return validate_platform(
-        {
-            "cluster": {
-                "provider": "aks",
-                "name": "c",
-                "location": "westus3",
-                "kubernetesVersion": "1.36",
-            },
-            "gpuPools": [{"name": "a100", "vmSize": "Standard_NC24ads_A100_v4", "maxCount": 2}],
-            "queues": {
-                "clusterQueues": [
-                    {
-                        "name": "gpu",
-                        "flavors": [{"pool": "a100", "nominalQuota": {"nvidia.com/gpu": 2}}],
-                    }
-                ]
-            },
-            "workspaces": [{"name": "research", "queues": ["gpu"]}],
-            **extra,
-        }
-    )
 
 
 def test_the_sandbox_has_one_real_node_by_default_where_the_machine_can_run_it(

@@ -18,13 +18,13 @@ import pytest
 import tau_evidence
 import tau_files
 from k8s_schemas import k8s_errors
+from kubekit import platform
 
 from taugrid.api import constants as C
 from taugrid.api import naming
 from taugrid.api.errors import TauError
 from taugrid.api.evidence import KubeHandle, RunRecord
 from taugrid.api.kubetime import k8s_time
-from taugrid.api.platform import validate_platform
 from taugrid.components import manifests as M
 from taugrid.kube.client import Forbidden, Reply
 from taugrid.kube.fake import FakeKube
@@ -350,36 +350,6 @@ def test_a_listing_reads_no_volume(tmp_path: Path) -> None:
 
 
 # --- the platform objects ------------------------------------------------------------------------
-def platform(**extra: Any) -> Any:
-    return validate_platform(
-        {
-            "cluster": {
-                "provider": "aks",
-                "name": "c",
-                "location": "westus3",
-                "kubernetesVersion": "1.36",
-            },
-            "gpuPools": [{"name": "a100", "vmSize": "Standard_NC24ads_A100_v4", "maxCount": 2}],
-            "queues": {
-                "clusterQueues": [
-                    {
-                        "name": "gpu",
-                        "flavors": [{"pool": "a100", "nominalQuota": {"nvidia.com/gpu": 2}}],
-                    }
-                ]
-            },
-            "workspaces": [
-                {
-                    "name": "research",
-                    "queues": ["gpu"],
-                    "members": [{"kind": "Group", "name": "ml"}],
-                }
-            ],
-            **extra,
-        }
-    )
-
-
 def test_each_workspace_gets_a_read_only_file_server() -> None:
     cfg = platform()
     objs = M.workspace_objects(cfg, cfg.workspaces[0])
