@@ -73,8 +73,16 @@ def _spec_and_manifest(file: str | Path | None, model: str | None, from_run: str
     return spec, loaded.manifest, loaded.path
 
 
-def _pin(spec: S.ServiceSpec, service: str) -> S.ModelPin | None:
-    """The exact model version: an alias or a run's checkpoint, resolved now, once."""
+def _pin(
+    spec: S.ServiceSpec,
+    service: str,
+    registry: Callable[[], str | None] | None = None,
+    say: Say | None = None,
+) -> S.ModelPin | None:
+    """The exact model version: an alias or a run's checkpoint, resolved now, once. A run's
+    checkpoint is registered into `registry()` when given and it names one (a cluster
+    service's workspace registry: a cluster run's checkpoint is registered where the run left
+    it, nothing through this machine), else into this machine's registry."""
     from taugrid.client import data
 
     if spec.model:
@@ -82,14 +90,17 @@ def _pin(spec: S.ServiceSpec, service: str) -> S.ModelPin | None:
         return S.ModelPin(ref=spec.model, name=rec.name, version=rec.version,
                           from_run=rec.lineage.run, checkpoint=rec.lineage.checkpoint)  # fmt: skip
     if spec.from_run:
-        # into this machine's registry, where a revision's model is read from (a cluster run's
-        # checkpoint comes through its workspace's file server)
+        # a local service reads a revision's model from this machine's registry; a cluster
+        # service from its workspace's, where a cluster run's checkpoint already is
+        into = registry() if registry is not None else None
         got = data.register_model_from_run(
             service,
             spec.from_run,
             checkpoint=spec.checkpoint,
             purpose="serving",
+            registry=into,
             into_workspace=False,
+            say=say,
         )
         r = got.record
         return S.ModelPin(ref=f"run:{spec.from_run} ({spec.checkpoint})", name=r.name,
@@ -280,7 +291,8 @@ def _deploy_kube(file: str | Path | None, name: str, model: str | None, from_run
     spec, m, source = _spec_and_manifest(file, model, from_run, checkpoint)
     sd = ServiceDir(name)
     with sd.lock():
-        pin = _claim(sd, spec, say)
+        pin = _claim(sd, spec, say, lambda: servekube.model_registry(
+            m, spec, context=context, workspace=workspace, profile=profile))  # fmt: skip
         sent = False
         try:
             servekube.deploy(sd, m, spec, source, pin, spec.route_prefix or f"/{name}",
@@ -295,7 +307,12 @@ def _deploy_kube(file: str | Path | None, name: str, model: str | None, from_run
     return _await(name, 1, timeout_s, say)
 
 
-def _claim(sd: ServiceDir, spec: S.ServiceSpec, say: Say) -> S.ModelPin | None:
+def _claim(
+    sd: ServiceDir,
+    spec: S.ServiceSpec,
+    say: Say,
+    registry: Callable[[], str | None] | None = None,
+) -> S.ModelPin | None:
     """A new service's name (refused when one of that name exists here) and its model,
     pinned to the exact version (under the service's lock)."""
     if sd.exists():
@@ -304,7 +321,7 @@ def _claim(sd: ServiceDir, spec: S.ServiceSpec, say: Say) -> S.ModelPin | None:
                        f"{old.current.source})", exit_code=EXIT_USAGE,
                        hint=f"update it: tau serve rollout {sd.name} [--model REF]; or remove it "
                        f"first: tau serve delete {sd.name}")  # fmt: skip
-    pin = _pin(spec, sd.name)
+    pin = _pin(spec, sd.name, registry, say)
     say(f"model: {pin.short} ({pin.ref})" if pin else "model: none (service.model unset)")
     return pin
 
@@ -477,7 +494,7 @@ def _rollout_kube(sd: ServiceDir, spec: S.ServiceSpec, source: Path, chosen: str
 
     if chosen == "canary":
         return _canary_kube(sd, spec, source, percent, wait, timeout_s, say)
-    pin = _pin(spec, sd.name)
+    pin = _pin(spec, sd.name, lambda: servekube.record_registry(sd.read()), say)
     with sd.lock():
         rec = sd.read()
         rev, new = _candidate(sd, rec, spec, source, pin, "rollout")
@@ -810,7 +827,7 @@ def _canary_kube(sd: ServiceDir, spec: S.ServiceSpec, source: Path, percent: int
     to it once it runs, and the serving RayService is kept until the canary ends."""
     from taugrid.client import servekube
 
-    pin = _pin(spec, sd.name)
+    pin = _pin(spec, sd.name, lambda: servekube.record_registry(sd.read()), say)
     with sd.lock():
         rec = sd.read()
         _no_canary(rec, "a canary")

@@ -43,6 +43,29 @@ def _bundle(folder: Path) -> Any:
     return collect(folder)  # with tau_inputs.py: the workers' init container runs it
 
 
+def model_registry(m: Any, spec: S.ServiceSpec, *, context: str | None, workspace: str | None,
+                   profile: str | None) -> str | None:  # fmt: skip
+    """The registry a new cluster service's model is registered into: its workspace's (made
+    on first use, as a run's inputs'), or None when the workspace declares none."""
+    from taugrid.serve.kube import replicas_of
+
+    r = _serve(context).resolve(m, spec, replicas_of(S.scale_of(spec)), workspace, profile)
+    return _made(r.workspace.registry)
+
+
+def record_registry(rec: S.ServiceRecord) -> str | None:
+    """The registry a cluster service's next revision's model is registered into."""
+    return _made(_serve(rec.context).discovery.workspace(rec.workspace).registry)
+
+
+def _made(url: str | None) -> str | None:
+    if not url:
+        return None
+    from taugrid.data.store import open_store
+
+    return open_store(url, create=True).url
+
+
 def _publish(r: Resolved, pin: S.ModelPin | None, say: Say) -> None:
     """The model version into the workspace's registry, before anything is sent."""
     if pin is None:

@@ -544,6 +544,9 @@ def test_a_cluster_run_s_checkpoint_served_on_the_real_node_answers_the_host(
         assert res.returncode == 0, res.stderr
         st = json.loads(res.stdout)
         assert st["phase"] == "Ready" and "simulated" not in st["summary"], st
+        # the checkpoint is registered in the workspace's registry where the run left it
+        assert "where the run left it" in res.stderr, res.stderr
+        assert "through this machine" not in res.stderr and "copying model" not in res.stderr
         answer = tau(real, "serve", "invoke", "tiny-svc", "--data", '{"x": 1}', env=env)
         assert answer.returncode == 0, answer.stderr
         doc = json.loads(answer.stdout)

@@ -363,6 +363,39 @@ def test_a_model_from_a_cluster_run_is_registered_where_the_run_left_it(
     assert any("where the run left it" in m for m in said)
 
 
+def test_a_cluster_service_from_a_cluster_run_reads_nothing_through_this_machine(
+    adopted: Any, volume: Path, tmp_path: Path
+) -> None:
+    """`tau serve deploy --from-run RUN --target kube`: the checkpoint is registered in the
+    workspace's registry where the run left it, and the service's publish step finds it there
+    (nothing copied, this machine's registry untouched); a workspace that declares no registry
+    keeps this machine's."""
+    from taugrid.api import serve as S
+    from taugrid.api.profiles import WorkspaceRef
+    from taugrid.client import serve
+    from taugrid.client.servekube import _made, _publish
+
+    seal(volume)
+    ws_registry = (volume / "registry").as_uri()
+    spec = S.ServiceSpec.model_validate({"import_path": "m:a", "from_run": "r1"})
+    said: list[str] = []
+    pin = serve._pin(spec, "svc", registry=lambda: _made(ws_registry), say=said.append)
+    assert pin is not None and (pin.from_run, pin.checkpoint) == ("r1", "step-00000002")
+    assert any("where the run left it" in m for m in said), said
+    assert not any("through this machine" in m for m in said), said
+    assert not (tmp_path / "home" / "data" / "registry").exists()  # nothing registered here
+    resolved = type(
+        "R",
+        (),
+        {"workspace": WorkspaceRef(name="team", namespace=NS, pvc="data", registry=ws_registry)},
+    )()
+    copied: list[str] = []
+    _publish(resolved, pin, copied.append)
+    assert copied == []  # already in the workspace's registry: nothing travels
+    here = serve._pin(spec, "svc2", registry=lambda: None, say=said.append)
+    assert here is not None and (tmp_path / "home" / "data" / "registry").is_dir()
+
+
 def test_a_model_from_a_cluster_run_elsewhere_comes_through_checked(
     adopted: Any, volume: Path, tmp_path: Path
 ) -> None:
