@@ -110,8 +110,9 @@ def plain(body: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def slim(body: Mapping[str, Any]) -> dict[str, Any]:
-    """What the controller keeps of an object: no managed fields, no pod spec but its node, no
-    Workload pod templates (with 1,000 runs those were most of a restarted controller's memory)."""
+    """What the controller keeps of an object: no managed fields, no pod spec but its node (and
+    its containers' memory limits), no Workload pod templates (with 1,000 runs those were most
+    of a restarted controller's memory)."""
     meta = {k: v for k, v in dict(body.get("metadata") or {}).items() if k not in _DROP_META}
     if body.get("kind") == "Workload" or body.get("metadata", {}).get("ownerReferences"):
         meta["ownerReferences"] = [
@@ -121,8 +122,13 @@ def slim(body: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"apiVersion": body.get("apiVersion"), "kind": body.get("kind"),
                            "metadata": meta, "status": dict(body.get("status") or {})}  # fmt: skip
     spec = dict(body.get("spec") or {})
-    if body.get("kind") == "Pod":
-        spec = {"nodeName": spec.get("nodeName")}
+    if body.get("kind") == "Pod":  # its node, and each container's memory limit (OOM's words)
+        limits = [
+            {"name": c.get("name"), "resources": {"limits": {"memory": m}}}
+            for c in spec.get("containers") or []
+            if (m := ((c.get("resources") or {}).get("limits") or {}).get("memory"))
+        ]
+        spec = {"nodeName": spec.get("nodeName"), **({"containers": limits} if limits else {})}
     elif body.get("kind") in ("Job", "RayJob"):
         spec = {"suspend": spec.get("suspend")}
     elif body.get("kind") == "Workload":  # its queue and priority; not its pod templates

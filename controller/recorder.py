@@ -71,7 +71,8 @@ def compute_status(
         reason = failure_reason(objs, node_problems, nodes) or reason or TerminationReason.Failed
     elif objs.workload is None and not objs.pods and old.phase in (Phase.Running, Phase.Starting):
         phase, reason = Phase.Failed, TerminationReason.Failed
-    entries = list(observed_timeline(objs, phase, st.summary, now, old.phase, node_problems,
+    summary = _summary(st.summary, phase, reason, objs)
+    entries = list(observed_timeline(objs, phase, summary, now, old.phase, node_problems,
                                      problem_since or {}))  # fmt: skip
     if st.attempt > old.attempt:  # the cluster (or TauGrid) tried again: each retry, with why
         why = failure_reason(objs, node_problems, nodes)
@@ -86,7 +87,7 @@ def compute_status(
         if phase in TERMINAL
         else None,
         runDir=old.runDir or C.run_dir(rec.run_id),
-        summary=_summary(st.summary, phase, reason),
+        summary=summary,
         nodes=nodes,
         observedAt=k8s_time(now),
         signals=st.signals,
@@ -95,10 +96,44 @@ def compute_status(
     )
 
 
-def _summary(summary: str, phase: Phase, reason: TerminationReason | None) -> str:
-    if phase == Phase.Failed and reason == TerminationReason.NodeFailure:
+def _summary(summary: str, phase: Phase, reason: TerminationReason | None, objs: RunObjects) -> str:
+    """The cluster's words for a failure (a Job's BackoffLimitExceeded), led by what the
+    recorder found it was: a researcher reads "out of memory", not a backoff limit."""
+    if phase != Phase.Failed:
+        return summary
+    if reason == TerminationReason.NodeFailure:
         return f"failed on a faulty GPU node ({summary})"
+    if reason == TerminationReason.OOMKilled:
+        return f"out of memory: {oom_detail(objs)} ({summary})"
+    if reason == TerminationReason.Evicted:
+        return f"evicted from its node ({summary})"
+    if reason == TerminationReason.Preempted:
+        return f"preempted ({summary})"
     return summary
+
+
+def oom_detail(objs: RunObjects) -> str:
+    """Which container went over which memory limit (the first one the kernel killed)."""
+    for p in objs.pods:
+        spec = {c.get("name"): c for c in (p.get("spec") or {}).get("containers") or []}
+        for cs in (p.get("status") or {}).get("containerStatuses") or []:
+            term = (
+                (cs.get("state") or {}).get("terminated")
+                or (cs.get("lastState") or {}).get("terminated")
+                or {}
+            )
+            if term.get("reason") != "OOMKilled":
+                continue
+            limit = (
+                ((spec.get(cs.get("name")) or {}).get("resources") or {}).get("limits") or {}
+            ).get("memory")
+            where = f"container {cs.get('name')} of pod {(p.get('metadata') or {}).get('name')}"
+            over = f"its memory limit {limit}" if limit else "its memory limit"
+            return (
+                f"{where} went over {over} and was killed (OOMKilled); ask for more "
+                "(compute.memory in tau.yaml) or use less"
+            )
+    return "a container went over its memory limit and was killed (OOMKilled)"
 
 
 def failure_reason(

@@ -4,6 +4,8 @@ to the recorded status once pods and events are gone."""
 
 from __future__ import annotations
 
+import json
+
 from datetime import UTC, datetime
 from typing import Any
 
@@ -183,6 +185,38 @@ def test_a_gpu_fault_on_its_node_shows_and_a_failure_there_is_a_node_failure() -
     assert failed.terminationReason == TerminationReason.NodeFailure
     assert "faulty GPU node" in (failed.summary or "")
     assert TerminationReason.NodeFailure.retried_by(Resilience().retry_on)  # by default
+
+
+def test_a_failure_the_recorder_narrows_is_said_in_words_in_its_summary_and_timeline() -> None:
+    """Found on real nodes: a Job over its memory limit was recorded OOMKilled, yet `tau run
+    status` said only "BackoffLimitExceeded". Each narrowed reason leads the summary."""
+    oom = pod(phase="Failed")
+    oom["spec"]["containers"] = [{"name": "main", "resources": {"limits": {"memory": "256Mi"}}}]
+    oom["status"]["containerStatuses"] = [
+        {"name": "main", "state": {"terminated": {"reason": "OOMKilled", "exitCode": 137}}}
+    ]
+    evicted = pod(phase="Failed")
+    evicted["status"]["conditions"].append(
+        {"type": "DisruptionTarget", "status": "True", "reason": "TerminationByKubelet"}
+    )
+    cases = [
+        (oom, TerminationReason.OOMKilled,
+         "out of memory: container main of pod kq-abc12-p went over its memory limit 256Mi"),
+        (evicted, TerminationReason.Evicted, "evicted from its node"),
+        (pod(phase="Failed"), TerminationReason.Failed, "BackoffLimitExceeded"),
+    ]  # fmt: skip
+    for p, reason, words in cases:
+        st = REC.compute_status(
+            REC.RunObjects(taurun=taurun(), workload=job(failed=True), kueue=kueue(), pods=[p]),
+            {},
+            NOW,
+        )
+        assert st.phase == Phase.Failed and st.terminationReason == reason
+        assert (st.summary or "").startswith(words) or words in (st.summary or ""), st.summary
+        assert "BackoffLimitExceeded" in (st.summary or "")  # the cluster's own words kept
+        assert any(x.reason == "Failed" and words in x.message for x in st.timeline)
+        if reason == TerminationReason.Failed:
+            assert not (st.summary or "").startswith(("out of memory", "evicted"))
 
 
 def test_an_ended_run_keeps_its_record_when_its_objects_go() -> None:
@@ -475,6 +509,35 @@ def test_what_the_controller_keeps_of_a_workload_says_what_the_whole_one_says() 
         if k is whole:
             want = st
     assert REC.same(st, want) and st.model_dump() == want.model_dump()
+
+
+def test_what_the_controller_keeps_of_an_oomkilled_pod_names_its_memory_limit() -> None:
+    """Found on real nodes: the kept pod had no containers, so OOM's words lost the limit."""
+    import pytest
+
+    pytest.importorskip("kopf")
+    from taugrid.controller.operator import slim
+
+    whole = {**pod(phase="Failed"), "kind": "Pod", "apiVersion": "v1"}
+    whole["spec"]["containers"] = [
+        {"name": "main", "image": "x" * 5000, "env": [{"name": "A", "value": "b"}],
+         "resources": {"limits": {"memory": "256Mi", "cpu": "1"}}},
+        {"name": "sidecar", "resources": {}},
+    ]  # fmt: skip
+    whole["status"]["containerStatuses"] = [
+        {"name": "main", "state": {"terminated": {"reason": "OOMKilled", "exitCode": 137}}}
+    ]
+    kept = slim(whole)
+    assert "x" * 5000 not in json.dumps(kept)  # the spec is still not kept whole
+    said = [
+        REC.compute_status(
+            REC.RunObjects(taurun=taurun(), workload=job(failed=True), kueue=kueue(), pods=[p]),
+            {},
+            NOW,
+        ).summary
+        for p in (whole, kept)
+    ]
+    assert said[0] == said[1] and "memory limit 256Mi" in (said[0] or ""), said
 
 
 def test_a_run_waits_for_its_turn_once_however_often_it_changes_meanwhile() -> None:
