@@ -5,7 +5,6 @@ to the recorded status once pods and events are gone."""
 from __future__ import annotations
 
 import json
-
 from datetime import UTC, datetime
 from typing import Any
 
