@@ -17,10 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import TAU
 from conftest import run_tau as tau
 from kubekit import wait_until
 from sandboxkit import admin, kube_env, sig, status, submit
 
+from taugrid.api import constants as C
+from taugrid.api import naming
 from taugrid.infra import realnodes
 from taugrid.infra.controlplane import binaries_dir
 
@@ -596,6 +599,70 @@ def test_a_pod_over_its_memory_limit_is_oomkilled_and_status_says_so(
     assert "out of memory" in text and "memory limit 256Mi" in text, text
 
 
+BIG_OUTPUT = """
+import os, tau_run
+block = os.urandom(8 << 20)
+with open(tau_run.output_dir() / "big.bin", "wb") as f:
+    for _ in range(64):
+        f.write(block)
+"""
+
+
+def test_a_pull_killed_mid_file_and_a_file_server_replaced_then_pulled_again_is_whole(
+    real: Path, tmp_path: Path
+) -> None:
+    """#40's faults on real nodes: a pull killed with SIGKILL in the middle of a 512 MiB file,
+    then the workspace's file server pod deleted (evicted, as on a node drain): the next pull
+    waits for its replacement, reads on from the bytes that arrived and ends with every file
+    verified against the sealed manifest."""
+    run_id = submit(real, project(tmp_path / "p", "big", BIG_OUTPUT))
+    assert wait_phase(real, run_id, {"Succeeded", "Failed"})["phase"] == "Succeeded"
+    other = {**kube_env(real), "TAU_HOME": str(tmp_path / "teammate")}
+    dest = tmp_path / "got"
+    part = dest / "outputs" / "big.bin.tau-part"
+    said = tmp_path / "cut.stderr"
+    with said.open("w") as err:
+        cut = subprocess.Popen(
+            [TAU, "run", "pull", run_id, "--to", str(dest)],
+            env={**os.environ, **other},
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+    try:
+        wait_until(
+            lambda: (part.exists() and part.stat().st_size > 0) or cut.poll() is not None,
+            timeout=300,
+            what="the pull to be in the middle of the big file",
+        )
+    finally:
+        cut.kill()
+        cut.wait()
+    assert cut.returncode == -9, "the pull ended before it was cut: " + said.read_text()
+    arrived = part.stat().st_size
+    assert 0 < arrived < 512 << 20
+    pods = admin(real).resources.get(api_version="v1", kind="Pod")
+    server = f"app.kubernetes.io/name={naming.FILES_SERVICE}"
+    for pod in pods.get(namespace="research", label_selector=server).items:
+        pods.delete(name=pod.metadata.name, namespace="research")
+    again = tau(
+        tmp_path / "teammate",
+        "run",
+        "pull",
+        run_id,
+        "--to",
+        str(dest),
+        "-o",
+        "json",
+        env=other,
+        timeout=600,
+    )
+    assert again.returncode == 0, again.stderr
+    got = json.loads(again.stdout)
+    assert got["ok"] and got["resumed"] == 1 and got["bad"] == [] and got["missing"] == [], got
+    assert got["verified"] == got["files"] - 1, got  # all but the manifest itself
+    assert (dest / "outputs" / "big.bin").stat().st_size == 512 << 20 and not part.exists()
+
+
 def test_cancel_mid_run_stops_its_processes_and_frees_the_node(real: Path, tmp_path: Path) -> None:
     script = "import time\nprint('started', flush=True)\ntime.sleep(3600)\n"
     run_id = submit(real, project(tmp_path / "p", "sleeper", script))
@@ -607,6 +674,13 @@ def test_cancel_mid_run_stops_its_processes_and_frees_the_node(real: Path, tmp_p
     )
     sleeping = [p for p in _processes(Path("/nonexistent")) if "main.py" in p]
     assert sleeping, "the run's process is on this machine (in the node's cgroup)"
+    pods = admin(real).resources.get(api_version="v1", kind="Pod")
+    node = next(
+        p.spec.nodeName
+        for p in pods.get(namespace="research").items
+        if p.metadata.labels.get(C.LABEL_RUN_ID) == run_id
+    )
+    assert _cpu_requested(pods, node, run_id)[1] > 0, "the run holds CPU on its node"
     res = tau(real, "run", "cancel", run_id, env=kube_env(real))
     assert res.returncode == 0, res.stderr
     wait_until(
@@ -615,6 +689,27 @@ def test_cancel_mid_run_stops_its_processes_and_frees_the_node(real: Path, tmp_p
         what="the cancelled run's processes to be gone",
     )
     assert wait_phase(real, run_id, {"Cancelled"})["phase"] == "Cancelled"
+    wait_until(  # the scheduler's view: nothing of the run holds the node's CPU any more
+        lambda: _cpu_requested(pods, node, run_id)[1] == 0,
+        timeout=120,
+        what="the cancelled run's CPU on its node to be free",
+    )
+
+
+def _cpu_requested(pods: Any, node: str, run_id: str) -> tuple[float, float]:
+    """(CPU cores requested on `node` by pods that still hold it, of which by `run_id`'s)."""
+    total = mine = 0.0
+    for p in pods.get(field_selector=f"spec.nodeName={node}").items:
+        if p.status.phase in ("Succeeded", "Failed"):
+            continue  # an ended pod holds nothing the scheduler counts
+        cpu = 0.0
+        for c in p.spec.containers:
+            want = str(((c.resources or {}).get("requests") or {}).get("cpu") or "0")
+            cpu += float(want[:-1]) / 1000 if want.endswith("m") else float(want)
+        total += cpu
+        if (p.metadata.labels or {}).get(C.LABEL_RUN_ID) == run_id:
+            mine += cpu
+    return total, mine
 
 
 def test_a_second_sandbox_beside_it_and_down_leaves_the_host_as_it_was(
