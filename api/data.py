@@ -54,8 +54,13 @@ def bad(what: str, value: str, why: str, hint: str | None = None) -> TauError:
 def check_name(value: str, what: str = "name") -> str:
     """Dataset, model and alias names: lower-case letters, digits, `.`, `_`, `-` (<= 63)."""
     if not _NAME.match(value) or ".." in value:
-        raise bad(what, value, "use lower-case letters, digits, '.', '_' and '-' (at most 63, "
-                  "starting and ending with a letter or digit)", "e.g. fineweb-edu or prod")  # fmt: skip
+        raise bad(
+            what,
+            value,
+            "use lower-case letters, digits, '.', '_' and '-' (at most 63, "
+            "starting and ending with a letter or digit)",
+            "e.g. fineweb-edu or prod",
+        )
     return value
 
 
@@ -228,8 +233,9 @@ def entry_problem(f: FileEntry) -> str | None:
 
 def manifest_digest(files: list[FileEntry]) -> str:
     """The version id: sha256 of the canonical manifest (sorted by path)."""
-    lines = "".join([f"{f.path}\t{f.size}\t{f.sha256}\n"
-                     for f in sorted(files, key=attrgetter("path"))])  # fmt: skip
+    lines = "".join(
+        [f"{f.path}\t{f.size}\t{f.sha256}\n" for f in sorted(files, key=attrgetter("path"))]
+    )
     return DIGEST_PREFIX + hashlib.sha256(lines.encode()).hexdigest()
 
 
@@ -272,8 +278,13 @@ class VersionHead(_Model):
 
     @classmethod
     def of(cls, record: VersionRecord) -> VersionHead:
-        return cls(version=record.version, size=record.size, files=len(record.files),
-                   created=record.created, written_ns=record.written_ns)  # fmt: skip
+        return cls(
+            version=record.version,
+            size=record.size,
+            files=len(record.files),
+            created=record.created,
+            written_ns=record.written_ns,
+        )
 
 
 class VersionRecord(_Model):

@@ -49,8 +49,10 @@ def explain(message: str, queue: str | None = None) -> Words | None:
     short: list[str] = []
     for m in _NEVER.finditer(message):
         what = resource_words(m["res"])
-        line = (f"needs {m['need'].strip()} {what}; {where} may use at most {m['max'].strip()} "
-                f"in flavor {m['flavor']}")  # fmt: skip
+        line = (
+            f"needs {m['need'].strip()} {what}; {where} may use at most {m['max'].strip()} "
+            f"in flavor {m['flavor']}"
+        )
         if line not in never:
             never.append(line)
     for m in _SHORT.finditer(message):

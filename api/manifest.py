@@ -39,9 +39,14 @@ Launcher = Literal["python", "torchrun", "ray-train", "ray-tune"]
 RAY_LAUNCHERS = ("ray-train", "ray-tune")
 DEFAULT_FUNCTION = {"ray-train": "train_loop_per_worker", "ray-tune": "objective"}
 SEARCH_DOMAINS = {  # tune.search_space: {key: {domain: [args]}} -> ray.tune's sampler
-    "uniform": 2, "loguniform": 2, "quniform": 3, "randint": 2, "randn": 2,
-    "choice": None, "grid_search": None,
-}  # fmt: skip
+    "uniform": 2,
+    "loguniform": 2,
+    "quniform": 3,
+    "randint": 2,
+    "randn": 2,
+    "choice": None,
+    "grid_search": None,
+}
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 MAX_PROCS_PER_NODE = 64
 TORCHRUN_PORT = 29500  # the c10d rendezvous on node 0
@@ -86,13 +91,16 @@ class RunSpec(_Model):
         "ray-train: a Ray Train trainer over compute.workers | ray-tune: a sweep (tune block)",
     )
     function: str | None = Field(
-        None, description="ray-train: the per-worker training function (default "
+        None,
+        description="ray-train: the per-worker training function (default "
         "train_loop_per_worker); ray-tune: the trainable (default objective)",
-    )  # fmt: skip
+    )
     nproc_per_node: int | None = Field(
-        None, ge=1, le=MAX_PROCS_PER_NODE,
+        None,
+        ge=1,
+        le=MAX_PROCS_PER_NODE,
         description="torchrun: processes per node (default: compute.gpus, or 1 on CPU)",
-    )  # fmt: skip
+    )
     image: str | None = Field(None, description="Alias of runtime.image (lowest priority)")
     name: str | None = Field(None, description="Ignored: the run name is the top-level name")
     smoke_pairs: int | None = Field(None, ge=0, description="Forwarded as TAU_SMOKE_PAIRS")
@@ -217,8 +225,10 @@ def _secret_ref_problem(name: str, ref: str) -> str | None:
 _REQ_NAME = r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?"
 _N = r"[0-9]+"
 _REQ_VERSION = rf"{_N}(?:\.{_N})*(?:(?:a|b|rc){_N})?(?:\.post{_N})?(?:\.dev{_N})?"
-_REQ_CLAUSE = (rf"(?:(?:==|!=) ?{_N}(?:\.{_N})*\.\*|~= ?{_N}(?:\.{_N})+(?:(?:a|b|rc){_N})?"
-               rf"|(?:==|!=|<=|>=|<|>) ?{_REQ_VERSION})")  # fmt: skip
+_REQ_CLAUSE = (
+    rf"(?:(?:==|!=) ?{_N}(?:\.{_N})*\.\*|~= ?{_N}(?:\.{_N})+(?:(?:a|b|rc){_N})?"
+    rf"|(?:==|!=|<=|>=|<|>) ?{_REQ_VERSION})"
+)
 SIMPLE_REQUIREMENT = re.compile(
     rf"{_REQ_NAME} ?(?:\[{_REQ_NAME}(?:, ?{_REQ_NAME})*\])? ?(?:{_REQ_CLAUSE}(?:, ?{_REQ_CLAUSE})*)?"
 )
@@ -565,8 +575,11 @@ class Manifest(_Model):
     @property
     def nproc_per_node(self) -> int:
         """torchrun's processes per node: as set, else one per GPU, else one."""
-        return (self.run.nproc_per_node or self.execution.processes_per_node
-                or max(1, self.compute.gpus))  # fmt: skip
+        return (
+            self.run.nproc_per_node
+            or self.execution.processes_per_node
+            or max(1, self.compute.gpus)
+        )
 
     @property
     def function(self) -> str:
@@ -577,9 +590,13 @@ class Manifest(_Model):
         """The tune block with the original's execution.* spellings folded in."""
         t, e = self.tune or Tune(), self.execution
         update: dict[str, Any] = {}
-        for mine, theirs in (("metric", e.metric), ("mode", e.mode), ("num_samples", e.num_samples),
-                             ("max_concurrent", e.max_concurrent_trials),
-                             ("search_space", e.configs)):  # fmt: skip
+        for mine, theirs in (
+            ("metric", e.metric),
+            ("mode", e.mode),
+            ("num_samples", e.num_samples),
+            ("max_concurrent", e.max_concurrent_trials),
+            ("search_space", e.configs),
+        ):
             if theirs is not None and mine not in t.model_fields_set:
                 update[mine] = theirs
         return t.model_copy(update=update) if update else t
@@ -622,10 +639,13 @@ def name_fits(m: Manifest) -> Iterator[Issue]:
     if len(m.name) > limit:
         prefix = m.resource_naming.prefix
         why = f" with resource_naming.prefix={prefix!r}" if prefix else ""
-        yield Issue("name", m.name,
-                    f"is {len(m.name)} characters; at most {limit} fit{why} (the run id "
-                    f"<name>-<5 chars> must stay within KubeRay's {C.KUBERAY_NAME_LIMIT})",
-                    "name: " + m.name[:limit].rstrip("-"))  # fmt: skip
+        yield Issue(
+            "name",
+            m.name,
+            f"is {len(m.name)} characters; at most {limit} fit{why} (the run id "
+            f"<name>-<5 chars> must stay within KubeRay's {C.KUBERAY_NAME_LIMIT})",
+            "name: " + m.name[:limit].rstrip("-"),
+        )
 
 
 def entrypoint_is_a_script_inside(m: Manifest) -> Iterator[Issue]:
@@ -643,21 +663,30 @@ def entrypoint_is_a_script_inside(m: Manifest) -> Iterator[Issue]:
 def aliases_agree(m: Manifest) -> Iterator[Issue]:
     """The same setting under several names (TauGrid compatibility) must agree."""
     yield from _alias_conflicts(
-        m, "the script to run",
-        [("run.entrypoint", m.run.entrypoint), ("run.script", m.run.script),
-         ("entrypoint", m.entrypoint), ("script", m.script)],
-    )  # fmt: skip
+        m,
+        "the script to run",
+        [
+            ("run.entrypoint", m.run.entrypoint),
+            ("run.script", m.run.script),
+            ("entrypoint", m.entrypoint),
+            ("script", m.script),
+        ],
+    )
     yield from _alias_conflicts(
-        m, "the image",
+        m,
+        "the image",
         [("runtime.image", m.runtime.image), ("run.image", m.run.image), ("image", m.image)],
-    )  # fmt: skip
+    )
 
 
 def one_workload_kind(m: Manifest) -> Iterator[Issue]:
     if len({k for k in (m.run.workload_kind, m.compute.workload_kind) if k}) > 1:
-        yield Issue("compute.workload_kind", m.compute.workload_kind,
-                    f"contradicts run.workload_kind={m.run.workload_kind}",
-                    f"run: {{workload_kind: {m.run.workload_kind}}}")  # fmt: skip
+        yield Issue(
+            "compute.workload_kind",
+            m.compute.workload_kind,
+            f"contradicts run.workload_kind={m.run.workload_kind}",
+            f"run: {{workload_kind: {m.run.workload_kind}}}",
+        )
 
 
 def launcher_fits(m: Manifest) -> Iterator[Issue]:
@@ -667,42 +696,67 @@ def launcher_fits(m: Manifest) -> Iterator[Issue]:
         "the launcher",
         [("run.launcher", m.run.launcher), ("execution.launcher", m.execution.launcher)],
     )
-    yield from _alias_conflicts(m, "the processes per node", [
-        ("run.nproc_per_node", str(m.run.nproc_per_node) if m.run.nproc_per_node else None),
-        ("execution.processes_per_node",
-         str(m.execution.processes_per_node) if m.execution.processes_per_node else None),
-    ])  # fmt: skip
+    yield from _alias_conflicts(
+        m,
+        "the processes per node",
+        [
+            ("run.nproc_per_node", str(m.run.nproc_per_node) if m.run.nproc_per_node else None),
+            (
+                "execution.processes_per_node",
+                str(m.execution.processes_per_node) if m.execution.processes_per_node else None,
+            ),
+        ],
+    )
     if (
         m.execution.nodes is not None
         and "workers" in m.compute.model_fields_set
         and (m.execution.nodes != m.compute.workers)
     ):
-        yield Issue("execution.nodes", m.execution.nodes,
-                    f"contradicts compute.workers={m.compute.workers}: both set the nodes; keep one",
-                    f"compute: {{workers: {m.execution.nodes}}}")  # fmt: skip
+        yield Issue(
+            "execution.nodes",
+            m.execution.nodes,
+            f"contradicts compute.workers={m.compute.workers}: both set the nodes; keep one",
+            f"compute: {{workers: {m.execution.nodes}}}",
+        )
     yield from _ray_launcher_issues(m)
     if m.launcher != "torchrun":
         if m.run.nproc_per_node or m.execution.processes_per_node:
-            yield Issue("run.nproc_per_node", m.run.nproc_per_node or m.execution.processes_per_node,
-                        "is torchrun's: processes per node need run.launcher: torchrun",
-                        "run: {launcher: torchrun, nproc_per_node: 4}")  # fmt: skip
+            yield Issue(
+                "run.nproc_per_node",
+                m.run.nproc_per_node or m.execution.processes_per_node,
+                "is torchrun's: processes per node need run.launcher: torchrun",
+                "run: {launcher: torchrun, nproc_per_node: 4}",
+            )
         if m.execution.nodes is not None and m.execution.nodes > 1:
-            yield Issue("execution.nodes", m.execution.nodes,
-                        "is torchrun's: more than one node needs run.launcher: torchrun",
-                        "run: {launcher: torchrun}\ncompute: {workers: 4}")  # fmt: skip
+            yield Issue(
+                "execution.nodes",
+                m.execution.nodes,
+                "is torchrun's: more than one node needs run.launcher: torchrun",
+                "run: {launcher: torchrun}\ncompute: {workers: 4}",
+            )
         return
     if m.workload_kind() == "rayjob":
-        yield Issue("run.launcher", "torchrun",
-                    "runs as a Job, one pod per node (a RayJob runs Ray's own launchers)",
-                    "run: {launcher: torchrun, workload_kind: job}")  # fmt: skip
+        yield Issue(
+            "run.launcher",
+            "torchrun",
+            "runs as a Job, one pod per node (a RayJob runs Ray's own launchers)",
+            "run: {launcher: torchrun, workload_kind: job}",
+        )
     ep = m.entrypoint_path
     if ep and not ep.endswith(".py"):
-        yield Issue("run.entrypoint", ep, "torchrun starts a Python file in each process",
-                    "run: {entrypoint: train.py, launcher: torchrun}")  # fmt: skip
+        yield Issue(
+            "run.entrypoint",
+            ep,
+            "torchrun starts a Python file in each process",
+            "run: {entrypoint: train.py, launcher: torchrun}",
+        )
     if m.compute.gpus and m.nproc_per_node > m.compute.gpus:
-        yield Issue("run.nproc_per_node", m.nproc_per_node,
-                    f"is more than the node's compute.gpus={m.compute.gpus} (one process per GPU)",
-                    f"run: {{nproc_per_node: {m.compute.gpus}}}")  # fmt: skip
+        yield Issue(
+            "run.nproc_per_node",
+            m.nproc_per_node,
+            f"is more than the node's compute.gpus={m.compute.gpus} (one process per GPU)",
+            f"run: {{nproc_per_node: {m.compute.gpus}}}",
+        )
 
 
 def _ray_launcher_issues(m: Manifest) -> Iterator[Issue]:
@@ -714,43 +768,83 @@ def _ray_launcher_issues(m: Manifest) -> Iterator[Issue]:
     )
     if m.launcher not in RAY_LAUNCHERS:
         if m.run.function:
-            yield Issue("run.function", m.run.function,
-                        "is the function Ray Train or Ray Tune calls: it needs run.launcher: "
-                        "ray-train or ray-tune", "run: {launcher: ray-tune, function: objective}")  # fmt: skip
+            yield Issue(
+                "run.function",
+                m.run.function,
+                "is the function Ray Train or Ray Tune calls: it needs run.launcher: "
+                "ray-train or ray-tune",
+                "run: {launcher: ray-tune, function: objective}",
+            )
         if tune_set:
-            yield Issue("tune", None, "is a Ray Tune sweep: it needs run.launcher: ray-tune",
-                        "run: {launcher: ray-tune}")  # fmt: skip
+            yield Issue(
+                "tune",
+                None,
+                "is a Ray Tune sweep: it needs run.launcher: ray-tune",
+                "run: {launcher: ray-tune}",
+            )
         return
     if m.workload_kind() != "rayjob":
-        yield Issue("run.launcher", m.launcher, "runs on a RayJob (Ray's launchers need Ray)",
-                    f"run: {{launcher: {m.launcher}, workload_kind: rayjob}}")  # fmt: skip
+        yield Issue(
+            "run.launcher",
+            m.launcher,
+            "runs on a RayJob (Ray's launchers need Ray)",
+            f"run: {{launcher: {m.launcher}, workload_kind: rayjob}}",
+        )
     ep = m.entrypoint_path
     if ep and not ep.endswith(".py"):
-        yield Issue("run.entrypoint", ep, f"{m.launcher} calls a function of a Python file",
-                    f"run: {{entrypoint: train.py, launcher: {m.launcher}}}")  # fmt: skip
+        yield Issue(
+            "run.entrypoint",
+            ep,
+            f"{m.launcher} calls a function of a Python file",
+            f"run: {{entrypoint: train.py, launcher: {m.launcher}}}",
+        )
     if m.run.function is not None and not IDENTIFIER.match(m.run.function):
-        yield Issue("run.function", m.run.function, "must be a Python function name",
-                    "run: {function: objective}")  # fmt: skip
+        yield Issue(
+            "run.function",
+            m.run.function,
+            "must be a Python function name",
+            "run: {function: objective}",
+        )
     if m.launcher == "ray-train":
         if tune_set:
-            yield Issue("tune", None, "is a Ray Tune sweep: it needs run.launcher: ray-tune",
-                        "run: {launcher: ray-tune}")  # fmt: skip
+            yield Issue(
+                "tune",
+                None,
+                "is a Ray Tune sweep: it needs run.launcher: ray-tune",
+                "run: {launcher: ray-tune}",
+            )
         return
     t = m.sweep()
     if not t.metric:
-        yield Issue("tune.metric", None, "is required: what the trainable reports and the sweep "
-                    "ranks", "tune: {metric: accuracy, mode: max}")  # fmt: skip
+        yield Issue(
+            "tune.metric",
+            None,
+            "is required: what the trainable reports and the sweep ranks",
+            "tune: {metric: accuracy, mode: max}",
+        )
     if not t.search_space:
-        yield Issue("tune.search_space", None, "is required: the parameters the sweep tries",
-                    "tune: {search_space: {lr: {loguniform: [0.0001, 0.1]}}}")  # fmt: skip
+        yield Issue(
+            "tune.search_space",
+            None,
+            "is required: the parameters the sweep tries",
+            "tune: {search_space: {lr: {loguniform: [0.0001, 0.1]}}}",
+        )
     for key, value in t.search_space.items():
         problem = search_domain_problem(value)
         if problem:
-            yield Issue(f"tune.search_space.{key}", value, problem,
-                        f"tune: {{search_space: {{{key}: {{uniform: [0, 1]}}}}}}")  # fmt: skip
+            yield Issue(
+                f"tune.search_space.{key}",
+                value,
+                problem,
+                f"tune: {{search_space: {{{key}: {{uniform: [0, 1]}}}}}}",
+            )
     if t.scheduler == "asha" and t.grace_period > t.max_t:
-        yield Issue("tune.grace_period", t.grace_period, f"is above tune.max_t={t.max_t}",
-                    "tune: {scheduler: asha, max_t: 100, grace_period: 1}")  # fmt: skip
+        yield Issue(
+            "tune.grace_period",
+            t.grace_period,
+            f"is above tune.max_t={t.max_t}",
+            "tune: {scheduler: asha, max_t: 100, grace_period: 1}",
+        )
 
 
 def search_domain_problem(value: Any) -> str | None:
@@ -758,9 +852,11 @@ def search_domain_problem(value: Any) -> str | None:
     if value is None or isinstance(value, str | int | float | bool):
         return None
     if not isinstance(value, dict) or len(value) != 1:
-        return ("must be a value or one domain: {uniform: [a, b]}, {loguniform: [a, b]}, "
-                "{quniform: [a, b, q]}, {randint: [a, b]}, {randn: [mean, sd]}, {choice: [...]}, "
-                "{grid_search: [...]}")  # fmt: skip
+        return (
+            "must be a value or one domain: {uniform: [a, b]}, {loguniform: [a, b]}, "
+            "{quniform: [a, b, q]}, {randint: [a, b]}, {randn: [mean, sd]}, {choice: [...]}, "
+            "{grid_search: [...]}"
+        )
     ((domain, args),) = value.items()
     if domain not in SEARCH_DOMAINS:
         return f"{domain!r} is not a domain (one of: {', '.join(SEARCH_DOMAINS)})"
@@ -786,31 +882,48 @@ def a_job_is_one_pod(m: Manifest) -> Iterator[Issue]:
         return
     c = m.compute
     if c.workers > 1 and m.launcher != "torchrun":
-        yield Issue("compute.workers", c.workers,
-                    "a job is a single pod; more than one worker needs workload_kind: rayjob "
-                    "(Ray), or run.launcher: torchrun (a pod per node)",
-                    "run: {workload_kind: rayjob}")  # fmt: skip
+        yield Issue(
+            "compute.workers",
+            c.workers,
+            "a job is a single pod; more than one worker needs workload_kind: rayjob "
+            "(Ray), or run.launcher: torchrun (a pod per node)",
+            "run: {workload_kind: rayjob}",
+        )
     sizes = (c.worker_cpus, c.worker_memory, c.worker_cpu_limit, c.worker_memory_limit)
     if any(v is not None for v in sizes):
-        yield Issue("compute.worker_cpus", c.worker_cpus or c.worker_memory,
-                    "worker_* sizes apply to rayjob workers; a job pod is sized by cpus and memory",
-                    "compute: {cpus: 8, memory: 32Gi}")  # fmt: skip
+        yield Issue(
+            "compute.worker_cpus",
+            c.worker_cpus or c.worker_memory,
+            "worker_* sizes apply to rayjob workers; a job pod is sized by cpus and memory",
+            "compute: {cpus: 8, memory: 32Gi}",
+        )
 
 
 def mig_is_consistent(m: Manifest) -> Iterator[Issue]:
     c = m.compute
     if c.gpus == 0 and (c.mig_profile or c.gpu_resource_mode == "mig"):
-        yield Issue("compute.mig_profile", c.mig_profile, "needs compute.gpus >= 1",
-                    "compute: {gpus: 1, mig_profile: 1g.10gb}")  # fmt: skip
+        yield Issue(
+            "compute.mig_profile",
+            c.mig_profile,
+            "needs compute.gpus >= 1",
+            "compute: {gpus: 1, mig_profile: 1g.10gb}",
+        )
     if c.gpu_resource_mode == "mig" and not c.mig_profile:
-        yield Issue("compute.mig_profile", None, "is required when gpu_resource_mode is mig",
-                    "compute: {mig_profile: 1g.10gb}")  # fmt: skip
+        yield Issue(
+            "compute.mig_profile",
+            None,
+            "is required when gpu_resource_mode is mig",
+            "compute: {mig_profile: 1g.10gb}",
+        )
 
 
 def limits_cover_requests(m: Manifest) -> Iterator[Issue]:
-    for req, lim, kind in (("cpus", "cpu_limit", "cpu"), ("worker_cpus", "worker_cpu_limit", "cpu"),
-                           ("memory", "memory_limit", "mem"),
-                           ("worker_memory", "worker_memory_limit", "mem")):  # fmt: skip
+    for req, lim, kind in (
+        ("cpus", "cpu_limit", "cpu"),
+        ("worker_cpus", "worker_cpu_limit", "cpu"),
+        ("memory", "memory_limit", "mem"),
+        ("worker_memory", "worker_memory_limit", "mem"),
+    ):
         rv, lv = getattr(m.compute, req), getattr(m.compute, lim)
         if rv is None or lv is None:
             continue
@@ -818,8 +931,12 @@ def limits_cover_requests(m: Manifest) -> Iterator[Issue]:
         r: Decimal | int = parse(rv)
         li: Decimal | int = parse(lv)
         if li < r:
-            yield Issue(f"compute.{lim}", lv, f"must be >= compute.{req}={rv}",
-                        f"compute: {{{req}: {rv}, {lim}: {rv}}}")  # fmt: skip
+            yield Issue(
+                f"compute.{lim}",
+                lv,
+                f"must be >= compute.{req}={rv}",
+                f"compute: {{{req}: {rv}, {lim}: {rv}}}",
+            )
 
 
 def env_names(m: Manifest) -> Iterator[Issue]:
@@ -832,14 +949,20 @@ def env_names(m: Manifest) -> Iterator[Issue]:
         if not ENV_NAME.match(e.name):
             yield Issue(path, e.name, "is not a valid environment variable name", example)
         if e.name.upper().startswith(C.RESERVED_ENV_PREFIX):
-            yield Issue(path, e.name, "TAU_* variables belong to the run contract and are set by "
-                        "tau; choose another name", example)  # fmt: skip
+            yield Issue(
+                path,
+                e.name,
+                "TAU_* variables belong to the run contract and are set by "
+                "tau; choose another name",
+                example,
+            )
         if e.name in seen:
             yield Issue(path, e.name, "is set twice", None)
         seen.add(e.name)
         if listed and (e.value is None) == (e.valueFrom is None):
-            yield Issue(f"runtime.env[{i}]", e.name, "needs exactly one of value or valueFrom",
-                        example)  # fmt: skip
+            yield Issue(
+                f"runtime.env[{i}]", e.name, "needs exactly one of value or valueFrom", example
+            )
     for name in m.runtime.env_from_secret:
         path = f"runtime.env_from_secret.{name}"
         if name.upper().startswith(C.RESERVED_ENV_PREFIX):
@@ -865,11 +988,17 @@ def mounts_are_distinct(m: Manifest) -> Iterator[Issue]:
         if mt.name in ("data", "code", "dshm") or mt.name in names:
             yield Issue(f"storage.mounts[{i}].name", mt.name, "is reserved or used twice", None)
         p = mt.mountPath
-        if (not p.startswith("/") or p in paths
-                or any(p == r or p.startswith(r + "/") for r in reserved_paths)):  # fmt: skip
-            yield Issue(f"storage.mounts[{i}].mountPath", p,
-                        "must be an absolute path outside /data, /code, /tmp and /dev/shm, used once",
-                        "mountPath: /datasets")  # fmt: skip
+        if (
+            not p.startswith("/")
+            or p in paths
+            or any(p == r or p.startswith(r + "/") for r in reserved_paths)
+        ):
+            yield Issue(
+                f"storage.mounts[{i}].mountPath",
+                p,
+                "must be an absolute path outside /data, /code, /tmp and /dev/shm, used once",
+                "mountPath: /datasets",
+            )
         names.add(mt.name)
         paths.add(p)
 
@@ -877,8 +1006,12 @@ def mounts_are_distinct(m: Manifest) -> Iterator[Issue]:
 def experiment_is_a_label(m: Manifest) -> Iterator[Issue]:
     exp = m.experiment.name or m.research.experiment
     if exp is not None and (len(exp) > 63 or not LABEL_VALUE.match(exp)):
-        yield Issue("experiment.name", exp,
-                    "must be a valid label value (<= 63 chars, alphanumerics, '-', '_', '.')", None)  # fmt: skip
+        yield Issue(
+            "experiment.name",
+            exp,
+            "must be a valid label value (<= 63 chars, alphanumerics, '-', '_', '.')",
+            None,
+        )
 
 
 def data_inputs_are_references(m: Manifest) -> Iterator[Issue]:
@@ -892,8 +1025,9 @@ def data_inputs_are_references(m: Manifest) -> Iterator[Issue]:
         try:
             name = parse_ref(inp.ref).name
         except TauError as e:
-            yield Issue(f"data.inputs[{i}].ref", inp.ref, str(e).split(": ", 1)[-1],
-                        "ref: fineweb@prod")  # fmt: skip
+            yield Issue(
+                f"data.inputs[{i}].ref", inp.ref, str(e).split(": ", 1)[-1], "ref: fineweb@prod"
+            )
             continue
         path = inp.path or name
         try:
@@ -911,27 +1045,49 @@ def data_inputs_are_references(m: Manifest) -> Iterator[Issue]:
 def service_issues(spec: ServiceSpec, path: str = "service") -> Iterator[Issue]:
     """Rules that span several fields of a service block."""
     if spec.model and spec.from_run:
-        yield Issue(f"{path}.from_run", spec.from_run, "contradicts service.model: serve one model",
-                    "service: {model: iris@prod}")  # fmt: skip
+        yield Issue(
+            f"{path}.from_run",
+            spec.from_run,
+            "contradicts service.model: serve one model",
+            "service: {model: iris@prod}",
+        )
     if spec.model and "@" not in spec.model:
-        yield Issue(f"{path}.model", spec.model,
-                    "needs a version or an alias: the version served is pinned at deploy time",
-                    f"service: {{model: {spec.model}@prod}}")  # fmt: skip
+        yield Issue(
+            f"{path}.model",
+            spec.model,
+            "needs a version or an alias: the version served is pinned at deploy time",
+            f"service: {{model: {spec.model}@prod}}",
+        )
     if spec.replicas is not None and spec.autoscaling is not None:
-        yield Issue(f"{path}.replicas", spec.replicas, "contradicts service.autoscaling: keep one",
-                    "service: {autoscaling: {min_replicas: 0, max_replicas: 2}}")  # fmt: skip
+        yield Issue(
+            f"{path}.replicas",
+            spec.replicas,
+            "contradicts service.autoscaling: keep one",
+            "service: {autoscaling: {min_replicas: 0, max_replicas: 2}}",
+        )
     a = spec.autoscaling
     if a is not None and a.min_replicas > a.max_replicas:
-        yield Issue(f"{path}.autoscaling.min_replicas", a.min_replicas,
-                    f"is above max_replicas={a.max_replicas}",
-                    "service: {autoscaling: {min_replicas: 0, max_replicas: 2}}")  # fmt: skip
+        yield Issue(
+            f"{path}.autoscaling.min_replicas",
+            a.min_replicas,
+            f"is above max_replicas={a.max_replicas}",
+            "service: {autoscaling: {min_replicas: 0, max_replicas: 2}}",
+        )
     for name in spec.env:
         if not SERVICE_ENV_NAME.match(name):
-            yield Issue(f"{path}.env.{name}", name, "is not a valid environment variable name",
-                        "service: {env: {LOG_LEVEL: info}}")  # fmt: skip
+            yield Issue(
+                f"{path}.env.{name}",
+                name,
+                "is not a valid environment variable name",
+                "service: {env: {LOG_LEVEL: info}}",
+            )
         elif name.upper().startswith(C.RESERVED_ENV_PREFIX):
-            yield Issue(f"{path}.env.{name}", name,
-                        "TAU_* variables belong to tau (TAU_MODEL_DIR is set for you)", None)  # fmt: skip
+            yield Issue(
+                f"{path}.env.{name}",
+                name,
+                "TAU_* variables belong to tau (TAU_MODEL_DIR is set for you)",
+                None,
+            )
 
 
 def service_is_consistent(m: Manifest) -> Iterator[Issue]:
@@ -940,11 +1096,21 @@ def service_is_consistent(m: Manifest) -> Iterator[Issue]:
 
 
 RULES: list[Callable[[Manifest], Iterator[Issue]]] = [
-    name_fits, entrypoint_is_a_script_inside, aliases_agree, one_workload_kind, launcher_fits,
+    name_fits,
+    entrypoint_is_a_script_inside,
+    aliases_agree,
+    one_workload_kind,
+    launcher_fits,
     a_job_is_one_pod,
-    mig_is_consistent, limits_cover_requests, env_names, one_checkpoint_folder,
-    mounts_are_distinct, experiment_is_a_label, data_inputs_are_references, service_is_consistent,
-]  # fmt: skip
+    mig_is_consistent,
+    limits_cover_requests,
+    env_names,
+    one_checkpoint_folder,
+    mounts_are_distinct,
+    experiment_is_a_label,
+    data_inputs_are_references,
+    service_is_consistent,
+]
 
 
 def semantic_issues(m: Manifest) -> list[Issue]:

@@ -53,12 +53,37 @@ class Chart(BaseModel):
 
 
 CHARTS: dict[str, Chart] = {
-    "gpuOperator": Chart(chart="gpu-operator", repo="https://helm.ngc.nvidia.com/nvidia", version="v26.7.0", namespace="gpu-operator"),
-    "dcgmExporter": Chart(chart="dcgm-exporter", repo="https://nvidia.github.io/dcgm-exporter/helm-charts", version="4.8.2", namespace="gpu-operator"),
-    "nodeProblemDetector": Chart(chart="oci://ghcr.io/deliveryhero/helm-charts/node-problem-detector", repo=None, version="2.4.1", namespace="node-problem-detector"),
-    "kueue": Chart(chart="oci://registry.k8s.io/kueue/charts/kueue", repo=None, version="0.19.2", namespace="kueue-system"),
-    "kuberay": Chart(chart="kuberay-operator", repo="https://ray-project.github.io/kuberay-helm/", version="1.7.0", namespace="kuberay-system"),
-}  # fmt: skip
+    "gpuOperator": Chart(
+        chart="gpu-operator",
+        repo="https://helm.ngc.nvidia.com/nvidia",
+        version="v26.7.0",
+        namespace="gpu-operator",
+    ),
+    "dcgmExporter": Chart(
+        chart="dcgm-exporter",
+        repo="https://nvidia.github.io/dcgm-exporter/helm-charts",
+        version="4.8.2",
+        namespace="gpu-operator",
+    ),
+    "nodeProblemDetector": Chart(
+        chart="oci://ghcr.io/deliveryhero/helm-charts/node-problem-detector",
+        repo=None,
+        version="2.4.1",
+        namespace="node-problem-detector",
+    ),
+    "kueue": Chart(
+        chart="oci://registry.k8s.io/kueue/charts/kueue",
+        repo=None,
+        version="0.19.2",
+        namespace="kueue-system",
+    ),
+    "kuberay": Chart(
+        chart="kuberay-operator",
+        repo="https://ray-project.github.io/kuberay-helm/",
+        version="1.7.0",
+        namespace="kuberay-system",
+    ),
+}
 CONTROLLER_VERSION = "0.1.0"  # the image tag of controller/Dockerfile (taugrid's version)
 CONTROLLER_IMAGE = "ghcr.io/taugrid/taugrid-controller"
 NPD_IMAGE_TAG = "v1.36.0"  # the chart's appVersion is v1.35.1; match Kubernetes 1.36
@@ -568,8 +593,12 @@ def _pools(cfg: PlatformConfig) -> Iterator[tuple[str, int, GpuPool | CpuPool]]:
 def default_workspace_exists(cfg: PlatformConfig) -> Iterator[Issue]:
     if cfg.defaultWorkspace and cfg.defaultWorkspace not in {w.name for w in cfg.workspaces}:
         known = ", ".join(w.name for w in cfg.workspaces) or "(none)"
-        yield Issue("defaultWorkspace", cfg.defaultWorkspace,
-                    f"is not one of the workspaces ({known})", None)  # fmt: skip
+        yield Issue(
+            "defaultWorkspace",
+            cfg.defaultWorkspace,
+            f"is not one of the workspaces ({known})",
+            None,
+        )
 
 
 def pool_names_unique(cfg: PlatformConfig) -> Iterator[Issue]:
@@ -602,10 +631,13 @@ def pool_size_known(cfg: PlatformConfig) -> Iterator[Issue]:
                 f for f, v in (("gpusPerNode", p.gpus()), ("gpuClass", p.gpu_class())) if v is None
             ]
         said = f"did you mean {' or '.join(near)}? " if near else ""
-        yield Issue(f"{kind}[{i}].vmSize", p.vmSize,
-                    f"is not in the VM size catalog: {said}(a size outside it needs "
-                    f"{', '.join(missing)} written out)",
-                    near[0] if near else "allocatable: {cpu: 22, memory: 200Gi}")  # fmt: skip
+        yield Issue(
+            f"{kind}[{i}].vmSize",
+            p.vmSize,
+            f"is not in the VM size catalog: {said}(a size outside it needs "
+            f"{', '.join(missing)} written out)",
+            near[0] if near else "allocatable: {cpu: 22, memory: 200Gi}",
+        )
 
 
 def cpu_pools_have_no_gpus(cfg: PlatformConfig) -> Iterator[Issue]:
@@ -613,18 +645,25 @@ def cpu_pools_have_no_gpus(cfg: PlatformConfig) -> Iterator[Issue]:
     for i, cp in enumerate(cfg.cpuPools):
         gpus = VM_SIZES.get(cp.vmSize, (0, 0, 0, None))[2]
         if gpus:
-            yield Issue(f"cpuPools[{i}].vmSize", cp.vmSize,
-                        f"is a GPU size ({gpus} GPU(s) per node): declare it under gpuPools (a CPU "
-                        "pool is not tainted, so any CPU pod would land on these GPU nodes)",
-                        "cpuPools: [{name: cpu, vmSize: Standard_D16s_v5}]")  # fmt: skip
+            yield Issue(
+                f"cpuPools[{i}].vmSize",
+                cp.vmSize,
+                f"is a GPU size ({gpus} GPU(s) per node): declare it under gpuPools (a CPU "
+                "pool is not tainted, so any CPU pod would land on these GPU nodes)",
+                "cpuPools: [{name: cpu, vmSize: Standard_D16s_v5}]",
+            )
 
 
 def gpus_match_the_catalog(cfg: PlatformConfig) -> Iterator[Issue]:
     for i, gp in enumerate(cfg.gpuPools):
         catalog = VM_SIZES.get(gp.vmSize)
         if catalog and gp.gpusPerNode is not None and gp.gpusPerNode != catalog[2]:
-            yield Issue(f"gpuPools[{i}].gpusPerNode", gp.gpusPerNode,
-                        f"contradicts {gp.vmSize}, which has {catalog[2]} GPU(s)", None)  # fmt: skip
+            yield Issue(
+                f"gpuPools[{i}].gpusPerNode",
+                gp.gpusPerNode,
+                f"contradicts {gp.vmSize}, which has {catalog[2]} GPU(s)",
+                None,
+            )
 
 
 def one_driver_installer(cfg: PlatformConfig) -> Iterator[Issue]:
@@ -632,20 +671,30 @@ def one_driver_installer(cfg: PlatformConfig) -> Iterator[Issue]:
     op = cfg.components.gpuOperator
     for i, gp in enumerate(cfg.gpuPools):
         if op.enabled and op.installDriver and gp.gpuDriver == "install":
-            yield Issue(f"gpuPools[{i}].gpuDriver", "install",
-                        "the GPU Operator installs the driver (components.gpuOperator.installDriver); the pool must skip the AKS driver",
-                        "gpuDriver: none   # or components.gpuOperator.installDriver: false")  # fmt: skip
+            yield Issue(
+                f"gpuPools[{i}].gpuDriver",
+                "install",
+                "the GPU Operator installs the driver (components.gpuOperator.installDriver); the pool must skip the AKS driver",
+                "gpuDriver: none   # or components.gpuOperator.installDriver: false",
+            )
         if (not op.enabled or not op.installDriver) and gp.gpuDriver == "none":
-            yield Issue(f"gpuPools[{i}].gpuDriver", "none",
-                        "nothing would install the NVIDIA driver: AKS skips it and the GPU Operator does not install it",
-                        "gpuDriver: install")  # fmt: skip
+            yield Issue(
+                f"gpuPools[{i}].gpuDriver",
+                "none",
+                "nothing would install the NVIDIA driver: AKS skips it and the GPU Operator does not install it",
+                "gpuDriver: install",
+            )
 
 
 def mig_needs_the_operator(cfg: PlatformConfig) -> Iterator[Issue]:
     for i, gp in enumerate(cfg.gpuPools):
         if gp.migProfile and not cfg.components.gpuOperator.enabled:
-            yield Issue(f"gpuPools[{i}].migProfile", gp.migProfile,
-                        "MIG needs the GPU Operator (mig-manager)", None)  # fmt: skip
+            yield Issue(
+                f"gpuPools[{i}].migProfile",
+                gp.migProfile,
+                "MIG needs the GPU Operator (mig-manager)",
+                None,
+            )
 
 
 def gpu_class_is_one_shape(cfg: PlatformConfig) -> Iterator[Issue]:
@@ -658,10 +707,13 @@ def gpu_class_is_one_shape(cfg: PlatformConfig) -> Iterator[Issue]:
         shape = (gp.gpus(), gp.vmSize)
         if cls in shapes and shapes[cls][:2] != shape:
             first = cfg.gpuPools[shapes[cls][2]]
-            yield Issue(f"gpuPools[{i}].gpuClass", cls,
-                        f"is also the class of pool {first.name} ({first.vmSize}, {first.gpus()} GPU/node) with a different shape "
-                        f"({gp.vmSize}, {gp.gpus()} GPU/node); give each shape its own class",
-                        f"gpuClass: {cls}-{gp.gpus()}x")  # fmt: skip
+            yield Issue(
+                f"gpuPools[{i}].gpuClass",
+                cls,
+                f"is also the class of pool {first.name} ({first.vmSize}, {first.gpus()} GPU/node) with a different shape "
+                f"({gp.vmSize}, {gp.gpus()} GPU/node); give each shape its own class",
+                f"gpuClass: {cls}-{gp.gpus()}x",
+            )
         shapes.setdefault(cls, (*shape, i))
 
 
@@ -669,33 +721,49 @@ def enabled_components_have_versions(cfg: PlatformConfig) -> Iterator[Issue]:
     for name in ("gpuOperator", "dcgmExporter", "nodeProblemDetector", "kueue", "kuberay"):
         spec: ComponentBase = getattr(cfg.components, name)
         if spec.enabled and not cfg.components.version(name).strip():
-            yield Issue(f"components.{name}.version", spec.version,
-                        "is empty; an enabled component needs a version",
-                        f"version: {CHARTS[name].version}")  # fmt: skip
+            yield Issue(
+                f"components.{name}.version",
+                spec.version,
+                "is empty; an enabled component needs a version",
+                f"version: {CHARTS[name].version}",
+            )
 
 
 def dcgm_source_exists(cfg: PlatformConfig) -> Iterator[Issue]:
     dcgm = cfg.components.dcgmExporter
     if dcgm.enabled and dcgm.source == "operator" and not cfg.components.gpuOperator.enabled:
-        yield Issue("components.dcgmExporter.source", "operator",
-                    "the GPU Operator is disabled; use source: standalone", "source: standalone")  # fmt: skip
+        yield Issue(
+            "components.dcgmExporter.source",
+            "operator",
+            "the GPU Operator is disabled; use source: standalone",
+            "source: standalone",
+        )
 
 
 def workspaces_need_kueue(cfg: PlatformConfig) -> Iterator[Issue]:
     if cfg.workspaces and not cfg.components.kueue.enabled:
-        yield Issue("components.kueue.enabled", False,
-                    "workspaces submit through Kueue LocalQueues; Kueue must be enabled", None)  # fmt: skip
+        yield Issue(
+            "components.kueue.enabled",
+            False,
+            "workspaces submit through Kueue LocalQueues; Kueue must be enabled",
+            None,
+        )
 
 
 def queue_names(cfg: PlatformConfig) -> Iterator[Issue]:
     seen: set[str] = set()
     for qi, cq in enumerate(cfg.queues.clusterQueues):
         if cq.name == "default":
-            yield Issue(f"queues.clusterQueues[{qi}].name", cq.name,
-                        "a LocalQueue named default captures every job of a namespace; pick another name", "name: gpu")  # fmt: skip
+            yield Issue(
+                f"queues.clusterQueues[{qi}].name",
+                cq.name,
+                "a LocalQueue named default captures every job of a namespace; pick another name",
+                "name: gpu",
+            )
         if cq.name in seen:
-            yield Issue(f"queues.clusterQueues[{qi}].name", cq.name,
-                        "is used by another ClusterQueue", None)  # fmt: skip
+            yield Issue(
+                f"queues.clusterQueues[{qi}].name", cq.name, "is used by another ClusterQueue", None
+            )
         seen.add(cq.name)
 
 
@@ -729,8 +797,12 @@ def flavors_cover_the_same_resources(cfg: PlatformConfig) -> Iterator[Issue]:
     for qi, cq in enumerate(cfg.queues.clusterQueues):
         resources = {frozenset(fq.nominalQuota) for fq in cq.flavors if fq.pool in pools}
         if len(resources) > 1:
-            yield Issue(f"queues.clusterQueues[{qi}].flavors", None,
-                        "every flavor of a queue must cover the same resources", None)  # fmt: skip
+            yield Issue(
+                f"queues.clusterQueues[{qi}].flavors",
+                None,
+                "every flavor of a queue must cover the same resources",
+                None,
+            )
 
 
 def _format(res: str, amount: Decimal) -> str:
@@ -785,11 +857,21 @@ def quotas_within_capacity(cfg: PlatformConfig) -> Iterator[Issue]:
             cap = per_node * pool.maxCount
         if cap is not None and total > cap:
             nodes = -(-total // per_node) if per_node else None
-            fix = (f"lower the queues' quota on {pool_name} to {_format(res, cap)} in all, or raise "
-                   f"maxCount of pool {pool_name} to {nodes}") if nodes else f"lower the quota on {pool_name}"  # fmt: skip
-            yield Issue(last[(pool_name, res)], f"{pool_name}/{res}",
-                        f"nominal quota {_format(res, total)} of {res} on pool {pool_name} exceeds its "
-                        f"maximum capacity {_format(res, cap)} ({pool.maxCount} nodes)", fix)  # fmt: skip
+            fix = (
+                (
+                    f"lower the queues' quota on {pool_name} to {_format(res, cap)} in all, or raise "
+                    f"maxCount of pool {pool_name} to {nodes}"
+                )
+                if nodes
+                else f"lower the quota on {pool_name}"
+            )
+            yield Issue(
+                last[(pool_name, res)],
+                f"{pool_name}/{res}",
+                f"nominal quota {_format(res, total)} of {res} on pool {pool_name} exceeds its "
+                f"maximum capacity {_format(res, cap)} ({pool.maxCount} nodes)",
+                fix,
+            )
 
 
 def workspace_names_unique(cfg: PlatformConfig) -> Iterator[Issue]:
@@ -805,26 +887,47 @@ def workspace_queues_exist(cfg: PlatformConfig) -> Iterator[Issue]:
     for wi, ws in enumerate(cfg.workspaces):
         for qi, qn in enumerate(ws.queues):
             if qn not in qnames:
-                yield Issue(f"workspaces[{wi}].queues[{qi}]", qn,
-                            f"is not a ClusterQueue; known: {', '.join(sorted(qnames)) or '(none)'}", None)  # fmt: skip
+                yield Issue(
+                    f"workspaces[{wi}].queues[{qi}]",
+                    qn,
+                    f"is not a ClusterQueue; known: {', '.join(sorted(qnames)) or '(none)'}",
+                    None,
+                )
 
 
 def default_priority_exists(cfg: PlatformConfig) -> Iterator[Issue]:
     prio = {p.name for p in cfg.priorityClasses}
     if cfg.defaultPriority and cfg.defaultPriority not in prio:
-        yield Issue("defaultPriority", cfg.defaultPriority,
-                    f"is not a priority class; known: {', '.join(sorted(prio))}", None)  # fmt: skip
+        yield Issue(
+            "defaultPriority",
+            cfg.defaultPriority,
+            f"is not a priority class; known: {', '.join(sorted(prio))}",
+            None,
+        )
 
 
 RULES: list[Rule] = [
-    default_workspace_exists, pool_names_unique, pool_size_known, cpu_pools_have_no_gpus,
+    default_workspace_exists,
+    pool_names_unique,
+    pool_size_known,
+    cpu_pools_have_no_gpus,
     gpus_match_the_catalog,
-    one_driver_installer, mig_needs_the_operator, gpu_class_is_one_shape,
-    enabled_components_have_versions, dcgm_source_exists, workspaces_need_kueue, queue_names,
-    flavors_name_pools, borrowing_needs_a_cohort, flavors_cover_the_same_resources,
-    quotas_are_quantities, quotas_within_capacity, workspace_names_unique, workspace_queues_exist,
+    one_driver_installer,
+    mig_needs_the_operator,
+    gpu_class_is_one_shape,
+    enabled_components_have_versions,
+    dcgm_source_exists,
+    workspaces_need_kueue,
+    queue_names,
+    flavors_name_pools,
+    borrowing_needs_a_cohort,
+    flavors_cover_the_same_resources,
+    quotas_are_quantities,
+    quotas_within_capacity,
+    workspace_names_unique,
+    workspace_queues_exist,
     default_priority_exists,
-]  # fmt: skip
+]
 
 
 def invariants(cfg: PlatformConfig) -> list[Issue]:

@@ -162,9 +162,10 @@ class WorkspaceRef(_Model):
     pvc: str = Field(description="PVC mounted at /data")
     serviceAccount: str | None = None
     registry: str | None = Field(
-        None, description="The data registry its runs read at /data/registry, as reached from "
-        "outside (az://... or file://...): a run's inputs are copied there at submit"
-    )  # fmt: skip
+        None,
+        description="The data registry its runs read at /data/registry, as reached from "
+        "outside (az://... or file://...): a run's inputs are copied there at submit",
+    )
 
     @field_validator("name", "namespace", "pvc")
     @classmethod

@@ -33,9 +33,24 @@ class QuantityError(ValueError):
 
 # What people write for memory -> the binary unit they almost always mean (RAM sizes are
 # binary: a "16 GB" machine has 16 GiB).
-_MEMORY_UNITS = {"g": "Gi", "gb": "Gi", "gib": "Gi", "gi": "Gi", "m": "Mi", "mb": "Mi",
-                 "mib": "Mi", "mi": "Mi", "k": "Ki", "kb": "Ki", "kib": "Ki", "ki": "Ki",
-                 "t": "Ti", "tb": "Ti", "tib": "Ti", "ti": "Ti"}  # fmt: skip
+_MEMORY_UNITS = {
+    "g": "Gi",
+    "gb": "Gi",
+    "gib": "Gi",
+    "gi": "Gi",
+    "m": "Mi",
+    "mb": "Mi",
+    "mib": "Mi",
+    "mi": "Mi",
+    "k": "Ki",
+    "kb": "Ki",
+    "kib": "Ki",
+    "ki": "Ki",
+    "t": "Ti",
+    "tb": "Ti",
+    "tib": "Ti",
+    "ti": "Ti",
+}
 UNITS_EXPLAINED = (
     "Gi is 2^30 bytes, what '16 GB' of RAM means; G is 10^9 bytes; a lowercase m is 1/1000"
 )
@@ -76,8 +91,12 @@ _SEEN_MAX = 4096
 T = TypeVar("T")
 
 
-def _kept(seen: dict[tuple[type, object, int], T], value: object, most: int,
-          parse: Callable[[object, int], T]) -> T:  # fmt: skip
+def _kept(
+    seen: dict[tuple[type, object, int], T],
+    value: object,
+    most: int,
+    parse: Callable[[object, int], T],
+) -> T:
     key = (type(value), value, most)
     try:
         return seen[key]
@@ -190,8 +209,18 @@ def memory_field(value: object) -> object:
     return value
 
 
-_DECIMAL_SUFFIX = {-9: "n", -6: "u", -3: "m", 0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P",
-                   18: "E"}  # fmt: skip
+_DECIMAL_SUFFIX = {
+    -9: "n",
+    -6: "u",
+    -3: "m",
+    0: "",
+    3: "k",
+    6: "M",
+    9: "G",
+    12: "T",
+    15: "P",
+    18: "E",
+}
 
 
 def canonical(value: object) -> str:

@@ -57,13 +57,18 @@ def hidden_route(name: str, which: str) -> str:
     return f"{RESERVED_ROUTE}/{name}/{which}"
 
 
-def split_args(stable_url: str, canary_url: str, stable: int, canary: int,
-               public_url: str | None = None) -> dict[str, Any]:  # fmt: skip
+def split_args(
+    stable_url: str, canary_url: str, stable: int, canary: int, public_url: str | None = None
+) -> dict[str, Any]:
     """The split's arguments: where each revision answers, and their numbers; `public_url`: the
     service's own route, where the serving revision answers once the route is handed back (a
     request that reached the split just before is sent there)."""
-    out: dict[str, Any] = {"stable_url": stable_url, "canary_url": canary_url,
-                           "stable_revision": stable, "canary_revision": canary}  # fmt: skip
+    out: dict[str, Any] = {
+        "stable_url": stable_url,
+        "canary_url": canary_url,
+        "stable_revision": stable,
+        "canary_revision": canary,
+    }
     if public_url:
         out["public_url"] = public_url
     return out

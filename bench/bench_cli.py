@@ -86,8 +86,11 @@ def byte_compile() -> None:
     import taugrid.api
 
     package = Path(taugrid.api.__file__).parents[1]  # taugrid/ as imported (editable: links)
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(package)],
-                   stdout=subprocess.DEVNULL, check=False)  # fmt: skip
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", str(package)],
+        stdout=subprocess.DEVNULL,
+        check=False,
+    )
 
 
 def main() -> int:
@@ -96,9 +99,8 @@ def main() -> int:
     for name, args, floor in (
         ("help", ["--help"], FLOOR_HELP),
         ("validate", ["run", "validate", str(QUICKSTART)], FLOOR_MANIFEST),
-        ("render", ["run", "render", str(QUICKSTART), "--profiles", str(PROFILES)],
-         FLOOR_MANIFEST),
-    ):  # fmt: skip
+        ("render", ["run", "render", str(QUICKSTART), "--profiles", str(PROFILES)], FLOOR_MANIFEST),
+    ):
         took, base = cold_start(args, floor)
         results[f"cold_start_{name}_s"] = took
         results[f"floor_{name}_s"] = base

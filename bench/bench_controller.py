@@ -47,11 +47,23 @@ def approve_latency(dyn: Any, n: int = 7) -> list[float]:
     out = []
     for i in range(n):
         name = f"bench-{i}"
-        reqs.create(namespace="research", body={
-            "apiVersion": "tau.azure.com/v1alpha1", "kind": "TauQuotaRequest",
-            "metadata": {"name": name, "namespace": "research"},
-            "spec": {"workspace": "research", "flavor": "a100x1", "resource": "nvidia.com/gpu",
-                     "requested": 1, "reason": "bench", "duration": "10m", "profile": "a100x1"}})  # fmt: skip
+        reqs.create(
+            namespace="research",
+            body={
+                "apiVersion": "tau.azure.com/v1alpha1",
+                "kind": "TauQuotaRequest",
+                "metadata": {"name": name, "namespace": "research"},
+                "spec": {
+                    "workspace": "research",
+                    "flavor": "a100x1",
+                    "resource": "nvidia.com/gpu",
+                    "requested": 1,
+                    "reason": "bench",
+                    "duration": "10m",
+                    "profile": "a100x1",
+                },
+            },
+        )
         wait(
             lambda n=name: (
                 (reqs.get(name=n, namespace="research").to_dict().get("status") or {}).get("phase")
@@ -60,12 +72,26 @@ def approve_latency(dyn: Any, n: int = 7) -> list[float]:
         )
 
         def decide(verdict: str, n: str = name) -> None:
-            body = {"apiVersion": "tau.azure.com/v1alpha1", "kind": "TauQuotaRequest",
-                    "metadata": {"name": n, "namespace": "research"},
-                    "status": {"decision": {"verdict": verdict, "by": "bench", "generation": 1,
-                                            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}}}  # fmt: skip
-            reqs.status.server_side_apply(body=body, name=n, namespace="research",
-                                          field_manager="tau-quota-admin", force_conflicts=True)  # fmt: skip
+            body = {
+                "apiVersion": "tau.azure.com/v1alpha1",
+                "kind": "TauQuotaRequest",
+                "metadata": {"name": n, "namespace": "research"},
+                "status": {
+                    "decision": {
+                        "verdict": verdict,
+                        "by": "bench",
+                        "generation": 1,
+                        "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    }
+                },
+            }
+            reqs.status.server_side_apply(
+                body=body,
+                name=n,
+                namespace="research",
+                field_manager="tau-quota-admin",
+                force_conflicts=True,
+            )
 
         decide("Approved")
         out.append(wait(grant))
@@ -80,10 +106,19 @@ def cordon_latency(dyn: Any, n: int = 7) -> list[float]:
 
     def condition(node: str, status: str) -> None:
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        cond = {"type": "GPUXidError", "status": status, "reason": "bench", "message": "bench",
-                "lastHeartbeatTime": now, "lastTransitionTime": now}  # fmt: skip
-        nodes.status.patch(name=node, body={"status": {"conditions": [cond]}},
-                           content_type="application/strategic-merge-patch+json")  # fmt: skip
+        cond = {
+            "type": "GPUXidError",
+            "status": status,
+            "reason": "bench",
+            "message": "bench",
+            "lastHeartbeatTime": now,
+            "lastTransitionTime": now,
+        }
+        nodes.status.patch(
+            name=node,
+            body={"status": {"conditions": [cond]}},
+            content_type="application/strategic-merge-patch+json",
+        )
 
     def cordoned(node: str) -> bool:
         spec = nodes.get(name=node).to_dict()["spec"]
@@ -149,23 +184,49 @@ def make_runs(dyn: Any, n: int) -> None:
     for i in range(n):
         rid = f"idle-{i:04d}"
         labels = {"tau.azure.com/run-id": rid, "tau.azure.com/managed-by": "tau"}
-        runs.create(namespace="research", body={
-            "apiVersion": "tau.azure.com/v1alpha1", "kind": "TauRun",
-            "metadata": {"name": rid, "namespace": "research", "labels": labels},
-            "spec": {"runId": rid, "runName": "idle", "workspace": "research", "profile": "cpu",
-                     "workloadKind": "job", "configHash": "bench"}})  # fmt: skip
-        jobs.create(namespace="research", body={
-            "apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": rid, "namespace": "research", "labels": labels},
-            "spec": {"suspend": True, "template": {"metadata": {"labels": labels}, "spec": {
-                "restartPolicy": "Never",
-                "containers": [{"name": "c", "image": "python:3.12-slim"}]}}}})  # fmt: skip
+        runs.create(
+            namespace="research",
+            body={
+                "apiVersion": "tau.azure.com/v1alpha1",
+                "kind": "TauRun",
+                "metadata": {"name": rid, "namespace": "research", "labels": labels},
+                "spec": {
+                    "runId": rid,
+                    "runName": "idle",
+                    "workspace": "research",
+                    "profile": "cpu",
+                    "workloadKind": "job",
+                    "configHash": "bench",
+                },
+            },
+        )
+        jobs.create(
+            namespace="research",
+            body={
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": {"name": rid, "namespace": "research", "labels": labels},
+                "spec": {
+                    "suspend": True,
+                    "template": {
+                        "metadata": {"labels": labels},
+                        "spec": {
+                            "restartPolicy": "Never",
+                            "containers": [{"name": "c", "image": "python:3.12-slim"}],
+                        },
+                    },
+                },
+            },
+        )
 
 
 def recorded(dyn: Any) -> int:
     runs = dyn.resources.get(api_version="tau.azure.com/v1alpha1", kind="TauRun")
-    return sum(1 for r in runs.get(namespace="research").items
-               if r.metadata.name.startswith("idle-") and r.to_dict().get("status"))  # fmt: skip
+    return sum(
+        1
+        for r in runs.get(namespace="research").items
+        if r.metadata.name.startswith("idle-") and r.to_dict().get("status")
+    )
 
 
 def rss_mb(pid: int) -> float:
@@ -214,16 +275,20 @@ def main() -> int:
             subprocess.run([TAU, "sandbox", "down"], env=env, capture_output=True, check=False)
     p50a, p50c = statistics.median(approve), statistics.median(cordon)
     results = {
-        "approve_p50_s": round(p50a, 3), "approve_max_s": round(max(approve), 3),
-        "cordon_p50_s": round(p50c, 3), "cordon_max_s": round(max(cordon), 3),
-        "rss_mb_0_runs": round(rss0, 1), "rss_mb_500_runs": round(rss500, 1),
+        "approve_p50_s": round(p50a, 3),
+        "approve_max_s": round(max(approve), 3),
+        "cordon_p50_s": round(p50c, 3),
+        "cordon_max_s": round(max(cordon), 3),
+        "rss_mb_0_runs": round(rss0, 1),
+        "rss_mb_500_runs": round(rss500, 1),
         "create_and_record_500_runs_s": round(record_s, 1),
         "api_calls_per_min_0_idle_runs": round(idle0, 1),
         "api_calls_per_min_500_idle_runs": round(idle500, 1),
-        "api_calls_0_idle_runs": kinds0, "api_calls_500_idle_runs": kinds500,
+        "api_calls_0_idle_runs": kinds0,
+        "api_calls_500_idle_runs": kinds500,
         "writes_per_object_500_idle_runs": per_object,
         "max_writes_to_one_object_500_idle_runs": max(per_object.values(), default=0),
-    }  # fmt: skip
+    }
     out = ROOT / "bench" / "results" / "controller.json"
     out.write_text(json.dumps(results, indent=2) + "\n")
     ok = lambda b: "ok" if b else "OVER"  # noqa: E731
@@ -232,8 +297,10 @@ def main() -> int:
     print(
         f"controller RSS with {RUNS} runs tracked:   {rss500:.0f} MB (0 runs: {rss0:.0f} MB)  <= 200 MB {ok(rss500 <= 200)}"
     )
-    print(f"API calls/min, 0 vs {RUNS} idle runs:        {idle0:.1f} vs {idle500:.1f}  "
-          f"{ok(idle500 <= idle0 + 2)}")  # fmt: skip
+    print(
+        f"API calls/min, 0 vs {RUNS} idle runs:        {idle0:.1f} vs {idle500:.1f}  "
+        f"{ok(idle500 <= idle0 + 2)}"
+    )
     print(f"  which (0 runs): {kinds0}\n  which ({RUNS} runs): {kinds500}")
     most = max(per_object.values(), default=0)
     print(

@@ -99,16 +99,27 @@ def main() -> int:
             for _ in range(int(args.big_gb * 1024)):
                 f.write(os.urandom(1 << 20))
         # its own peak: measured by a process that runs only that registration
-        probe = ("import resource, subprocess, sys, time; t0 = time.perf_counter();"
-                 "subprocess.run(sys.argv[1:], check=True, capture_output=True);"
-                 "print(time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")  # fmt: skip
-        got = subprocess.run([sys.executable, "-c", probe, TAU, "data", "dataset", "register",
-                              "huge", str(big)], env=env, check=True, capture_output=True, text=True)  # fmt: skip
+        probe = (
+            "import resource, subprocess, sys, time; t0 = time.perf_counter();"
+            "subprocess.run(sys.argv[1:], check=True, capture_output=True);"
+            "print(time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+        )
+        got = subprocess.run(
+            [sys.executable, "-c", probe, TAU, "data", "dataset", "register", "huge", str(big)],
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
         secs, rss_kb = got.stdout.split()
         out["register_big_s"] = float(secs)
         out["register_big_peak_rss_mb"] = int(rss_kb) / 1024
-    budgets = {"first_vs_sha256sum": 1.5, "register_unchanged_s": 10.0, "list_1000_s": 0.5,
-               "register_big_peak_rss_mb": 200.0}  # fmt: skip
+    budgets = {
+        "first_vs_sha256sum": 1.5,
+        "register_unchanged_s": 10.0,
+        "list_1000_s": 0.5,
+        "register_big_peak_rss_mb": 200.0,
+    }
     for k, v in out.items():
         b = budgets.get(k)
         mark = "" if b is None else (f"  <= {b}  {'ok' if v <= b else 'OVER'}")

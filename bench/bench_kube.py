@@ -67,8 +67,10 @@ def _project(folder: Path) -> Path:
 def _floor_kube() -> str:
     from taugrid.kube.client import HTTP2_MODULES
 
-    return (f"import sys; [sys.modules.setdefault(m, None) for m in {HTTP2_MODULES!r}]; "
-            "import typer.main, yaml, lightkube; from pydantic import BaseModel, Field, types")  # fmt: skip
+    return (
+        f"import sys; [sys.modules.setdefault(m, None) for m in {HTTP2_MODULES!r}]; "
+        "import typer.main, yaml, lightkube; from pydantic import BaseModel, Field, types"
+    )
 
 
 def floor() -> float:
@@ -93,16 +95,22 @@ def sandbox_cli() -> tuple[float, float, float, float, float] | None:
             [TAU, "sandbox", "up", "--real-nodes", "0"], env=env, check=True, capture_output=True
         )
         try:
-            kc = subprocess.run([TAU, "sandbox", "kubeconfig", "--as", "researcher"], env=env,
-                                check=True, capture_output=True, text=True).stdout.strip()  # fmt: skip
+            kc = subprocess.run(
+                [TAU, "sandbox", "kubeconfig", "--as", "researcher"],
+                env=env,
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout.strip()
             env.update(KUBECONFIG=kc, TAU_TARGET="kube")
             project = _project(Path(home) / "project")
             submits, queued, running, floors = [], [], [], []
 
             def timed(*args: str) -> tuple[float, str]:
                 t0 = time.perf_counter()
-                res = subprocess.run([TAU, *args], env=env, capture_output=True, text=True,
-                                     check=False)  # fmt: skip
+                res = subprocess.run(
+                    [TAU, *args], env=env, capture_output=True, text=True, check=False
+                )
                 return time.perf_counter() - t0, res.stdout
 
             for _ in range(5):
@@ -120,8 +128,13 @@ def sandbox_cli() -> tuple[float, float, float, float, float] | None:
                 running.append(timed("run", "status", run_id)[0])
                 timed("run", "cancel", run_id)
             waiting = queued_for_quota(timed, project)
-            return (statistics.median(submits), statistics.median(queued),
-                    statistics.median(running), statistics.median(floors), waiting)  # fmt: skip
+            return (
+                statistics.median(submits),
+                statistics.median(queued),
+                statistics.median(running),
+                statistics.median(floors),
+                waiting,
+            )
         finally:
             subprocess.run([TAU, "sandbox", "down"], env=env, capture_output=True, check=False)
 

@@ -53,10 +53,13 @@ def main() -> int:
             early = [first_line_s(no_standby) for _ in range(WARM_RUNS)]
         finally:
             subprocess.run([TAU, "local", "stop"], env=env, capture_output=True, check=False)
-    results = {"first_log_line_cold_s": cold, "first_log_line_warm_median_s": statistics.median(warm),
-               "first_log_line_warm_all_s": warm,
-               "first_log_line_warm_no_standby_median_s": statistics.median(early),
-               "first_log_line_warm_no_standby_all_s": early}  # fmt: skip
+    results = {
+        "first_log_line_cold_s": cold,
+        "first_log_line_warm_median_s": statistics.median(warm),
+        "first_log_line_warm_all_s": warm,
+        "first_log_line_warm_no_standby_median_s": statistics.median(early),
+        "first_log_line_warm_no_standby_all_s": early,
+    }
     out = ROOT / "bench" / "results"
     out.mkdir(parents=True, exist_ok=True)
     (out / "local.json").write_text(json.dumps(results, indent=2))

@@ -15,10 +15,18 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 BUDGET_S = 5.0
 SIZES = [(2, 10), (5, 25), (10, 50)]
-GPU_SIZES = ["Standard_NC24ads_A100_v4", "Standard_NC48ads_A100_v4", "Standard_NC96ads_A100_v4",
-             "Standard_ND96isr_H100_v5", "Standard_NC40ads_H100_v5", "Standard_NC4as_T4_v3",
-             "Standard_ND96isr_H200_v5", "Standard_NV36ads_A10_v5", "Standard_ND96asr_v4",
-             "Standard_NC80adis_H100_v5"]  # fmt: skip
+GPU_SIZES = [
+    "Standard_NC24ads_A100_v4",
+    "Standard_NC48ads_A100_v4",
+    "Standard_NC96ads_A100_v4",
+    "Standard_ND96isr_H100_v5",
+    "Standard_NC40ads_H100_v5",
+    "Standard_NC4as_T4_v3",
+    "Standard_ND96isr_H200_v5",
+    "Standard_NV36ads_A10_v5",
+    "Standard_ND96asr_v4",
+    "Standard_NC80adis_H100_v5",
+]
 
 
 def generated(pools: int, workspaces: int) -> dict[str, Any]:
@@ -73,8 +81,15 @@ def main() -> int:
         t = time.perf_counter()
         inv = plan.evaluate("bench", cfg)
         elapsed = time.perf_counter() - t
-        rows.append({"pools": pools, "workspaces": workspaces, "resources": len(inv.resources), "seconds": elapsed,
-                     "ms_per_resource": 1000 * elapsed / len(inv.resources)})  # fmt: skip
+        rows.append(
+            {
+                "pools": pools,
+                "workspaces": workspaces,
+                "resources": len(inv.resources),
+                "seconds": elapsed,
+                "ms_per_resource": 1000 * elapsed / len(inv.resources),
+            }
+        )
     out = ROOT / "bench" / "results"
     out.mkdir(parents=True, exist_ok=True)
     (out / "platform.json").write_text(json.dumps({"import_s": import_s, "runs": rows}, indent=2))

@@ -48,16 +48,22 @@ def main() -> int:
         return 0
     with tempfile.TemporaryDirectory() as home, tempfile.TemporaryDirectory() as project:
         env = {**os.environ, "TAU_HOME": home}
-        subprocess.run([TAU, "sandbox", "up", "--no-platform", "--real-nodes", "0"], env=env, check=True,
-                       capture_output=True)  # fmt: skip
+        subprocess.run(
+            [TAU, "sandbox", "up", "--no-platform", "--real-nodes", "0"],
+            env=env,
+            check=True,
+            capture_output=True,
+        )
         try:
             admin = {**env, "KUBECONFIG": timed(["sandbox", "kubeconfig"], env)[1]}
             up, _ = timed(["platform", "up", "--stack", "sandbox", "--yes"], admin)
             print(f"tau platform up --stack sandbox (first, 50 resources): {up:.2f}s")
             pv = median(["platform", "preview", "--stack", "sandbox"], admin)
             pv_bare = median(["platform", "preview", "--stack", "sandbox", "--no-policies"], admin)
-            print(f"tau platform preview --stack sandbox (median of 3):    {pv:.2f}s "
-                  f"({pv_bare:.2f}s without the policy pack)")  # fmt: skip
+            print(
+                f"tau platform preview --stack sandbox (median of 3):    {pv:.2f}s "
+                f"({pv_bare:.2f}s without the policy pack)"
+            )
             kc = timed(["sandbox", "kubeconfig", "--as", "researcher"], env)[1]
             (Path(project) / "s.py").write_text("print('done')\n")
             (Path(project) / "tau.yaml").write_text(
@@ -68,8 +74,10 @@ def main() -> int:
             times = {}
             for target in ("kube", "pulumi"):
                 times[target] = median(["run", project, "-d", "--target", target], researcher)
-            print(f"submit to 'submitted' (median of 3): kube {times['kube']:.2f}s, pulumi "
-                  f"{times['pulumi']:.2f}s, ratio {times['pulumi'] / times['kube']:.1f}x")  # fmt: skip
+            print(
+                f"submit to 'submitted' (median of 3): kube {times['kube']:.2f}s, pulumi "
+                f"{times['pulumi']:.2f}s, ratio {times['pulumi'] / times['kube']:.1f}x"
+            )
             subprocess.run([TAU, "run", "gc"], env=researcher, capture_output=True, check=False)
         finally:
             subprocess.run([TAU, "sandbox", "down"], env=env, capture_output=True, check=False)

@@ -57,43 +57,82 @@ def stack(nodes: int) -> dict[str, Any]:
     n1, n2 = max(1, nodes // 2), max(1, nodes // 10)
     ncpu = max(2, nodes - n1 - n2)
     a1 = GpuPool(name="a100x1", vmSize="Standard_NC24ads_A100_v4", minCount=0, maxCount=n1)
-    a2 = GpuPool(name="a100x2", vmSize="Standard_NC48ads_A100_v4", gpuClass="a100-80gb-2x",
-                 minCount=0, maxCount=n2)  # fmt: skip
+    a2 = GpuPool(
+        name="a100x2",
+        vmSize="Standard_NC48ads_A100_v4",
+        gpuClass="a100-80gb-2x",
+        minCount=0,
+        maxCount=n2,
+    )
     cpu = CpuPool(name="cpu", vmSize="Standard_D8s_v5", minCount=1, maxCount=ncpu)
 
     def quota(pool: GpuPool | CpuPool, count: int, share: float = 1.0) -> dict[str, Any]:
         size = pool.node_allocatable()
         assert size is not None
         mem_gi = int(str(size.memory).removesuffix("Gi"))
-        q: dict[str, Any] = {"cpu": int(float(size.cpu) * count * share),
-                             "memory": f"{int(mem_gi * count * share)}Gi"}  # fmt: skip
+        q: dict[str, Any] = {
+            "cpu": int(float(size.cpu) * count * share),
+            "memory": f"{int(mem_gi * count * share)}Gi",
+        }
         if isinstance(pool, GpuPool):
             q["nvidia.com/gpu"] = (pool.gpus() or 0) * count
         return q
 
     half = ncpu // 2
-    return {"config": {"taugrid:platform": {
-        "cluster": {"provider": "existing", "name": "taugrid-scale", "context": "taugrid-scale"},
-        "gpuPools": [a1.model_dump(mode="json", exclude_defaults=True),
-                     a2.model_dump(mode="json", exclude_defaults=True)],
-        "cpuPools": [cpu.model_dump(mode="json", exclude_defaults=True)],
-        "components": {"gpuOperator": {"enabled": False}, "dcgmExporter": {"enabled": False},
-                       "nodeProblemDetector": {"enabled": False},
-                       "kueue": {"install": "external"}, "kuberay": {"install": "external"},
-                       "controller": {"install": "external"}},
-        "queues": {"cohort": "scale", "clusterQueues": [
-            {"name": "gpu", "flavors": [
-                {"pool": "a100x1", "nominalQuota": quota(a1, n1)},
-                {"pool": "a100x2", "nominalQuota": quota(a2, n2)},
-                {"pool": "cpu", "nominalQuota": {**quota(cpu, half), "nvidia.com/gpu": 0}}]},
-            {"name": "cpu", "flavors": [{"pool": "cpu", "nominalQuota": quota(cpu, ncpu - half)}]},
-        ]},
-        "defaultWorkspace": "research",
-        "workspaces": [{"name": ws, "members": [{"kind": "User", "name": f"{ws}-user"}],
+    return {
+        "config": {
+            "taugrid:platform": {
+                "cluster": {
+                    "provider": "existing",
+                    "name": "taugrid-scale",
+                    "context": "taugrid-scale",
+                },
+                "gpuPools": [
+                    a1.model_dump(mode="json", exclude_defaults=True),
+                    a2.model_dump(mode="json", exclude_defaults=True),
+                ],
+                "cpuPools": [cpu.model_dump(mode="json", exclude_defaults=True)],
+                "components": {
+                    "gpuOperator": {"enabled": False},
+                    "dcgmExporter": {"enabled": False},
+                    "nodeProblemDetector": {"enabled": False},
+                    "kueue": {"install": "external"},
+                    "kuberay": {"install": "external"},
+                    "controller": {"install": "external"},
+                },
+                "queues": {
+                    "cohort": "scale",
+                    "clusterQueues": [
+                        {
+                            "name": "gpu",
+                            "flavors": [
+                                {"pool": "a100x1", "nominalQuota": quota(a1, n1)},
+                                {"pool": "a100x2", "nominalQuota": quota(a2, n2)},
+                                {
+                                    "pool": "cpu",
+                                    "nominalQuota": {**quota(cpu, half), "nvidia.com/gpu": 0},
+                                },
+                            ],
+                        },
+                        {
+                            "name": "cpu",
+                            "flavors": [{"pool": "cpu", "nominalQuota": quota(cpu, ncpu - half)}],
+                        },
+                    ],
+                },
+                "defaultWorkspace": "research",
+                "workspaces": [
+                    {
+                        "name": ws,
+                        "members": [{"kind": "User", "name": f"{ws}-user"}],
                         "queues": ["gpu", "cpu"],
-                        "storage": {"size": "10Gi", "storageClass": "tau-sandbox"}}
-                       for ws in WORKSPACES],
-    }}}  # fmt: skip
+                        "storage": {"size": "10Gi", "storageClass": "tau-sandbox"},
+                    }
+                    for ws in WORKSPACES
+                ],
+            }
+        }
+    }
 
 
 # --- the runs -------------------------------------------------------------------------------
@@ -163,10 +202,14 @@ def controller_requests(audit: Path, t0: float, t1: float) -> dict[str, Any]:
             if what != HEARTBEAT:  # the cluster's heartbeat (every 30 s) is not a run's write
                 per_second[int(ts)] = per_second.get(int(ts), 0) + 1
     span = max(t1 - t0, 1e-9)
-    return {"requests": len(ids), "per_s": round(len(ids) / span, 2), "writes": writes,
-            "reads": dict(sorted(reads.items(), key=lambda kv: -kv[1])[:12]),
-            "max_writes_in_a_second": max(per_second.values(), default=0),
-            "last_write_at": max(per_second, default=None)}  # fmt: skip
+    return {
+        "requests": len(ids),
+        "per_s": round(len(ids) / span, 2),
+        "writes": writes,
+        "reads": dict(sorted(reads.items(), key=lambda kv: -kv[1])[:12]),
+        "max_writes_in_a_second": max(per_second.values(), default=0),
+        "last_write_at": max(per_second, default=None),
+    }
 
 
 def peak_rss_mb(pid: int) -> float:
@@ -276,8 +319,9 @@ def stop_controller(state: Any) -> tuple[list[bytes], dict[str, str]]:
 def start_controller(state: Any, cmd: list[bytes], environ: dict[str, str]) -> int:
     """Start the controller stopped by `stop_controller`; the sandbox's state records it."""
     log = Path(os.environ["TAU_HOME"]) / "sandbox" / "controller.restarted.log"
-    proc = subprocess.Popen(cmd, env=environ, stdout=log.open("ab"), stderr=subprocess.STDOUT,
-                            start_new_session=True)  # fmt: skip
+    proc = subprocess.Popen(
+        cmd, env=environ, stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True
+    )
     state.pids["controller"] = proc.pid
     state.write()
     return proc.pid
@@ -301,8 +345,9 @@ def clone_taururns(total: int, state: Any) -> int:
 
     pid = state.pids["controller"]
     os.killpg(pid, signal.SIGTERM)
-    _wait(lambda: not Path(f"/proc/{pid}").exists() or _zombie(pid), 30, 0.2,
-          "the controller to stop")  # fmt: skip
+    _wait(
+        lambda: not Path(f"/proc/{pid}").exists() or _zombie(pid), 30, 0.2, "the controller to stop"
+    )
     kube = Kube()
     originals = [o for ws in WORKSPACES for o in kube.list("TauRun", ws)]
     todo: list[dict[str, Any]] = []
@@ -313,10 +358,20 @@ def clone_taururns(total: int, state: Any) -> int:
             meta = o["metadata"]
             name = f"{meta['name'][:50]}-c{k}"
             labels = {**(meta.get("labels") or {}), C.LABEL_RUN_ID: name}
-            todo.append({"apiVersion": o["apiVersion"], "kind": "TauRun",
-                         "metadata": {"name": name, "namespace": meta["namespace"],
-                                      "labels": labels, "annotations": meta.get("annotations") or {}},
-                         "spec": {**o["spec"], "runId": name}, "status": o.get("status") or {}})  # fmt: skip
+            todo.append(
+                {
+                    "apiVersion": o["apiVersion"],
+                    "kind": "TauRun",
+                    "metadata": {
+                        "name": name,
+                        "namespace": meta["namespace"],
+                        "labels": labels,
+                        "annotations": meta.get("annotations") or {},
+                    },
+                    "spec": {**o["spec"], "runId": name},
+                    "status": o.get("status") or {},
+                }
+            )
     local = threading.local()
 
     def put(obj: dict[str, Any]) -> None:
@@ -332,8 +387,15 @@ def clone_taururns(total: int, state: Any) -> int:
     return len(originals) + len(todo)
 
 
-def run(runs: int, nodes: int, max_s: int, seed: int, idle_s: float = IDLE_S,
-        restart_s: float = RESTART_S, list_at: int = 0) -> Result:  # fmt: skip
+def run(
+    runs: int,
+    nodes: int,
+    max_s: int,
+    seed: int,
+    idle_s: float = IDLE_S,
+    restart_s: float = RESTART_S,
+    list_at: int = 0,
+) -> Result:
     home = Path(os.environ["TAU_HOME"])
     stacks = home / "stacks"
     stacks.mkdir()
@@ -343,8 +405,22 @@ def run(runs: int, nodes: int, max_s: int, seed: int, idle_s: float = IDLE_S,
     (stacks / "Pulumi.yaml").write_text("name: taugrid\nruntime: python\n")
     env = {**os.environ}
     t = time.perf_counter()
-    subprocess.run([TAU, "sandbox", "up", "--real-nodes", "0", "--stack", "scale", "--stacks-dir", str(stacks)],
-                   env=env, check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        [
+            TAU,
+            "sandbox",
+            "up",
+            "--real-nodes",
+            "0",
+            "--stack",
+            "scale",
+            "--stacks-dir",
+            str(stacks),
+        ],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
     res = Result(runs, nodes, {"sandbox_up_s": round(time.perf_counter() - t, 1)})
     from taugrid.client import runs as client
     from taugrid.infra.sandbox import State, sandbox_dir
@@ -360,8 +436,9 @@ def run(runs: int, nodes: int, max_s: int, seed: int, idle_s: float = IDLE_S,
     me = {**state.pids, "submitter (this process)": os.getpid()}
     cpu0 = cpu_by_process(me)
     t_submit = time.time()
-    submitted = client.submit_many([client.SubmitRequest(f, ws) for f, ws, _ in folders],
-                                   workers=WORKERS)  # fmt: skip
+    submitted = client.submit_many(
+        [client.SubmitRequest(f, ws) for f, ws, _ in folders], workers=WORKERS
+    )
     submit_s = time.time() - t_submit
     # where the machine's CPU went while the runs were submitted (the API server, the
     # submitter, and what reacts to new runs: Kueue, the controller, the Job controller, KWOK)
@@ -392,8 +469,9 @@ def run(runs: int, nodes: int, max_s: int, seed: int, idle_s: float = IDLE_S,
     # truthful at scale: each run ended as its pods did (KWOK ends them as the run's env says)
     res.figures["ended_otherwise_than_their_pods"] = [
         f"{rid}: {phases.get(rid)} (its pods: {want})"
-        for rid, (_, _, want) in zip(ids, folders, strict=True) if phases.get(rid) != want
-    ]  # fmt: skip
+        for rid, (_, _, want) in zip(ids, folders, strict=True)
+        if phases.get(rid) != want
+    ]
     res.figures.update(admission(ids))
     res.figures["controller_busy"] = controller_requests(audit, t_submit, t_end)
     time.sleep(SETTLE_S)
@@ -420,11 +498,16 @@ def run(runs: int, nodes: int, max_s: int, seed: int, idle_s: float = IDLE_S,
     from taugrid.kube.client import Kube
 
     kube, where = Kube(), getattr(client.record(running).handle, "namespace", None)
-    _wait(lambda: kube.get("TauRun", running, where) is None, 120, 0.5,
-          "the probe's TauRun to be deleted")  # fmt: skip
+    _wait(
+        lambda: kube.get("TauRun", running, where) is None,
+        120,
+        0.5,
+        "the probe's TauRun to be deleted",
+    )
     res.figures["cli_run_list_s"] = _timed(env, "run", "list", n=3, pids=state.pids)
-    res.figures["cli_run_list_cluster_s"] = _timed(env, "run", "list", "--cluster", n=3,
-                                                   pids=state.pids)  # fmt: skip
+    res.figures["cli_run_list_cluster_s"] = _timed(
+        env, "run", "list", "--cluster", n=3, pids=state.pids
+    )
     res.figures["cli_sandbox_cpu_cores"] = dict(BACKGROUND)
     res.figures["list_cluster_answers_s"] = table_answers_s(kube)
     # A restart among all the runs, with news it has to catch up on: runs submitted while it
@@ -434,15 +517,19 @@ def run(runs: int, nodes: int, max_s: int, seed: int, idle_s: float = IDLE_S,
         project(home / "projects" / f"d{i:05d}", i, rng, max_s) for i in range(max(runs // 10, 5))
     ]
     down = client.submit_many([client.SubmitRequest(f, ws) for f, ws, _ in later], workers=WORKERS)
-    news = [(str(getattr(s.record.handle, "namespace", "")), s.run_id) for s in down
-            if isinstance(s, client.Submitted) and s.record.handle is not None]  # fmt: skip
+    news = [
+        (str(getattr(s.record.handle, "namespace", "")), s.run_id)
+        for s in down
+        if isinstance(s, client.Submitted) and s.record.handle is not None
+    ]
     t_restart = time.time()
     pid = start_controller(state, cmd, environ)
     from taugrid.kube.facts import recorded_status
 
     def recorded() -> bool:  # the controller wrote each missed run's status
-        return all(recorded_status(kube.get("TauRun", rid, ns) or {}) is not None
-                   for ns, rid in news)  # fmt: skip
+        return all(
+            recorded_status(kube.get("TauRun", rid, ns) or {}) is not None for ns, rid in news
+        )
 
     try:
         _wait(recorded, restart_s, 1.0, "the restarted controller to record the runs it missed")
@@ -453,17 +540,21 @@ def run(runs: int, nodes: int, max_s: int, seed: int, idle_s: float = IDLE_S,
     caught = controller_requests(audit, t_restart, time.time())
     last = caught["last_write_at"]
     res.figures["controller_restart"] = {
-        **caught, "missed_runs": len(news), "recorded_missed_s": recorded_s,
+        **caught,
+        "missed_runs": len(news),
+        "recorded_missed_s": recorded_s,
         "last_write_s": round(last - t_restart, 1) if last else 0.0,  # the new runs' own too
         "writes_per_s": round(sum(caught["writes"].values()) / restart_s, 2),
         "peak_rss_mb": round(peak_rss_mb(pid), 1),
-    }  # fmt: skip
+    }
     if list_at > runs:
         t = time.perf_counter()
         listed = clone_taururns(list_at, state)
-        res.figures["list_at"] = {"tauruns": listed, "made_in_s": round(time.perf_counter() - t),
-                                  "cli_run_list_cluster_s": _timed(env, "run", "list",
-                                                                   "--cluster", n=3)}  # fmt: skip
+        res.figures["list_at"] = {
+            "tauruns": listed,
+            "made_in_s": round(time.perf_counter() - t),
+            "cli_run_list_cluster_s": _timed(env, "run", "list", "--cluster", n=3),
+        }
     return res
 
 
@@ -496,12 +587,16 @@ def admission(ids: list[str]) -> dict[str, Any]:
         xs = sorted(xs)
         return round(xs[min(len(xs) - 1, int(q * len(xs)))], 1) if xs else 0.0
 
-    return {"admitted": len(lags), "admission_lag_p50_s": pick(lags, 0.5),
-            "admission_lag_p90_s": pick(lags, 0.9), "admission_lag_max_s": pick(lags, 1.0),
-            "waited_over_60s": sum(x > 60 for x in lags),
-            "admitted_after_room_p50_s": pick(paces, 0.5),
-            "admitted_after_room_max_s": pick(paces, 1.0),
-            "admitted_over_60s_after_room": sum(x > 60 for x in paces)}  # fmt: skip
+    return {
+        "admitted": len(lags),
+        "admission_lag_p50_s": pick(lags, 0.5),
+        "admission_lag_p90_s": pick(lags, 0.9),
+        "admission_lag_max_s": pick(lags, 1.0),
+        "waited_over_60s": sum(x > 60 for x in lags),
+        "admitted_after_room_p50_s": pick(paces, 0.5),
+        "admitted_after_room_max_s": pick(paces, 1.0),
+        "admitted_over_60s_after_room": sum(x > 60 for x in paces),
+    }
 
 
 def _ts(stamp: str) -> float:
@@ -540,9 +635,11 @@ def check(res: Result) -> list[str]:
     restart = f["controller_restart"]
     caught = restart.get("recorded_missed_s")
     if caught is None or caught > 60 or restart["max_writes_in_a_second"] > 20:
-        missed.append(f"restart: the {restart.get('missed_runs')} runs submitted while it was down "
-                      f"recorded in {caught} s, {restart['max_writes_in_a_second']} writes/s at "
-                      "most (goal <= 60 s, <= 20/s)")  # fmt: skip
+        missed.append(
+            f"restart: the {restart.get('missed_runs')} runs submitted while it was down "
+            f"recorded in {caught} s, {restart['max_writes_in_a_second']} writes/s at "
+            "most (goal <= 60 s, <= 20/s)"
+        )
     return missed
 
 
@@ -554,30 +651,50 @@ def table(res: Result) -> str:
         ("submissions from one process", f"{f['submissions_per_s']} runs/s (goal >= 20)"),
         ("all ended after", f"{f['all_ended_s']} s  {f['phases']}"),
         ("ended otherwise than their pods", str(len(f["ended_otherwise_than_their_pods"]))),
-        ("admission lag p50 / p90 / max", f"{f.get('admission_lag_p50_s')} / "
-         f"{f.get('admission_lag_p90_s')} / {f.get('admission_lag_max_s')} s (waiting for quota included)"),
-        ("admitted after room came free p50 / max", f"{f.get('admitted_after_room_p50_s')} / "
-         f"{f.get('admitted_after_room_max_s')} s (goal: all within 60)"),
-        ("controller requests/s busy", f"{f['controller_busy']['per_s']}  writes {f['controller_busy']['writes']}"),
-        ("controller requests/s idle", f"{f['controller_idle']['per_s']}  writes {f['controller_idle']['writes']}"
-         f"  reads {f['controller_idle'].get('reads', {})}"),
+        (
+            "admission lag p50 / p90 / max",
+            f"{f.get('admission_lag_p50_s')} / "
+            f"{f.get('admission_lag_p90_s')} / {f.get('admission_lag_max_s')} s (waiting for quota included)",
+        ),
+        (
+            "admitted after room came free p50 / max",
+            f"{f.get('admitted_after_room_p50_s')} / "
+            f"{f.get('admitted_after_room_max_s')} s (goal: all within 60)",
+        ),
+        (
+            "controller requests/s busy",
+            f"{f['controller_busy']['per_s']}  writes {f['controller_busy']['writes']}",
+        ),
+        (
+            "controller requests/s idle",
+            f"{f['controller_idle']['per_s']}  writes {f['controller_idle']['writes']}"
+            f"  reads {f['controller_idle'].get('reads', {})}",
+        ),
         ("controller peak RSS", f"{f['controller_peak_rss_mb']} MB (goal <= 300)"),
-        ("controller restart: runs submitted while down, recorded in",
-         f"{f['controller_restart'].get('missed_runs')} runs, "
-         f"{f['controller_restart'].get('recorded_missed_s')} s, max "
-         f"{f['controller_restart']['max_writes_in_a_second']} writes/s (goal <= 60 s, <= 20/s)"),
+        (
+            "controller restart: runs submitted while down, recorded in",
+            f"{f['controller_restart'].get('missed_runs')} runs, "
+            f"{f['controller_restart'].get('recorded_missed_s')} s, max "
+            f"{f['controller_restart']['max_writes_in_a_second']} writes/s (goal <= 60 s, <= 20/s)",
+        ),
         ("controller restart: its peak RSS", f"{f['controller_restart'].get('peak_rss_mb')} MB"),
         ("tau run status RUN", f"{f['cli_run_status_s']} s (goal <= 0.5)"),
         ("tau run list (this machine's runs)", f"{f['cli_run_list_s']} s"),
         ("tau run list --cluster", f"{f['cli_run_list_cluster_s']} s (goal <= 0.5)"),
         ("the sandbox's CPU while those ran (cores)", str(f.get("cli_sandbox_cpu_cores", {}))),
         ("CPU while the runs were submitted (cores)", str(f.get("submit_cpu_cores", {}))),
-        ("list --cluster: the API server's answers, one after another",
-         f"{f.get('list_cluster_answers_s')} s"),
-    ]  # fmt: skip
+        (
+            "list --cluster: the API server's answers, one after another",
+            f"{f.get('list_cluster_answers_s')} s",
+        ),
+    ]
     if "list_at" in f:
-        rows.append((f"tau run list --cluster at {f['list_at']['tauruns']} TauRuns",
-                     f"{f['list_at']['cli_run_list_cluster_s']} s (10,000: goal <= 2)"))  # fmt: skip
+        rows.append(
+            (
+                f"tau run list --cluster at {f['list_at']['tauruns']} TauRuns",
+                f"{f['list_at']['cli_run_list_cluster_s']} s (10,000: goal <= 2)",
+            )
+        )
     width = max(len(r[0]) for r in rows)
     return "\n".join(f"{a:<{width}}  {b}" for a, b in rows)
 
@@ -607,19 +724,36 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-seconds", type=int, default=60, help="longest run (random 5..this)")
     ap.add_argument("--seed", type=int, default=21)
     ap.add_argument("--idle-seconds", type=float, default=IDLE_S, help="the idle window")
-    ap.add_argument("--restart-seconds", type=float, default=RESTART_S,
-                    help="how long the catch-up after a controller restart is watched")  # fmt: skip
+    ap.add_argument(
+        "--restart-seconds",
+        type=float,
+        default=RESTART_S,
+        help="how long the catch-up after a controller restart is watched",
+    )
     ap.add_argument("--json", type=Path, default=None, help="also write the figures here")
-    ap.add_argument("--list-at", type=int, default=0,
-                    help="then copy the ended TauRuns until N exist and time list --cluster")  # fmt: skip
-    ap.add_argument("--median-of", type=Path, nargs="+", default=None, metavar="JSON",
-                    help="print the median of rounds already measured (their JSON files) and exit")  # fmt: skip
+    ap.add_argument(
+        "--list-at",
+        type=int,
+        default=0,
+        help="then copy the ended TauRuns until N exist and time list --cluster",
+    )
+    ap.add_argument(
+        "--median-of",
+        type=Path,
+        nargs="+",
+        default=None,
+        metavar="JSON",
+        help="print the median of rounds already measured (their JSON files) and exit",
+    )
     args = ap.parse_args(argv)
     if args.median_of:
         docs = [json.loads(p.read_text()) for p in args.median_of]
         med = median_of(docs)
-        res = Result(int(med["runs"]), int(med["nodes"]),
-                     {k: v for k, v in med.items() if k not in ("runs", "nodes", "missed")})  # fmt: skip
+        res = Result(
+            int(med["runs"]),
+            int(med["nodes"]),
+            {k: v for k, v in med.items() if k not in ("runs", "nodes", "missed")},
+        )
         print(f"median of {len(docs)} rounds")
         print(table(res))
         for m in check(res):
@@ -633,8 +767,15 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as home:
         os.environ["TAU_HOME"] = home
         try:
-            res = run(args.runs, args.nodes, args.max_seconds, args.seed, args.idle_seconds,
-                      args.restart_seconds, args.list_at)  # fmt: skip
+            res = run(
+                args.runs,
+                args.nodes,
+                args.max_seconds,
+                args.seed,
+                args.idle_seconds,
+                args.restart_seconds,
+                args.list_at,
+            )
         finally:
             subprocess.run([TAU, "sandbox", "down"], capture_output=True, check=False)
     print(table(res))

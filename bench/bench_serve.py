@@ -31,21 +31,32 @@ ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 TAU = str(BIN / "tau")
 BODY = json.dumps({"features": [6.5, 3.0, 5.5, 2.0]}).encode()
-BUDGETS = {"overhead_p50_pct": 5.0, "overhead_throughput_pct": 5.0, "deploy_to_answer_s": 10.0,
-           "rollback_to_old_s": 10.0}  # fmt: skip
+BUDGETS = {
+    "overhead_p50_pct": 5.0,
+    "overhead_throughput_pct": 5.0,
+    "deploy_to_answer_s": 10.0,
+    "rollback_to_old_s": 10.0,
+}
 
 
 def tau(*args: str) -> subprocess.CompletedProcess[str]:
-    res = subprocess.run([TAU, *args], capture_output=True, text=True, env=os.environ.copy(),
-                         check=False, timeout=600)  # fmt: skip
+    res = subprocess.run(
+        [TAU, *args],
+        capture_output=True,
+        text=True,
+        env=os.environ.copy(),
+        check=False,
+        timeout=600,
+    )
     if res.returncode != 0:
         raise SystemExit(f"tau {' '.join(args)}: {res.stderr}")
     return res
 
 
 def post(url: str) -> dict[str, object]:
-    req = urllib.request.Request(url, data=BODY, method="POST",
-                                 headers={"Content-Type": "application/json"})  # fmt: skip
+    req = urllib.request.Request(
+        url, data=BODY, method="POST", headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(req, timeout=30) as resp:
         return dict(json.loads(resp.read()))
 
@@ -99,8 +110,18 @@ def main() -> int:
             run_id = re.search(r"run (iris-\w+)", run.stderr).group(1)  # type: ignore[union-attr]
             versions = []
             for which in ("best", "latest"):
-                reg = tau("data", "model", "register", "iris", "--from-run", run_id,
-                          "--checkpoint", which, "-o", "json")  # fmt: skip
+                reg = tau(
+                    "data",
+                    "model",
+                    "register",
+                    "iris",
+                    "--from-run",
+                    run_id,
+                    "--checkpoint",
+                    which,
+                    "-o",
+                    "json",
+                )
                 versions.append(json.loads(reg.stdout)["version"])
             tau("data", "model", "alias", "set", "iris", "prod", versions[0])
             from taugrid.runs.backends.local import rayhead
@@ -111,16 +132,38 @@ def main() -> int:
             model_dir = Path(tmp) / "model"
             tau("data", "model", "pull", f"iris@{versions[0]}", str(model_dir))
             cfg = Path(tmp) / "plain.yaml"
-            cfg.write_text(json.dumps({"proxy_location": "HeadOnly",
-                "http_options": {"host": "127.0.0.1", "port": rayhead._free_port()},
-                "applications": [{"name": "plain", "route_prefix": "/plain",
-                                  "import_path": "serve_app:app",
-                                  "runtime_env": {"working_dir": f"local://{folder}",
-                                                  "env_vars": {"TAU_MODEL_DIR": str(model_dir)}},
-                                  "deployments": [{"name": "Classifier", "num_replicas": 1,
-                                                   "ray_actor_options": {"num_cpus": 0.5}}]}]}))  # fmt: skip
-            subprocess.run([str(BIN / "serve"), "deploy", str(cfg), "-a", head.dashboard],
-                           check=True, capture_output=True, env=rayhead.loopback_env())  # fmt: skip
+            cfg.write_text(
+                json.dumps(
+                    {
+                        "proxy_location": "HeadOnly",
+                        "http_options": {"host": "127.0.0.1", "port": rayhead._free_port()},
+                        "applications": [
+                            {
+                                "name": "plain",
+                                "route_prefix": "/plain",
+                                "import_path": "serve_app:app",
+                                "runtime_env": {
+                                    "working_dir": f"local://{folder}",
+                                    "env_vars": {"TAU_MODEL_DIR": str(model_dir)},
+                                },
+                                "deployments": [
+                                    {
+                                        "name": "Classifier",
+                                        "num_replicas": 1,
+                                        "ray_actor_options": {"num_cpus": 0.5},
+                                    }
+                                ],
+                            }
+                        ],
+                    }
+                )
+            )
+            subprocess.run(
+                [str(BIN / "serve"), "deploy", str(cfg), "-a", head.dashboard],
+                check=True,
+                capture_output=True,
+                env=rayhead.loopback_env(),
+            )
             t0 = time.perf_counter()
             dep = json.loads(tau("serve", "deploy", str(folder), "-o", "json").stdout)
             url = str(dep["endpoint"])
@@ -161,8 +204,12 @@ def main() -> int:
             out["overhead_throughput_pct"] = 100 * (statistics.median(ratios["rps"]) - 1)
             # rollout to the second version, then rollback: until the old revision answers
             tau("serve", "rollout", "iris", "--model", f"iris@{versions[1]}")
-            proc = subprocess.Popen([TAU, "serve", "rollback", "iris"], stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.DEVNULL, env=os.environ.copy())  # fmt: skip
+            proc = subprocess.Popen(
+                [TAU, "serve", "rollback", "iris"],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env=os.environ.copy(),
+            )
             t0 = time.perf_counter()
             while post(url).get("model_version") != versions[0]:
                 time.sleep(0.05)
@@ -179,8 +226,9 @@ def main() -> int:
             under_load = load.summary()
             under_load["rate_per_s"] = args.rate
         finally:
-            subprocess.run([TAU, "local", "stop"], capture_output=True, env=os.environ.copy(),
-                           check=False)  # fmt: skip
+            subprocess.run(
+                [TAU, "local", "stop"], capture_output=True, env=os.environ.copy(), check=False
+            )
     for k, v in out.items():
         b = BUDGETS.get(k)
         mark = "" if b is None else f"  <= {b:g}  {'ok' if v <= b else 'OVER'}"

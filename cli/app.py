@@ -51,10 +51,16 @@ AUDIENCES: dict[str, list[str]] = {
 # The command groups, built into click commands only when one is invoked (or listed in
 # help), and then only the command asked for (cli/lazy.py): building all ~60 commands' options
 # from their signatures cost every command ~0.1 s.
-GROUPS: dict[str, typer.Typer] = {"run": run.app, "data": data.app, "local": local.app,
-                                  "platform": platform.app, "sandbox": sandbox.app,
-                                  "quota": quota.app, "controller": controller.app,
-                                  "serve": serve.app}  # fmt: skip
+GROUPS: dict[str, typer.Typer] = {
+    "run": run.app,
+    "data": data.app,
+    "local": local.app,
+    "platform": platform.app,
+    "sandbox": sandbox.app,
+    "quota": quota.app,
+    "controller": controller.app,
+    "serve": serve.app,
+}
 
 
 def _short_help(text: str | None, limit: int) -> str:
@@ -75,8 +81,9 @@ class _RootGroup(TyperGroup):
         if cmd_name not in self.commands and cmd_name in GROUPS:
             # under a root with the app's settings (help format), as add_typer has it; the
             # group's own commands are built when asked for (cli/lazy.py)
-            self.commands[cmd_name] = lazy_group(TyperInfo(GROUPS[cmd_name], name=cmd_name),
-                                                 SETTINGS)  # fmt: skip
+            self.commands[cmd_name] = lazy_group(
+                TyperInfo(GROUPS[cmd_name], name=cmd_name), SETTINGS
+            )
         return self.commands.get(cmd_name)
 
     def format_commands(self, ctx: Any, formatter: Any) -> None:
@@ -142,8 +149,16 @@ def version() -> None:
 
 # `-w` was --workspace before it became --watch (kubectl's meaning): where a command has no
 # --watch, `-w X` still means --workspace for one release, with a note.
-_NO_WATCH = {("run", "submit"), ("run", "validate"), ("run", "render"), ("run", "list"),
-             ("quota", "request"), ("quota", "list"), ("quota", "approve"), ("quota", "deny")}  # fmt: skip
+_NO_WATCH = {
+    ("run", "submit"),
+    ("run", "validate"),
+    ("run", "render"),
+    ("run", "list"),
+    ("quota", "request"),
+    ("quota", "list"),
+    ("quota", "approve"),
+    ("quota", "deny"),
+}
 
 
 def deprecated_spellings(argv: list[str]) -> list[str]:
@@ -157,8 +172,9 @@ def deprecated_spellings(argv: list[str]) -> list[str]:
         group = ("run", "submit")  # `tau run FILE ...`
     if group not in _NO_WATCH:
         return argv
-    sys.stderr.write("note: -w for --workspace is deprecated (-w is --watch now): "
-                     "write --workspace\n")  # fmt: skip
+    sys.stderr.write(
+        "note: -w for --workspace is deprecated (-w is --watch now): write --workspace\n"
+    )
     return ["--workspace" if a == "-w" else a for a in argv]
 
 

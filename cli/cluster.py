@@ -22,12 +22,37 @@ def profiles(context: ContextOpt = None, output: JsonOpt = ReportFormat.text) ->
     for r in rows:
         p, cap = r.profile, r.live
         nodes = f"{cap['nodes']} ({cap['healthyNodes']})" if cap else "-"
-        lines.append((p.name, str(p.gpusPerWorker), p.gpuClass or "-", str(p.allocatable.cpu),
-                      p.allocatable.memory, str(p.maxWorkers or "-"), p.localQueue,
-                      ", ".join(p.workspaces) or "all", nodes,
-                      str(cap["allocatableGpus"]) if cap else "-"))  # fmt: skip
-    out(columns(("PROFILE", "GPUS/WORKER", "GPU", "CPU", "MEMORY", "MAX WORKERS", "QUEUE",
-                 "WORKSPACES", "NODES (HEALTHY)", "GPUS NOW"), lines))  # fmt: skip
+        lines.append(
+            (
+                p.name,
+                str(p.gpusPerWorker),
+                p.gpuClass or "-",
+                str(p.allocatable.cpu),
+                p.allocatable.memory,
+                str(p.maxWorkers or "-"),
+                p.localQueue,
+                ", ".join(p.workspaces) or "all",
+                nodes,
+                str(cap["allocatableGpus"]) if cap else "-",
+            )
+        )
+    out(
+        columns(
+            (
+                "PROFILE",
+                "GPUS/WORKER",
+                "GPU",
+                "CPU",
+                "MEMORY",
+                "MAX WORKERS",
+                "QUEUE",
+                "WORKSPACES",
+                "NODES (HEALTHY)",
+                "GPUS NOW",
+            ),
+            lines,
+        )
+    )
     if all(r.live is None for r in rows):
         out("(live capacity: none recorded; the TauGrid controller writes it)")
 
@@ -42,8 +67,10 @@ def workspaces(context: ContextOpt = None, output: JsonOpt = ReportFormat.text) 
         out(dump_json(rows))
         return
     if not rows:
-        out(f"you may submit to no workspace of cluster {got.cluster} "
-            f"(workspaces: {', '.join(got.all_names) or 'none'})")  # fmt: skip
+        out(
+            f"you may submit to no workspace of cluster {got.cluster} "
+            f"(workspaces: {', '.join(got.all_names) or 'none'})"
+        )
         raise typer.Exit(4)
     for r in rows:
         mark = " (default)" if r["default"] else ""

@@ -11,14 +11,18 @@ import typer
 from taugrid.cli.options import ContextOpt, JsonOpt, ReportFormat
 from taugrid.cli.output import dump_json, human_size, out, progress_bar, say
 
-app = typer.Typer(no_args_is_help=True,
-                  help="Datasets and models: versions by content, aliases, lineage.")  # fmt: skip
+app = typer.Typer(
+    no_args_is_help=True, help="Datasets and models: versions by content, aliases, lineage."
+)
 
 RegistryOpt = Annotated[
     str | None,
-    typer.Option("--registry", help="The store: file://DIR (default $TAU_REGISTRY, else "
-                 "$TAU_HOME/data/registry)", envvar="TAU_REGISTRY"),
-]  # fmt: skip
+    typer.Option(
+        "--registry",
+        help="The store: file://DIR (default $TAU_REGISTRY, else $TAU_HOME/data/registry)",
+        envvar="TAU_REGISTRY",
+    ),
+]
 RefArg = Annotated[str, typer.Argument(help="NAME, NAME@ALIAS or NAME@sha256:VERSION")]
 NameArg = Annotated[str, typer.Argument(help="The dataset's or model's name")]
 AliasArg = Annotated[str, typer.Argument(help="The alias, e.g. prod, latest")]
@@ -58,8 +62,10 @@ def _record_lines(rec: Any, aliases: list[str]) -> str:
 
 def _verbs(kind: Any) -> typer.Typer:
     """The same verbs for datasets and models."""
-    sub = typer.Typer(no_args_is_help=True, help=f"{kind.capitalize()}s: register, list, show, verify, "
-                      "pull, copy, ref, alias, rm.")  # fmt: skip
+    sub = typer.Typer(
+        no_args_is_help=True,
+        help=f"{kind.capitalize()}s: register, list, show, verify, pull, copy, ref, alias, rm.",
+    )
     alias_app = typer.Typer(
         no_args_is_help=True, help=f"Aliases of a {kind} (compare-and-swap moves)."
     )
@@ -68,17 +74,31 @@ def _verbs(kind: Any) -> typer.Typer:
     if kind == "dataset":
 
         @sub.command("register")
-        def register(name: NameArg, path: Annotated[str, typer.Argument(help="A file or folder")],
-                     purpose: PurposeOpt = None, description: DescOpt = None, tag: TagOpt = None,
-                     registry: RegistryOpt = None, output: JsonOpt = ReportFormat.text) -> None:  # fmt: skip
+        def register(
+            name: NameArg,
+            path: Annotated[str, typer.Argument(help="A file or folder")],
+            purpose: PurposeOpt = None,
+            description: DescOpt = None,
+            tag: TagOpt = None,
+            registry: RegistryOpt = None,
+            output: JsonOpt = ReportFormat.text,
+        ) -> None:
             """Register a file or folder as a version (the same content again: the same version)."""
             from taugrid.api.data import parse_tags
             from taugrid.client import data
 
             tags = parse_tags(tag or [])
             with progress_bar(f"registering {name}", output is ReportFormat.text) as bar:
-                got = data.register("dataset", name, path, purpose=purpose, description=description,
-                                    tags=tags, registry=registry, progress=bar)  # fmt: skip
+                got = data.register(
+                    "dataset",
+                    name,
+                    path,
+                    purpose=purpose,
+                    description=description,
+                    tags=tags,
+                    registry=registry,
+                    progress=bar,
+                )
             _registered(got, output)
 
     else:
@@ -86,13 +106,25 @@ def _verbs(kind: Any) -> typer.Typer:
         @sub.command("register")
         def register_model(
             name: NameArg,
-            path: Annotated[str | None, typer.Argument(help="A file or folder (or --from-run)")] = None,
-            from_run: Annotated[str | None, typer.Option("--from-run", help="A run whose checkpoint it is")] = None,
-            checkpoint: Annotated[str, typer.Option("--checkpoint", help="latest, best (by the run's primary metric) or a path")] = "latest",
-            purpose: PurposeOpt = None, description: DescOpt = None, tag: TagOpt = None,
-            registry: RegistryOpt = None, output: JsonOpt = ReportFormat.text,
+            path: Annotated[
+                str | None, typer.Argument(help="A file or folder (or --from-run)")
+            ] = None,
+            from_run: Annotated[
+                str | None, typer.Option("--from-run", help="A run whose checkpoint it is")
+            ] = None,
+            checkpoint: Annotated[
+                str,
+                typer.Option(
+                    "--checkpoint", help="latest, best (by the run's primary metric) or a path"
+                ),
+            ] = "latest",
+            purpose: PurposeOpt = None,
+            description: DescOpt = None,
+            tag: TagOpt = None,
+            registry: RegistryOpt = None,
+            output: JsonOpt = ReportFormat.text,
             context: ContextOpt = None,
-        ) -> None:  # fmt: skip
+        ) -> None:
             """Register a model: a run's checkpoint (with its lineage) or a file or folder. A
             cluster run's goes into its workspace's registry (--registry picks another)."""
             from taugrid.api.data import parse_tags
@@ -118,8 +150,16 @@ def _verbs(kind: Any) -> typer.Typer:
                     )
                 else:
                     assert path is not None
-                    got = data.register("model", name, path, purpose=purpose, description=description,
-                                        tags=tags, registry=registry, progress=bar)  # fmt: skip
+                    got = data.register(
+                        "model",
+                        name,
+                        path,
+                        purpose=purpose,
+                        description=description,
+                        tags=tags,
+                        registry=registry,
+                        progress=bar,
+                    )
             _registered(got, output)
 
     @sub.command("list")
@@ -136,9 +176,17 @@ def _verbs(kind: Any) -> typer.Typer:
             return
         from taugrid.cli.output import columns
 
-        lines = [(r["name"], str(r["versions"]), r["newest"], str(r["files"]), human_size(r["size"]),
-                  ", ".join(f"{a}={v[7:]}" for a, v in r["aliases"].items()) or "-")
-                 for r in rows]  # fmt: skip
+        lines = [
+            (
+                r["name"],
+                str(r["versions"]),
+                r["newest"],
+                str(r["files"]),
+                human_size(r["size"]),
+                ", ".join(f"{a}={v[7:]}" for a, v in r["aliases"].items()) or "-",
+            )
+            for r in rows
+        ]
         out(columns(("NAME", "VERSIONS", "NEWEST", "FILES", "SIZE", "ALIASES"), lines))
 
     @sub.command("show")
@@ -168,8 +216,16 @@ def _verbs(kind: Any) -> typer.Typer:
         with progress_bar(f"verifying {ref}", output is ReportFormat.text) as bar:
             rec, problems = data.verify(kind, ref, registry=registry, progress=bar)
         if output is ReportFormat.json:
-            out(dump_json({"name": rec.name, "version": rec.version, "ok": not problems,
-                           "problems": problems}))  # fmt: skip
+            out(
+                dump_json(
+                    {
+                        "name": rec.name,
+                        "version": rec.version,
+                        "ok": not problems,
+                        "problems": problems,
+                    }
+                )
+            )
         else:
             for p in problems:
                 out(f"  {p}")
@@ -231,11 +287,20 @@ def _verbs(kind: Any) -> typer.Typer:
         )
 
     @sub.command("copy")
-    def copy(ref: RefArg,
-             to: Annotated[str, typer.Option("--to", help="The store to copy it into: "
-                                             "az://ACCOUNT/CONTAINER[/PREFIX] or file://DIR (a "
-                                             "workspace's registry)")],
-             registry: RegistryOpt = None, output: JsonOpt = ReportFormat.text) -> None:  # fmt: skip
+    def copy(
+        ref: RefArg,
+        to: Annotated[
+            str,
+            typer.Option(
+                "--to",
+                help="The store to copy it into: "
+                "az://ACCOUNT/CONTAINER[/PREFIX] or file://DIR (a "
+                "workspace's registry)",
+            ),
+        ],
+        registry: RegistryOpt = None,
+        output: JsonOpt = ReportFormat.text,
+    ) -> None:
         """Copy a version into another store (only the files it lacks; checked on the way; the
         record last, so a copy cut short is never visible there). Aliases are not copied."""
         from taugrid.client import data
@@ -244,8 +309,18 @@ def _verbs(kind: Any) -> typer.Typer:
             got = data.copy(kind, ref, to, registry=registry, progress=bar)
         rec = got.record
         if output is ReportFormat.json:
-            out(dump_json({"kind": kind, "name": rec.name, "version": rec.version, "to": to,
-                           "copied": got.files > 0, "bytes_sent": got.sent}))  # fmt: skip
+            out(
+                dump_json(
+                    {
+                        "kind": kind,
+                        "name": rec.name,
+                        "version": rec.version,
+                        "to": to,
+                        "copied": got.files > 0,
+                        "bytes_sent": got.sent,
+                    }
+                )
+            )
         elif got.files == 0:
             say(f"{rec.name}@{rec.short} is in {to} already; nothing copied")
         else:
@@ -255,8 +330,11 @@ def _verbs(kind: Any) -> typer.Typer:
             )
 
     @sub.command("ref")
-    def ref_(ref: RefArg, registry: RegistryOpt = None,
-             output: Annotated[str, typer.Option("-o", "--output", help="env or json")] = "json") -> None:  # fmt: skip
+    def ref_(
+        ref: RefArg,
+        registry: RegistryOpt = None,
+        output: Annotated[str, typer.Option("-o", "--output", help="env or json")] = "json",
+    ) -> None:
         """The exact version a reference names now (for scripts: -o env or json)."""
         from taugrid.api.errors import EXIT_USAGE, TauError
         from taugrid.client import data
@@ -277,8 +355,11 @@ def _verbs(kind: Any) -> typer.Typer:
             raise TauError(f"-o {output}: use env or json", exit_code=EXIT_USAGE)
 
     @sub.command("rm")
-    def rm(ref: RefArg, yes: Annotated[bool, typer.Option("--yes", help="Really remove it")] = False,
-           registry: RegistryOpt = None) -> None:  # fmt: skip
+    def rm(
+        ref: RefArg,
+        yes: Annotated[bool, typer.Option("--yes", help="Really remove it")] = False,
+        registry: RegistryOpt = None,
+    ) -> None:
         """Remove a version (NAME@VERSION): refused while an alias points at it; files shared
         with other versions stay."""
         from taugrid.api.errors import EXIT_USAGE, TauError
@@ -292,40 +373,71 @@ def _verbs(kind: Any) -> typer.Typer:
         say(f"removed {rec.name}@{rec.short}")
 
     @alias_app.command("set")
-    def alias_set(name: NameArg, alias: AliasArg,
-                  version: Annotated[str, typer.Argument(help="sha256:VERSION (short is fine) or another alias")],
-                  expect: ExpectOpt = None,
-                  expect_absent: Annotated[bool, typer.Option("--expect-absent", help="Only if the alias does not exist yet")] = False,
-                  registry: RegistryOpt = None, output: JsonOpt = ReportFormat.text) -> None:  # fmt: skip
+    def alias_set(
+        name: NameArg,
+        alias: AliasArg,
+        version: Annotated[
+            str, typer.Argument(help="sha256:VERSION (short is fine) or another alias")
+        ],
+        expect: ExpectOpt = None,
+        expect_absent: Annotated[
+            bool, typer.Option("--expect-absent", help="Only if the alias does not exist yet")
+        ] = False,
+        registry: RegistryOpt = None,
+        output: JsonOpt = ReportFormat.text,
+    ) -> None:
         """Point an alias at a version: with --expect/--expect-absent, only if nobody moved it
         meanwhile (exit 1 names what it is now)."""
         from taugrid.client import data
 
-        move = data.set_alias(kind, name, alias, version, expect=expect, expect_absent=expect_absent,
-                              registry=registry)  # fmt: skip
+        move = data.set_alias(
+            kind,
+            name,
+            alias,
+            version,
+            expect=expect,
+            expect_absent=expect_absent,
+            registry=registry,
+        )
         _moved(name, move, output)
 
     @alias_app.command("rm")
-    def alias_rm(name: NameArg, alias: AliasArg, expect: ExpectOpt = None,
-                 registry: RegistryOpt = None, output: JsonOpt = ReportFormat.text) -> None:  # fmt: skip
+    def alias_rm(
+        name: NameArg,
+        alias: AliasArg,
+        expect: ExpectOpt = None,
+        registry: RegistryOpt = None,
+        output: JsonOpt = ReportFormat.text,
+    ) -> None:
         """Remove an alias (kept in its history)."""
         from taugrid.client import data
 
         _moved(name, data.remove_alias(kind, name, alias, expect=expect, registry=registry), output)
 
     @alias_app.command("get")
-    def alias_get(name: NameArg, alias: AliasArg, registry: RegistryOpt = None,
-                  output: JsonOpt = ReportFormat.text) -> None:  # fmt: skip
+    def alias_get(
+        name: NameArg,
+        alias: AliasArg,
+        registry: RegistryOpt = None,
+        output: JsonOpt = ReportFormat.text,
+    ) -> None:
         """The version an alias points at now."""
         from taugrid.client import data
 
         rec = data.get_alias(kind, name, alias, registry=registry)
-        out(dump_json({"alias": alias, "version": rec.version}) if output is ReportFormat.json
-            else f"{name}@{alias} = {rec.short}")  # fmt: skip
+        out(
+            dump_json({"alias": alias, "version": rec.version})
+            if output is ReportFormat.json
+            else f"{name}@{alias} = {rec.short}"
+        )
 
     @alias_app.command("history")
-    def alias_history(name: NameArg, alias: Annotated[str | None, typer.Argument(help="One alias (default: all)")] = None,
-                      registry: RegistryOpt = None, output: JsonOpt = ReportFormat.text) -> None:  # fmt: skip
+    def alias_history(
+        name: NameArg,
+        alias: Annotated[str | None, typer.Argument(help="One alias (default: all)")] = None,
+        registry: RegistryOpt = None,
+        output: JsonOpt = ReportFormat.text,
+    ) -> None:
         """Every move of the aliases (who, when, from, to), oldest first."""
         from taugrid.client import data
 
@@ -405,8 +517,9 @@ def gc(
 @app.command("lineage")
 def lineage(
     ref: Annotated[str, typer.Argument(help="model:NAME@REF or dataset:NAME@REF (default model)")],
-    registry: RegistryOpt = None, output: JsonOpt = ReportFormat.text,
-) -> None:  # fmt: skip
+    registry: RegistryOpt = None,
+    output: JsonOpt = ReportFormat.text,
+) -> None:
     """A model's run, that run's inputs and the services here that serve it; a dataset
     version's models."""
     from taugrid.client import data
@@ -420,8 +533,10 @@ def lineage(
         return
     out(f"{kind} {doc['name']}@{doc['version'][:19]}")
     if kind == "model":
-        out(f"  made by run {doc['run'] or '(not a run: registered from a folder)'}"
-            + (f", checkpoint {doc['checkpoint']}" if doc.get("checkpoint") else ""))  # fmt: skip
+        out(
+            f"  made by run {doc['run'] or '(not a run: registered from a folder)'}"
+            + (f", checkpoint {doc['checkpoint']}" if doc.get("checkpoint") else "")
+        )
         for i in doc["inputs"]:
             out(f"  input: {i['name']}@{i['version'][:19]}")
         for svc in doc.get("services") or []:

@@ -27,9 +27,15 @@ def local_status(output: JsonOpt = ReportFormat.text) -> None:
     up = bool(head and rayhead.healthy(head))
     doc: dict[str, Any] = {"running": up}
     if head and up:
-        doc.update(pid=head.pid, address=head.address, dashboard=head.dashboard, cpus=head.num_cpus,
-                   gpus=head.num_gpus, uptime_s=round(time.time() - head.started_at),
-                   standby_ready=standby.standby_count(head))  # fmt: skip
+        doc.update(
+            pid=head.pid,
+            address=head.address,
+            dashboard=head.dashboard,
+            cpus=head.num_cpus,
+            gpus=head.num_gpus,
+            uptime_s=round(time.time() - head.started_at),
+            standby_ready=standby.standby_count(head),
+        )
     if output is ReportFormat.json:
         out(dump_json(doc))
     elif up:
@@ -92,5 +98,7 @@ def local_stop() -> None:
 
         names = serve.local_services()
         if names:
-            out(f"its services stopped too: {', '.join(names)} (`tau serve rollout NAME` puts one "
-                "back on a new head; `tau serve delete NAME` forgets it)")  # fmt: skip
+            out(
+                f"its services stopped too: {', '.join(names)} (`tau serve rollout NAME` puts one "
+                "back on a new head; `tau serve delete NAME` forgets it)"
+            )

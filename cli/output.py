@@ -105,8 +105,10 @@ def _paint(text: str, state: str) -> str:
 def print_status(st: RunStatus) -> None:
     """A run's status for people: the phase, the summary, six signals, the timeline (plain
     text: Rich cost this command ~70 ms of start-up)."""
-    lines = [f"{st.run_id}  {st.phase}  ({st.workload_kind} on {st.target}, attempt {st.attempt})",
-             f"  {st.summary}"]  # fmt: skip
+    lines = [
+        f"{st.run_id}  {st.phase}  ({st.workload_kind} on {st.target}, attempt {st.attempt})",
+        f"  {st.summary}",
+    ]
     facts = [f"duration {duration(st.duration_s)}"]
     if st.last_step is not None:
         facts.append(f"step {st.last_step}")
@@ -115,8 +117,10 @@ def print_status(st: RunStatus) -> None:
     lines.append("  " + "; ".join(facts))
     if st.last_error:
         lines.append(f"  last error: {st.last_error}")
-    rows = [(sig.name, sig.state, (sig.since or "")[:19], sig.reason, sig.evidence)
-            for sig in st.signals]  # fmt: skip
+    rows = [
+        (sig.name, sig.state, (sig.since or "")[:19], sig.reason, sig.evidence)
+        for sig in st.signals
+    ]
     table = columns(("signal", "state", "since", "reason", "evidence"), rows).splitlines()
     at = max(len("signal"), *(len(r[0]) for r in rows)) + 2 if rows else 0  # the state column
     for n, row in enumerate(rows, start=1):

@@ -80,9 +80,12 @@ YesOpt = Annotated[
 ]
 RefreshOpt = Annotated[
     bool,
-    typer.Option("--refresh", help="Read the cluster as it is first: objects deleted or changed "
-                 "out of band are seen (and put back by up), as `pulumi up --refresh`"),
-]  # fmt: skip
+    typer.Option(
+        "--refresh",
+        help="Read the cluster as it is first: objects deleted or changed "
+        "out of band are seen (and put back by up), as `pulumi up --refresh`",
+    ),
+]
 
 
 PolicyPackOpt = Annotated[
@@ -117,8 +120,11 @@ def _confirm(what: str) -> bool:
     from taugrid.api.errors import EXIT_USAGE, TauError
 
     if not sys.stdin.isatty():
-        raise TauError(f"{what}: confirmation needed, and there is no terminal to ask",
-                       exit_code=EXIT_USAGE, hint="pass --yes")  # fmt: skip
+        raise TauError(
+            f"{what}: confirmation needed, and there is no terminal to ask",
+            exit_code=EXIT_USAGE,
+            hint="pass --yes",
+        )
     return bool(typer.confirm(f"{what}?", default=False, err=True))
 
 
@@ -136,8 +142,13 @@ def platform_preview(
     from taugrid.client import platform
 
     packs = _packs(policy_pack, no_policies)
-    got = platform.preview(stack, stacks_dir=stacks_dir, policy_packs=packs, refresh=refresh,
-                           say=say if output is ReportFormat.text else None)  # fmt: skip
+    got = platform.preview(
+        stack,
+        stacks_dir=stacks_dir,
+        policy_packs=packs,
+        refresh=refresh,
+        say=say if output is ReportFormat.text else None,
+    )
     _print_outcome(got, output)
 
 
@@ -149,14 +160,17 @@ def platform_refresh(
     changed out of band) and record it in the stack's state; `up` then puts it back."""
     from taugrid.client import platform
 
-    got = platform.refresh(stack, stacks_dir=stacks_dir,
-                           say=say if output is ReportFormat.text else None)  # fmt: skip
+    got = platform.refresh(
+        stack, stacks_dir=stacks_dir, say=say if output is ReportFormat.text else None
+    )
     if output is ReportFormat.json:
         out(dump_json({**got.doc(), "drift": [s for s in got.steps if s.get("drift")]}))
         return
     drift = [s for s in got.steps if s.get("drift")]
-    out(f"{len(drift)} object(s) drifted" + (f": run `tau platform up --stack {stack}` to put "
-                                             "them back" if drift else ""))  # fmt: skip
+    out(
+        f"{len(drift)} object(s) drifted"
+        + (f": run `tau platform up --stack {stack}` to put them back" if drift else "")
+    )
 
 
 @app.command("up")
@@ -180,8 +194,14 @@ def platform_up(
         _print_outcome(preview, ReportFormat.text)
         return _confirm(f"apply these changes to stack {stack}")
 
-    got = platform.up(stack, stacks_dir=stacks_dir, policy_packs=packs, refresh=refresh,
-                      confirm=None if yes else confirm, say=None if quiet else say)  # fmt: skip
+    got = platform.up(
+        stack,
+        stacks_dir=stacks_dir,
+        policy_packs=packs,
+        refresh=refresh,
+        confirm=None if yes else confirm,
+        say=None if quiet else say,
+    )
     if got.update is None:
         if not got.confirmed:
             raise typer.Exit(1)
@@ -203,8 +223,9 @@ def platform_destroy(
 
     if not yes and not _confirm(f"destroy every resource of stack {stack}"):
         raise typer.Exit(1)
-    got = platform.destroy(stack, stacks_dir=stacks_dir,
-                           say=None if output is ReportFormat.json else say)  # fmt: skip
+    got = platform.destroy(
+        stack, stacks_dir=stacks_dir, say=None if output is ReportFormat.json else say
+    )
     _print_outcome(got, output)
 
 
@@ -278,8 +299,14 @@ def ci_up(
     from taugrid.infra import ci
 
     ci_id = ci.new_id(name)
-    outcome = ci.up(ci_id, ci.parse_ttl(ttl), source, say if output is ReportFormat.text else
-                    (lambda _m: None), stacks_dir, _packs(policy_pack, no_policies))  # fmt: skip
+    outcome = ci.up(
+        ci_id,
+        ci.parse_ttl(ttl),
+        source,
+        say if output is ReportFormat.text else (lambda _m: None),
+        stacks_dir,
+        _packs(policy_pack, no_policies),
+    )
     if output is ReportFormat.json:
         out(dump_json({"id": ci_id, **outcome.doc()}))
     else:
@@ -328,5 +355,8 @@ def ci_reap(output: JsonOpt = ReportFormat.text) -> None:
     from taugrid.infra import ci
 
     gone = ci.reap(say)
-    out(dump_json({"reaped": gone}) if output is ReportFormat.json else
-        f"reaped {len(gone)} CI stack(s){': ' + ', '.join(gone) if gone else ''}")  # fmt: skip
+    out(
+        dump_json({"reaped": gone})
+        if output is ReportFormat.json
+        else f"reaped {len(gone)} CI stack(s){': ' + ', '.join(gone) if gone else ''}"
+    )

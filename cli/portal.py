@@ -56,8 +56,11 @@ def portal(
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
     except OSError as e:
-        raise TauError(f"cannot listen on {host}:{port}: {e.strerror}", exit_code=EXIT_USAGE,
-                       hint="choose another --port (or --port 0 for any free one)") from None  # fmt: skip
+        raise TauError(
+            f"cannot listen on {host}:{port}: {e.strerror}",
+            exit_code=EXIT_USAGE,
+            hint="choose another --port (or --port 0 for any free one)",
+        ) from None
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{bound}/" + (f"?token={token}" if token else "")

@@ -36,9 +36,11 @@ def request(
     if output is ReportFormat.json:
         out(dump_json(r))
         return
-    out(f"asked for +{gpus} GPU(s) on {r['flavor']} in workspace {r['workspace']} for {for_}: "
+    out(
+        f"asked for +{gpus} GPU(s) on {r['flavor']} in workspace {r['workspace']} for {for_}: "
         f"request {r['name']} (pending a platform admin's decision)\n"
-        f"  follow it: tau quota list --workspace {r['workspace']}")  # fmt: skip
+        f"  follow it: tau quota list --workspace {r['workspace']}"
+    )
 
 
 @app.command("list")
@@ -60,37 +62,66 @@ def list_(
         return
     from taugrid.cli.output import columns
 
-    lines = [(r["name"], r["workspace"], f"{r['requested']} {r['resource']}", r["for"],
-              r["phase"], str(r["granted"] if r["granted"] is not None else "-"),
-              r["expiresAt"] or "-", r["decidedBy"] or r["requestedBy"] or "-",
-              r["message"] or r["reason"]) for r in rows]  # fmt: skip
-    out(columns(("NAME", "WORKSPACE", "ASKED", "FOR", "PHASE", "GRANTED", "EXPIRES", "BY", "WHY"),
-                lines))  # fmt: skip
+    lines = [
+        (
+            r["name"],
+            r["workspace"],
+            f"{r['requested']} {r['resource']}",
+            r["for"],
+            r["phase"],
+            str(r["granted"] if r["granted"] is not None else "-"),
+            r["expiresAt"] or "-",
+            r["decidedBy"] or r["requestedBy"] or "-",
+            r["message"] or r["reason"],
+        )
+        for r in rows
+    ]
+    out(
+        columns(
+            ("NAME", "WORKSPACE", "ASKED", "FOR", "PHASE", "GRANTED", "EXPIRES", "BY", "WHY"), lines
+        )
+    )
 
 
-def _decide(ref: str, verdict: Any, note: str, workspace: str | None, context: str | None,
-            output: ReportFormat) -> None:  # fmt: skip
+def _decide(
+    ref: str,
+    verdict: Any,
+    note: str,
+    workspace: str | None,
+    context: str | None,
+    output: ReportFormat,
+) -> None:
     from taugrid.client import quota
 
     r = quota.decide(ref, verdict, note, workspace=workspace, context=context)
     if output is ReportFormat.json:
         out(dump_json(r))
         return
-    out(f"{verdict.lower()} {r['namespace']}/{r['name']} (+{r['requested']} {r['resource']} "
-        f"for {r['for']}); the controller applies it: tau quota list --workspace {r['workspace']}")  # fmt: skip
+    out(
+        f"{verdict.lower()} {r['namespace']}/{r['name']} (+{r['requested']} {r['resource']} "
+        f"for {r['for']}); the controller applies it: tau quota list --workspace {r['workspace']}"
+    )
 
 
 @app.command("approve")
-def approve(ref: RefArg, note: NoteOpt = "",
-            workspace: WorkspaceOpt = None,
-            context: ContextOpt = None, output: JsonOpt = ReportFormat.text) -> None:  # fmt: skip
+def approve(
+    ref: RefArg,
+    note: NoteOpt = "",
+    workspace: WorkspaceOpt = None,
+    context: ContextOpt = None,
+    output: JsonOpt = ReportFormat.text,
+) -> None:
     """Approve a request (platform admins; the API server checks)."""
     _decide(ref, "Approved", note, workspace, context, output)
 
 
 @app.command("deny")
-def deny(ref: RefArg, note: NoteOpt = "",
-         workspace: WorkspaceOpt = None,
-         context: ContextOpt = None, output: JsonOpt = ReportFormat.text) -> None:  # fmt: skip
+def deny(
+    ref: RefArg,
+    note: NoteOpt = "",
+    workspace: WorkspaceOpt = None,
+    context: ContextOpt = None,
+    output: JsonOpt = ReportFormat.text,
+) -> None:
     """Deny a request (platform admins; the API server checks)."""
     _decide(ref, "Denied", note, workspace, context, output)

@@ -219,8 +219,18 @@ def run_submit(
         return
     from taugrid.client import runs
 
-    got = runs.submit(file, target=target, context=context, workspace=workspace, profile=profile,
-                      run_id=run_id, strict=strict, ray_pip=ray_pip, python=python, say=say)  # fmt: skip
+    got = runs.submit(
+        file,
+        target=target,
+        context=context,
+        workspace=workspace,
+        profile=profile,
+        run_id=run_id,
+        strict=strict,
+        ray_pip=ray_pip,
+        python=python,
+        say=say,
+    )
     from taugrid.runs.evidence import RunDir
 
     _attach(RunDir(got.evidence), detach)
@@ -323,8 +333,18 @@ def run_list(
     for r in rows:
         step = "" if r["last_step"] is None else str(r["last_step"])
         note = r["last_error"] or ("" if r["phase"] in ("Succeeded", "Running") else r["summary"])
-        lines.append((r["run_id"], r["kind"], r["phase"], duration(r["duration_s"]), step,
-                      metrics_line(r["latest_metrics"], 2), r["created_at"][:19], note or ""))  # fmt: skip
+        lines.append(
+            (
+                r["run_id"],
+                r["kind"],
+                r["phase"],
+                duration(r["duration_s"]),
+                step,
+                metrics_line(r["latest_metrics"], 2),
+                r["created_at"][:19],
+                note or "",
+            )
+        )
     out(columns(("RUN", "KIND", "PHASE", "DURATION", "STEP", "METRICS", "CREATED", "NOTE"), lines))
 
 
@@ -360,9 +380,12 @@ def run_attach(run: RunArg, detach: DetachOpt = False, context: ContextOpt = Non
 
 @app.command("resume")
 def run_resume(
-    run: RunArg, detach: DetachOpt = False, ray_pip: RayPipOpt = False, python: PythonOpt = None,
+    run: RunArg,
+    detach: DetachOpt = False,
+    ray_pip: RayPipOpt = False,
+    python: PythonOpt = None,
     context: ContextOpt = None,
-) -> None:  # fmt: skip
+) -> None:
     """Start a new run from the newest complete checkpoint of RUN (lineage kept in both)."""
     from taugrid.client import runs
 
@@ -500,8 +523,11 @@ def run_gc(output: JsonOpt = ReportFormat.text) -> None:
     from taugrid.runs.index import list_runs
 
     gone = gc(list_runs(), say)
-    out(dump_json({"destroyed": gone}) if output is ReportFormat.json else
-        f"destroyed {len(gone)} run stack(s){': ' + ', '.join(gone) if gone else ''}")  # fmt: skip
+    out(
+        dump_json({"destroyed": gone})
+        if output is ReportFormat.json
+        else f"destroyed {len(gone)} run stack(s){': ' + ', '.join(gone) if gone else ''}"
+    )
 
 
 @app.command("schema")

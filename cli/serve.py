@@ -16,8 +16,11 @@ from taugrid.cli.output import columns, dump_json, out, say
 if TYPE_CHECKING:
     from taugrid.api.serve import ServiceStatus
 
-app = typer.Typer(no_args_is_help=True, help="Serve models: deploy, roll out, roll back, scale, "
-                  "invoke (Ray Serve; every deploy is a revision).")  # fmt: skip
+app = typer.Typer(
+    no_args_is_help=True,
+    help="Serve models: deploy, roll out, roll back, scale, "
+    "invoke (Ray Serve; every deploy is a revision).",
+)
 
 NameArg = Annotated[str, typer.Argument(help="The service's name")]
 NameOpt = Annotated[
@@ -38,36 +41,49 @@ ServeTargetOpt = Annotated[
 ]
 NoWaitOpt = Annotated[bool, typer.Option("--no-wait", help="Return once deployed, not ready")]
 StrategyOpt = Annotated[
-    str | None, typer.Option("--strategy", help="rolling, blue-green or canary (default: the "
-                             "tau.yaml's service.rollout.strategy)")
-]  # fmt: skip
+    str | None,
+    typer.Option(
+        "--strategy",
+        help="rolling, blue-green or canary (default: the tau.yaml's service.rollout.strategy)",
+    ),
+]
 
 
 def _show(st: ServiceStatus, output: ReportFormat) -> None:
     if output is ReportFormat.json:
         out(dump_json(st.model_dump(mode="json")))
         return
-    lines = [f"{st.name}  {st.phase}  revision {st.revision}" + (f"  model {st.model}" if st.model else ""),
-             f"  {st.summary}"]  # fmt: skip
+    lines = [
+        f"{st.name}  {st.phase}  revision {st.revision}"
+        + (f"  model {st.model}" if st.model else ""),
+        f"  {st.summary}",
+    ]
     if st.endpoint:
         lines.append(f"  endpoint: {st.endpoint}")
     r = st.replicas
     serving = {True: "yes (a request answered)", False: "no", None: "not asked"}[st.serving]
-    lines.append(f"  replicas: {r.ready}/{r.wanted} ready" + (f", {r.starting} starting" if r.starting else "")
-                 + f"  ({st.scale})  healthy: {'yes' if st.healthy else 'no'}  serving: {serving}")  # fmt: skip
+    lines.append(
+        f"  replicas: {r.ready}/{r.wanted} ready"
+        + (f", {r.starting} starting" if r.starting else "")
+        + f"  ({st.scale})  healthy: {'yes' if st.healthy else 'no'}  serving: {serving}"
+    )
     if st.admitted is not None:
         lines.append(f"  admitted by Kueue: {'yes' if st.admitted else 'no'}")
     if st.rollout:
         t = st.rollout["traffic"]
-        lines.append(f"  rollout: revision {st.rollout['from']} -> {st.rollout['to']} "
-                     f"({st.rollout['strategy']}): {st.rollout['new_ready']} new replica(s) ready; "
-                     "traffic " + ", ".join(f"r{k} {v}%" for k, v in t.items()))  # fmt: skip
+        lines.append(
+            f"  rollout: revision {st.rollout['from']} -> {st.rollout['to']} "
+            f"({st.rollout['strategy']}): {st.rollout['new_ready']} new replica(s) ready; "
+            "traffic " + ", ".join(f"r{k} {v}%" for k, v in t.items())
+        )
     if st.revisions:
         lines.append("  revisions:")
         for row in st.revisions[-5:]:
             mark = {"serving": "*", "previous": "<", "canary": "~"}.get(row["state"], " ")
-            lines.append(f"   {mark} {row['revision']:>3}  {row['created_at'][:19]}  "
-                         f"{row['model'] or '-'}  {row['reason']} by {row['created_by']}")  # fmt: skip
+            lines.append(
+                f"   {mark} {row['revision']:>3}  {row['created_at'][:19]}  "
+                f"{row['model'] or '-'}  {row['reason']} by {row['created_by']}"
+            )
     if st.events:
         lines.append("  events:")
         lines += [f"    {e.at[:19]}  {e.kind:<10} {e.message}" for e in st.events[-6:]]
@@ -75,42 +91,89 @@ def _show(st: ServiceStatus, output: ReportFormat) -> None:
 
 
 @app.command("deploy")
-def deploy(file: FileArg = None, name: NameOpt = None, model: ModelOpt = None,
-           from_run: FromRunOpt = None, checkpoint: CheckpointOpt = None,
-           target: ServeTargetOpt = "local",
-           port: Annotated[int | None, typer.Option("--port", help="Local: the HTTP port of Ray Serve's proxy (default: a free one)")] = None,
-           context: ContextOpt = None, workspace: WorkspaceOpt = None, profile: ProfileOpt = None,
-           no_wait: NoWaitOpt = False, output: JsonOpt = ReportFormat.text) -> None:  # fmt: skip
+def deploy(
+    file: FileArg = None,
+    name: NameOpt = None,
+    model: ModelOpt = None,
+    from_run: FromRunOpt = None,
+    checkpoint: CheckpointOpt = None,
+    target: ServeTargetOpt = "local",
+    port: Annotated[
+        int | None,
+        typer.Option(
+            "--port", help="Local: the HTTP port of Ray Serve's proxy (default: a free one)"
+        ),
+    ] = None,
+    context: ContextOpt = None,
+    workspace: WorkspaceOpt = None,
+    profile: ProfileOpt = None,
+    no_wait: NoWaitOpt = False,
+    output: JsonOpt = ReportFormat.text,
+) -> None:
     """Deploy a new service (revision 1) from the tau.yaml's `service` block, and wait until it
     serves. The model reference is pinned to its exact version now. --target kube: a RayService
     in your workspace, admitted by Kueue."""
     from taugrid.client import serve
 
-    st = serve.deploy(file, name=name, model=model, from_run=from_run, checkpoint=checkpoint,
-                      target=target, port=port, context=context, workspace=workspace,
-                      profile=profile, wait=not no_wait, say=say)  # fmt: skip
+    st = serve.deploy(
+        file,
+        name=name,
+        model=model,
+        from_run=from_run,
+        checkpoint=checkpoint,
+        target=target,
+        port=port,
+        context=context,
+        workspace=workspace,
+        profile=profile,
+        wait=not no_wait,
+        say=say,
+    )
     _show(st, output)
 
 
 @app.command("rollout")
-def rollout(name: NameArg, file: FileArg = None, model: ModelOpt = None,
-            from_run: FromRunOpt = None, checkpoint: CheckpointOpt = None,
-            strategy: StrategyOpt = None,
-            step: Annotated[int | None, typer.Option("--step", help="canary: the new revision's traffic share, %")] = None,
-            no_wait: NoWaitOpt = False, output: JsonOpt = ReportFormat.text) -> None:  # fmt: skip
+def rollout(
+    name: NameArg,
+    file: FileArg = None,
+    model: ModelOpt = None,
+    from_run: FromRunOpt = None,
+    checkpoint: CheckpointOpt = None,
+    strategy: StrategyOpt = None,
+    step: Annotated[
+        int | None, typer.Option("--step", help="canary: the new revision's traffic share, %")
+    ] = None,
+    no_wait: NoWaitOpt = False,
+    output: JsonOpt = ReportFormat.text,
+) -> None:
     """Roll out a new revision: the tau.yaml again (default: the one it was deployed from) and/or
     a new model. No request is dropped; a revision that fails to start is rolled back."""
     from taugrid.client import serve
 
-    st = serve.rollout(name, file, model=model, from_run=from_run, checkpoint=checkpoint,
-                       strategy=strategy, step=step, wait=not no_wait, say=say)  # fmt: skip
+    st = serve.rollout(
+        name,
+        file,
+        model=model,
+        from_run=from_run,
+        checkpoint=checkpoint,
+        strategy=strategy,
+        step=step,
+        wait=not no_wait,
+        say=say,
+    )
     _show(st, output)
 
 
 @app.command("rollback")
-def rollback(name: NameArg,
-             to: Annotated[int | None, typer.Option("--to", help="The revision (default: the one before the last change)")] = None,
-             no_wait: NoWaitOpt = False, output: JsonOpt = ReportFormat.text) -> None:  # fmt: skip
+def rollback(
+    name: NameArg,
+    to: Annotated[
+        int | None,
+        typer.Option("--to", help="The revision (default: the one before the last change)"),
+    ] = None,
+    no_wait: NoWaitOpt = False,
+    output: JsonOpt = ReportFormat.text,
+) -> None:
     """Serve a kept revision again: its code and its pinned model version, as they were."""
     from taugrid.client import serve
 
@@ -118,8 +181,7 @@ def rollback(name: NameArg,
 
 
 @app.command("promote")
-def promote(name: NameArg, no_wait: NoWaitOpt = False,
-            output: JsonOpt = ReportFormat.text) -> None:  # fmt: skip
+def promote(name: NameArg, no_wait: NoWaitOpt = False, output: JsonOpt = ReportFormat.text) -> None:
     """Give a canary revision all the requests: it becomes the serving revision (the one before
     stays for `tau serve rollback`)."""
     from taugrid.client import serve
@@ -128,22 +190,36 @@ def promote(name: NameArg, no_wait: NoWaitOpt = False,
 
 
 @app.command("scale")
-def scale(name: NameArg,
-          replicas: Annotated[int | None, typer.Option("--replicas", help="A fixed count (0 stops every replica)")] = None,
-          min_replicas: Annotated[int | None, typer.Option("--min", help="Autoscaling: at least (0: scale to zero when idle)")] = None,
-          max_replicas: Annotated[int | None, typer.Option("--max", help="Autoscaling: at most")] = None,
-          output: JsonOpt = ReportFormat.text) -> None:  # fmt: skip
+def scale(
+    name: NameArg,
+    replicas: Annotated[
+        int | None, typer.Option("--replicas", help="A fixed count (0 stops every replica)")
+    ] = None,
+    min_replicas: Annotated[
+        int | None, typer.Option("--min", help="Autoscaling: at least (0: scale to zero when idle)")
+    ] = None,
+    max_replicas: Annotated[int | None, typer.Option("--max", help="Autoscaling: at most")] = None,
+    output: JsonOpt = ReportFormat.text,
+) -> None:
     """Change the replica count or the autoscaling bounds (not a new revision)."""
     from taugrid.client import serve
 
-    _show(serve.scale(name, replicas=replicas, min_replicas=min_replicas,
-                      max_replicas=max_replicas, say=say), output)  # fmt: skip
+    _show(
+        serve.scale(
+            name, replicas=replicas, min_replicas=min_replicas, max_replicas=max_replicas, say=say
+        ),
+        output,
+    )
 
 
 @app.command("status")
-def status(name: NameArg,
-           watch: Annotated[bool, typer.Option("--watch", "-w", help="Print each change until it settles")] = False,
-           output: JsonOpt = ReportFormat.text) -> None:  # fmt: skip
+def status(
+    name: NameArg,
+    watch: Annotated[
+        bool, typer.Option("--watch", "-w", help="Print each change until it settles")
+    ] = False,
+    output: JsonOpt = ReportFormat.text,
+) -> None:
     """Phase, replicas ready, whether a request is answered, the rollout's progress, revisions."""
     from taugrid.client import serve
 
@@ -166,15 +242,31 @@ def list_(output: JsonOpt = ReportFormat.text) -> None:
     if not rows:
         out("no services (tau serve deploy [tau.yaml])")
         return
-    out(columns(["NAME", "TARGET", "PHASE", "REV", "MODEL", "REPLICAS", "ENDPOINT"],
-                [[s.name, s.target, s.phase, str(s.revision), s.model or "-",
-                  f"{s.replicas.ready}/{s.replicas.wanted}", s.endpoint or "-"] for s in rows]))  # fmt: skip
+    out(
+        columns(
+            ["NAME", "TARGET", "PHASE", "REV", "MODEL", "REPLICAS", "ENDPOINT"],
+            [
+                [
+                    s.name,
+                    s.target,
+                    s.phase,
+                    str(s.revision),
+                    s.model or "-",
+                    f"{s.replicas.ready}/{s.replicas.wanted}",
+                    s.endpoint or "-",
+                ]
+                for s in rows
+            ],
+        )
+    )
 
 
 @app.command("logs")
-def logs(name: NameArg,
-         follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new lines")] = False,
-         tail: Annotated[int, typer.Option("--tail", help="Lines to show first (0: all)")] = 200) -> None:  # fmt: skip
+def logs(
+    name: NameArg,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing new lines")] = False,
+    tail: Annotated[int, typer.Option("--tail", help="Lines to show first (0: all)")] = 200,
+) -> None:
     """The replicas' logs (each line prefixed with its replica)."""
     from taugrid.client import serve
 
@@ -220,11 +312,24 @@ def _body(data: str | None, raw: str | None) -> tuple[bytes | None, str]:
 
 
 @app.command("invoke")
-def invoke(name: NameArg,
-           data: Annotated[str | None, typer.Option("--data", "-d", help="Request body: JSON text, or @FILE (checked to be JSON)")] = None,
-           data_raw: Annotated[str | None, typer.Option("--data-raw", help="Request body sent as it is (text or @FILE), application/octet-stream")] = None,
-           path: Annotated[str, typer.Option("--path", help="Under the service's route, e.g. /predict")] = "",
-           output: JsonOpt = ReportFormat.text) -> None:  # fmt: skip
+def invoke(
+    name: NameArg,
+    data: Annotated[
+        str | None,
+        typer.Option("--data", "-d", help="Request body: JSON text, or @FILE (checked to be JSON)"),
+    ] = None,
+    data_raw: Annotated[
+        str | None,
+        typer.Option(
+            "--data-raw",
+            help="Request body sent as it is (text or @FILE), application/octet-stream",
+        ),
+    ] = None,
+    path: Annotated[
+        str, typer.Option("--path", help="Under the service's route, e.g. /predict")
+    ] = "",
+    output: JsonOpt = ReportFormat.text,
+) -> None:
     """Send one request (POST with --data or --data-raw, else GET) and print the answer."""
     from taugrid.client import serve
 

@@ -112,4 +112,4 @@ __all__ = [
     "wait",
     "watch",
     "workspaces",
-]  # fmt: skip
+]

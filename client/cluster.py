@@ -28,8 +28,12 @@ class Workspace:
     profiles: list[str]
 
     def doc(self) -> dict[str, Any]:
-        return {**self.ref.model_dump(mode="json", exclude_none=True), "default": self.default,
-                "queues": self.queues, "profiles": self.profiles}  # fmt: skip
+        return {
+            **self.ref.model_dump(mode="json", exclude_none=True),
+            "default": self.default,
+            "queues": self.queues,
+            "profiles": self.profiles,
+        }
 
 
 @dataclass(frozen=True)
@@ -46,8 +50,14 @@ def workspaces(context: str | None = None) -> Workspaces:
     rows = []
     for w in disc.usable_workspaces(snap):
         mine = [p for p in snap.profiles if p.applies_to(w.name)]
-        rows.append(Workspace(w, w.name == snap.defaultWorkspace,
-                              sorted({p.localQueue for p in mine}), [p.name for p in mine]))  # fmt: skip
+        rows.append(
+            Workspace(
+                w,
+                w.name == snap.defaultWorkspace,
+                sorted({p.localQueue for p in mine}),
+                [p.name for p in mine],
+            )
+        )
     return Workspaces(snap.cluster, rows, [w.name for w in snap.workspaces])
 
 

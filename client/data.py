@@ -37,9 +37,17 @@ def _created(run: str | None = None) -> Created:
     return Created(by=submitter(), at=k8s_time(), host=socket.gethostname(), run=run)
 
 
-def register(kind: Kind, name: str, path: str | Path, *, purpose: str | None = None,
-             description: str | None = None, tags: dict[str, str] | None = None,
-             registry: str | None = None, progress: Progress | None = None) -> Registered:  # fmt: skip
+def register(
+    kind: Kind,
+    name: str,
+    path: str | Path,
+    *,
+    purpose: str | None = None,
+    description: str | None = None,
+    tags: dict[str, str] | None = None,
+    registry: str | None = None,
+    progress: Progress | None = None,
+) -> Registered:
     """A file or folder as a new version of `name` (the same content again: the same version,
     nothing re-read that the stat cache knows). An empty path is refused (it is not the
     current folder), and so is anything but a file or a folder."""
@@ -50,8 +58,16 @@ def register(kind: Kind, name: str, path: str | Path, *, purpose: str | None = N
             exit_code=EXIT_USAGE,
             hint=f"tau data {kind} register {name} PATH (. for the current folder)",
         )
-    return default_store(registry).register(kind, name, Path(path), _created(), purpose=purpose,
-                                    description=description, tags=tags, progress=progress)  # fmt: skip
+    return default_store(registry).register(
+        kind,
+        name,
+        Path(path),
+        _created(),
+        purpose=purpose,
+        description=description,
+        tags=tags,
+        progress=progress,
+    )
 
 
 def register_model_from_run(
@@ -217,21 +233,29 @@ def _checkpoint(
     if which not in ("latest", "best"):
         found = next((c for c in ckpts if c["path"] == which), None)
         if found is None:
-            raise TauError(f"checkpoint {which}: not a complete checkpoint of run {rec.run_id}",
-                           exit_code=EXIT_USAGE,
-                           hint=f"complete ones: {', '.join(c['path'] for c in ckpts) or 'none'}")  # fmt: skip
+            raise TauError(
+                f"checkpoint {which}: not a complete checkpoint of run {rec.run_id}",
+                exit_code=EXIT_USAGE,
+                hint=f"complete ones: {', '.join(c['path'] for c in ckpts) or 'none'}",
+            )
         return which, found.get("step")
     if not ckpts:
-        raise TauError(f"run {rec.run_id} has no complete checkpoint", exit_code=EXIT_USAGE,
-                       hint="register a folder instead: tau data model register NAME PATH")  # fmt: skip
+        raise TauError(
+            f"run {rec.run_id} has no complete checkpoint",
+            exit_code=EXIT_USAGE,
+            hint="register a folder instead: tau data model register NAME PATH",
+        )
     if which == "latest":
         return ckpts[-1]["path"], ckpts[-1].get("step")
     metric, lower = _primary(rec)
     by_step = {r["step"]: r for r in rows if isinstance(r.get(metric), int | float)}
     scored = [(by_step[c["step"]][metric], c) for c in ckpts if c.get("step") in by_step]
     if not scored:
-        raise TauError(f"run {rec.run_id}: no checkpoint has a value of {metric!r}",
-                       exit_code=EXIT_USAGE, hint="--checkpoint latest, or a path")  # fmt: skip
+        raise TauError(
+            f"run {rec.run_id}: no checkpoint has a value of {metric!r}",
+            exit_code=EXIT_USAGE,
+            hint="--checkpoint latest, or a path",
+        )
     best = (min if lower else max)(scored, key=lambda x: x[0])[1]
     return best["path"], best.get("step")
 
@@ -240,8 +264,11 @@ def _primary(rec: Any) -> tuple[str, bool]:
     """The run's primary metric and whether lower is better, from its record."""
     metric, direction = rec.primary_metric, rec.metric_direction
     if not metric:
-        raise TauError(f"run {rec.run_id} names no primary metric: 'best' is undefined",
-                       exit_code=EXIT_USAGE, hint="--checkpoint latest, or set metrics.primary in tau.yaml")  # fmt: skip
+        raise TauError(
+            f"run {rec.run_id} names no primary metric: 'best' is undefined",
+            exit_code=EXIT_USAGE,
+            hint="--checkpoint latest, or set metrics.primary in tau.yaml",
+        )
     lower = direction != "higher" and not (direction is None and "acc" in metric)
     return metric, lower
 
@@ -251,8 +278,11 @@ def _metrics_at(rows: list[dict[str, Any]], step: int | None) -> dict[str, float
         return {}
     for r in rows:
         if r.get("step") == step:
-            return {k: float(v) for k, v in r.items()
-                    if isinstance(v, int | float) and k not in ("step", "ts")}  # fmt: skip
+            return {
+                k: float(v)
+                for k, v in r.items()
+                if isinstance(v, int | float) and k not in ("step", "ts")
+            }
     return {}
 
 
@@ -270,9 +300,17 @@ def list_(kind: Kind, *, registry: str | None = None) -> builtins.list[dict[str,
             continue
         count, newest = got
         aliases = s.aliases(kind, name)
-        rows.append({"name": name, "versions": count, "newest": short(newest.version),
-                     "size": newest.size, "files": newest.files, "created": newest.created.at,
-                     "aliases": {a: short(v) for a, v in sorted(aliases.items())}})  # fmt: skip
+        rows.append(
+            {
+                "name": name,
+                "versions": count,
+                "newest": short(newest.version),
+                "size": newest.size,
+                "files": newest.files,
+                "created": newest.created.at,
+                "aliases": {a: short(v) for a, v in sorted(aliases.items())},
+            }
+        )
     return rows
 
 
@@ -295,8 +333,9 @@ def aliases_of(
     )
 
 
-def verify(kind: Kind, ref: str, *, registry: str | None = None,
-           progress: Progress | None = None) -> tuple[VersionRecord, builtins.list[str]]:  # fmt: skip
+def verify(
+    kind: Kind, ref: str, *, registry: str | None = None, progress: Progress | None = None
+) -> tuple[VersionRecord, builtins.list[str]]:
     s = default_store(registry)
     rec = s.resolve(kind, parse_ref(ref))
     return rec, s.verify(rec, progress)
@@ -348,8 +387,9 @@ def gc(*, registry: str | None = None, dry_run: bool = False, grace_s: float = 3
     return default_store(registry).gc(dry_run=dry_run, grace_s=grace_s)
 
 
-def copy(kind: Kind, ref: str, to: str, *, registry: str | None = None,
-         progress: Progress | None = None) -> Copied:  # fmt: skip
+def copy(
+    kind: Kind, ref: str, to: str, *, registry: str | None = None, progress: Progress | None = None
+) -> Copied:
     """Put the version `ref` names into the store `to` (a workspace's registry, a colleague's):
     only the files it lacks, checked on the way; the record last. Aliases are not copied."""
     from taugrid.api.data import registry_problem
@@ -367,8 +407,16 @@ def copy(kind: Kind, ref: str, to: str, *, registry: str | None = None,
     return src.copy_to(rec, open_store(to, create=True), progress)  # a copy makes its place
 
 
-def set_alias(kind: Kind, name: str, alias: str, ref: str, *, expect: str | None = None,
-              expect_absent: bool = False, registry: str | None = None) -> AliasMove:  # fmt: skip
+def set_alias(
+    kind: Kind,
+    name: str,
+    alias: str,
+    ref: str,
+    *,
+    expect: str | None = None,
+    expect_absent: bool = False,
+    registry: str | None = None,
+) -> AliasMove:
     """Move `alias` to the version `ref` names, only if it is `expect` now (a version or a short
     version) or absent: a true compare-and-swap."""
     from taugrid.api.kubetime import k8s_time
@@ -377,12 +425,21 @@ def set_alias(kind: Kind, name: str, alias: str, ref: str, *, expect: str | None
     s = default_store(registry)
     target = s.resolve(kind, parse_ref(f"{name}@{ref}" if "@" not in ref else ref))
     exp = s.resolve(kind, parse_ref(f"{name}@{expect}")).version if expect else None
-    return s.set_alias(kind, name, alias, target.version, submitter(), k8s_time(),
-                       expect=exp, expect_absent=expect_absent)  # fmt: skip
+    return s.set_alias(
+        kind,
+        name,
+        alias,
+        target.version,
+        submitter(),
+        k8s_time(),
+        expect=exp,
+        expect_absent=expect_absent,
+    )
 
 
-def remove_alias(kind: Kind, name: str, alias: str, *, expect: str | None = None,
-                 registry: str | None = None) -> AliasMove:  # fmt: skip
+def remove_alias(
+    kind: Kind, name: str, alias: str, *, expect: str | None = None, registry: str | None = None
+) -> AliasMove:
     from taugrid.api.kubetime import k8s_time
     from taugrid.runs.provenance import submitter
 
@@ -395,16 +452,20 @@ def get_alias(kind: Kind, name: str, alias: str, *, registry: str | None = None)
     return default_store(registry).resolve(kind, parse_ref(f"{name}@{alias}"))
 
 
-def history(kind: Kind, name: str, alias: str | None = None, *,
-            registry: str | None = None) -> builtins.list[AliasMove]:  # fmt: skip
+def history(
+    kind: Kind, name: str, alias: str | None = None, *, registry: str | None = None
+) -> builtins.list[AliasMove]:
     return default_store(registry).history(kind, name, alias)
 
 
 def remove(kind: Kind, ref: str, *, registry: str | None = None) -> VersionRecord:
     r = parse_ref(ref)
     if not r.is_version:
-        raise TauError(f"{ref}: name the version to remove (NAME@sha256:...)", exit_code=EXIT_USAGE,
-                       hint=f"tau data {kind} show {r.name} lists them")  # fmt: skip
+        raise TauError(
+            f"{ref}: name the version to remove (NAME@sha256:...)",
+            exit_code=EXIT_USAGE,
+            hint=f"tau data {kind} show {r.name} lists them",
+        )
     s = default_store(registry)
     rec = s.resolve(kind, r)
     s.remove(kind, rec.name, rec.version)
@@ -465,5 +526,6 @@ def _serving(version: str) -> builtins.list[dict[str, Any]]:
 def models_from_run(run: str, *, registry: str | None = None) -> builtins.list[VersionRecord]:
     """The model versions registered from the run `run` (their lineage names it), oldest first."""
     s = default_store(registry)
-    return [m for name in s.names("model") for m in s.versions("model", name)
-            if m.lineage.run == run]  # fmt: skip
+    return [
+        m for name in s.names("model") for m in s.versions("model", name) if m.lineage.run == run
+    ]

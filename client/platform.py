@@ -39,8 +39,9 @@ def engine(stack: str, stacks_dir: Path | None = None, say: Say | None = None) -
     return eng
 
 
-def packs(policy_packs: list[Path] | None = None, no_policies: bool = False,
-          say: Say = _quiet) -> list[str]:  # fmt: skip
+def packs(
+    policy_packs: list[Path] | None = None, no_policies: bool = False, say: Say = _quiet
+) -> list[str]:
     from taugrid.infra.deploy import policy_packs as chosen
 
     return chosen(policy_packs, no_policies, say)
@@ -53,8 +54,9 @@ def plan(stack: str, stacks_dir: Path | None = None) -> Any:
     return _plan().evaluate(stack, validated(stack, stacks_dir))
 
 
-def diff(source: str, target: str, stacks_dir: Path | None = None, *,
-         everything: bool = False) -> dict[str, Any]:  # fmt: skip
+def diff(
+    source: str, target: str, stacks_dir: Path | None = None, *, everything: bool = False
+) -> dict[str, Any]:
     """What promoting SOURCE onto TARGET moves (offline): SOURCE's version lock onto TARGET
     (`lock`: path, old, new) and TARGET's resources that changes. With `everything`, the whole
     declaration difference instead (pools, queues, workspaces, the cluster: what promotion
@@ -79,9 +81,14 @@ def diff(source: str, target: str, stacks_dir: Path | None = None, *,
         d["scope"] = "version lock"
         d["lock"] = [asdict(c) for c in changes]
     d["promotes_to"] = src.promotesTo
-    d["warnings"] = [] if src.promotesTo == target else [
-        f"{target} is not where {source} promotes to ({source}'s promotesTo is "
-        f"{src.promotesTo or 'not set'})"]  # fmt: skip
+    d["warnings"] = (
+        []
+        if src.promotesTo == target
+        else [
+            f"{target} is not where {source} promotes to ({source}'s promotesTo is "
+            f"{src.promotesTo or 'not set'})"
+        ]
+    )
     return d
 
 
@@ -93,17 +100,30 @@ def snapshot(stack: str, stacks_dir: Path | None = None) -> dict[str, Any]:
     return profile_snapshot(validated(stack, stacks_dir), stack)
 
 
-def preview(stack: str, *, stacks_dir: Path | None = None, policy_packs: list[str] | None = None,
-            say: Say | None = None, refresh: bool = False) -> Outcome:  # fmt: skip
+def preview(
+    stack: str,
+    *,
+    stacks_dir: Path | None = None,
+    policy_packs: list[str] | None = None,
+    say: Say | None = None,
+    refresh: bool = False,
+) -> Outcome:
     """What `up` would change (the engine's preview), checked against the policy packs (a
     mandatory violation: TauError, exit 4); `refresh`: against the cluster as it is now."""
-    return engine(stack, stacks_dir, say).preview(say=say, policy_packs=policy_packs or [],
-                                             refresh=refresh)  # fmt: skip
+    return engine(stack, stacks_dir, say).preview(
+        say=say, policy_packs=policy_packs or [], refresh=refresh
+    )
 
 
-def up(stack: str, *, stacks_dir: Path | None = None, policy_packs: list[str] | None = None,
-       confirm: Callable[[Outcome], bool] | None = None, say: Say | None = None,
-       refresh: bool = False) -> Applied:  # fmt: skip
+def up(
+    stack: str,
+    *,
+    stacks_dir: Path | None = None,
+    policy_packs: list[str] | None = None,
+    confirm: Callable[[Outcome], bool] | None = None,
+    say: Say | None = None,
+    refresh: bool = False,
+) -> Applied:
     """Preview with the policy packs, ask `confirm` (None: confirmed), then update;
     `refresh`: drift (objects changed or deleted out of band) is seen and repaired."""
     from taugrid.infra.deploy import apply
@@ -133,8 +153,13 @@ def promotion(
     return p, promote.preview_lines(p)
 
 
-def promote(source: str, target: str, *, stacks_dir: Path | None = None,
-            confirm: Callable[[Promotion, list[str]], bool] | None = None) -> Promotion | None:  # fmt: skip
+def promote(
+    source: str,
+    target: str,
+    *,
+    stacks_dir: Path | None = None,
+    confirm: Callable[[Promotion, list[str]], bool] | None = None,
+) -> Promotion | None:
     """Check, preview, confirm (None: confirmed), and write the promotion into TARGET's stack
     file. None: nothing to change, or not confirmed."""
     from taugrid.infra import promote as promote_

@@ -10,8 +10,15 @@ from typing import Any, Literal
 from taugrid.client.cluster import discovery
 
 
-def request(gpus: int, for_: str, reason: str, *, workspace: str | None = None,
-            profile: str | None = None, context: str | None = None) -> dict[str, Any]:  # fmt: skip
+def request(
+    gpus: int,
+    for_: str,
+    reason: str,
+    *,
+    workspace: str | None = None,
+    profile: str | None = None,
+    context: str | None = None,
+) -> dict[str, Any]:
     """Ask for `gpus` more GPUs of quota in a workspace for `for_` (30m, 48h, 7d) once granted;
     `profile` names the GPU pool (default: the workspace's only GPU profile)."""
     from taugrid.kube import quota as q
@@ -24,8 +31,9 @@ def request(gpus: int, for_: str, reason: str, *, workspace: str | None = None,
     return q.row(q.submit(disc.kube, obj))
 
 
-def list_requests(*, workspace: str | None = None, all_namespaces: bool = False,
-                  context: str | None = None) -> builtins.list[dict[str, Any]]:  # fmt: skip
+def list_requests(
+    *, workspace: str | None = None, all_namespaces: bool = False, context: str | None = None
+) -> builtins.list[dict[str, Any]]:
     """Requests, newest first: of one workspace, of every one the user may use, or (admins,
     `all_namespaces`) cluster-wide."""
     from taugrid.kube import quota as q
@@ -41,8 +49,14 @@ def may_decide(context: str | None = None) -> bool:
     return bool(discovery(context).kube.can("list", "TauQuotaRequest", ""))
 
 
-def decide(ref: str, verdict: Literal["Approved", "Denied"], note: str = "", *,
-           workspace: str | None = None, context: str | None = None) -> dict[str, Any]:  # fmt: skip
+def decide(
+    ref: str,
+    verdict: Literal["Approved", "Denied"],
+    note: str = "",
+    *,
+    workspace: str | None = None,
+    context: str | None = None,
+) -> dict[str, Any]:
     """Approve or deny a request (platform admins: the API server checks)."""
     from taugrid.kube import quota as q
 
@@ -51,13 +65,15 @@ def decide(ref: str, verdict: Literal["Approved", "Denied"], note: str = "", *,
     return q.row(q.decide(disc.kube, obj, verdict, note, q.whoami(disc.kube)))
 
 
-def approve(ref: str, note: str = "", *, workspace: str | None = None,
-            context: str | None = None) -> dict[str, Any]:  # fmt: skip
+def approve(
+    ref: str, note: str = "", *, workspace: str | None = None, context: str | None = None
+) -> dict[str, Any]:
     return decide(ref, "Approved", note, workspace=workspace, context=context)
 
 
-def deny(ref: str, note: str = "", *, workspace: str | None = None,
-         context: str | None = None) -> dict[str, Any]:  # fmt: skip
+def deny(
+    ref: str, note: str = "", *, workspace: str | None = None, context: str | None = None
+) -> dict[str, Any]:
     return decide(ref, "Denied", note, workspace=workspace, context=context)
 
 

@@ -170,8 +170,9 @@ def submit_many(
                 local.backend = _backend(target, context, say)
             backend = local.backend
             loaded = load.load_manifest(str(req.file))
-            prepared = backend.prepare(RunRequest(loaded, workspace=req.workspace,
-                                                  profile=req.profile, run_id=req.run_id))  # fmt: skip
+            prepared = backend.prepare(
+                RunRequest(loaded, workspace=req.workspace, profile=req.profile, run_id=req.run_id)
+            )
             rd = backend.submit(prepared, options, say)
             return Submitted(rd.read_record(), rd.path)
         except TauError as e:
@@ -255,9 +256,16 @@ def _statuses(
             if not tolerate:
                 raise
             say(f"note: {len(group)} {target} run(s) shown from their local records: {e.message}")
-            observed = [Observations(record=rd.read_record(), history=rd.read_history(),
-                                     now=time.time(), owner_alive=None, evidence=str(rd.path))
-                        for rd in group]  # fmt: skip
+            observed = [
+                Observations(
+                    record=rd.read_record(),
+                    history=rd.read_history(),
+                    now=time.time(),
+                    owner_alive=None,
+                    evidence=str(rd.path),
+                )
+                for rd in group
+            ]
         for rd, obs in zip(group, observed, strict=True):
             done[rd.run_id] = engine.compute(obs)
             _seal_if_ended(rd, done[rd.run_id])
@@ -273,8 +281,14 @@ def _ended_here(rd: RunDir, rec: RunRecord) -> bool:
 def _offline(rd: RunDir, rec: RunRecord) -> Any:
     from taugrid.api.observations import Observations
 
-    return Observations(record=rec, history=rd.read_history(), now=time.time(), owner_alive=None,
-                        sealed=True, evidence=str(rd.path))  # fmt: skip
+    return Observations(
+        record=rec,
+        history=rd.read_history(),
+        now=time.time(),
+        owner_alive=None,
+        sealed=True,
+        evidence=str(rd.path),
+    )
 
 
 def _seal_if_ended(rd: RunDir, st: RunStatus) -> None:
@@ -339,8 +353,9 @@ class StatusCache:
             self._by_id[run_id] = (stamp, st)
 
 
-def list_runs(*, context: str | None = None, say: Say = _quiet,
-              cache: StatusCache | None = None) -> list[RunStatus]:  # fmt: skip
+def list_runs(
+    *, context: str | None = None, say: Say = _quiet, cache: StatusCache | None = None
+) -> list[RunStatus]:
     """The runs submitted from this machine, newest last, each with its status: the ended ones
     from their sealed records, the others from their backends (a cluster that does not answer:
     its runs from their local records, and `say` says so). With `cache`, an ended run whose
@@ -378,8 +393,9 @@ def list_runs(*, context: str | None = None, say: Say = _quiet,
     return sorted(known.values(), key=lambda s: s.created_at)
 
 
-def cluster_runs(*, workspace: str | None = None, mine: bool = False,
-                 context: str | None = None) -> list[RunStatus]:  # fmt: skip
+def cluster_runs(
+    *, workspace: str | None = None, mine: bool = False, context: str | None = None
+) -> list[RunStatus]:
     """The runs of a cluster's workspace (every TauRun the user may read, whoever submitted
     it, from any machine), from what the controller recorded on each."""
     from taugrid.runs.backends.kube.backend import KubeBackend
@@ -436,8 +452,10 @@ def wait(
     st = None
     for st in watch(run, context=context, say=say):
         if deadline is not None and time.monotonic() > deadline:
-            raise TauError(f"{run} did not end within {timeout_s:.0f}s ({st.phase})",
-                           exit_code=EXIT_NOT_ADMITTED)  # fmt: skip
+            raise TauError(
+                f"{run} did not end within {timeout_s:.0f}s ({st.phase})",
+                exit_code=EXIT_NOT_ADMITTED,
+            )
     assert st is not None
     _settle(find(run, context=context), st.phase)
     return st.phase
@@ -470,8 +488,10 @@ def attach(run: str, *, context: str | None = None, say: Say = _quiet) -> RunDir
     rec = rd.read_record()
     backend = backend_of(rd, context, say)
     if rec.phase in TERMINAL:
-        raise TauError(f"{rd.run_id} has already ended: {rec.phase}",
-                       exit_code=0 if rec.phase == "Succeeded" else EXIT_RUN_FAILED)  # fmt: skip
+        raise TauError(
+            f"{rd.run_id} has already ended: {rec.phase}",
+            exit_code=0 if rec.phase == "Succeeded" else EXIT_RUN_FAILED,
+        )
     if not isinstance(backend, base.Attaches):
         raise TauError(f"runs on {rec.target} cannot be re-attached by this build")
     if not backend.attach(rd, say):
@@ -480,8 +500,14 @@ def attach(run: str, *, context: str | None = None, say: Say = _quiet) -> RunDir
     return rd
 
 
-def resume(run: str, *, context: str | None = None, ray_pip: bool = False,
-           python: str | None = None, say: Say = _quiet) -> Submitted:  # fmt: skip
+def resume(
+    run: str,
+    *,
+    context: str | None = None,
+    ray_pip: bool = False,
+    python: str | None = None,
+    say: Say = _quiet,
+) -> Submitted:
     """A new run from the newest complete checkpoint of an ended one (lineage kept in both)."""
     from taugrid.api.vocabulary import TERMINAL
     from taugrid.runs import load
@@ -494,18 +520,23 @@ def resume(run: str, *, context: str | None = None, ray_pip: bool = False,
     backend = backend_of(parent, context, say)
     phase, _ = engine.effective_phase(backend.observe([parent])[0])
     if phase not in TERMINAL:
-        raise TauError(f"{parent.run_id} is still {phase.lower()}",
-                       hint=f"tau run cancel {parent.run_id} first")  # fmt: skip
+        raise TauError(
+            f"{parent.run_id} is still {phase.lower()}",
+            hint=f"tau run cancel {parent.run_id} first",
+        )
     if not isinstance(backend, base.Resumes):
         raise TauError(f"runs on {rec.target} cannot be resumed by this build")
     ckpt = backend.newest_checkpoint(parent)
     if ckpt is None:
-        raise TauError(f"{parent.run_id} has no complete checkpoint to resume from",
-                       exit_code=EXIT_RUN_FAILED)  # fmt: skip
+        raise TauError(
+            f"{parent.run_id} has no complete checkpoint to resume from", exit_code=EXIT_RUN_FAILED
+        )
     folder = Path(rec.code_folder)
     if not folder.is_dir():
-        raise TauError(f"{parent.run_id}'s code folder {folder} is not on this machine",
-                       hint="resume it from the machine that submitted it")  # fmt: skip
+        raise TauError(
+            f"{parent.run_id}'s code folder {folder} is not on this machine",
+            hint="resume it from the machine that submitted it",
+        )
     loaded = load.load_manifest(folder)
     if loaded.manifest.config_hash() != rec.config_hash:
         say("note: tau.yaml changed since the original run; the current one is used")
@@ -614,8 +645,14 @@ def artifacts(run: str, *, context: str | None = None, limit: int = 200) -> Arti
     entries = index.get("complete") if isinstance(index, dict) else None
     done = [e for e in entries or [] if isinstance(e, dict) and e.get("path") in folders]
     files = sorted(f.path.removeprefix(out_prefix) for f in tree if f.path.startswith(out_prefix))
-    return Artifacts(f"{volume}/{ckpt_dir}", done, f"{volume}/{out_prefix}", files[:limit],
-                     max(0, len(files) - limit), children)  # fmt: skip
+    return Artifacts(
+        f"{volume}/{ckpt_dir}",
+        done,
+        f"{volume}/{out_prefix}",
+        files[:limit],
+        max(0, len(files) - limit),
+        children,
+    )
 
 
 def metrics(run: str, *, context: str | None = None) -> list[dict[str, Any]]:

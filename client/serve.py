@@ -43,14 +43,16 @@ def _quiet(_: str) -> None:
 
 
 # --- what a revision is made of ---------------------------------------------------------------
-def _spec(file: str | Path | None, model: str | None, from_run: str | None,
-          checkpoint: str | None) -> tuple[S.ServiceSpec, str, Path]:  # fmt: skip
+def _spec(
+    file: str | Path | None, model: str | None, from_run: str | None, checkpoint: str | None
+) -> tuple[S.ServiceSpec, str, Path]:
     spec, m, path = _spec_and_manifest(file, model, from_run, checkpoint)
     return spec, m.name, path
 
 
-def _spec_and_manifest(file: str | Path | None, model: str | None, from_run: str | None,
-                       checkpoint: str | None) -> tuple[S.ServiceSpec, Any, Path]:  # fmt: skip
+def _spec_and_manifest(
+    file: str | Path | None, model: str | None, from_run: str | None, checkpoint: str | None
+) -> tuple[S.ServiceSpec, Any, Path]:
     """The service block of a tau.yaml with the command's overrides, checked again."""
     from taugrid.api.issues import config_error
     from taugrid.runs.load import load_manifest
@@ -87,8 +89,13 @@ def _pin(
 
     if spec.model:
         rec = data.show("model", spec.model)
-        return S.ModelPin(ref=spec.model, name=rec.name, version=rec.version,
-                          from_run=rec.lineage.run, checkpoint=rec.lineage.checkpoint)  # fmt: skip
+        return S.ModelPin(
+            ref=spec.model,
+            name=rec.name,
+            version=rec.version,
+            from_run=rec.lineage.run,
+            checkpoint=rec.lineage.checkpoint,
+        )
     if spec.from_run:
         # a local service reads a revision's model from this machine's registry; a cluster
         # service from its workspace's, where a cluster run's checkpoint already is
@@ -103,8 +110,13 @@ def _pin(
             say=say,
         )
         r = got.record
-        return S.ModelPin(ref=f"run:{spec.from_run} ({spec.checkpoint})", name=r.name,
-                          version=r.version, from_run=r.lineage.run, checkpoint=r.lineage.checkpoint)  # fmt: skip
+        return S.ModelPin(
+            ref=f"run:{spec.from_run} ({spec.checkpoint})",
+            name=r.name,
+            version=r.version,
+            from_run=r.lineage.run,
+            checkpoint=r.lineage.checkpoint,
+        )
     return None
 
 
@@ -164,15 +176,20 @@ def _local_checks(spec: S.ServiceSpec) -> None:
 
     here = detect_gpus()
     if spec.gpus > here:
-        raise TauError(f"service.gpus: {spec.gpus} GPU(s) per replica; this machine has {here}",
-                       exit_code=EXIT_USAGE, hint="local services use this machine's GPUs: "
-                       "service: {gpus: 0}, or --target kube")  # fmt: skip
+        raise TauError(
+            f"service.gpus: {spec.gpus} GPU(s) per replica; this machine has {here}",
+            exit_code=EXIT_USAGE,
+            hint="local services use this machine's GPUs: service: {gpus: 0}, or --target kube",
+        )
 
 
 def _check_target(target: str) -> None:
     if target not in TARGETS:
-        raise TauError(f"--target {target}: not a target", exit_code=EXIT_USAGE,
-                       hint="local (Ray Serve on the local Ray head) or kube (a RayService)")  # fmt: skip
+        raise TauError(
+            f"--target {target}: not a target",
+            exit_code=EXIT_USAGE,
+            hint="local (Ray Serve on the local Ray head) or kube (a RayService)",
+        )
 
 
 def _shape(sd: ServiceDir, rev: S.Revision, model_dir: Path | None) -> AppShape:
@@ -182,9 +199,17 @@ def _shape(sd: ServiceDir, rev: S.Revision, model_dir: Path | None) -> AppShape:
     return check_app(sd.code_dir(rev.number), rev.spec, env)
 
 
-def _config(sd: ServiceDir, rec: S.ServiceRecord, rev: S.Revision, shape: AppShape,
-            scale: S.Scale, strategy: str, *, route: str | None = None,
-            app: str | None = None) -> dict[str, Any]:  # fmt: skip
+def _config(
+    sd: ServiceDir,
+    rec: S.ServiceRecord,
+    rev: S.Revision,
+    shape: AppShape,
+    scale: S.Scale,
+    strategy: str,
+    *,
+    route: str | None = None,
+    app: str | None = None,
+) -> dict[str, Any]:
     """Ray Serve's config of one revision: by default the service's own application, on the
     service's route (or, while a canary splits the traffic, on its hidden one)."""
     from taugrid.serve.local import app_config, hidden_route
@@ -193,8 +218,9 @@ def _config(sd: ServiceDir, rec: S.ServiceRecord, rev: S.Revision, shape: AppSha
         routed = rec.canary is not None and rec.canary.routed
         route = hidden_route(rec.name, "stable") if routed else rec.route_prefix
     model_dir = _model_dir(rev.model) if rev.model else None
-    return app_config(rec.name, route, rev, scale, strategy, shape, sd.code_dir(rev.number),
-                      model_dir, app=app)  # fmt: skip
+    return app_config(
+        rec.name, route, rev, scale, strategy, shape, sd.code_dir(rev.number), model_dir, app=app
+    )
 
 
 def _who() -> str:
@@ -210,11 +236,22 @@ def _endpoint(port: int, route: str) -> str:
 
 
 # --- deploy -------------------------------------------------------------------------------------
-def deploy(file: str | Path | None = None, *, name: str | None = None, model: str | None = None,
-           from_run: str | None = None, checkpoint: str | None = None, target: str = "local",
-           port: int | None = None, context: str | None = None, workspace: str | None = None,
-           profile: str | None = None, wait: bool = True, timeout_s: float = READY_TIMEOUT_S,
-           say: Say = _quiet) -> S.ServiceStatus:  # fmt: skip
+def deploy(
+    file: str | Path | None = None,
+    *,
+    name: str | None = None,
+    model: str | None = None,
+    from_run: str | None = None,
+    checkpoint: str | None = None,
+    target: str = "local",
+    port: int | None = None,
+    context: str | None = None,
+    workspace: str | None = None,
+    profile: str | None = None,
+    wait: bool = True,
+    timeout_s: float = READY_TIMEOUT_S,
+    say: Say = _quiet,
+) -> S.ServiceStatus:
     """Revision 1 of a new service: checked, then deployed; with `wait`, until a request is
     answered (a failure removes what was deployed and says why). `target="kube"`: a RayService
     in the workspace (`context`, `workspace`, `profile` as for runs), admitted by Kueue."""
@@ -227,16 +264,31 @@ def deploy(file: str | Path | None = None, *, name: str | None = None, model: st
     name = name or default_name
     problem = S.name_problem(name)
     if problem:
-        raise TauError(f"service name {name!r}: {problem}", exit_code=EXIT_USAGE,
-                       hint="--name iris, or the tau.yaml's name")  # fmt: skip
+        raise TauError(
+            f"service name {name!r}: {problem}",
+            exit_code=EXIT_USAGE,
+            hint="--name iris, or the tau.yaml's name",
+        )
     if port is not None and not 1024 <= port <= 65535:
         raise TauError(f"--port {port}: use 1024..65535", exit_code=EXIT_USAGE)
     if target == "kube":
-        return _deploy_kube(file, name, model, from_run, checkpoint, context, workspace,
-                            profile, wait, timeout_s, say)  # fmt: skip
+        return _deploy_kube(
+            file,
+            name,
+            model,
+            from_run,
+            checkpoint,
+            context,
+            workspace,
+            profile,
+            wait,
+            timeout_s,
+            say,
+        )
     if context or workspace or profile:
-        raise TauError("--context, --workspace and --profile are for --target kube",
-                       exit_code=EXIT_USAGE)  # fmt: skip
+        raise TauError(
+            "--context, --workspace and --profile are for --target kube", exit_code=EXIT_USAGE
+        )
     _local_checks(spec)
     sd = ServiceDir(name)
     with sd.lock():
@@ -246,17 +298,33 @@ def deploy(file: str | Path | None = None, *, name: str | None = None, model: st
         try:
             digest = _snapshot_code(source.parent, sd.code_dir(1))
             route = spec.route_prefix or f"/{name}"
-            rev = S.Revision(number=1, created_at=created, created_by=_who(),
-                             config_hash=S.config_hash(spec, pin, digest), code_digest=digest,
-                             model=pin, spec=spec, source=str(source.resolve()), reason="deploy")  # fmt: skip
+            rev = S.Revision(
+                number=1,
+                created_at=created,
+                created_by=_who(),
+                config_hash=S.config_hash(spec, pin, digest),
+                code_digest=digest,
+                model=pin,
+                spec=spec,
+                source=str(source.resolve()),
+                reason="deploy",
+            )
             model_dir = _model_dir(pin) if pin else None
             say(f"checking {spec.import_path}")
             shape = _shape(sd, rev, model_dir)
             serve = LocalServe.started(_gpus_here(), say)
             _refuse_foreign(serve, name, route)
-            rec = S.ServiceRecord(name=name, target="local", created_at=created,
-                                  created_by=rev.created_by, route_prefix=route, revisions=[rev],
-                                  serving=1, strategy=spec.rollout.strategy, scale=S.scale_of(spec))  # fmt: skip
+            rec = S.ServiceRecord(
+                name=name,
+                target="local",
+                created_at=created,
+                created_by=rev.created_by,
+                route_prefix=route,
+                revisions=[rev],
+                serving=1,
+                strategy=spec.rollout.strategy,
+                scale=S.scale_of(spec),
+            )
             sd.write(rec)  # the record first: a deploy cut short is still a service tau knows
             sd.event(
                 "deploy", f"revision 1 ({pin.short if pin else 'no model'})", 1, rev.created_by
@@ -282,22 +350,49 @@ def deploy(file: str | Path | None = None, *, name: str | None = None, model: st
     return st
 
 
-def _deploy_kube(file: str | Path | None, name: str, model: str | None, from_run: str | None,
-                 checkpoint: str | None, context: str | None, workspace: str | None,
-                 profile: str | None, wait: bool, timeout_s: float, say: Say) -> S.ServiceStatus:  # fmt: skip
+def _deploy_kube(
+    file: str | Path | None,
+    name: str,
+    model: str | None,
+    from_run: str | None,
+    checkpoint: str | None,
+    context: str | None,
+    workspace: str | None,
+    profile: str | None,
+    wait: bool,
+    timeout_s: float,
+    say: Say,
+) -> S.ServiceStatus:
     from taugrid.client import servekube
     from taugrid.serve.records import ServiceDir
 
     spec, m, source = _spec_and_manifest(file, model, from_run, checkpoint)
     sd = ServiceDir(name)
     with sd.lock():
-        pin = _claim(sd, spec, say, lambda: servekube.model_registry(
-            m, spec, context=context, workspace=workspace, profile=profile))  # fmt: skip
+        pin = _claim(
+            sd,
+            spec,
+            say,
+            lambda: servekube.model_registry(
+                m, spec, context=context, workspace=workspace, profile=profile
+            ),
+        )
         sent = False
         try:
-            servekube.deploy(sd, m, spec, source, pin, spec.route_prefix or f"/{name}",
-                             context=context, workspace=workspace, profile=profile,
-                             created=_now(), who=_who(), say=say)  # fmt: skip
+            servekube.deploy(
+                sd,
+                m,
+                spec,
+                source,
+                pin,
+                spec.route_prefix or f"/{name}",
+                context=context,
+                workspace=workspace,
+                profile=profile,
+                created=_now(),
+                who=_who(),
+                say=say,
+            )
             sent = True
         finally:
             if not sent and not _on_cluster(sd):  # nothing reached the cluster: no record
@@ -317,10 +412,13 @@ def _claim(
     pinned to the exact version (under the service's lock)."""
     if sd.exists():
         old = sd.read()
-        raise TauError(f"service {sd.name!r} exists (revision {old.serving}, {old.target}, from "
-                       f"{old.current.source})", exit_code=EXIT_USAGE,
-                       hint=f"update it: tau serve rollout {sd.name} [--model REF]; or remove it "
-                       f"first: tau serve delete {sd.name}")  # fmt: skip
+        raise TauError(
+            f"service {sd.name!r} exists (revision {old.serving}, {old.target}, from "
+            f"{old.current.source})",
+            exit_code=EXIT_USAGE,
+            hint=f"update it: tau serve rollout {sd.name} [--model REF]; or remove it "
+            f"first: tau serve delete {sd.name}",
+        )
     pin = _pin(spec, sd.name, registry, say)
     say(f"model: {pin.short} ({pin.ref})" if pin else "model: none (service.model unset)")
     return pin
@@ -335,8 +433,10 @@ def _on_cluster(sd: ServiceDir) -> bool:
     try:
         from taugrid.serve.kube import KubeServe, object_name
 
-        return KubeServe(rec.context).kube.get("TauService", object_name(rec.name),
-                                               rec.namespace) is not None  # fmt: skip
+        return (
+            KubeServe(rec.context).kube.get("TauService", object_name(rec.name), rec.namespace)
+            is not None
+        )
     except TauError:
         return True  # unknown: keep the record, so nothing sent is forgotten
 
@@ -357,12 +457,18 @@ def _refuse_foreign(serve: LocalServe, name: str, route: str) -> None:
         if S.SERVICE_ENV in env and env[S.SERVICE_ENV] == app_name and app_name == name:
             continue
         if app_name == name:
-            raise TauError(f"a Ray Serve application named {name!r} runs on the local head and "
-                           "tau did not deploy it", exit_code=EXIT_USAGE,
-                           hint="--name another-name")  # fmt: skip
+            raise TauError(
+                f"a Ray Serve application named {name!r} runs on the local head and "
+                "tau did not deploy it",
+                exit_code=EXIT_USAGE,
+                hint="--name another-name",
+            )
         if app.get("route_prefix") == route:
-            raise TauError(f"route {route} is taken by the application {app_name!r}",
-                           exit_code=EXIT_USAGE, hint="service: {route_prefix: /another}")  # fmt: skip
+            raise TauError(
+                f"route {route} is taken by the application {app_name!r}",
+                exit_code=EXIT_USAGE,
+                hint="service: {route_prefix: /another}",
+            )
 
 
 def _undo_first(sd: ServiceDir, serve: LocalServe, st: S.ServiceStatus) -> None:
@@ -375,9 +481,12 @@ def _undo_first(sd: ServiceDir, serve: LocalServe, st: S.ServiceStatus) -> None:
         sd.write(rec)
         where = sd.retire()
     said = "".join(f"\n  replica: {line}" for line in tail)
-    raise TauError(f"service {sd.name}: {st.summary}{said}", exit_code=EXIT_RUN_FAILED,
-                   hint=f"nothing is left deployed; its record and replica logs: {where}, "
-                   "and `tau serve logs` while deploying")  # fmt: skip
+    raise TauError(
+        f"service {sd.name}: {st.summary}{said}",
+        exit_code=EXIT_RUN_FAILED,
+        hint=f"nothing is left deployed; its record and replica logs: {where}, "
+        "and `tau serve logs` while deploying",
+    )
 
 
 def _log_tail(serve: LocalServe, name: str, n: int = 5) -> list[str]:
@@ -401,10 +510,19 @@ def _now() -> str:
 
 
 # --- rollouts -----------------------------------------------------------------------------------
-def rollout(name: str, file: str | Path | None = None, *, model: str | None = None,
-            from_run: str | None = None, checkpoint: str | None = None,
-            strategy: str | None = None, step: int | None = None, wait: bool = True,
-            timeout_s: float = READY_TIMEOUT_S, say: Say = _quiet) -> S.ServiceStatus:  # fmt: skip
+def rollout(
+    name: str,
+    file: str | Path | None = None,
+    *,
+    model: str | None = None,
+    from_run: str | None = None,
+    checkpoint: str | None = None,
+    strategy: str | None = None,
+    step: int | None = None,
+    wait: bool = True,
+    timeout_s: float = READY_TIMEOUT_S,
+    say: Say = _quiet,
+) -> S.ServiceStatus:
     """A new revision (the tau.yaml again, or a new model), rolled out without dropping a
     request; one that fails to start is rolled back. The same config again is no new revision
     (it is put back if the head lost it). `strategy="canary"`: the new revision takes `step`
@@ -416,24 +534,37 @@ def rollout(name: str, file: str | Path | None = None, *, model: str | None = No
     rec = sd.read()
     _live(rec)
     _no_canary(rec, "a rollout")
-    spec, _, source = _spec(file if file is not None else rec.current.source, model, from_run,
-                            checkpoint)  # fmt: skip
+    spec, _, source = _spec(
+        file if file is not None else rec.current.source, model, from_run, checkpoint
+    )
     chosen = strategy or spec.rollout.strategy
     if chosen not in S.STRATEGIES:
-        raise TauError(f"--strategy {chosen}: not a strategy", exit_code=EXIT_USAGE,
-                       hint="rolling, blue-green or canary")  # fmt: skip
+        raise TauError(
+            f"--strategy {chosen}: not a strategy",
+            exit_code=EXIT_USAGE,
+            hint="rolling, blue-green or canary",
+        )
     if step is not None and chosen != "canary":
-        raise TauError(f"--step is a canary's traffic share; this rollout is {chosen}",
-                       exit_code=EXIT_USAGE, hint="--strategy canary --step 20")  # fmt: skip
+        raise TauError(
+            f"--step is a canary's traffic share; this rollout is {chosen}",
+            exit_code=EXIT_USAGE,
+            hint="--strategy canary --step 20",
+        )
     if step is not None and not 1 <= step <= 99:
-        raise TauError(f"--step {step}: a canary's share is 1..99 (%)", exit_code=EXIT_USAGE,
-                       hint="100% is `tau serve promote` after the canary")  # fmt: skip
+        raise TauError(
+            f"--step {step}: a canary's share is 1..99 (%)",
+            exit_code=EXIT_USAGE,
+            hint="100% is `tau serve promote` after the canary",
+        )
     percent = step if step is not None else spec.rollout.step
     route = spec.route_prefix or f"/{name}"
     if route != rec.route_prefix:
-        raise TauError(f"service.route_prefix: {route} differs from the service's "
-                       f"{rec.route_prefix}; a route is fixed for a service's life",
-                       exit_code=EXIT_USAGE, hint="deploy a new service for a new route")  # fmt: skip
+        raise TauError(
+            f"service.route_prefix: {route} differs from the service's "
+            f"{rec.route_prefix}; a route is fixed for a service's life",
+            exit_code=EXIT_USAGE,
+            hint="deploy a new service for a new route",
+        )
     if rec.target == "kube":
         return _rollout_kube(sd, spec, source, chosen, percent, wait, timeout_s, say)
     _local_checks(spec)
@@ -456,8 +587,9 @@ def rollout(name: str, file: str | Path | None = None, *, model: str | None = No
                     timeout_s=rec.current.spec.request_timeout_s,
                 )
                 sd.write(rec.model_copy(update={"endpoint": _endpoint(port, rec.route_prefix)}))
-                sd.event("restore", f"revision {rec.serving} put back on the local Ray head",
-                         rec.serving)  # fmt: skip
+                sd.event(
+                    "restore", f"revision {rec.serving} put back on the local Ray head", rec.serving
+                )
             same: int | None = rec.serving
             kept = None
         else:
@@ -472,8 +604,15 @@ def rollout(name: str, file: str | Path | None = None, *, model: str | None = No
         return _await(name, same, timeout_s, say) if wait else status(name, probe=False)
     if kept is not None:
         say(f"revision {kept.number} has this config and model: rolling out revision {kept.number}")
-        _switch(name, kept.number, "rollout", f"revision {kept.number} again (the same config "
-                f"and model) over revision {rec.serving}, {chosen}", say, chosen)  # fmt: skip
+        _switch(
+            name,
+            kept.number,
+            "rollout",
+            f"revision {kept.number} again (the same config "
+            f"and model) over revision {rec.serving}, {chosen}",
+            say,
+            chosen,
+        )
         return (
             _finish_rollout(name, kept.number, timeout_s, say)
             if wait
@@ -485,8 +624,16 @@ def rollout(name: str, file: str | Path | None = None, *, model: str | None = No
     return _finish_rollout(name, rev.number, timeout_s, say)
 
 
-def _rollout_kube(sd: ServiceDir, spec: S.ServiceSpec, source: Path, chosen: str, percent: int,
-                  wait: bool, timeout_s: float, say: Say) -> S.ServiceStatus:  # fmt: skip
+def _rollout_kube(
+    sd: ServiceDir,
+    spec: S.ServiceSpec,
+    source: Path,
+    chosen: str,
+    percent: int,
+    wait: bool,
+    timeout_s: float,
+    say: Say,
+) -> S.ServiceStatus:
     """A revision on a cluster: a new RayCluster beside the serving one (checked against the
     queue's room first), or a kept revision again, or no change."""
     from taugrid.client import servekube
@@ -512,37 +659,62 @@ def _rollout_kube(sd: ServiceDir, spec: S.ServiceSpec, source: Path, chosen: str
                     sd.remove_revision_code(rev.number)
                 raise
             revisions = [*rec.revisions, rev] if new else rec.revisions
-            rec = rec.model_copy(update={
-                "revisions": revisions, "previous": rec.serving, "serving": rev.number,
-                "rollout_started_at": _now(), "rollout_done": pending is None,
-                "strategy": chosen, "pending_generation": pending,
-            })  # fmt: skip
+            rec = rec.model_copy(
+                update={
+                    "revisions": revisions,
+                    "previous": rec.serving,
+                    "serving": rev.number,
+                    "rollout_started_at": _now(),
+                    "rollout_done": pending is None,
+                    "strategy": chosen,
+                    "pending_generation": pending,
+                }
+            )
             sd.write(rec)
-            sd.event("rollout", f"revision {rev.number} ({rev.model.short if rev.model else 'no model'}) "
-                     f"over revision {rec.previous}: a new RayService", rev.number, _who())  # fmt: skip
+            sd.event(
+                "rollout",
+                f"revision {rev.number} ({rev.model.short if rev.model else 'no model'}) "
+                f"over revision {rec.previous}: a new RayService",
+                rev.number,
+                _who(),
+            )
     if unchanged:
         say(f"no change: revision {rec.serving} already runs this config and model")
         return status(sd.name)
-    say(f"rolling out revision {rec.serving} of {sd.name}: a new RayService starts beside the "
-        "serving one; the service moves to it when it serves")  # fmt: skip
+    say(
+        f"rolling out revision {rec.serving} of {sd.name}: a new RayService starts beside the "
+        "serving one; the service moves to it when it serves"
+    )
     return _await(sd.name, rec.serving, timeout_s, say) if wait else status(sd.name)
 
 
-def _new_revision(sd: ServiceDir, serve: LocalServe, rec: S.ServiceRecord, rev: S.Revision,
-                  strategy: str) -> None:  # fmt: skip
+def _new_revision(
+    sd: ServiceDir, serve: LocalServe, rec: S.ServiceRecord, rev: S.Revision, strategy: str
+) -> None:
     """Record revision `rev` as the one rolling out, then hand it to Ray Serve (under the lock)."""
     try:
         shape = _shape(sd, rev, _model_dir(rev.model) if rev.model else None)
     except BaseException:
         sd.remove_revision_code(rev.number)
         raise
-    rec = rec.model_copy(update={
-        "revisions": [*rec.revisions, rev], "previous": rec.serving, "serving": rev.number,
-        "rollout_started_at": _now(), "rollout_done": False, "strategy": strategy,
-    })  # fmt: skip
+    rec = rec.model_copy(
+        update={
+            "revisions": [*rec.revisions, rev],
+            "previous": rec.serving,
+            "serving": rev.number,
+            "rollout_started_at": _now(),
+            "rollout_done": False,
+            "strategy": strategy,
+        }
+    )
     sd.write(rec)
-    sd.event("rollout", f"revision {rev.number} ({rev.model.short if rev.model else 'no model'}) "
-             f"over revision {rec.previous}, {strategy}", rev.number, rev.created_by)  # fmt: skip
+    sd.event(
+        "rollout",
+        f"revision {rev.number} ({rev.model.short if rev.model else 'no model'}) "
+        f"over revision {rec.previous}, {strategy}",
+        rev.number,
+        rev.created_by,
+    )
     port = serve.apply(
         rec.name,
         _config(sd, rec, rev, shape, rec.scale, strategy),
@@ -561,9 +733,11 @@ def _finish_rollout(name: str, number: int, timeout_s: float, say: Say) -> S.Ser
         say(f"revision {number} did not start ({st.summary}); rolling back to revision {back}")
         _switch(name, back, "rollback", f"revision {number} failed: back to revision {back}", say)
         _await(name, back, timeout_s, say)
-        raise TauError(f"service {name}: revision {number} failed; revision {back} serves again",
-                       exit_code=EXIT_RUN_FAILED, hint=f"why: tau serve logs {name}; "
-                       f"tau serve status {name}")  # fmt: skip
+        raise TauError(
+            f"service {name}: revision {number} failed; revision {back} serves again",
+            exit_code=EXIT_RUN_FAILED,
+            hint=f"why: tau serve logs {name}; tau serve status {name}",
+        )
     return st
 
 
@@ -578,8 +752,9 @@ def _live(rec: S.ServiceRecord) -> None:
         raise TauError(f"service {rec.name} was deleted at {rec.deleted_at}", exit_code=EXIT_USAGE)
 
 
-def _switch(name: str, to: int, kind: str, message: str, say: Say,
-            strategy: str = "rolling") -> S.ServiceRecord:  # fmt: skip
+def _switch(
+    name: str, to: int, kind: str, message: str, say: Say, strategy: str = "rolling"
+) -> S.ServiceRecord:
     """Put a kept revision back (a rollback): its code and its pinned model, as they were."""
     from taugrid.serve.local import LocalServe
 
@@ -593,9 +768,15 @@ def _switch(name: str, to: int, kind: str, message: str, say: Say,
                 f"revision {to}'s code is gone from {sd.code_dir(to)}", exit_code=EXIT_PLATFORM
             )
         shape = _shape(sd, rev, _model_dir(rev.model) if rev.model else None)
-        rec = rec.model_copy(update={"previous": rec.serving, "serving": to,
-                                     "rollout_started_at": _now(), "rollout_done": False,
-                                     "strategy": strategy})  # fmt: skip
+        rec = rec.model_copy(
+            update={
+                "previous": rec.serving,
+                "serving": to,
+                "rollout_started_at": _now(),
+                "rollout_done": False,
+                "strategy": strategy,
+            }
+        )
         sd.write(rec)
         sd.event(kind, message, to, _who())
         port = serve.apply(
@@ -623,14 +804,28 @@ def _switch_kube(name: str, to: int, message: str, say: Say) -> None:
             if replicas
             else None
         )
-        sd.write(rec.model_copy(update={"previous": rec.serving, "serving": to,
-                                        "rollout_started_at": _now(), "rollout_done": pending is None,
-                                        "pending_generation": pending}))  # fmt: skip
+        sd.write(
+            rec.model_copy(
+                update={
+                    "previous": rec.serving,
+                    "serving": to,
+                    "rollout_started_at": _now(),
+                    "rollout_done": pending is None,
+                    "pending_generation": pending,
+                }
+            )
+        )
         sd.event("rollback", message, to, _who())
 
 
-def rollback(name: str, *, to: int | None = None, wait: bool = True,
-             timeout_s: float = READY_TIMEOUT_S, say: Say = _quiet) -> S.ServiceStatus:  # fmt: skip
+def rollback(
+    name: str,
+    *,
+    to: int | None = None,
+    wait: bool = True,
+    timeout_s: float = READY_TIMEOUT_S,
+    say: Say = _quiet,
+) -> S.ServiceStatus:
     """Serve a kept revision again (default: the one before the last change)."""
     sd = _sd(name)
     rec = sd.read()
@@ -641,15 +836,20 @@ def rollback(name: str, *, to: int | None = None, wait: bool = True,
     if target is None:
         earlier = [r.number for r in rec.revisions if r.number < rec.serving]
         if not earlier:
-            raise TauError(f"service {name} has only revision {rec.serving}: nothing to roll back to",
-                           exit_code=EXIT_USAGE)  # fmt: skip
+            raise TauError(
+                f"service {name} has only revision {rec.serving}: nothing to roll back to",
+                exit_code=EXIT_USAGE,
+            )
         target = earlier[-1]
     rec.revision(target)  # exists?
     if rec.canary is not None:
         return _end_canary(sd, rec, to, wait, timeout_s, say)
     if target == rec.serving:
-        raise TauError(f"revision {target} already serves {name}", exit_code=EXIT_USAGE,
-                       hint=f"tau serve status {name} (its revisions and which serves)")  # fmt: skip
+        raise TauError(
+            f"revision {target} already serves {name}",
+            exit_code=EXIT_USAGE,
+            hint=f"tau serve status {name} (its revisions and which serves)",
+        )
     if rec.target == "kube":
         _switch_kube(name, target, f"revision {rec.serving} -> revision {target}", say)
     else:
@@ -658,15 +858,18 @@ def rollback(name: str, *, to: int | None = None, wait: bool = True,
     return _await(name, target, timeout_s, say) if wait else status(name, probe=False)
 
 
-def _end_canary(sd: ServiceDir, rec: S.ServiceRecord, to: int | None, wait: bool,
-                timeout_s: float, say: Say) -> S.ServiceStatus:  # fmt: skip
+def _end_canary(
+    sd: ServiceDir, rec: S.ServiceRecord, to: int | None, wait: bool, timeout_s: float, say: Say
+) -> S.ServiceStatus:
     """A rollback during a canary: the canary removed, the revision before it (or `to`) takes
     every request again."""
     c = rec.canary
     assert c is not None
-    back = to if to is not None else (
-        rec.previous if c.promoting and rec.previous is not None else rec.serving
-    )  # fmt: skip
+    back = (
+        to
+        if to is not None
+        else (rec.previous if c.promoting and rec.previous is not None else rec.serving)
+    )
     why = f"canary of revision {c.revision} ended: revision {back} takes all requests"
     if rec.target == "kube":
         from taugrid.client import servekube
@@ -688,10 +891,13 @@ def _end_canary(sd: ServiceDir, rec: S.ServiceRecord, to: int | None, wait: bool
 def _no_canary(rec: S.ServiceRecord, what: str) -> None:
     c = rec.canary
     if c is not None:
-        raise TauError(f"{what} waits for the canary of revision {c.revision} "
-                       f"({c.percent}% of {rec.name}'s requests) to end", exit_code=EXIT_USAGE,
-                       hint=f"tau serve promote {rec.name} (it takes all), or tau serve rollback "
-                       f"{rec.name} (it is removed)")  # fmt: skip
+        raise TauError(
+            f"{what} waits for the canary of revision {c.revision} "
+            f"({c.percent}% of {rec.name}'s requests) to end",
+            exit_code=EXIT_USAGE,
+            hint=f"tau serve promote {rec.name} (it takes all), or tau serve rollback "
+            f"{rec.name} (it is removed)",
+        )
 
 
 def _canary_scale(scale: S.Scale, percent: int) -> S.Scale:
@@ -702,20 +908,30 @@ def _canary_scale(scale: S.Scale, percent: int) -> S.Scale:
     return S.Scale(replicas=max(1, -(-n * percent // 100)))
 
 
-def _canary_revision(sd: ServiceDir, rec: S.ServiceRecord, spec: S.ServiceSpec, source: Path,
-                     pin: S.ModelPin | None) -> tuple[S.Revision, bool]:  # fmt: skip
+def _canary_revision(
+    sd: ServiceDir, rec: S.ServiceRecord, spec: S.ServiceSpec, source: Path, pin: S.ModelPin | None
+) -> tuple[S.Revision, bool]:
     """The revision a canary tries (a kept one with this config and model, or a new one, whose
     code is snapshotted now); refused when it is the serving one. Under the service's lock."""
     rev, new = _candidate(sd, rec, spec, source, pin, "canary")
     if rev.number == rec.serving:
-        raise TauError(f"revision {rev.number} already serves this config and model: a "
-                       "canary of it would compare it with itself", exit_code=EXIT_USAGE,
-                       hint="change the code, the config or --model")  # fmt: skip
+        raise TauError(
+            f"revision {rev.number} already serves this config and model: a "
+            "canary of it would compare it with itself",
+            exit_code=EXIT_USAGE,
+            hint="change the code, the config or --model",
+        )
     return rev, new
 
 
-def _candidate(sd: ServiceDir, rec: S.ServiceRecord, spec: S.ServiceSpec, source: Path,
-               pin: S.ModelPin | None, reason: str) -> tuple[S.Revision, bool]:  # fmt: skip
+def _candidate(
+    sd: ServiceDir,
+    rec: S.ServiceRecord,
+    spec: S.ServiceSpec,
+    source: Path,
+    pin: S.ModelPin | None,
+    reason: str,
+) -> tuple[S.Revision, bool]:
     """What a change would run: the kept revision with the same code, config and model version
     (the snapshot just taken is removed), else a new one numbered next, its code snapshotted
     (True). Under the service's lock."""
@@ -745,9 +961,17 @@ def _candidate(sd: ServiceDir, rec: S.ServiceRecord, spec: S.ServiceSpec, source
     ), True
 
 
-def _canary_local(sd: ServiceDir, serve: LocalServe, spec: S.ServiceSpec, source: Path,
-                  pin: S.ModelPin | None, percent: int, wait: bool, timeout_s: float,
-                  say: Say) -> S.ServiceStatus:  # fmt: skip
+def _canary_local(
+    sd: ServiceDir,
+    serve: LocalServe,
+    spec: S.ServiceSpec,
+    source: Path,
+    pin: S.ModelPin | None,
+    percent: int,
+    wait: bool,
+    timeout_s: float,
+    say: Say,
+) -> S.ServiceStatus:
     """The canary beside the serving revision: its own application on a hidden route; when it
     is ready, a split application takes the service's route and sends it `percent`% of the
     requests (in one change of Ray Serve's config: no request finds the route empty)."""
@@ -765,15 +989,30 @@ def _canary_local(sd: ServiceDir, serve: LocalServe, spec: S.ServiceSpec, source
                 sd.remove_revision_code(rev.number)
             raise
         canary = S.Canary(revision=rev.number, percent=percent, started_at=_now(), by=_who())
-        rec = rec.model_copy(update={"revisions": [*rec.revisions, rev] if new else rec.revisions,
-                                     "canary": canary})  # fmt: skip
+        rec = rec.model_copy(
+            update={"revisions": [*rec.revisions, rev] if new else rec.revisions, "canary": canary}
+        )
         sd.write(rec)
-        sd.event("canary", f"revision {rev.number} ({rev.model.short if rev.model else 'no model'}) "
-                 f"beside revision {rec.serving}, for {percent}% of the requests", rev.number,
-                 canary.by)  # fmt: skip
-        port = serve.apply(canary_app(name), _config(
-            sd, rec, rev, shape, _canary_scale(rec.scale, percent), "rolling",
-            route=hidden_route(name, "canary"), app=canary_app(name)))  # fmt: skip
+        sd.event(
+            "canary",
+            f"revision {rev.number} ({rev.model.short if rev.model else 'no model'}) "
+            f"beside revision {rec.serving}, for {percent}% of the requests",
+            rev.number,
+            canary.by,
+        )
+        port = serve.apply(
+            canary_app(name),
+            _config(
+                sd,
+                rec,
+                rev,
+                shape,
+                _canary_scale(rec.scale, percent),
+                "rolling",
+                route=hidden_route(name, "canary"),
+                app=canary_app(name),
+            ),
+        )
     say(f"starting canary revision {rev.number} beside revision {rec.serving}")
 
     def canary_up() -> bool:
@@ -785,22 +1024,36 @@ def _canary_local(sd: ServiceDir, serve: LocalServe, spec: S.ServiceSpec, source
     if co is None or co.status != "RUNNING":
         why = (co.message.strip().splitlines() or [co.status])[-1][:300] if co else "it is gone"
         _end_canary_local(sd, serve, f"canary revision {rev.number} did not start: {why}", say)
-        raise TauError(f"service {name}: canary revision {rev.number} did not start ({why}); "
-                       f"revision {rec.serving} keeps all requests", exit_code=EXIT_RUN_FAILED,
-                       hint=f"why: tau serve logs {name}")  # fmt: skip
+        raise TauError(
+            f"service {name}: canary revision {rev.number} did not start ({why}); "
+            f"revision {rec.serving} keeps all requests",
+            exit_code=EXIT_RUN_FAILED,
+            hint=f"why: tau serve logs {name}",
+        )
     with sd.lock():  # the split, first on its own hidden route, then given the service's
-        serve.apply(split_app(name), split_config(name, hidden_route(name, "split"), port,
-                                                  rec.serving, rev.number, percent,
-                                                  rec.route_prefix))  # fmt: skip
+        serve.apply(
+            split_app(name),
+            split_config(
+                name,
+                hidden_route(name, "split"),
+                port,
+                rec.serving,
+                rev.number,
+                percent,
+                rec.route_prefix,
+            ),
+        )
     settled = ("RUNNING", "DEPLOY_FAILED", "UNHEALTHY")
     wait_until(lambda: serve.observe(name).split in settled, timeout_s, 0.25)
     split = serve.split_of(name)
     if split.status != "RUNNING":
         why = (split.message.strip().splitlines() or [split.status])[-1][:300]
         _end_canary_local(sd, serve, f"the traffic split did not start: {why}", say)
-        raise TauError(f"service {name}: the canary's traffic split did not start on the local "
-                       f"Ray head ({why}); revision {rec.serving} keeps all requests",
-                       exit_code=EXIT_PLATFORM)  # fmt: skip
+        raise TauError(
+            f"service {name}: the canary's traffic split did not start on the local "
+            f"Ray head ({why}); revision {rec.serving} keeps all requests",
+            exit_code=EXIT_PLATFORM,
+        )
     with sd.lock():
         rec = sd.read()
         assert rec.canary is not None
@@ -808,20 +1061,34 @@ def _canary_local(sd: ServiceDir, serve: LocalServe, spec: S.ServiceSpec, source
         stable_shape = _shape(
             sd, rec.current, _model_dir(rec.current.model) if rec.current.model else None
         )
-        serve.apply_many({
-            name: _config(sd, routed, rec.current, stable_shape, rec.scale, rec.strategy),
-            split_app(name): split_config(name, rec.route_prefix, port, rec.serving, rev.number,
-                                          percent, rec.route_prefix),
-        })  # fmt: skip
+        serve.apply_many(
+            {
+                name: _config(sd, routed, rec.current, stable_shape, rec.scale, rec.strategy),
+                split_app(name): split_config(
+                    name, rec.route_prefix, port, rec.serving, rev.number, percent, rec.route_prefix
+                ),
+            }
+        )
         sd.write(routed)
-        sd.event("canary-routed", f"revision {rev.number} takes {percent}% of the requests, "
-                 f"revision {rec.serving} {100 - percent}%", rev.number)  # fmt: skip
+        sd.event(
+            "canary-routed",
+            f"revision {rev.number} takes {percent}% of the requests, "
+            f"revision {rec.serving} {100 - percent}%",
+            rev.number,
+        )
     say(f"canary revision {rev.number} takes {percent}% of {name}'s requests")
     return _await_canary(name, timeout_s, say) if wait else status(name, probe=False)
 
 
-def _canary_kube(sd: ServiceDir, spec: S.ServiceSpec, source: Path, percent: int, wait: bool,
-                 timeout_s: float, say: Say) -> S.ServiceStatus:  # fmt: skip
+def _canary_kube(
+    sd: ServiceDir,
+    spec: S.ServiceSpec,
+    source: Path,
+    percent: int,
+    wait: bool,
+    timeout_s: float,
+    say: Say,
+) -> S.ServiceStatus:
     """A canary on a cluster: its own RayService (its share of the replicas, and the split)
     beside the serving one, checked against the queue's room first; the stable Service moves
     to it once it runs, and the serving RayService is kept until the canary ends."""
@@ -832,9 +1099,12 @@ def _canary_kube(sd: ServiceDir, spec: S.ServiceSpec, source: Path, percent: int
         rec = sd.read()
         _no_canary(rec, "a canary")
         if rec.pending_generation:
-            raise TauError(f"revision {rec.serving} of {sd.name} is still starting: a canary "
-                           "compares with a revision that serves", exit_code=EXIT_USAGE,
-                           hint=f"tau serve status {sd.name} --watch")  # fmt: skip
+            raise TauError(
+                f"revision {rec.serving} of {sd.name} is still starting: a canary "
+                "compares with a revision that serves",
+                exit_code=EXIT_USAGE,
+                hint=f"tau serve status {sd.name} --watch",
+            )
         rev, new = _canary_revision(sd, rec, spec, source, pin)
         now, who = _now(), _who()
         try:
@@ -843,27 +1113,38 @@ def _canary_kube(sd: ServiceDir, spec: S.ServiceSpec, source: Path, percent: int
             if new:
                 sd.remove_revision_code(rev.number)
             raise
-        canary = S.Canary(revision=rev.number, percent=percent, started_at=now, by=who,
-                          generation=g)  # fmt: skip
-        rec = rec.model_copy(update={"revisions": [*rec.revisions, rev] if new else rec.revisions,
-                                     "canary": canary})  # fmt: skip
+        canary = S.Canary(
+            revision=rev.number, percent=percent, started_at=now, by=who, generation=g
+        )
+        rec = rec.model_copy(
+            update={"revisions": [*rec.revisions, rev] if new else rec.revisions, "canary": canary}
+        )
         sd.write(rec)
-        sd.event("canary", f"revision {rev.number} ({rev.model.short if rev.model else 'no model'}) "
-                 f"beside revision {rec.serving}, for {percent}% of the requests: RayService "
-                 f"{sd.name}-{g}", rev.number, who)  # fmt: skip
-    say(f"canary revision {rev.number}: a RayService of its own starts beside revision "
-        f"{rec.serving}'s; it takes {percent}% of the requests once it runs")  # fmt: skip
+        sd.event(
+            "canary",
+            f"revision {rev.number} ({rev.model.short if rev.model else 'no model'}) "
+            f"beside revision {rec.serving}, for {percent}% of the requests: RayService "
+            f"{sd.name}-{g}",
+            rev.number,
+            who,
+        )
+    say(
+        f"canary revision {rev.number}: a RayService of its own starts beside revision "
+        f"{rec.serving}'s; it takes {percent}% of the requests once it runs"
+    )
     return _await_canary(sd.name, timeout_s, say) if wait else status(sd.name)
 
 
 def _await_canary(name: str, timeout_s: float, say: Say) -> S.ServiceStatus:
     """Until the canary takes its share, fails, waits in its queue, or the timeout."""
-    return _poll(name, timeout_s, say,
-                 lambda st: st.phase in ("Canary", "Failed", "Unhealthy", "Waiting"))  # fmt: skip
+    return _poll(
+        name, timeout_s, say, lambda st: st.phase in ("Canary", "Failed", "Unhealthy", "Waiting")
+    )
 
 
-def _poll(name: str, timeout_s: float, say: Say,
-          done: Callable[[S.ServiceStatus], bool]) -> S.ServiceStatus:  # fmt: skip
+def _poll(
+    name: str, timeout_s: float, say: Say, done: Callable[[S.ServiceStatus], bool]
+) -> S.ServiceStatus:
     """The service's status until `done` says so or the timeout; each new summary said."""
     deadline = time.monotonic() + timeout_s
     last = ""
@@ -877,23 +1158,34 @@ def _poll(name: str, timeout_s: float, say: Say,
         time.sleep(0.25 if st.target == "local" else 1.0)
 
 
-def _end_canary_local(sd: ServiceDir, serve: LocalServe, why: str, say: Say,
-                      keep: int | None = None) -> S.ServiceRecord:  # fmt: skip
+def _end_canary_local(
+    sd: ServiceDir, serve: LocalServe, why: str, say: Say, keep: int | None = None
+) -> S.ServiceRecord:
     """The service's route back to its own application (revision `keep`, default the serving
     one), the canary and the split removed: one change of Ray Serve's config."""
 
     with sd.lock():
         rec = sd.read()
         c = rec.canary
-        back = keep if keep is not None else (
-            rec.previous if c is not None and c.promoting and rec.previous is not None else rec.serving
-        )  # fmt: skip
+        back = (
+            keep
+            if keep is not None
+            else (
+                rec.previous
+                if c is not None and c.promoting and rec.previous is not None
+                else rec.serving
+            )
+        )
         settled = back == rec.serving and not (c is not None and c.promoting)
-        ended = rec.model_copy(update={
-            "canary": None, "serving": back, "rollout_done": settled,
-            "rollout_started_at": rec.rollout_started_at if settled else _now(),
-            "previous": rec.previous if back == rec.serving else rec.serving,
-        })  # fmt: skip
+        ended = rec.model_copy(
+            update={
+                "canary": None,
+                "serving": back,
+                "rollout_done": settled,
+                "rollout_started_at": rec.rollout_started_at if settled else _now(),
+                "previous": rec.previous if back == rec.serving else rec.serving,
+            }
+        )
         rev = ended.current
         shape = _shape(sd, rev, _model_dir(rev.model) if rev.model else None)
         port = serve.route_back(
@@ -906,8 +1198,9 @@ def _end_canary_local(sd: ServiceDir, serve: LocalServe, why: str, say: Say,
     return ended
 
 
-def promote(name: str, *, wait: bool = True, timeout_s: float = READY_TIMEOUT_S,
-            say: Say = _quiet) -> S.ServiceStatus:  # fmt: skip
+def promote(
+    name: str, *, wait: bool = True, timeout_s: float = READY_TIMEOUT_S, say: Say = _quiet
+) -> S.ServiceStatus:
     """Give a canary all the requests: it becomes the serving revision (the one before it is
     kept, for a rollback)."""
     sd = _sd(name)
@@ -915,9 +1208,11 @@ def promote(name: str, *, wait: bool = True, timeout_s: float = READY_TIMEOUT_S,
     _live(rec)
     c = rec.canary
     if c is None:
-        raise TauError(f"nothing to promote: revision {rec.serving} takes all of {name}'s requests",
-                       exit_code=EXIT_USAGE, hint=f"a canary first: tau serve rollout {name} "
-                       "--strategy canary --step 20")  # fmt: skip
+        raise TauError(
+            f"nothing to promote: revision {rec.serving} takes all of {name}'s requests",
+            exit_code=EXIT_USAGE,
+            hint=f"a canary first: tau serve rollout {name} --strategy canary --step 20",
+        )
     if rec.target == "kube":
         from taugrid.client import servekube
 
@@ -926,8 +1221,10 @@ def promote(name: str, *, wait: bool = True, timeout_s: float = READY_TIMEOUT_S,
             if rec.canary is None:
                 raise TauError(f"the canary of {name} ended meanwhile", exit_code=EXIT_USAGE)
             sd.write(servekube.promote(sd, rec, _now(), _who(), say))
-        say(f"promoting revision {c.revision}: a RayService at the service's size starts; the "
-            "service moves to it when it serves")  # fmt: skip
+        say(
+            f"promoting revision {c.revision}: a RayService at the service's size starts; the "
+            "service moves to it when it serves"
+        )
         return _await(name, c.revision, timeout_s, say) if wait else status(name)
     return _promote_local(sd, wait, timeout_s, say)
 
@@ -946,13 +1243,22 @@ def _promote_local(sd: ServiceDir, wait: bool, timeout_s: float, say: Say) -> S.
         c = rec.canary
         assert c is not None
         if not c.promoting:
-            rec = rec.model_copy(update={
-                "previous": rec.serving, "serving": c.revision, "rollout_started_at": _now(),
-                "rollout_done": False, "canary": c.model_copy(update={"promoting": True}),
-            })  # fmt: skip
+            rec = rec.model_copy(
+                update={
+                    "previous": rec.serving,
+                    "serving": c.revision,
+                    "rollout_started_at": _now(),
+                    "rollout_done": False,
+                    "canary": c.model_copy(update={"promoting": True}),
+                }
+            )
             sd.write(rec)
-            sd.event("promote", f"revision {c.revision} takes all requests (was {c.percent}%)",
-                     c.revision, _who())  # fmt: skip
+            sd.event(
+                "promote",
+                f"revision {c.revision} takes all requests (was {c.percent}%)",
+                c.revision,
+                _who(),
+            )
         state = serve.state()
         split = ((state.get("applications") or {}).get(split_app(name)) or {}).get(
             "deployed_app_config"
@@ -974,16 +1280,20 @@ def _promote_local(sd: ServiceDir, wait: bool, timeout_s: float, say: Say) -> S.
     wait_until(moved, timeout_s, 0.25)
     o = serve.observe(name)
     if o.revision != c.revision or o.status != "RUNNING":
-        raise TauError(f"service {name}: its own replicas did not move to revision {c.revision} "
-                       f"({o.status}); the canary still takes every request",
-                       exit_code=EXIT_RUN_FAILED, hint=f"tau serve promote {name} again, or tau "
-                       f"serve rollback {name} (back to revision {rec.previous})")  # fmt: skip
+        raise TauError(
+            f"service {name}: its own replicas did not move to revision {c.revision} "
+            f"({o.status}); the canary still takes every request",
+            exit_code=EXIT_RUN_FAILED,
+            hint=f"tau serve promote {name} again, or tau "
+            f"serve rollback {name} (back to revision {rec.previous})",
+        )
     with sd.lock():
         rec = sd.read()
         done = rec.model_copy(update={"canary": None})
         port = serve.route_back(name, _config(sd, done, rec.current, shape, rec.scale, "rolling"))
-        done = done.model_copy(update={"endpoint": _endpoint(port, rec.route_prefix),
-                                       "strategy": "rolling"})  # fmt: skip
+        done = done.model_copy(
+            update={"endpoint": _endpoint(port, rec.route_prefix), "strategy": "rolling"}
+        )
         sd.write(done)
     return _await(name, c.revision, timeout_s, say) if wait else status(name, probe=False)
 
@@ -1004,15 +1314,21 @@ def scale(
     if replicas is None and min_replicas is None and max_replicas is None:
         raise TauError("say how: --replicas N, or --min N and/or --max N", exit_code=EXIT_USAGE)
     if replicas is not None and (min_replicas is not None or max_replicas is not None):
-        raise TauError("--replicas is a fixed count; --min/--max are autoscaling bounds: "
-                       "give one or the other", exit_code=EXIT_USAGE)  # fmt: skip
+        raise TauError(
+            "--replicas is a fixed count; --min/--max are autoscaling bounds: "
+            "give one or the other",
+            exit_code=EXIT_USAGE,
+        )
     sd = _sd(name)
     rec = sd.read()
     _live(rec)
     try:
         if replicas is not None:
-            new = S.Scale(replicas=S.ServiceSpec.model_validate(
-                {"import_path": "m:a", "replicas": replicas}).replicas)  # fmt: skip
+            new = S.Scale(
+                replicas=S.ServiceSpec.model_validate(
+                    {"import_path": "m:a", "replicas": replicas}
+                ).replicas
+            )
         else:
             old = rec.scale.autoscaling
             lo = min_replicas if min_replicas is not None else (old.min_replicas if old else 1)
@@ -1022,16 +1338,21 @@ def scale(
                 else (old.max_replicas if old else max(lo, 1))
             )
             auto = S.Autoscaling.model_validate(
-                {**(old.model_dump(exclude_none=True) if old else {}),
-                 "min_replicas": lo, "max_replicas": hi})  # fmt: skip
+                {
+                    **(old.model_dump(exclude_none=True) if old else {}),
+                    "min_replicas": lo,
+                    "max_replicas": hi,
+                }
+            )
             if auto.min_replicas > auto.max_replicas:
                 raise TauError(f"--min {lo} is above --max {hi}", exit_code=EXIT_USAGE)
             new = S.Scale(autoscaling=auto)
     except ValueError as e:
         errors: list[Any] = list(getattr(e, "errors", list)())
         why = str(errors[0]["msg"]) if errors else str(e)
-        raise TauError(f"scale: {why}", exit_code=EXIT_USAGE,
-                       hint=f"0..{S.MAX_REPLICAS} replicas") from None  # fmt: skip
+        raise TauError(
+            f"scale: {why}", exit_code=EXIT_USAGE, hint=f"0..{S.MAX_REPLICAS} replicas"
+        ) from None
     if rec.target == "kube":
         _no_canary(rec, "a scale on a cluster")
         return _scale_kube(sd, new, timeout_s, say)
@@ -1059,8 +1380,15 @@ def scale(
             crev = rec.revision(c.revision)
             cshape = _shape(sd, crev, _model_dir(crev.model) if crev.model else None)
             changes[canary_app(name)] = _config(
-                sd, rec, crev, cshape, _canary_scale(new, c.percent), "rolling",
-                route=hidden_route(name, "canary"), app=canary_app(name))  # fmt: skip
+                sd,
+                rec,
+                crev,
+                cshape,
+                _canary_scale(new, c.percent),
+                "rolling",
+                route=hidden_route(name, "canary"),
+                app=canary_app(name),
+            )
         serve.apply_many(changes)  # first: a size Ray Serve refuses is never recorded
         sd.write(rec)
         sd.event("scale", f"{new.describe()} (was {was})", rec.serving, _who())
@@ -1152,8 +1480,11 @@ def delete(name: str, *, timeout_s: float = 120.0, say: Say = _quiet) -> S.Servi
                 return not o.exists and o.canary is None and not o.split
 
             if not wait_until(removed, timeout_s, 0.5):
-                raise TauError(f"Ray Serve still lists {name} after {timeout_s:.0f}s",
-                               exit_code=EXIT_PLATFORM, hint=f"tau serve status {name}")  # fmt: skip
+                raise TauError(
+                    f"Ray Serve still lists {name} after {timeout_s:.0f}s",
+                    exit_code=EXIT_PLATFORM,
+                    hint=f"tau serve status {name}",
+                )
         rec = rec.model_copy(update={"deleted_at": _now()})
         sd.write(rec)
         sd.event("delete", "removed from Ray Serve", rec.serving, _who())
@@ -1181,14 +1512,22 @@ def _observe(rec: S.ServiceRecord, state: dict[str, Any] | None = None) -> Obser
     return LocalServe.running().observe(rec.name, state)
 
 
-def _status(rec: S.ServiceRecord, obs: Observed, probe: bool,
-            events: list[S.Event]) -> S.ServiceStatus:  # fmt: skip
+def _status(
+    rec: S.ServiceRecord, obs: Observed, probe: bool, events: list[S.Event]
+) -> S.ServiceStatus:
     from taugrid.serve.local import probe as ask
     from taugrid.serve.status import compute
 
     answered = code = None
-    if (probe and rec.target == "local" and rec.endpoint and obs.exists and obs.status == "RUNNING" and obs.running > 0
-            and not rec.deleted_at):  # fmt: skip
+    if (
+        probe
+        and rec.target == "local"
+        and rec.endpoint
+        and obs.exists
+        and obs.status == "RUNNING"
+        and obs.running > 0
+        and not rec.deleted_at
+    ):
         path = rec.current.spec.readiness_path or ""
         answered, code = ask(rec.endpoint + ("" if path in ("", "/") else path))
     return compute(rec, obs, answered, events, code)
@@ -1204,8 +1543,13 @@ def _note_finished(sd: ServiceDir, rec: S.ServiceRecord, obs: Observed) -> S.Ser
             if moved is not rec:
                 sd.write(moved)
             return moved
-    if (rec.rollout_done or rec.canary is not None or not obs.exists or obs.status != "RUNNING"
-            or obs.revision != rec.serving):  # fmt: skip
+    if (
+        rec.rollout_done
+        or rec.canary is not None
+        or not obs.exists
+        or obs.status != "RUNNING"
+        or obs.revision != rec.serving
+    ):
         return rec
     with sd.lock():
         rec = sd.read()
@@ -1255,8 +1599,10 @@ def watch(
         if key != last:
             yield st
             last = key
-        if (st.phase in ("Ready", "Canary", "ScaledToZero", "Failed", "Deleted")
-                and st.serving is not False):  # fmt: skip
+        if (
+            st.phase in ("Ready", "Canary", "ScaledToZero", "Failed", "Deleted")
+            and st.serving is not False
+        ):
             return
         if deadline is not None and time.monotonic() >= deadline:
             return
@@ -1280,9 +1626,12 @@ def _await(name: str, number: int, timeout_s: float, say: Say) -> S.ServiceStatu
     deadline = time.monotonic() + timeout_s
     st = _poll(name, timeout_s, say, done)
     if not done(st) and time.monotonic() >= deadline:
-        return st.model_copy(update={
-            "phase": "Waiting" if st.phase != "Unhealthy" else st.phase,
-            "summary": f"not ready after {timeout_s:.0f}s: {st.summary}"})  # fmt: skip
+        return st.model_copy(
+            update={
+                "phase": "Waiting" if st.phase != "Unhealthy" else st.phase,
+                "summary": f"not ready after {timeout_s:.0f}s: {st.summary}",
+            }
+        )
     return st
 
 
@@ -1319,14 +1668,21 @@ def invoke(
     if rec.target == "kube":
         return _invoke_kube(rec, data, path, method, content_type, timeout_s)
     if not rec.endpoint:
-        raise TauError(f"service {name} has no endpoint yet", exit_code=EXIT_PLATFORM,
-                       hint=f"tau serve status {name}")  # fmt: skip
+        raise TauError(
+            f"service {name} has no endpoint yet",
+            exit_code=EXIT_PLATFORM,
+            hint=f"tau serve status {name}",
+        )
     if path and not path.startswith("/"):
         path = "/" + path
     url = rec.endpoint + path
     verb = method or ("POST" if data is not None else "GET")
-    req = urllib.request.Request(url, data=data, method=verb,
-                                 headers={"Content-Type": content_type} if data is not None else {})  # fmt: skip
+    req = urllib.request.Request(
+        url,
+        data=data,
+        method=verb,
+        headers={"Content-Type": content_type} if data is not None else {},
+    )
     t0 = time.perf_counter()
     try:
         with urllib.request.urlopen(req, timeout=timeout_s) as resp:
@@ -1334,8 +1690,11 @@ def invoke(
     except urllib.error.HTTPError as e:
         return Answer(int(e.code), e.read(), time.perf_counter() - t0, url)
     except OSError as e:
-        raise TauError(f"{url}: no answer ({getattr(e, 'reason', e)})", exit_code=EXIT_PLATFORM,
-                       hint=f"tau serve status {name}") from None  # fmt: skip
+        raise TauError(
+            f"{url}: no answer ({getattr(e, 'reason', e)})",
+            exit_code=EXIT_PLATFORM,
+            hint=f"tau serve status {name}",
+        ) from None
 
 
 def _invoke_kube(
@@ -1415,8 +1774,11 @@ def logs(
     serve = LocalServe.running()
     files = serve.log_files(name)
     if not files and not follow:
-        raise TauError(f"no replica logs of {name} on this machine yet", exit_code=EXIT_USAGE,
-                       hint=f"tau serve status {name}")  # fmt: skip
+        raise TauError(
+            f"no replica logs of {name} on this machine yet",
+            exit_code=EXIT_USAGE,
+            hint=f"tau serve status {name}",
+        )
     offsets: dict[Path, int] = {}
     lines: list[str] = []
     for f in files:

@@ -13,8 +13,13 @@ from taugrid.api.platform import AksClusterSpec
 class AksCluster(pulumi.ComponentResource):
     kubeconfig: pulumi.Output[str]
 
-    def __init__(self, name: str, spec: AksClusterSpec, provider: pulumi.ProviderResource,
-                 opts: pulumi.ResourceOptions | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        name: str,
+        spec: AksClusterSpec,
+        provider: pulumi.ProviderResource,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
         super().__init__("taugrid:platform:AksCluster", name, None, opts)
         child = pulumi.ResourceOptions(parent=self, provider=provider)
         self.resource_group = azure.resources.ResourceGroup(
@@ -67,5 +72,10 @@ class AksCluster(pulumi.ComponentResource):
         self.kubeconfig = pulumi.Output.secret(
             creds.kubeconfigs[0].value.apply(lambda v: base64.b64decode(v).decode())
         )
-        self.register_outputs({"clusterName": self.cluster.name, "resourceGroup": self.resource_group.name,
-                               "kubeconfig": self.kubeconfig})  # fmt: skip
+        self.register_outputs(
+            {
+                "clusterName": self.cluster.name,
+                "resourceGroup": self.resource_group.name,
+                "kubeconfig": self.kubeconfig,
+            }
+        )

@@ -12,9 +12,14 @@ from taugrid.components.manifests import controller_objects
 
 
 class TauController(pulumi.ComponentResource):
-    def __init__(self, name: str, cfg: PlatformConfig, provider: pulumi.ProviderResource,
-                 depends_on: list[pulumi.Resource] | None = None,
-                 opts: pulumi.ResourceOptions | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        name: str,
+        cfg: PlatformConfig,
+        provider: pulumi.ProviderResource,
+        depends_on: list[pulumi.Resource] | None = None,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
         super().__init__("taugrid:platform:TauController", name, None, opts)
         self.objects = create_objects(controller_objects(cfg), self, provider, depends_on)
         self.image = f"{cfg.components.controller.image}:{cfg.components.version('controller')}"

@@ -58,9 +58,16 @@ def _agent_pool(
 
 
 class GpuNodePool(pulumi.ComponentResource):
-    def __init__(self, name: str, pool: GpuPool, driver: str, cluster: CS.ManagedCluster,
-                 resource_group: pulumi.Input[str], provider: pulumi.ProviderResource,
-                 opts: pulumi.ResourceOptions | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        name: str,
+        pool: GpuPool,
+        driver: str,
+        cluster: CS.ManagedCluster,
+        resource_group: pulumi.Input[str],
+        provider: pulumi.ProviderResource,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
         super().__init__("taugrid:platform:GpuNodePool", name, None, opts)
         self.agent_pool = _agent_pool(self, pool, cluster, resource_group, provider, driver)
         self.register_outputs(
@@ -69,8 +76,15 @@ class GpuNodePool(pulumi.ComponentResource):
 
 
 class CpuNodePool(pulumi.ComponentResource):
-    def __init__(self, name: str, pool: CpuPool, cluster: CS.ManagedCluster, resource_group: pulumi.Input[str],
-                 provider: pulumi.ProviderResource, opts: pulumi.ResourceOptions | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        name: str,
+        pool: CpuPool,
+        cluster: CS.ManagedCluster,
+        resource_group: pulumi.Input[str],
+        provider: pulumi.ProviderResource,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
         super().__init__("taugrid:platform:CpuNodePool", name, None, opts)
         self.agent_pool = _agent_pool(self, pool, cluster, resource_group, provider, None)
         self.register_outputs({"name": self.agent_pool.name, "vmSize": pool.vmSize})

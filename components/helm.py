@@ -42,34 +42,66 @@ class HelmSpec:
 HELM: dict[str, HelmSpec] = {
     s.key: s
     for s in (
-        HelmSpec("gpuOperator", "GpuOperator", "gpu-operator", M.gpu_operator_values,
-                 lambda cfg: {"installDriver": cfg.components.gpuOperator.installDriver}),
+        HelmSpec(
+            "gpuOperator",
+            "GpuOperator",
+            "gpu-operator",
+            M.gpu_operator_values,
+            lambda cfg: {"installDriver": cfg.components.gpuOperator.installDriver},
+        ),
         # The GPU Operator's own exporter, or the standalone chart (never both).
-        HelmSpec("dcgmExporter", "DcgmExporter", "dcgm-exporter", M.dcgm_exporter_values,
-                 lambda cfg: {"source": cfg.components.dcgmExporter.source},
-                 installs=lambda cfg: cfg.components.dcgmExporter.source == "standalone"),
-        HelmSpec("nodeProblemDetector", "NodeProblemDetector", "node-problem-detector",
-                 M.npd_values, lambda cfg: {"condition": C.XID_CONDITION}),
-        HelmSpec("kueue", "Kueue", "kueue", M.kueue_values,
-                 lambda cfg: {"clusterQueues": [q.name for q in cfg.queues.clusterQueues]}),
+        HelmSpec(
+            "dcgmExporter",
+            "DcgmExporter",
+            "dcgm-exporter",
+            M.dcgm_exporter_values,
+            lambda cfg: {"source": cfg.components.dcgmExporter.source},
+            installs=lambda cfg: cfg.components.dcgmExporter.source == "standalone",
+        ),
+        HelmSpec(
+            "nodeProblemDetector",
+            "NodeProblemDetector",
+            "node-problem-detector",
+            M.npd_values,
+            lambda cfg: {"condition": C.XID_CONDITION},
+        ),
+        HelmSpec(
+            "kueue",
+            "Kueue",
+            "kueue",
+            M.kueue_values,
+            lambda cfg: {"clusterQueues": [q.name for q in cfg.queues.clusterQueues]},
+        ),
         HelmSpec("kuberay", "KubeRayOperator", "kuberay-operator", M.kuberay_values),
     )
-}  # fmt: skip
+}
 
 
 class HelmComponent(pulumi.ComponentResource):
     """One chart of the platform (a row of HELM) as a component holding its release."""
 
-    def __init__(self, spec: HelmSpec, cfg: PlatformConfig, provider: pulumi.ProviderResource,
-                 depends_on: list[pulumi.Resource] | None = None,
-                 opts: pulumi.ResourceOptions | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        spec: HelmSpec,
+        cfg: PlatformConfig,
+        provider: pulumi.ProviderResource,
+        depends_on: list[pulumi.Resource] | None = None,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
         super().__init__(f"taugrid:platform:{spec.type_name}", spec.release, None, opts)
         version = cfg.components.version(spec.key)
         self.release = None
         component: ComponentBase = getattr(cfg.components, spec.key)
         if spec.installs(cfg) and component.install == "helm":
-            self.release = helm_release(spec.release, CHARTS[spec.key], version, spec.values(cfg),
-                                        self, provider, depends_on)  # fmt: skip
+            self.release = helm_release(
+                spec.release,
+                CHARTS[spec.key],
+                version,
+                spec.values(cfg),
+                self,
+                provider,
+                depends_on,
+            )
         self.extend(cfg, provider)
         self.register_outputs({"version": version, **spec.outputs(cfg)})
 
@@ -80,9 +112,13 @@ class HelmComponent(pulumi.ComponentResource):
 class Kueue(HelmComponent):
     """Kueue, then (once its webhooks are ready) flavors, cohorts, priorities and queues."""
 
-    def __init__(self, cfg: PlatformConfig, provider: pulumi.ProviderResource,
-                 depends_on: list[pulumi.Resource] | None = None,
-                 opts: pulumi.ResourceOptions | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        cfg: PlatformConfig,
+        provider: pulumi.ProviderResource,
+        depends_on: list[pulumi.Resource] | None = None,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
         super().__init__(HELM["kueue"], cfg, provider, depends_on, opts)
 
     def extend(self, cfg: PlatformConfig, provider: pulumi.ProviderResource) -> None:

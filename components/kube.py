@@ -42,8 +42,9 @@ def create_objects(
 ) -> list[KubeObject]:
     """One resource per object. `deleted_with` (their namespace): not deleted one by one when it
     goes too (its deletion takes them, in the order Kubernetes needs)."""
-    opts = pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=depends_on or [],
-                                  deleted_with=deleted_with)  # fmt: skip
+    opts = pulumi.ResourceOptions(
+        parent=parent, provider=provider, depends_on=depends_on or [], deleted_with=deleted_with
+    )
     return [KubeObject(object_name(m), m, opts) for m in manifests]
 
 

@@ -91,8 +91,10 @@ def cluster_queue(cfg: PlatformConfig, cq: ClusterQueueSpec) -> dict[str, Any]:
         resources = []
         for res in covered:
             # canonical strings: Kueue re-writes the spec, and any other form changes hands
-            r: dict[str, Any] = {"name": res,
-                                 "nominalQuota": canonical(fq.nominalQuota.get(res, 0))}  # fmt: skip
+            r: dict[str, Any] = {
+                "name": res,
+                "nominalQuota": canonical(fq.nominalQuota.get(res, 0)),
+            }
             if fq.borrowingLimit and res in fq.borrowingLimit:
                 r["borrowingLimit"] = canonical(fq.borrowingLimit[res])
             if fq.lendingLimit and res in fq.lendingLimit:
@@ -120,8 +122,13 @@ def cluster_queue(cfg: PlatformConfig, cq: ClusterQueueSpec) -> dict[str, Any]:
 
 
 def workload_priority_class(p: PriorityClass) -> dict[str, Any]:
-    return {"apiVersion": KUEUE, "kind": "WorkloadPriorityClass", "metadata": _meta(p.name), "value": p.value,
-            "description": p.description}  # fmt: skip
+    return {
+        "apiVersion": KUEUE,
+        "kind": "WorkloadPriorityClass",
+        "metadata": _meta(p.name),
+        "value": p.value,
+        "description": p.description,
+    }
 
 
 def local_queue(ws: WorkspaceSpec, queue: str) -> dict[str, Any]:
@@ -285,8 +292,11 @@ def tau_crds() -> list[dict[str, Any]]:
 
 def tau_cluster(cfg: PlatformConfig, stack: str) -> dict[str, Any]:
     profiles = derive_profiles(cfg)
-    versions = {name: cfg.components.version(name) for name in type(cfg.components).model_fields
-                if getattr(cfg.components, name).enabled}  # fmt: skip
+    versions = {
+        name: cfg.components.version(name)
+        for name in type(cfg.components).model_fields
+        if getattr(cfg.components, name).enabled
+    }
     return {
         "apiVersion": C.API_VERSION,
         "kind": "TauCluster",
@@ -335,20 +345,44 @@ def researcher_read_clusterrole() -> dict[str, Any]:
 
 
 RESEARCHER_RULES: list[dict[str, Any]] = [
-    {"apiGroups": ["ray.io"], "resources": ["rayjobs", "rayservices"], "verbs": ["create", "get", "list", "watch", "patch", "update", "delete"]},
+    {
+        "apiGroups": ["ray.io"],
+        "resources": ["rayjobs", "rayservices"],
+        "verbs": ["create", "get", "list", "watch", "patch", "update", "delete"],
+    },
     {"apiGroups": ["ray.io"], "resources": ["rayclusters"], "verbs": ["get", "list", "watch"]},
-    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "get", "list", "watch", "patch", "update", "delete"]},
-    {"apiGroups": [""], "resources": ["configmaps", "services"], "verbs": ["create", "get", "list", "watch", "patch", "update", "delete"]},
-    {"apiGroups": [""], "resources": ["pods", "pods/log", "events", "persistentvolumeclaims"], "verbs": ["get", "list", "watch"]},
+    {
+        "apiGroups": ["batch"],
+        "resources": ["jobs"],
+        "verbs": ["create", "get", "list", "watch", "patch", "update", "delete"],
+    },
+    {
+        "apiGroups": [""],
+        "resources": ["configmaps", "services"],
+        "verbs": ["create", "get", "list", "watch", "patch", "update", "delete"],
+    },
+    {
+        "apiGroups": [""],
+        "resources": ["pods", "pods/log", "events", "persistentvolumeclaims"],
+        "verbs": ["get", "list", "watch"],
+    },
     {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["get", "list", "watch"]},
-    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads", "localqueues"], "verbs": ["get", "list", "watch"]},
-    {"apiGroups": [C.GROUP], "resources": ["runs", "quotarequests", "tauservices"], "verbs": ["create", "get", "list", "watch", "patch", "update", "delete"]},
+    {
+        "apiGroups": ["kueue.x-k8s.io"],
+        "resources": ["workloads", "localqueues"],
+        "verbs": ["get", "list", "watch"],
+    },
+    {
+        "apiGroups": [C.GROUP],
+        "resources": ["runs", "quotarequests", "tauservices"],
+        "verbs": ["create", "get", "list", "watch", "patch", "update", "delete"],
+    },
     {"apiGroups": [C.GROUP], "resources": ["runs/status"], "verbs": ["get", "patch", "update"]},
     # the workspace's Services through the API server: its volume's file server (tau run pull,
     # metrics, progress) and its model services (tau serve invoke); members may run pods that
     # reach them anyway, so this opens nothing new to them
     {"apiGroups": [""], "resources": ["services/proxy"], "verbs": ["get", "create"]},
-]  # fmt: skip
+]
 
 
 def _subjects(ws: WorkspaceSpec) -> list[dict[str, Any]]:
@@ -535,20 +569,53 @@ def workspace_objects(cfg: PlatformConfig, ws: WorkspaceSpec) -> list[dict[str, 
     ]
     if subjects:
         objs += [
-            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": _meta(RESEARCHER_ROLE, ns, labels),
-             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": RESEARCHER_ROLE}, "subjects": subjects},
-            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-             "metadata": _meta(f"tau-workspace-{ws.name}", SYSTEM_NAMESPACE, labels),
-             "rules": [{"apiGroups": [C.GROUP], "resources": ["workspaces"], "resourceNames": [ws.name], "verbs": ["get", "watch"]}]},
-            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-             "metadata": _meta(f"tau-workspace-{ws.name}", SYSTEM_NAMESPACE, labels),
-             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": f"tau-workspace-{ws.name}"},
-             "subjects": subjects},
-            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-             "metadata": _meta(f"{RESEARCHER_READ_CLUSTERROLE}-{ws.name}", labels=labels),
-             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": RESEARCHER_READ_CLUSTERROLE},
-             "subjects": subjects},
-        ]  # fmt: skip
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "RoleBinding",
+                "metadata": _meta(RESEARCHER_ROLE, ns, labels),
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "Role",
+                    "name": RESEARCHER_ROLE,
+                },
+                "subjects": subjects,
+            },
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "Role",
+                "metadata": _meta(f"tau-workspace-{ws.name}", SYSTEM_NAMESPACE, labels),
+                "rules": [
+                    {
+                        "apiGroups": [C.GROUP],
+                        "resources": ["workspaces"],
+                        "resourceNames": [ws.name],
+                        "verbs": ["get", "watch"],
+                    }
+                ],
+            },
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "RoleBinding",
+                "metadata": _meta(f"tau-workspace-{ws.name}", SYSTEM_NAMESPACE, labels),
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "Role",
+                    "name": f"tau-workspace-{ws.name}",
+                },
+                "subjects": subjects,
+            },
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRoleBinding",
+                "metadata": _meta(f"{RESEARCHER_READ_CLUSTERROLE}-{ws.name}", labels=labels),
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole",
+                    "name": RESEARCHER_READ_CLUSTERROLE,
+                },
+                "subjects": subjects,
+            },
+        ]
     return objs
 
 
@@ -578,58 +645,129 @@ def quota_approver_objects(cfg: PlatformConfig) -> list[dict[str, Any]]:
         "kind": "ClusterRole",
         "metadata": _meta(QUOTA_APPROVER_CLUSTERROLE),
         "rules": [
-            {"apiGroups": [C.GROUP], "resources": ["quotarequests"], "verbs": ["get", "list", "watch"]},
-            {"apiGroups": [C.GROUP], "resources": ["quotarequests/status"], "verbs": ["get", "patch", "update"]},
+            {
+                "apiGroups": [C.GROUP],
+                "resources": ["quotarequests"],
+                "verbs": ["get", "list", "watch"],
+            },
+            {
+                "apiGroups": [C.GROUP],
+                "resources": ["quotarequests/status"],
+                "verbs": ["get", "patch", "update"],
+            },
             {"apiGroups": [C.GROUP], "resources": ["clusters"], "verbs": ["get", "list", "watch"]},
         ],
-    }  # fmt: skip
+    }
     if not cfg.admins:
         return [role]
     binding = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRoleBinding",
         "metadata": _meta(QUOTA_APPROVER_CLUSTERROLE),
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                    "name": QUOTA_APPROVER_CLUSTERROLE},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": QUOTA_APPROVER_CLUSTERROLE,
+        },
         "subjects": _binding_subjects(cfg.admins, SYSTEM_NAMESPACE),
-    }  # fmt: skip
+    }
     return [role, binding]
 
 
 # What the controller does, and nothing more: it reads what it watches, writes the status of
 # TauGrid's objects, the quota of grant cohorts, and cordons/taints of nodes.
 CONTROLLER_RULES: list[dict[str, Any]] = [
-    {"apiGroups": [C.GROUP], "resources": ["runs", "quotarequests", "workspaces", "clusters", "tauservices"], "verbs": ["get", "list", "watch"]},
-    {"apiGroups": [C.GROUP], "resources": ["runs/status", "quotarequests/status", "workspaces/status", "clusters/status", "tauservices/status"], "verbs": ["get", "patch"]},
+    {
+        "apiGroups": [C.GROUP],
+        "resources": ["runs", "quotarequests", "workspaces", "clusters", "tauservices"],
+        "verbs": ["get", "list", "watch"],
+    },
+    {
+        "apiGroups": [C.GROUP],
+        "resources": [
+            "runs/status",
+            "quotarequests/status",
+            "workspaces/status",
+            "clusters/status",
+            "tauservices/status",
+        ],
+        "verbs": ["get", "patch"],
+    },
     {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": ["ray.io"], "resources": ["rayjobs"], "verbs": ["get", "list", "watch"]},
     # services: a new generation that serves takes over (the Service's selector; the old
     # RayService deleted), whether or not a `tau serve` command looks
-    {"apiGroups": ["ray.io"], "resources": ["rayservices"], "verbs": ["get", "list", "watch", "delete"]},
+    {
+        "apiGroups": ["ray.io"],
+        "resources": ["rayservices"],
+        "verbs": ["get", "list", "watch", "delete"],
+    },
     {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "patch"]},
-    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads", "clusterqueues", "localqueues", "resourceflavors"], "verbs": ["get", "list", "watch"]},
-    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["cohorts"], "verbs": ["get", "list", "watch", "create", "patch"]},
-    {"apiGroups": [""], "resources": ["pods", "persistentvolumeclaims"], "verbs": ["get", "list", "watch"]},
+    {
+        "apiGroups": ["kueue.x-k8s.io"],
+        "resources": ["workloads", "clusterqueues", "localqueues", "resourceflavors"],
+        "verbs": ["get", "list", "watch"],
+    },
+    {
+        "apiGroups": ["kueue.x-k8s.io"],
+        "resources": ["cohorts"],
+        "verbs": ["get", "list", "watch", "create", "patch"],
+    },
+    {
+        "apiGroups": [""],
+        "resources": ["pods", "persistentvolumeclaims"],
+        "verbs": ["get", "list", "watch"],
+    },
     # runs' pods leave a quarantined node through the Eviction API (PodDisruptionBudgets hold)
     {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
-    {"apiGroups": [""], "resources": ["events"], "verbs": ["get", "list", "watch", "create", "patch"]},
-    {"apiGroups": ["kopf.dev"], "resources": ["clusterkopfpeerings"], "verbs": ["get", "list", "watch", "patch"]},
+    {
+        "apiGroups": [""],
+        "resources": ["events"],
+        "verbs": ["get", "list", "watch", "create", "patch"],
+    },
+    {
+        "apiGroups": ["kopf.dev"],
+        "resources": ["clusterkopfpeerings"],
+        "verbs": ["get", "list", "watch", "patch"],
+    },
     # kopf finds the kinds it watches among the cluster's CRDs (read-only)
-    {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "verbs": ["get", "list", "watch"]},
-]  # fmt: skip
+    {
+        "apiGroups": ["apiextensions.k8s.io"],
+        "resources": ["customresourcedefinitions"],
+        "verbs": ["get", "list", "watch"],
+    },
+]
 
 
 def controller_rbac() -> list[dict[str, Any]]:
     """ServiceAccount, least-privilege ClusterRole and its binding."""
     return [
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(CONTROLLER, SYSTEM_NAMESPACE)},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": _meta(CONTROLLER),
-         "rules": CONTROLLER_RULES},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": _meta(CONTROLLER),
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": CONTROLLER},
-         "subjects": [{"kind": "ServiceAccount", "name": CONTROLLER, "namespace": SYSTEM_NAMESPACE}]},
-    ]  # fmt: skip
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": _meta(CONTROLLER, SYSTEM_NAMESPACE),
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": _meta(CONTROLLER),
+            "rules": CONTROLLER_RULES,
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": _meta(CONTROLLER),
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": CONTROLLER,
+            },
+            "subjects": [
+                {"kind": "ServiceAccount", "name": CONTROLLER, "namespace": SYSTEM_NAMESPACE}
+            ],
+        },
+    ]
 
 
 def kopf_peering() -> list[dict[str, Any]]:
@@ -642,16 +780,32 @@ def kopf_peering() -> list[dict[str, Any]]:
         "spec": {
             "group": "kopf.dev",
             "scope": "Cluster",
-            "names": {"kind": "ClusterKopfPeering", "plural": "clusterkopfpeerings",
-                      "singular": "clusterkopfpeering"},
-            "versions": [{
-                "name": "v1", "served": True, "storage": True,
-                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
-                    "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
-                    "x-kubernetes-preserve-unknown-fields": True}},
-            }],
+            "names": {
+                "kind": "ClusterKopfPeering",
+                "plural": "clusterkopfpeerings",
+                "singular": "clusterkopfpeering",
+            },
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "properties": {
+                                "status": {
+                                    "type": "object",
+                                    "x-kubernetes-preserve-unknown-fields": True,
+                                }
+                            },
+                            "x-kubernetes-preserve-unknown-fields": True,
+                        }
+                    },
+                }
+            ],
         },
-    }  # fmt: skip
+    }
     peering = {
         "apiVersion": "kopf.dev/v1",
         "kind": "ClusterKopfPeering",
@@ -665,22 +819,38 @@ def controller_deployment(cfg: PlatformConfig) -> list[dict[str, Any]]:
     spec = cfg.components.controller
     settings = {"remediation": spec.remediation.model_dump(mode="json")}
     labels = {"app.kubernetes.io/name": CONTROLLER}
-    config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(CONTROLLER, SYSTEM_NAMESPACE),
-              "data": {"controller.yaml": json.dumps(settings, indent=2, sort_keys=True)}}  # fmt: skip
+    config = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(CONTROLLER, SYSTEM_NAMESPACE),
+        "data": {"controller.yaml": json.dumps(settings, indent=2, sort_keys=True)},
+    }
     container = {
         "name": "controller",
         "image": f"{spec.image}:{cfg.components.version('controller')}",
-        "args": ["--in-cluster", "--config=/etc/taugrid/controller.yaml",
-                 f"--liveness=http://0.0.0.0:{CONTROLLER_PORT}/healthz"],
+        "args": [
+            "--in-cluster",
+            "--config=/etc/taugrid/controller.yaml",
+            f"--liveness=http://0.0.0.0:{CONTROLLER_PORT}/healthz",
+        ],
         "ports": [{"name": "health", "containerPort": CONTROLLER_PORT}],
-        "livenessProbe": {"httpGet": {"path": "/healthz", "port": "health"},
-                          "initialDelaySeconds": 30, "periodSeconds": 30},
-        "resources": {"requests": {"cpu": "100m", "memory": format_memory(parse_memory(spec.memory) // 2)},
-                      "limits": {"cpu": "1", "memory": spec.memory}},
-        "securityContext": {"runAsNonRoot": True, "allowPrivilegeEscalation": False,
-                            "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}},
+        "livenessProbe": {
+            "httpGet": {"path": "/healthz", "port": "health"},
+            "initialDelaySeconds": 30,
+            "periodSeconds": 30,
+        },
+        "resources": {
+            "requests": {"cpu": "100m", "memory": format_memory(parse_memory(spec.memory) // 2)},
+            "limits": {"cpu": "1", "memory": spec.memory},
+        },
+        "securityContext": {
+            "runAsNonRoot": True,
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
         "volumeMounts": [{"name": "config", "mountPath": "/etc/taugrid", "readOnly": True}],
-    }  # fmt: skip
+    }
     deployment = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",

@@ -27,8 +27,14 @@ from taugrid.components.workspace import Workspace
 class Platform(pulumi.ComponentResource):
     kubeconfig: pulumi.Output[str] | None
 
-    def __init__(self, name: str, cfg: PlatformConfig, stack: str, kubeconfig_secret: pulumi.Input[str] | None = None,
-                 opts: pulumi.ResourceOptions | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        name: str,
+        cfg: PlatformConfig,
+        stack: str,
+        kubeconfig_secret: pulumi.Input[str] | None = None,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
         super().__init__("taugrid:platform:Platform", name, None, opts)
         me = pulumi.ResourceOptions(parent=self)
         pools: list[pulumi.Resource] = []
@@ -38,8 +44,17 @@ class Platform(pulumi.ComponentResource):
             self.aks = AksCluster("cluster", cfg.cluster, azure_provider, opts=me)
             self.kubeconfig = self.aks.kubeconfig
             for gp in cfg.gpuPools:
-                pools.append(GpuNodePool(gp.name, gp, gpu_driver(cfg, gp), self.aks.cluster, self.aks.resource_group.name,
-                                         azure_provider, opts=me))  # fmt: skip
+                pools.append(
+                    GpuNodePool(
+                        gp.name,
+                        gp,
+                        gpu_driver(cfg, gp),
+                        self.aks.cluster,
+                        self.aks.resource_group.name,
+                        azure_provider,
+                        opts=me,
+                    )
+                )
             for cp in cfg.cpuPools:
                 pools.append(
                     CpuNodePool(
@@ -100,9 +115,12 @@ class Platform(pulumi.ComponentResource):
         ctl = c.controller
         if ctl.enabled and ctl.install == "helm":  # "helm": this stack deploys it
             self.controller = TauController(
-                "taugrid-controller", cfg, provider,
-                depends_on=[self.crds, self.system_ns, *queue_deps], opts=me,
-            )  # fmt: skip
+                "taugrid-controller",
+                cfg,
+                provider,
+                depends_on=[self.crds, self.system_ns, *queue_deps],
+                opts=me,
+            )
         self.workspaces = [
             Workspace(
                 ws.name,

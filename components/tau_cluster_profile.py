@@ -14,8 +14,15 @@ from taugrid.components.manifests import (
 
 
 class TauClusterProfile(pulumi.ComponentResource):
-    def __init__(self, name: str, cfg: PlatformConfig, stack: str, provider: pulumi.ProviderResource,
-                 depends_on: list[pulumi.Resource] | None = None, opts: pulumi.ResourceOptions | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        name: str,
+        cfg: PlatformConfig,
+        stack: str,
+        provider: pulumi.ProviderResource,
+        depends_on: list[pulumi.Resource] | None = None,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
         super().__init__("taugrid:platform:TauClusterProfile", name, None, opts)
         objs = [
             tau_cluster(cfg, stack),

@@ -11,8 +11,15 @@ from taugrid.components.manifests import workspace_objects
 
 
 class Workspace(pulumi.ComponentResource):
-    def __init__(self, name: str, cfg: PlatformConfig, ws: WorkspaceSpec, provider: pulumi.ProviderResource,
-                 depends_on: list[pulumi.Resource] | None = None, opts: pulumi.ResourceOptions | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        name: str,
+        cfg: PlatformConfig,
+        ws: WorkspaceSpec,
+        provider: pulumi.ProviderResource,
+        depends_on: list[pulumi.Resource] | None = None,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
         super().__init__("taugrid:platform:Workspace", name, None, opts)
         objects = workspace_objects(cfg, ws)
         inside = [o for o in objects if o["metadata"].get("namespace") == ws.ns]

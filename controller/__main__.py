@@ -30,8 +30,13 @@ def main(argv: list[str] | None = None) -> int:
         cfg = cfgmod.load(args.config)
         if args.dry_run:
             cfg.remediation = cfg.remediation.model_copy(update={"dry_run": True})
-        run(cfg, context=args.context, in_cluster=args.in_cluster, standalone=args.standalone,
-            liveness=args.liveness)  # fmt: skip
+        run(
+            cfg,
+            context=args.context,
+            in_cluster=args.in_cluster,
+            standalone=args.standalone,
+            liveness=args.liveness,
+        )
     except TauError as e:
         print(f"error: {e}", file=sys.stderr)
         return e.exit_code

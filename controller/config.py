@@ -22,9 +22,11 @@ class ControllerConfig(BaseModel):
     system_namespace: str = Field(SYSTEM_NAMESPACE, description="Where TauWorkspaces live")
     cluster_object: str = Field("cluster", description="The TauCluster's name")
     status_writes_per_s: float = Field(
-        20.0, gt=0, le=1000,
+        20.0,
+        gt=0,
+        le=1000,
         description="Run status writes a second at most, all runs together (one at a time)",
-    )  # fmt: skip
+    )
 
 
 def load(path: Path | None) -> ControllerConfig:

@@ -48,14 +48,19 @@ class Decision:
     wake_in_s: float | None = None  # look again after this long (None: on the next change)
 
 
-def status_body(kind: str, obj: Mapping[str, Any], status: Any,
-                exclude: set[str] | None = None) -> dict[str, Any]:  # fmt: skip
+def status_body(
+    kind: str, obj: Mapping[str, Any], status: Any, exclude: set[str] | None = None
+) -> dict[str, Any]:
     """What the controller applies to a status subresource: the object's name and its status."""
     meta = {"name": obj["metadata"]["name"]}
     if obj["metadata"].get("namespace"):
         meta["namespace"] = obj["metadata"]["namespace"]
-    return {"apiVersion": C.API_VERSION, "kind": kind, "metadata": meta,
-            "status": status.model_dump(mode="json", exclude_none=True, exclude=exclude)}  # fmt: skip
+    return {
+        "apiVersion": C.API_VERSION,
+        "kind": kind,
+        "metadata": meta,
+        "status": status.model_dump(mode="json", exclude_none=True, exclude=exclude),
+    }
 
 
 # --- quota grants ---------------------------------------------------------------------------
@@ -78,13 +83,17 @@ def quota(o: QuotaObjects, now: datetime) -> Decision:
     workspaces = {w["metadata"]["name"]: w for w in o.workspaces}
     requests = [request(r, o.local_queues, cqs, workspaces, profiles, now) for r in o.requests]
     targets = {r.target for r in requests if r.target is not None}
-    flavor_labels = {f["metadata"]["name"]: (f.get("spec") or {}).get("nodeLabels") or {}
-                     for f in o.flavors}  # fmt: skip
+    flavor_labels = {
+        f["metadata"]["name"]: (f.get("spec") or {}).get("nodeLabels") or {} for f in o.flavors
+    }
     views = [R.node_view(b) for b in o.nodes.values()]
     alloc = {n: (b.get("status") or {}).get("allocatable") or {} for n, b in o.nodes.items()}
-    capacity = {(t.flavor, t.resource): P.pool_capacity(profiles, views, alloc, flavor_labels,
-                                                          t.flavor, t.resource)
-                for t in targets}  # fmt: skip
+    capacity = {
+        (t.flavor, t.resource): P.pool_capacity(
+            profiles, views, alloc, flavor_labels, t.flavor, t.resource
+        )
+        for t in targets
+    }
     plan = Q.plan(requests, P.rooms(targets, cqs, capacity), now)
     writes: list[Write] = []
     # Cohorts first (the grant), then what each request says about it.
@@ -94,8 +103,12 @@ def quota(o: QuotaObjects, now: datetime) -> Decision:
         name = naming.grant_cohort(cq)
         have = ((cohorts.get(name) or {}).get("spec") or {}).get("resourceGroups") or []
         if normal(want) != normal(have):
-            body = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Cohort",
-                    "metadata": {"name": name}, "spec": {"resourceGroups": want}}  # fmt: skip
+            body = {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "Cohort",
+                "metadata": {"name": name},
+                "spec": {"resourceGroups": want},
+            }
             writes.append(Write("apply", body, f"grant cohort {name}: {want or 'no grants'}"))
     for r in requests:
         new = plan.statuses[r.key]
@@ -104,30 +117,46 @@ def quota(o: QuotaObjects, now: datetime) -> Decision:
             continue
         meta = {"metadata": {"name": r.name, "namespace": r.namespace}}
         # never the decision: that field is the admins' (field manager tau-quota-admin)
-        writes.append(Write("apply_status", status_body("TauQuotaRequest", meta, new,
-                                                        exclude={"decision"})))  # fmt: skip
+        writes.append(
+            Write("apply_status", status_body("TauQuotaRequest", meta, new, exclude={"decision"}))
+        )
     nxt = Q.next_change(plan.statuses.values())
     return Decision(writes, max(0.0, (nxt - now).total_seconds()) if nxt else None)
 
 
-def request(raw: dict[str, Any], lqs: list[dict[str, Any]], cqs: Mapping[str, Any],
-            workspaces: Mapping[str, Any], profiles: list[WorkloadProfile],
-            now: datetime) -> Q.Request:  # fmt: skip
+def request(
+    raw: dict[str, Any],
+    lqs: list[dict[str, Any]],
+    cqs: Mapping[str, Any],
+    workspaces: Mapping[str, Any],
+    profiles: list[WorkloadProfile],
+    now: datetime,
+) -> Q.Request:
     meta = raw["metadata"]
     ns, name = meta["namespace"], meta["name"]
     spec = TauQuotaRequestSpec.model_validate(raw.get("spec") or {})
     status = model(TauQuotaRequestStatus, raw.get("status"))
     target, problem = P.resolve_target(ns, spec, lqs, cqs, workspaces, profiles)
-    return Q.Request(namespace=ns, name=name, generation=int(meta.get("generation") or 1),
-                     created=parse_k8s_time(meta.get("creationTimestamp")) or now,
-                     spec=spec, status=status, target=target, problem=problem)  # fmt: skip
+    return Q.Request(
+        namespace=ns,
+        name=name,
+        generation=int(meta.get("generation") or 1),
+        created=parse_k8s_time(meta.get("creationTimestamp")) or now,
+        spec=spec,
+        status=status,
+        target=target,
+        problem=problem,
+    )
 
 
 def granted_queues(cohorts: Mapping[str, Any]) -> set[str]:
     """ClusterQueues whose grant cohort holds a grant now (so expiry can empty it)."""
     prefix = naming.grant_cohort("")
-    return {name[len(prefix):] for name, c in cohorts.items()
-            if name.startswith(prefix) and (c.get("spec") or {}).get("resourceGroups")}  # fmt: skip
+    return {
+        name[len(prefix) :]
+        for name, c in cohorts.items()
+        if name.startswith(prefix) and (c.get("spec") or {}).get("resourceGroups")
+    }
 
 
 def normal(groups: Iterable[Mapping[str, Any]]) -> list[Any]:
@@ -136,9 +165,16 @@ def normal(groups: Iterable[Mapping[str, Any]]) -> list[Any]:
     for g in groups:
         flavors = []
         for f in g.get("flavors") or []:
-            res = [(r.get("name"), canonical(str(r.get("nominalQuota"))),
-                    canonical(str(r.get("lendingLimit"))) if r.get("lendingLimit") is not None else None)
-                   for r in f.get("resources") or []]  # fmt: skip
+            res = [
+                (
+                    r.get("name"),
+                    canonical(str(r.get("nominalQuota"))),
+                    canonical(str(r.get("lendingLimit")))
+                    if r.get("lendingLimit") is not None
+                    else None,
+                )
+                for r in f.get("resources") or []
+            ]
             flavors.append((f.get("name"), res))
         out.append((tuple(g.get("coveredResources") or []), flavors))
     return out
@@ -161,37 +197,52 @@ class PlatformObjects:
     nodes: Mapping[str, dict[str, Any]]
 
 
-def platform(o: PlatformObjects, breaker: R.Verdicts | None, remediation: RemediationConfig,
-             now: datetime) -> Decision:  # fmt: skip
+def platform(
+    o: PlatformObjects, breaker: R.Verdicts | None, remediation: RemediationConfig, now: datetime
+) -> Decision:
     """TauWorkspace conditions and TauCluster's live capacity and conditions, where changed."""
     writes: list[Write] = []
     cqs = {c["metadata"]["name"]: c for c in o.cluster_queues}
     for w in o.workspaces:
         spec = TauWorkspaceSpec.model_validate(w.get("spec") or {})
         old = model(TauWorkspaceStatus, w.get("status"))
-        pvc = next((p for p in o.pvcs if p["metadata"]["namespace"] == spec.namespace
-                    and p["metadata"]["name"] == spec.storage.pvc), None)  # fmt: skip
-        present = {q["metadata"]["name"]: q for q in o.local_queues
-                   if q["metadata"]["namespace"] == spec.namespace}  # fmt: skip
-        conds = P.workspace_conditions(spec.storage.pvc, pvc, spec.localQueues, present, cqs,
-                                       old.conditions, now)  # fmt: skip
+        pvc = next(
+            (
+                p
+                for p in o.pvcs
+                if p["metadata"]["namespace"] == spec.namespace
+                and p["metadata"]["name"] == spec.storage.pvc
+            ),
+            None,
+        )
+        present = {
+            q["metadata"]["name"]: q
+            for q in o.local_queues
+            if q["metadata"]["namespace"] == spec.namespace
+        }
+        conds = P.workspace_conditions(
+            spec.storage.pvc, pvc, spec.localQueues, present, cqs, old.conditions, now
+        )
         new = TauWorkspaceStatus(
             phase="Ready" if all(c.status == "True" for c in conds) else "Pending",
-            observedGeneration=w["metadata"].get("generation"), conditions=conds,
-        )  # fmt: skip
+            observedGeneration=w["metadata"].get("generation"),
+            conditions=conds,
+        )
         if new.model_dump(mode="json") != old.model_dump(mode="json"):
             writes.append(Write("apply_status", status_body("TauWorkspace", w, new)))
     if o.cluster is not None:
         cluster_status = _cluster_status(o, breaker, remediation, now)
         if cluster_status is not None:
-            body = status_body("TauCluster", o.cluster, cluster_status,
-                               exclude={"controllerHeartbeat"})  # fmt: skip
+            body = status_body(
+                "TauCluster", o.cluster, cluster_status, exclude={"controllerHeartbeat"}
+            )
             writes.append(Write("apply_status", body))
     return Decision(writes)
 
 
-def _cluster_status(o: PlatformObjects, breaker: R.Verdicts | None, remediation: RemediationConfig,
-                    now: datetime) -> TauClusterStatus | None:  # fmt: skip
+def _cluster_status(
+    o: PlatformObjects, breaker: R.Verdicts | None, remediation: RemediationConfig, now: datetime
+) -> TauClusterStatus | None:
     assert o.cluster is not None
     old: TauClusterStatus = model(TauClusterStatus, o.cluster.get("status"))
     views = [R.node_view(b) for b in o.nodes.values()]
@@ -200,18 +251,34 @@ def _cluster_status(o: PlatformObjects, breaker: R.Verdicts | None, remediation:
     gpu_ok = all(c.cordonedByTau == 0 for c in caps)
     held = bool(breaker and breaker.breaker_open)
     conds = [
-        P.condition("GPUNodesHealthy", gpu_ok, "Healthy" if gpu_ok else "Quarantined",
-                    ", ".join(f"{c.name}: {c.cordonedByTau} quarantined" for c in caps
-                              if c.cordonedByTau) or "no node quarantined",
-                    old.conditions, now),
-        P.condition("RemediationHeld", held, "CircuitBreaker" if held else "Closed",
-                    f"at most {breaker.limit} of {breaker.gpu_nodes} GPU nodes quarantined at once"
-                    if breaker else "", old.conditions, now),
-    ]  # fmt: skip
-    new: TauClusterStatus = old.model_copy(update={
-        "phase": "Ready" if gpu_ok else "Degraded", "profiles": caps, "conditions": conds,
-        "observedGeneration": o.cluster["metadata"].get("generation"),
-    })  # fmt: skip
+        P.condition(
+            "GPUNodesHealthy",
+            gpu_ok,
+            "Healthy" if gpu_ok else "Quarantined",
+            ", ".join(f"{c.name}: {c.cordonedByTau} quarantined" for c in caps if c.cordonedByTau)
+            or "no node quarantined",
+            old.conditions,
+            now,
+        ),
+        P.condition(
+            "RemediationHeld",
+            held,
+            "CircuitBreaker" if held else "Closed",
+            f"at most {breaker.limit} of {breaker.gpu_nodes} GPU nodes quarantined at once"
+            if breaker
+            else "",
+            old.conditions,
+            now,
+        ),
+    ]
+    new: TauClusterStatus = old.model_copy(
+        update={
+            "phase": "Ready" if gpu_ok else "Degraded",
+            "profiles": caps,
+            "conditions": conds,
+            "observedGeneration": o.cluster["metadata"].get("generation"),
+        }
+    )
     if new.model_dump(mode="json", exclude={"observedAt"}) == old.model_dump(
         mode="json", exclude={"observedAt"}
     ):
@@ -222,8 +289,12 @@ def _cluster_status(o: PlatformObjects, breaker: R.Verdicts | None, remediation:
 
 def heartbeat_body(cluster: str, now: datetime) -> dict[str, Any]:
     """The controller's heartbeat: TauCluster.status.controllerHeartbeat only."""
-    return {"apiVersion": C.API_VERSION, "kind": "TauCluster", "metadata": {"name": cluster},
-            "status": {"controllerHeartbeat": k8s_time(now)}}  # fmt: skip
+    return {
+        "apiVersion": C.API_VERSION,
+        "kind": "TauCluster",
+        "metadata": {"name": cluster},
+        "status": {"controllerHeartbeat": k8s_time(now)},
+    }
 
 
 def signature(body: Mapping[str, Any]) -> str:
@@ -233,8 +304,11 @@ def signature(body: Mapping[str, Any]) -> str:
 
     status = {k: v for k, v in (body.get("status") or {}).items() if k != "controllerHeartbeat"}
     meta = body.get("metadata") or {}
-    return json.dumps([body.get("spec"), meta.get("labels"), meta.get("deletionTimestamp"),
-                       status], sort_keys=True, default=str)  # fmt: skip
+    return json.dumps(
+        [body.get("spec"), meta.get("labels"), meta.get("deletionTimestamp"), status],
+        sort_keys=True,
+        default=str,
+    )
 
 
 # --- small readers --------------------------------------------------------------------------

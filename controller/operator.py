@@ -119,8 +119,12 @@ def slim(body: Mapping[str, Any]) -> dict[str, Any]:
             {"kind": r.get("kind"), "name": r.get("name")}
             for r in body["metadata"].get("ownerReferences") or []
         ]
-    out: dict[str, Any] = {"apiVersion": body.get("apiVersion"), "kind": body.get("kind"),
-                           "metadata": meta, "status": dict(body.get("status") or {})}  # fmt: skip
+    out: dict[str, Any] = {
+        "apiVersion": body.get("apiVersion"),
+        "kind": body.get("kind"),
+        "metadata": meta,
+        "status": dict(body.get("status") or {}),
+    }
     spec = dict(body.get("spec") or {})
     if body.get("kind") == "Pod":  # its node, and each container's memory limit (OOM's words)
         limits = [
@@ -134,8 +138,16 @@ def slim(body: Mapping[str, Any]) -> dict[str, Any]:
     elif body.get("kind") == "Workload":  # its queue and priority; not its pod templates
         spec = {k: spec[k] for k in _WORKLOAD_SPEC if k in spec}
     out["spec"] = spec
-    for k in ("type", "reason", "message", "count", "firstTimestamp", "lastTimestamp",
-              "eventTime", "involvedObject"):  # fmt: skip
+    for k in (
+        "type",
+        "reason",
+        "message",
+        "count",
+        "firstTimestamp",
+        "lastTimestamp",
+        "eventTime",
+        "involvedObject",
+    ):
         if k in body:
             out[k] = body[k]
     kept: dict[str, Any] = _interned(out)
@@ -172,8 +184,10 @@ def _fleeting(pod: Mapping[str, Any]) -> bool:
     status = pod.get("status") or {}
     if (pod.get("metadata") or {}).get("deletionTimestamp") or status.get("phase") == "Failed":
         return True
-    return any(c.get("type") == "DisruptionTarget" and c.get("status") == "True"
-               for c in status.get("conditions") or [])  # fmt: skip
+    return any(
+        c.get("type") == "DisruptionTarget" and c.get("status") == "True"
+        for c in status.get("conditions") or []
+    )
 
 
 def _run_key(kw: Mapping[str, Any]) -> RunKey:
@@ -188,8 +202,12 @@ class Turns:
     kind in the order it came. Urgent writes spend the same budget (the bound holds); they only
     do not queue behind a backlog (a restart's catch-up, a burst's ends)."""
 
-    def __init__(self, rate: float, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:  # fmt: skip
+    def __init__(
+        self,
+        rate: float,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
         self.gap, self.clock, self.sleep = 1.0 / rate, clock, sleep
         self._next = float("-inf")  # the earliest start of the next write
         self._held = False
@@ -281,10 +299,16 @@ class QuietToggleSet(aiotoggles.ToggleSet):
 
 
 # The kinds a run has many of: their objects are slimmed as they come off the watch.
-SLIMMED_KINDS = frozenset({
-    ("", "pods"), ("", "events"), ("batch", "jobs"), ("ray.io", "rayjobs"),
-    ("kueue.x-k8s.io", "workloads"), (C.GROUP, "runs"),
-})  # fmt: skip
+SLIMMED_KINDS = frozenset(
+    {
+        ("", "pods"),
+        ("", "events"),
+        ("batch", "jobs"),
+        ("ray.io", "rayjobs"),
+        ("kueue.x-k8s.io", "workloads"),
+        (C.GROUP, "runs"),
+    }
+)
 _OBJECT_EVENTS = (None, "ADDED", "MODIFIED", "DELETED")
 
 
@@ -300,8 +324,12 @@ def slimmed_watch(watch: Callable[..., Any]) -> Callable[..., Any]:
         slims = (resource.group, resource.plural) in SLIMMED_KINDS
         try:
             async for event in stream:
-                if (slims and isinstance(event, dict) and event.get("type") in _OBJECT_EVENTS
-                        and isinstance(event.get("object"), dict)):  # fmt: skip
+                if (
+                    slims
+                    and isinstance(event, dict)
+                    and event.get("type") in _OBJECT_EVENTS
+                    and isinstance(event.get("object"), dict)
+                ):
                     event = {**event, "object": slim(event["object"])}
                 yield event
         finally:
@@ -482,8 +510,14 @@ class Controller:
             me._wire(reg, group, version, plural, workers)
         return reg
 
-    def _wire(self, reg: kopf.OperatorRegistry, group: str, version: str, plural: str | None,
-              workers: tuple[str, ...]) -> None:  # fmt: skip
+    def _wire(
+        self,
+        reg: kopf.OperatorRegistry,
+        group: str,
+        version: str,
+        plural: str | None,
+        workers: tuple[str, ...],
+    ) -> None:
         args = (group, version, plural) if plural else (group, version)
         kind = plural or version
 
@@ -508,9 +542,11 @@ class Controller:
         """kopf calls a handler only once every index is filled: from the first call on, the
         reconcilers read the platform's objects from them (live views, no copies)."""
         if not self._indexes:
-            self._indexes = {kind: kw[f"all_{kind}"]
-                             for _, version, plural, _ in PLATFORM_KINDS
-                             if (kind := plural or version)}  # fmt: skip
+            self._indexes = {
+                kind: kw[f"all_{kind}"]
+                for _, version, plural, _ in PLATFORM_KINDS
+                if (kind := plural or version)
+            }
             for w in ("quota", "platform"):
                 self.wake(w)
 
@@ -548,9 +584,12 @@ class Controller:
         # thread pool (a few threads), each run's coalesced to one a second at most.
 
     def start_workers(self) -> None:
-        for name, fn in (("quota", self.reconcile_quota), ("remediation", self.reconcile_nodes),
-                         ("platform", self.reconcile_platform),
-                         ("heartbeat", self.heartbeat)):  # fmt: skip
+        for name, fn in (
+            ("quota", self.reconcile_quota),
+            ("remediation", self.reconcile_nodes),
+            ("platform", self.reconcile_platform),
+            ("heartbeat", self.heartbeat),
+        ):
             self._wake[name] = asyncio.Event()
             self._wake[name].set()  # once at start
             self._tasks.append(asyncio.create_task(self._loop(name, fn)))
@@ -592,8 +631,14 @@ class Controller:
             names.add(kueue["metadata"]["name"])
         events = [dict(e) for n in names for e in kw["event_idx"].get((key[0], n), ())]
         workload = _first(kw["job_idx"].get(key)) or _first(kw["rayjob_idx"].get(key))
-        return RunObjects(taurun=tr, workload=workload, kueue=kueue, pods=pods, events=events,
-                          workloads_by_uid=ByUid(kw["kueue_uid_idx"]))  # fmt: skip
+        return RunObjects(
+            taurun=tr,
+            workload=workload,
+            kueue=kueue,
+            pods=pods,
+            events=events,
+            workloads_by_uid=ByUid(kw["kueue_uid_idx"]),
+        )
 
     async def record(self, key: RunKey, kw: Mapping[str, Any]) -> None:
         """A change to one of the run's objects: its status is recorded RECORD_AFTER_S later,
@@ -744,11 +789,17 @@ class Controller:
         return view.ours or bool(R.faults(view, self.cfg.remediation))
 
     def _capacity_signature(self) -> tuple[Any, ...]:
-        return tuple(sorted(
-            (n, str((b.get("status") or {}).get("allocatable", {}).get(C.GPU_RESOURCE)),
-             P.healthy(R.node_view(b), self.cfg.remediation), tuple(sorted((b.get("metadata") or {}).get("labels", {}).items())))
-            for n, b in self.nodes.items()
-        ))  # fmt: skip
+        return tuple(
+            sorted(
+                (
+                    n,
+                    str((b.get("status") or {}).get("allocatable", {}).get(C.GPU_RESOURCE)),
+                    P.healthy(R.node_view(b), self.cfg.remediation),
+                    tuple(sorted((b.get("metadata") or {}).get("labels", {}).items())),
+                )
+                for n, b in self.nodes.items()
+            )
+        )
 
     async def reconcile_nodes(self) -> float | None:
         """Quarantine and release, as decided over every node now. Returns when to look again
@@ -778,8 +829,7 @@ class Controller:
                 soonest = due if soonest is None else min(soonest, due)
             if patch is None or cfg.dry_run:
                 continue
-            got = await self._io(self.kube.merge_patch, "Node", d.node, None, patch,
-                                 FIELD_MANAGER)  # fmt: skip
+            got = await self._io(self.kube.merge_patch, "Node", d.node, None, patch, FIELD_MANAGER)
             self.nodes[d.node] = slim(got)
             if d.action == R.Action.quarantine and cfg.evict_runs:
                 await self.evict_runs(d.node)
@@ -796,8 +846,9 @@ class Controller:
 
     async def evict_runs(self, node: str) -> None:
         """Evict the TauGrid runs' pods from a quarantined node (other pods are not ours)."""
-        pods = await self._io(self.kube.list, "Pod", None, {C.LABEL_RUN_ID: None},
-                              {"spec.nodeName": node})  # fmt: skip
+        pods = await self._io(
+            self.kube.list, "Pod", None, {C.LABEL_RUN_ID: None}, {"spec.nodeName": node}
+        )
         for p in pods:
             meta = p["metadata"]
             if p.get("status", {}).get("phase") in ("Succeeded", "Failed") or meta.get(
@@ -814,11 +865,16 @@ class Controller:
         if not self._indexes:
             return None  # the watches have not filled the indexes yet: woken when they have
         o = self._objects
-        objects = D.QuotaObjects(o("quotarequests"), o("clusterqueues"), o("localqueues"),
-                                 o("resourceflavors"), o("cohorts"),
-                                 o("workspaces", self.cfg.system_namespace),
-                                 self._object("clusters", self.cfg.cluster_object),
-                                 dict(self.nodes))  # fmt: skip
+        objects = D.QuotaObjects(
+            o("quotarequests"),
+            o("clusterqueues"),
+            o("localqueues"),
+            o("resourceflavors"),
+            o("cohorts"),
+            o("workspaces", self.cfg.system_namespace),
+            self._object("clusters", self.cfg.cluster_object),
+            dict(self.nodes),
+        )
         decision = D.quota(objects, self.clock())
         await self.apply(decision)
         return decision.wake_in_s
@@ -827,10 +883,14 @@ class Controller:
         if not self._indexes:
             return None
         o, cfg = self._objects, self.cfg
-        objects = D.PlatformObjects(o("workspaces", cfg.system_namespace), o("localqueues"),
-                                    o("clusterqueues"), o("persistentvolumeclaims"),
-                                    self._object("clusters", cfg.cluster_object),
-                                    dict(self.nodes))  # fmt: skip
+        objects = D.PlatformObjects(
+            o("workspaces", cfg.system_namespace),
+            o("localqueues"),
+            o("clusterqueues"),
+            o("persistentvolumeclaims"),
+            self._object("clusters", cfg.cluster_object),
+            dict(self.nodes),
+        )
         decision = D.platform(objects, self.breaker, cfg.remediation, self.clock())
         await self.apply(decision)
         return decision.wake_in_s
@@ -898,8 +958,13 @@ def run(
     # starts among 1,000 runs): its failures still show
     logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     coro = kopf.operator(
-        registry=ctl.registry, clusterwide=True, standalone=standalone,
-        peering_name=PEERING, liveness_endpoint=liveness, stop_flag=stop, ready_flag=ready,
-    )  # fmt: skip
+        registry=ctl.registry,
+        clusterwide=True,
+        standalone=standalone,
+        peering_name=PEERING,
+        liveness_endpoint=liveness,
+        stop_flag=stop,
+        ready_flag=ready,
+    )
     asyncio.run(coro)
     return ctl

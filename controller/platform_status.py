@@ -49,10 +49,13 @@ def profile_capacity(
         gpus = sum(_count(allocatable.get(n.name, {}).get(p.gpuResource)) for n in good)
         out.append(
             ProfileCapacity(
-                name=p.name, nodes=len(mine), healthyNodes=len(good), allocatableGpus=int(gpus),
+                name=p.name,
+                nodes=len(mine),
+                healthyNodes=len(good),
+                allocatableGpus=int(gpus),
                 cordonedByTau=sum(1 for n in mine if n.ours),
             )
-        )  # fmt: skip
+        )
     return out
 
 
@@ -138,8 +141,9 @@ def condition(
     status = "True" if ok else "False"
     was = next((c for c in old if c.type == kind), None)
     at = was.lastTransitionTime if was is not None and was.status == status else iso(now)
-    return Condition(type=kind, status=status, reason=reason, message=message,
-                     lastTransitionTime=at)  # fmt: skip
+    return Condition(
+        type=kind, status=status, reason=reason, message=message, lastTransitionTime=at
+    )
 
 
 def workspace_conditions(
@@ -158,8 +162,9 @@ def workspace_conditions(
         )
     else:
         phase = (pvc.get("status") or {}).get("phase") or "Pending"
-        storage = condition("StorageReady", phase == "Bound", phase,
-                            f"PVC {storage_pvc} is {phase}", old, now)  # fmt: skip
+        storage = condition(
+            "StorageReady", phase == "Bound", phase, f"PVC {storage_pvc} is {phase}", old, now
+        )
     problems = []
     for q in local_queues:
         lq = present.get(q)
@@ -171,21 +176,35 @@ def workspace_conditions(
         if cq is None:
             problems.append(f"{q}: ClusterQueue {cq_name} not found")
             continue
-        active = next((c for c in (cq.get("status") or {}).get("conditions") or []
-                       if c.get("type") == "Active"), None)  # fmt: skip
+        active = next(
+            (
+                c
+                for c in (cq.get("status") or {}).get("conditions") or []
+                if c.get("type") == "Active"
+            ),
+            None,
+        )
         if active is not None and active.get("status") != "True":
             problems.append(f"{q}: ClusterQueue {cq_name} inactive ({active.get('message', '')})")
     queues = condition(
-        "QueueReady", not problems, "Ready" if not problems else "NotReady",
-        "; ".join(problems) or f"{len(list(local_queues))} queue(s) ready", old, now,
-    )  # fmt: skip
+        "QueueReady",
+        not problems,
+        "Ready" if not problems else "NotReady",
+        "; ".join(problems) or f"{len(list(local_queues))} queue(s) ready",
+        old,
+        now,
+    )
     return [storage, queues]
 
 
 def resolve_target(
-    ns: str, spec: TauQuotaRequestSpec, lqs: list[dict[str, Any]], cqs: Mapping[str, Any],
-    workspaces: Mapping[str, Any], profiles: list[WorkloadProfile],
-) -> tuple[Target | None, str | None]:  # fmt: skip
+    ns: str,
+    spec: TauQuotaRequestSpec,
+    lqs: list[dict[str, Any]],
+    cqs: Mapping[str, Any],
+    workspaces: Mapping[str, Any],
+    profiles: list[WorkloadProfile],
+) -> tuple[Target | None, str | None]:
     """The ClusterQueue a request raises, checked against what the workspace may use."""
     ws = workspaces.get(spec.workspace)
     if ws is None:
@@ -203,15 +222,21 @@ def resolve_target(
         wanted = next((p.clusterQueue for p in profiles if p.name == spec.profile), None)
     if wanted is not None:
         if wanted not in fits:
-            return None, (f"ClusterQueue {wanted} does not serve {spec.flavor}/{spec.resource} "
-                          f"to this workspace's queues ({', '.join(sorted(mine)) or 'none'})")  # fmt: skip
+            return None, (
+                f"ClusterQueue {wanted} does not serve {spec.flavor}/{spec.resource} "
+                f"to this workspace's queues ({', '.join(sorted(mine)) or 'none'})"
+            )
     elif len(fits) == 1:
         wanted = fits[0]
     else:
-        return None, (f"{len(fits)} ClusterQueues serve {spec.flavor}/{spec.resource} here: "
-                      "name one (spec.clusterQueue)")  # fmt: skip
+        return None, (
+            f"{len(fits)} ClusterQueues serve {spec.flavor}/{spec.resource} here: "
+            "name one (spec.clusterQueue)"
+        )
     cohort = (cqs[wanted].get("spec") or {}).get("cohortName")
     if cohort != naming.grant_cohort(wanted):
-        return None, (f"ClusterQueue {wanted} is in cohort {cohort!r}, not its grant cohort "
-                      f"{naming.grant_cohort(wanted)!r} (a platform older than this controller)")  # fmt: skip
+        return None, (
+            f"ClusterQueue {wanted} is in cohort {cohort!r}, not its grant cohort "
+            f"{naming.grant_cohort(wanted)!r} (a platform older than this controller)"
+        )
     return Target(wanted, spec.flavor, spec.resource), None

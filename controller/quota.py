@@ -129,8 +129,15 @@ def _one(
     )
     # Terminal phases stay.
     if st.phase == "Expired":
-        return _with(base, st, "Expired", st.message or "expired", activeSince=st.activeSince,
-                     expiresAt=st.expiresAt, granted=0)  # fmt: skip
+        return _with(
+            base,
+            st,
+            "Expired",
+            st.message or "expired",
+            activeSince=st.activeSince,
+            expiresAt=st.expiresAt,
+            granted=0,
+        )
     if d is not None and d.verdict == "Denied":
         why = f"denied by {d.by}" + (f": {d.note}" if d.note else "")
         return _with(base, st, "Denied", why)
@@ -139,18 +146,36 @@ def _one(
         assert since is not None
         ends = since + duration(r.spec.duration)
         if now >= ends:
-            return _with(base, st, "Expired", f"expired at {iso(ends)}; the quota is back to base",
-                         activeSince=st.activeSince, expiresAt=iso(ends), granted=0)  # fmt: skip
+            return _with(
+                base,
+                st,
+                "Expired",
+                f"expired at {iso(ends)}; the quota is back to base",
+                activeSince=st.activeSince,
+                expiresAt=iso(ends),
+                granted=0,
+            )
         granted, note = _grant(r, rooms, used)
-        return _with(base, st, "Active", note, activeSince=st.activeSince, expiresAt=iso(ends),
-                     granted=_number(granted))  # fmt: skip
+        return _with(
+            base,
+            st,
+            "Active",
+            note,
+            activeSince=st.activeSince,
+            expiresAt=iso(ends),
+            granted=_number(granted),
+        )
     if d is None:
         return _with(
             base, st, "Pending", r.problem or "waiting for a platform admin: tau quota approve"
         )
     if not _approved(r):
-        return _with(base, st, "Pending",
-                     "the request changed after it was approved: it needs a new decision")  # fmt: skip
+        return _with(
+            base,
+            st,
+            "Pending",
+            "the request changed after it was approved: it needs a new decision",
+        )
     # Approved, not active yet: active now if there is room.
     if r.problem is not None or r.target is None:
         return _with(base, st, "Approved", f"approved by {d.by}, not applied: {r.problem}")
@@ -158,8 +183,15 @@ def _one(
     if granted <= 0:
         return _with(base, st, "Approved", f"approved by {d.by}; waiting for room: {note}")
     ends = now + duration(r.spec.duration)
-    return _with(base, st, "Active", note, activeSince=iso(now), expiresAt=iso(ends),
-                 granted=_number(granted))  # fmt: skip
+    return _with(
+        base,
+        st,
+        "Active",
+        note,
+        activeSince=iso(now),
+        expiresAt=iso(ends),
+        granted=_number(granted),
+    )
 
 
 def _grant(
@@ -220,10 +252,16 @@ def conditions(
         d.at if d else None,
     )
     reached["Denied"] = (phase == "Denied", decided, d.at if d else None)
-    reached["Active"] = (phase == "Active", message if phase == "Active" else
-                         ("ended" if new.activeSince else "not active"), new.activeSince)  # fmt: skip
-    reached["Expired"] = (phase == "Expired", message if phase == "Expired" else "", new.expiresAt
-                          if phase == "Expired" else None)  # fmt: skip
+    reached["Active"] = (
+        phase == "Active",
+        message if phase == "Active" else ("ended" if new.activeSince else "not active"),
+        new.activeSince,
+    )
+    reached["Expired"] = (
+        phase == "Expired",
+        message if phase == "Expired" else "",
+        new.expiresAt if phase == "Expired" else None,
+    )
     prior = {c.type: c for c in old.conditions}
     out = []
     for kind in CONDITION_TYPES:
@@ -237,17 +275,22 @@ def conditions(
         )
         out.append(
             Condition(
-                type=kind, status=status, reason=kind if is_true else f"Not{kind}",
-                message=msg, lastTransitionTime=when or "",
+                type=kind,
+                status=status,
+                reason=kind if is_true else f"Not{kind}",
+                message=msg,
+                lastTransitionTime=when or "",
             )
-        )  # fmt: skip
+        )
     return out
 
 
 def stamp(conds: list[Condition], now: datetime) -> list[Condition]:
     """Conditions without a transition time get `now` (a transition seen now)."""
-    return [c if c.lastTransitionTime else c.model_copy(update={"lastTransitionTime": iso(now)})
-            for c in conds]  # fmt: skip
+    return [
+        c if c.lastTransitionTime else c.model_copy(update={"lastTransitionTime": iso(now)})
+        for c in conds
+    ]
 
 
 def next_change(statuses: Iterable[TauQuotaRequestStatus]) -> datetime | None:

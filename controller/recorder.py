@@ -60,10 +60,21 @@ def compute_status(
     by_name: dict[str, list[dict[str, Any]]] = {}
     for e in objs.events:
         by_name.setdefault((e.get("involvedObject") or {}).get("name") or "", []).append(e)
-    facts = run_facts(rec, True, objs.workload, objs.kueue, objs.pods, by_name,
-                      dict(node_problems), True, ns, workloads_by_uid=objs.workloads_by_uid)  # fmt: skip
-    st = compute(Observations(record=rec, history=[], now=now.timestamp(), owner_alive=None,
-                              cluster=facts))  # fmt: skip
+    facts = run_facts(
+        rec,
+        True,
+        objs.workload,
+        objs.kueue,
+        objs.pods,
+        by_name,
+        dict(node_problems),
+        True,
+        ns,
+        workloads_by_uid=objs.workloads_by_uid,
+    )
+    st = compute(
+        Observations(record=rec, history=[], now=now.timestamp(), owner_alive=None, cluster=facts)
+    )
     phase = st.phase
     reason = st.termination_reason
     nodes = sorted({p.node for p in facts.pods if p.node} | set(old.nodes))
@@ -72,12 +83,18 @@ def compute_status(
     elif objs.workload is None and not objs.pods and old.phase in (Phase.Running, Phase.Starting):
         phase, reason = Phase.Failed, TerminationReason.Failed
     summary = _summary(st.summary, phase, reason, objs)
-    entries = list(observed_timeline(objs, phase, summary, now, old.phase, node_problems,
-                                     problem_since or {}))  # fmt: skip
+    entries = list(
+        observed_timeline(objs, phase, summary, now, old.phase, node_problems, problem_since or {})
+    )
     if st.attempt > old.attempt:  # the cluster (or TauGrid) tried again: each retry, with why
         why = failure_reason(objs, node_problems, nodes)
-        entries.append(TimelineEntry(at=k8s_time(now), reason="Retrying",
-                                     message=f"attempt {st.attempt}" + (f" after {why}" if why else "")))  # fmt: skip
+        entries.append(
+            TimelineEntry(
+                at=k8s_time(now),
+                reason="Retrying",
+                message=f"attempt {st.attempt}" + (f" after {why}" if why else ""),
+            )
+        )
     return TauRunStatus(
         phase=phase,
         attempt=st.attempt,
@@ -149,8 +166,11 @@ def failure_reason(
             return TerminationReason.NodeFailure
         for c in st.get("conditions") or []:
             if c.get("type") == "DisruptionTarget" and c.get("status") == "True":
-                return (TerminationReason.Preempted if "Preempt" in str(c.get("reason"))
-                        else TerminationReason.Evicted)  # fmt: skip
+                return (
+                    TerminationReason.Preempted
+                    if "Preempt" in str(c.get("reason"))
+                    else TerminationReason.Evicted
+                )
         for cs in st.get("containerStatuses") or []:
             term = (
                 (cs.get("state") or {}).get("terminated")
@@ -169,9 +189,14 @@ _KUEUE_STEPS = ("QuotaReserved", "Admitted", "Evicted", "Preempted", "Requeued",
 
 
 def observed_timeline(
-    objs: RunObjects, phase: Phase, summary: str, now: datetime, old_phase: Phase | None,
-    node_problems: Mapping[str, list[str]] | None = None, problem_since: Mapping[str, str] | None = None,
-) -> Iterable[TimelineEntry]:  # fmt: skip
+    objs: RunObjects,
+    phase: Phase,
+    summary: str,
+    now: datetime,
+    old_phase: Phase | None,
+    node_problems: Mapping[str, list[str]] | None = None,
+    problem_since: Mapping[str, str] | None = None,
+) -> Iterable[TimelineEntry]:
     """Timeline entries of what the objects show now (merged with the stored ones later), in
     the order things happen: Kueue's steps, scheduling, warnings, then the phase they led to."""
     conds = {
@@ -180,34 +205,45 @@ def observed_timeline(
     for step in _KUEUE_STEPS:
         c = conds.get(step)
         if c and c.get("status") == "True" and c.get("lastTransitionTime"):
-            yield TimelineEntry(at=str(c["lastTransitionTime"]), reason=f"Kueue{step}",
-                                message=name_preemptor(str(c.get("message") or ""),
-                                                       objs.workloads_by_uid))  # fmt: skip
+            yield TimelineEntry(
+                at=str(c["lastTransitionTime"]),
+                reason=f"Kueue{step}",
+                message=name_preemptor(str(c.get("message") or ""), objs.workloads_by_uid),
+            )
     for p in objs.pods:
         node = (p.get("spec") or {}).get("nodeName")
         for c in (p.get("status") or {}).get("conditions") or []:
             if c.get("type") == "PodScheduled" and c.get("status") == "True" and node:
-                yield TimelineEntry(at=str(c.get("lastTransitionTime") or k8s_time(now)),
-                                    reason="Scheduled",
-                                    message=f"{p['metadata']['name']} on {node}")  # fmt: skip
+                yield TimelineEntry(
+                    at=str(c.get("lastTransitionTime") or k8s_time(now)),
+                    reason="Scheduled",
+                    message=f"{p['metadata']['name']} on {node}",
+                )
             if c.get("type") == "DisruptionTarget" and c.get("status") == "True":
-                yield TimelineEntry(at=str(c.get("lastTransitionTime") or k8s_time(now)),
-                                    reason=str(c.get("reason") or "Disrupted"),
-                                    message=f"{p['metadata']['name']} on {node}: {c.get('message', '')}")  # fmt: skip
+                yield TimelineEntry(
+                    at=str(c.get("lastTransitionTime") or k8s_time(now)),
+                    reason=str(c.get("reason") or "Disrupted"),
+                    message=f"{p['metadata']['name']} on {node}: {c.get('message', '')}",
+                )
     for node in sorted({str(n) for p in objs.pods if (n := (p.get("spec") or {}).get("nodeName"))}):
         bad = (node_problems or {}).get(node)
         if bad:
-            yield TimelineEntry(at=(problem_since or {}).get(node) or k8s_time(now),
-                                reason="GPUFault", message=f"{node}: {', '.join(bad)}")  # fmt: skip
+            yield TimelineEntry(
+                at=(problem_since or {}).get(node) or k8s_time(now),
+                reason="GPUFault",
+                message=f"{node}: {', '.join(bad)}",
+            )
     for e in objs.events:
         at = e.get("firstTimestamp") or e.get("eventTime") or e.get("lastTimestamp")
         if not at:
             continue
         yield TimelineEntry(
-            at=str(at), reason=str(e.get("reason") or "Warning"),
-            message=str(e.get("message") or "")[:300], count=max(1, int(e.get("count") or 1)),
+            at=str(at),
+            reason=str(e.get("reason") or "Warning"),
+            message=str(e.get("message") or "")[:300],
+            count=max(1, int(e.get("count") or 1)),
             last=str(e.get("lastTimestamp") or at),
-        )  # fmt: skip
+        )
     if phase != old_phase:
         yield TimelineEntry(at=k8s_time(now), reason=str(phase), message=summary)
 

@@ -145,8 +145,15 @@ def decide(nodes: Iterable[NodeView], cfg: RemediationConfig, now: datetime) -> 
                 continue
             since = _clear_since(n, cfg)
             if since is None:
-                out.decisions.append(Decision(n.name, Action.keep, "clear since now",
-                                              mark_clear=True, wait_s=cfg.clear_after_seconds))  # fmt: skip
+                out.decisions.append(
+                    Decision(
+                        n.name,
+                        Action.keep,
+                        "clear since now",
+                        mark_clear=True,
+                        wait_s=cfg.clear_after_seconds,
+                    )
+                )
                 continue
             waited = now - since
             if waited >= timedelta(seconds=cfg.clear_after_seconds):
@@ -156,14 +163,16 @@ def decide(nodes: Iterable[NodeView], cfg: RemediationConfig, now: datetime) -> 
                 quarantined -= 1
             else:
                 left = cfg.clear_after_seconds - waited.total_seconds()
-                out.decisions.append(Decision(n.name, Action.keep, f"clear; released in {int(left)}s",
-                                              wait_s=left))  # fmt: skip
+                out.decisions.append(
+                    Decision(n.name, Action.keep, f"clear; released in {int(left)}s", wait_s=left)
+                )
             continue
         if not bad:
             out.decisions.append(Decision(n.name, Action.none, "healthy"))
         elif not n.ready:
-            out.decisions.append(Decision(n.name, Action.skip_not_ready,
-                                          "NotReady: left to AKS auto-repair", bad))  # fmt: skip
+            out.decisions.append(
+                Decision(n.name, Action.skip_not_ready, "NotReady: left to AKS auto-repair", bad)
+            )
         else:
             candidates.append((n, bad))
     # Oldest fault first, so the breaker holds back the newest.
@@ -175,17 +184,23 @@ def decide(nodes: Iterable[NodeView], cfg: RemediationConfig, now: datetime) -> 
         else:
             out.breaker_open = True
             out.decisions.append(
-                Decision(n.name, Action.held_by_breaker,
-                         f"circuit breaker: {quarantined} of {len(gpu_nodes)} GPU nodes already "
-                         f"quarantined (limit {limit}, {cfg.max_unhealthy_share:.0%})", bad)
-            )  # fmt: skip
+                Decision(
+                    n.name,
+                    Action.held_by_breaker,
+                    f"circuit breaker: {quarantined} of {len(gpu_nodes)} GPU nodes already "
+                    f"quarantined (limit {limit}, {cfg.max_unhealthy_share:.0%})",
+                    bad,
+                )
+            )
     out.quarantined = quarantined
     return out
 
 
 def _fault_time(n: NodeView, cfg: RemediationConfig) -> str:
-    return min((n.conditions[t][2] for t in cfg.conditions
-                if n.conditions.get(t, ("",))[0] == "True"), default="")  # fmt: skip
+    return min(
+        (n.conditions[t][2] for t in cfg.conditions if n.conditions.get(t, ("",))[0] == "True"),
+        default="",
+    )
 
 
 def label_value(text: str) -> str:

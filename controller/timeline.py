@@ -24,8 +24,16 @@ def _key(e: TimelineEntry) -> tuple[str, str, str]:
 
 # Within one second, entries go in the order a run's life has them (then by name): a fixed
 # order, never the order they happened to be observed in (which differs between passes).
-_LIFE = ("Pending", "Queued", "KueueQuotaReserved", "KueueAdmitted", "Scheduled", "Starting",
-         "Running", "Retrying")  # fmt: skip
+_LIFE = (
+    "Pending",
+    "Queued",
+    "KueueQuotaReserved",
+    "KueueAdmitted",
+    "Scheduled",
+    "Starting",
+    "Running",
+    "Retrying",
+)
 _RANK = {r: i for i, r in enumerate(_LIFE)}
 
 
@@ -99,8 +107,9 @@ def cap(entries: list[TimelineEntry], limit: int) -> list[TimelineEntry]:
     n = sum(f.count for f in folds) + sum(e.count for e in middle)
     starts = [f.at for f in folds] + [e.at for e in middle]
     ends = [f.last or f.at for f in folds] + [e.last or e.at for e in middle]
-    fold = TimelineEntry(at=min(starts), reason=FOLDED, message=f"{n} entries folded", count=n,
-                         last=max(ends))  # fmt: skip
+    fold = TimelineEntry(
+        at=min(starts), reason=FOLDED, message=f"{n} entries folded", count=n, last=max(ends)
+    )
     return sorted([*head, fold, *tail], key=_order)
 
 

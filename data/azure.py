@@ -101,8 +101,10 @@ def _azure() -> Any:
         import azure.core.exceptions as errors
         import azure.storage.blob as blob
     except ImportError:
-        raise TauError("az:// registries need the Azure SDK: pip install 'taugrid[azure]'",
-                       exit_code=EXIT_USAGE) from None  # fmt: skip
+        raise TauError(
+            "az:// registries need the Azure SDK: pip install 'taugrid[azure]'",
+            exit_code=EXIT_USAGE,
+        ) from None
     return blob, errors
 
 
@@ -132,8 +134,9 @@ class AzureStore(Store):
 
         where = parse_registry(url)
         if where.scheme != "az":
-            raise TauError(f"registry {url}: expected az://ACCOUNT/CONTAINER[/PREFIX]",
-                           exit_code=EXIT_USAGE)  # fmt: skip
+            raise TauError(
+                f"registry {url}: expected az://ACCOUNT/CONTAINER[/PREFIX]", exit_code=EXIT_USAGE
+            )
         self.account, self.container_name, self.prefix = (
             where.account,
             where.container,
@@ -144,8 +147,10 @@ class AzureStore(Store):
         blob, errors = _azure()
         self._errors = errors
         conn = os.environ.get(CONNECTION_ENV)
-        options = {**CLIENT_OPTIONS,
-                   "retry_policy": blob.LinearRetry(backoff=0.5, random_jitter_range=0, retry_total=2)}  # fmt: skip
+        options = {
+            **CLIENT_OPTIONS,
+            "retry_policy": blob.LinearRetry(backoff=0.5, random_jitter_range=0, retry_total=2),
+        }
         if conn:
             owner = credential_account(conn)
             if owner is not None and owner != self.account:
@@ -163,14 +168,20 @@ class AzureStore(Store):
                 try:
                     from azure.identity import DefaultAzureCredential  # type: ignore[import-untyped]
                 except ImportError:
-                    raise TauError(f"registry {url}: no credentials: set {CONNECTION_ENV}, or "
-                                   "install azure-identity for DefaultAzureCredential",
-                                   exit_code=EXIT_PLATFORM) from None  # fmt: skip
-                service = blob.BlobServiceClient(f"https://{self.account}.blob.core.windows.net",
-                                                 credential=DefaultAzureCredential(), **options)  # fmt: skip
+                    raise TauError(
+                        f"registry {url}: no credentials: set {CONNECTION_ENV}, or "
+                        "install azure-identity for DefaultAzureCredential",
+                        exit_code=EXIT_PLATFORM,
+                    ) from None
+                service = blob.BlobServiceClient(
+                    f"https://{self.account}.blob.core.windows.net",
+                    credential=DefaultAzureCredential(),
+                    **options,
+                )
         except ValueError as e:
-            raise TauError(f"registry {url}: {CONNECTION_ENV} is not usable: {e}",
-                           exit_code=EXIT_PLATFORM) from None  # fmt: skip
+            raise TauError(
+                f"registry {url}: {CONNECTION_ENV} is not usable: {e}", exit_code=EXIT_PLATFORM
+            ) from None
         self.container = service.get_container_client(self.container_name)
         self._check()
 
@@ -182,29 +193,43 @@ class AzureStore(Store):
             return fn()
         except e.ResourceNotFoundError as x:
             if "ContainerNotFound" in str(getattr(x, "error_code", "") or x):
-                raise TauError(f"registry {self.url}: container {self.container_name!r} does not exist",
-                               exit_code=EXIT_PLATFORM,
-                               hint=f"create it (az storage container create -n {self.container_name})") from None  # fmt: skip
+                raise TauError(
+                    f"registry {self.url}: container {self.container_name!r} does not exist",
+                    exit_code=EXIT_PLATFORM,
+                    hint=f"create it (az storage container create -n {self.container_name})",
+                ) from None
             raise
         except e.ClientAuthenticationError as x:
-            raise TauError(f"registry {self.url}: the storage account refused the credentials "
-                           f"({type(x).__name__})", exit_code=EXIT_PLATFORM,
-                           hint=f"check {CONNECTION_ENV} or your Azure login") from None  # fmt: skip
+            raise TauError(
+                f"registry {self.url}: the storage account refused the credentials "
+                f"({type(x).__name__})",
+                exit_code=EXIT_PLATFORM,
+                hint=f"check {CONNECTION_ENV} or your Azure login",
+            ) from None
         except e.HttpResponseError as x:
             if getattr(x, "status_code", None) in (401, 403):
-                raise TauError(f"registry {self.url}: the storage account refused the credentials "
-                               f"({getattr(x, 'error_code', None) or x.status_code})", exit_code=EXIT_PLATFORM,
-                               hint=f"check {CONNECTION_ENV} or your Azure login") from None  # fmt: skip
+                raise TauError(
+                    f"registry {self.url}: the storage account refused the credentials "
+                    f"({getattr(x, 'error_code', None) or x.status_code})",
+                    exit_code=EXIT_PLATFORM,
+                    hint=f"check {CONNECTION_ENV} or your Azure login",
+                ) from None
             if isinstance(
                 x, e.ResourceExistsError | e.ResourceModifiedError | e.ResourceNotFoundError
             ):
                 raise
-            raise TauError(f"registry {self.url}: the storage account said {x.status_code} while trying to "
-                           f"{what}: {str(x).splitlines()[0][:200]}", exit_code=EXIT_PLATFORM) from None  # fmt: skip
+            raise TauError(
+                f"registry {self.url}: the storage account said {x.status_code} while trying to "
+                f"{what}: {str(x).splitlines()[0][:200]}",
+                exit_code=EXIT_PLATFORM,
+            ) from None
         except e.ServiceRequestError as x:
-            raise TauError(f"registry {self.url}: cannot reach the storage account while trying to "
-                           f"{what}: {str(x).splitlines()[0][:200]}", exit_code=EXIT_PLATFORM,
-                           hint="is it up (for tests: Azurite), and is the endpoint right?") from None  # fmt: skip
+            raise TauError(
+                f"registry {self.url}: cannot reach the storage account while trying to "
+                f"{what}: {str(x).splitlines()[0][:200]}",
+                exit_code=EXIT_PLATFORM,
+                hint="is it up (for tests: Azurite), and is the endpoint right?",
+            ) from None
 
     def _check(self) -> None:
         self._call("read the container", self.container.get_container_properties)
@@ -323,8 +348,9 @@ class AzureStore(Store):
     def _aliases_doc(self, kind: Kind, name: str) -> dict[str, Any]:
         return self._read_doc(kind, name)[0]
 
-    def _update_aliases(self, kind: Kind, name: str,
-                        change: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:  # fmt: skip
+    def _update_aliases(
+        self, kind: Kind, name: str, change: Callable[[dict[str, Any]], dict[str, Any]]
+    ) -> dict[str, Any]:
         from azure.core import MatchConditions
 
         client = self.container.get_blob_client(self._aliases_key(kind, name))
@@ -337,8 +363,11 @@ class AzureStore(Store):
                 return new
             except (self._errors.ResourceExistsError, self._errors.ResourceModifiedError):
                 continue  # someone wrote first: read again and decide again
-        raise TauError(f"{self.url}: the aliases of {name} changed {RETRIES} times while moving one",
-                       exit_code=1, hint="try again")  # fmt: skip
+        raise TauError(
+            f"{self.url}: the aliases of {name} changed {RETRIES} times while moving one",
+            exit_code=1,
+            hint="try again",
+        )
 
     def _drop_record(self, kind: Kind, name: str, version: str) -> None:
         key = self._record_key(kind, name, version)

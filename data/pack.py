@@ -198,9 +198,15 @@ def new_prefix() -> str:
     return f"{time.time_ns():x}-{os.urandom(3).hex()}"
 
 
-def ingest(root: Path, prefix: str, chunks: Iterator[list[tuple[str, str]]],
-           cached: dict[str, tuple[int, int, int, int, str]], known: dict[str, Piece],
-           loose: set[str], workers: int) -> Generator[Batch, None, None]:  # fmt: skip
+def ingest(
+    root: Path,
+    prefix: str,
+    chunks: Iterator[list[tuple[str, str]]],
+    cached: dict[str, tuple[int, int, int, int, str]],
+    known: dict[str, Piece],
+    loose: set[str],
+    workers: int,
+) -> Generator[Batch, None, None]:
     """Every file of `chunks` (lists of (relative path, path), as the walk finds them: the
     workers start on the first while the rest are found), one Batch per chunk, in order; done
     by `workers` forked processes (here, for fewer than PARALLEL_FROM files); at most two tasks

@@ -72,8 +72,11 @@ class Conflict(TauError):
     """An alias moved under the caller (compare-and-swap lost): exit 1, with the current value."""
 
     def __init__(self, message: str, current: str | None) -> None:
-        super().__init__(message, exit_code=EXIT_RUN_FAILED,
-                         hint="read it again (tau data ... alias get) and retry with --expect")  # fmt: skip
+        super().__init__(
+            message,
+            exit_code=EXIT_RUN_FAILED,
+            hint="read it again (tau data ... alias get) and retry with --expect",
+        )
         self.current = current
 
 
@@ -265,8 +268,9 @@ class Store:
         """{"aliases": {alias: version}, "history": [moves]} as it is now."""
         raise NotImplementedError
 
-    def _update_aliases(self, kind: Kind, name: str,
-                        change: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:  # fmt: skip
+    def _update_aliases(
+        self, kind: Kind, name: str, change: Callable[[dict[str, Any]], dict[str, Any]]
+    ) -> dict[str, Any]:
         """Apply `change` to the alias document atomically (change may raise: nothing written)."""
         raise NotImplementedError
 
@@ -274,10 +278,19 @@ class Store:
         raise NotImplementedError
 
     # --- register ----------------------------------------------------------------------------
-    def register(self, kind: Kind, name: str, source: Path, created: Created, *,
-                 purpose: str | None = None, description: str | None = None,
-                 tags: dict[str, str] | None = None, lineage: Lineage | None = None,
-                 progress: Progress | None = None) -> Registered:  # fmt: skip
+    def register(
+        self,
+        kind: Kind,
+        name: str,
+        source: Path,
+        created: Created,
+        *,
+        purpose: str | None = None,
+        description: str | None = None,
+        tags: dict[str, str] | None = None,
+        lineage: Lineage | None = None,
+        progress: Progress | None = None,
+    ) -> Registered:
         """Store a file or a folder as a version (the same content again: the same version)."""
         check_name(name)
         with self._writing():
@@ -346,11 +359,17 @@ class Store:
         where = str(e.filename or "")
         why = e.strerror or str(e)
         if where and where.startswith(str(source)):
-            return TauError(f"cannot register {where}: {why}", exit_code=EXIT_USAGE,
-                            hint="fix or leave out that file, then register again")  # fmt: skip
-        return TauError(f"registry {self.url}: cannot write ({why})", exit_code=EXIT_PLATFORM,
-                        hint="free space there or choose another registry (--registry, TAU_REGISTRY); "
-                        "nothing half-written is visible, and what was stored is reused next time")  # fmt: skip
+            return TauError(
+                f"cannot register {where}: {why}",
+                exit_code=EXIT_USAGE,
+                hint="fix or leave out that file, then register again",
+            )
+        return TauError(
+            f"registry {self.url}: cannot write ({why})",
+            exit_code=EXIT_PLATFORM,
+            hint="free space there or choose another registry (--registry, TAU_REGISTRY); "
+            "nothing half-written is visible, and what was stored is reused next time",
+        )
 
     def _ingest(
         self, source: Path, progress: Progress | None, links: dict[str, str]
@@ -426,10 +445,16 @@ class Store:
         known = [short(r.version) for r in self.versions(kind, name)][-5:]
         aliases = sorted(self.aliases(kind, name))
         if not known:
-            return TauError(f"no {kind} {name!r} in {self.url}", exit_code=EXIT_USAGE,
-                            hint=f"tau data {kind} list (register it first: tau data {kind} register)")  # fmt: skip
-        return TauError(f"{kind} {name} has no version or alias {at!r}", exit_code=EXIT_USAGE,
-                        hint=f"versions: {', '.join(known)}; aliases: {', '.join(aliases) or 'none'}")  # fmt: skip
+            return TauError(
+                f"no {kind} {name!r} in {self.url}",
+                exit_code=EXIT_USAGE,
+                hint=f"tau data {kind} list (register it first: tau data {kind} register)",
+            )
+        return TauError(
+            f"{kind} {name} has no version or alias {at!r}",
+            exit_code=EXIT_USAGE,
+            hint=f"versions: {', '.join(known)}; aliases: {', '.join(aliases) or 'none'}",
+        )
 
     def resolve(self, kind: Kind, ref: Ref) -> VersionRecord:
         """NAME (its `latest` alias, else its newest version), NAME@ALIAS or NAME@VERSION."""
@@ -447,8 +472,11 @@ class Store:
             if len(hits) == 1:
                 return self.read(kind, name, DIGEST_PREFIX + hits[0])
             if len(hits) > 1:
-                raise TauError(f"{at} names {len(hits)} versions of {name}", exit_code=EXIT_USAGE,
-                               hint="give more digits of the version")  # fmt: skip
+                raise TauError(
+                    f"{at} names {len(hits)} versions of {name}",
+                    exit_code=EXIT_USAGE,
+                    hint="give more digits of the version",
+                )
             raise self._unknown(kind, name, at)
         target = self.aliases(kind, name).get(at)
         if target is None:
@@ -459,8 +487,18 @@ class Store:
     def aliases(self, kind: Kind, name: str) -> dict[str, str]:
         return dict(self._aliases_doc(kind, check_name(name)).get("aliases") or {})
 
-    def set_alias(self, kind: Kind, name: str, alias: str, version: str | None, by: str, at: str,
-                  *, expect: str | None = None, expect_absent: bool = False) -> AliasMove:  # fmt: skip
+    def set_alias(
+        self,
+        kind: Kind,
+        name: str,
+        alias: str,
+        version: str | None,
+        by: str,
+        at: str,
+        *,
+        expect: str | None = None,
+        expect_absent: bool = False,
+    ) -> AliasMove:
         """Point `alias` at `version` (None: remove it), only if it is `expect` now (or absent,
         with `expect_absent`): a compare-and-swap; the move joins the alias history in the same
         write. Exit 1 (Conflict, naming the current version) on a lost race."""
@@ -507,9 +545,11 @@ class Store:
         def change(doc: dict[str, Any]) -> dict[str, Any]:
             held = sorted(a for a, v in (doc.get("aliases") or {}).items() if v == version)
             if held:
-                raise TauError(f"{name}@{short(version)} is held by alias {', '.join(held)}",
-                               exit_code=EXIT_USAGE,
-                               hint=f"move or remove the alias first (tau data {kind} alias rm)")  # fmt: skip
+                raise TauError(
+                    f"{name}@{short(version)} is held by alias {', '.join(held)}",
+                    exit_code=EXIT_USAGE,
+                    hint=f"move or remove the alias first (tau data {kind} alias rm)",
+                )
             return {**doc, "removed": sorted({*(doc.get("removed") or []), version})}
 
         self._update_aliases(kind, name, change)
@@ -598,8 +638,11 @@ class Store:
             out.parent.mkdir(parents=True, exist_ok=True)
             chunks = self._read_blob(f.sha256)
             if chunks is None:
-                raise TauError(f"{record.name}@{record.short}: {f.path} is missing from the store",
-                               exit_code=EXIT_RUN_FAILED, hint=hint)  # fmt: skip
+                raise TauError(
+                    f"{record.name}@{record.short}: {f.path} is missing from the store",
+                    exit_code=EXIT_RUN_FAILED,
+                    hint=hint,
+                )
             h = hashlib.sha256()
             part = out.with_name(f".{out.name}.tau-pull")
             try:
@@ -702,8 +745,9 @@ class Store:
     def has_version(self, kind: Kind, name: str, version: str) -> bool:
         return self._get_record(kind, check_name(name), version) is not None
 
-    def copy_to(self, record: VersionRecord, dest: Store,
-                progress: Progress | None = None) -> Copied:  # fmt: skip
+    def copy_to(
+        self, record: VersionRecord, dest: Store, progress: Progress | None = None
+    ) -> Copied:
         """Put a version into another store: each file's bytes the destination lacks (checked
         against their sha256 on the way), then the record, last, so a copy cut short is never
         a visible version there and the next copy resumes. Aliases stay where they are."""
@@ -719,12 +763,18 @@ class Store:
             if not dest._has_blob(f.sha256):
                 with self._local_blob(f.sha256) as staged:
                     if staged is None:
-                        raise TauError(f"{record.name}@{record.short}: {f.path} is missing from "
-                                       f"{self.url}", exit_code=EXIT_RUN_FAILED, hint=hint)  # fmt: skip
+                        raise TauError(
+                            f"{record.name}@{record.short}: {f.path} is missing from {self.url}",
+                            exit_code=EXIT_RUN_FAILED,
+                            hint=hint,
+                        )
                     got = dest._store_file(staged, _offset(progress, done, record.size))
                 if got != f.sha256:
-                    raise TauError(f"{record.name}@{record.short}: {f.path} changed in "
-                                   f"{self.url}", exit_code=EXIT_RUN_FAILED, hint=hint)  # fmt: skip
+                    raise TauError(
+                        f"{record.name}@{record.short}: {f.path} changed in {self.url}",
+                        exit_code=EXIT_RUN_FAILED,
+                        hint=hint,
+                    )
                 sent += f.size
             done += f.size
             if progress:
@@ -786,8 +836,11 @@ class FileStore(Store):
             for d in ("blobs/sha256", "tmp"):
                 (root / d).mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            raise TauError(f"registry {root} is not usable: {e.strerror}", exit_code=EXIT_PLATFORM,
-                           hint="choose a writable folder (--registry file://DIR or TAU_REGISTRY)") from None  # fmt: skip
+            raise TauError(
+                f"registry {root} is not usable: {e.strerror}",
+                exit_code=EXIT_PLATFORM,
+                hint="choose a writable folder (--registry file://DIR or TAU_REGISTRY)",
+            ) from None
 
     def blob(self, sha: str) -> Path:
         path: Path = tau_inputs.blob_path(self.root, sha)
@@ -1006,8 +1059,12 @@ class FileStore(Store):
                     learned = []
                 if progress:  # the files found so far, those not done yet at the mean size
                     at = len(found_entries)
-                    progress(done, done + (len(names) - at) * (done // max(at, 1))
-                             + sum(found_entries[i][1] for i in large))  # fmt: skip
+                    progress(
+                        done,
+                        done
+                        + (len(names) - at) * (done // max(at, 1))
+                        + sum(found_entries[i][1] for i in large),
+                    )
         finally:  # what was written whole is kept (and reused) even when the rest failed
             batches.close()  # the workers have exited: every pack is complete
             for p, pieces in unpublished.items():
@@ -1147,8 +1204,9 @@ class FileStore(Store):
         except FileNotFoundError:
             return {}
 
-    def _update_aliases(self, kind: Kind, name: str,
-                        change: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:  # fmt: skip
+    def _update_aliases(
+        self, kind: Kind, name: str, change: Callable[[dict[str, Any]], dict[str, Any]]
+    ) -> dict[str, Any]:
         with self._lock(kind, name):
             new = change(self._aliases_doc(kind, name))
             tmp = self._tmp_write(json.dumps(new, indent=1, sort_keys=True).encode())
@@ -1162,13 +1220,17 @@ class FileStore(Store):
         record.unlink(missing_ok=True)
 
     def _put_head(self, kind: Kind, name: str, version: str, data: bytes) -> None:
-        self._place(self._tmp_write(data, sync=False),
-                    self._record_path(kind, name, version).with_suffix(".head"), durable=False)  # fmt: skip
+        self._place(
+            self._tmp_write(data, sync=False),
+            self._record_path(kind, name, version).with_suffix(".head"),
+            durable=False,
+        )
 
     def _get_head(self, kind: Kind, name: str, version: str) -> bytes | None:
         try:
-            with open(f"{self._home(kind, name)}/versions/{version[len(DIGEST_PREFIX) :]}.head",
-                      "rb") as f:  # fmt: skip
+            with open(
+                f"{self._home(kind, name)}/versions/{version[len(DIGEST_PREFIX) :]}.head", "rb"
+            ) as f:
                 return f.read()
         except FileNotFoundError:
             return None

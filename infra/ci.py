@@ -45,8 +45,11 @@ def new_id(name: str | None = None) -> str:
         return secrets.token_hex(3)
     cleaned = re.sub(r"[^a-z0-9-]+", "-", raw.lower()).strip("-")[:ID_LIMIT].strip("-")
     if name is not None and cleaned != name:
-        raise TauError(f"--name {name!r}: use lowercase letters, digits and '-', at most "
-                       f"{ID_LIMIT} characters (e.g. {cleaned or 'pr-123'})", exit_code=EXIT_USAGE)  # fmt: skip
+        raise TauError(
+            f"--name {name!r}: use lowercase letters, digits and '-', at most "
+            f"{ID_LIMIT} characters (e.g. {cleaned or 'pr-123'})",
+            exit_code=EXIT_USAGE,
+        )
     return cleaned or secrets.token_hex(3)
 
 
@@ -85,8 +88,14 @@ class CiStack:
         return bool(self.expires) and datetime.fromisoformat(str(self.expires)) <= datetime.now(UTC)
 
     def doc(self) -> dict[str, Any]:
-        return {"id": self.id, "stack": PREFIX + self.id, "expires": self.expires,
-                "expired": self.expired, "from": self.source, "lock": self.lock}  # fmt: skip
+        return {
+            "id": self.id,
+            "stack": PREFIX + self.id,
+            "expires": self.expires,
+            "expired": self.expired,
+            "from": self.source,
+            "lock": self.lock,
+        }
 
 
 def _noop() -> None:
@@ -104,13 +113,25 @@ def list_ci() -> list[CiStack]:
         if not name.startswith(PREFIX):
             continue
         tags = _engine(name.removeprefix(PREFIX)).tags()
-        out.append(CiStack(name.removeprefix(PREFIX), tags.get(TAG_EXPIRES), tags.get(TAG_FROM),
-                           tags.get(TAG_LOCK)))  # fmt: skip
+        out.append(
+            CiStack(
+                name.removeprefix(PREFIX),
+                tags.get(TAG_EXPIRES),
+                tags.get(TAG_FROM),
+                tags.get(TAG_LOCK),
+            )
+        )
     return out
 
 
-def up(ci_id: str, ttl: timedelta, source: str | None, say: Say, stacks_dir: Path | None = None,
-       policy_packs: list[str] | None = None) -> Outcome:  # fmt: skip
+def up(
+    ci_id: str,
+    ttl: timedelta,
+    source: str | None,
+    say: Say,
+    stacks_dir: Path | None = None,
+    policy_packs: list[str] | None = None,
+) -> Outcome:
     stacks_dir = stacks_dir or find_stacks_dir()
     template = validated(TEMPLATE, stacks_dir)
     lock = version_lock(validated(source, stacks_dir)) if source else None
@@ -134,8 +155,14 @@ def up(ci_id: str, ttl: timedelta, source: str | None, say: Say, stacks_dir: Pat
     eng = _engine(ci_id, program)
     say(eng.where())
     expires = (datetime.now(UTC) + ttl).isoformat(timespec="seconds")
-    eng.set_tags({TAG_EXPIRES: expires, TAG_TEMPLATE: ci_id, TAG_FROM: source or "",
-                  TAG_LOCK: lock_hash(lock) if lock else ""})  # fmt: skip
+    eng.set_tags(
+        {
+            TAG_EXPIRES: expires,
+            TAG_TEMPLATE: ci_id,
+            TAG_FROM: source or "",
+            TAG_LOCK: lock_hash(lock) if lock else "",
+        }
+    )
     say(
         f"CI cluster {name} (expires {expires}){f' with the version lock of {source}' if source else ''}"
     )
@@ -148,8 +175,9 @@ def down(ci_id: str, passed: bool, say: Say, stacks_dir: Path | None = None) -> 
     eng = _engine(ci_id)
     say(eng.where())
     if PREFIX + ci_id not in eng.list_stacks():
-        raise TauError(f"no CI stack {PREFIX + ci_id}", exit_code=EXIT_USAGE,
-                       hint="tau platform ci list")  # fmt: skip
+        raise TauError(
+            f"no CI stack {PREFIX + ci_id}", exit_code=EXIT_USAGE, hint="tau platform ci list"
+        )
     tags = eng.tags()
     outcome = eng.destroy(say=say)
     eng.remove()
@@ -176,9 +204,15 @@ def _record(ci_id: str, tags: dict[str, str], say: Say, stacks_dir: Path) -> Non
     tested = covered(lock, ci_config(validated(TEMPLATE, stacks_dir), ci_id, lock))
     left_out = sorted(set(lock) - set(tested))
     record_verified(source, tested, PREFIX + ci_id, stacks_dir, not_covered=left_out)
-    say(f"recorded: {source}'s version lock passed on {PREFIX + ci_id} ({len(tested)} of "
+    say(
+        f"recorded: {source}'s version lock passed on {PREFIX + ci_id} ({len(tested)} of "
         f"{len(lock)} settings ran there)"
-        + (f"; not covered, so never promoted on this record: {', '.join(left_out)}" if left_out else ""))  # fmt: skip
+        + (
+            f"; not covered, so never promoted on this record: {', '.join(left_out)}"
+            if left_out
+            else ""
+        )
+    )
 
 
 def reap(say: Say) -> list[str]:

@@ -68,24 +68,39 @@ phase: {phase}
 def sandbox_stages() -> list[dict[str, Any]]:
     """KWOK Stages for the pods of Jobs: run for a while, then succeed or fail (see above)."""
     result = _ENV.format(name="SANDBOX_RESULT") + " | .[]"
-    delay = {"durationMilliseconds": 0, "durationFrom": {"jq": {
-        "expression": _ENV.format(name="SANDBOX_RUN_SECONDS") + ' | (first // "0") | tostring + "s"'}}}  # fmt: skip
+    delay = {
+        "durationMilliseconds": 0,
+        "durationFrom": {
+            "jq": {
+                "expression": _ENV.format(name="SANDBOX_RUN_SECONDS")
+                + ' | (first // "0") | tostring + "s"'
+            }
+        },
+    }
 
     def stage(name: str, outcome: str, phase: str, code: int, reason: str) -> dict[str, Any]:
         op = "In" if outcome == "FAILED" else "NotIn"
         return {
-            "apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage", "metadata": {"name": name},
+            "apiVersion": "kwok.x-k8s.io/v1alpha1",
+            "kind": "Stage",
+            "metadata": {"name": name},
             "spec": {
                 "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
-                "selector": {"matchExpressions": [
-                    *_JOB_POD, {"key": result, "operator": op, "values": ["FAILED"]}]},
+                "selector": {
+                    "matchExpressions": [
+                        *_JOB_POD,
+                        {"key": result, "operator": op, "values": ["FAILED"]},
+                    ]
+                },
                 "delay": delay,
                 "next": {"statusTemplate": _ENDED.format(phase=phase, code=code, reason=reason)},
             },
-        }  # fmt: skip
+        }
 
-    return [stage("tau-job-pod-succeeds", "", "Succeeded", 0, "Completed"),
-            stage("tau-job-pod-fails", "FAILED", "Failed", 1, "Error")]  # fmt: skip
+    return [
+        stage("tau-job-pod-succeeds", "", "Succeeded", 0, "Completed"),
+        stage("tau-job-pod-fails", "FAILED", "Failed", 1, "Error"),
+    ]
 
 
 def name_lookups(work: Path) -> dict[str, list[str]]:
@@ -367,16 +382,26 @@ class ControlPlane:
         from taugrid.components.manifests import CONTROLLER_USER
 
         audit_policy = self.work / "audit-policy.json"
-        audit_policy.write_text(json.dumps({
-            "apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
-            "rules": [
-                # what it wrote to a run (a test shows the writes of a quiet minute it fails on)
-                {"level": "Request", "users": [CONTROLLER_USER], "verbs": ["patch", "update"],
-                 "resources": [{"group": C.GROUP, "resources": ["runs/status"]}]},
-                {"level": "Metadata", "users": [CONTROLLER_USER]},
-                {"level": "None"},
-            ],
-        }))  # fmt: skip
+        audit_policy.write_text(
+            json.dumps(
+                {
+                    "apiVersion": "audit.k8s.io/v1",
+                    "kind": "Policy",
+                    "omitStages": ["RequestReceived"],
+                    "rules": [
+                        # what it wrote to a run (a test shows the writes of a quiet minute it fails on)
+                        {
+                            "level": "Request",
+                            "users": [CONTROLLER_USER],
+                            "verbs": ["patch", "update"],
+                            "resources": [{"group": C.GROUP, "resources": ["runs/status"]}],
+                        },
+                        {"level": "Metadata", "users": [CONTROLLER_USER]},
+                        {"level": "None"},
+                    ],
+                }
+            )
+        )
         self._spawn(
             "kube-apiserver",
             [
@@ -452,8 +477,11 @@ class ControlPlane:
             )
 
         kwok = self.bin_dir / "kwok"
-        stages = [p for p in sorted((self.bin_dir.parent / "kwok-stages").glob("*.yaml"))
-                  if p.name != "pod-complete.yaml"]  # fmt: skip
+        stages = [
+            p
+            for p in sorted((self.bin_dir.parent / "kwok-stages").glob("*.yaml"))
+            if p.name != "pod-complete.yaml"
+        ]
         if kwok.is_file() and stages:
             ours = self.work / "kwok-stages.yaml"
             ours.write_text("---\n".join(json.dumps(s) + "\n" for s in sandbox_stages()))
@@ -554,8 +582,10 @@ class ControlPlane:
         shutil.copy(crt, metrics_dir / "tls.crt")
         shutil.copy(key, metrics_dir / "tls.key")
         Path(KUEUE_METRICS_CERTS).mkdir(parents=True, exist_ok=True)
-        script = (f"mount --bind {metrics_dir} {KUEUE_METRICS_CERTS} && exec {self.bin_dir / 'kueue'} "
-                  f"--config={cfg_file} --feature-gates=VisibilityOnDemand=false")  # fmt: skip
+        script = (
+            f"mount --bind {metrics_dir} {KUEUE_METRICS_CERTS} && exec {self.bin_dir / 'kueue'} "
+            f"--config={cfg_file} --feature-gates=VisibilityOnDemand=false"
+        )
         self._spawn(
             "kueue", ["unshare", "--mount", "--propagation", "private", "sh", "-c", script], env
         )
@@ -563,19 +593,50 @@ class ControlPlane:
         mutating = [hook("mjob.kb.io", "/mutate-batch-v1-job", ["CREATE"])]
         validating = [hook("vjob.kb.io", "/validate-batch-v1-job", ["CREATE", "UPDATE"])]
         if rayjobs:
-            mutating.append(hook("mrayjob.kb.io", "/mutate-ray-io-v1-rayjob", ["CREATE"],
-                                 "ray.io", "rayjobs"))  # fmt: skip
-            validating.append(hook("vrayjob.kb.io", "/validate-ray-io-v1-rayjob",
-                                   ["CREATE", "UPDATE"], "ray.io", "rayjobs"))  # fmt: skip
-            mutating.append(hook("mrayservice.kb.io", "/mutate-ray-io-v1-rayservice", ["CREATE"],
-                                 "ray.io", "rayservices"))  # fmt: skip
-            validating.append(hook("vrayservice.kb.io", "/validate-ray-io-v1-rayservice",
-                                   ["CREATE", "UPDATE"], "ray.io", "rayservices"))  # fmt: skip
+            mutating.append(
+                hook("mrayjob.kb.io", "/mutate-ray-io-v1-rayjob", ["CREATE"], "ray.io", "rayjobs")
+            )
+            validating.append(
+                hook(
+                    "vrayjob.kb.io",
+                    "/validate-ray-io-v1-rayjob",
+                    ["CREATE", "UPDATE"],
+                    "ray.io",
+                    "rayjobs",
+                )
+            )
+            mutating.append(
+                hook(
+                    "mrayservice.kb.io",
+                    "/mutate-ray-io-v1-rayservice",
+                    ["CREATE"],
+                    "ray.io",
+                    "rayservices",
+                )
+            )
+            validating.append(
+                hook(
+                    "vrayservice.kb.io",
+                    "/validate-ray-io-v1-rayservice",
+                    ["CREATE", "UPDATE"],
+                    "ray.io",
+                    "rayservices",
+                )
+            )
         group = "admissionregistration.k8s.io/v1"
-        for kind, hooks in (("MutatingWebhookConfiguration", mutating),
-                            ("ValidatingWebhookConfiguration", validating)):  # fmt: skip
-            apply(dyn, {"apiVersion": group, "kind": kind,
-                        "metadata": {"name": "kueue-loopback"}, "webhooks": hooks})  # fmt: skip
+        for kind, hooks in (
+            ("MutatingWebhookConfiguration", mutating),
+            ("ValidatingWebhookConfiguration", validating),
+        ):
+            apply(
+                dyn,
+                {
+                    "apiVersion": group,
+                    "kind": kind,
+                    "metadata": {"name": "kueue-loopback"},
+                    "webhooks": hooks,
+                },
+            )
 
     @property
     def has_kuberay(self) -> bool:
@@ -591,10 +652,13 @@ class ControlPlane:
         env = {**os.environ, "KUBECONFIG": str(self.admin.kubeconfig)}
         self._spawn(
             "kuberay",
-            [str(self.bin_dir / "ray-operator"), f"--metrics-addr={HOST}:{metrics}",
-             f"--health-probe-bind-address={HOST}:{probe}"],
+            [
+                str(self.bin_dir / "ray-operator"),
+                f"--metrics-addr={HOST}:{metrics}",
+                f"--health-probe-bind-address={HOST}:{probe}",
+            ],
             env=env,
-        )  # fmt: skip
+        )
         self._wait("kuberay", lambda: _http_ok(f"http://{HOST}:{probe}/readyz"))
 
     def start_controller(self, kubeconfig: Path, config: Path) -> None:
@@ -608,18 +672,31 @@ class ControlPlane:
         env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
         self._spawn(
             "controller",
-            [sys.executable, "-m", "taugrid.controller", "--standalone", f"--config={config}",
-             f"--liveness=http://{HOST}:{port}/healthz"],
+            [
+                sys.executable,
+                "-m",
+                "taugrid.controller",
+                "--standalone",
+                f"--config={config}",
+                f"--liveness=http://{HOST}:{port}/healthz",
+            ],
             env=env,
-        )  # fmt: skip
+        )
         self._wait("controller", lambda: _http_ok(f"http://{HOST}:{port}/healthz"))
 
     @property
     def has_kwok(self) -> bool:
         return "kwok" in self.procs
 
-    def add_fake_node(self, name: str, gpus: int = 0, labels: dict[str, str] | None = None,
-                      taints: list[dict[str, str]] | None = None, cpu: str = "32", memory: str = "256Gi") -> dict[str, Any]:  # fmt: skip
+    def add_fake_node(
+        self,
+        name: str,
+        gpus: int = 0,
+        labels: dict[str, str] | None = None,
+        taints: list[dict[str, str]] | None = None,
+        cpu: str = "32",
+        memory: str = "256Gi",
+    ) -> dict[str, Any]:
         """A Node that KWOK keeps Ready and whose pods it runs (no kubelet, no real containers)."""
         capacity = {"cpu": cpu, "memory": memory, "pods": "110"}
         if gpus:

@@ -17,8 +17,9 @@ from taugrid.infra.engine import Engine, Outcome
 from taugrid.infra.stackfile import find_stacks_dir, project_dir, validated
 
 
-def platform_engine(stack: str, stacks_dir: Path | None = None,
-                    cfg: PlatformConfig | None = None) -> Engine:  # fmt: skip
+def platform_engine(
+    stack: str, stacks_dir: Path | None = None, cfg: PlatformConfig | None = None
+) -> Engine:
     stacks_dir = stacks_dir or find_stacks_dir()
     cfg = cfg or validated(stack, stacks_dir)
     if isinstance(cfg.cluster, ExistingClusterSpec) and cfg.cluster.kubeconfigSecret:
@@ -36,8 +37,12 @@ def platform_engine(stack: str, stacks_dir: Path | None = None,
         build(platform, stack)
 
     # the project's own folder and stack file: the state, config and secrets `pulumi` uses
-    return Engine(stack, program, project_dir=project_dir(stacks_dir),
-                  stack_file=stacks_dir / f"Pulumi.{stack}.yaml")  # fmt: skip
+    return Engine(
+        stack,
+        program,
+        project_dir=project_dir(stacks_dir),
+        stack_file=stacks_dir / f"Pulumi.{stack}.yaml",
+    )
 
 
 def bundled_policy_pack() -> str | None:
@@ -63,13 +68,16 @@ def policy_packs(packs: list[Path] | None, none: bool, say: Say) -> list[str]:
     if packs:
         for p in packs:
             if not (p / "PulumiPolicy.yaml").is_file():
-                raise TauError(f"{p} is not a policy pack (no PulumiPolicy.yaml in it)",
-                               exit_code=EXIT_USAGE)  # fmt: skip
+                raise TauError(
+                    f"{p} is not a policy pack (no PulumiPolicy.yaml in it)", exit_code=EXIT_USAGE
+                )
         return [str(p.resolve()) for p in packs]
     bundled = bundled_policy_pack()
     if bundled is None:
-        say("note: no policy pack is checked: pulumi-policy is not installed "
-            "(pip install 'taugrid[policy]')")  # fmt: skip
+        say(
+            "note: no policy pack is checked: pulumi-policy is not installed "
+            "(pip install 'taugrid[policy]')"
+        )
         return []
     return [bundled]
 
@@ -84,8 +92,9 @@ class Applied:
     confirmed: bool = True
 
 
-def apply(eng: Engine, packs: list[str], confirm: Confirm | None, say: Say | None,
-          refresh: bool = False) -> Applied:  # fmt: skip
+def apply(
+    eng: Engine, packs: list[str], confirm: Confirm | None, say: Say | None, refresh: bool = False
+) -> Applied:
     """The platform rule: preview with the policy packs, then confirm, then up. The engine's
     `up` checks policies as it goes (resources before a violation would be created), so a
     preview with the packs first stops a violation before anything changes. `confirm` None:

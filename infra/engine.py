@@ -114,8 +114,9 @@ def choose_backend(project_dir: Path | None = None, stack: str | None = None) ->
     if current:
         return Backend(current, f"pulumi login, {pulumi_home() / 'credentials.json'}")
     if stack in LOCAL_STACKS:
-        return Backend(local_backend_url(), "tau's local backend for the sandbox: no pulumi "
-                       "login", local=True)  # fmt: skip
+        return Backend(
+            local_backend_url(), "tau's local backend for the sandbox: no pulumi login", local=True
+        )
     raise TauError(
         "no Pulumi backend: `pulumi` is not logged in and PULUMI_BACKEND_URL is not set. tau "
         "keeps a stack where `pulumi` keeps it, so that both (and everyone on the team) see one "
@@ -167,8 +168,9 @@ def policy_launcher(pack_dir: str) -> str:
     return str(script)
 
 
-def engine_env(bin_dir: Path, backend: Backend | None = None,
-               secrets: Secrets | None = None) -> dict[str, str]:  # fmt: skip
+def engine_env(
+    bin_dir: Path, backend: Backend | None = None, secrets: Secrets | None = None
+) -> dict[str, str]:
     """The environment of every engine process: offline, found plugins, the chosen backend,
     and a passphrase only where tau may choose it (see `Secrets`). PULUMI_HOME stays the
     CLI's own (its login and credentials)."""
@@ -178,9 +180,11 @@ def engine_env(bin_dir: Path, backend: Backend | None = None,
     elif backend.url.startswith("file://"):
         folder = Path(backend.url.removeprefix("file://").split("?", 1)[0]).expanduser()
         if not folder.is_dir():
-            raise TauError(f"the backend folder {folder} does not exist ({backend.line()})",
-                           exit_code=EXIT_PLATFORM,
-                           hint=f"create it (mkdir -p {folder}), as `pulumi login` needs too")  # fmt: skip
+            raise TauError(
+                f"the backend folder {folder} does not exist ({backend.line()})",
+                exit_code=EXIT_PLATFORM,
+                hint=f"create it (mkdir -p {folder}), as `pulumi login` needs too",
+            )
     env = {
         "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
         "PULUMI_BACKEND_URL": backend.url,
@@ -192,8 +196,9 @@ def engine_env(bin_dir: Path, backend: Backend | None = None,
         secrets = secrets or Secrets(None, None, None)
         if secrets.needs_passphrase(backend):
             if not (backend.local or secrets.tau_own):
-                raise TauError(secrets.missing(backend), exit_code=EXIT_PLATFORM,
-                               hint=PASSPHRASE_HINT)  # fmt: skip
+                raise TauError(
+                    secrets.missing(backend), exit_code=EXIT_PLATFORM, hint=PASSPHRASE_HINT
+                )
             env["PULUMI_CONFIG_PASSPHRASE"] = ""  # tau's own stacks hold no secrets
     return env
 
@@ -234,9 +239,11 @@ class Secrets:
 
     def missing(self, backend: Backend) -> str:
         where = f" (encryptionsalt in {self.file})" if self.salt and self.file else ""
-        return (f"stack {self.stack} keeps its secrets with a passphrase{where}, and neither "
-                f"PULUMI_CONFIG_PASSPHRASE nor PULUMI_CONFIG_PASSPHRASE_FILE is set ("
-                f"{backend.line()})")  # fmt: skip
+        return (
+            f"stack {self.stack} keeps its secrets with a passphrase{where}, and neither "
+            f"PULUMI_CONFIG_PASSPHRASE nor PULUMI_CONFIG_PASSPHRASE_FILE is set ("
+            f"{backend.line()})"
+        )
 
 
 @contextmanager
@@ -270,19 +277,32 @@ class Outcome:
         return any(v for k, v in self.summary.items() if k not in ("same", "refresh"))
 
     def doc(self) -> dict[str, Any]:
-        return {"stack": self.stack, "operation": self.operation, "backend": self.backend,
-                "changes": self.summary,
-                "steps": self.steps, "seconds": round(self.seconds, 2),
-                **({"outputs": self.outputs} if self.outputs else {})}  # fmt: skip
+        return {
+            "stack": self.stack,
+            "operation": self.operation,
+            "backend": self.backend,
+            "changes": self.summary,
+            "steps": self.steps,
+            "seconds": round(self.seconds, 2),
+            **({"outputs": self.outputs} if self.outputs else {}),
+        }
 
 
 class Engine:
     """One stack of project `taugrid` (or another), its program inline."""
 
-    def __init__(self, stack: str, program: Callable[[], None], project: str = PROJECT,
-                 env: Mapping[str, str] | None = None, *, project_dir: Path | None = None,
-                 stack_file: Path | None = None, backend: str | None = None,
-                 tau_own: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self,
+        stack: str,
+        program: Callable[[], None],
+        project: str = PROJECT,
+        env: Mapping[str, str] | None = None,
+        *,
+        project_dir: Path | None = None,
+        stack_file: Path | None = None,
+        backend: str | None = None,
+        tau_own: bool = False,
+    ) -> None:
         """`project_dir`: the Pulumi project the stack belongs to (its Pulumi.yaml, and
         `stack_file` in its stackConfigDir): the engine works there, as `pulumi` does, so both
         read and write the same stack file (its `encryptionsalt`, its config). None: a stack
@@ -294,8 +314,11 @@ class Engine:
         except ImportError as e:
             raise missing_extra("platform", f"Pulumi ({e.name})") from None
         self.stack_name, self.program, self.project = stack, program, project
-        self.backend = (Backend(backend, "recorded with the run") if backend else
-                        choose_backend(project_dir, stack))  # fmt: skip
+        self.backend = (
+            Backend(backend, "recorded with the run")
+            if backend
+            else choose_backend(project_dir, stack)
+        )
         # tau's local backend is this machine's alone (the sandbox without a login): its stack
         # stays in tau's work folder, and nothing (no encryptionsalt) is written into the project
         self.project_dir = None if self.backend.local else project_dir
@@ -371,14 +394,16 @@ class Engine:
             return dict(st.workspace.list_tags(self.stack_name))
 
     # --- operations ------------------------------------------------------------------------------
-    def preview(self, say: Say | None = None, policy_packs: list[str] | None = None,
-                refresh: bool = False) -> Outcome:  # fmt: skip
+    def preview(
+        self, say: Say | None = None, policy_packs: list[str] | None = None, refresh: bool = False
+    ) -> Outcome:
         """What `up` would change; with `refresh`, against the cluster as it is now (objects
         changed or deleted out of band), not as the state last recorded it."""
         return self._run("preview", say, policy_packs, refresh)
 
-    def up(self, say: Say | None = None, policy_packs: list[str] | None = None,
-           refresh: bool = False) -> Outcome:  # fmt: skip
+    def up(
+        self, say: Say | None = None, policy_packs: list[str] | None = None, refresh: bool = False
+    ) -> Outcome:
         return self._run("up", say, policy_packs, refresh)
 
     def refresh(self, say: Say | None = None) -> Outcome:
@@ -395,23 +420,25 @@ class Engine:
             st.workspace.remove_stack(self.stack_name)
         self._stack = None
 
-    def _run(self, op: str, say: Say | None, policy_packs: list[str] | None,
-             refresh: bool = False) -> Outcome:  # fmt: skip
+    def _run(
+        self, op: str, say: Say | None, policy_packs: list[str] | None, refresh: bool = False
+    ) -> Outcome:
         st = self.stack()
         steps: list[dict[str, Any]] = []
         log: list[str] = []
         t0 = time.monotonic()
         if say is not None:
-            say(f"{op} of stack {self.stack_name}"
-                f"{' (reading the cluster first)' if refresh else ''} ...")  # fmt: skip
+            say(
+                f"{op} of stack {self.stack_name}"
+                f"{' (reading the cluster first)' if refresh else ''} ..."
+            )
 
         started: dict[str, float] = {}
 
         def on_event(ev: Any) -> None:
             _step(ev, steps, say, op, started)
 
-        kwargs: dict[str, Any] = {"on_event": on_event, "on_output": log.append,
-                                  "color": "never"}  # fmt: skip
+        kwargs: dict[str, Any] = {"on_event": on_event, "on_output": log.append, "color": "never"}
         if policy_packs:
             kwargs["policy_packs"] = [policy_launcher(p) for p in policy_packs]
         if refresh:
@@ -439,12 +466,14 @@ class Engine:
             summary.pop("refresh", None)  # resources read from the cluster, not changes
         for k in SUMMARY_KEYS:
             summary.setdefault(k, 0)
-        return Outcome(self.stack_name, op, summary, steps, time.monotonic() - t0, outputs,
-                       self.backend.url)  # fmt: skip
+        return Outcome(
+            self.stack_name, op, summary, steps, time.monotonic() - t0, outputs, self.backend.url
+        )
 
 
-def _step(ev: Any, steps: list[dict[str, Any]], say: Say | None, op: str,
-          started: dict[str, float]) -> None:  # fmt: skip
+def _step(
+    ev: Any, steps: list[dict[str, Any]], say: Say | None, op: str, started: dict[str, float]
+) -> None:
     """One resource's outcome (and what it changes) from the engine's event stream."""
     pre = getattr(ev, "resource_pre_event", None)
     done = getattr(ev, "res_outputs_event", None)
@@ -474,29 +503,45 @@ def _step(ev: Any, steps: list[dict[str, Any]], say: Say | None, op: str,
             took = time.monotonic() - started.get(meta.urn, time.monotonic())
             steps.append({**_meta(meta), "seconds": round(took, 2)})
             if say:
-                say(f"  {meta.op.value:<8} {meta.type} {meta.urn.rsplit('::', 1)[-1]} "
-                    f"({took:.1f}s)")  # fmt: skip
+                say(
+                    f"  {meta.op.value:<8} {meta.type} {meta.urn.rsplit('::', 1)[-1]} ({took:.1f}s)"
+                )
     elif diag is not None and diag.severity == "error" and say:
         say(f"  error: {diag.message.strip()}")
     elif policy is not None:
         # the engine's message is the policy's description, then the violation
         said = [ln.strip() for ln in policy.message.splitlines() if ln.strip()]
-        steps.append({"policy": policy.policy_name, "pack": policy.policy_pack_name,
-                      "enforcement": policy.enforcement_level, "message": said[-1] if said else "",
-                      "urn": policy.resource_urn})  # fmt: skip
+        steps.append(
+            {
+                "policy": policy.policy_name,
+                "pack": policy.policy_pack_name,
+                "enforcement": policy.enforcement_level,
+                "message": said[-1] if said else "",
+                "urn": policy.resource_urn,
+            }
+        )
         if say:
-            say(f"  policy {policy.enforcement_level}: {policy.policy_name}: "
-                f"{said[-1] if said else ''}")  # fmt: skip
+            say(
+                f"  policy {policy.enforcement_level}: {policy.policy_name}: "
+                f"{said[-1] if said else ''}"
+            )
 
 
 def _meta(meta: Any) -> dict[str, Any]:
     """A step: what it does to which resource and, for an update, each changed input field
     with its old and new value (the engine's own `diffs` are often empty)."""
-    out: dict[str, Any] = {"op": str(meta.op.value), "type": meta.type, "urn": meta.urn,
-                           "name": meta.urn.rsplit("::", 1)[-1], "diffs": list(meta.diffs or [])}  # fmt: skip
+    out: dict[str, Any] = {
+        "op": str(meta.op.value),
+        "type": meta.type,
+        "urn": meta.urn,
+        "name": meta.urn.rsplit("::", 1)[-1],
+        "diffs": list(meta.diffs or []),
+    }
     if out["op"] in ("update", "replace", "create-replacement"):
-        changes = changed_fields(getattr(getattr(meta, "old", None), "inputs", None),
-                                 getattr(getattr(meta, "new", None), "inputs", None))  # fmt: skip
+        changes = changed_fields(
+            getattr(getattr(meta, "old", None), "inputs", None),
+            getattr(getattr(meta, "new", None), "inputs", None),
+        )
         out["changes"] = changes
         out["diffs"] = out["diffs"] or sorted(
             {c["field"].split(".")[0].split("[")[0] for c in changes}
@@ -515,8 +560,9 @@ def _drift(meta: Any) -> dict[str, Any] | None:
     }
     if str(meta.op.value) == "delete" or getattr(meta, "new", None) is None:
         return {**base, "drift": "gone"}
-    changes = changed_fields(getattr(getattr(meta, "old", None), "inputs", None),
-                             getattr(meta.new, "inputs", None))  # fmt: skip
+    changes = changed_fields(
+        getattr(getattr(meta, "old", None), "inputs", None), getattr(meta.new, "inputs", None)
+    )
     if changes or str(meta.op.value) == "update":
         return {**base, "drift": "changed", "changes": changes}
     return None
@@ -527,9 +573,11 @@ def changed_fields(old: Any, new: Any) -> list[dict[str, Any]]:
     from taugrid.infra.plan import _field, flatten
 
     fo, fn = flatten(dict(old or {})), flatten(dict(new or {}))
-    return [{"field": _field(p), "old": fo.get(p), "new": fn.get(p)}
-            for p in sorted(set(fo) | set(fn))
-            if fo.get(p) != fn.get(p) and not any(part.startswith("__") for part in p)]  # fmt: skip
+    return [
+        {"field": _field(p), "old": fo.get(p), "new": fn.get(p)}
+        for p in sorted(set(fo) | set(fn))
+        if fo.get(p) != fn.get(p) and not any(part.startswith("__") for part in p)
+    ]
 
 
 def _value(v: Any) -> str:
@@ -537,8 +585,9 @@ def _value(v: Any) -> str:
 
 
 @contextmanager
-def _engine_errors(engine: Engine, log: list[str] | None = None,
-                   steps: list[dict[str, Any]] | None = None) -> Iterator[None]:  # fmt: skip
+def _engine_errors(
+    engine: Engine, log: list[str] | None = None, steps: list[dict[str, Any]] | None = None
+) -> Iterator[None]:
     """The engine's failures as TauError (exit 4) with its own words, never a traceback."""
     from pulumi.automation import errors as auto_errors  # the platform extra: checked in Engine
 
@@ -547,9 +596,12 @@ def _engine_errors(engine: Engine, log: list[str] | None = None,
     except auto_errors.CommandError as e:
         mandatory = [st for st in steps or [] if st.get("enforcement") == "mandatory"]
         if mandatory:
-            lines = [f"{st['policy']}: {st['message']} ({st['urn'].rsplit('::', 1)[-1]})"
-                     if st.get("urn") else f"{st['policy']}: {st['message']}"
-                     for st in mandatory]  # fmt: skip
+            lines = [
+                f"{st['policy']}: {st['message']} ({st['urn'].rsplit('::', 1)[-1]})"
+                if st.get("urn")
+                else f"{st['policy']}: {st['message']}"
+                for st in mandatory
+            ]
             raise TauError(
                 f"stack {engine.stack_name}: {len(lines)} mandatory policy violation(s), nothing "
                 "was changed:\n  " + "\n  ".join(dict.fromkeys(lines)),
@@ -563,10 +615,14 @@ def _engine_errors(engine: Engine, log: list[str] | None = None,
             )
             raise TauError(
                 f"stack {engine.stack_name}: "
-                + ("the passphrase is not the one the stack was created with" + where
-                   if "incorrect" in text else engine.secrets.missing(engine.backend)),
-                exit_code=EXIT_PLATFORM, hint=PASSPHRASE_HINT,
-            ) from None  # fmt: skip
+                + (
+                    "the passphrase is not the one the stack was created with" + where
+                    if "incorrect" in text
+                    else engine.secrets.missing(engine.backend)
+                ),
+                exit_code=EXIT_PLATFORM,
+                hint=PASSPHRASE_HINT,
+            ) from None
         raise TauError(_command_message(engine, text, log), exit_code=EXIT_PLATFORM) from None
     except FileNotFoundError as e:
         raise TauError(f"{NOT_FOUND}: {e}", exit_code=EXIT_PLATFORM) from None

@@ -179,12 +179,23 @@ def evaluate(stack: str, cfg: Any) -> Inventory:
 
 
 KEY_INPUTS: dict[str, tuple[str, ...]] = {
-    "azure-native:containerservice:ManagedCluster": ("resourceName", "location", "kubernetesVersion"),
-    "azure-native:containerservice:AgentPool": ("vmSize", "minCount", "maxCount", "scaleSetPriority", "nodeTaints",
-                                                "gpuProfile", "availabilityZones"),
+    "azure-native:containerservice:ManagedCluster": (
+        "resourceName",
+        "location",
+        "kubernetesVersion",
+    ),
+    "azure-native:containerservice:AgentPool": (
+        "vmSize",
+        "minCount",
+        "maxCount",
+        "scaleSetPriority",
+        "nodeTaints",
+        "gpuProfile",
+        "availabilityZones",
+    ),
     "azure-native:resources:ResourceGroup": ("resourceGroupName", "location"),
     "kubernetes:helm.sh/v3:Release": ("chart", "version", "namespace"),
-}  # fmt: skip
+}
 
 
 def summary(r: Resource) -> str:
@@ -266,8 +277,10 @@ def inventory_doc(inv: Inventory) -> dict[str, Any]:
 
 def format_inventory(inv: Inventory) -> list[str]:
     """`tau platform plan`: one line per resource, with its key inputs."""
-    lines = [f"stack {inv.stack}: {len(inv.resources)} resources "
-             "(offline plan: cloud-assigned values such as ids and the kubeconfig are unknown)"]  # fmt: skip
+    lines = [
+        f"stack {inv.stack}: {len(inv.resources)} resources "
+        "(offline plan: cloud-assigned values such as ids and the kubeconfig are unknown)"
+    ]
     width = max((len(r.type) for r in inv.resources), default=0)
     nwidth = max((len(r.name) for r in inv.resources), default=0)
     for r in inv.resources:

@@ -66,12 +66,22 @@ def covered(lock: dict[str, str], ran: PlatformConfig) -> dict[str, str]:
     of component versions only those of the components it deployed (a CI template without
     the node problem detector tested no version of it)."""
     has = version_lock(ran)
-    return {p: v for p, v in lock.items() if p in has and
-            (not p.startswith("components.") or getattr(ran.components, p.split(".")[1]).enabled)}  # fmt: skip
+    return {
+        p: v
+        for p, v in lock.items()
+        if p in has
+        and (not p.startswith("components.") or getattr(ran.components, p.split(".")[1]).enabled)
+    }
 
 
-def record_verified(stack: str, lock: dict[str, str], where: str, stacks_dir: Path,
-                    note: str = "", not_covered: list[str] | None = None) -> dict[str, Any]:  # fmt: skip
+def record_verified(
+    stack: str,
+    lock: dict[str, str],
+    where: str,
+    stacks_dir: Path,
+    note: str = "",
+    not_covered: list[str] | None = None,
+) -> dict[str, Any]:
     """Add a record: `lock` (taken from `stack`: what ran on `where`) passed the tests there;
     `not_covered`: the paths of the stack's lock that did not run there."""
     entry = {
@@ -95,8 +105,11 @@ def record_verified(stack: str, lock: dict[str, str], where: str, stacks_dir: Pa
 def verification(stack: str, lock: dict[str, str], stacks_dir: Path) -> dict[str, Any] | None:
     """The newest record whose tested values are all the stack's current ones (what it did not
     cover is the promotion's to hold back)."""
-    found = [r for r in records(stack, stacks_dir)
-             if r.get("lock") and all(lock.get(p) == v for p, v in r["lock"].items())]  # fmt: skip
+    found = [
+        r
+        for r in records(stack, stacks_dir)
+        if r.get("lock") and all(lock.get(p) == v for p, v in r["lock"].items())
+    ]
     return found[-1] if found else None
 
 
@@ -111,9 +124,14 @@ class Promotion:
     untested: list[Change] = field(default_factory=list)  # held back: not run on a CI cluster
 
     def doc(self) -> dict[str, Any]:
-        return {"from": self.src, "to": self.dst, "file": str(self.dst_file),
-                "changes": [asdict(c) for c in self.changes], "verified": self.verified,
-                "untested": [asdict(c) for c in self.untested]}  # fmt: skip
+        return {
+            "from": self.src,
+            "to": self.dst,
+            "file": str(self.dst_file),
+            "changes": [asdict(c) for c in self.changes],
+            "verified": self.verified,
+            "untested": [asdict(c) for c in self.untested],
+        }
 
     def lines(self) -> list[str]:
         out = [f"promote {self.src} -> {self.dst} ({self.dst_file}):"]
@@ -123,8 +141,10 @@ class Promotion:
             out += [f"  {c.path}: {c.old} -> {c.new}" for c in self.untested]
         if self.verified:
             v = self.verified
-            out.append(f"verified: {self.src}'s lock {v['hash']} passed on {v['verifiedOn']} "
-                       f"at {v['at']} ({v['by']})")  # fmt: skip
+            out.append(
+                f"verified: {self.src}'s lock {v['hash']} passed on {v['verifiedOn']} "
+                f"at {v['at']} ({v['by']})"
+            )
         return out
 
 
@@ -148,8 +168,10 @@ def plan_promotion(src: str, dst: str, stacks_dir: Path | None = None) -> Promot
     if a.promotesTo != dst:
         ahead = _path(dst, b.promotesTo, stacks_dir)
         if src in ahead:  # backwards: the fix leads forward, never to a cycle
-            hint = (f"promotion goes forward ({' -> '.join([dst, *ahead[: ahead.index(src) + 1]])}): "
-                    f"tau platform promote {dst} {b.promotesTo}")  # fmt: skip
+            hint = (
+                f"promotion goes forward ({' -> '.join([dst, *ahead[: ahead.index(src) + 1]])}): "
+                f"tau platform promote {dst} {b.promotesTo}"
+            )
         elif a.promotesTo:
             hint = f"promote along the path: tau platform promote {src} {a.promotesTo}"
         else:
@@ -199,8 +221,14 @@ def _refuse_uncommitted(path: Path) -> None:
     import subprocess
 
     try:
-        res = subprocess.run(["git", "status", "--porcelain", "--", path.name], cwd=path.parent,
-                             capture_output=True, text=True, timeout=30, check=False)  # fmt: skip
+        res = subprocess.run(
+            ["git", "status", "--porcelain", "--", path.name],
+            cwd=path.parent,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
     except (OSError, subprocess.SubprocessError):
         return  # no git here: nothing to compare with
     if res.returncode == 0 and res.stdout.strip():
@@ -253,8 +281,13 @@ def edit_values(text: str, root: list[str], values: dict[str, str]) -> str:
             if m is None:
                 raise TauError(f"cannot edit {path} in place", exit_code=EXIT_USAGE)
             old = m.group(0)
-            new = (json.dumps(value) if old.startswith('"') else
-                   "'" + value.replace("'", "''") + "'" if old.startswith("'") else _scalar(value))  # fmt: skip
+            new = (
+                json.dumps(value)
+                if old.startswith('"')
+                else "'" + value.replace("'", "''") + "'"
+                if old.startswith("'")
+                else _scalar(value)
+            )
             lines[row] = line[:col] + new + line[col + len(old) :]
             continue
         if node.fa.flow_style() or not node:
@@ -263,8 +296,9 @@ def edit_values(text: str, root: list[str], values: dict[str, str]) -> str:
         indent = node.lc.key(keys[0])[1]
         last = node.lc.key(keys[-1])[0]
         end = last + 1  # after the last entry's own lines (deeper, blank or comment lines)
-        while end < len(lines) and (not lines[end].strip() or
-                                    len(lines[end]) - len(lines[end].lstrip()) > indent):  # fmt: skip
+        while end < len(lines) and (
+            not lines[end].strip() or len(lines[end]) - len(lines[end].lstrip()) > indent
+        ):
             end += 1
         new_lines = []
         for i, key in enumerate(parts[depth:]):

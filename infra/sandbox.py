@@ -398,8 +398,12 @@ def _install(
     real = _start_real_nodes(cp, dyn, real_pool, n_real, say) if real_pool else []
     objects = _storage_classes(cfg)  # the cluster's storage, always
     if platform:
-        objects += [*M.kueue_objects(cfg), M.tau_cluster(cfg, stack),
-                    M.researcher_read_clusterrole(), *M.quota_approver_objects(cfg)]  # fmt: skip
+        objects += [
+            *M.kueue_objects(cfg),
+            M.tau_cluster(cfg, stack),
+            M.researcher_read_clusterrole(),
+            *M.quota_approver_objects(cfg),
+        ]
         for ws in cfg.workspaces:
             objects += M.workspace_objects(cfg, ws)
     for obj in _ordered(objects):  # namespaces and volumes first
@@ -422,13 +426,23 @@ def _install(
     elif ctl.enabled:
         skipped["controller"] = f"no platform objects yet (tau platform up --stack {stack})"
     if platform:
-        say(f"platform objects of stack {stack!r}: {len(cfg.workspaces)} workspace(s), "
-            f"{len(cfg.queues.clusterQueues)} ClusterQueue(s)")  # fmt: skip
+        say(
+            f"platform objects of stack {stack!r}: {len(cfg.workspaces)} workspace(s), "
+            f"{len(cfg.queues.clusterQueues)} ClusterQueue(s)"
+        )
     else:
         say(f"no platform objects: `tau platform up --stack {stack}` creates them")
-    return State(stack=stack, api=cp.url, started_at=time.time(), pids=cp.pids(),
-                 kubeconfigs=identities, nodes=nodes, real_nodes=real, skipped=skipped,
-                 platform=platform)  # fmt: skip
+    return State(
+        stack=stack,
+        api=cp.url,
+        started_at=time.time(),
+        pids=cp.pids(),
+        kubeconfigs=identities,
+        nodes=nodes,
+        real_nodes=real,
+        skipped=skipped,
+        platform=platform,
+    )
 
 
 def _start_controller(cp: Any, cfg: PlatformConfig, dyn: Any, say: Say) -> None:
@@ -444,8 +458,11 @@ def _start_controller(cp: Any, cfg: PlatformConfig, dyn: Any, say: Say) -> None:
         apply(dyn, obj)
     who = cp.add_identity(M.CONTROLLER, ("system:serviceaccounts",), user=M.CONTROLLER_USER)
     settings = cp.work / "controller.yaml"
-    settings.write_text(yaml.safe_dump(
-        {"remediation": cfg.components.controller.remediation.model_dump(mode="json")}))  # fmt: skip
+    settings.write_text(
+        yaml.safe_dump(
+            {"remediation": cfg.components.controller.remediation.model_dump(mode="json")}
+        )
+    )
     say("starting the TauGrid controller (out of cluster) ...")
     cp.start_controller(who.kubeconfig, settings)
 
@@ -461,8 +478,14 @@ def _alias_context(kubeconfig: Path, cfg: PlatformConfig) -> None:
     kubeconfig.write_text(json.dumps(doc))
 
 
-_ORDER = {"Namespace": 0, "StorageClass": 1, "ResourceFlavor": 2, "Cohort": 2,
-          "WorkloadPriorityClass": 2, "ClusterQueue": 3}  # fmt: skip
+_ORDER = {
+    "Namespace": 0,
+    "StorageClass": 1,
+    "ResourceFlavor": 2,
+    "Cohort": 2,
+    "WorkloadPriorityClass": 2,
+    "ClusterQueue": 3,
+}
 
 
 def _ordered(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:

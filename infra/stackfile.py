@@ -70,8 +70,10 @@ def secrets_settings(stack_file: Path) -> tuple[str | None, bool]:
     if not isinstance(data, dict):
         return None, False
     provider = data.get("secretsprovider")
-    return (provider if isinstance(provider, str) and provider else None,
-            bool(data.get("encryptionsalt")))  # fmt: skip
+    return (
+        provider if isinstance(provider, str) and provider else None,
+        bool(data.get("encryptionsalt")),
+    )
 
 
 def _read_yaml(path: Path, what: str) -> Any:
@@ -120,8 +122,9 @@ def validated(stack: str, stacks_dir: Path | None = None) -> PlatformConfig:
 def located_error(source: str, text: str | None, e: PlatformConfigError) -> ConfigError:
     """The problems of a `taugrid:platform` declaration as tau says them: the file, each key
     path (with its line when the file's text is known), the value, the fix."""
-    issues = [Issue(f"config.{CONFIG_KEY}.{i.path}", i.value, i.message, i.example)
-              for i in e.issues]  # fmt: skip
+    issues = [
+        Issue(f"config.{CONFIG_KEY}.{i.path}", i.value, i.message, i.example) for i in e.issues
+    ]
     return config_error(source, text, issues) if text is not None else ConfigError(source, issues)
 
 

@@ -61,8 +61,9 @@ def _root(cohort: str | None, parents: Mapping[str, str | None]) -> str | None:
     return cohort
 
 
-def ceilings(queue: str, cluster_queues: Iterable[Mapping[str, Any]],
-             cohorts: Iterable[Mapping[str, Any]]) -> dict[Key, Decimal] | None:  # fmt: skip
+def ceilings(
+    queue: str, cluster_queues: Iterable[Mapping[str, Any]], cohorts: Iterable[Mapping[str, Any]]
+) -> dict[Key, Decimal] | None:
     """At most what ClusterQueue `queue` may ever use, per (flavor, resource); None if unknown."""
     cqs = {c["metadata"]["name"]: c for c in cluster_queues}
     cq = cqs.get(queue)
@@ -78,9 +79,14 @@ def ceilings(queue: str, cluster_queues: Iterable[Mapping[str, Any]],
     root = _root(home, parents)
     # Everything the tree holds: every queue's and every cohort's nominal quota under the root.
     tree: dict[Key, Decimal] = {}
-    members = [c for c in cqs.values()
-               if _root((c.get("spec") or {}).get("cohortName") or (c.get("spec") or {}).get("cohort"),
-                        parents) == root]  # fmt: skip
+    members = [
+        c
+        for c in cqs.values()
+        if _root(
+            (c.get("spec") or {}).get("cohortName") or (c.get("spec") or {}).get("cohort"), parents
+        )
+        == root
+    ]
     members += [c for n, c in coh.items() if _root(n, parents) == root]
     for m in members:
         for key, q in _quota(_groups(m), "nominalQuota").items():
@@ -149,15 +155,19 @@ def never_admittable(sets: list[PodSet], limits: Mapping[Key, Decimal], queue: s
             need = s.total(res)
             if need > best:
                 flavor = max(flavors, key=lambda f: flavors[f])
-                lines.append(f"pod set {s.name} needs {_num(need, res)} {resource_words(res)}; queue "
-                             f"{queue} may use at most {_num(best, res)} in flavor {flavor}")  # fmt: skip
+                lines.append(
+                    f"pod set {s.name} needs {_num(need, res)} {resource_words(res)}; queue "
+                    f"{queue} may use at most {_num(best, res)} in flavor {flavor}"
+                )
                 break
         else:
             need = sum((s.total(res) for s in sets), Decimal(0))
             have = sum(flavors.values(), Decimal(0))
             if need > have:
-                lines.append(f"needs {_num(need, res)} {resource_words(res)} in all; queue {queue} may use "
-                             f"at most {_num(have, res)}")  # fmt: skip
+                lines.append(
+                    f"needs {_num(need, res)} {resource_words(res)} in all; queue {queue} may use "
+                    f"at most {_num(have, res)}"
+                )
     if not lines:
         return None
     return "; ".join(lines) + f": it can never start here; {NEVER_HINT}"
@@ -171,8 +181,9 @@ def _usage(cq: Mapping[str, Any]) -> dict[Key, Decimal]:
     return out
 
 
-def room(queue: str, cluster_queues: Iterable[Mapping[str, Any]],
-         cohorts: Iterable[Mapping[str, Any]]) -> dict[Key, Decimal] | None:  # fmt: skip
+def room(
+    queue: str, cluster_queues: Iterable[Mapping[str, Any]], cohorts: Iterable[Mapping[str, Any]]
+) -> dict[Key, Decimal] | None:
     """What a ClusterQueue could still admit now, by flavor and resource: what it may use at
     most (its ceiling) less what it uses (None: the queue is unknown)."""
     cqs = list(cluster_queues)

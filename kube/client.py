@@ -105,8 +105,9 @@ class KubeAPI(Protocol):
 
     def apply_status(self, obj: dict[str, Any], manager: str) -> dict[str, Any]: ...
 
-    def merge_patch(self, kind_name: str, name: str, namespace: str | None,
-                    patch: dict[str, Any], manager: str) -> dict[str, Any]: ...  # fmt: skip
+    def merge_patch(
+        self, kind_name: str, name: str, namespace: str | None, patch: dict[str, Any], manager: str
+    ) -> dict[str, Any]: ...
 
     def evict(self, pod: str, namespace: str) -> bool: ...
 
@@ -114,19 +115,25 @@ class KubeAPI(Protocol):
         self, kind_name: str, name: str, namespace: str | None = None
     ) -> dict[str, Any] | None: ...
 
-    def list(self, kind_name: str, namespace: str | None = None,
-             labels: dict[str, Any] | None = None,
-             fields: dict[str, Any] | None = None) -> list[dict[str, Any]]: ...  # fmt: skip
+    def list(
+        self,
+        kind_name: str,
+        namespace: str | None = None,
+        labels: dict[str, Any] | None = None,
+        fields: dict[str, Any] | None = None,
+    ) -> list[dict[str, Any]]: ...
 
     def list_columns(self, kind_name: str, namespace: str) -> builtins.list[dict[str, Any]]: ...
 
     def delete(self, kind_name: str, name: str, namespace: str | None) -> bool: ...
 
-    def log_lines(self, pod: str, namespace: str, container: str | None,
-                  follow: bool = False) -> Iterator[str]: ...  # fmt: skip
+    def log_lines(
+        self, pod: str, namespace: str, container: str | None, follow: bool = False
+    ) -> Iterator[str]: ...
 
-    def watch(self, kind_name: str, namespace: str | None = None,
-              labels: dict[str, str] | None = None) -> Iterator[str]: ...  # fmt: skip
+    def watch(
+        self, kind_name: str, namespace: str | None = None, labels: dict[str, str] | None = None
+    ) -> Iterator[str]: ...
 
     def pending(self, namespace: str, queue: str) -> builtins.list[dict[str, Any]] | str: ...
 
@@ -212,8 +219,9 @@ def retrying(inner: Any) -> Any:
                     broken += 1
                     time.sleep(BROKEN_WAIT_S)  # a connection broken on the way: once more
                     continue
-                wait = retry_wait(resp.status_code, request.method,
-                                  resp.headers.get("Retry-After"), attempt)  # fmt: skip
+                wait = retry_wait(
+                    resp.status_code, request.method, resp.headers.get("Retry-After"), attempt
+                )
                 if wait is None:
                     return resp  # type: ignore[no-any-return]
                 resp.close()
@@ -230,8 +238,9 @@ def retrying(inner: Any) -> Any:
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io, application/json"
 
 
-def objects_from_table(table: Any, columns: dict[str, str],
-                       namespace: str) -> builtins.list[dict[str, Any]] | None:  # fmt: skip
+def objects_from_table(
+    table: Any, columns: dict[str, str], namespace: str
+) -> builtins.list[dict[str, Any]] | None:
     """The objects of a Table response (meta.k8s.io/v1), each made of its name, namespace and
     the given columns (name -> JSONPath). None: not a Table, or one without all the columns."""
     from taugrid.api.crds import nested, path_keys
@@ -324,8 +333,15 @@ class Kube:
             if single is None:
                 raise ValueError(f"no context {self.context!r}")
             self.config = single
-        except (ConfigError, FileNotFoundError, OSError, KeyError, ValueError, TypeError,
-                AttributeError) as e:  # fmt: skip
+        except (
+            ConfigError,
+            FileNotFoundError,
+            OSError,
+            KeyError,
+            ValueError,
+            TypeError,
+            AttributeError,
+        ) as e:
             raise TauError(
                 f"no usable kubeconfig at {path}: {type(e).__name__}: {e}",
                 exit_code=EXIT_PLATFORM,
@@ -416,15 +432,22 @@ class Kube:
             )
         return dict(got.to_dict())
 
-    def merge_patch(self, kind_name: str, name: str, namespace: str | None,
-                    patch: dict[str, Any], manager: str) -> dict[str, Any]:  # fmt: skip
+    def merge_patch(
+        self, kind_name: str, name: str, namespace: str | None, patch: dict[str, Any], manager: str
+    ) -> dict[str, Any]:
         """A JSON merge patch (a resourceVersion in it makes it conditional: 409 if stale)."""
         from lightkube.types import PatchType
 
         kind = KINDS[kind_name]
         with self.errors("patch", kind, namespace):
-            got = self.client.patch(_resource(kind), name, patch, namespace=namespace,
-                                    patch_type=PatchType.MERGE, field_manager=manager)  # fmt: skip
+            got = self.client.patch(
+                _resource(kind),
+                name,
+                patch,
+                namespace=namespace,
+                patch_type=PatchType.MERGE,
+                field_manager=manager,
+            )
         return dict(got.to_dict())
 
     def evict(self, pod: str, namespace: str) -> bool:
@@ -436,8 +459,11 @@ class Kube:
 
         with self.errors("evict", KINDS["Pod"], namespace):
             try:
-                self.client.create(Pod.Eviction(metadata=ObjectMeta(name=pod, namespace=namespace)),
-                                   name=pod, namespace=namespace)  # fmt: skip
+                self.client.create(
+                    Pod.Eviction(metadata=ObjectMeta(name=pod, namespace=namespace)),
+                    name=pod,
+                    namespace=namespace,
+                )
             except ApiError as e:
                 if e.status.code == 404:
                     return False
@@ -456,16 +482,21 @@ class Kube:
                     return None
                 raise
 
-    def list(self, kind_name: str, namespace: str | None = None,
-             labels: dict[str, Any] | None = None,
-             fields: dict[str, Any] | None = None) -> list[dict[str, Any]]:  # fmt: skip
+    def list(
+        self,
+        kind_name: str,
+        namespace: str | None = None,
+        labels: dict[str, Any] | None = None,
+        fields: dict[str, Any] | None = None,
+    ) -> list[dict[str, Any]]:
         """One LIST call (a namespaced kind without a namespace: in every namespace)."""
         kind = KINDS[kind_name]
         where = namespace if namespace is not None or not kind.namespaced else "*"
         with self.errors("list", kind, namespace):
             selector: dict[str, Any] | None = dict(labels) if labels else None
-            items = self.client.list(_resource(kind), namespace=where, labels=selector,
-                                     fields=fields)  # fmt: skip
+            items = self.client.list(
+                _resource(kind), namespace=where, labels=selector, fields=fields
+            )
             return [dict(o.to_dict()) for o in items]
 
     def list_columns(self, kind_name: str, namespace: str) -> builtins.list[dict[str, Any]]:
@@ -509,31 +540,35 @@ class Kube:
         kind = KINDS[kind_name]
         with self.errors("delete", kind, namespace):
             try:
-                self.client.delete(_resource(kind), name, namespace=namespace,
-                                   cascade=_foreground())  # fmt: skip
+                self.client.delete(
+                    _resource(kind), name, namespace=namespace, cascade=_foreground()
+                )
             except ApiError as e:
                 if e.status.code == 404 and not _kind_missing(e):
                     return False
                 raise
         return True
 
-    def log_lines(self, pod: str, namespace: str, container: str | None,
-                  follow: bool = False) -> Iterator[str]:  # fmt: skip
+    def log_lines(
+        self, pod: str, namespace: str, container: str | None, follow: bool = False
+    ) -> Iterator[str]:
         """A container's log, line by line (follow: until the container ends)."""
         kind = KINDS["Pod"]
         with self.errors("get logs of", kind, namespace):
             yield from self.client.log(pod, namespace=namespace, container=container, follow=follow)
 
-    def watch(self, kind_name: str, namespace: str | None = None,
-              labels: dict[str, str] | None = None) -> Iterator[str]:  # fmt: skip
+    def watch(
+        self, kind_name: str, namespace: str | None = None, labels: dict[str, str] | None = None
+    ) -> Iterator[str]:
         """The watch API: one item (the event type) per change, reconnecting on errors."""
         from lightkube.types import on_error_retry
 
         kind = KINDS[kind_name]
         selector: dict[str, Any] | None = dict(labels) if labels else None
         with self.errors("watch", kind, namespace):
-            for op, _obj in self.client.watch(_resource(kind), namespace=namespace,
-                                              labels=selector, on_error=on_error_retry):  # fmt: skip
+            for op, _obj in self.client.watch(
+                _resource(kind), namespace=namespace, labels=selector, on_error=on_error_retry
+            ):
                 yield str(op)
 
     def pending(self, namespace: str, queue: str) -> builtins.list[dict[str, Any]] | str:
@@ -545,8 +580,9 @@ class Kube:
         try:
             with self.errors("get", kind, namespace):
                 try:
-                    got = self.client.get(_resource(kind), f"{queue}/pendingworkloads",
-                                          namespace=namespace)  # fmt: skip
+                    got = self.client.get(
+                        _resource(kind), f"{queue}/pendingworkloads", namespace=namespace
+                    )
                 except ApiError as e:
                     if e.status.code == 404:
                         raise _not_served(kind) from None
@@ -558,8 +594,7 @@ class Kube:
             if served is False:
                 return "Kueue's visibility API (pendingworkloads) is not served here"
             if served is None:
-                return ("Kueue's visibility API is not served here, or your identity may not "
-                        "read it")  # fmt: skip
+                return "Kueue's visibility API is not served here, or your identity may not read it"
             return "your identity may not read Kueue's visibility API"
         except TauError:
             return "Kueue's visibility API (pendingworkloads) is not served here"
@@ -657,8 +692,16 @@ class Kube:
                 )
             )
         )
-        with self.errors("create", Kind("authorization.k8s.io", "v1", "SelfSubjectAccessReview",
-                                        "selfsubjectaccessreviews", namespaced=False)):  # fmt: skip
+        with self.errors(
+            "create",
+            Kind(
+                "authorization.k8s.io",
+                "v1",
+                "SelfSubjectAccessReview",
+                "selfsubjectaccessreviews",
+                namespaced=False,
+            ),
+        ):
             got = self.client.create(review)
         return bool(got.status and got.status.allowed)
 

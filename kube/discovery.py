@@ -75,8 +75,11 @@ class Discovery:
             ws = snap.workspace(name)
             if ws is None:
                 known = ", ".join(w.name for w in snap.workspaces) or "none"
-                raise TauError(f"no workspace {name!r} (workspaces: {known})",
-                               exit_code=EXIT_USAGE, hint="tau workspaces lists yours")  # fmt: skip
+                raise TauError(
+                    f"no workspace {name!r} (workspaces: {known})",
+                    exit_code=EXIT_USAGE,
+                    hint="tau workspaces lists yours",
+                )
             return ws
         usable = self.usable_workspaces(snap)
         if len(usable) == 1:
@@ -84,8 +87,11 @@ class Discovery:
         default = snap.workspace(snap.defaultWorkspace) if snap.defaultWorkspace else None
         if default is not None and default in usable:
             return default
-        raise TauError("say which workspace with --workspace", exit_code=EXIT_USAGE,
-                       hint="tau workspaces lists yours")  # fmt: skip
+        raise TauError(
+            "say which workspace with --workspace",
+            exit_code=EXIT_USAGE,
+            hint="tau workspaces lists yours",
+        )
 
 
 class Connected:

@@ -27,18 +27,24 @@ def node_problems(items: list[dict[str, Any]] | None) -> tuple[dict[str, list[st
     for n in items:
         conds = (n.get("status") or {}).get("conditions") or []
         ready = next((c for c in conds if c.get("type") == "Ready"), None)
-        lost = ([f"{C.NODE_NOT_READY} (Ready={ready.get('status')}"
-                 + (f": {ready.get('reason')})" if ready.get("reason") else ")")]
-                if ready is not None and ready.get("status") != "True" else [])  # fmt: skip
+        lost = (
+            [
+                f"{C.NODE_NOT_READY} (Ready={ready.get('status')}"
+                + (f": {ready.get('reason')})" if ready.get("reason") else ")")
+            ]
+            if ready is not None and ready.get("status") != "True"
+            else []
+        )
         bad = lost + [
             f"{c['type']}={c['status']}" + (f" ({c.get('reason')})" if c.get("reason") else "")
             for c in (n.get("status") or {}).get("conditions") or []
             if c.get("type") in C.GPU_FAULT_CONDITIONS and c.get("status") == "True"
         ]
         bad += [
-            f"taint {t['key']}" for t in (n.get("spec") or {}).get("taints") or []
+            f"taint {t['key']}"
+            for t in (n.get("spec") or {}).get("taints") or []
             if t.get("key") == C.GPU_UNHEALTHY_TAINT
-        ]  # fmt: skip
+        ]
         problems[n["metadata"]["name"]] = bad
     return problems, True
 
@@ -110,27 +116,37 @@ def record_from_taurun(taurun: dict[str, Any], context: str | None) -> RunRecord
     labels = meta.get("labels") or {}
     parent = spec.get("parentRun")
     return RunRecord(
-        run_id=spec.get("runId") or meta["name"], name=spec.get("runName") or meta["name"],
-        workspace=spec.get("workspace") or "?", profile=spec.get("profile") or "?",
+        run_id=spec.get("runId") or meta["name"],
+        name=spec.get("runName") or meta["name"],
+        workspace=spec.get("workspace") or "?",
+        profile=spec.get("profile") or "?",
         experiment=(manifest.get("experiment") or {}).get("name")
         or (manifest.get("research") or {}).get("experiment"),
         workload_kind=spec.get("workloadKind") or "job",
-        handle=KubeHandle(context=context, namespace=meta.get("namespace") or "default",
-                          queue=labels.get(C.KUEUE_QUEUE_LABEL), uid=meta.get("uid")),
-        submitter=spec.get("submitter") or "?", code_folder=REMOTE,
+        handle=KubeHandle(
+            context=context,
+            namespace=meta.get("namespace") or "default",
+            queue=labels.get(C.KUEUE_QUEUE_LABEL),
+            uid=meta.get("uid"),
+        ),
+        submitter=spec.get("submitter") or "?",
+        code_folder=REMOTE,
         code_revision=spec.get("codeRevision") or "?",
         code_digest=ann.get(C.ANN_CODE_DIGEST) or "?",
-        config_hash=spec.get("configHash") or "?", image=runtime.get("image") or "?",
+        config_hash=spec.get("configHash") or "?",
+        image=runtime.get("image") or "?",
         entrypoint=(manifest.get("run") or {}).get("entrypoint") or "",
-        created_at=str(meta.get("creationTimestamp") or k8s_time()), attempt=int(spec.get("attempt") or 0),
-        max_retries=int(resilience.get("max_retries") or 0), workers=int(spec.get("workers") or 1),
+        created_at=str(meta.get("creationTimestamp") or k8s_time()),
+        attempt=int(spec.get("attempt") or 0),
+        max_retries=int(resilience.get("max_retries") or 0),
+        workers=int(spec.get("workers") or 1),
         gpus_per_worker=int(spec.get("gpusPerWorker") or 0),
         gpus_available=int(spec.get("gpusPerWorker") or 0),
         primary_metric=(manifest.get("metrics") or {}).get("primary"),
         metric_direction=(manifest.get("metrics") or {}).get("direction"),
         resumed_from=Lineage(run_id=parent, checkpoint=spec.get("resumeFrom")) if parent else None,
         inputs=_inputs(spec.get("inputs")),
-    )  # fmt: skip
+    )
 
 
 def _inputs(raw: Any) -> list[ResolvedInput]:
@@ -163,8 +179,11 @@ def name_preemptor(message: str, workloads_by_uid: Mapping[str, dict[str, Any]])
         run = labels.get(C.LABEL_RUN_ID) or owner or w["metadata"].get("name")
         ws = labels.get(C.LABEL_WORKSPACE) or w["metadata"].get("namespace")
         spec = w.get("spec") or {}
-        prio = ((spec.get("priorityClassRef") or {}).get("name") or spec.get("priorityClassName")
-                or labels.get(C.KUEUE_PRIORITY_LABEL))  # fmt: skip
+        prio = (
+            (spec.get("priorityClassRef") or {}).get("name")
+            or spec.get("priorityClassName")
+            or labels.get(C.KUEUE_PRIORITY_LABEL)
+        )
         return f"(run {run}, workspace {ws}" + (f", priority {prio})" if prio else ")")
 
     return _UID.sub(words, message)
@@ -174,8 +193,10 @@ def kueue_retries(kw: Mapping[str, Any]) -> int:
     """Each time Kueue evicted the run (a preemption, a node lost) and queued it again is an
     attempt: its eviction counts (`schedulingStats`), or its requeue count (older Kueues)."""
     status = kw.get("status") or {}
-    evictions = sum(int(e.get("count") or 0)
-                    for e in (status.get("schedulingStats") or {}).get("evictions") or [])  # fmt: skip
+    evictions = sum(
+        int(e.get("count") or 0)
+        for e in (status.get("schedulingStats") or {}).get("evictions") or []
+    )
     return max(evictions, int((status.get("requeueState") or {}).get("count") or 0))
 
 
@@ -203,9 +224,13 @@ def _position(kw: dict[str, Any], ns: str, pending: Pending) -> tuple[int | None
 
 
 def namespace_facts(
-    ns: str, recs: list[RunRecord], lists: dict[tuple[str, str | None], list[dict[str, Any]] | None],
-    nodes: dict[str, list[str]], nodes_visible: bool, pending: Pending | None = None,
-) -> dict[str, ClusterFacts]:  # fmt: skip
+    ns: str,
+    recs: list[RunRecord],
+    lists: dict[tuple[str, str | None], list[dict[str, Any]] | None],
+    nodes: dict[str, list[str]],
+    nodes_visible: bool,
+    pending: Pending | None = None,
+) -> dict[str, ClusterFacts]:
     def items(kind: str) -> list[dict[str, Any]]:
         return lists.get((kind, ns)) or []
 
@@ -246,12 +271,20 @@ def namespace_facts(
     }
 
 
-def run_facts(rec: RunRecord, taurun: bool, workload: dict[str, Any] | None,
-               kw: dict[str, Any] | None, pods: list[dict[str, Any]],
-               events: dict[str, list[dict[str, Any]]], nodes: dict[str, list[str]],
-               nodes_visible: bool, ns: str = "", pending: Pending | None = None,
-               recorded: TauRunStatus | None = None,
-               workloads_by_uid: Mapping[str, dict[str, Any]] | None = None) -> ClusterFacts:  # fmt: skip
+def run_facts(
+    rec: RunRecord,
+    taurun: bool,
+    workload: dict[str, Any] | None,
+    kw: dict[str, Any] | None,
+    pods: list[dict[str, Any]],
+    events: dict[str, list[dict[str, Any]]],
+    nodes: dict[str, list[str]],
+    nodes_visible: bool,
+    ns: str = "",
+    pending: Pending | None = None,
+    recorded: TauRunStatus | None = None,
+    workloads_by_uid: Mapping[str, dict[str, Any]] | None = None,
+) -> ClusterFacts:
     finished = message = None
     suspended = None
     started = ended = None
@@ -308,18 +341,38 @@ def run_facts(rec: RunRecord, taurun: bool, workload: dict[str, Any] | None,
     if kw is not None:
         names.add(kw["metadata"]["name"])
     warnings = sorted(
-        ((e.get("reason") or "", e.get("message") or "", str(e.get("lastTimestamp") or e.get("eventTime") or ""))
-         for n in names for e in events.get(n, []) if e.get("type") == "Warning"),
+        (
+            (
+                e.get("reason") or "",
+                e.get("message") or "",
+                str(e.get("lastTimestamp") or e.get("eventTime") or ""),
+            )
+            for n in names
+            for e in events.get(n, [])
+            if e.get("type") == "Warning"
+        ),
         key=lambda w: w[2],
-    )  # fmt: skip
+    )
     return ClusterFacts(
-        taurun=taurun, workload=workload is not None, suspended=suspended, finished=finished,
-        started_at=str(started) if started else None, finished_at=str(ended) if ended else None,
-        workload_message=message, kueue=kueue_conds, cluster_queue=cq, queue=queue,
-        position=position, position_note=position_note,
-        pods=facts, warnings=warnings, node_problems=nodes, nodes_visible=nodes_visible,
-        recorded=recorded, retries=retries,
-    )  # fmt: skip
+        taurun=taurun,
+        workload=workload is not None,
+        suspended=suspended,
+        finished=finished,
+        started_at=str(started) if started else None,
+        finished_at=str(ended) if ended else None,
+        workload_message=message,
+        kueue=kueue_conds,
+        cluster_queue=cq,
+        queue=queue,
+        position=position,
+        position_note=position_note,
+        pods=facts,
+        warnings=warnings,
+        node_problems=nodes,
+        nodes_visible=nodes_visible,
+        recorded=recorded,
+        retries=retries,
+    )
 
 
 def pod_fact(p: dict[str, Any]) -> PodFact:
@@ -336,11 +389,21 @@ def pod_fact(p: dict[str, Any]) -> PodFact:
         *(status.get("containerStatuses") or []),
     ]:
         w = (cs.get("state") or {}).get("waiting") or {}
-        if w.get("reason") in ("ImagePullBackOff", "ErrImagePull", "CrashLoopBackOff",
-                               "CreateContainerConfigError", "InvalidImageName"):  # fmt: skip
+        if w.get("reason") in (
+            "ImagePullBackOff",
+            "ErrImagePull",
+            "CrashLoopBackOff",
+            "CreateContainerConfigError",
+            "InvalidImageName",
+        ):
             waiting = f"{w['reason']}: {w.get('message', '')}".rstrip(": ")
     index = ((p.get("metadata") or {}).get("annotations") or {}).get(JOB_INDEX, "")
-    return PodFact(name=p["metadata"]["name"], phase=status.get("phase") or "Unknown",
-                   node=(p.get("spec") or {}).get("nodeName"), unschedulable=unsched,
-                   waiting=waiting, since=since,
-                   node_rank=int(index) if str(index).isdigit() else None)  # fmt: skip
+    return PodFact(
+        name=p["metadata"]["name"],
+        phase=status.get("phase") or "Unknown",
+        node=(p.get("spec") or {}).get("nodeName"),
+        unschedulable=unsched,
+        waiting=waiting,
+        since=since,
+        node_rank=int(index) if str(index).isdigit() else None,
+    )

@@ -46,8 +46,13 @@ def _field(obj: dict[str, Any], path: str) -> Any:
 class FakeKube:
     """Objects in memory; `calls` lists (verb, kind, namespace) in order."""
 
-    def __init__(self, objects: dict[str, builtins.list[dict[str, Any]]] | None = None, *,
-                 user: str = "alice", context: str | None = "fake") -> None:  # fmt: skip
+    def __init__(
+        self,
+        objects: dict[str, builtins.list[dict[str, Any]]] | None = None,
+        *,
+        user: str = "alice",
+        context: str | None = "fake",
+    ) -> None:
         self.context, self.server, self.user = context, "https://fake.invalid", user
         self.objects: dict[tuple[str, str | None, str], dict[str, Any]] = {}
         self.calls: builtins.list[tuple[str, str, str | None]] = []
@@ -111,15 +116,19 @@ class FakeKube:
         cur = self.objects[key]
         sent = copy.deepcopy(obj.get("status") or {})
         owned = self._status_owners.setdefault(key, {})
-        status = {k: v for k, v in (cur.get("status") or {}).items()
-                  if k in sent or owned.get(k, manager) != manager}  # fmt: skip
+        status = {
+            k: v
+            for k, v in (cur.get("status") or {}).items()
+            if k in sent or owned.get(k, manager) != manager
+        }
         status.update(sent)
         owned.update(dict.fromkeys(sent, manager))
         cur["status"] = status
         return copy.deepcopy(self.put(kind, cur))
 
-    def merge_patch(self, kind_name: str, name: str, namespace: str | None,
-                    patch: dict[str, Any], manager: str) -> dict[str, Any]:  # fmt: skip
+    def merge_patch(
+        self, kind_name: str, name: str, namespace: str | None, patch: dict[str, Any], manager: str
+    ) -> dict[str, Any]:
         self._check("patch", kind_name, namespace)
         key = (kind_name, namespace, name)
         cur = self.objects.get(key, {"metadata": {"name": name, "namespace": namespace}})
@@ -135,9 +144,13 @@ class FakeKube:
         got = self.objects.get((kind_name, namespace, name))
         return copy.deepcopy(got) if got is not None else None
 
-    def list(self, kind_name: str, namespace: str | None = None,
-             labels: dict[str, Any] | None = None,
-             fields: dict[str, Any] | None = None) -> builtins.list[dict[str, Any]]:  # fmt: skip
+    def list(
+        self,
+        kind_name: str,
+        namespace: str | None = None,
+        labels: dict[str, Any] | None = None,
+        fields: dict[str, Any] | None = None,
+    ) -> builtins.list[dict[str, Any]]:
         self._check("list", kind_name, namespace)
         out = []
         for (kind, ns, _), obj in sorted(self.objects.items(), key=lambda kv: str(kv[0])):
@@ -168,15 +181,17 @@ class FakeKube:
                     self.objects.pop(key, None)
         return gone is not None
 
-    def log_lines(self, pod: str, namespace: str, container: str | None,
-                  follow: bool = False) -> Iterator[str]:  # fmt: skip
+    def log_lines(
+        self, pod: str, namespace: str, container: str | None, follow: bool = False
+    ) -> Iterator[str]:
         self._check("log", "Pod", namespace)
         if pod not in self.logs:
             raise TauError(f"no log of pod {pod}", exit_code=4)
         yield from self.logs[pod]
 
-    def watch(self, kind_name: str, namespace: str | None = None,
-              labels: dict[str, str] | None = None) -> Iterator[str]:  # fmt: skip
+    def watch(
+        self, kind_name: str, namespace: str | None = None, labels: dict[str, str] | None = None
+    ) -> Iterator[str]:
         self._check("watch", kind_name, namespace)
         yield from ()
 

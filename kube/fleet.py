@@ -39,27 +39,40 @@ def queue_rows(cluster_queues: list[dict[str, Any]]) -> list[QueueRow]:
     rows = []
     for cq in sorted(cluster_queues, key=lambda o: o["metadata"]["name"]):
         spec, status = cq.get("spec") or {}, cq.get("status") or {}
-        usage = {(f.get("name"), r.get("name")): r
-                 for f in status.get("flavorsUsage") or [] for r in f.get("resources") or []}  # fmt: skip
+        usage = {
+            (f.get("name"), r.get("name")): r
+            for f in status.get("flavorsUsage") or []
+            for r in f.get("resources") or []
+        }
         quota = []
         for group in spec.get("resourceGroups") or []:
             for flavor in group.get("flavors") or []:
                 for r in flavor.get("resources") or []:
                     used = usage.get((flavor.get("name"), r.get("name"))) or {}
-                    quota.append(Quota(
-                        flavor=str(flavor.get("name")), resource=str(r.get("name")),
-                        nominal=str(r.get("nominalQuota", "0")), used=str(used.get("total", "0")),
-                        borrowed=str(used.get("borrowed", "0")),
-                        borrowing_limit=_opt(r.get("borrowingLimit")),
-                        lending_limit=_opt(r.get("lendingLimit"))))  # fmt: skip
+                    quota.append(
+                        Quota(
+                            flavor=str(flavor.get("name")),
+                            resource=str(r.get("name")),
+                            nominal=str(r.get("nominalQuota", "0")),
+                            used=str(used.get("total", "0")),
+                            borrowed=str(used.get("borrowed", "0")),
+                            borrowing_limit=_opt(r.get("borrowingLimit")),
+                            lending_limit=_opt(r.get("lendingLimit")),
+                        )
+                    )
         conds: list[dict[str, Any]] = status.get("conditions") or []
         active: dict[str, Any] = next((c for c in conds if c.get("type") == "Active"), {})
-        rows.append(QueueRow(
-            name=cq["metadata"]["name"], cohort=spec.get("cohortName") or spec.get("cohort"),
-            active=active.get("status") == "True", pending=int(status.get("pendingWorkloads") or 0),
-            admitted=int(status.get("admittedWorkloads") or 0),
-            message="" if active.get("status") == "True" else str(active.get("message") or ""),
-            quota=quota))  # fmt: skip
+        rows.append(
+            QueueRow(
+                name=cq["metadata"]["name"],
+                cohort=spec.get("cohortName") or spec.get("cohort"),
+                active=active.get("status") == "True",
+                pending=int(status.get("pendingWorkloads") or 0),
+                admitted=int(status.get("admittedWorkloads") or 0),
+                message="" if active.get("status") == "True" else str(active.get("message") or ""),
+                quota=quota,
+            )
+        )
     return rows
 
 
@@ -116,13 +129,23 @@ def gpu_node_rows(nodes: list[dict[str, Any]], now: float | None = None) -> list
         quarantined = any(t.get("key") == C.GPU_UNHEALTHY_TAINT for t in taints)
         ann = n["metadata"].get("annotations") or {}
         why = labels.get(C.QUARANTINE_REASON_LABEL)
-        rows.append(NodeRow(
-            name=n["metadata"]["name"], pool=labels.get(C.LABEL_POOL),
-            gpu_class=labels.get(C.LABEL_GPU_CLASS), gpus=gpus, ready=ready,
-            quarantined=quarantined, problems=problems.get(n["metadata"]["name"], []),
-            quarantine=(f"{why or 'a GPU fault'} since {ann.get(C.QUARANTINED_AT_ANNOTATION, '?')}"
-                        if quarantined else None),
-            recent=_recent_faults(n, now)))  # fmt: skip
+        rows.append(
+            NodeRow(
+                name=n["metadata"]["name"],
+                pool=labels.get(C.LABEL_POOL),
+                gpu_class=labels.get(C.LABEL_GPU_CLASS),
+                gpus=gpus,
+                ready=ready,
+                quarantined=quarantined,
+                problems=problems.get(n["metadata"]["name"], []),
+                quarantine=(
+                    f"{why or 'a GPU fault'} since {ann.get(C.QUARANTINED_AT_ANNOTATION, '?')}"
+                    if quarantined
+                    else None
+                ),
+                recent=_recent_faults(n, now),
+            )
+        )
     return sorted(rows, key=lambda r: (r.pool or "", r.name))
 
 
@@ -142,15 +165,26 @@ def pending_rows(workspace: str, queue: str, items: list[dict[str, Any]]) -> lis
     rows = []
     for item in items:
         meta = item.get("metadata") or {}
-        owner = next((o.get("name") for o in meta.get("ownerReferences") or []
-                      if o.get("kind") in ("Job", "RayJob") and o.get("name")), None)  # fmt: skip
+        owner = next(
+            (
+                o.get("name")
+                for o in meta.get("ownerReferences") or []
+                if o.get("kind") in ("Job", "RayJob") and o.get("name")
+            ),
+            None,
+        )
         run_id = owner or (meta.get("labels") or {}).get(C.LABEL_RUN_ID) or meta.get("name", "?")
         cq = item.get("positionInClusterQueue")
-        rows.append(PendingRow(
-            workspace=workspace, queue=queue,
-            position=int(item.get("positionInLocalQueue", 0)) + 1,
-            cluster_position=int(cq) + 1 if cq is not None else None,
-            run_id=str(run_id), priority=item.get("priority")))  # fmt: skip
+        rows.append(
+            PendingRow(
+                workspace=workspace,
+                queue=queue,
+                position=int(item.get("positionInLocalQueue", 0)) + 1,
+                cluster_position=int(cq) + 1 if cq is not None else None,
+                run_id=str(run_id),
+                priority=item.get("priority"),
+            )
+        )
     return sorted(rows, key=lambda r: r.position)
 
 

@@ -10,8 +10,10 @@ from typing import Any
 
 from taugrid.api.errors import EXIT_PLATFORM, TauError
 
-HINT = ("set KUBECONFIG to a working file (for the sandbox: export KUBECONFIG=$(tau sandbox "
-        "kubeconfig --as researcher)), or pass --context")  # fmt: skip
+HINT = (
+    "set KUBECONFIG to a working file (for the sandbox: export KUBECONFIG=$(tau sandbox "
+    "kubeconfig --as researcher)), or pass --context"
+)
 
 
 def kubeconfig_path() -> Path:
@@ -53,8 +55,10 @@ def load(path: Path, context: str | None) -> tuple[str, dict[str, Any]]:
     if doc is None:
         raise bad("is empty")
     if not isinstance(doc, dict):
-        raise bad(f"is not a kubeconfig (a YAML mapping with clusters, users and contexts; "
-                  f"this file holds a {type(doc).__name__})")  # fmt: skip
+        raise bad(
+            f"is not a kubeconfig (a YAML mapping with clusters, users and contexts; "
+            f"this file holds a {type(doc).__name__})"
+        )
     contexts = doc.get("contexts") or []
     if not isinstance(contexts, list) or not _names(contexts):
         raise bad("has no contexts")
@@ -88,8 +92,10 @@ def load(path: Path, context: str | None) -> tuple[str, dict[str, Any]]:
     raw_users = doc.get("users")
     users: list[Any] = raw_users if isinstance(raw_users, list) else []
     if user and user not in _names(users):
-        raise bad(f"context {name!r} names user {user!r}, which is not in its users "
-                  f"({', '.join(_names(users)) or 'none'})")  # fmt: skip
+        raise bad(
+            f"context {name!r} names user {user!r}, which is not in its users "
+            f"({', '.join(_names(users)) or 'none'})"
+        )
     return str(name), doc
 
 

@@ -50,9 +50,14 @@ def pick_profile(snap: ProfileSnapshot, ws: WorkspaceRef, name: str | None) -> W
 
 
 def new_request(
-    snap: ProfileSnapshot, ws: WorkspaceRef, profile: WorkloadProfile, gpus: int, for_: str,
-    reason: str, who: str,
-) -> dict[str, Any]:  # fmt: skip
+    snap: ProfileSnapshot,
+    ws: WorkspaceRef,
+    profile: WorkloadProfile,
+    gpus: int,
+    for_: str,
+    reason: str,
+    who: str,
+) -> dict[str, Any]:
     """The TauQuotaRequest object (validated like the API server would)."""
     if gpus < 1:
         raise TauError(f"--gpus {gpus}: ask for at least 1", exit_code=EXIT_USAGE)
@@ -69,18 +74,27 @@ def new_request(
             exit_code=EXIT_USAGE,
         )
     spec = TauQuotaRequestSpec(
-        workspace=ws.name, flavor=profile.flavor, resource=profile.gpuResource, requested=gpus,
-        reason=reason.strip(), duration=for_.strip(), profile=profile.name,
-        clusterQueue=profile.clusterQueue, requestedBy=who,
-    )  # fmt: skip
+        workspace=ws.name,
+        flavor=profile.flavor,
+        resource=profile.gpuResource,
+        requested=gpus,
+        reason=reason.strip(),
+        duration=for_.strip(),
+        profile=profile.name,
+        clusterQueue=profile.clusterQueue,
+        requestedBy=who,
+    )
     name = f"{profile.name}-{gpus}gpu-{secrets.token_hex(3)}"[:63]
     return {
         "apiVersion": C.API_VERSION,
         "kind": "TauQuotaRequest",
-        "metadata": {"name": name, "namespace": ws.namespace,
-                     "labels": {C.LABEL_WORKSPACE: ws.name, C.LABEL_PROFILE: profile.name}},
+        "metadata": {
+            "name": name,
+            "namespace": ws.namespace,
+            "labels": {C.LABEL_WORKSPACE: ws.name, C.LABEL_PROFILE: profile.name},
+        },
         "spec": spec.model_dump(mode="json", exclude_none=True),
-    }  # fmt: skip
+    }
 
 
 def submit(kube: KubeAPI, obj: dict[str, Any]) -> dict[str, Any]:
@@ -153,8 +167,10 @@ def find(kube: KubeAPI, ref: str, namespaces: list[str] | None) -> dict[str, Any
         raise TauError(f"no quota request {ref!r}", exit_code=EXIT_USAGE, hint="tau quota list")
     if len(hits) > 1:
         where = ", ".join(o["metadata"]["namespace"] for o in hits)
-        raise TauError(f"{ref!r} is in several namespaces ({where}): write namespace/name",
-                       exit_code=EXIT_USAGE)  # fmt: skip
+        raise TauError(
+            f"{ref!r} is in several namespaces ({where}): write namespace/name",
+            exit_code=EXIT_USAGE,
+        )
     return hits[0]
 
 
@@ -165,18 +181,24 @@ def decide(
     meta = obj["metadata"]
     st = obj.get("status") or {}
     if st.get("phase") in ("Expired", "Denied"):
-        raise TauError(f"quota request {meta['name']} is {st['phase']}: nothing to decide",
-                       exit_code=EXIT_USAGE)  # fmt: skip
+        raise TauError(
+            f"quota request {meta['name']} is {st['phase']}: nothing to decide",
+            exit_code=EXIT_USAGE,
+        )
     body = {
         "apiVersion": C.API_VERSION,
         "kind": "TauQuotaRequest",
         "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
-        "status": {"decision": {
-            "verdict": verdict, "by": who, "note": note,
-            "at": k8s_time(),
-            "generation": int(meta.get("generation") or 1),
-        }},
-    }  # fmt: skip
+        "status": {
+            "decision": {
+                "verdict": verdict,
+                "by": who,
+                "note": note,
+                "at": k8s_time(),
+                "generation": int(meta.get("generation") or 1),
+            }
+        },
+    }
     try:
         return kube.apply_status(body, DECIDER)
     except Forbidden:

@@ -67,21 +67,28 @@ def gpu_pools_tainted(r: Resource) -> list[str]:
     taints = [str(t) for t in r.props.get("nodeTaints") or []]
     if any(t.endswith(":NoSchedule") or t.endswith(":NoExecute") for t in taints):
         return []
-    return [f"GPU pool {r.name} ({r.props.get('vmSize')}) has no NoSchedule taint: any pod could "
-            "land on its GPUs (e.g. sku=gpu:NoSchedule)"]  # fmt: skip
+    return [
+        f"GPU pool {r.name} ({r.props.get('vmSize')}) has no NoSchedule taint: any pod could "
+        "land on its GPUs (e.g. sku=gpu:NoSchedule)"
+    ]
 
 
 def versions_pinned(r: Resource) -> list[str]:
     if r.type == HELM_RELEASE:
         version = str(r.props.get("version") or "")
         if not EXACT_VERSION.match(version):
-            return [f"Helm release {r.props.get('name') or r.name} has version {version!r}: pin "
-                    "an exact version (x.y.z)"]  # fmt: skip
+            return [
+                f"Helm release {r.props.get('name') or r.name} has version {version!r}: pin "
+                "an exact version (x.y.z)"
+            ]
     if r.type == TAU_CLUSTER:
         components = ((r.props.get("spec") or {}).get("components")) or {}
-        return [f"component {name} has version {v!r} in the TauCluster's version lock: pin an "
-                "exact version (x.y.z)"
-                for name, v in sorted(components.items()) if not EXACT_VERSION.match(str(v))]  # fmt: skip
+        return [
+            f"component {name} has version {v!r} in the TauCluster's version lock: pin an "
+            "exact version (x.y.z)"
+            for name, v in sorted(components.items())
+            if not EXACT_VERSION.match(str(v))
+        ]
     return []
 
 
@@ -91,24 +98,33 @@ def prod_api_server_closed(r: Resource) -> list[str]:
     profile = r.props.get("apiServerAccessProfile") or {}
     if profile.get("enablePrivateCluster") or profile.get("authorizedIPRanges"):
         return []
-    return [f"the {r.stack} cluster's API server is public to the whole internet: set "
-            "cluster.apiServer.private or cluster.apiServer.authorizedIpRanges"]  # fmt: skip
+    return [
+        f"the {r.stack} cluster's API server is public to the whole internet: set "
+        "cluster.apiServer.private or cluster.apiServer.authorizedIpRanges"
+    ]
 
 
 def spot_pools_tolerated(resources: Iterable[Resource]) -> list[str]:
     rs = list(resources)
-    spot = {r.name for r in rs if r.type == AGENT_POOL
-            and str(r.props.get("scaleSetPriority") or "").lower() == "spot"}  # fmt: skip
+    spot = {
+        r.name
+        for r in rs
+        if r.type == AGENT_POOL and str(r.props.get("scaleSetPriority") or "").lower() == "spot"
+    }
     out = []
     for tc in (r for r in rs if r.type == TAU_CLUSTER):
         for p in (tc.props.get("spec") or {}).get("workloadProfiles") or []:
             if p.get("flavor") not in spot:
                 continue
-            tolerated = any(t.get("key") == SPOT_TAINT.key and t.get("effect") in (None, "", "NoSchedule")
-                            for t in p.get("tolerations") or [])  # fmt: skip
+            tolerated = any(
+                t.get("key") == SPOT_TAINT.key and t.get("effect") in (None, "", "NoSchedule")
+                for t in p.get("tolerations") or []
+            )
             if not tolerated:
-                out.append(f"profile {p.get('name')} runs on spot pool {p.get('flavor')} but does "
-                           f"not tolerate its taint {SPOT_TAINT.render()}: its runs never schedule")  # fmt: skip
+                out.append(
+                    f"profile {p.get('name')} runs on spot pool {p.get('flavor')} but does "
+                    f"not tolerate its taint {SPOT_TAINT.render()}: its runs never schedule"
+                )
     return out
 
 
@@ -137,9 +153,11 @@ def quotas_are_quantities(r: Resource) -> list[str]:
                 for field in ("nominalQuota", "borrowingLimit", "lendingLimit"):
                     value = res.get(field)
                     if value is not None and not pattern.match(str(value)):
-                        out.append(f"ClusterQueue {r.name}: {field} of {name} in flavor "
-                                   f"{flavor.get('name')} is {value!r}: use a quantity >= 0"
-                                   + (" (whole GPUs)" if pattern is _WHOLE else ""))  # fmt: skip
+                        out.append(
+                            f"ClusterQueue {r.name}: {field} of {name} in flavor "
+                            f"{flavor.get('name')} is {value!r}: use a quantity >= 0"
+                            + (" (whole GPUs)" if pattern is _WHOLE else "")
+                        )
     return out
 
 
@@ -147,8 +165,12 @@ def quotas_within_capacity(resources: Iterable[Resource]) -> list[str]:
     """Per pool (ResourceFlavor), the GPUs every ClusterQueue may use nominally <= the pool's
     nodes x GPUs per node. Stacks without AgentPools (existing clusters) are not checked."""
     rs = list(resources)
-    capacity = {r.name: int(r.props.get("maxCount") or r.props.get("count") or 0)
-                * _gpus(str(r.props.get("vmSize", ""))) for r in rs if r.type == AGENT_POOL}  # fmt: skip
+    capacity = {
+        r.name: int(r.props.get("maxCount") or r.props.get("count") or 0)
+        * _gpus(str(r.props.get("vmSize", "")))
+        for r in rs
+        if r.type == AGENT_POOL
+    }
     quota: dict[str, float] = {}
     for cq in (r for r in rs if r.type == CLUSTER_QUEUE):
         for group in (cq.props.get("spec") or {}).get("resourceGroups") or []:
@@ -159,9 +181,12 @@ def quotas_within_capacity(resources: Iterable[Resource]) -> list[str]:
                         value
                     ):  # else: quotas-are-quantities
                         quota[flavor["name"]] = quota.get(flavor["name"], 0) + float(value)
-    return [f"ClusterQueues may use {q:g} GPUs of pool {pool}, which has {capacity[pool]} "
-            "(max nodes x GPUs per node): lower the quotas or grow the pool"
-            for pool, q in sorted(quota.items()) if pool in capacity and q > capacity[pool]]  # fmt: skip
+    return [
+        f"ClusterQueues may use {q:g} GPUs of pool {pool}, which has {capacity[pool]} "
+        "(max nodes x GPUs per node): lower the quotas or grow the pool"
+        for pool, q in sorted(quota.items())
+        if pool in capacity and q > capacity[pool]
+    ]
 
 
 # --- as CrossGuard policies ------------------------------------------------------------------
@@ -187,24 +212,40 @@ def _per_stack(rule: Callable[[Iterable[Resource]], list[str]]) -> Callable[...,
 
 MANDATORY = EnforcementLevel.MANDATORY
 POLICIES: list[Any] = [
-    ResourceValidationPolicy(name="gpu-pools-tainted", description="GPU node pools carry a "
-                             "NoSchedule taint", validate=_per_resource(gpu_pools_tainted),
-                             enforcement_level=MANDATORY),
-    ResourceValidationPolicy(name="versions-pinned", description="Helm charts and the "
-                             "TauCluster's component versions are exact",
-                             validate=_per_resource(versions_pinned), enforcement_level=MANDATORY),
-    ResourceValidationPolicy(name="prod-api-server-closed", description="A prod cluster's API "
-                             "server is private or limited to authorized IP ranges",
-                             validate=_per_resource(prod_api_server_closed),
-                             enforcement_level=MANDATORY),
-    ResourceValidationPolicy(name="quotas-are-quantities", description="Every quota and limit "
-                             "of a ClusterQueue is a quantity >= 0 (whole GPUs)",
-                             validate=_per_resource(quotas_are_quantities),
-                             enforcement_level=MANDATORY),
-    StackValidationPolicy(name="spot-pools-tolerated", description="Profiles on spot pools "
-                          "tolerate the spot taint", validate=_per_stack(spot_pools_tolerated),
-                          enforcement_level=MANDATORY),
-    StackValidationPolicy(name="quotas-within-capacity", description="GPU quotas fit the pools",
-                          validate=_per_stack(quotas_within_capacity),
-                          enforcement_level=MANDATORY),
-]  # fmt: skip
+    ResourceValidationPolicy(
+        name="gpu-pools-tainted",
+        description="GPU node pools carry a NoSchedule taint",
+        validate=_per_resource(gpu_pools_tainted),
+        enforcement_level=MANDATORY,
+    ),
+    ResourceValidationPolicy(
+        name="versions-pinned",
+        description="Helm charts and the TauCluster's component versions are exact",
+        validate=_per_resource(versions_pinned),
+        enforcement_level=MANDATORY,
+    ),
+    ResourceValidationPolicy(
+        name="prod-api-server-closed",
+        description="A prod cluster's API server is private or limited to authorized IP ranges",
+        validate=_per_resource(prod_api_server_closed),
+        enforcement_level=MANDATORY,
+    ),
+    ResourceValidationPolicy(
+        name="quotas-are-quantities",
+        description="Every quota and limit of a ClusterQueue is a quantity >= 0 (whole GPUs)",
+        validate=_per_resource(quotas_are_quantities),
+        enforcement_level=MANDATORY,
+    ),
+    StackValidationPolicy(
+        name="spot-pools-tolerated",
+        description="Profiles on spot pools tolerate the spot taint",
+        validate=_per_stack(spot_pools_tolerated),
+        enforcement_level=MANDATORY,
+    ),
+    StackValidationPolicy(
+        name="quotas-within-capacity",
+        description="GPU quotas fit the pools",
+        validate=_per_stack(quotas_within_capacity),
+        enforcement_level=MANDATORY,
+    ),
+]

@@ -90,21 +90,32 @@ def create_app(settings: Settings | None = None) -> Starlette:
         return hmac.compare_digest(str(form.get("csrf") or ""), settings.csrf_for(session))
 
     def refused(request: Request, what: str, hint: str) -> Response:
-        return page(request, "error.html", status_code=403, title="Refused", hint=hint,
-                    message=f"the form's CSRF token is missing or wrong: nothing was {what}")  # fmt: skip
+        return page(
+            request,
+            "error.html",
+            status_code=403,
+            title="Refused",
+            hint=hint,
+            message=f"the form's CSRF token is missing or wrong: nothing was {what}",
+        )
 
     async def runs(request: Request) -> Response:
         q = request.query_params
         scope = q.get("scope", "local")
         workspace = q.get("workspace") or None
-        got = await run_in_threadpool(_runs, scope, workspace if scope == "cluster" else None,
-                                      settings.context, cache)  # fmt: skip
+        got = await run_in_threadpool(
+            _runs, scope, workspace if scope == "cluster" else None, settings.context, cache
+        )
         phases = sorted({s.phase.value for s in got})
         experiments = sorted({s.experiment for s in got if s.experiment})
         workspaces = sorted({s.workspace for s in got if s.workspace})
-        shown = _filtered(got, q.get("phase") or None, (q.get("q") or "").strip().lower(),
-                          q.get("experiment") or None,
-                          workspace if scope != "cluster" else None)  # fmt: skip
+        shown = _filtered(
+            got,
+            q.get("phase") or None,
+            (q.get("q") or "").strip().lower(),
+            q.get("experiment") or None,
+            workspace if scope != "cluster" else None,
+        )
         sort = q.get("sort") or "created"
         sort = sort if sort in SORTS else "created"
         desc = q.get("order", "desc") != "asc"
@@ -113,13 +124,26 @@ def create_app(settings: Settings | None = None) -> Starlette:
         number = min(max(_int(q.get("page"), 1), 1), pages)
         start = (number - 1) * settings.page_size
         base = {k: v for k, v in q.items() if k != "page" and v}
-        return page(request, "runs.html", runs=shown[start : start + settings.page_size],
-                    total=len(got), matched=len(shown), page=number, pages=pages,
-                    scope=scope, workspace=workspace or "", phase=q.get("phase") or "",
-                    text=q.get("q") or "", phases=phases, sort=sort, desc=desc,
-                    experiments=experiments, experiment=q.get("experiment") or "",
-                    workspaces=workspaces,
-                    link=lambda **kw: "/runs?" + urlencode({**base, **kw}))  # fmt: skip
+        return page(
+            request,
+            "runs.html",
+            runs=shown[start : start + settings.page_size],
+            total=len(got),
+            matched=len(shown),
+            page=number,
+            pages=pages,
+            scope=scope,
+            workspace=workspace or "",
+            phase=q.get("phase") or "",
+            text=q.get("q") or "",
+            phases=phases,
+            sort=sort,
+            desc=desc,
+            experiments=experiments,
+            experiment=q.get("experiment") or "",
+            workspaces=workspaces,
+            link=lambda **kw: "/runs?" + urlencode({**base, **kw}),
+        )
 
     async def run(request: Request) -> Response:
         run_id = _run_id(request)
@@ -132,9 +156,17 @@ def create_app(settings: Settings | None = None) -> Starlette:
             run_in_threadpool(_models_from, run_id),
         )
         charts = [svg([Series(run_id, pts)], name) for name, pts in _series(rows).items()]
-        return page(request, "run.html", st=st, rec=rec, charts=charts, log=log, made=made,
-                    models=models,
-                    ended=st.phase in TERMINAL)  # fmt: skip
+        return page(
+            request,
+            "run.html",
+            st=st,
+            rec=rec,
+            charts=charts,
+            log=log,
+            made=made,
+            models=models,
+            ended=st.phase in TERMINAL,
+        )
 
     async def log_stream(request: Request) -> Response:
         """Server-sent events: each new log line as it is written, until the run ends."""
@@ -156,8 +188,9 @@ def create_app(settings: Settings | None = None) -> Starlette:
                     return
                 await asyncio.sleep(settings.poll_s)
 
-        return StreamingResponse(events(), media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-cache"})  # fmt: skip
+        return StreamingResponse(
+            events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+        )
 
     async def cancel(request: Request) -> Response:
         run_id = _run_id(request)
@@ -186,8 +219,15 @@ def create_app(settings: Settings | None = None) -> Starlette:
         configs = await asyncio.gather(
             *(run_in_threadpool(_config, r, settings.context) for r in ids)
         )
-        return page(request, "compare.html", ids=ids, metric=metric, names=names, chart=chart,
-                    diff=_config_diff(dict(zip(ids, configs, strict=True))))  # fmt: skip
+        return page(
+            request,
+            "compare.html",
+            ids=ids,
+            metric=metric,
+            names=names,
+            chart=chart,
+            diff=_config_diff(dict(zip(ids, configs, strict=True))),
+        )
 
     async def queues(request: Request) -> Response:
         rows, requests, waiting = await asyncio.gather(
@@ -195,8 +235,15 @@ def create_app(settings: Settings | None = None) -> Starlette:
             run_in_threadpool(_quota_requests, settings.context),
             run_in_threadpool(_pending, settings.context),
         )
-        return page(request, "queues.html", queues=rows, requests=requests[0],
-                    admin=requests[1], waiting=waiting[0], waiting_notes=waiting[1])  # fmt: skip
+        return page(
+            request,
+            "queues.html",
+            queues=rows,
+            requests=requests[0],
+            admin=requests[1],
+            waiting=waiting[0],
+            waiting_notes=waiting[1],
+        )
 
     async def decide(request: Request) -> Response:
         """Approve or deny a quota request (platform admins; the API server decides who may)."""
@@ -212,8 +259,11 @@ def create_app(settings: Settings | None = None) -> Starlette:
         from taugrid.client import quota
 
         act = quota.approve if verdict == "approve" else quota.deny
-        await run_in_threadpool(lambda: act(name, str(form.get("note") or ""),
-                                            workspace=workspace, context=settings.context))  # fmt: skip
+        await run_in_threadpool(
+            lambda: act(
+                name, str(form.get("note") or ""), workspace=workspace, context=settings.context
+            )
+        )
         return RedirectResponse("/queues", status_code=303)
 
     async def nodes(request: Request) -> Response:
@@ -224,8 +274,14 @@ def create_app(settings: Settings | None = None) -> Starlette:
         pools: dict[str, list[Any]] = {}
         for r in rows:
             pools.setdefault(r.pool or "(no pool)", []).append(r)
-        return page(request, "nodes.html", pools=pools, total=len(rows), conditions=conditions,
-                    quarantined=sum(r.quarantined for r in rows))  # fmt: skip
+        return page(
+            request,
+            "nodes.html",
+            pools=pools,
+            total=len(rows),
+            conditions=conditions,
+            quarantined=sum(r.quarantined for r in rows),
+        )
 
     async def data_index(request: Request) -> Response:
         datasets, models = await asyncio.gather(
@@ -243,8 +299,15 @@ def create_app(settings: Settings | None = None) -> Starlette:
         by_version: dict[str, list[str]] = {}
         for a, v in aliases.items():
             by_version.setdefault(v, []).append(a)
-        return page(request, "data_item.html", kind=kind, name=name,
-                    versions=list(reversed(versions)), by_version=by_version, moves=moves)  # fmt: skip
+        return page(
+            request,
+            "data_item.html",
+            kind=kind,
+            name=name,
+            versions=list(reversed(versions)),
+            by_version=by_version,
+            moves=moves,
+        )
 
     async def services(request: Request) -> Response:
         from taugrid.client import serve
@@ -269,8 +332,14 @@ def create_app(settings: Settings | None = None) -> Starlette:
 
     async def tau_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, TauError)
-        return page(request, "error.html", status_code=_http_status(exc), title=_title(exc),
-                    message=exc.message, hint=exc.hint)  # fmt: skip
+        return page(
+            request,
+            "error.html",
+            status_code=_http_status(exc),
+            title=_title(exc),
+            message=exc.message,
+            hint=exc.hint,
+        )
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
@@ -413,8 +482,9 @@ class _TokenGate:
 
 
 # --- reading, through the Python API (blocking calls: run in the thread pool) ---------------
-def _runs(scope: str, workspace: str | None, context: str | None,
-          cache: Any = None) -> list[RunStatus]:  # fmt: skip
+def _runs(
+    scope: str, workspace: str | None, context: str | None, cache: Any = None
+) -> list[RunStatus]:
     from taugrid.client import runs as client
 
     if scope == "cluster":
@@ -555,20 +625,31 @@ def _series(rows: list[dict[str, Any]]) -> dict[str, list[tuple[float, float]]]:
     for name in names:
         if name in ("step", "ts", "run_id"):
             continue
-        pts = [(x, float(v)) for x, r in zip(xs, rows, strict=True)
-               if type(v := r.get(name)) is float or type(v) is int]  # fmt: skip
+        pts = [
+            (x, float(v))
+            for x, r in zip(xs, rows, strict=True)
+            if type(v := r.get(name)) is float or type(v) is int
+        ]
         if pts:
             out[name] = downsample(pts)
     return out
 
 
-def _filtered(runs: list[RunStatus], phase: str | None, text: str,
-              experiment: str | None = None, workspace: str | None = None) -> list[RunStatus]:  # fmt: skip
-    return [s for s in runs
-            if (phase is None or s.phase.value == phase)
-            and (experiment is None or s.experiment == experiment)
-            and (workspace is None or s.workspace == workspace)
-            and (not text or text in s.run_id.lower() or text in s.name.lower())]  # fmt: skip
+def _filtered(
+    runs: list[RunStatus],
+    phase: str | None,
+    text: str,
+    experiment: str | None = None,
+    workspace: str | None = None,
+) -> list[RunStatus]:
+    return [
+        s
+        for s in runs
+        if (phase is None or s.phase.value == phase)
+        and (experiment is None or s.experiment == experiment)
+        and (workspace is None or s.workspace == workspace)
+        and (not text or text in s.run_id.lower() or text in s.name.lower())
+    ]
 
 
 def _sort_key(sort: str) -> Callable[[RunStatus], Any]:
@@ -626,5 +707,6 @@ def _http_status(e: TauError) -> int:
 
 
 def _title(e: TauError) -> str:
-    return {403: "Forbidden", 404: "Not found", 400: "Refused",
-            502: "It could not be done"}.get(_http_status(e), "Failed")  # fmt: skip
+    return {403: "Forbidden", 404: "Not found", 400: "Refused", 502: "It could not be done"}.get(
+        _http_status(e), "Failed"
+    )

@@ -10,8 +10,18 @@ from html import escape
 
 Point = tuple[float, float]
 MAX_POINTS = 1000  # per series, after downsampling
-PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b",
-           "#e377c2", "#7f7f7f", "#bcbd22")  # fmt: skip
+PALETTE = (
+    "#1f77b4",
+    "#d62728",
+    "#2ca02c",
+    "#9467bd",
+    "#ff7f0e",
+    "#17becf",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+)
 
 
 def downsample(points: Sequence[Point], limit: int = MAX_POINTS) -> list[Point]:
@@ -72,8 +82,10 @@ def svg(series: Sequence[Series], title: str, width: int = 720, height: int = 26
     for i, s in enumerate(drawn):
         colour = PALETTE[i % len(PALETTE)]
         pts = " ".join(at(p) for p in s.points)
-        lines.append(f'<polyline class="series" data-label="{escape(s.label)}" fill="none" '
-                     f'stroke="{colour}" stroke-width="1.5" points="{pts}"/>')  # fmt: skip
+        lines.append(
+            f'<polyline class="series" data-label="{escape(s.label)}" fill="none" '
+            f'stroke="{colour}" stroke-width="1.5" points="{pts}"/>'
+        )
     lines.append("</svg>")
     legend = "".join(
         f'<li><span class="swatch" style="background:{PALETTE[i % len(PALETTE)]}"></span>'

@@ -72,8 +72,14 @@ def torchrun_argv(script: list[str], env: dict[str, str]) -> list[str]:
     if nodes <= 1:
         return [*cmd, "--standalone", *script]
     endpoint = f"{env.get('MASTER_ADDR', '127.0.0.1')}:{env.get('MASTER_PORT', '29500')}"
-    return [*cmd, f"--nnodes={nodes}", "--rdzv-backend=c10d", f"--rdzv-endpoint={endpoint}",
-            f"--rdzv-id={env.get('TAU_RUN_ID', 'tau')}", *script]  # fmt: skip
+    return [
+        *cmd,
+        f"--nnodes={nodes}",
+        "--rdzv-backend=c10d",
+        f"--rdzv-endpoint={endpoint}",
+        f"--rdzv-id={env.get('TAU_RUN_ID', 'tau')}",
+        *script,
+    ]
 
 
 def node_index(env: dict[str, str]) -> int | None:
@@ -144,8 +150,12 @@ def main(argv: list[str]) -> int:
     if resume.endswith("/" + NEWEST):
         found = _newest(Path(resume[: -len(NEWEST) - 1]))
         if found is None:
-            print(f"tau_launch: no complete checkpoint in {resume[: -len(NEWEST) - 1]} to resume "
-                  "from", file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"tau_launch: no complete checkpoint in {resume[: -len(NEWEST) - 1]} to resume "
+                "from",
+                file=sys.stderr,
+                flush=True,
+            )
             return 3
         os.environ["TAU_RESUME_FROM"] = str(found)
         print(f"tau_launch: resuming from {found}", flush=True)
@@ -168,17 +178,26 @@ def main(argv: list[str]) -> int:
         if failed and rc == 0:
             rc = 1
         if failed:
-            print("tau_launch: " + ", ".join(
-                f"node {i} {'never ended' if c == -1 else f'exit code {c}'}" for i, c in failed),
-                flush=True)  # fmt: skip
+            print(
+                "tau_launch: "
+                + ", ".join(
+                    f"node {i} {'never ended' if c == -1 else f'exit code {c}'}" for i, c in failed
+                ),
+                flush=True,
+            )
     phase = "Succeeded" if rc == 0 else "Failed"
     ended = tau_evidence.now_iso()
     reason = "exit code 0" if rc == 0 else f"exit code {rc}"
     tau_evidence.append_history(
         run_dir,
-        {"ts": ended, "phase": phase, "reason": reason, "attempt": attempt,
-         "termination_reason": "Completed" if rc == 0 else "Failed"},
-    )  # fmt: skip
+        {
+            "ts": ended,
+            "phase": phase,
+            "reason": reason,
+            "attempt": attempt,
+            "termination_reason": "Completed" if rc == 0 else "Failed",
+        },
+    )
     _record(run_dir, {"phase": phase, "reason": reason, "exit_code": rc, "finished_at": ended})
     tau_evidence.seal(run_dir)
     return rc
@@ -186,8 +205,9 @@ def main(argv: list[str]) -> int:
 
 def _write_exit(folder: Path, rc: int) -> None:
     tmp = folder / ".exit.json.tmp"
-    tmp.write_text(json.dumps({"exit_code": rc, "ended_at": tau_evidence.now_iso()}) + "\n",
-                   encoding="utf-8")  # fmt: skip
+    tmp.write_text(
+        json.dumps({"exit_code": rc, "ended_at": tau_evidence.now_iso()}) + "\n", encoding="utf-8"
+    )
     os.replace(tmp, folder / "exit.json")
 
 
@@ -214,8 +234,9 @@ def _run_teed(argv: list[str], log_path: Path, echo: Any = None) -> int:
     """Run `argv`, its output appended to `log_path` and echoed on stdout (and `echo`, the
     container's log, where given) as it comes; a SIGTERM to the launcher is passed on. Returns
     its exit code."""
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, bufsize=0,
-                            env=os.environ.copy())  # fmt: skip
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, bufsize=0, env=os.environ.copy()
+    )
     signal.signal(signal.SIGTERM, lambda *_: proc.send_signal(signal.SIGTERM))
     assert proc.stdout is not None
     with log_path.open("ab") as log:

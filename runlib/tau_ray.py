@@ -33,11 +33,23 @@ from typing import Any
 
 EXIT_NO_METRIC = 4  # the trainable never reported the sweep's metric
 # what Ray Tune adds to every result (not the trainable's own metrics)
-TUNE_KEYS = frozenset({
-    "done", "iterations_since_restore", "pid", "time_since_restore", "time_this_iter_s",
-    "time_total_s", "timestamp", "training_iteration", "trial_id", "date", "hostname", "node_ip",
-    "checkpoint_dir_name",
-})  # fmt: skip
+TUNE_KEYS = frozenset(
+    {
+        "done",
+        "iterations_since_restore",
+        "pid",
+        "time_since_restore",
+        "time_this_iter_s",
+        "time_total_s",
+        "timestamp",
+        "training_iteration",
+        "trial_id",
+        "date",
+        "hostname",
+        "node_ip",
+        "checkpoint_dir_name",
+    }
+)
 
 
 def _env_int(name: str, default: int) -> int:
@@ -54,8 +66,10 @@ def load_function(path: str, name: str) -> Any:
     fn = module.get(name)
     if not callable(fn):
         defined = sorted(k for k, v in module.items() if callable(v) and not k.startswith("_"))
-        raise SystemExit(f"tau_ray: {path} defines no function {name!r} (run.function); it "
-                         f"defines: {', '.join(defined[:12]) or 'none'}")  # fmt: skip
+        raise SystemExit(
+            f"tau_ray: {path} defines no function {name!r} (run.function); it "
+            f"defines: {', '.join(defined[:12]) or 'none'}"
+        )
     return fn
 
 
@@ -163,8 +177,9 @@ def run_tune(fn: Any, run_dir: Path, tune_cfg: dict[str, Any]) -> int:
     recorder = Recorder(run_dir, metric, mode)
 
     class Record(tune.Callback):
-        def on_trial_result(self, iteration: int, trials: list[Any], trial: Any,
-                            result: dict[str, Any], **info: Any) -> None:  # fmt: skip
+        def on_trial_result(
+            self, iteration: int, trials: list[Any], trial: Any, result: dict[str, Any], **info: Any
+        ) -> None:
             recorder.result(trial, result)
 
         def on_trial_complete(
@@ -179,8 +194,9 @@ def run_tune(fn: Any, run_dir: Path, tune_cfg: dict[str, Any]) -> int:
 
     scheduler: Any
     if tune_cfg.get("scheduler") == "asha":
-        scheduler = ASHAScheduler(max_t=int(tune_cfg.get("max_t", 100)),
-                                  grace_period=int(tune_cfg.get("grace_period", 1)))  # fmt: skip
+        scheduler = ASHAScheduler(
+            max_t=int(tune_cfg.get("max_t", 100)), grace_period=int(tune_cfg.get("grace_period", 1))
+        )
     else:
         scheduler = FIFOScheduler()  # type: ignore[no-untyped-call]
     trainable = tune.with_resources(fn, {"cpu": 1, "gpu": gpus}) if gpus else fn
@@ -188,34 +204,59 @@ def run_tune(fn: Any, run_dir: Path, tune_cfg: dict[str, Any]) -> int:
         trainable,
         param_space=search_space(tune_cfg.get("search_space") or {}),
         tune_config=tune.TuneConfig(
-            metric=metric, mode=mode, num_samples=int(tune_cfg.get("num_samples", 1)),
-            max_concurrent_trials=tune_cfg.get("max_concurrent") or workers, scheduler=scheduler,
+            metric=metric,
+            mode=mode,
+            num_samples=int(tune_cfg.get("num_samples", 1)),
+            max_concurrent_trials=tune_cfg.get("max_concurrent") or workers,
+            scheduler=scheduler,
         ),
-        run_config=tune.RunConfig(storage_path=str(run_dir / "tune"), name="sweep",
-                                  callbacks=[Record()], verbose=1),
-    )  # fmt: skip
+        run_config=tune.RunConfig(
+            storage_path=str(run_dir / "tune"), name="sweep", callbacks=[Record()], verbose=1
+        ),
+    )
     results = tuner.fit()
     out = Path(os.environ.get("TAU_OUTPUT_DIR") or run_dir / "outputs")
     out.mkdir(parents=True, exist_ok=True)
     if recorder.best is None:
         said = ", ".join(sorted(recorder.seen_metrics - TUNE_KEYS)) or "no metric"
-        msg = (f"tau_ray: no trial reported the sweep's metric {metric!r} (tune.metric); the "
-               f"trials reported: {said}")  # fmt: skip
-        (out / "tune.json").write_text(json.dumps({"metric": metric, "mode": mode, "best": None,
-                                                   "error": msg, "trials": recorder.ended}) + "\n")  # fmt: skip
+        msg = (
+            f"tau_ray: no trial reported the sweep's metric {metric!r} (tune.metric); the "
+            f"trials reported: {said}"
+        )
+        (out / "tune.json").write_text(
+            json.dumps(
+                {
+                    "metric": metric,
+                    "mode": mode,
+                    "best": None,
+                    "error": msg,
+                    "trials": recorder.ended,
+                }
+            )
+            + "\n"
+        )
         print(msg, file=sys.stderr, flush=True)
         return EXIT_NO_METRIC
     row = recorder.best_row  # the best value each trial reported, as recorded when it ended
     summary = {
-        "metric": metric, "mode": mode, "trials": recorder.ended,
+        "metric": metric,
+        "mode": mode,
+        "trials": recorder.ended,
         "errors": results.num_errors,
-        "best": {"value": row["value"], "config": row["config"], "trial": row["trial"],
-                 "checkpoint": row["checkpoint"]},
-    }  # fmt: skip
+        "best": {
+            "value": row["value"],
+            "config": row["config"],
+            "trial": row["trial"],
+            "checkpoint": row["checkpoint"],
+        },
+    }
     (out / "tune.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     b = summary["best"]
-    print(f"tau_ray: best of {recorder.ended} trial(s): {metric}={b['value']} with {b['config']} "
-          f"(trial {b['trial']})", flush=True)  # fmt: skip
+    print(
+        f"tau_ray: best of {recorder.ended} trial(s): {metric}={b['value']} with {b['config']} "
+        f"(trial {b['trial']})",
+        flush=True,
+    )
     return 0
 
 
@@ -226,8 +267,11 @@ def run_train(fn: Any, run_dir: Path, args: list[str]) -> int:
 
     workers = _env_int("TAU_NUM_WORKERS", 1)
     gpus = _env_int("TAU_GPUS_PER_WORKER", 0)
-    scaling = ScalingConfig(num_workers=workers, use_gpu=gpus > 0,
-                            resources_per_worker={"GPU": gpus} if gpus else {"CPU": 1})  # fmt: skip
+    scaling = ScalingConfig(
+        num_workers=workers,
+        use_gpu=gpus > 0,
+        resources_per_worker={"GPU": gpus} if gpus else {"CPU": 1},
+    )
     import importlib.util
 
     import ray.train
@@ -254,8 +298,9 @@ def run_train(fn: Any, run_dir: Path, args: list[str]) -> int:
             def __init__(self) -> None:
                 self.step = 0
 
-            def after_report(self, run_context: Any, metrics: list[dict[str, Any]],
-                             checkpoint: Any) -> None:  # fmt: skip
+            def after_report(
+                self, run_context: Any, metrics: list[dict[str, Any]], checkpoint: Any
+            ) -> None:
                 self.step += 1
                 first = metrics[0] if metrics else {}
                 numbers = {k: v for k, v in first.items() if isinstance(v, int | float)}
@@ -265,18 +310,26 @@ def run_train(fn: Any, run_dir: Path, args: list[str]) -> int:
 
         callbacks.append(Report())
     trainer = trainer_cls(
-        fn, train_loop_config={"args": args}, scaling_config=scaling,
-        run_config=RunConfig(storage_path=str(run_dir / "train"), name="train",
-                             callbacks=callbacks),
-    )  # fmt: skip
+        fn,
+        train_loop_config={"args": args},
+        scaling_config=scaling,
+        run_config=RunConfig(
+            storage_path=str(run_dir / "train"), name="train", callbacks=callbacks
+        ),
+    )
     result = trainer.fit()
     metrics = {k: v for k, v in (result.metrics or {}).items() if isinstance(v, int | float)}
     out = Path(os.environ.get("TAU_OUTPUT_DIR") or run_dir / "outputs")
     out.mkdir(parents=True, exist_ok=True)
     ckpt = getattr(result.checkpoint, "path", None) if result.checkpoint else None
-    (out / "train.json").write_text(json.dumps(
-        {"workers": workers, "gpus_per_worker": gpus, "metrics": metrics, "checkpoint": ckpt},
-        indent=2, sort_keys=True) + "\n")  # fmt: skip
+    (out / "train.json").write_text(
+        json.dumps(
+            {"workers": workers, "gpus_per_worker": gpus, "metrics": metrics, "checkpoint": ckpt},
+            indent=2,
+            sort_keys=True,
+        )
+        + "\n"
+    )
     if metrics and not callbacks:  # (Ray Train's former API: the final metrics only)
         step = int(metrics.get("training_iteration", 1))
         tau_run.log(step, **{k: v for k, v in metrics.items() if k != "training_iteration"})
@@ -290,8 +343,11 @@ def main(argv: list[str]) -> int:
         return 2
     launcher = os.environ.get("TAU_LAUNCHER", "ray-train")
     path, args = argv[0], argv[1:]
-    fn = load_function(path, os.environ.get("TAU_RAY_FUNCTION") or (
-        "objective" if launcher == "ray-tune" else "train_loop_per_worker"))  # fmt: skip
+    fn = load_function(
+        path,
+        os.environ.get("TAU_RAY_FUNCTION")
+        or ("objective" if launcher == "ray-tune" else "train_loop_per_worker"),
+    )
     run_dir = Path(os.environ.get("TAU_RUN_DIR") or "tau-run")
     run_dir.mkdir(parents=True, exist_ok=True)
     import ray

@@ -27,9 +27,26 @@ DATA = "data or weights"
 DEFAULT_RULES: tuple[tuple[str, str], ...] = (
     *((p, QUIET) for p in (".*", "__pycache__/", "node_modules/", "venv/", "*.egg-info/")),
     *((p, "compiled") for p in ("*.pyc", "*.pyo", "*.so", "*.o")),
-    *((p, DATA) for p in ("*.pt", "*.pth", "*.ckpt", "*.safetensors", "*.bin", "*.npz", "*.npy",
-                          "*.parquet", "*.arrow", "*.h5", "*.onnx", "*.tar", "*.tar.gz", "*.zip")),
-)  # fmt: skip
+    *(
+        (p, DATA)
+        for p in (
+            "*.pt",
+            "*.pth",
+            "*.ckpt",
+            "*.safetensors",
+            "*.bin",
+            "*.npz",
+            "*.npy",
+            "*.parquet",
+            "*.arrow",
+            "*.h5",
+            "*.onnx",
+            "*.tar",
+            "*.tar.gz",
+            "*.zip",
+        )
+    ),
+)
 IGNORE_FILES = (".gitignore", ".tauignore")
 
 

@@ -22,8 +22,13 @@ if TYPE_CHECKING:
 
 MAX_DOCUMENT_BYTES = 1024 * 1024
 YAML_SUFFIXES = (".yaml", ".yml")
-SCRIPT_KINDS = {".py": "a Python script", ".sh": "a shell script", ".ipynb": "a notebook",
-                ".json": "a JSON file", ".toml": "a TOML file"}  # fmt: skip
+SCRIPT_KINDS = {
+    ".py": "a Python script",
+    ".sh": "a shell script",
+    ".ipynb": "a notebook",
+    ".json": "a JSON file",
+    ".toml": "a TOML file",
+}
 EMPTY_EXAMPLE = "schema_version: 1\nname: my-run\nrun: {entrypoint: train.py}"
 
 
@@ -113,12 +118,24 @@ def load_manifest(arg: str | Path | None, purpose: str = "run") -> LoadedManifes
     if not problems and ep and not (path.parent / ep).is_file():
         problems.append(_missing_entrypoint(path.parent, ep))
     if not problems and purpose == "run" and not ep:
-        problems.append(Issue("run.entrypoint", None, "is required to run: this tau.yaml declares "
-                              "a service only (deploy it with `tau serve deploy`)",
-                              "run: {entrypoint: train.py}"))  # fmt: skip
+        problems.append(
+            Issue(
+                "run.entrypoint",
+                None,
+                "is required to run: this tau.yaml declares "
+                "a service only (deploy it with `tau serve deploy`)",
+                "run: {entrypoint: train.py}",
+            )
+        )
     if not problems and purpose == "service" and manifest.service is None:
-        problems.append(Issue("service", None, "is required to serve: the Ray Serve application "
-                              "and the model it serves", EXAMPLES["service"]))  # fmt: skip
+        problems.append(
+            Issue(
+                "service",
+                None,
+                "is required to serve: the Ray Serve application and the model it serves",
+                EXAMPLES["service"],
+            )
+        )
     if problems:
         raise config_error(str(path), text, problems)
     return LoadedManifest(path=path, text=text, manifest=manifest)

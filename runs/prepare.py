@@ -76,9 +76,15 @@ class PreparedRun:
         """The TauRun that records the run in the cluster and owns its objects."""
         return render_taurun(self.resolved, self.meta, self.request.parent)
 
-    def new_record(self, handle: Handle, *, created_at: str, image: str | None = None,
-                   gpus_available: int | None = None,
-                   warnings: list[str] | None = None) -> RunRecord:  # fmt: skip
+    def new_record(
+        self,
+        handle: Handle,
+        *,
+        created_at: str,
+        image: str | None = None,
+        gpus_available: int | None = None,
+        warnings: list[str] | None = None,
+    ) -> RunRecord:
         """The run's record as every backend first writes it (one builder for all targets:
         identity, code, size, lineage); a backend passes only what differs where it runs."""
         from taugrid.api.evidence import Lineage, RunRecord  # (not on validate/render's path)
@@ -86,20 +92,36 @@ class PreparedRun:
         m, r = self.manifest, self.resolved
         parent = self.request.parent
         return RunRecord(
-            run_id=self.run_id, name=m.name, workspace=r.workspace.name, profile=r.profile.name,
-            experiment=m.experiment.name or m.research.experiment, workload_kind=self.kind, handle=handle, submitter=self.meta.submitter,
-            code_folder=str(self.loaded.folder.resolve()), code_revision=self.meta.code_revision,
-            code_digest=self.bundle.digest, config_hash=m.config_hash(),
-            image=image if image is not None else r.image, entrypoint=m.entrypoint_path or "",
-            created_at=created_at, max_retries=m.resilience.max_retries, workers=r.workers,
-            gpus_per_worker=r.gpus, gpus_available=r.gpus if gpus_available is None else gpus_available,
-            stall_after_seconds=m.metrics.stall_after_seconds, primary_metric=m.metrics.primary,
+            run_id=self.run_id,
+            name=m.name,
+            workspace=r.workspace.name,
+            profile=r.profile.name,
+            experiment=m.experiment.name or m.research.experiment,
+            workload_kind=self.kind,
+            handle=handle,
+            submitter=self.meta.submitter,
+            code_folder=str(self.loaded.folder.resolve()),
+            code_revision=self.meta.code_revision,
+            code_digest=self.bundle.digest,
+            config_hash=m.config_hash(),
+            image=image if image is not None else r.image,
+            entrypoint=m.entrypoint_path or "",
+            created_at=created_at,
+            max_retries=m.resilience.max_retries,
+            workers=r.workers,
+            gpus_per_worker=r.gpus,
+            gpus_available=r.gpus if gpus_available is None else gpus_available,
+            stall_after_seconds=m.metrics.stall_after_seconds,
+            primary_metric=m.metrics.primary,
             metric_direction=m.metrics.direction,
-            checkpoint_subdir=m.checkpoint_subdir, output_subdir=m.output_subdir,
+            checkpoint_subdir=m.checkpoint_subdir,
+            output_subdir=m.output_subdir,
             warnings=list(self.warnings) if warnings is None else warnings,
-            resumed_from=Lineage(run_id=parent, checkpoint=self.meta.resume_from) if parent else None,
+            resumed_from=Lineage(run_id=parent, checkpoint=self.meta.resume_from)
+            if parent
+            else None,
             inputs=list(self.meta.inputs),
-        )  # fmt: skip
+        )
 
 
 def resolve_inputs(m: Manifest, workspace_registry: str | None = None) -> tuple[ResolvedInput, ...]:
@@ -121,8 +143,15 @@ def resolve_inputs(m: Manifest, workspace_registry: str | None = None) -> tuple[
             if not workspace_registry or workspace_registry == store.url:
                 raise
             rec = open_store(workspace_registry).resolve(inp.kind, ref)
-        out.append(ResolvedInput(kind=inp.kind, name=rec.name, version=rec.version,
-                                 path=inp.path or rec.name, ref=inp.ref))  # fmt: skip
+        out.append(
+            ResolvedInput(
+                kind=inp.kind,
+                name=rec.name,
+                version=rec.version,
+                path=inp.path or rec.name,
+                ref=inp.ref,
+            )
+        )
     return tuple(out)
 
 
@@ -133,8 +162,9 @@ def publish_inputs(prepared: PreparedRun, say: Callable[[str], None]) -> None:
     publish(prepared.resolved.workspace, prepared.meta.inputs, say)
 
 
-def publish(workspace: WorkspaceRef, inputs: Sequence[ResolvedInput],
-            say: Callable[[str], None]) -> None:  # fmt: skip
+def publish(
+    workspace: WorkspaceRef, inputs: Sequence[ResolvedInput], say: Callable[[str], None]
+) -> None:
     """The versions a workload reads (a run's inputs, a service's model), copied into its
     workspace's registry before anything is sent."""
     target = workspace.registry
@@ -149,8 +179,10 @@ def publish(workspace: WorkspaceRef, inputs: Sequence[ResolvedInput],
         if dest.has_version(inp.kind, inp.name, inp.version):
             continue
         rec = source.read(inp.kind, inp.name, inp.version)
-        say(f"copying {inp.kind} {inp.name}@{rec.short} ({len(rec.files)} file(s), {rec.size} "
-            f"bytes) to workspace {workspace.name}'s registry {target} ...")  # fmt: skip
+        say(
+            f"copying {inp.kind} {inp.name}@{rec.short} ({len(rec.files)} file(s), {rec.size} "
+            f"bytes) to workspace {workspace.name}'s registry {target} ..."
+        )
         source.copy_to(rec, dest)
 
 

@@ -13,8 +13,10 @@ def submitter() -> str:
     import os
 
     try:
-        user = next((os.environ[k] for k in ("LOGNAME", "USER", "LNAME", "USERNAME")
-                     if os.environ.get(k)), None)  # fmt: skip
+        user = next(
+            (os.environ[k] for k in ("LOGNAME", "USER", "LNAME", "USERNAME") if os.environ.get(k)),
+            None,
+        )
         if user is None:
             import pwd
 

@@ -60,8 +60,9 @@ def labels(r: Resolved, run_id: str) -> dict[str, str]:
     return out
 
 
-def contract_env(r: Resolved, meta: RunMeta, data_dir: str = C.DATA_DIR,
-                 registry_dir: str | None = None) -> dict[str, str]:  # fmt: skip
+def contract_env(
+    r: Resolved, meta: RunMeta, data_dir: str = C.DATA_DIR, registry_dir: str | None = None
+) -> dict[str, str]:
     """The TAU_* env every process of the run sees (also used by the local backend). With data
     inputs: which versions (TAU_INPUTS), the registry they are in (the workspace volume's
     /data/registry on a cluster) and where the run sees them (TAU_INPUT_DIR)."""
@@ -146,8 +147,9 @@ def pod_command(m: Manifest) -> str:
     return f"cd {shlex.quote(C.CODE_DIR)} && exec {argv}"
 
 
-def command_script(m: Manifest, code_dir: str = C.CODE_DIR, python: str = "python",
-                   helper_dir: str | None = None) -> str:  # fmt: skip
+def command_script(
+    m: Manifest, code_dir: str = C.CODE_DIR, python: str = "python", helper_dir: str | None = None
+) -> str:
     """The shell a local run's driver runs (its supervisor keeps the record): the log teed.
     `helper_dir`: where tau's helpers (tau_ray.py) are when they are not in the code."""
     if m.launcher == "torchrun":
@@ -178,47 +180,55 @@ def torchrun_local_script(m: Manifest, code_dir: str, python: str) -> str:
     failure, and the run's code then comes from the codes the nodes wrote (`nodes/<i>/exit.json`)."""
     n, p, py = m.nodes, m.nproc_per_node, shlex.quote(python)
     script = " ".join(shlex.quote(a) for a in [m.entrypoint_path or "", *m.run.args])
-    free_port = ("import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); "
-                 "print(s.getsockname()[1])")  # fmt: skip
+    free_port = (
+        "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"
+    )
     node = (
         f"{py} -m torch.distributed.run --nnodes={n} --nproc-per-node={p} --node-rank=$i "
         f'--rdzv-backend=c10d --rdzv-endpoint=127.0.0.1:$port --rdzv-id="$TAU_RUN_ID" '
         f"--rdzv-conf=is_host=$host {script}"
     )
-    return "\n".join([
-        "set -o pipefail",
-        'mkdir -p "$TAU_RUN_DIR/logs" "$TAU_CHECKPOINT_DIR" "$TAU_OUTPUT_DIR"',
-        f"cd {shlex.quote(code_dir)}",
-        f"port=$({py} -c {shlex.quote(free_port)}) || exit 1",
-        f"export TAU_NODES={n} MASTER_ADDR=127.0.0.1 MASTER_PORT=$port",
-        "pids=()",
-        f"for i in $(seq 0 {n - 1}); do",
-        '  mkdir -p "$TAU_RUN_DIR/nodes/$i"; rm -f "$TAU_RUN_DIR/nodes/$i/exit.json"',  # a retry's
-        "  host=0; [ $i = 0 ] && host=1",
-        f'  ( export TAU_NODE_RANK=$i; {node} 2>&1 | tee -a "$TAU_RUN_DIR/nodes/$i/driver.log" '
-        '| sed -u "s/^/[node $i] /" | tee -a "$TAU_RUN_DIR/logs/driver.log"; '
-        'rc=${PIPESTATUS[0]}; printf \'{"exit_code": %s}\\n\' "$rc" > "$TAU_RUN_DIR/nodes/$i/exit.json"; '
-        "exit $rc ) &",
-        "  pids+=($!)",
-        "done",
-        # the codes the nodes that ended wrote, one a line (no pipeline: pipefail is on)
-        "codes() { for f in \"$TAU_RUN_DIR\"/nodes/*/exit.json; do"
-        " [ -f \"$f\" ] && tr -dc '0-9\\n' < \"$f\"; done; return 0; }",
-        "rc=0",
-        f"for _ in $(seq 1 {n}); do",
-        "  wait -n; s=$?",
-        "  if [ $s -eq 127 ] && ! grep -qx 127 <<< \"$(codes)\"; then break; fi  # none left to wait for",
-        "  if [ $s -ne 0 ]; then rc=$s; trap '' TERM; kill -TERM 0 2>/dev/null; break; fi",
-        "done",
-        "wait",
-        "if [ $rc -eq 0 ]; then rc=$(grep -vx -e 0 -e '' <<< \"$(codes)\" | head -n 1); fi",
-        "exit ${rc:-0}",
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            "set -o pipefail",
+            'mkdir -p "$TAU_RUN_DIR/logs" "$TAU_CHECKPOINT_DIR" "$TAU_OUTPUT_DIR"',
+            f"cd {shlex.quote(code_dir)}",
+            f"port=$({py} -c {shlex.quote(free_port)}) || exit 1",
+            f"export TAU_NODES={n} MASTER_ADDR=127.0.0.1 MASTER_PORT=$port",
+            "pids=()",
+            f"for i in $(seq 0 {n - 1}); do",
+            '  mkdir -p "$TAU_RUN_DIR/nodes/$i"; rm -f "$TAU_RUN_DIR/nodes/$i/exit.json"',  # a retry's
+            "  host=0; [ $i = 0 ] && host=1",
+            f'  ( export TAU_NODE_RANK=$i; {node} 2>&1 | tee -a "$TAU_RUN_DIR/nodes/$i/driver.log" '
+            '| sed -u "s/^/[node $i] /" | tee -a "$TAU_RUN_DIR/logs/driver.log"; '
+            'rc=${PIPESTATUS[0]}; printf \'{"exit_code": %s}\\n\' "$rc" > "$TAU_RUN_DIR/nodes/$i/exit.json"; '
+            "exit $rc ) &",
+            "  pids+=($!)",
+            "done",
+            # the codes the nodes that ended wrote, one a line (no pipeline: pipefail is on)
+            'codes() { for f in "$TAU_RUN_DIR"/nodes/*/exit.json; do'
+            ' [ -f "$f" ] && tr -dc \'0-9\\n\' < "$f"; done; return 0; }',
+            "rc=0",
+            f"for _ in $(seq 1 {n}); do",
+            "  wait -n; s=$?",
+            '  if [ $s -eq 127 ] && ! grep -qx 127 <<< "$(codes)"; then break; fi  # none left to wait for',
+            "  if [ $s -ne 0 ]; then rc=$s; trap '' TERM; kill -TERM 0 2>/dev/null; break; fi",
+            "done",
+            "wait",
+            "if [ $rc -eq 0 ]; then rc=$(grep -vx -e 0 -e '' <<< \"$(codes)\" | head -n 1); fi",
+            "exit ${rc:-0}",
+        ]
+    )
 
 
-def _configmap(name: str, namespace: str, labels: dict[str, str], annotations: dict[str, str],
-               files: tuple[tuple[str, bytes], ...], keyed_by_name: bool = False,
-               ) -> tuple[dict[str, Any], list[dict[str, str]]]:  # fmt: skip
+def _configmap(
+    name: str,
+    namespace: str,
+    labels: dict[str, str],
+    annotations: dict[str, str],
+    files: tuple[tuple[str, bytes], ...],
+    keyed_by_name: bool = False,
+) -> tuple[dict[str, Any], list[dict[str, str]]]:
     """An immutable ConfigMap of files, and the volume items that lay them out (keys `f0000`..,
     or the file names themselves where they are plain names)."""
     data: dict[str, str] = {}
@@ -235,21 +245,31 @@ def _configmap(name: str, namespace: str, labels: dict[str, str], annotations: d
     cm: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": namespace, "labels": labels,
-                     "annotations": annotations},
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": labels,
+            "annotations": annotations,
+        },
         "immutable": True,
         "data": data,
-    }  # fmt: skip
+    }
     if binary:
         cm["binaryData"] = binary
     return cm, items
 
 
-def _run_configmap(r: Resolved, meta: RunMeta, bundle: CodeBundle,
-                   files: tuple[tuple[str, bytes], ...]) -> tuple[dict[str, Any], list[dict[str, str]]]:  # fmt: skip
+def _run_configmap(
+    r: Resolved, meta: RunMeta, bundle: CodeBundle, files: tuple[tuple[str, bytes], ...]
+) -> tuple[dict[str, Any], list[dict[str, str]]]:
     run_labels = {k: v for k, v in labels(r, meta.run_id).items() if k.startswith(C.GROUP)}
-    return _configmap(naming.code_configmap(meta.run_id), r.namespace, run_labels,
-                      {C.ANN_CODE_DIGEST: bundle.digest}, files)  # fmt: skip
+    return _configmap(
+        naming.code_configmap(meta.run_id),
+        r.namespace,
+        run_labels,
+        {C.ANN_CODE_DIGEST: bundle.digest},
+        files,
+    )
 
 
 def code_configmap(
@@ -286,8 +306,9 @@ def code_objects(
     if not helpers:  # the folder has its own copy of every helper
         return [cm], _source(cm, items)
     name = naming.helpers_configmap(helpers_digest(helpers))
-    shared_cm, shared_items = _configmap(name, r.namespace, SHARED_HELPERS, {}, helpers,
-                                         keyed_by_name=True)  # fmt: skip
+    shared_cm, shared_items = _configmap(
+        name, r.namespace, SHARED_HELPERS, {}, helpers, keyed_by_name=True
+    )
     sources = [_source(shared_cm, shared_items)]
     if items:
         sources.append(_source(cm, items))
@@ -306,8 +327,11 @@ def _fresh(code: dict[str, Any]) -> dict[str, Any]:
     """The `code` volume's source, its dicts new for each pod template (the item lists, never
     changed after rendering, are shared: a deep copy cost a render ~25%)."""
     if "projected" in code:
-        return {"projected": {"sources": [{"configMap": {**s["configMap"]}}
-                                          for s in code["projected"]["sources"]]}}  # fmt: skip
+        return {
+            "projected": {
+                "sources": [{"configMap": {**s["configMap"]}} for s in code["projected"]["sources"]]
+            }
+        }
     return {"configMap": {**code["configMap"]}}
 
 
@@ -394,9 +418,14 @@ def pip_yaml(pip: list[str]) -> str:
     return yamlio.dump({"pip": pip})
 
 
-def ray_cluster_spec(r: Resolved, meta: RunMeta, code: dict[str, Any],
-                     env: list[dict[str, Any]], pod_labels: dict[str, str],
-                     group: str = "workers") -> dict[str, Any]:  # fmt: skip
+def ray_cluster_spec(
+    r: Resolved,
+    meta: RunMeta,
+    code: dict[str, Any],
+    env: list[dict[str, Any]],
+    pod_labels: dict[str, str],
+    group: str = "workers",
+) -> dict[str, Any]:
     """A RayCluster spec (a RayJob's `rayClusterSpec`, a RayService's `rayClusterConfig`): a
     CPU-only head and one worker group of `r.workers` pods of the resolved size."""
     head_volumes, head_mounts = _volumes(r, meta, code, 2 * 2**30)
@@ -465,8 +494,9 @@ def ray_cluster_spec(r: Resolved, meta: RunMeta, code: dict[str, Any],
     }
 
 
-def render_rayjob(r: Resolved, meta: RunMeta, bundle: CodeBundle,
-                  shared: bool = False) -> list[dict[str, Any]]:  # fmt: skip
+def render_rayjob(
+    r: Resolved, meta: RunMeta, bundle: CodeBundle, shared: bool = False
+) -> list[dict[str, Any]]:
     cms, code = code_objects(r, meta, bundle, shared)
     m = r.manifest
     spec: dict[str, Any] = {
@@ -491,8 +521,9 @@ def render_rayjob(r: Resolved, meta: RunMeta, bundle: CodeBundle,
     return [*cms, rayjob]
 
 
-def render_job(r: Resolved, meta: RunMeta, bundle: CodeBundle,
-               shared: bool = False) -> list[dict[str, Any]]:  # fmt: skip
+def render_job(
+    r: Resolved, meta: RunMeta, bundle: CodeBundle, shared: bool = False
+) -> list[dict[str, Any]]:
     cms, code = code_objects(r, meta, bundle, shared)
     m = r.manifest
     volumes, mounts = _volumes(
@@ -514,8 +545,14 @@ def render_job(r: Resolved, meta: RunMeta, bundle: CodeBundle,
         "resources": _gpu_resources(r, r.worker.resources()),
         "volumeMounts": mounts,
     }
-    pod = _pod_spec(r, [container], volumes, r.profile.nodeSelector,
-                    [t.to_k8s() for t in r.profile.tolerations], "Never")  # fmt: skip
+    pod = _pod_spec(
+        r,
+        [container],
+        volumes,
+        r.profile.nodeSelector,
+        [t.to_k8s() for t in r.profile.tolerations],
+        "Never",
+    )
     job = {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -544,10 +581,16 @@ def torchrun_nodes(r: Resolved, meta: RunMeta, job: dict[str, Any]) -> list[dict
     spec.update(completionMode="Indexed", completions=n, parallelism=n)
     pod = spec["template"]["spec"]
     pod["subdomain"] = service  # index i answers as <job>-<i>.<service>
-    pod["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-        {"labelSelector": {"matchLabels": {C.LABEL_RUN_ID: meta.run_id}},
-         "topologyKey": "kubernetes.io/hostname"},
-    ]}}  # fmt: skip
+    pod["affinity"] = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {"matchLabels": {C.LABEL_RUN_ID: meta.run_id}},
+                    "topologyKey": "kubernetes.io/hostname",
+                },
+            ]
+        }
+    }
     env = pod["containers"][0]["env"]
     env += [
         {"name": C.ENV_NODES, "value": str(n)},
@@ -558,16 +601,22 @@ def torchrun_nodes(r: Resolved, meta: RunMeta, job: dict[str, Any]) -> list[dict
     svc = {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {"name": service, "namespace": r.namespace,
-                     "labels": {k: v for k, v in labels(r, meta.run_id).items()
-                                if not k.startswith("kueue.x-k8s.io/")}},  # (not a workload)
+        "metadata": {
+            "name": service,
+            "namespace": r.namespace,
+            "labels": {
+                k: v
+                for k, v in labels(r, meta.run_id).items()
+                if not k.startswith("kueue.x-k8s.io/")
+            },
+        },  # (not a workload)
         "spec": {
             "clusterIP": "None",  # headless: a DNS name per pod
             "publishNotReadyAddresses": True,  # the rendezvous starts before any pod is Ready
             "selector": {C.LABEL_RUN_ID: meta.run_id},
             "ports": [{"name": "rendezvous", "port": TORCHRUN_PORT, "targetPort": TORCHRUN_PORT}],
         },
-    }  # fmt: skip
+    }
     return [svc, job]
 
 
@@ -586,15 +635,21 @@ def job_failure_policy(max_retries: int, retry_on: Sequence[str]) -> dict[str, A
     return {
         "podFailurePolicy": {
             "rules": [
-                {"action": action(disrupted),
-                 "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
-                {"action": action("OOMKilled" in retry_on),
-                 "onExitCodes": {"containerName": "main", "operator": "In", "values": [137]}},
-                {"action": action("Failed" in retry_on),
-                 "onExitCodes": {"containerName": "main", "operator": "NotIn", "values": [0]}},
+                {
+                    "action": action(disrupted),
+                    "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+                },
+                {
+                    "action": action("OOMKilled" in retry_on),
+                    "onExitCodes": {"containerName": "main", "operator": "In", "values": [137]},
+                },
+                {
+                    "action": action("Failed" in retry_on),
+                    "onExitCodes": {"containerName": "main", "operator": "NotIn", "values": [0]},
+                },
             ]
         }
-    }  # fmt: skip
+    }
 
 
 def render_taurun(r: Resolved, meta: RunMeta, parent: str | None = None) -> dict[str, Any]:
@@ -632,8 +687,9 @@ def render_taurun(r: Resolved, meta: RunMeta, parent: str | None = None) -> dict
     }
 
 
-def render(r: Resolved, meta: RunMeta, bundle: CodeBundle,
-           shared_helpers: bool = False) -> list[dict[str, Any]]:  # fmt: skip
+def render(
+    r: Resolved, meta: RunMeta, bundle: CodeBundle, shared_helpers: bool = False
+) -> list[dict[str, Any]]:
     """All objects of one run, in apply order (the code ConfigMaps first). `shared_helpers`:
     TauGrid's helpers are in a namespace's shared ConfigMap (`code_objects`), not in the run's."""
     if r.kind == "rayjob":

@@ -159,13 +159,24 @@ def _admitted_cluster(c: ClusterFacts) -> Signal:
             why = evicted(x.get("reason", ""), raw)
             if _cond(c, "Requeued") and (_cond(c, "Requeued") or {}).get("status") == "True":
                 why += f"; queued again{_queue_words(c)}"
-            return Signal(name=name, state=SignalState.false, since=x.get("lastTransitionTime"),
-                          reason=why, evidence=ev, detail=f"{kind}: {raw}")  # fmt: skip
+            return Signal(
+                name=name,
+                state=SignalState.false,
+                since=x.get("lastTransitionTime"),
+                reason=why,
+                evidence=ev,
+                detail=f"{kind}: {raw}",
+            )
     adm = _cond(c, "Admitted")
     if adm and adm.get("status") == "True":
         cq = f" to ClusterQueue {c.cluster_queue}" if c.cluster_queue else ""
-        return Signal(name=name, state=SignalState.true, since=adm.get("lastTransitionTime"),
-                      reason=f"admitted{cq}", evidence=ev)  # fmt: skip
+        return Signal(
+            name=name,
+            state=SignalState.true,
+            since=adm.get("lastTransitionTime"),
+            reason=f"admitted{cq}",
+            evidence=ev,
+        )
     if c.kueue is None:
         why = "no Kueue Workload yet" + ("" if c.workload else " (the workload is not there)")
         return Signal(name=name, state=SignalState.pending, reason=why, evidence=ev)
@@ -174,15 +185,32 @@ def _admitted_cluster(c: ClusterFacts) -> Signal:
     since = (qr or {}).get("lastTransitionTime")
     words = explain(raw, c.queue)
     if words is not None and words.never:
-        return Signal(name=name, state=SignalState.false, since=since, reason=words.text,
-                      evidence=ev, detail=raw)  # fmt: skip
+        return Signal(
+            name=name,
+            state=SignalState.false,
+            since=since,
+            reason=words.text,
+            evidence=ev,
+            detail=raw,
+        )
     if words is not None:
-        return Signal(name=name, state=SignalState.pending, since=since,
-                      reason=f"{words.text}{_position_words(c)}", evidence=ev, detail=raw)  # fmt: skip
+        return Signal(
+            name=name,
+            state=SignalState.pending,
+            since=since,
+            reason=f"{words.text}{_position_words(c)}",
+            evidence=ev,
+            detail=raw,
+        )
     waiting = "waiting for quota" if qr and qr.get("status") == "False" else "waiting for admission"
-    return Signal(name=name, state=SignalState.pending, since=since,
-                  reason=f"{waiting}{_queue_words(c)}: {without_noise(raw)}", evidence=ev,
-                  detail=raw)  # fmt: skip
+    return Signal(
+        name=name,
+        state=SignalState.pending,
+        since=since,
+        reason=f"{waiting}{_queue_words(c)}: {without_noise(raw)}",
+        evidence=ev,
+        detail=raw,
+    )
 
 
 def _admitted_local(o: Observations) -> Signal:
@@ -204,13 +232,26 @@ def scheduled(o: Observations) -> Signal:
     phase, reason = effective_phase(o)
     running = _first(o.history, {Phase.Running})
     if running:
-        return Signal(name=SignalName.Scheduled, state=SignalState.true, since=running.ts,
-                      reason="process started", evidence="history.jsonl")  # fmt: skip
+        return Signal(
+            name=SignalName.Scheduled,
+            state=SignalState.true,
+            since=running.ts,
+            reason="process started",
+            evidence="history.jsonl",
+        )
     if phase in TERMINAL:
-        return Signal(name=SignalName.Scheduled, state=SignalState.false,
-                      reason=reason or "ended before it started", evidence="history.jsonl")  # fmt: skip
-    return Signal(name=SignalName.Scheduled, state=SignalState.pending,
-                  reason="waiting for the process to start", evidence="history.jsonl")  # fmt: skip
+        return Signal(
+            name=SignalName.Scheduled,
+            state=SignalState.false,
+            reason=reason or "ended before it started",
+            evidence="history.jsonl",
+        )
+    return Signal(
+        name=SignalName.Scheduled,
+        state=SignalState.pending,
+        reason="waiting for the process to start",
+        evidence="history.jsonl",
+    )
 
 
 def node_lost(problems: list[str]) -> str | None:
@@ -241,29 +282,57 @@ def _scheduled_cluster(c: ClusterFacts) -> Signal:
     for p in c.pods:
         lost = node_lost(c.node_problems.get(p.node) or []) if p.node else None
         if lost:
-            return Signal(name=name, state=SignalState.false, since=p.since,
-                          reason=f"{p.name} is on node {p.node}, which is {lost}",
-                          evidence="pods, nodes")  # fmt: skip
+            return Signal(
+                name=name,
+                state=SignalState.false,
+                since=p.since,
+                reason=f"{p.name} is on node {p.node}, which is {lost}",
+                evidence="pods, nodes",
+            )
         if p.unschedulable:
-            return Signal(name=name, state=SignalState.false, since=p.since,
-                          reason=f"not scheduled: {p.name}: {p.unschedulable}", evidence=ev)  # fmt: skip
+            return Signal(
+                name=name,
+                state=SignalState.false,
+                since=p.since,
+                reason=f"not scheduled: {p.name}: {p.unschedulable}",
+                evidence=ev,
+            )
         if p.waiting:
-            return Signal(name=name, state=SignalState.false, since=p.since,
-                          reason=_waiting_words(p), evidence=ev)  # fmt: skip
+            return Signal(
+                name=name,
+                state=SignalState.false,
+                since=p.since,
+                reason=_waiting_words(p),
+                evidence=ev,
+            )
     settled = bool(c.pods) and all(p.phase in ("Running", "Succeeded") for p in c.pods)
     for reason, message, ts in reversed(c.warnings):  # newest first; old ones may be over
         if settled:
             break  # events outlive what they describe: the pods are placed and running now
         if reason == "FailedScheduling":
-            return Signal(name=name, state=SignalState.false, since=ts,
-                          reason=f"not scheduled: {reason}: {message}", evidence="events")  # fmt: skip
+            return Signal(
+                name=name,
+                state=SignalState.false,
+                since=ts,
+                reason=f"not scheduled: {reason}: {message}",
+                evidence="events",
+            )
         if reason in ("FailedMount", "FailedAttachVolume", "FailedCreate"):
-            return Signal(name=name, state=SignalState.false, since=ts,
-                          reason=f"{reason}: {message}", evidence="events")  # fmt: skip
+            return Signal(
+                name=name,
+                state=SignalState.false,
+                since=ts,
+                reason=f"{reason}: {message}",
+                evidence="events",
+            )
     if c.pods and all(p.node for p in c.pods):
         nodes = ", ".join(sorted({p.node for p in c.pods if p.node}))
-        return Signal(name=name, state=SignalState.true, reason=f"{len(c.pods)} pod(s) on {nodes}",
-                      evidence=ev)  # fmt: skip
+        return Signal(
+            name=name,
+            state=SignalState.true,
+            reason=f"{len(c.pods)} pod(s) on {nodes}",
+            evidence=ev,
+        )
     if c.finished:
         return Signal(name=name, state=SignalState.true, reason="the workload ran", evidence=ev)
     if not _true(c, "Admitted"):
@@ -284,26 +353,50 @@ def gpu_healthy(o: Observations) -> Signal:
                 name=name, state=SignalState.false, reason=why, evidence="node conditions"
             )
         if not used:
-            return Signal(name=name, state=SignalState.pending, reason="no GPU node yet",
-                          evidence="node conditions")  # fmt: skip
+            return Signal(
+                name=name,
+                state=SignalState.pending,
+                reason="no GPU node yet",
+                evidence="node conditions",
+            )
         if not c.nodes_visible:
-            return Signal(name=name, state=SignalState.unknown,
-                          reason="nodes are not readable with your identity", evidence="")  # fmt: skip
-        return Signal(name=name, state=SignalState.true, reason=f"no GPU problem on {', '.join(used)}",
-                      evidence="node conditions")  # fmt: skip
+            return Signal(
+                name=name,
+                state=SignalState.unknown,
+                reason="nodes are not readable with your identity",
+                evidence="",
+            )
+        return Signal(
+            name=name,
+            state=SignalState.true,
+            reason=f"no GPU problem on {', '.join(used)}",
+            evidence="node conditions",
+        )
     if rec.gpus_per_worker == 0:
-        return Signal(name=SignalName.GPUHealthy, state=SignalState.true,
-                      reason="no GPUs requested", evidence="tau.yaml")  # fmt: skip
+        return Signal(
+            name=SignalName.GPUHealthy,
+            state=SignalState.true,
+            reason="no GPUs requested",
+            evidence="tau.yaml",
+        )
     if rec.target != "local":  # a cluster run seen from its record: this machine's GPUs say nothing
-        return Signal(name=SignalName.GPUHealthy, state=SignalState.unknown,
-                      reason="its nodes' GPUs are not observed from the run's record",
-                      evidence="run.json")  # fmt: skip
+        return Signal(
+            name=SignalName.GPUHealthy,
+            state=SignalState.unknown,
+            reason="its nodes' GPUs are not observed from the run's record",
+            evidence="run.json",
+        )
     if rec.gpus_available == 0:
         why = f"{rec.gpus_per_worker} GPU(s) requested; this machine has none, the run uses CPU"
-        return Signal(name=SignalName.GPUHealthy, state=SignalState.unknown, reason=why,
-                      evidence="run.json")  # fmt: skip
-    return Signal(name=SignalName.GPUHealthy, state=SignalState.true,
-                  reason=f"{rec.gpus_available} GPU(s) visible", evidence="nvidia-smi")  # fmt: skip
+        return Signal(
+            name=SignalName.GPUHealthy, state=SignalState.unknown, reason=why, evidence="run.json"
+        )
+    return Signal(
+        name=SignalName.GPUHealthy,
+        state=SignalState.true,
+        reason=f"{rec.gpus_available} GPU(s) visible",
+        evidence="nvidia-smi",
+    )
 
 
 def progressing(o: Observations) -> Signal:
@@ -326,8 +419,13 @@ def progressing(o: Observations) -> Signal:
     step = f"step {o.last_step}, " if o.last_step is not None else ""
     evidence = "metrics.jsonl, logs/" + (" (the workspace volume)" if c is not None else "")
     if phase in TERMINAL:
-        return Signal(name=name, state=SignalState.false, since=rec.finished_at,
-                      reason=f"ended ({step}{o.metric_rows} metric rows)", evidence="metrics.jsonl")  # fmt: skip
+        return Signal(
+            name=name,
+            state=SignalState.false,
+            since=rec.finished_at,
+            reason=f"ended ({step}{o.metric_rows} metric rows)",
+            evidence="metrics.jsonl",
+        )
     started = running.ts if running is not None else _cluster_start(c)
     if phase != Phase.Running or started is None:
         return Signal(name=name, state=SignalState.pending, reason="not running yet")
@@ -335,8 +433,13 @@ def progressing(o: Observations) -> Signal:
     quiet = o.now - (last or t0)
     if quiet > rec.stall_after_seconds:
         why = f"stalled: no metric or log line for {ago(quiet)} (limit {ago(rec.stall_after_seconds)})"
-        return Signal(name=name, state=SignalState.false, since=_iso(last or t0), reason=why,
-                      evidence=evidence)  # fmt: skip
+        return Signal(
+            name=name,
+            state=SignalState.false,
+            since=_iso(last or t0),
+            reason=why,
+            evidence=evidence,
+        )
     what = (
         f"{step}last heartbeat {ago(quiet)} ago"
         if last
@@ -345,8 +448,9 @@ def progressing(o: Observations) -> Signal:
     if o.latest_metrics:
         shown = ", ".join(f"{k}={_short(v)}" for k, v in list(o.latest_metrics.items())[:4])
         what += f" ({shown})"
-    return Signal(name=name, state=SignalState.true, since=_iso(last or t0), reason=what,
-                  evidence=evidence)  # fmt: skip
+    return Signal(
+        name=name, state=SignalState.true, since=_iso(last or t0), reason=what, evidence=evidence
+    )
 
 
 def _cluster_start(c: ClusterFacts | None) -> str | None:
@@ -368,18 +472,33 @@ def completed(o: Observations) -> Signal:
         still = [p.name for p in c.pods if p.phase == "Running"]
         contradiction = f"; but pod(s) still run: {', '.join(still)}" if still else ""
         state = SignalState.true if phase == Phase.Succeeded else SignalState.false
-        return Signal(name=name, state=state, since=rec.finished_at,
-                      reason=f"{phase}: {reason}{contradiction}", evidence="workload status")  # fmt: skip
+        return Signal(
+            name=name,
+            state=state,
+            since=rec.finished_at,
+            reason=f"{phase}: {reason}{contradiction}",
+            evidence="workload status",
+        )
     if phase == Phase.Succeeded:
-        return Signal(name=name, state=SignalState.true, since=rec.finished_at,
-                      reason="exit code 0", evidence="run.json")  # fmt: skip
+        return Signal(
+            name=name,
+            state=SignalState.true,
+            since=rec.finished_at,
+            reason="exit code 0",
+            evidence="run.json",
+        )
     if phase in (Phase.Failed, Phase.Cancelled):
         end = _first(list(reversed(o.history)), TERMINAL)
         why = reason or (
             f"exit code {rec.exit_code}" if rec.exit_code is not None else phase.lower()
         )
-        return Signal(name=name, state=SignalState.false, since=rec.finished_at or (end.ts if end else None),
-                      reason=f"{phase}: {why}", evidence="run.json")  # fmt: skip
+        return Signal(
+            name=name,
+            state=SignalState.false,
+            since=rec.finished_at or (end.ts if end else None),
+            reason=f"{phase}: {why}",
+            evidence="run.json",
+        )
     return Signal(name=name, state=SignalState.pending, reason=phase.lower(), evidence="run.json")
 
 
@@ -483,23 +602,40 @@ def _recorded(o: Observations) -> RunStatus | None:
         signals, summary = list(r.signals), r.summary or r.phase.lower()
         evidence = CURRENT.format(heartbeat=c.heartbeat) if r.phase not in TERMINAL else ENDED
     else:
-        signals = [s.model_copy(update={"evidence": f"{s.evidence}; recorded {r.observedAt or ''}".strip("; ")})
-                   for s in r.signals]  # fmt: skip
+        signals = [
+            s.model_copy(
+                update={"evidence": f"{s.evidence}; recorded {r.observedAt or ''}".strip("; ")}
+            )
+            for s in r.signals
+        ]
         summary = f"{r.summary or r.phase.lower()} (recorded by the controller at {r.observedAt})"
         evidence = ENDED if r.phase in TERMINAL else RECORDED
     if c.progress is not None or c.progress_note:  # the run's record on the volume, read now
         read = {SignalName.Progressing: progressing(o), SignalName.ArtifactSaved: artifact_saved(o)}
         signals = [read.get(s.name, s) for s in signals]
     return RunStatus(
-        last_step=o.last_step, latest_metrics=o.latest_metrics,
-        run_id=rec.run_id, name=rec.name, phase=r.phase, target=rec.target,
-        workspace=rec.workspace, experiment=rec.experiment,
-        workload_kind=rec.workload_kind, attempt=max(r.attempt, rec.attempt),
-        created_at=rec.created_at, started_at=r.startTime, finished_at=r.completionTime,
+        last_step=o.last_step,
+        latest_metrics=o.latest_metrics,
+        run_id=rec.run_id,
+        name=rec.name,
+        phase=r.phase,
+        target=rec.target,
+        workspace=rec.workspace,
+        experiment=rec.experiment,
+        workload_kind=rec.workload_kind,
+        attempt=max(r.attempt, rec.attempt),
+        created_at=rec.created_at,
+        started_at=r.startTime,
+        finished_at=r.completionTime,
         duration_s=round(max(0.0, end - _ts(start)), 1),
-        termination_reason=r.terminationReason, signals=signals, summary=summary,
-        evidence=evidence, timeline=r.timeline, exit_code=rec.exit_code, inputs=rec.inputs,
-    )  # fmt: skip
+        termination_reason=r.terminationReason,
+        signals=signals,
+        summary=summary,
+        evidence=evidence,
+        timeline=r.timeline,
+        exit_code=rec.exit_code,
+        inputs=rec.inputs,
+    )
 
 
 def compute(o: Observations) -> RunStatus:

@@ -37,8 +37,10 @@ def main() -> None:
     target: Any = getattr(module, attr)
     if not isinstance(target, Application):
         if not callable(target) or isinstance(target, type):
-            _fail(f"{import_path} is a {type(target).__name__}, not a Ray Serve application "
-                  "(Deployment.bind()) or a builder function taking the args")  # fmt: skip
+            _fail(
+                f"{import_path} is a {type(target).__name__}, not a Ray Serve application "
+                "(Deployment.bind()) or a builder function taking the args"
+            )
             return
         try:
             target = target(args)
@@ -47,12 +49,16 @@ def main() -> None:
             _fail(f"the builder {import_path}(args) failed: {tail}")
             return
         if not isinstance(target, Application):
-            _fail(f"the builder {import_path} returned a {type(target).__name__}, "
-                  "not a Ray Serve application")  # fmt: skip
+            _fail(
+                f"the builder {import_path} returned a {type(target).__name__}, "
+                "not a Ray Serve application"
+            )
             return
     elif args:
-        _fail(f"{import_path} is an application, not a builder function: it takes no args "
-              "(remove service.args, or point import_path at a function that builds the app)")  # fmt: skip
+        _fail(
+            f"{import_path} is an application, not a builder function: it takes no args "
+            "(remove service.args, or point import_path at a function that builds the app)"
+        )
         return
     try:
         from ray.serve._private.build_app import build_app

@@ -45,15 +45,22 @@ KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"  # on every node KWOK simulates
 
 def placement(m: Manifest, spec: S.ServiceSpec, replicas: int) -> Manifest:
     """The service as the run resolution sees it: a rayjob of `replicas` workers."""
-    compute: dict[str, Any] = {"gpus": spec.gpus, "workers": max(1, replicas),
-                               "worker_cpus": spec.cpus}  # fmt: skip
+    compute: dict[str, Any] = {
+        "gpus": spec.gpus,
+        "workers": max(1, replicas),
+        "worker_cpus": spec.cpus,
+    }
     if spec.memory is not None:
         compute["worker_memory"] = spec.memory
-    return m.model_copy(update={
-        "run": RunSpec(entrypoint=spec.import_path.split(":")[0].replace(".", "/") + ".py",
-                       workload_kind="rayjob"),
-        "compute": Compute.model_validate(compute, strict=False),
-    })  # fmt: skip
+    return m.model_copy(
+        update={
+            "run": RunSpec(
+                entrypoint=spec.import_path.split(":")[0].replace(".", "/") + ".py",
+                workload_kind="rayjob",
+            ),
+            "compute": Compute.model_validate(compute, strict=False),
+        }
+    )
 
 
 def replicas_of(scale: S.Scale) -> int:
@@ -112,8 +119,9 @@ class CanaryPlan:
     percent: int
 
 
-def serve_config(service: str, route: str, rev: S.Revision, namespace: str = "",
-                 canary: CanaryPlan | None = None) -> dict[str, Any]:  # fmt: skip
+def serve_config(
+    service: str, route: str, rev: S.Revision, namespace: str = "", canary: CanaryPlan | None = None
+) -> dict[str, Any]:
     """Ray Serve's config (RayService `serveConfigV2`): the application and its ingress size.
     The replicas' environment comes from the pods (the model is laid out there)."""
     app: dict[str, Any] = {
@@ -137,15 +145,20 @@ def serve_config(service: str, route: str, rev: S.Revision, namespace: str = "",
         app.update(name=S.canary_app(service), route_prefix=hidden)
         stable = generation_name(service, canary.stable_generation)
         tail = "" if route == "/" else route
-        apps.append({
-            "name": S.split_app(service),
-            "route_prefix": route,
-            "import_path": f"{S.SPLIT_MODULE}:app",
-            "args": S.split_args(
-                f"http://{stable}-serve-svc.{namespace}.svc:{SERVE_PORT}{tail}",  # KubeRay's
-                f"http://127.0.0.1:{SERVE_PORT}{hidden}", canary.stable_revision, rev.number),
-            "deployments": [S.split_deployment(canary.percent)],
-        })  # fmt: skip
+        apps.append(
+            {
+                "name": S.split_app(service),
+                "route_prefix": route,
+                "import_path": f"{S.SPLIT_MODULE}:app",
+                "args": S.split_args(
+                    f"http://{stable}-serve-svc.{namespace}.svc:{SERVE_PORT}{tail}",  # KubeRay's
+                    f"http://127.0.0.1:{SERVE_PORT}{hidden}",
+                    canary.stable_revision,
+                    rev.number,
+                ),
+                "deployments": [S.split_deployment(canary.percent)],
+            }
+        )
     return {
         "proxy_location": "EveryNode",
         "http_options": {
@@ -167,9 +180,17 @@ def with_split(bundle: CodeBundle) -> CodeBundle:
     return replace(bundle, files=tuple(sorted(files.items())))
 
 
-def render(r: Resolved, service: str, route: str, rev: S.Revision, bundle: CodeBundle,
-           replicas: int, strategy: str, generation: int,
-           canary: CanaryPlan | None = None) -> list[dict[str, Any]]:  # fmt: skip
+def render(
+    r: Resolved,
+    service: str,
+    route: str,
+    rev: S.Revision,
+    bundle: CodeBundle,
+    replicas: int,
+    strategy: str,
+    generation: int,
+    canary: CanaryPlan | None = None,
+) -> list[dict[str, Any]]:
     """[TauService, code ConfigMap, RayService, Service] for one generation of a revision;
     all but the TauService get their owner reference (its uid) when they are sent. With
     `canary`, the generation runs `rev` beside the serving one (see CanaryPlan), and the caller
@@ -192,26 +213,43 @@ def render(r: Resolved, service: str, route: str, rev: S.Revision, bundle: CodeB
         pod["containers"][0]["volumeMounts"].append(
             {"name": "model", "mountPath": MODEL_DIR, "readOnly": True}
         )
-        pinned = [{"kind": "model", "name": rev.model.name, "version": rev.model.version,
-                   "path": rev.model.name}]  # fmt: skip
-        pod["initContainers"] = [{
-            "name": "tau-model",
-            "image": r.image,
-            "command": ["python", f"{C.CODE_DIR}/tau_inputs.py"],
-            "env": [{"name": "TAU_INPUTS", "value": json.dumps(pinned, separators=(",", ":"))},
+        pinned = [
+            {
+                "kind": "model",
+                "name": rev.model.name,
+                "version": rev.model.version,
+                "path": rev.model.name,
+            }
+        ]
+        pod["initContainers"] = [
+            {
+                "name": "tau-model",
+                "image": r.image,
+                "command": ["python", f"{C.CODE_DIR}/tau_inputs.py"],
+                "env": [
+                    {"name": "TAU_INPUTS", "value": json.dumps(pinned, separators=(",", ":"))},
                     {"name": "TAU_REGISTRY_DIR", "value": f"{C.DATA_DIR}/registry"},
-                    {"name": "TAU_INPUT_DIR", "value": MODEL_DIR}],
-            "resources": {"requests": {"cpu": "100m", "memory": "256Mi"},
-                          "limits": {"cpu": "1", "memory": "1Gi"}},
-            "volumeMounts": [{"name": "data", "mountPath": C.DATA_DIR, "readOnly": True},
-                             {"name": "code", "mountPath": C.CODE_DIR, "readOnly": True},
-                             {"name": "model", "mountPath": MODEL_DIR}],
-        }]  # fmt: skip
+                    {"name": "TAU_INPUT_DIR", "value": MODEL_DIR},
+                ],
+                "resources": {
+                    "requests": {"cpu": "100m", "memory": "256Mi"},
+                    "limits": {"cpu": "1", "memory": "1Gi"},
+                },
+                "volumeMounts": [
+                    {"name": "data", "mountPath": C.DATA_DIR, "readOnly": True},
+                    {"name": "code", "mountPath": C.CODE_DIR, "readOnly": True},
+                    {"name": "model", "mountPath": MODEL_DIR},
+                ],
+            }
+        ]
     rs_labels = {**own, C.KUEUE_QUEUE_LABEL: r.queue}
     if r.priority:
         rs_labels[C.KUEUE_PRIORITY_LABEL] = r.priority
-    ann = {C.ANN_CONFIG_HASH: rev.config_hash, C.ANN_SUBMITTER: rev.created_by,
-           C.ANN_CODE_DIGEST: bundle.digest}  # fmt: skip
+    ann = {
+        C.ANN_CONFIG_HASH: rev.config_hash,
+        C.ANN_SUBMITTER: rev.created_by,
+        C.ANN_CODE_DIGEST: bundle.digest,
+    }
     rayservice = {
         "apiVersion": "ray.io/v1",
         "kind": "RayService",
@@ -230,9 +268,15 @@ def render(r: Resolved, service: str, route: str, rev: S.Revision, bundle: CodeB
             "upgradeStrategy": {"type": "None"},
         },
     }
-    history = [{"number": rev.number, "modelVersion": rev.model.version if rev.model else None,
-                "configHash": rev.config_hash, "createdAt": rev.created_at,
-                "createdBy": rev.created_by}]  # fmt: skip
+    history = [
+        {
+            "number": rev.number,
+            "modelVersion": rev.model.version if rev.model else None,
+            "configHash": rev.config_hash,
+            "createdAt": rev.created_at,
+            "createdBy": rev.created_by,
+        }
+    ]
     owner = {
         "apiVersion": C.API_VERSION,
         "kind": "TauService",
@@ -262,19 +306,32 @@ def render(r: Resolved, service: str, route: str, rev: S.Revision, bundle: CodeB
     return [owner, cm, rayservice, front_service(r.namespace, service, generation)]
 
 
-def canary_spec(owner: dict[str, Any], serving: S.Revision, plan: CanaryPlan, canary: S.Revision,
-                generation: int, started_at: str) -> dict[str, Any]:  # fmt: skip
+def canary_spec(
+    owner: dict[str, Any],
+    serving: S.Revision,
+    plan: CanaryPlan,
+    canary: S.Revision,
+    generation: int,
+    started_at: str,
+) -> dict[str, Any]:
     """The TauService of a service during a canary: it still describes the serving revision
     (and its generation, which is kept), and names the canary beside it."""
     spec = owner["spec"]
-    spec.update(revision=serving.number, configHash=serving.config_hash,
-                 modelRef=serving.model.ref if serving.model else None,
-                 modelVersion=serving.model.version if serving.model else None,
-                 generation=generation)  # fmt: skip
-    spec["canary"] = {"revision": canary.number, "percent": plan.percent,
-                      "generation": generation, "stableGeneration": plan.stable_generation,
-                      "modelVersion": canary.model.version if canary.model else None,
-                      "startedAt": started_at}  # fmt: skip
+    spec.update(
+        revision=serving.number,
+        configHash=serving.config_hash,
+        modelRef=serving.model.ref if serving.model else None,
+        modelVersion=serving.model.version if serving.model else None,
+        generation=generation,
+    )
+    spec["canary"] = {
+        "revision": canary.number,
+        "percent": plan.percent,
+        "generation": generation,
+        "stableGeneration": plan.stable_generation,
+        "modelVersion": canary.model.version if canary.model else None,
+        "startedAt": started_at,
+    }
     return owner
 
 
@@ -283,14 +340,20 @@ def front_service(namespace: str, service: str, generation: int) -> dict[str, An
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {"name": object_name(service), "namespace": namespace,
-                     "labels": {C.LABEL_SERVICE: service, C.LABEL_MANAGED_BY: C.MANAGED_BY_VALUE}},
+        "metadata": {
+            "name": object_name(service),
+            "namespace": namespace,
+            "labels": {C.LABEL_SERVICE: service, C.LABEL_MANAGED_BY: C.MANAGED_BY_VALUE},
+        },
         "spec": {
-            "selector": {C.LABEL_SERVICE: service, C.LABEL_SERVICE_GENERATION: str(generation),
-                         "ray.io/node-type": "head"},
+            "selector": {
+                C.LABEL_SERVICE: service,
+                C.LABEL_SERVICE_GENERATION: str(generation),
+                "ray.io/node-type": "head",
+            },
             "ports": [{"name": "serve", "port": SERVE_PORT, "targetPort": SERVE_PORT}],
         },
-    }  # fmt: skip
+    }
 
 
 def upgrade_gpus(replicas: int, gpus: int) -> int:
@@ -307,8 +370,14 @@ class KubeServe(Connected):
         self._context = context
         self._kube = kube
 
-    def resolve(self, m: Manifest, spec: S.ServiceSpec, replicas: int, workspace: str | None,
-                profile: str | None) -> Resolved:  # fmt: skip
+    def resolve(
+        self,
+        m: Manifest,
+        spec: S.ServiceSpec,
+        replicas: int,
+        workspace: str | None,
+        profile: str | None,
+    ) -> Resolved:
         """Placed as a rayjob of `replicas` workers, in the workspace the user means."""
         from taugrid.runs.resolve import resolve
 
@@ -319,7 +388,9 @@ class KubeServe(Connected):
                 workspace = usable[0].name
         return resolve(placement(m, spec, replicas), snap, workspace=workspace, profile=profile)
 
-    def queue_room(self, r: Resolved, objects: list[dict[str, Any]]) -> tuple[str | None, str | None, dict[tuple[str, str], Decimal] | None]:  # fmt: skip
+    def queue_room(
+        self, r: Resolved, objects: list[dict[str, Any]]
+    ) -> tuple[str | None, str | None, dict[tuple[str, str], Decimal] | None]:
         """(never: why Kueue could never admit these objects, the ClusterQueue, its room now);
         Nones when the queues cannot be read (Kueue then says it in the status)."""
         from taugrid.kube import ceiling
@@ -347,14 +418,19 @@ class KubeServe(Connected):
             if create:
                 got = self.kube.create(owner)
                 if got is None:
-                    raise TauError(f"a service {name!r} exists in namespace {ns} already",
-                                   exit_code=EXIT_USAGE, hint="--name another-name")  # fmt: skip
+                    raise TauError(
+                        f"a service {name!r} exists in namespace {ns} already",
+                        exit_code=EXIT_USAGE,
+                        hint="--name another-name",
+                    )
             else:
                 got = self.kube.apply(owner)
         except Forbidden as e:
-            raise TauError(f"{e.message} (namespace {ns}, as {self.kube.user})",
-                           exit_code=EXIT_PLATFORM, hint="tau workspaces lists the workspaces you "
-                           "may use (--workspace)") from None  # fmt: skip
+            raise TauError(
+                f"{e.message} (namespace {ns}, as {self.kube.user})",
+                exit_code=EXIT_PLATFORM,
+                hint="tau workspaces lists the workspaces you may use (--workspace)",
+            ) from None
         ref = owner_reference("TauService", name, got["metadata"]["uid"])
         for obj in rest:
             self.owned(obj, ref)
@@ -395,8 +471,10 @@ class KubeServe(Connected):
         (a canary's serving one) deleted (its pods go, and Kueue gives their quota back)."""
         ref = self.owner_ref(rec)
         if ref is None:
-            raise TauError(f"service {rec.name} is gone from namespace {rec.namespace}",
-                           exit_code=EXIT_PLATFORM)  # fmt: skip
+            raise TauError(
+                f"service {rec.name} is gone from namespace {rec.namespace}",
+                exit_code=EXIT_PLATFORM,
+            )
         self.owned(front_service(rec.namespace or "", rec.name, to), ref)
         for g in self.generations(rec):
             if g not in (to, keep):
@@ -436,10 +514,13 @@ class KubeServe(Connected):
         )
 
         def running(g: int | None) -> int:
-            return sum(1 for p in pods
-                       if (p["metadata"].get("labels") or {}).get(C.LABEL_SERVICE_GENERATION) == str(g)
-                       and (p["metadata"].get("labels") or {}).get("ray.io/group") == GROUP
-                       and (p.get("status") or {}).get("phase") == "Running")  # fmt: skip
+            return sum(
+                1
+                for p in pods
+                if (p["metadata"].get("labels") or {}).get(C.LABEL_SERVICE_GENERATION) == str(g)
+                and (p["metadata"].get("labels") or {}).get("ray.io/group") == GROUP
+                and (p.get("status") or {}).get("phase") == "Running"
+            )
 
         def kueue(rs: dict[str, Any] | None) -> tuple[bool | None, str]:
             if rs is None:
@@ -454,8 +535,15 @@ class KubeServe(Connected):
 
         simulated = self._simulated(pods)
         if serving is None and pending is None:  # scaled to zero: nothing holds GPUs
-            return Observed(head_up=True, exists=True, status="RUNNING", revision=rec.serving,
-                            wanted=0, running=0, simulated=simulated)  # fmt: skip
+            return Observed(
+                head_up=True,
+                exists=True,
+                status="RUNNING",
+                revision=rec.serving,
+                wanted=0,
+                running=0,
+                simulated=simulated,
+            )
         main = serving or pending
         assert main is not None
         admitted, waiting = kueue(main)
@@ -473,30 +561,51 @@ class KubeServe(Connected):
             c_admitted, c_waiting = kueue(canary_rs)
             c_ready = self.ready(canary_rs)
             canary = Observed(
-                head_up=True, exists=True, status="RUNNING" if c_ready else "DEPLOYING",
-                revision=rec.canary.revision, wanted=replicas(canary_rs),
-                running=running(rec.canary.generation), admitted=c_admitted, waiting=c_waiting,
+                head_up=True,
+                exists=True,
+                status="RUNNING" if c_ready else "DEPLOYING",
+                revision=rec.canary.revision,
+                wanted=replicas(canary_rs),
+                running=running(rec.canary.generation),
+                admitted=c_admitted,
+                waiting=c_waiting,
                 simulated=simulated,
-            )  # fmt: skip
+            )
             split = "RUNNING" if c_ready else "DEPLOYING"
         return Observed(
-            head_up=True, exists=True, status=status,
+            head_up=True,
+            exists=True,
+            status=status,
             revision=int(revision) if revision.isdigit() else None,
-            wanted=replicas(main), running=running(rec.generation if serving else rec.pending_generation),
-            admitted=admitted, waiting=waiting, simulated=simulated,
-            upgrading=pending is not None and serving is not None, new_running=new_running,
-            canary=canary, split=split or "",
-        )  # fmt: skip
+            wanted=replicas(main),
+            running=running(rec.generation if serving else rec.pending_generation),
+            admitted=admitted,
+            waiting=waiting,
+            simulated=simulated,
+            upgrading=pending is not None and serving is not None,
+            new_running=new_running,
+            canary=canary,
+            split=split or "",
+        )
 
-    def _admission(self, rs: dict[str, Any], workloads: list[dict[str, Any]],
-                   queue_owner: str | None) -> tuple[bool | None, str]:  # fmt: skip
+    def _admission(
+        self, rs: dict[str, Any], workloads: list[dict[str, Any]], queue_owner: str | None
+    ) -> tuple[bool | None, str]:
         from taugrid.api.kueuewords import explain
         from taugrid.kube.facts import admitted
 
         name = rs["metadata"]["name"]
-        w = next((w for w in workloads
-                  if any(o.get("kind") == "RayService" and o.get("name") == name
-                         for o in w["metadata"].get("ownerReferences") or [])), None)  # fmt: skip
+        w = next(
+            (
+                w
+                for w in workloads
+                if any(
+                    o.get("kind") == "RayService" and o.get("name") == name
+                    for o in w["metadata"].get("ownerReferences") or []
+                )
+            ),
+            None,
+        )
         if w is None:
             return None, ""
         if admitted(w):
@@ -575,8 +684,9 @@ class KubeServe(Connected):
         return self.kube.delete("TauService", object_name(rec.name), rec.namespace)
 
     def gone(self, rec: S.ServiceRecord) -> bool:
-        return (self.kube.get("TauService", object_name(rec.name), rec.namespace) is None
-                and not self.generations(rec))  # fmt: skip
+        return self.kube.get(
+            "TauService", object_name(rec.name), rec.namespace
+        ) is None and not self.generations(rec)
 
 
 def record_of(tauservice: dict[str, Any], serving: int | None) -> S.ServiceRecord:
@@ -585,52 +695,89 @@ def record_of(tauservice: dict[str, Any], serving: int | None) -> S.ServiceRecor
     Service selects (the TauService's newest one is pending until it serves)."""
     md, spec = tauservice["metadata"], tauservice.get("spec") or {}
     ref, version = spec.get("modelRef"), spec.get("modelVersion")
-    pin = (S.ModelPin(ref=ref or version, name=(ref or "model").split("@")[0], version=version)
-           if version else None)  # fmt: skip
+    pin = (
+        S.ModelPin(ref=ref or version, name=(ref or "model").split("@")[0], version=version)
+        if version
+        else None
+    )
     created = str(md.get("creationTimestamp") or "")
-    rev = S.Revision(number=int(spec["revision"]), created_at=created,
-                     created_by=str(spec.get("submitter") or ""), config_hash=str(spec["configHash"]),
-                     code_digest="", model=pin, spec=S.ServiceSpec(import_path="cluster:app"),
-                     source="")  # fmt: skip
+    rev = S.Revision(
+        number=int(spec["revision"]),
+        created_at=created,
+        created_by=str(spec.get("submitter") or ""),
+        config_hash=str(spec["configHash"]),
+        code_digest="",
+        model=pin,
+        spec=S.ServiceSpec(import_path="cluster:app"),
+        source="",
+    )
     target = int(spec.get("generation") or 1)
     name, ns = str(spec["serviceName"]), str(md["namespace"])
     c = spec.get("canary")
     canary = None
     if c:  # the Service selects the canary's generation once it runs (its split holds the route)
-        canary = S.Canary(revision=int(c["revision"]), percent=int(c["percent"]),
-                          started_at=str(c.get("startedAt") or created), routed=serving == target,
-                          generation=int(c["generation"]))  # fmt: skip
+        canary = S.Canary(
+            revision=int(c["revision"]),
+            percent=int(c["percent"]),
+            started_at=str(c.get("startedAt") or created),
+            routed=serving == target,
+            generation=int(c["generation"]),
+        )
         stable = int(c["stableGeneration"])
         return S.ServiceRecord(
-            name=name, target="kube", created_at=created, created_by=rev.created_by,
-            route_prefix=str(spec["routePrefix"]), namespace=ns, workspace=spec.get("workspace"),
-            profile=spec.get("profile"), revisions=[rev], serving=rev.number,
+            name=name,
+            target="kube",
+            created_at=created,
+            created_by=rev.created_by,
+            route_prefix=str(spec["routePrefix"]),
+            namespace=ns,
+            workspace=spec.get("workspace"),
+            profile=spec.get("profile"),
+            revisions=[rev],
+            serving=rev.number,
             endpoint=f"http://{object_name(name)}.{ns}.svc:{SERVE_PORT}{spec['routePrefix']}",
-            scale=S.Scale(replicas=int(spec.get("replicas") or 0)), generation=stable,
+            scale=S.Scale(replicas=int(spec.get("replicas") or 0)),
+            generation=stable,
             canary=canary,
-        )  # fmt: skip
+        )
     return S.ServiceRecord(
-        name=name, target="kube", created_at=created, created_by=rev.created_by,
-        route_prefix=str(spec["routePrefix"]), namespace=ns, workspace=spec.get("workspace"),
-        profile=spec.get("profile"), revisions=[rev], serving=rev.number,
+        name=name,
+        target="kube",
+        created_at=created,
+        created_by=rev.created_by,
+        route_prefix=str(spec["routePrefix"]),
+        namespace=ns,
+        workspace=spec.get("workspace"),
+        profile=spec.get("profile"),
+        revisions=[rev],
+        serving=rev.number,
         endpoint=f"http://{object_name(name)}.{ns}.svc:{SERVE_PORT}{spec['routePrefix']}",
         scale=S.Scale(replicas=int(spec.get("replicas") or 0)),
-        generation=serving or 0, pending_generation=target if target != serving else None,
-    )  # fmt: skip
+        generation=serving or 0,
+        pending_generation=target if target != serving else None,
+    )
 
 
 def status_body(tauservice: dict[str, Any], st: S.ServiceStatus, now: str) -> dict[str, Any] | None:
     """TauService.status for `st` (a timeline line per phase change), or None when what it
     says has not changed (a quiet controller writes only differences)."""
     old = tauservice.get("status") or {}
-    new = {"phase": st.phase, "summary": st.summary, "revision": st.revision,
-           "replicasReady": st.replicas.ready, "admitted": st.admitted}  # fmt: skip
+    new = {
+        "phase": st.phase,
+        "summary": st.summary,
+        "revision": st.revision,
+        "replicasReady": st.replicas.ready,
+        "admitted": st.admitted,
+    }
     if all(old.get(k) == v for k, v in new.items()):
         return None
     timeline = list(old.get("timeline") or [])
     if old.get("phase") != st.phase:
         timeline.append({"at": now, "reason": st.phase, "message": st.summary})
     md = tauservice["metadata"]
-    return {"apiVersion": C.API_VERSION, "kind": "TauService",
-            "metadata": {"name": md["name"], "namespace": md["namespace"]},
-            "status": {**new, "observedAt": now, "timeline": timeline[-30:]}}  # fmt: skip
+    return {
+        "apiVersion": C.API_VERSION,
+        "kind": "TauService",
+        "metadata": {"name": md["name"], "namespace": md["namespace"]},
+        "status": {**new, "observedAt": now, "timeline": timeline[-30:]},
+    }

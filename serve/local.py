@@ -77,11 +77,18 @@ def check_app(code_dir: Path, spec: S.ServiceSpec, env: dict[str, str]) -> AppSh
     try:
         proc = subprocess.run(
             [sys.executable, str(script), spec.import_path, json.dumps(spec.args)],
-            cwd=code_dir, env=run_env, capture_output=True, text=True, timeout=CHECK_TIMEOUT_S,
-        )  # fmt: skip
+            cwd=code_dir,
+            env=run_env,
+            capture_output=True,
+            text=True,
+            timeout=CHECK_TIMEOUT_S,
+        )
     except subprocess.TimeoutExpired:
-        raise TauError(f"importing {spec.import_path} took over {CHECK_TIMEOUT_S:.0f}s",
-                       exit_code=EXIT_USAGE, hint="does the module do heavy work at import?") from None  # fmt: skip
+        raise TauError(
+            f"importing {spec.import_path} took over {CHECK_TIMEOUT_S:.0f}s",
+            exit_code=EXIT_USAGE,
+            hint="does the module do heavy work at import?",
+        ) from None
     last = (proc.stdout.strip().splitlines() or [""])[-1]
     try:
         doc = json.loads(last)
@@ -91,9 +98,11 @@ def check_app(code_dir: Path, spec: S.ServiceSpec, env: dict[str, str]) -> AppSh
             f"checking {spec.import_path} failed: {tail}", exit_code=EXIT_USAGE
         ) from None
     if "error" in doc:
-        raise TauError(f"service.import_path: {doc['error']}", exit_code=EXIT_USAGE,
-                       hint="the application is imported from the tau.yaml folder, as "
-                       "`module:attribute`")  # fmt: skip
+        raise TauError(
+            f"service.import_path: {doc['error']}",
+            exit_code=EXIT_USAGE,
+            hint="the application is imported from the tau.yaml folder, as `module:attribute`",
+        )
     return AppShape(ingress=doc["ingress"], deployments=list(doc["deployments"]))
 
 
@@ -103,8 +112,9 @@ SPLIT_IMPORT = "taugrid.serve.split:app"
 canary_app, split_app, hidden_route = S.canary_app, S.split_app, S.hidden_route
 
 
-def split_config(name: str, route: str, port: int, stable: int, canary: int, percent: int,
-                 public: str) -> dict[str, Any]:  # fmt: skip
+def split_config(
+    name: str, route: str, port: int, stable: int, canary: int, percent: int, public: str
+) -> dict[str, Any]:
     """The splitting application on `route`: `percent` of the requests to the canary revision.
     `public`: the service's own route (the same in every config of one canary: its args are
     part of Ray Serve's code version, and a route change alone restarts nothing)."""
@@ -125,9 +135,17 @@ def split_config(name: str, route: str, port: int, stable: int, canary: int, per
     }
 
 
-def app_config(name: str, route: str, rev: S.Revision, scale: S.Scale, strategy: str,
-               shape: AppShape, code_dir: Path, model_dir: Path | None,
-               app: str | None = None) -> dict[str, Any]:  # fmt: skip
+def app_config(
+    name: str,
+    route: str,
+    rev: S.Revision,
+    scale: S.Scale,
+    strategy: str,
+    shape: AppShape,
+    code_dir: Path,
+    model_dir: Path | None,
+    app: str | None = None,
+) -> dict[str, Any]:
     """Ray Serve's application config for one revision (deterministic: the same revision and
     scale give the same config, so re-applying it changes nothing). `app`: the application's
     name when it is not the service's (a canary)."""
@@ -211,8 +229,11 @@ class LocalServe:
                 what="Ray Serve's API",
             )
         except (OSError, ValueError) as e:
-            raise TauError(f"Ray Serve on the local head did not answer: {e}",
-                           exit_code=EXIT_PLATFORM, hint="tau local status") from None  # fmt: skip
+            raise TauError(
+                f"Ray Serve on the local head did not answer: {e}",
+                exit_code=EXIT_PLATFORM,
+                hint="tau local status",
+            ) from None
         return doc if isinstance(doc, dict) else {}
 
     @staticmethod
@@ -249,14 +270,18 @@ class LocalServe:
             if port is not None and want_port is not None and want_port != port:
                 raise TauError(
                     f"--port {want_port}: local services share Ray Serve's proxy, which listens "
-                    f"on {HOST}:{port}", exit_code=EXIT_USAGE,
+                    f"on {HOST}:{port}",
+                    exit_code=EXIT_USAGE,
                     hint="omit --port (each service has its own route prefix on that port)",
-                )  # fmt: skip
+                )
             if port is None:
                 port = want_port or rayhead._free_port()
                 if not rayhead.port_free(port):
-                    raise TauError(f"port {port} on {HOST} is in use", exit_code=EXIT_PLATFORM,
-                                   hint="pick another --port, or omit it for a free one")  # fmt: skip
+                    raise TauError(
+                        f"port {port} on {HOST} is in use",
+                        exit_code=EXIT_PLATFORM,
+                        hint="pick another --port, or omit it for a free one",
+                    )
             http = state.get("http_options") or {}
             running = http.get("request_timeout_s") if port is not None else None
             if running is None:
@@ -280,8 +305,9 @@ class LocalServe:
                     raise TauError(
                         f"Ray Serve on the local head runs {other!r}, deployed from Python "
                         "(serve.run): its declarative API cannot keep it while changing another",
-                        exit_code=EXIT_PLATFORM, hint="serve shutdown, or deploy it with a config",
-                    )  # fmt: skip
+                        exit_code=EXIT_PLATFORM,
+                        hint="serve shutdown, or deploy it with a config",
+                    )
                 apps.append(doc["deployed_app_config"])
             apps += [app for app in changes.values() if app is not None]
             doc = {
@@ -307,8 +333,9 @@ class LocalServe:
                 )
             except urllib.error.HTTPError as e:
                 detail = e.read().decode(errors="replace").strip().splitlines()
-                raise TauError("Ray Serve refused the change: " + " ".join(detail[:6]),
-                               exit_code=EXIT_PLATFORM) from None  # fmt: skip
+                raise TauError(
+                    "Ray Serve refused the change: " + " ".join(detail[:6]), exit_code=EXIT_PLATFORM
+                ) from None
             except OSError as e:
                 raise TauError(
                     f"Ray Serve did not take the change: {e}", exit_code=EXIT_PLATFORM
@@ -319,8 +346,11 @@ class LocalServe:
                 )
             put = [n for n, app in changes.items() if app is not None]
             # taken once Ray Serve reports the new deploys (not the old state)
-            wait_until(lambda: all(self._deployed_at(n) not in (None, before[n]) for n in put),
-                       TAKEN_S, 0.1)  # fmt: skip
+            wait_until(
+                lambda: all(self._deployed_at(n) not in (None, before[n]) for n in put),
+                TAKEN_S,
+                0.1,
+            )
         return port
 
     def _deployed_at(self, name: str) -> float | None:
@@ -352,8 +382,9 @@ class LocalServe:
             changes[split_app(name)] = {**split, "route_prefix": hidden_route(name, "split")}
         port = self.apply_many(changes)
         self.apply(split_app(name), None)
-        wait_until(lambda: split_app(name) not in (self.state().get("applications") or {}),
-                   DRAIN_S, 0.25)  # fmt: skip
+        wait_until(
+            lambda: split_app(name) not in (self.state().get("applications") or {}), DRAIN_S, 0.25
+        )
         self.apply(canary_app(name), None)
         return port
 
@@ -391,11 +422,19 @@ class LocalServe:
         parts = [str(app.get("message") or ""), str((dep or {}).get("message") or "")]
         message = "\n".join(p for p in dict.fromkeys(parts) if p.strip())
         return Observed(
-            head_up=True, exists=True, status=str(app.get("status", "")), message=message,
-            revision=int(rev) if rev and str(rev).isdigit() else None, deployment_status=dstatus,
-            wanted=wanted, running=running, starting=starting, started_at=started, port=port,
+            head_up=True,
+            exists=True,
+            status=str(app.get("status", "")),
+            message=message,
+            revision=int(rev) if rev and str(rev).isdigit() else None,
+            deployment_status=dstatus,
+            wanted=wanted,
+            running=running,
+            starting=starting,
+            started_at=started,
+            port=port,
             ours=S.SERVICE_ENV in env,
-        )  # fmt: skip
+        )
 
     def log_files(self, name: str) -> list[Path]:
         """The replicas' log files of an application, oldest first."""

@@ -64,8 +64,9 @@ class ServiceDir:
     def write(self, rec: ServiceRecord) -> None:
         write_atomic(self.record_file, rec.model_dump_json(indent=2).encode())
 
-    def event(self, kind: str, message: str, revision: int | None = None,
-              by: str | None = None) -> Event:  # fmt: skip
+    def event(
+        self, kind: str, message: str, revision: int | None = None, by: str | None = None
+    ) -> Event:
         ev = Event(at=now(), kind=kind, message=message, revision=revision, by=by)
         self.path.mkdir(parents=True, exist_ok=True)
         with self.events_file.open("a") as f:
@@ -129,8 +130,11 @@ def all_services() -> list[ServiceDir]:
     root = services_root()
     if not root.is_dir():
         return []
-    return [ServiceDir(p.name) for p in sorted(root.iterdir())
-            if not p.name.startswith(".") and (p / "service.json").is_file()]  # fmt: skip
+    return [
+        ServiceDir(p.name)
+        for p in sorted(root.iterdir())
+        if not p.name.startswith(".") and (p / "service.json").is_file()
+    ]
 
 
 def _known_hint() -> str:

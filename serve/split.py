@@ -24,10 +24,20 @@ from starlette.responses import Response
 REVISION_HEADER = "x-tau-revision"
 HOP_HEADER = "x-tau-split-hop"  # a request the split sent on once (never twice: no loop)
 # Hop-by-hop headers (RFC 9110 7.6.1) and the ones the client library sets again.
-_DROP = frozenset({
-    "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
-    "transfer-encoding", "upgrade", "host", "content-length",
-})  # fmt: skip
+_DROP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+    }
+)
 
 
 def pick(count: int, percent: int) -> bool:
@@ -38,10 +48,18 @@ def pick(count: int, percent: int) -> bool:
 
 @serve.deployment(ray_actor_options={"num_cpus": 0}, max_ongoing_requests=1000)
 class Split:
-    def __init__(self, stable_url: str, canary_url: str, stable_revision: int,
-                 canary_revision: int, public_url: str | None = None) -> None:  # fmt: skip
-        self.routes = {False: (stable_url.rstrip("/"), stable_revision),
-                       True: (canary_url.rstrip("/"), canary_revision)}  # fmt: skip
+    def __init__(
+        self,
+        stable_url: str,
+        canary_url: str,
+        stable_revision: int,
+        canary_revision: int,
+        public_url: str | None = None,
+    ) -> None:
+        self.routes = {
+            False: (stable_url.rstrip("/"), stable_revision),
+            True: (canary_url.rstrip("/"), canary_revision),
+        }
         self.public = public_url.rstrip("/") if public_url else None
         self.percent = 0
         self.count = 0
@@ -66,8 +84,13 @@ class Split:
         tail = url[len(base) :]
         try:
             status, body, out = await self._send(request.method, url, headers, data)
-            if (status == 404 and not to_canary and self.public and HOP_HEADER not in headers
-                    and _route_gone(body)):  # fmt: skip
+            if (
+                status == 404
+                and not to_canary
+                and self.public
+                and HOP_HEADER not in headers
+                and _route_gone(body)
+            ):
                 # the route is being handed back: the serving revision answers on the service's
                 # own route now (this request reached the split just before the change)
                 headers[HOP_HEADER] = "1"
@@ -77,19 +100,22 @@ class Split:
         except aiohttp.ClientError as e:
             return Response(
                 content=f"revision {revision} did not answer: {e}\n".encode(),
-                status_code=502, headers={REVISION_HEADER: str(revision)},
-            )  # fmt: skip
+                status_code=502,
+                headers={REVISION_HEADER: str(revision)},
+            )
         out[REVISION_HEADER] = str(revision)
         return Response(content=body, status_code=status, headers=out)
 
-    async def _send(self, method: str, url: str, headers: dict[str, str],
-                    data: bytes) -> tuple[int, bytes, dict[str, str]]:  # fmt: skip
+    async def _send(
+        self, method: str, url: str, headers: dict[str, str], data: bytes
+    ) -> tuple[int, bytes, dict[str, str]]:
         if self.session is None:
             self.session = aiohttp.ClientSession(
                 auto_decompress=False, timeout=aiohttp.ClientTimeout(total=None, sock_connect=10)
             )
-        async with self.session.request(method, url, headers=headers, data=data,
-                                        allow_redirects=False) as resp:  # fmt: skip
+        async with self.session.request(
+            method, url, headers=headers, data=data, allow_redirects=False
+        ) as resp:
             body = await resp.read()
             out = {k: v for k, v in resp.headers.items() if k.lower() not in _DROP}
             return resp.status, body, out
@@ -103,6 +129,9 @@ def _route_gone(body: bytes) -> bool:
 def app(args: dict[str, Any]) -> Any:
     """The builder Ray Serve calls with the application's args."""
     return Split.bind(  # type: ignore[attr-defined]
-        str(args["stable_url"]), str(args["canary_url"]),
-        int(args["stable_revision"]), int(args["canary_revision"]), args.get("public_url"),
-    )  # fmt: skip
+        str(args["stable_url"]),
+        str(args["canary_url"]),
+        int(args["stable_revision"]),
+        int(args["canary_revision"]),
+        args.get("public_url"),
+    )

@@ -57,16 +57,27 @@ def revision_rows(rec: S.ServiceRecord) -> list[dict[str, Any]]:
             state = "serving"
         else:
             state = "previous" if r.number == rec.previous else ""
-        rows.append({
-            "revision": r.number, "model": r.model.short if r.model else None,
-            "config_hash": r.config_hash, "created_at": r.created_at, "created_by": r.created_by,
-            "reason": r.reason, "state": state,
-        })  # fmt: skip
+        rows.append(
+            {
+                "revision": r.number,
+                "model": r.model.short if r.model else None,
+                "config_hash": r.config_hash,
+                "created_at": r.created_at,
+                "created_by": r.created_by,
+                "reason": r.reason,
+                "state": state,
+            }
+        )
     return rows
 
 
-def compute(rec: S.ServiceRecord, obs: Observed, answered: bool | None = None,
-            events: list[S.Event] | None = None, probe_status: int | None = None) -> S.ServiceStatus:  # fmt: skip
+def compute(
+    rec: S.ServiceRecord,
+    obs: Observed,
+    answered: bool | None = None,
+    events: list[S.Event] | None = None,
+    probe_status: int | None = None,
+) -> S.ServiceStatus:
     """`answered`: whether a readiness request was answered (None: not asked)."""
     cur = rec.current
     model = cur.model.short if cur.model else None
@@ -76,8 +87,9 @@ def compute(rec: S.ServiceRecord, obs: Observed, answered: bool | None = None,
         new_ready = obs.new_running
     elif new_since is not None and not rec.rollout_done:
         new_ready = sum(1 for t in obs.started_at if t >= new_since)
-    replicas = S.Replicas(ready=obs.running, wanted=obs.wanted, starting=obs.starting,
-                          new_ready=new_ready)  # fmt: skip
+    replicas = S.Replicas(
+        ready=obs.running, wanted=obs.wanted, starting=obs.starting, new_ready=new_ready
+    )
     rollout = None
     c = rec.canary
     if c is not None:
@@ -86,26 +98,52 @@ def compute(rec: S.ServiceRecord, obs: Observed, answered: bool | None = None,
         share = 100 if c.promoting else (c.percent if c.routed else 0)
         running = co.running if co is not None else 0
         replicas = replicas.model_copy(update={"new_ready": running})
-        rollout = {"from": stable, "to": c.revision, "strategy": "canary", "step": c.percent,
-                   "new_ready": running, "wanted": co.wanted if co is not None else 0,
-                   "traffic": {str(c.revision): share, str(stable): 100 - share}}  # fmt: skip
+        rollout = {
+            "from": stable,
+            "to": c.revision,
+            "strategy": "canary",
+            "step": c.percent,
+            "new_ready": running,
+            "wanted": co.wanted if co is not None else 0,
+            "traffic": {str(c.revision): share, str(stable): 100 - share},
+        }
     elif rec.previous is not None and not rec.rollout_done:
         share = 0 if not obs.running else round(100 * (new_ready or 0) / obs.running)
-        rollout = {"from": rec.previous, "to": rec.serving, "strategy": rec.strategy,
-                   "new_ready": new_ready or 0, "wanted": obs.wanted,
-                   "traffic": {str(rec.serving): share, str(rec.previous): 100 - share}}  # fmt: skip
+        rollout = {
+            "from": rec.previous,
+            "to": rec.serving,
+            "strategy": rec.strategy,
+            "new_ready": new_ready or 0,
+            "wanted": obs.wanted,
+            "traffic": {str(rec.serving): share, str(rec.previous): 100 - share},
+        }
     phase, summary, healthy = _phase(rec, obs, answered, probe_status, replicas)
     return S.ServiceStatus(
-        name=rec.name, target=rec.target, phase=phase, summary=summary, revision=rec.serving,
-        model=model, endpoint=rec.endpoint, replicas=replicas, scale=rec.scale.describe(),
-        healthy=healthy, serving=answered, admitted=obs.admitted, rollout=rollout,
+        name=rec.name,
+        target=rec.target,
+        phase=phase,
+        summary=summary,
+        revision=rec.serving,
+        model=model,
+        endpoint=rec.endpoint,
+        replicas=replicas,
+        scale=rec.scale.describe(),
+        healthy=healthy,
+        serving=answered,
+        admitted=obs.admitted,
+        rollout=rollout,
         revisions=revision_rows(rec),
         events=events or [],
-    )  # fmt: skip
+    )
 
 
-def _phase(rec: S.ServiceRecord, obs: Observed, answered: bool | None, probe_status: int | None,
-           replicas: S.Replicas) -> tuple[S.Phase, str, bool]:  # fmt: skip
+def _phase(
+    rec: S.ServiceRecord,
+    obs: Observed,
+    answered: bool | None,
+    probe_status: int | None,
+    replicas: S.Replicas,
+) -> tuple[S.Phase, str, bool]:
     n, name = rec.serving, rec.name
     back = f"`tau serve rollout {name}` puts revision {n} back"
     if rec.deleted_at:
@@ -139,72 +177,128 @@ def _phase(rec: S.ServiceRecord, obs: Observed, answered: bool | None, probe_sta
     if obs.status in ("DEPLOYING", "NOT_STARTED") or obs.revision != n:
         rolling = rec.previous is not None and not rec.rollout_done
         if obs.wanted == 0 and obs.running == 0 and obs.starting == 0:  # (not counted yet)
-            return ("Updating" if rolling else "Deploying",
-                    f"Ray Serve is taking revision {n}'s config", False)  # fmt: skip
+            return (
+                "Updating" if rolling else "Deploying",
+                f"Ray Serve is taking revision {n}'s config",
+                False,
+            )
         if rolling:
             new = replicas.new_ready or 0
-            return ("Updating", f"rolling out revision {n} ({rec.strategy}) over revision "
-                    f"{rec.previous}: {new} new replica(s) ready, {ready}", True)  # fmt: skip
+            return (
+                "Updating",
+                f"rolling out revision {n} ({rec.strategy}) over revision "
+                f"{rec.previous}: {new} new replica(s) ready, {ready}",
+                True,
+            )
         why = f" ({obs.message.strip().splitlines()[0][:300]})" if obs.message.strip() else ""
         return "Deploying", f"starting revision {n}: {ready}{why}", obs.running > 0
     if obs.status == "DELETING":
         return "Deleted", "being removed", False
     if obs.wanted == 0 and obs.running == 0:
         if rec.target == "kube":
-            return ("ScaledToZero", f"scaled to zero: no RayService holds GPUs (they are back in "
-                    f"the queue); `tau serve scale {name} --replicas N` starts revision {n} again",
-                    True)  # fmt: skip
+            return (
+                "ScaledToZero",
+                f"scaled to zero: no RayService holds GPUs (they are back in "
+                f"the queue); `tau serve scale {name} --replicas N` starts revision {n} again",
+                True,
+            )
         if rec.scale.autoscaling is not None:
-            return ("ScaledToZero", f"revision {n} is scaled to zero while idle: the next request "
-                    "starts a replica (it waits, it is not dropped)", True)  # fmt: skip
+            return (
+                "ScaledToZero",
+                f"revision {n} is scaled to zero while idle: the next request "
+                "starts a replica (it waits, it is not dropped)",
+                True,
+            )
         return "Ready", f"revision {n} has 0 replicas (tau serve scale {name} --replicas N)", True
     where = f" on {rec.endpoint}" if rec.endpoint else ""
-    note = ("; the sandbox's nodes are simulated: no container runs there, so no request is "
-            "ever answered") if obs.simulated else ""  # fmt: skip
+    note = (
+        (
+            "; the sandbox's nodes are simulated: no container runs there, so no request is "
+            "ever answered"
+        )
+        if obs.simulated
+        else ""
+    )
     if answered is False:
         code = f"HTTP {probe_status}" if probe_status else "no answer"
-        return ("Unhealthy", f"revision {n} runs ({ready}) but its readiness request got "
-                f"{code}{where}", False)  # fmt: skip
+        return (
+            "Unhealthy",
+            f"revision {n} runs ({ready}) but its readiness request got {code}{where}",
+            False,
+        )
     return "Ready", f"serving revision {n}{where}: {ready}{note}", True
 
 
-def _canary_phase(rec: S.ServiceRecord, obs: Observed, answered: bool | None,
-                  probe_status: int | None, ready: str) -> tuple[S.Phase, str, bool]:  # fmt: skip
+def _canary_phase(
+    rec: S.ServiceRecord, obs: Observed, answered: bool | None, probe_status: int | None, ready: str
+) -> tuple[S.Phase, str, bool]:
     c = rec.canary
     assert c is not None
     name, co = rec.name, obs.canary
     stable = rec.previous if c.promoting and rec.previous is not None else rec.serving
     end = f"`tau serve rollback {name}` ends the canary"
     if c.promoting:
-        return ("Updating", f"promoting revision {c.revision}: it takes all requests while the "
-                f"service's own replicas move to it ({ready}); `tau serve promote {name}` "
-                "finishes it if this was cut short", True)  # fmt: skip
+        return (
+            "Updating",
+            f"promoting revision {c.revision}: it takes all requests while the "
+            f"service's own replicas move to it ({ready}); `tau serve promote {name}` "
+            "finishes it if this was cut short",
+            True,
+        )
     if co is None or not co.exists:
         if c.routed:
-            return ("Unhealthy", f"canary revision {c.revision} is gone from the target while it "
-                    f"should take {c.percent}% of requests: {end}", False)  # fmt: skip
+            return (
+                "Unhealthy",
+                f"canary revision {c.revision} is gone from the target while it "
+                f"should take {c.percent}% of requests: {end}",
+                False,
+            )
         return "Updating", f"canary revision {c.revision} is being deployed", True
     cready = f"{co.running}/{co.wanted} replicas ready"
     if co.status == "DEPLOY_FAILED":
         first = [cause(co.message)]
-        return ("Unhealthy", f"canary revision {c.revision} failed to deploy: {first[0][:300]}; "
-                f"{end}", False)  # fmt: skip
+        return (
+            "Unhealthy",
+            f"canary revision {c.revision} failed to deploy: {first[0][:300]}; {end}",
+            False,
+        )
     if co.admitted is False:
         why = co.waiting or "it waits in its queue"
-        return ("Waiting", f"Kueue has not admitted canary revision {c.revision}: {why}; "
-                f"revision {stable} takes all requests", True)  # fmt: skip
+        return (
+            "Waiting",
+            f"Kueue has not admitted canary revision {c.revision}: {why}; "
+            f"revision {stable} takes all requests",
+            True,
+        )
     if not c.routed or co.status != "RUNNING" or (obs.split and obs.split != "RUNNING"):
-        return ("Updating", f"starting canary revision {c.revision} ({cready}); revision "
-                f"{stable} takes all requests until it is ready", True)  # fmt: skip
+        return (
+            "Updating",
+            f"starting canary revision {c.revision} ({cready}); revision "
+            f"{stable} takes all requests until it is ready",
+            True,
+        )
     if answered is False:
         code = f"HTTP {probe_status}" if probe_status else "no answer"
-        return ("Unhealthy", f"canary of revision {c.revision}: the readiness request got {code}",
-                False)  # fmt: skip
-    note = ("; the sandbox's nodes are simulated: no container runs there, so no request is "
-            "ever answered") if obs.simulated else ""  # fmt: skip
-    return ("Canary", f"canary: revision {c.revision} takes {c.percent}% of requests ({cready}), "
-            f"revision {stable} {100 - c.percent}% ({ready}); `tau serve promote {name}` gives "
-            f"revision {c.revision} all, {end}{note}", True)  # fmt: skip
+        return (
+            "Unhealthy",
+            f"canary of revision {c.revision}: the readiness request got {code}",
+            False,
+        )
+    note = (
+        (
+            "; the sandbox's nodes are simulated: no container runs there, so no request is "
+            "ever answered"
+        )
+        if obs.simulated
+        else ""
+    )
+    return (
+        "Canary",
+        f"canary: revision {c.revision} takes {c.percent}% of requests ({cready}), "
+        f"revision {stable} {100 - c.percent}% ({ready}); `tau serve promote {name}` gives "
+        f"revision {c.revision} all, {end}{note}",
+        True,
+    )
 
 
 _EXCEPTION = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b.*")

@@ -21,8 +21,10 @@ _containers = itertools.count()
 
 
 def connection_string(port: int, key: str = KEY) -> str:
-    return (f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT};AccountKey={key};"
-            f"BlobEndpoint=http://127.0.0.1:{port}/{ACCOUNT};")  # fmt: skip
+    return (
+        f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT};AccountKey={key};"
+        f"BlobEndpoint=http://127.0.0.1:{port}/{ACCOUNT};"
+    )
 
 
 def _free_port() -> int:
@@ -39,9 +41,22 @@ def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     port = _free_port()
     folder = tmp_path_factory.mktemp("azurite")
     log = (folder / "azurite.log").open("wb")
-    proc = subprocess.Popen([str(AZURITE), "--blobHost", "127.0.0.1", "--blobPort", str(port),
-                             "--location", str(folder), "--silent", "--skipApiVersionCheck", "--loose"],
-                            stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
+    proc = subprocess.Popen(
+        [
+            str(AZURITE),
+            "--blobHost",
+            "127.0.0.1",
+            "--blobPort",
+            str(port),
+            "--location",
+            str(folder),
+            "--silent",
+            "--skipApiVersionCheck",
+            "--loose",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         with socket.socket() as s:

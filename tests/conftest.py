@@ -23,19 +23,35 @@ EXAMPLE_DIRS = sorted(p.parent for p in EXAMPLES.glob("*/tau.yaml"))
 TAU = str(Path(sys.executable).parent / "tau")
 
 
-def run_tau(home: Path, *args: str, env: dict[str, str] | None = None,
-        timeout: float = 300) -> subprocess.CompletedProcess[str]:  # fmt: skip
+def run_tau(
+    home: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
     """The real `tau` with its own TAU_HOME (no TAU_TARGET from the caller's environment) and
     its own Pulumi home (no login or backend of the machine's: a test that needs one says so)."""
     base = {k: v for k, v in os.environ.items() if k not in CALLERS_OWN}
-    return subprocess.run([TAU, *args], capture_output=True, text=True, timeout=timeout,
-                          check=False, env={**base, "TAU_HOME": str(home),
-                                            "PULUMI_HOME": str(home / "pulumi-home"),
-                                            **(env or {})})  # fmt: skip
+    return subprocess.run(
+        [TAU, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env={
+            **base,
+            "TAU_HOME": str(home),
+            "PULUMI_HOME": str(home / "pulumi-home"),
+            **(env or {}),
+        },
+    )
 
 
-CALLERS_OWN = ("TAU_TARGET", "KUBECONFIG", "PULUMI_HOME", "PULUMI_BACKEND_URL",
-               "PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE")  # fmt: skip
+CALLERS_OWN = (
+    "TAU_TARGET",
+    "KUBECONFIG",
+    "PULUMI_HOME",
+    "PULUMI_BACKEND_URL",
+    "PULUMI_CONFIG_PASSPHRASE",
+    "PULUMI_CONFIG_PASSPHRASE_FILE",
+)
 
 
 @pytest.fixture(scope="session")

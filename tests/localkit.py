@@ -74,8 +74,11 @@ class Tau:
         """What a failed wait on a run shows: its record and the tails of its logs and the head's."""
         rd = self.run_dir(run_id)
         parts = [f"run.json: {text(rd / 'run.json')[:2000]}"]
-        for log in (rd / "logs" / "supervisor.log", rd / "logs" / "driver.log",
-                    self.home / "ray" / "head.log"):  # fmt: skip
+        for log in (
+            rd / "logs" / "supervisor.log",
+            rd / "logs" / "driver.log",
+            self.home / "ray" / "head.log",
+        ):
             tail = "\n    ".join(text(log).splitlines()[-15:])
             parts.append(f"{log.name} (tail):\n    {tail}")
         return "\n".join(parts)

@@ -18,18 +18,36 @@ from taugrid.runs.evidence import RunDir
 
 def record(run_id: str, **kw: Any) -> RunRecord:
     base: dict[str, Any] = dict(
-        run_id=run_id, name=run_id.rsplit("-", 1)[0], workspace="local", profile="local",
-        workload_kind="job", handle={"target": "local"}, submitter="alice@lab", code_folder="/x",
-        code_revision="u", code_digest="d", config_hash="h", image="i", entrypoint="t.py",
+        run_id=run_id,
+        name=run_id.rsplit("-", 1)[0],
+        workspace="local",
+        profile="local",
+        workload_kind="job",
+        handle={"target": "local"},
+        submitter="alice@lab",
+        code_folder="/x",
+        code_revision="u",
+        code_digest="d",
+        config_hash="h",
+        image="i",
+        entrypoint="t.py",
         created_at=kw.pop("created_at", "2026-12-01T00:00:00Z"),
-    )  # fmt: skip
+    )
     base.update(kw)
     return RunRecord.model_validate(base)
 
 
-def make_run(home: Path, run_id: str, *, phase: Phase = Phase.Succeeded, metrics: int = 0,
-             log: list[str] | None = None, config: str = "run: {entrypoint: t.py}\n",
-             created_at: str = "2026-12-01T00:00:00Z", **fields: Any) -> RunDir:  # fmt: skip
+def make_run(
+    home: Path,
+    run_id: str,
+    *,
+    phase: Phase = Phase.Succeeded,
+    metrics: int = 0,
+    log: list[str] | None = None,
+    config: str = "run: {entrypoint: t.py}\n",
+    created_at: str = "2026-12-01T00:00:00Z",
+    **fields: Any,
+) -> RunDir:
     rd = RunDir(home / "data" / "runs" / run_id)
     (rd.path / "logs").mkdir(parents=True)
     (rd.path / "config").mkdir()
@@ -38,8 +56,12 @@ def make_run(home: Path, run_id: str, *, phase: Phase = Phase.Succeeded, metrics
     if metrics:
         with rd.metrics_path.open("w") as f:
             for step in range(metrics):
-                f.write(json.dumps({"step": step, "ts": step, "loss": 1 / (step + 1),
-                                    "acc": step / metrics}) + "\n")  # fmt: skip
+                f.write(
+                    json.dumps(
+                        {"step": step, "ts": step, "loss": 1 / (step + 1), "acc": step / metrics}
+                    )
+                    + "\n"
+                )
     rd.driver_log.write_text("".join(f"{line}\n" for line in log or []))
     if phase is not Phase.Pending:
         rd.transition(Phase.Running, "started")
@@ -65,8 +87,12 @@ time.sleep(120)
 @contextlib.contextmanager
 def supervisor(rd: RunDir) -> Iterator[RunDir]:
     """The run, with a live stand-in supervisor for as long as the block lasts."""
-    proc = subprocess.Popen([sys.executable, "-c", SUPERVISOR, str(rd.path)],
-                            stdout=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SUPERVISOR, str(rd.path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     rd.update_handle(supervisor_pid=proc.pid)
     try:

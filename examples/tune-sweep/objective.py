@@ -9,8 +9,9 @@ from typing import Any
 from ray import tune
 
 
-def descend(config: dict[str, Any], report: Callable[[dict[str, float]], None],
-            steps: int = 20) -> float:  # fmt: skip
+def descend(
+    config: dict[str, Any], report: Callable[[dict[str, float]], None], steps: int = 20
+) -> float:
     x, v = 5.0, 0.0
     scale = config["width"] / 16
     loss = x * x

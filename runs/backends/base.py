@@ -97,8 +97,9 @@ class Template(ABC):
             return run.read_record().phase
         reason = self.stop(run)
         try:
-            return run.transition(Phase.Cancelled, reason,
-                                  termination=TerminationReason.Cancelled).phase  # fmt: skip
+            return run.transition(
+                Phase.Cancelled, reason, termination=TerminationReason.Cancelled
+            ).phase
         except TerminalStateError as e:  # its owner recorded the end while it stopped
             return e.phase
 
@@ -123,8 +124,11 @@ class Template(ABC):
         """What a failed start leaves: by default the record, closed as Failed."""
         if isinstance(error, TauError):
             with contextlib.suppress(TerminalStateError, TauError):
-                run.transition(Phase.Failed, f"could not start: {error.message}",
-                               termination=TerminationReason.Failed)  # fmt: skip
+                run.transition(
+                    Phase.Failed,
+                    f"could not start: {error.message}",
+                    termination=TerminationReason.Failed,
+                )
 
     @abstractmethod
     def ended_on_its_own(self, run: RunDir) -> Phase | None:

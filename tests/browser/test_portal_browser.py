@@ -32,10 +32,21 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     home = tmp_path_factory.mktemp("portalhome")
     saved = os.environ.get("TAU_HOME")
     os.environ["TAU_HOME"] = str(home)
-    make_run(home, "train-aaaaa", metrics=400, created_at="2026-12-01T00:00:01Z",
-             config="run: {entrypoint: t.py}\nlr: 0.1\n", log=["epoch 1", "epoch 2"])  # fmt: skip
-    make_run(home, "train-bbbbb", metrics=600, created_at="2026-12-01T00:00:02Z",
-             config="run: {entrypoint: t.py}\nlr: 0.3\n")  # fmt: skip
+    make_run(
+        home,
+        "train-aaaaa",
+        metrics=400,
+        created_at="2026-12-01T00:00:01Z",
+        config="run: {entrypoint: t.py}\nlr: 0.1\n",
+        log=["epoch 1", "epoch 2"],
+    )
+    make_run(
+        home,
+        "train-bbbbb",
+        metrics=600,
+        created_at="2026-12-01T00:00:02Z",
+        config="run: {entrypoint: t.py}\nlr: 0.3\n",
+    )
     make_run(home, "eval-ccccc", phase=Phase.Failed, created_at="2026-12-01T00:00:03Z")
     yield home
     if saved is None:

@@ -67,8 +67,9 @@ def test_a_detached_run_that_ended_is_sealed_and_verifies(sandbox: Path, tmp_pat
     try:
 
         def ended() -> bool:
-            st = json.loads(tau(sandbox, "run", "status", run_id, "-o", "json",
-                                env=kube_env(sandbox)).stdout)  # fmt: skip
+            st = json.loads(
+                tau(sandbox, "run", "status", run_id, "-o", "json", env=kube_env(sandbox)).stdout
+            )
             return st["phase"] in ("Succeeded", "Failed")
 
         wait_until(ended, timeout=180, what="the job to end")
@@ -96,9 +97,11 @@ def test_the_table_a_listing_reads_holds_what_whole_taururns_hold(
     kube = Kube()
 
     def recorded() -> bool:  # the controller's status, as a listing reads it
-        return any(o["spec"].get("runName") == "tabled"
-                   and (o.get("status") or {}).get("phase") == "Succeeded"
-                   for o in kube.list("TauRun", "research"))  # fmt: skip
+        return any(
+            o["spec"].get("runName") == "tabled"
+            and (o.get("status") or {}).get("phase") == "Succeeded"
+            for o in kube.list("TauRun", "research")
+        )
 
     wait_until(recorded, timeout=120, what="the controller to record the end")
     thin = {o["metadata"]["name"]: o for o in kube.list_columns("TauRun", "research")}

@@ -153,9 +153,15 @@ def test_wrong_kueue_and_tau_objects_are_rejected(crds_installed: Any) -> None:
         "apiVersion": "tau.azure.com/v1alpha1",
         "kind": "TauRun",
         "metadata": {"name": "r-abcde", "namespace": "research"},
-        "spec": {"runId": "r-abcde", "runName": "r", "workspace": "research", "profile": "cpu",
-                 "workloadKind": "spark", "configHash": "sha256:0"},
-    }  # fmt: skip
+        "spec": {
+            "runId": "r-abcde",
+            "runName": "r",
+            "workspace": "research",
+            "profile": "cpu",
+            "workloadKind": "spark",
+            "configHash": "sha256:0",
+        },
+    }
     with pytest.raises(Exception) as e:
         apply(crds_installed, run, dry_run=True)
     assert "workloadKind" in error_message(e.value) and "spark" in error_message(e.value)

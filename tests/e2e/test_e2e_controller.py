@@ -59,8 +59,15 @@ def test_the_sandbox_runs_the_controller(sandbox: Path) -> None:
     assert ctl["running"] is True
     # platform status written by the controller: workspaces ready, live capacity per profile
     ws = admin(sandbox).resources.get(api_version="tau.azure.com/v1alpha1", kind="TauWorkspace")
-    wait_until(lambda: (ws.get(name="research", namespace="taugrid-system").to_dict().get("status") or {}).get("phase") == "Ready",
-               what="the workspace's StorageReady and QueueReady")  # fmt: skip
+    wait_until(
+        lambda: (
+            (ws.get(name="research", namespace="taugrid-system").to_dict().get("status") or {}).get(
+                "phase"
+            )
+            == "Ready"
+        ),
+        what="the workspace's StorageReady and QueueReady",
+    )
     res = tau(sandbox, "profiles", "-o", "json", env=kube_env(sandbox))
     a100 = next(p for p in json.loads(res.stdout) if p["name"] == "a100x1")
     assert a100["live"] == {"nodes": 4, "healthyNodes": 4, "allocatableGpus": 4, "cordonedByTau": 0}
@@ -86,40 +93,91 @@ def test_request_approve_admits_a_pending_run_and_expiry_gives_it_back(
             raise AssertionError(
                 f"{e}; run 3: {seen.get('phase')} ({seen.get('summary')}); runs 1-2: {others}"
             ) from None
-        res = quota(sandbox, "alice", "request", "--gpus", "1", "--for", "40s",
-                    "--reason", "paper deadline", "--profile", "a100x1", "-o", "json")  # fmt: skip
+        res = quota(
+            sandbox,
+            "alice",
+            "request",
+            "--gpus",
+            "1",
+            "--for",
+            "40s",
+            "--reason",
+            "paper deadline",
+            "--profile",
+            "a100x1",
+            "-o",
+            "json",
+        )
         assert res.returncode == 0, res.stderr
         name = json.loads(res.stdout)["name"]
-        wait_until(lambda: request_row(sandbox, name)["message"].startswith("waiting for a platform admin"),
-                   what="the controller to see the request")  # fmt: skip
+        wait_until(
+            lambda: request_row(sandbox, name)["message"].startswith(
+                "waiting for a platform admin"
+            ),
+            what="the controller to see the request",
+        )
         # a researcher may not decide: the API server refuses (RBAC on the status subresource)
         denied = quota(sandbox, "alice", "approve", name)
         assert denied.returncode == 4 and "only platform admins may approve" in denied.stderr
         assert request_row(sandbox, name)["phase"] == "Pending"
-        ok = quota(sandbox, "taugrid-platform-admins-member", "approve", name, "--workspace", "research",
-                   "--note", "go")  # fmt: skip
+        ok = quota(
+            sandbox,
+            "taugrid-platform-admins-member",
+            "approve",
+            name,
+            "--workspace",
+            "research",
+            "--note",
+            "go",
+        )
         assert ok.returncode == 0, ok.stderr
         wait_until(lambda: granted(sandbox) == "1", timeout=10, what="the grant in the cohort")
         row = request_row(sandbox, name)
         assert row["phase"] == "Active" and row["granted"] == 1
         assert row["decidedBy"] == "taugrid-platform-admins-member" and row["expiresAt"]
-        wait_until(lambda: status(sandbox, ids[2])["phase"] in ("Starting", "Running"),
-                   what="the pending run to be admitted on the granted quota")  # fmt: skip
+        wait_until(
+            lambda: status(sandbox, ids[2])["phase"] in ("Starting", "Running"),
+            what="the pending run to be admitted on the granted quota",
+        )
         assert sig(status(sandbox, ids[2]), "Admitted")["state"] == "true"
         # expiry puts the quota back (the running run keeps running; new ones see base quota)
-        wait_until(lambda: request_row(sandbox, name)["phase"] == "Expired", timeout=90,
-                   what="the grant to expire")  # fmt: skip
+        wait_until(
+            lambda: request_row(sandbox, name)["phase"] == "Expired",
+            timeout=90,
+            what="the grant to expire",
+        )
         assert granted(sandbox) is None and request_row(sandbox, name)["granted"] == 0
         conds = {c["type"]: c for c in _request(sandbox, name)["status"]["conditions"]}
         assert conds["Expired"]["status"] == "True" and conds["Approved"]["status"] == "True"
         assert "taugrid-platform-admins-member" in conds["Approved"]["message"]
         # a denial: terminal, with who and why; nothing granted
-        res = quota(sandbox, "alice", "request", "--gpus", "1", "--for", "1h", "--reason", "more",
-                    "--profile", "a100x1", "-o", "json")  # fmt: skip
+        res = quota(
+            sandbox,
+            "alice",
+            "request",
+            "--gpus",
+            "1",
+            "--for",
+            "1h",
+            "--reason",
+            "more",
+            "--profile",
+            "a100x1",
+            "-o",
+            "json",
+        )
         other = json.loads(res.stdout)["name"]
         assert quota(sandbox, "alice", "deny", other).returncode == 4
-        no = quota(sandbox, "taugrid-platform-admins-member", "deny", other, "--workspace", "research",
-                   "--note", "use the spot pool")  # fmt: skip
+        no = quota(
+            sandbox,
+            "taugrid-platform-admins-member",
+            "deny",
+            other,
+            "--workspace",
+            "research",
+            "--note",
+            "use the spot pool",
+        )
         assert no.returncode == 0, no.stderr
         wait_until(lambda: request_row(sandbox, other)["phase"] == "Denied", what="the denial")
         assert "use the spot pool" in request_row(sandbox, other)["message"]
@@ -147,8 +205,21 @@ def test_a_grant_and_a_pulumi_style_apply_of_the_base_quota_never_conflict(sandb
     dyn = admin(sandbox)
     cohorts = dyn.resources.get(api_version="kueue.x-k8s.io/v1beta2", kind="Cohort")
     cqs = dyn.resources.get(api_version="kueue.x-k8s.io/v1beta2", kind="ClusterQueue")
-    res = quota(sandbox, "alice", "request", "--gpus", "1", "--for", "10m", "--reason", "owners",
-                "--profile", "a100x1", "-o", "json")  # fmt: skip
+    res = quota(
+        sandbox,
+        "alice",
+        "request",
+        "--gpus",
+        "1",
+        "--for",
+        "10m",
+        "--reason",
+        "owners",
+        "--profile",
+        "a100x1",
+        "-o",
+        "json",
+    )
     name = json.loads(res.stdout)["name"]
     admins = "taugrid-platform-admins-member"
     assert quota(sandbox, admins, "approve", name, "--workspace", "research").returncode == 0
@@ -178,8 +249,14 @@ def test_a_grant_and_a_pulumi_style_apply_of_the_base_quota_never_conflict(sandb
 
 def _set_condition(home: Path, node: str, status: str, reason: str = "XID 79") -> None:
     nodes = admin(home).resources.get(api_version="v1", kind="Node")
-    cond = {"type": C.XID_CONDITION, "status": status, "reason": reason.replace(" ", ""),
-            "message": reason, "lastHeartbeatTime": _now(), "lastTransitionTime": _now()}  # fmt: skip
+    cond = {
+        "type": C.XID_CONDITION,
+        "status": status,
+        "reason": reason.replace(" ", ""),
+        "message": reason,
+        "lastHeartbeatTime": _now(),
+        "lastTransitionTime": _now(),
+    }
     nodes.status.patch(
         name=node,
         body={"status": {"conditions": [cond]}},
@@ -204,8 +281,11 @@ def _release_all(home: Path, names: list[str]) -> None:
     for n in names:
         _set_condition(home, n, "False", "cleared")
     # the sandbox's controller releases 10 s after the conditions clear
-    wait_until(lambda: not any(_quarantined(_node(home, n)) for n in names), timeout=60,
-               what="the controller to release the nodes")  # fmt: skip
+    wait_until(
+        lambda: not any(_quarantined(_node(home, n)) for n in names),
+        timeout=60,
+        what="the controller to release the nodes",
+    )
 
 
 def test_a_gpu_fault_quarantines_its_node_and_clearing_releases_it(
@@ -237,20 +317,30 @@ def test_a_gpu_fault_quarantines_its_node_and_clearing_releases_it(
             got = tr.get(name=run_id, namespace="research").to_dict().get("status") or {}
             return list(got.get("timeline") or [])
 
-        wait_until(lambda: any(e["reason"] == "GPUFault" and node in e["message"] for e in timeline()),
-                   what="the fault in the run's timeline")  # fmt: skip
+        wait_until(
+            lambda: any(e["reason"] == "GPUFault" and node in e["message"] for e in timeline()),
+            what="the fault in the run's timeline",
+        )
         # the run's pod was evicted from it (DisruptionTarget) and its RayCluster replaced the
         # worker on a healthy node: the run goes on
         pods = admin(sandbox).resources.get(api_version="v1", kind="Pod")
 
         def workers() -> list[Any]:
-            return [p for p in pods.get(namespace="research").items
-                    if (p.metadata.labels or {}).get(C.LABEL_RUN_ID) == run_id
-                    and "worker" in p.metadata.name and not p.metadata.deletionTimestamp]  # fmt: skip
+            return [
+                p
+                for p in pods.get(namespace="research").items
+                if (p.metadata.labels or {}).get(C.LABEL_RUN_ID) == run_id
+                and "worker" in p.metadata.name
+                and not p.metadata.deletionTimestamp
+            ]
 
-        wait_until(lambda: [w.spec.nodeName for w in workers()] not in ([], [node], [None])
-                   and all(w.spec.nodeName != node for w in workers()),
-                   what="the worker to be evicted and replaced elsewhere")  # fmt: skip
+        wait_until(
+            lambda: (
+                [w.spec.nodeName for w in workers()] not in ([], [node], [None])
+                and all(w.spec.nodeName != node for w in workers())
+            ),
+            what="the worker to be evicted and replaced elsewhere",
+        )
         assert all(w.spec.nodeName.startswith("a100x1-") for w in workers())
         wait_until(lambda: status(sandbox, run_id)["phase"] == "Running", what="the run to go on")
         # NotReady is AKS auto-repair's: a node that is NotReady is left alone (tested in units)
@@ -275,8 +365,11 @@ def test_faults_on_most_gpu_nodes_trip_the_breaker(sandbox: Path, gpu_project: P
         bad = [*first, held]
         for n in first:
             _set_condition(sandbox, n, "True")
-        wait_until(lambda: all(_quarantined(_node(sandbox, n)) for n in first), timeout=10,
-                   what="two quarantines")  # fmt: skip
+        wait_until(
+            lambda: all(_quarantined(_node(sandbox, n)) for n in first),
+            timeout=10,
+            what="two quarantines",
+        )
         _set_condition(sandbox, held, "True")
         tc = admin(sandbox).resources.get(api_version="tau.azure.com/v1alpha1", kind="TauCluster")
 
@@ -292,9 +385,15 @@ def test_faults_on_most_gpu_nodes_trip_the_breaker(sandbox: Path, gpu_project: P
             gpu["state"] == "false" and held in gpu["reason"] and C.XID_CONDITION in gpu["reason"]
         )
         tr = admin(sandbox).resources.get(api_version="tau.azure.com/v1alpha1", kind="TauRun")
-        wait_until(lambda: any(s["name"] == "GPUHealthy" and s["state"] == "false"
-                               for s in (tr.get(name=run_id, namespace="research").to_dict().get("status") or {}).get("signals", [])),
-                   what="the recorded GPU signal")  # fmt: skip
+        wait_until(
+            lambda: any(
+                s["name"] == "GPUHealthy" and s["state"] == "false"
+                for s in (
+                    tr.get(name=run_id, namespace="research").to_dict().get("status") or {}
+                ).get("signals", [])
+            ),
+            what="the recorded GPU signal",
+        )
         res = tau(sandbox, "profiles", "-o", "json", env=kube_env(sandbox))
         a100 = next(p for p in json.loads(res.stdout) if p["name"] == "a100x1")
         assert a100["live"]["cordonedByTau"] >= 1 and a100["live"]["healthyNodes"] < 3
@@ -312,15 +411,27 @@ def test_a_runs_status_is_explained_after_its_pods_are_gone(sandbox: Path, tmp_p
     )
     run_id = submit(sandbox, tmp_path)
     tr = admin(sandbox).resources.get(api_version="tau.azure.com/v1alpha1", kind="TauRun")
-    wait_until(lambda: (tr.get(name=run_id, namespace="research").to_dict().get("status") or {}).get("phase") == "Succeeded",
-               what="the recorder to see it succeed")  # fmt: skip
+    wait_until(
+        lambda: (
+            (tr.get(name=run_id, namespace="research").to_dict().get("status") or {}).get("phase")
+            == "Succeeded"
+        ),
+        what="the recorder to see it succeed",
+    )
     # what the cluster forgets after a while: the Job (its TTL), its pods and their events
     jobs = admin(sandbox).resources.get(api_version="batch/v1", kind="Job")
     jobs.delete(name=run_id, namespace="research", body={"propagationPolicy": "Foreground"})
     pods = admin(sandbox).resources.get(api_version="v1", kind="Pod")
-    wait_until(lambda: not [p for p in pods.get(namespace="research").items
-                            if (p.metadata.labels or {}).get(C.LABEL_RUN_ID) == run_id],
-               what="its pods to go")  # fmt: skip
+    wait_until(
+        lambda: (
+            not [
+                p
+                for p in pods.get(namespace="research").items
+                if (p.metadata.labels or {}).get(C.LABEL_RUN_ID) == run_id
+            ]
+        ),
+        what="its pods to go",
+    )
     st = status(sandbox, run_id)
     assert st["phase"] == "Succeeded" and st["summary"] == "succeeded"
     assert sig(st, "Completed")["state"] == "true"
@@ -344,12 +455,17 @@ def test_a_preempted_run_is_told_which_run_took_its_quota_and_counts_an_attempt(
     ids = [submit(sandbox, low) for _ in range(2)]
     try:
         for i in ids:
-            wait_until(lambda i=i: status(sandbox, i)["phase"] in ("Starting", "Running"),
-                       what=f"{i} to be admitted")  # fmt: skip
+            wait_until(
+                lambda i=i: status(sandbox, i)["phase"] in ("Starting", "Running"),
+                what=f"{i} to be admitted",
+            )
         ids.append(submit(sandbox, high))
         preemptor = ids[-1]
-        wait_until(lambda: status(sandbox, preemptor)["phase"] in ("Starting", "Running"),
-                   timeout=120, what="the high-priority run to be admitted by preemption")  # fmt: skip
+        wait_until(
+            lambda: status(sandbox, preemptor)["phase"] in ("Starting", "Running"),
+            timeout=120,
+            what="the high-priority run to be admitted by preemption",
+        )
 
         def preempted() -> dict[str, Any] | None:
             for i in ids[:2]:
@@ -358,15 +474,20 @@ def test_a_preempted_run_is_told_which_run_took_its_quota_and_counts_an_attempt(
                     return st
             return None
 
-        wait_until(lambda: preempted() is not None, timeout=120,
-                   what="a low run to be preempted, requeued and counted")  # fmt: skip
+        wait_until(
+            lambda: preempted() is not None,
+            timeout=120,
+            what="a low run to be preempted, requeued and counted",
+        )
         st = preempted()
         assert st is not None
         words = json.dumps(st)
         assert preemptor in words and "workspace research" in words and "priority high" in words
         assert "UID" not in sig(st, "Admitted")["reason"]
-        assert any(e["reason"] == "Retrying" or "Preempt" in e["reason"] + e["message"]
-                   for e in st["timeline"]), st["timeline"]  # fmt: skip
+        assert any(
+            e["reason"] == "Retrying" or "Preempt" in e["reason"] + e["message"]
+            for e in st["timeline"]
+        ), st["timeline"]
     finally:
         for i in ids:
             tau(sandbox, "run", "cancel", i, env=kube_env(sandbox))

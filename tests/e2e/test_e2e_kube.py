@@ -76,8 +76,16 @@ def _owned_and_idempotent(sandbox: Path, gpu_project: Path, run_id: str) -> None
     assert clash.returncode == 2 and "already exists" in clash.stderr
     assert tau(sandbox, "run", "cancel", run_id, env=kube_env(sandbox)).returncode == 0
     cms = dyn.resources.get(api_version="v1", kind="ConfigMap")
-    wait_until(lambda: not [c for c in cms.get(namespace="research").items if c.metadata.name == f"{run_id}-code"],
-               what="the TauRun's objects to be garbage-collected")  # fmt: skip
+    wait_until(
+        lambda: (
+            not [
+                c
+                for c in cms.get(namespace="research").items
+                if c.metadata.name == f"{run_id}-code"
+            ]
+        ),
+        what="the TauRun's objects to be garbage-collected",
+    )
 
 
 def test_over_quota_waits_with_kueues_reason_and_cancel_frees_the_quota(
@@ -111,8 +119,10 @@ def _over_quota(sandbox: Path, ids: list[str]) -> None:
     assert st["summary"].startswith("queued: waiting for quota")
     res = tau(sandbox, "run", "cancel", ids[0], env=kube_env(sandbox))
     assert res.returncode == 0 and "cancelled" in res.stdout
-    wait_until(lambda: sig(status(sandbox, ids[2]), "Admitted")["state"] == "true",
-               what="the queued run to be admitted once quota frees")  # fmt: skip
+    wait_until(
+        lambda: sig(status(sandbox, ids[2]), "Admitted")["state"] == "true",
+        what="the queued run to be admitted once quota frees",
+    )
     wait_until(lambda: status(sandbox, ids[1])["phase"] == "Running", what="run 2 running on KWOK")
     st = status(sandbox, ids[1])
     assert sig(st, "Scheduled")["state"] == "true" and "a100x1-" in sig(st, "Scheduled")["reason"]
@@ -127,19 +137,37 @@ def test_a_gpu_condition_on_the_runs_node_shows_in_its_status(
     status` shows the fault in the run's timeline, with the node and the condition."""
     run_id = submit(sandbox, gpu_project)
     wait_until(lambda: status(sandbox, run_id)["phase"] == "Running", what="the run to run")
-    gpu_node = next(n for n in sig(status(sandbox, run_id), "Scheduled")["reason"].split(" on ")[1].split(", ")
-                    if n.startswith("a100"))  # fmt: skip
+    gpu_node = next(
+        n
+        for n in sig(status(sandbox, run_id), "Scheduled")["reason"].split(" on ")[1].split(", ")
+        if n.startswith("a100")
+    )
     nodes = admin(sandbox).resources.get(api_version="v1", kind="Node")
-    patch = {"status": {"conditions": [{"type": "GPUXidError", "status": "True", "reason": "Xid79",
-                                        "message": "GPU fell off the bus"}]}}  # fmt: skip
+    patch = {
+        "status": {
+            "conditions": [
+                {
+                    "type": "GPUXidError",
+                    "status": "True",
+                    "reason": "Xid79",
+                    "message": "GPU fell off the bus",
+                }
+            ]
+        }
+    }
     nodes.status.patch(
         name=gpu_node, body=patch, content_type="application/strategic-merge-patch+json"
     )
     try:
-        wait_until(lambda: any(e["reason"] == "GPUFault" and gpu_node in e["message"]
-                               and "GPUXidError=True" in e["message"]
-                               for e in status(sandbox, run_id).get("timeline") or []),
-                   what="the fault in the run's status")  # fmt: skip
+        wait_until(
+            lambda: any(
+                e["reason"] == "GPUFault"
+                and gpu_node in e["message"]
+                and "GPUXidError=True" in e["message"]
+                for e in status(sandbox, run_id).get("timeline") or []
+            ),
+            what="the fault in the run's status",
+        )
         text = tau(sandbox, "run", "status", run_id, env=kube_env(sandbox)).stdout
         assert "GPUFault" in text and gpu_node in text
     finally:
@@ -152,8 +180,11 @@ def test_a_gpu_condition_on_the_runs_node_shows_in_its_status(
         tau(sandbox, "run", "cancel", run_id, env=kube_env(sandbox))
         # the controller releases the node 10 s after its condition clears: wait, so the next
         # tests see every node schedulable
-        wait_until(lambda: not nodes.get(name=gpu_node).spec.unschedulable, timeout=60,
-                   what="the node's release")  # fmt: skip
+        wait_until(
+            lambda: not nodes.get(name=gpu_node).spec.unschedulable,
+            timeout=60,
+            what="the node's release",
+        )
 
 
 def test_a_cpu_job_runs_to_completion(sandbox: Path, tmp_path: Path) -> None:
@@ -174,12 +205,17 @@ def test_an_untolerated_taint_shows_failedschedulings_reason(
     taint = {"key": "tau.azure.com/maintenance", "value": "true", "effect": "NoSchedule"}
     originals = {n: [t.to_dict() for t in (nodes.get(name=n).spec.taints or [])] for n in names}
     for n in names:
-        nodes.patch(name=n, body={"spec": {"taints": [*originals[n], taint]}},
-                    content_type="application/merge-patch+json")  # fmt: skip
+        nodes.patch(
+            name=n,
+            body={"spec": {"taints": [*originals[n], taint]}},
+            content_type="application/merge-patch+json",
+        )
     run_id = submit(sandbox, gpu_project)
     try:
-        wait_until(lambda: sig(status(sandbox, run_id), "Scheduled")["state"] == "false",
-                   what="the scheduler to refuse the worker")  # fmt: skip
+        wait_until(
+            lambda: sig(status(sandbox, run_id), "Scheduled")["state"] == "false",
+            what="the scheduler to refuse the worker",
+        )
         st = status(sandbox, run_id)
         assert sig(st, "Admitted")["state"] == "true"
         reason = sig(st, "Scheduled")["reason"]
@@ -187,8 +223,11 @@ def test_an_untolerated_taint_shows_failedschedulings_reason(
         assert st["summary"].startswith("starting, but not scheduled:")
     finally:
         for n in names:
-            nodes.patch(name=n, body={"spec": {"taints": originals[n]}},
-                        content_type="application/merge-patch+json")  # fmt: skip
+            nodes.patch(
+                name=n,
+                body={"spec": {"taints": originals[n]}},
+                content_type="application/merge-patch+json",
+            )
         tau(sandbox, "run", "cancel", run_id, env=kube_env(sandbox))
 
 
@@ -211,16 +250,36 @@ def test_an_unreachable_api_fails_fast_with_exit_4(tmp_path: Path, gpu_project: 
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed once we leave: nothing listens there
     kc = tmp_path / "kc.yaml"
-    kc.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "x",
-        "clusters": [{"name": "x", "cluster": {"server": f"https://127.0.0.1:{port}", "insecure-skip-tls-verify": True}}],
-        "users": [{"name": "x", "user": {"token": "t"}}],
-        "contexts": [{"name": "x", "context": {"cluster": "x", "user": "x"}}],
-    }))  # fmt: skip
+    kc.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "x",
+                "clusters": [
+                    {
+                        "name": "x",
+                        "cluster": {
+                            "server": f"https://127.0.0.1:{port}",
+                            "insecure-skip-tls-verify": True,
+                        },
+                    }
+                ],
+                "users": [{"name": "x", "user": {"token": "t"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "x", "user": "x"}}],
+            }
+        )
+    )
     # it gives up by itself (the connect timeout) instead of hanging: the bound here is only
     # a generous guard (timing is the benchmark's business)
-    res = tau(tmp_path / "home", "run", str(gpu_project), "-d",
-              env={"KUBECONFIG": str(kc), "TAU_TARGET": "kube"}, timeout=120)  # fmt: skip
+    res = tau(
+        tmp_path / "home",
+        "run",
+        str(gpu_project),
+        "-d",
+        env={"KUBECONFIG": str(kc), "TAU_TARGET": "kube"},
+        timeout=120,
+    )
     assert res.returncode == 4 and "unreachable" in res.stderr, res.stderr
 
 
@@ -283,8 +342,17 @@ def test_an_attached_run_follows_the_phases_and_logs_say_where_they_are(
 def test_status_watch_follows_the_watch_api_to_the_end(sandbox: Path, tmp_path: Path) -> None:
     cpu_job(tmp_path, "watched")
     run_id = submit(sandbox, tmp_path)
-    res = tau(sandbox, "run", "status", run_id, "--watch", "-o", "json", env=kube_env(sandbox),
-              timeout=120)  # fmt: skip
+    res = tau(
+        sandbox,
+        "run",
+        "status",
+        run_id,
+        "--watch",
+        "-o",
+        "json",
+        env=kube_env(sandbox),
+        timeout=120,
+    )
     assert res.returncode == 0, res.stderr
     docs = [json.loads(line) for line in res.stdout.splitlines()]
     assert docs[-1]["phase"] == "Succeeded"
@@ -349,7 +417,10 @@ def test_target_pulumi_runs_as_an_ephemeral_stack(sandbox: Path, tmp_path: Path)
     assert f"stack run-{run_id} destroyed; the evidence stays" in res.stderr
     rec = json.loads((sandbox / "data" / "runs" / run_id / "run.json").read_text())
     assert (rec["phase"], rec["handle"]["target"], rec["handle"]["stack"]) == (
-        "Succeeded", "pulumi", f"run-{run_id}")  # fmt: skip
+        "Succeeded",
+        "pulumi",
+        f"run-{run_id}",
+    )
     assert tau(sandbox, "run", "verify", run_id).returncode == 0
 
     # detached, then cancelled: the stack (and with it the TauRun and the workload) is gone
@@ -358,8 +429,13 @@ def test_target_pulumi_runs_as_an_ephemeral_stack(sandbox: Path, tmp_path: Path)
     cancelled = res.stdout.strip()
     assert tau(sandbox, "run", "cancel", cancelled, env=env).returncode == 0
     taurun = admin(sandbox).resources.get(api_version="tau.azure.com/v1alpha1", kind="TauRun")
-    assert wait_until(lambda: not [r for r in taurun.get(namespace="research").items
-                                   if r.metadata.name == cancelled], 60, "the TauRun deleted")  # fmt: skip
+    assert wait_until(
+        lambda: (
+            not [r for r in taurun.get(namespace="research").items if r.metadata.name == cancelled]
+        ),
+        60,
+        "the TauRun deleted",
+    )
 
     # detached and left to finish: gc destroys its stack
     finished = tau(sandbox, "run", str(tmp_path), "-d", env=env, timeout=300).stdout.strip()
@@ -372,9 +448,14 @@ def test_target_pulumi_runs_as_an_ephemeral_stack(sandbox: Path, tmp_path: Path)
 
 def test_target_pulumi_without_a_pulumi_cli_exits_4(sandbox: Path, tmp_path: Path) -> None:
     cpu_job(tmp_path, "nocli")
-    env = {**kube_env(sandbox), "TAU_TARGET": "pulumi", "PATH": "/usr/bin:/bin",
-           "TAUGRID_PULUMI_CACHE": str(tmp_path / "none"), "TAU_PULUMI_BIN": "",
-           "PULUMI_BACKEND_URL": (sandbox / "team-state").as_uri()}  # fmt: skip
+    env = {
+        **kube_env(sandbox),
+        "TAU_TARGET": "pulumi",
+        "PATH": "/usr/bin:/bin",
+        "TAUGRID_PULUMI_CACHE": str(tmp_path / "none"),
+        "TAU_PULUMI_BIN": "",
+        "PULUMI_BACKEND_URL": (sandbox / "team-state").as_uri(),
+    }
     res = tau(sandbox, "run", str(tmp_path), "-d", env=env)
     assert res.returncode == 4
     assert "no Pulumi CLI found" in res.stderr and "Traceback" not in res.stderr

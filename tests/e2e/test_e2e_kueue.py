@@ -27,11 +27,20 @@ CFG = parse_platform(
     {
         "cluster": {"provider": "existing", "name": "e2e", "context": "e2e"},
         "cpuPools": [{"name": "kqcpu", "vmSize": "Standard_D16s_v5", "maxCount": 2}],
-        "queues": {"cohort": "e2e", "clusterQueues": [
-            {"name": "kqcpu", "flavors": [{"pool": "kqcpu", "nominalQuota": {"cpu": 2, "memory": "8Gi"}}]}]},
-        "workspaces": [{"name": "kq", "queues": ["kqcpu"], "storage": {"size": "10Gi", "storageClass": None}}],
+        "queues": {
+            "cohort": "e2e",
+            "clusterQueues": [
+                {
+                    "name": "kqcpu",
+                    "flavors": [{"pool": "kqcpu", "nominalQuota": {"cpu": 2, "memory": "8Gi"}}],
+                }
+            ],
+        },
+        "workspaces": [
+            {"name": "kq", "queues": ["kqcpu"], "storage": {"size": "10Gi", "storageClass": None}}
+        ],
     }
-)  # fmt: skip
+)
 
 
 wait = wait_until
@@ -53,12 +62,35 @@ def kueue(cluster: Any, cluster_crds: Any) -> Any:
         if obj["kind"] != "PersistentVolumeClaim":
             apply(dyn, obj)
     # /data: a PVC bound to a pre-made PV (no provisioner here).
-    apply(dyn, {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "kq-data-pv"},
-                "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteMany"], "storageClassName": "",
-                         "hostPath": {"path": "/nonexistent/kq"}, "claimRef": {"namespace": "kq", "name": "kq-data"}}})  # fmt: skip
-    apply(dyn, {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "kq-data", "namespace": "kq"},
-                "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": "kq-data-pv",
-                         "resources": {"requests": {"storage": "10Gi"}}}})  # fmt: skip
+    apply(
+        dyn,
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": "kq-data-pv"},
+            "spec": {
+                "capacity": {"storage": "10Gi"},
+                "accessModes": ["ReadWriteMany"],
+                "storageClassName": "",
+                "hostPath": {"path": "/nonexistent/kq"},
+                "claimRef": {"namespace": "kq", "name": "kq-data"},
+            },
+        },
+    )
+    apply(
+        dyn,
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "kq-data", "namespace": "kq"},
+            "spec": {
+                "accessModes": ["ReadWriteMany"],
+                "storageClassName": "",
+                "volumeName": "kq-data-pv",
+                "resources": {"requests": {"storage": "10Gi"}},
+            },
+        },
+    )
     return dyn
 
 
@@ -102,8 +134,15 @@ def test_kueue_admits_a_rendered_run_which_then_completes(
 ) -> None:
     for obj in _job("batch-score-kq001", tmp_path, cpus=1):
         apply(kueue, obj)
-    wl = wait(lambda: (w := _workload(kueue, "batch-score-kq001")) and (c := _cond(w, "Admitted")) and c["status"] == "True" and w,
-              what="the Workload to be admitted")  # fmt: skip
+    wl = wait(
+        lambda: (
+            (w := _workload(kueue, "batch-score-kq001"))
+            and (c := _cond(w, "Admitted"))
+            and c["status"] == "True"
+            and w
+        ),
+        what="the Workload to be admitted",
+    )
     assert wl.status.admission.clusterQueue == "kqcpu"
     from kubernetes import client
 
@@ -132,8 +171,15 @@ def test_run_over_quota_waits_with_kueues_reason(cluster: Any, kueue: Any, tmp_p
     objs = _job("batch-score-kq002", tmp_path, cpus=3)  # the queue's nominal quota is 2 CPUs
     for obj in objs:
         apply(kueue, obj)
-    wl = wait(lambda: (w := _workload(kueue, "batch-score-kq002")) and (c := _cond(w, "QuotaReserved")) and c["status"] == "False" and w,
-              what="a pending Workload")  # fmt: skip
+    wl = wait(
+        lambda: (
+            (w := _workload(kueue, "batch-score-kq002"))
+            and (c := _cond(w, "QuotaReserved"))
+            and c["status"] == "False"
+            and w
+        ),
+        what="a pending Workload",
+    )
     reason = _cond(wl, "QuotaReserved")["message"]
     assert "couldn't assign flavors" in reason or "insufficient" in reason.lower()
     from kubernetes import client

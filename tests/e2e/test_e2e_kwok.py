@@ -28,12 +28,23 @@ def nodes(cluster: Any) -> Any:
     from kubernetes import client
 
     core = client.CoreV1Api(cluster.api_client())
-    cluster.add_fake_node("gpu-a100-0", gpus=1, labels={C.LABEL_POOL: "a100-1x", C.LABEL_GPU_CLASS: "a100-80gb"},
-                          taints=[GPU_TAINT], cpu="24", memory="220Gi")  # fmt: skip
+    cluster.add_fake_node(
+        "gpu-a100-0",
+        gpus=1,
+        labels={C.LABEL_POOL: "a100-1x", C.LABEL_GPU_CLASS: "a100-80gb"},
+        taints=[GPU_TAINT],
+        cpu="24",
+        memory="220Gi",
+    )
     cluster.add_fake_node("cpu-0", labels={C.LABEL_POOL: "cpu"}, cpu="16", memory="64Gi")
     for name in ("gpu-a100-0", "cpu-0"):
-        wait(lambda n=name: any(c.type == "Ready" and c.status == "True" for c in (core.read_node(n).status.conditions or [])),
-             what=f"{name} Ready")  # fmt: skip
+        wait(
+            lambda n=name: any(
+                c.type == "Ready" and c.status == "True"
+                for c in (core.read_node(n).status.conditions or [])
+            ),
+            what=f"{name} Ready",
+        )
     apply(cluster.dynamic(), {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
     return core
 
@@ -93,13 +104,35 @@ def test_rendered_job_runs_to_completion_once_admitted(cluster: Any, nodes: Any)
     pod_spec.pop("serviceAccountName", None)  # no such ServiceAccount in this bare namespace
     pod_spec["nodeSelector"] = {C.LABEL_POOL: "cpu"}
     # The workspace's /data volume: a PVC bound to a pre-made PV (no provisioner, no kubelet).
-    apply(cluster.dynamic(), {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "kwok-e2e-data-pv"},
-                              "spec": {"capacity": {"storage": "1Ti"}, "accessModes": ["ReadWriteMany"],
-                                       "hostPath": {"path": "/nonexistent/kwok"}, "storageClassName": "",
-                                       "claimRef": {"namespace": NS, "name": r.pvc}}})  # fmt: skip
-    apply(cluster.dynamic(), {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": r.pvc, "namespace": NS},
-                              "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": "kwok-e2e-data-pv",
-                                       "resources": {"requests": {"storage": "1Ti"}}}})  # fmt: skip
+    apply(
+        cluster.dynamic(),
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": "kwok-e2e-data-pv"},
+            "spec": {
+                "capacity": {"storage": "1Ti"},
+                "accessModes": ["ReadWriteMany"],
+                "hostPath": {"path": "/nonexistent/kwok"},
+                "storageClassName": "",
+                "claimRef": {"namespace": NS, "name": r.pvc},
+            },
+        },
+    )
+    apply(
+        cluster.dynamic(),
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": r.pvc, "namespace": NS},
+            "spec": {
+                "accessModes": ["ReadWriteMany"],
+                "storageClassName": "",
+                "volumeName": "kwok-e2e-data-pv",
+                "resources": {"requests": {"storage": "1Ti"}},
+            },
+        },
+    )
     apply(cluster.dynamic(), cm)
     apply(cluster.dynamic(), job)
     from kubernetes import client
@@ -109,8 +142,17 @@ def test_rendered_job_runs_to_completion_once_admitted(cluster: Any, nodes: Any)
         NS, label_selector=f"{C.LABEL_RUN_ID}=batch-score-kwok1"
     ).items
     batch.patch_namespaced_job("batch-score-kwok1", NS, {"spec": {"suspend": False}})
-    pod = wait(lambda: next(iter(nodes.list_namespaced_pod(NS, label_selector=f"{C.LABEL_RUN_ID}=batch-score-kwok1").items), None),
-               what="the Job's pod")  # fmt: skip
+    pod = wait(
+        lambda: next(
+            iter(
+                nodes.list_namespaced_pod(
+                    NS, label_selector=f"{C.LABEL_RUN_ID}=batch-score-kwok1"
+                ).items
+            ),
+            None,
+        ),
+        what="the Job's pod",
+    )
     assert pod.metadata.labels[C.KUEUE_QUEUE_LABEL] == "cpu"  # run labels reach the pod
     done = wait(
         lambda: (j := batch.read_namespaced_job("batch-score-kwok1", NS)).status.succeeded and j,

@@ -125,9 +125,19 @@ def test_workspace_rbac_lets_members_work_in_their_namespace_only(
         )[1]
 
     def quota(ns: str) -> dict[str, Any]:
-        return {"apiVersion": "tau.azure.com/v1alpha1", "kind": "TauQuotaRequest", "metadata": {"name": "more-gpus", "namespace": ns},
-                "spec": {"workspace": ns, "flavor": "h100x8", "resource": "nvidia.com/gpu", "requested": 8, "reason": "deadline",
-                         "duration": "48h"}}  # fmt: skip
+        return {
+            "apiVersion": "tau.azure.com/v1alpha1",
+            "kind": "TauQuotaRequest",
+            "metadata": {"name": "more-gpus", "namespace": ns},
+            "spec": {
+                "workspace": ns,
+                "flavor": "h100x8",
+                "resource": "nvidia.com/gpu",
+                "requested": 8,
+                "reason": "deadline",
+                "duration": "48h",
+            },
+        }
 
     assert _allowed(cluster, "alice@example.com", rayjob("llm"))
     assert _allowed(cluster, "alice@example.com", quota("llm"))
@@ -150,8 +160,12 @@ def test_workspace_rbac_lets_members_work_in_their_namespace_only(
         api_version="tau.azure.com/v1alpha1", kind="TauCluster"
     )
     assert tc.get(name="cluster").spec.stack == "prod"
-    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "sneaky", "namespace": "llm"},
-            "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]}  # fmt: skip
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": "sneaky", "namespace": "llm"},
+        "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}],
+    }
     assert not _allowed(cluster, "alice@example.com", role)
 
 

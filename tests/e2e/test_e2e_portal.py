@@ -29,8 +29,12 @@ def test_each_researcher_sees_only_their_workspaces_runs(
     sandbox: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     mine = submit(sandbox, cpu_job(tmp_path / "r", "portal-mine", {"SANDBOX_RUN_SECONDS": "600"}))
-    project = cpu_job(tmp_path / "b", "portal-theirs", {"SANDBOX_RUN_SECONDS": "600"},
-                      extra="policy: {workspace: llm}\n")  # fmt: skip
+    project = cpu_job(
+        tmp_path / "b",
+        "portal-theirs",
+        {"SANDBOX_RUN_SECONDS": "600"},
+        extra="policy: {workspace: llm}\n",
+    )
     res = tau(sandbox, "run", str(project), "-d", env=kube_env(sandbox, "bob"))
     assert res.returncode == 0, res.stderr
     theirs = res.stdout.strip()

@@ -52,8 +52,16 @@ def bare(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     assert res.returncode == 0, res.stderr
     assert "tau platform up --stack sandbox" in res.stdout
     yield home
-    tau(home, "platform", "destroy", "--stack", "sandbox", "--yes", *where(home),
-        env=admin_env(home))  # fmt: skip
+    tau(
+        home,
+        "platform",
+        "destroy",
+        "--stack",
+        "sandbox",
+        "--yes",
+        *where(home),
+        env=admin_env(home),
+    )
     tau(home, "sandbox", "down")
 
 
@@ -80,27 +88,50 @@ def pulumi_env(home: Path) -> dict[str, str]:
     """What the stock `pulumi` sees here: the same Pulumi home (its login) as tau's commands."""
     from taugrid.infra import engine
 
-    return {**os.environ, "PULUMI_HOME": str(home / "pulumi-home"),
-            "PULUMI_CONFIG_PASSPHRASE": TEAM_PASSPHRASE, "PULUMI_SKIP_UPDATE_CHECK": "true",
-            "PATH": f"{engine.find_bin()}{os.pathsep}{os.environ['PATH']}"}  # fmt: skip
+    return {
+        **os.environ,
+        "PULUMI_HOME": str(home / "pulumi-home"),
+        "PULUMI_CONFIG_PASSPHRASE": TEAM_PASSPHRASE,
+        "PULUMI_SKIP_UPDATE_CHECK": "true",
+        "PATH": f"{engine.find_bin()}{os.pathsep}{os.environ['PATH']}",
+    }
 
 
 def pulumi_cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """The stock Pulumi CLI in the project (the commands that need no language host)."""
     env = {k: v for k, v in pulumi_env(home).items() if k != "PULUMI_BACKEND_URL"}
-    return subprocess.run(["pulumi", *args], cwd=home / "project", env=env, capture_output=True,
-                          text=True, timeout=120, check=False)  # fmt: skip
+    return subprocess.run(
+        ["pulumi", *args],
+        cwd=home / "project",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def admin_env(home: Path) -> dict[str, str]:
-    return {"KUBECONFIG": tau(home, "sandbox", "kubeconfig").stdout.strip(),
-            "PULUMI_CONFIG_PASSPHRASE": TEAM_PASSPHRASE}  # fmt: skip
+    return {
+        "KUBECONFIG": tau(home, "sandbox", "kubeconfig").stdout.strip(),
+        "PULUMI_CONFIG_PASSPHRASE": TEAM_PASSPHRASE,
+    }
 
 
 def platform(home: Path, *args: str, stacks: Path | None = None) -> dict[str, Any]:
     extra = ["--stacks-dir", str(stacks)] if stacks else where(home)
-    res = tau(home, "platform", *args, "--stack", "sandbox", *extra, "-o", "json",
-              env=admin_env(home), timeout=600)  # fmt: skip
+    res = tau(
+        home,
+        "platform",
+        *args,
+        "--stack",
+        "sandbox",
+        *extra,
+        "-o",
+        "json",
+        env=admin_env(home),
+        timeout=600,
+    )
     assert res.returncode == 0, res.stderr
     return dict(json.loads(res.stdout))
 
@@ -138,11 +169,14 @@ def names(home: Path, api_version: str, kind: str, namespace: str | None = None)
 def test_up_creates_the_platform_and_a_second_up_changes_nothing(
     bare: Path, tmp_path: Path
 ) -> None:
-    assert "tau.azure.com" not in {n.split(".", 1)[-1] for n in names(
-        bare, "apiextensions.k8s.io/v1", "CustomResourceDefinition")}  # fmt: skip
+    assert "tau.azure.com" not in {
+        n.split(".", 1)[-1]
+        for n in names(bare, "apiextensions.k8s.io/v1", "CustomResourceDefinition")
+    }
     # without --yes and without a terminal to ask, nothing is applied
-    res = tau(bare, "platform", "up", "--stack", "sandbox", *where(bare), env=admin_env(bare),
-              timeout=300)  # fmt: skip
+    res = tau(
+        bare, "platform", "up", "--stack", "sandbox", *where(bare), env=admin_env(bare), timeout=300
+    )
     assert res.returncode == 2 and "pass --yes" in res.stderr, res.stderr
     # its first line says where the state is: the backend `pulumi login` chose, the project
     first_line = res.stderr.splitlines()[0]
@@ -186,8 +220,11 @@ def pulumi_way(home: Path) -> Any:
 
     from taugrid.infra import engine
 
-    env = {**pulumi_env(home), **admin_env(home),
-           "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true"}  # fmt: skip
+    env = {
+        **pulumi_env(home),
+        **admin_env(home),
+        "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
+    }
     env.pop("PULUMI_BACKEND_URL", None)
     return auto.select_stack(
         stack_name="sandbox",
@@ -234,12 +271,28 @@ def test_tau_and_pulumi_share_one_state(bare: Path, monkeypatch: pytest.MonkeyPa
     assert back["changes"]["update"] == 1 and back["backend"] == (bare / "team-state").as_uri()
 
     env = admin_env(bare)
-    res = tau(bare, "platform", "preview", "--stack", "sandbox", *where(bare),
-              env={**env, "PULUMI_CONFIG_PASSPHRASE": "a guess"}, timeout=300)  # fmt: skip
+    res = tau(
+        bare,
+        "platform",
+        "preview",
+        "--stack",
+        "sandbox",
+        *where(bare),
+        env={**env, "PULUMI_CONFIG_PASSPHRASE": "a guess"},
+        timeout=300,
+    )
     assert res.returncode == 4, res.stderr
     assert "not the one the stack was created with" in res.stderr and "Traceback" not in res.stderr
-    res = tau(bare, "platform", "preview", "--stack", "sandbox", *where(bare),
-              env={"KUBECONFIG": env["KUBECONFIG"]}, timeout=300)  # fmt: skip
+    res = tau(
+        bare,
+        "platform",
+        "preview",
+        "--stack",
+        "sandbox",
+        *where(bare),
+        env={"KUBECONFIG": env["KUBECONFIG"]},
+        timeout=300,
+    )
     assert res.returncode == 4, res.stderr
     assert "PULUMI_CONFIG_PASSPHRASE" in res.stderr and str(stack_file(bare)) in res.stderr
 
@@ -266,11 +319,25 @@ def test_a_mandatory_policy_violation_blocks_up_and_changes_nothing(
 ) -> None:
     """TauGrid's policy pack runs in the real engine (as an executable pack: no Python language
     host): a floating version in the stack's version lock stops `up` before anything changes."""
-    variant(bare, tmp_path, (QUOTA_6, QUOTA_8),
-            ("kuberay: {install: external}", "kuberay: {install: external, version: latest}"))  # fmt: skip
+    variant(
+        bare,
+        tmp_path,
+        (QUOTA_6, QUOTA_8),
+        ("kuberay: {install: external}", "kuberay: {install: external, version: latest}"),
+    )
     before = platform(bare, "preview")["changes"]
-    res = tau(bare, "platform", "up", "--stack", "sandbox", "--stacks-dir", str(tmp_path), "--yes",
-              env=admin_env(bare), timeout=300)  # fmt: skip
+    res = tau(
+        bare,
+        "platform",
+        "up",
+        "--stack",
+        "sandbox",
+        "--stacks-dir",
+        str(tmp_path),
+        "--yes",
+        env=admin_env(bare),
+        timeout=300,
+    )
     assert res.returncode == 4, res.stderr
     assert "mandatory policy violation" in res.stderr and "nothing was changed" in res.stderr
     assert "versions-pinned: component kuberay has version 'latest'" in res.stderr
@@ -280,8 +347,20 @@ def test_a_mandatory_policy_violation_blocks_up_and_changes_nothing(
     quota = cpu.get(name="cpu").spec.resourceGroups[0].flavors[0].resources[0].nominalQuota
     assert quota == "6"
     # the same config without the checks would go through: the pack is what stopped it
-    res = tau(bare, "platform", "preview", "--stack", "sandbox", "--stacks-dir", str(tmp_path),
-              "--no-policies", "-o", "json", env=admin_env(bare), timeout=300)  # fmt: skip
+    res = tau(
+        bare,
+        "platform",
+        "preview",
+        "--stack",
+        "sandbox",
+        "--stacks-dir",
+        str(tmp_path),
+        "--no-policies",
+        "-o",
+        "json",
+        env=admin_env(bare),
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr
 
 
@@ -295,13 +374,27 @@ def test_a_controller_grant_survives_pulumi_up_of_a_new_base_quota(
     dyn = admin(bare)
     cohorts = dyn.resources.get(api_version="kueue.x-k8s.io/v1beta2", kind="Cohort")
     cqs = dyn.resources.get(api_version="kueue.x-k8s.io/v1beta2", kind="ClusterQueue")
-    grant = [{"coveredResources": ["cpu"], "flavors": [{"name": "cpu", "resources": [
-        {"name": "cpu", "nominalQuota": "2", "lendingLimit": "0"}]}]}]  # fmt: skip
+    grant = [
+        {
+            "coveredResources": ["cpu"],
+            "flavors": [
+                {
+                    "name": "cpu",
+                    "resources": [{"name": "cpu", "nominalQuota": "2", "lendingLimit": "0"}],
+                }
+            ],
+        }
+    ]
     cohorts.server_side_apply(
-        body={"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Cohort",
-              "metadata": {"name": "tau-grants-cpu"}, "spec": {"resourceGroups": grant}},
-        field_manager="taugrid-controller", force_conflicts=True,
-    )  # fmt: skip
+        body={
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "Cohort",
+            "metadata": {"name": "tau-grants-cpu"},
+            "spec": {"resourceGroups": grant},
+        },
+        field_manager="taugrid-controller",
+        force_conflicts=True,
+    )
     variant(bare, tmp_path, (QUOTA_6, QUOTA_8))
     try:
         up = platform(bare, "up", "--yes", stacks=tmp_path)
@@ -344,7 +437,8 @@ def test_drift_is_seen_and_repaired(bare: Path) -> None:
         (st["type"].rsplit(":", 1)[-1], st["name"]) for st in seen["steps"] if st["op"] == "create"
     }
     assert ("ClusterQueue", "kueue-queues:cpu") in created or any(
-        t == "ClusterQueue" and n.endswith("cpu") for t, n in created), created  # fmt: skip
+        t == "ClusterQueue" and n.endswith("cpu") for t, n in created
+    ), created
     assert any(t == "Namespace" and "llm" in n for t, n in created), created
     drift = platform(bare, "refresh")["drift"]
     gone = {d["name"] for d in drift if d["drift"] == "gone"}
@@ -373,9 +467,13 @@ def test_a_ci_cluster_verifies_a_lock_which_then_promotes(bare: Path, tmp_path: 
     stacks = tmp_path / "stacks"
     shutil.copytree(ROOT / "stacks", stacks)  # links followed: plain files
     dev = stacks / "Pulumi.dev.yaml"
-    dev.write_text(dev.read_text().replace(
-        "      nodeProblemDetector: {enabled: true}\n",
-        "      nodeProblemDetector: {enabled: true}\n      kueue: {version: 0.19.3}\n", 1))  # fmt: skip
+    dev.write_text(
+        dev.read_text().replace(
+            "      nodeProblemDetector: {enabled: true}\n",
+            "      nodeProblemDetector: {enabled: true}\n      kueue: {version: 0.19.3}\n",
+            1,
+        )
+    )
     (stacks / "Pulumi.ci.yaml").write_text((ROOT / "stacks" / "Pulumi.sandbox.yaml").read_text())
     env, where = admin_env(bare), ["--stacks-dir", str(stacks)]
 

@@ -44,8 +44,11 @@ A100 = ["a100x1-0", "a100x1-1", "a100x1-2", "a100x1-3"]
 def cordon(home: Path, nodes: list[str], on: bool) -> None:
     api = admin(home).resources.get(api_version="v1", kind="Node")
     for n in nodes:
-        api.patch(name=n, body={"spec": {"unschedulable": on}},
-                  content_type="application/merge-patch+json")  # fmt: skip
+        api.patch(
+            name=n,
+            body={"spec": {"unschedulable": on}},
+            content_type="application/merge-patch+json",
+        )
 
 
 def test_a_waiting_then_running_run_is_not_rewritten_when_nothing_changes(
@@ -77,8 +80,11 @@ def test_a_waiting_then_running_run_is_not_rewritten_when_nothing_changes(
 
         wait_until(unschedulable, timeout=120, what="its workers to fail scheduling")
         cordon(sandbox, A100, False)
-        wait_until(lambda: status(sandbox, run)["phase"] == "Running", timeout=180,
-                   what="the waiting run to run")  # fmt: skip
+        wait_until(
+            lambda: status(sandbox, run)["phase"] == "Running",
+            timeout=180,
+            what="the waiting run to run",
+        )
         audit = sandbox / "sandbox" / "audit.log"
         assert writes_to(audit, run, time.time() - 600), "the controller recorded its changes"
         time.sleep(SETTLE_S)

@@ -66,8 +66,10 @@ def test_the_stacks_platform_is_installed(sandbox: Path) -> None:
     )
     assert tc.spec.stack == "sandbox" and tc.spec.defaultWorkspace == "research"
     pvcs = admin.resources.get(api_version="v1", kind="PersistentVolumeClaim")
-    wait_until(lambda: pvcs.get(name="research-data", namespace="research").status.phase == "Bound",
-               what="the workspace PVC to bind")  # fmt: skip
+    wait_until(
+        lambda: pvcs.get(name="research-data", namespace="research").status.phase == "Bound",
+        what="the workspace PVC to bind",
+    )
     nodes = {
         n.metadata.name: n for n in admin.resources.get(api_version="v1", kind="Node").get().items
     }
@@ -85,10 +87,22 @@ def test_a_researcher_runs_a_rayjob_through_kueue_kuberay_and_kwok(
     if not {"kueue", "kuberay"} <= running:
         pytest.skip(f"Kueue or KubeRay does not run here: {status['components']}")
     snap = tmp_path / "profiles.yaml"
-    snap.write_text(subprocess.run([TAU, "platform", "snapshot", "--stack", "sandbox"], capture_output=True,
-                                   text=True, check=True).stdout)  # fmt: skip
-    objs = json.loads(subprocess.run([TAU, "run", "render", str(EXAMPLES / "quickstart"), "-p", str(snap),
-                                      "-o", "json"], capture_output=True, text=True, check=True).stdout)["items"]  # fmt: skip
+    snap.write_text(
+        subprocess.run(
+            [TAU, "platform", "snapshot", "--stack", "sandbox"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
+    objs = json.loads(
+        subprocess.run(
+            [TAU, "run", "render", str(EXAMPLES / "quickstart"), "-p", str(snap), "-o", "json"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )["items"]
     me = dyn(sandbox, "researcher")
     for o in objs:  # the sandbox's Ray job runs until the test is over (it succeeds at once else)
         if o["kind"] == "RayJob":
@@ -142,14 +156,26 @@ def test_a_sandbox_job_runs_as_long_as_its_env_says_then_succeeds_or_fails(
     from sandboxkit import cpu_job, status, submit
 
     ok = submit(sandbox, cpu_job(tmp_path / "ok", "lasts", {"SANDBOX_RUN_SECONDS": "6"}))
-    bad = submit(sandbox, cpu_job(tmp_path / "bad", "breaks",
-                                  {"SANDBOX_RUN_SECONDS": "2", "SANDBOX_RESULT": "FAILED"},
-                                  "resilience: {max_retries: 0}\n"))  # fmt: skip
+    bad = submit(
+        sandbox,
+        cpu_job(
+            tmp_path / "bad",
+            "breaks",
+            {"SANDBOX_RUN_SECONDS": "2", "SANDBOX_RESULT": "FAILED"},
+            "resilience: {max_retries: 0}\n",
+        ),
+    )
     wait_until(lambda: status(sandbox, ok)["phase"] == "Running", what="the job running")
-    wait_until(lambda: status(sandbox, ok)["phase"] == "Succeeded", timeout=120,
-               what="the job to succeed on its own")  # fmt: skip
-    wait_until(lambda: status(sandbox, bad)["phase"] == "Failed", timeout=120,
-               what="the failing job to fail")  # fmt: skip
+    wait_until(
+        lambda: status(sandbox, ok)["phase"] == "Succeeded",
+        timeout=120,
+        what="the job to succeed on its own",
+    )
+    wait_until(
+        lambda: status(sandbox, bad)["phase"] == "Failed",
+        timeout=120,
+        what="the failing job to fail",
+    )
     failed = status(sandbox, bad)
     assert failed["attempt"] == 0, "tried once: no retry was made"
     assert not [e for e in failed.get("timeline") or [] if e["reason"] == "Retrying"]

@@ -26,11 +26,27 @@ def test_100_runs_on_20_nodes_end_truthfully_and_the_controller_stays_quiet(
         pytest.skip("the control plane is not built: `make e2e` builds it")
     out = tmp_path / "scale.json"
     res = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "bench_scale.py"), "--runs", "100", "--nodes", "20",
-         "--max-seconds", "15", "--idle-seconds", "15", "--restart-seconds", "60",
-         "--json", str(out)],
-        capture_output=True, text=True, timeout=900, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(ROOT / "bench" / "bench_scale.py"),
+            "--runs",
+            "100",
+            "--nodes",
+            "20",
+            "--max-seconds",
+            "15",
+            "--idle-seconds",
+            "15",
+            "--restart-seconds",
+            "60",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     f = json.loads(out.read_text())
     assert sum(f["phases"].values()) == 100, f["phases"]

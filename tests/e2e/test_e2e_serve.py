@@ -103,9 +103,20 @@ def test_a_service_on_the_cluster_from_deploy_to_delete(sandbox: Path, tmp_path:
     assert "queue" in res.stderr and NS in res.stderr
     # Kueue admits the RayService; its two one-GPU replicas run on a100x1 nodes
     wait_until(lambda: st(sandbox, "clf")["admitted"] is True, 120, "Kueue admits it")
-    pods = wait_until(lambda: [p for p in dyn.resources.get(api_version="v1", kind="Pod").get(
-        namespace=NS, label_selector=f"{C.LABEL_SERVICE}=clf,ray.io/group=replicas").items
-        if p.spec.nodeName] or None, 120, "replica pods scheduled")  # fmt: skip
+    pods = wait_until(
+        lambda: (
+            [
+                p
+                for p in dyn.resources.get(api_version="v1", kind="Pod")
+                .get(namespace=NS, label_selector=f"{C.LABEL_SERVICE}=clf,ray.io/group=replicas")
+                .items
+                if p.spec.nodeName
+            ]
+            or None
+        ),
+        120,
+        "replica pods scheduled",
+    )
     nodes = {p.spec.nodeName for p in pods}
     assert all(n.startswith("a100x1") for n in nodes), nodes
     # the ClusterQueue's usage is Kueue's status, written after it admits: waited for, not raced
@@ -139,8 +150,19 @@ def test_a_service_on_the_cluster_from_deploy_to_delete(sandbox: Path, tmp_path:
     shutil.copytree(sandbox / "services" / "clf", bob_home / "services" / "clf")
     res = tau(bob_home, "serve", "delete", "clf", env=kube_env(sandbox, "bob"))
     assert res.returncode == 4 and "forbidden" in res.stderr.lower(), res.stderr
-    res = serve(sandbox, "deploy", str(folder), "--target", "kube", "--name", "theirs",
-                "--workspace", NS, "--no-wait", who="bob")  # fmt: skip
+    res = serve(
+        sandbox,
+        "deploy",
+        str(folder),
+        "--target",
+        "kube",
+        "--name",
+        "theirs",
+        "--workspace",
+        NS,
+        "--no-wait",
+        who="bob",
+    )
     assert res.returncode == 4 and "forbidden" in res.stderr.lower(), res.stderr
     assert dyn.resources.get(api_version="ray.io/v1", kind="RayService").get(
         name="clf-1", namespace=NS
@@ -166,18 +188,30 @@ def test_a_service_on_the_cluster_from_deploy_to_delete(sandbox: Path, tmp_path:
     rayservices = dyn.resources.get(api_version="ray.io/v1", kind="RayService")
 
     def live() -> list[str]:
-        return [r.metadata.name for r in rayservices.get(
-            namespace=NS, label_selector=f"{C.LABEL_SERVICE}=clf").items
-            if not r.metadata.deletionTimestamp]  # fmt: skip
+        return [
+            r.metadata.name
+            for r in rayservices.get(namespace=NS, label_selector=f"{C.LABEL_SERVICE}=clf").items
+            if not r.metadata.deletionTimestamp
+        ]
 
-    names = wait_until(lambda: (n := live()) and len(n) == 1 and n[0] != "clf-2" and n, 180,
-                       "the controller switches to the new generation")  # fmt: skip
+    names = wait_until(
+        lambda: (n := live()) and len(n) == 1 and n[0] != "clf-2" and n,
+        180,
+        "the controller switches to the new generation",
+    )
     front = dyn.resources.get(api_version="v1", kind="Service").get(name="clf", namespace=NS)
     assert front.spec.selector[C.LABEL_SERVICE_GENERATION] == names[0].rsplit("-", 1)[1]
     tsvc = dyn.resources.get(api_version="tau.azure.com/v1alpha1", kind="TauService")
-    recorded = wait_until(lambda: (o := tsvc.get(name="clf", namespace=NS).to_dict().get("status")
-                                   or {}).get("phase") == "Ready" and o.get("revision") == 1 and o,
-                          120, "the controller records revision 1 serving")  # fmt: skip
+    recorded = wait_until(
+        lambda: (
+            (o := tsvc.get(name="clf", namespace=NS).to_dict().get("status") or {}).get("phase")
+            == "Ready"
+            and o.get("revision") == 1
+            and o
+        ),
+        120,
+        "the controller records revision 1 serving",
+    )
     assert recorded["admitted"] is True
     assert recorded["timeline"] and recorded["timeline"][-1]["reason"] == "Ready"
     back = st(sandbox, "clf")
@@ -210,9 +244,11 @@ def test_a_canary_on_the_cluster_ends_or_is_promoted(sandbox: Path, tmp_path: Pa
     tsvc = dyn.resources.get(api_version="tau.azure.com/v1alpha1", kind="TauService")
 
     def live() -> set[str]:
-        return {r.metadata.name for r in rayservices.get(
-            namespace=NS, label_selector=f"{C.LABEL_SERVICE}=cny").items
-            if not r.metadata.deletionTimestamp}  # fmt: skip
+        return {
+            r.metadata.name
+            for r in rayservices.get(namespace=NS, label_selector=f"{C.LABEL_SERVICE}=cny").items
+            if not r.metadata.deletionTimestamp
+        }
 
     def selected() -> str:
         return str(services.get(name="cny", namespace=NS).spec.selector[C.LABEL_SERVICE_GENERATION])
@@ -221,8 +257,20 @@ def test_a_canary_on_the_cluster_ends_or_is_promoted(sandbox: Path, tmp_path: Pa
     assert res.returncode == 0 and json.loads(res.stdout)["phase"] == "Ready", res.stderr
 
     # (--no-wait, and no tau command looks: the controller routes the canary)
-    res = serve(sandbox, "rollout", "cny", "--model", f"clf@{v2}", "--strategy", "canary",
-                "--step", "50", "--no-wait", "-o", "json")  # fmt: skip
+    res = serve(
+        sandbox,
+        "rollout",
+        "cny",
+        "--model",
+        f"clf@{v2}",
+        "--strategy",
+        "canary",
+        "--step",
+        "50",
+        "--no-wait",
+        "-o",
+        "json",
+    )
     assert res.returncode == 0, res.stderr
     wait_until(lambda: selected() == "2", 180, "the controller moves the Service to the canary")
     assert live() == {"cny-1", "cny-2"}  # the serving RayService is kept
@@ -235,9 +283,15 @@ def test_a_canary_on_the_cluster_ends_or_is_promoted(sandbox: Path, tmp_path: Pa
     now = st(sandbox, "cny")
     assert (now["phase"], now["revision"]) == ("Canary", 1), now["summary"]
     assert now["rollout"]["traffic"] == {"2": 50, "1": 50} and "simulated" in now["summary"]
-    recorded = wait_until(lambda: (o := tsvc.get(name="cny", namespace=NS).to_dict().get("status")
-                                   or {}).get("phase") == "Canary" and o, 120,
-                          "the controller records the canary")  # fmt: skip
+    recorded = wait_until(
+        lambda: (
+            (o := tsvc.get(name="cny", namespace=NS).to_dict().get("status") or {}).get("phase")
+            == "Canary"
+            and o
+        ),
+        120,
+        "the controller records the canary",
+    )
     assert "takes 50% of requests" in recorded["summary"]
     # nothing else changes it meanwhile
     for args in (["rollout", "cny", "--model", f"clf@{v1}"], ["scale", "cny", "--replicas", "2"]):
@@ -264,8 +318,9 @@ def test_a_canary_on_the_cluster_ends_or_is_promoted(sandbox: Path, tmp_path: Pa
     wait_until(lambda: gpus_used(dyn) == before + 1, 60, "the GPU free again")
 
     # promote: the canary takes every request, the old RayService goes (no more quota needed)
-    res = serve(sandbox, "rollout", "cny", "--model", f"clf@{v2}", "--strategy", "canary",
-                "-o", "json")  # fmt: skip
+    res = serve(
+        sandbox, "rollout", "cny", "--model", f"clf@{v2}", "--strategy", "canary", "-o", "json"
+    )
     assert res.returncode == 0 and json.loads(res.stdout)["phase"] == "Canary", res.stderr
     assert len(json.loads(res.stdout)["revisions"]) == 2  # revision 2 again, not a third
     g = int(tsvc.get(name="cny", namespace=NS).to_dict()["spec"]["canary"]["generation"])

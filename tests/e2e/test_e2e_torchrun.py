@@ -35,8 +35,22 @@ def project(folder: Path) -> Path:
 def grant(home: Path, gpus: int) -> None:
     """A quota request for more a100x1 GPUs, approved by a platform admin."""
     env = kube_env(home, "alice")
-    res = tau(home, "quota", "request", "--gpus", str(gpus), "--for", "10m", "--reason", "ddp",
-              "--profile", "a100x1", "-o", "json", env=env)  # fmt: skip
+    res = tau(
+        home,
+        "quota",
+        "request",
+        "--gpus",
+        str(gpus),
+        "--for",
+        "10m",
+        "--reason",
+        "ddp",
+        "--profile",
+        "a100x1",
+        "-o",
+        "json",
+        env=env,
+    )
     assert res.returncode == 0, res.stderr
     name = json.loads(res.stdout)["name"]
 
@@ -69,8 +83,11 @@ def gpu_quota(dyn: Any) -> int:
         for g in obj.to_dict()["spec"].get("resourceGroups") or []:
             for f in g["flavors"]:
                 if f["name"] == "a100x1":
-                    total += sum(int(r["nominalQuota"]) for r in f["resources"]
-                                 if r["name"] == C.GPU_RESOURCE)  # fmt: skip
+                    total += sum(
+                        int(r["nominalQuota"])
+                        for r in f["resources"]
+                        if r["name"] == C.GPU_RESOURCE
+                    )
     return total
 
 
@@ -96,42 +113,68 @@ def test_a_four_node_torchrun_job_is_admitted_whole_on_four_hosts(
     def mine() -> list[Any]:
         return list(pods.get(namespace=NS, label_selector=f"{C.LABEL_RUN_ID}={run_id}").items)
 
-    st = wait_until(lambda: (s := status(sandbox, run_id))["phase"] == "Queued" and s, 120,
-                    "the job queued")  # fmt: skip
+    st = wait_until(
+        lambda: (s := status(sandbox, run_id))["phase"] == "Queued" and s, 120, "the job queued"
+    )
     assert "nvidia.com/gpu" in st["summary"] or "GPU" in st["summary"], st["summary"]
     assert mine() == []
     res = tau(sandbox, "run", "cancel", busy, env=kube_env(sandbox))
     assert res.returncode == 0, res.stderr
     # the fourth GPU free again: admitted as one workload; four pods on four distinct nodes
-    placed = wait_until(lambda: (p := mine()) and len(p) == 4
-                        and all(x.spec.nodeName for x in p) and p, 180,
-                        "four pods scheduled")  # fmt: skip
+    placed = wait_until(
+        lambda: (p := mine()) and len(p) == 4 and all(x.spec.nodeName for x in p) and p,
+        180,
+        "four pods scheduled",
+    )
     hosts = {p.spec.nodeName for p in placed}
     assert len(hosts) == 4 and all(h.startswith("a100x1") for h in hosts), hosts
-    indexes = {p.metadata.annotations["batch.kubernetes.io/job-completion-index"]
-               for p in placed}  # fmt: skip
+    indexes = {p.metadata.annotations["batch.kubernetes.io/job-completion-index"] for p in placed}
     assert indexes == {"0", "1", "2", "3"}
-    workloads = [w for w in dyn.resources.get(api_version="kueue.x-k8s.io/v1beta2",
-                                              kind="Workload").get(namespace=NS).items
-                 if any(o.name == run_id for o in w.metadata.ownerReferences or [])]  # fmt: skip
+    workloads = [
+        w
+        for w in dyn.resources.get(api_version="kueue.x-k8s.io/v1beta2", kind="Workload")
+        .get(namespace=NS)
+        .items
+        if any(o.name == run_id for o in w.metadata.ownerReferences or [])
+    ]
     assert len(workloads) == 1  # one workload for the four nodes
     (podset,) = workloads[0].spec.podSets
     assert podset.count == 4
     # the headless Service names every node (index 0 is the rendezvous)
     slices = dyn.resources.get(api_version="discovery.k8s.io/v1", kind="EndpointSlice")
-    addrs = wait_until(lambda: (a := [e for s in slices.get(
-        namespace=NS, label_selector=f"kubernetes.io/service-name={run_id}").items
-        for e in s.endpoints or []]) and len(a) == 4 and a, 60, "four endpoints")  # fmt: skip
+    addrs = wait_until(
+        lambda: (
+            (
+                a := [
+                    e
+                    for s in slices.get(
+                        namespace=NS, label_selector=f"kubernetes.io/service-name={run_id}"
+                    ).items
+                    for e in s.endpoints or []
+                ]
+            )
+            and len(a) == 4
+            and a
+        ),
+        60,
+        "four endpoints",
+    )
     assert {e.hostname for e in addrs} == {f"{run_id}-{i}" for i in range(4)}
-    running = wait_until(lambda: (s := status(sandbox, run_id))["phase"] == "Running" and s,
-                         120, "the job running")  # fmt: skip
+    running = wait_until(
+        lambda: (s := status(sandbox, run_id))["phase"] == "Running" and s, 120, "the job running"
+    )
     assert "4/4 nodes running" in running["summary"]
     # cancel leaves nothing: the Job, its pods, the Service, the code
     res = tau(sandbox, "run", "cancel", run_id, env=kube_env(sandbox))
     assert res.returncode == 0, res.stderr
     services = dyn.resources.get(api_version="v1", kind="Service")
     jobs = dyn.resources.get(api_version="batch/v1", kind="Job")
-    wait_until(lambda: not mine() and not services.get(
-        namespace=NS, label_selector=f"{C.LABEL_RUN_ID}={run_id}").items and not jobs.get(
-        namespace=NS, label_selector=f"{C.LABEL_RUN_ID}={run_id}").items, 120,
-        "nothing of the run left")  # fmt: skip
+    wait_until(
+        lambda: (
+            not mine()
+            and not services.get(namespace=NS, label_selector=f"{C.LABEL_RUN_ID}={run_id}").items
+            and not jobs.get(namespace=NS, label_selector=f"{C.LABEL_RUN_ID}={run_id}").items
+        ),
+        120,
+        "nothing of the run left",
+    )

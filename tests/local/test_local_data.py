@@ -38,14 +38,19 @@ def test_a_run_reads_its_input_by_exact_version(
 ) -> None:
     v1 = _register(tau, tmp_path / "v1", "first\n")
     assert tau("data", "dataset", "alias", "set", "corpus", "prod", v1).returncode == 0
-    folder = project("schema_version: 1\nname: reader\nrun: {entrypoint: read.py}\n"
-                     "data: {inputs: [{ref: corpus@prod}]}\n", "read.py", SCRIPT)  # fmt: skip
+    folder = project(
+        "schema_version: 1\nname: reader\nrun: {entrypoint: read.py}\n"
+        "data: {inputs: [{ref: corpus@prod}]}\n",
+        "read.py",
+        SCRIPT,
+    )
     res = tau("run", str(folder))
     assert res.returncode == 0, res.stderr
     run_id = re.search(r"run (reader-\w+)", res.stderr).group(1)  # type: ignore[union-attr]
     rec = tau.record(run_id)
-    assert rec["inputs"] == [{"kind": "dataset", "name": "corpus", "version": v1, "path": "corpus",
-                              "ref": "corpus@prod"}]  # fmt: skip
+    assert rec["inputs"] == [
+        {"kind": "dataset", "name": "corpus", "version": v1, "path": "corpus", "ref": "corpus@prod"}
+    ]
     log = (tau.run_dir(run_id) / "logs" / "driver.log").read_text()
     assert "READ first MODE 0o444" in log
     shown = tau("run", "status", run_id)
@@ -73,12 +78,19 @@ def test_a_changed_input_stops_the_run_before_its_code(
 ) -> None:
     version = _register(tau, tmp_path / "bad", "to be changed\n")
     # the bytes changed in place where the store keeps them (a small file: inside a pack)
-    held = next(p for p in (tau.home / "data" / "registry").rglob("*")
-                if p.is_file() and b"to be changed\n" in p.read_bytes())  # fmt: skip
+    held = next(
+        p
+        for p in (tau.home / "data" / "registry").rglob("*")
+        if p.is_file() and b"to be changed\n" in p.read_bytes()
+    )
     held.chmod(0o644)
     held.write_bytes(held.read_bytes().replace(b"to be changed\n", b"TO BE CHANGED\n"))
-    folder = project("schema_version: 1\nname: tampered\nrun: {entrypoint: read.py}\n"
-                     f"data: {{inputs: [{{ref: 'corpus@{version[:19]}'}}]}}\n", "read.py", SCRIPT)  # fmt: skip
+    folder = project(
+        "schema_version: 1\nname: tampered\nrun: {entrypoint: read.py}\n"
+        f"data: {{inputs: [{{ref: 'corpus@{version[:19]}'}}]}}\n",
+        "read.py",
+        SCRIPT,
+    )
     res = tau("run", str(folder))
     assert res.returncode != 0
     run_id = re.search(r"run (tampered-\w+)", res.stderr).group(1)  # type: ignore[union-attr]
@@ -89,8 +101,12 @@ def test_a_changed_input_stops_the_run_before_its_code(
 def test_an_unknown_input_is_refused_at_submit(
     tau: Tau, project: Callable[[str, str, str], Path]
 ) -> None:
-    folder = project("schema_version: 1\nname: nodata\nrun: {entrypoint: read.py}\n"
-                     "data: {inputs: [{ref: nothing@prod}]}\n", "read.py", SCRIPT)  # fmt: skip
+    folder = project(
+        "schema_version: 1\nname: nodata\nrun: {entrypoint: read.py}\n"
+        "data: {inputs: [{ref: nothing@prod}]}\n",
+        "read.py",
+        SCRIPT,
+    )
     res = tau("run", str(folder))
     assert res.returncode == 2 and "no dataset 'nothing'" in res.stderr
     assert "Traceback" not in res.stderr

@@ -35,17 +35,33 @@ def test_a_2_gb_file_registers_with_flat_memory(tmp_path: Path) -> None:
     env = {**os.environ, "TAU_HOME": str(tmp_path / "home")}
     try:
         res = subprocess.run(
-            [sys.executable, "-c", MEASURE, TAU, "data", "dataset", "register", "huge", str(big),
-             "-o", "json"],
-            capture_output=True, text=True, env=env, timeout=600, check=False,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-c",
+                MEASURE,
+                TAU,
+                "data",
+                "dataset",
+                "register",
+                "huge",
+                str(big),
+                "-o",
+                "json",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=600,
+            check=False,
+        )
         first, _, rest = res.stdout.partition("\n")
         code, peak_kib = (int(x) for x in first.split())
         assert code == 0, res.stderr
         doc = json.loads(rest)
         assert doc["size"] == SIZE
-        expected = subprocess.run(["sha256sum", str(big)], capture_output=True, text=True,
-                                  check=True).stdout.split()[0]  # fmt: skip
+        expected = subprocess.run(
+            ["sha256sum", str(big)], capture_output=True, text=True, check=True
+        ).stdout.split()[0]
         blob = tmp_path / "home" / "data" / "registry" / "blobs" / "sha256"
         stored = blob / expected[:2] / expected[2:]
         assert stored.is_file() and stored.stat().st_size == SIZE

@@ -223,9 +223,25 @@ def test_status_and_list_show_duration_metrics_and_the_last_error_when_piped(
     doc = next(
         r for r in json.loads(tau("run", "list", "-o", "json").stdout) if r["run_id"] == run_id
     )
-    for key in ("run_id", "name", "kind", "target", "phase", "attempt", "created_at", "started_at",
-                "finished_at", "duration_s", "last_step", "latest_metrics", "exit_code",
-                "termination_reason", "summary", "last_error", "evidence"):  # fmt: skip
+    for key in (
+        "run_id",
+        "name",
+        "kind",
+        "target",
+        "phase",
+        "attempt",
+        "created_at",
+        "started_at",
+        "finished_at",
+        "duration_s",
+        "last_step",
+        "latest_metrics",
+        "exit_code",
+        "termination_reason",
+        "summary",
+        "last_error",
+        "evidence",
+    ):
         assert key in doc, key
     assert doc["exit_code"] == 2 and doc["termination_reason"] == "Failed"
 

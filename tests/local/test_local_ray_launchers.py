@@ -77,8 +77,11 @@ def test_ray_train_runs_the_function_on_the_workers_compute_asks_for(tau: Tau) -
 def test_a_function_that_is_not_there_is_named(tau: Tau, tmp_path: Path) -> None:
     folder = tmp_path / "train"
     shutil.copytree(EXAMPLES / "ray-train", folder)
-    (folder / "tau.yaml").write_text((folder / "tau.yaml").read_text().replace(
-        "launcher: ray-train", "launcher: ray-train\n  function: train_func"))  # fmt: skip
+    (folder / "tau.yaml").write_text(
+        (folder / "tau.yaml")
+        .read_text()
+        .replace("launcher: ray-train", "launcher: ray-train\n  function: train_func")
+    )
     res = tau("run", str(folder), timeout=300)
     assert res.returncode == 1
     out = res.stdout + res.stderr

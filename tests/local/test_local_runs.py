@@ -22,8 +22,9 @@ pytestmark = [
 
 # Every example but the torchrun ones, which need torch: tests/local/test_local_torch.py runs
 # those in the test-only torch environment (make distributed).
-EXAMPLE_NAMES = sorted(p.parent.name for p in EXAMPLES.glob("*/tau.yaml")
-                       if "launcher: torchrun" not in p.read_text())  # fmt: skip
+EXAMPLE_NAMES = sorted(
+    p.parent.name for p in EXAMPLES.glob("*/tau.yaml") if "launcher: torchrun" not in p.read_text()
+)
 
 
 def run_id_from(stderr: str) -> str:

@@ -41,8 +41,20 @@ def example(tau: Tau, tmp_path: Path) -> Iterator[tuple[Path, list[str]]]:
     run_id = re.search(r"run (iris-\w+)", res.stderr).group(1)  # type: ignore[union-attr]
     versions = []
     for which in ("best", "latest"):
-        reg = ok(tau("data", "model", "register", "iris", "--from-run", run_id, "--checkpoint",
-                     which, "-o", "json"))  # fmt: skip
+        reg = ok(
+            tau(
+                "data",
+                "model",
+                "register",
+                "iris",
+                "--from-run",
+                run_id,
+                "--checkpoint",
+                which,
+                "-o",
+                "json",
+            )
+        )
         versions.append(json.loads(reg.stdout)["version"])
     assert versions[0] != versions[1]
     ok(tau("data", "model", "alias", "set", "iris", "prod", versions[0]))
@@ -140,16 +152,19 @@ def test_deploys_that_cannot_work_leave_nothing_deployed(
 ) -> None:
     folder, _ = example
     # an import path that does not import: refused before Ray Serve sees it
-    (folder / "tau.yaml").write_text((folder / "tau.yaml").read_text().replace(
-        "serve_app:app", "serve_appp:app"))  # fmt: skip
+    (folder / "tau.yaml").write_text(
+        (folder / "tau.yaml").read_text().replace("serve_app:app", "serve_appp:app")
+    )
     res = tau("serve", "deploy", str(folder), "--name", "typo")
     assert res.returncode == 2 and "module 'serve_appp' does not import" in res.stderr, res.stderr
     assert not (tau.home / "services" / "typo").exists()
     # an application whose replicas fail to start: undone, the evidence kept aside
-    (folder / "tau.yaml").write_text((folder / "tau.yaml").read_text().replace(
-        "serve_appp:app", "serve_app:app"))  # fmt: skip
-    (folder / "serve_app.py").write_text((folder / "serve_app.py").read_text().replace(
-        '"model.json"', '"missing.json"'))  # fmt: skip
+    (folder / "tau.yaml").write_text(
+        (folder / "tau.yaml").read_text().replace("serve_appp:app", "serve_app:app")
+    )
+    (folder / "serve_app.py").write_text(
+        (folder / "serve_app.py").read_text().replace('"model.json"', '"missing.json"')
+    )
     res = tau("serve", "deploy", str(folder), "--name", "nomodel", timeout=400)
     assert res.returncode == 1, res.stderr
     assert "revision 1 failed to deploy" in res.stderr and "nothing is left deployed" in res.stderr
@@ -173,8 +188,9 @@ def test_a_failed_rollout_is_rolled_back_and_names_are_not_taken_twice(
     clash = tau("serve", "deploy", str(folder), "--name", "guarded")
     assert clash.returncode == 2 and "service 'guarded' exists" in clash.stderr
     assert "tau serve rollout guarded" in clash.stderr
-    (folder / "serve_app.py").write_text((folder / "serve_app.py").read_text().replace(
-        '"model.json"', '"missing.json"'))  # fmt: skip
+    (folder / "serve_app.py").write_text(
+        (folder / "serve_app.py").read_text().replace('"model.json"', '"missing.json"')
+    )
     res = tau("serve", "rollout", "guarded", timeout=600)
     assert res.returncode == 1, res.stderr
     assert "revision 2 failed; revision 1 serves again" in res.stderr
@@ -193,8 +209,9 @@ def answered_by(url: str, n: int) -> Counter[str]:
     """`n` requests in a row: which revision answered each (the body and the split's header)."""
     seen: Counter[str] = Counter()
     for _ in range(n):
-        req = urllib.request.Request(url, data=BODY, method="POST",
-                                     headers={"Content-Type": "application/json"})  # fmt: skip
+        req = urllib.request.Request(
+            url, data=BODY, method="POST", headers={"Content-Type": "application/json"}
+        )
         with urllib.request.urlopen(req, timeout=60) as resp:
             rev = json.loads(resp.read())["revision"]
             assert resp.headers.get("x-tau-revision") in (None, rev)
@@ -209,8 +226,22 @@ def test_a_canary_takes_its_share_then_ends_or_is_promoted_under_load(
     st = json.loads(ok(tau("serve", "deploy", str(folder), "--name", "cy", "-o", "json")).stdout)
     url = st["endpoint"]
     # a canary of the second model: 20 of every 100 requests, exactly (a deterministic split)
-    res = ok(tau("serve", "rollout", "cy", "--model", f"iris@{v2}", "--strategy", "canary",
-                 "--step", "20", "-o", "json", timeout=300))  # fmt: skip
+    res = ok(
+        tau(
+            "serve",
+            "rollout",
+            "cy",
+            "--model",
+            f"iris@{v2}",
+            "--strategy",
+            "canary",
+            "--step",
+            "20",
+            "-o",
+            "json",
+            timeout=300,
+        )
+    )
     st = json.loads(res.stdout)
     assert (st["phase"], st["revision"]) == ("Canary", 1), st["summary"]
     assert st["rollout"]["traffic"] == {"2": 20, "1": 80}
@@ -232,8 +263,24 @@ def test_a_canary_takes_its_share_then_ends_or_is_promoted_under_load(
         assert res.returncode == 2 and "--step" in res.stderr, res.stderr
     assert status(tau, "cy")["revision"] == 1
     # a canary again (the kept revision 2), then promoted under load: revision 2 takes all
-    st = json.loads(ok(tau("serve", "rollout", "cy", "--model", f"iris@{v2}", "--strategy",
-                           "canary", "--step", "50", "-o", "json", timeout=300)).stdout)  # fmt: skip
+    st = json.loads(
+        ok(
+            tau(
+                "serve",
+                "rollout",
+                "cy",
+                "--model",
+                f"iris@{v2}",
+                "--strategy",
+                "canary",
+                "--step",
+                "50",
+                "-o",
+                "json",
+                timeout=300,
+            )
+        ).stdout
+    )
     assert st["phase"] == "Canary" and len(st["revisions"]) == 2  # no new revision
     with Load(url, 20) as load:
         wait_for(lambda: sum(load.answers.values()) >= 40, 60, "load answered")

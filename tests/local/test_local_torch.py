@@ -50,11 +50,13 @@ def test_a_rank_killed_with_sigkill_fails_the_run_without_hanging(tau: Tau, tmp_
     train = folder / "train.py"
     # rank 1 dies as the OOM killer would kill it, after the process group is up; rank 0 is
     # then blocked in an all-reduce that can never complete
-    train.write_text(train.read_text().replace(
-        "        opt.step()\n",
-        "        opt.step()\n        if rank == 1 and step == 3:\n"
-        "            os.kill(os.getpid(), 9)\n",
-    ))  # fmt: skip
+    train.write_text(
+        train.read_text().replace(
+            "        opt.step()\n",
+            "        opt.step()\n        if rank == 1 and step == 3:\n"
+            "            os.kill(os.getpid(), 9)\n",
+        )
+    )
     (folder / "tau.yaml").write_text((folder / "tau.yaml").read_text().replace('"30"', '"100000"'))
     res = tau("run", str(folder), "--python", PYTHON, timeout=300)
     assert res.returncode == 1, res.stdout + res.stderr

@@ -30,12 +30,20 @@ def test_the_documented_example_runs(tmp_path: Path) -> None:
     env = {**os.environ, "TAU_HOME": str(tmp_path / "home")}
     env.pop("TAU_TARGET", None)
     try:
-        res = subprocess.run([sys.executable, "-c", example()], cwd=ROOT, env=env,
-                             capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
+        res = subprocess.run(
+            [sys.executable, "-c", example()],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
     finally:  # the example's run started a local Ray head in this TAU_HOME: it must not outlive us
         tau_bin = str(Path(sys.executable).parent / "tau")
-        subprocess.run([tau_bin, "local", "stop"], env=env, capture_output=True, timeout=120,
-                       check=False)  # fmt: skip
+        subprocess.run(
+            [tau_bin, "local", "stop"], env=env, capture_output=True, timeout=120, check=False
+        )
     assert res.returncode == 0, res.stderr[-3000:]
     out = res.stdout
     run_id = re.search(r"submitted (\S+) evidence in", out)
@@ -46,10 +54,13 @@ def test_the_documented_example_runs(tmp_path: Path) -> None:
 
 
 def test_errors_are_tau_errors_with_the_clis_exit_codes(tmp_path: Path) -> None:
-    code = ("from taugrid import client\n"
-            "try:\n    client.status('no-such-run')\n"
-            "except client.TauError as e:\n    print(e.exit_code, e.message)\n")  # fmt: skip
+    code = (
+        "from taugrid import client\n"
+        "try:\n    client.status('no-such-run')\n"
+        "except client.TauError as e:\n    print(e.exit_code, e.message)\n"
+    )
     env = {**os.environ, "TAU_HOME": str(tmp_path / "home"), "KUBECONFIG": str(tmp_path / "none")}
-    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         check=False)  # fmt: skip
+    res = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
+    )
     assert res.returncode == 0 and res.stdout.startswith("2 no run 'no-such-run'"), res.stderr

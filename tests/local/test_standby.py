@@ -133,9 +133,14 @@ def _head(pid: int = 4242) -> Any:
     from taugrid.runs.backends.local import rayhead as raylocal
 
     return raylocal.Head(
-        pid=pid, gcs_port=1, dashboard_port=2, temp_dir="/tmp", started_at=0.0, num_cpus=2,
+        pid=pid,
+        gcs_port=1,
+        dashboard_port=2,
+        temp_dir="/tmp",
+        started_at=0.0,
+        num_cpus=2,
         num_gpus=0,
-    )  # fmt: skip
+    )
 
 
 def _later(delay: float, fn: Any) -> Any:

@@ -39,8 +39,10 @@ def test_the_python_api_imports_nothing_heavy() -> None:
     Pulumi: the calls that need them import them."""
     import subprocess
 
-    code = ("import sys, taugrid.client; heavy = [m for m in ('ray', 'lightkube', 'kubernetes', "
-            "'pulumi', 'kopf') if m in sys.modules]; print(heavy)")  # fmt: skip
+    code = (
+        "import sys, taugrid.client; heavy = [m for m in ('ray', 'lightkube', 'kubernetes', "
+        "'pulumi', 'kopf') if m in sys.modules]; print(heavy)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
@@ -48,6 +50,9 @@ def test_the_python_api_imports_nothing_heavy() -> None:
 def test_model_fields_use_the_cheap_list_factory() -> None:
     """`default_factory=list` costs every command ~150 us per field while pydantic builds a
     validator (see taugrid/api/defaults.py)."""
-    slow = [p.name for p in (ROOT / "api").glob("*.py")
-            if p.name != "defaults.py" and "default_factory=list" in p.read_text()]  # fmt: skip
+    slow = [
+        p.name
+        for p in (ROOT / "api").glob("*.py")
+        if p.name != "defaults.py" and "default_factory=list" in p.read_text()
+    ]
     assert slow == [], f"use default_factory=new_list in {slow}"

@@ -20,14 +20,20 @@ def aks_names(ci_id: str) -> dict[str, str]:
     inv = plan.evaluate(f"ci-{ci_id}", cfg)
     mc = next(r for r in inv.resources if r.type.endswith(":ManagedCluster"))
     rg = next(r for r in inv.resources if r.type.endswith(":ResourceGroup"))
-    return {"cluster": mc.inputs["resourceName"], "group": rg.inputs["resourceGroupName"],
-            "dns": mc.inputs["dnsPrefix"]}  # fmt: skip
+    return {
+        "cluster": mc.inputs["resourceName"],
+        "group": rg.inputs["resourceGroupName"],
+        "dns": mc.inputs["dnsPrefix"],
+    }
 
 
 def test_two_pipelines_at_once_get_different_clusters() -> None:
     a, b = aks_names("pr-12"), aks_names("pr-13")
-    assert a == {"cluster": "taugrid-ci-pr-12", "group": "taugrid-ci-pr-12-rg",
-                 "dns": "taugrid-ci-pr-12"}  # fmt: skip
+    assert a == {
+        "cluster": "taugrid-ci-pr-12",
+        "group": "taugrid-ci-pr-12-rg",
+        "dns": "taugrid-ci-pr-12",
+    }
     assert all(a[k] != b[k] for k in a)
 
 
@@ -54,8 +60,15 @@ def test_ids_come_from_the_ci_system(monkeypatch: pytest.MonkeyPatch) -> None:
     assert ci.new_id() != ci.new_id()  # random otherwise
 
 
-@pytest.mark.parametrize(("ttl", "delta"), [("30m", timedelta(minutes=30)), ("2h", timedelta(hours=2)),
-                                            ("1d", timedelta(days=1)), ("45s", timedelta(seconds=45))])  # fmt: skip
+@pytest.mark.parametrize(
+    ("ttl", "delta"),
+    [
+        ("30m", timedelta(minutes=30)),
+        ("2h", timedelta(hours=2)),
+        ("1d", timedelta(days=1)),
+        ("45s", timedelta(seconds=45)),
+    ],
+)
 def test_ttls(ttl: str, delta: timedelta) -> None:
     assert ci.parse_ttl(ttl) == delta
 

@@ -126,9 +126,11 @@ def test_schema_is_json_schema_that_accepts_the_examples(
 
 @pytest.mark.parametrize("target", ["kube", "pulumi"])
 def test_cluster_targets_without_a_kubeconfig_say_how_to_get_one(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
     target: str,
-) -> None:  # fmt: skip
+) -> None:
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
     assert main(["run", str(EXAMPLES / "quickstart"), "--target", target]) == 4
     err = capsys.readouterr().err
@@ -184,11 +186,14 @@ def test_no_heavy_imports(argv: list[str]) -> None:
 def test_validate_does_not_scan_installed_packages_for_pydantic_plugins() -> None:
     """tau's own process asks importlib.metadata nothing (pydantic's plugin lookup would read
     every installed package's entry points), and its models still validate."""
-    code = ("import sys\nfrom taugrid.cli.app import main\n"
-            f"rc = main(['run', 'validate', {str(EXAMPLES / 'quickstart')!r}])\n"
-            "print(rc, 'importlib.metadata' in sys.modules, file=sys.stderr)\n")  # fmt: skip
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          cwd=ROOT, check=False)  # fmt: skip
+    code = (
+        "import sys\nfrom taugrid.cli.app import main\n"
+        f"rc = main(['run', 'validate', {str(EXAMPLES / 'quickstart')!r}])\n"
+        "print(rc, 'importlib.metadata' in sys.modules, file=sys.stderr)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=False
+    )
     assert proc.stderr.strip().splitlines()[-1] == "0 False", proc.stderr
     assert "is valid" in proc.stdout
 
@@ -208,11 +213,24 @@ def test_list_shows_cluster_runs_from_their_records_when_the_cluster_does_not_an
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
     rd = RunDir(tmp_path / "data" / "runs" / "kq-abcde")
     rd.path.mkdir(parents=True)
-    rd.create(RunRecord(run_id="kq-abcde", name="kq", workspace="research", profile="a100x1",
-                        workload_kind="rayjob", handle=KubeHandle(namespace="research"),
-                        submitter="a", code_folder="/x", code_revision="u", code_digest="d",
-                        config_hash="h", image="i", entrypoint="t.py",
-                        created_at="2026-12-01T00:00:00+00:00"))  # fmt: skip
+    rd.create(
+        RunRecord(
+            run_id="kq-abcde",
+            name="kq",
+            workspace="research",
+            profile="a100x1",
+            workload_kind="rayjob",
+            handle=KubeHandle(namespace="research"),
+            submitter="a",
+            code_folder="/x",
+            code_revision="u",
+            code_digest="d",
+            config_hash="h",
+            image="i",
+            entrypoint="t.py",
+            created_at="2026-12-01T00:00:00+00:00",
+        )
+    )
     assert main(["run", "list", "-o", "json"]) == 0
     out = capsys.readouterr()
     assert [r["run_id"] for r in json.loads(out.out)] == ["kq-abcde"]

@@ -21,8 +21,17 @@ def tree(root: Path, files: dict[str, str]) -> Path:
 
 
 def test_defaults_leave_out_data_weights_and_hidden_things_with_a_reason(tmp_path: Path) -> None:
-    tree(tmp_path, {"train.py": "x", "data/a.parquet": "x", "model.safetensors": "x",
-                    ".env": "SECRET=1", "__pycache__/m.pyc": "x", "pkg/util.py": "x"})  # fmt: skip
+    tree(
+        tmp_path,
+        {
+            "train.py": "x",
+            "data/a.parquet": "x",
+            "model.safetensors": "x",
+            ".env": "SECRET=1",
+            "__pycache__/m.pyc": "x",
+            "pkg/util.py": "x",
+        },
+    )
     b = collect(tmp_path, include_helper=False)
     assert [rel for rel, _ in b.files] == ["pkg/util.py", "train.py"]
     why = {x.path: x.reason for x in b.left_out}
@@ -35,9 +44,19 @@ def test_defaults_leave_out_data_weights_and_hidden_things_with_a_reason(tmp_pat
 
 
 def test_gitignore_and_tauignore_with_negation(tmp_path: Path) -> None:
-    tree(tmp_path, {"train.py": "x", "build/o.txt": "x", "run.log": "x", "keep.bin": "x",
-                    "drop.bin": "x", "notes.md": "x",
-                    ".gitignore": "# comment\nbuild/\n*.log\n", ".tauignore": "!keep.bin\nnotes.md\n"})  # fmt: skip
+    tree(
+        tmp_path,
+        {
+            "train.py": "x",
+            "build/o.txt": "x",
+            "run.log": "x",
+            "keep.bin": "x",
+            "drop.bin": "x",
+            "notes.md": "x",
+            ".gitignore": "# comment\nbuild/\n*.log\n",
+            ".tauignore": "!keep.bin\nnotes.md\n",
+        },
+    )
     b = collect(tmp_path, include_helper=False)
     assert [rel for rel, _ in b.files] == ["keep.bin", "train.py"]
     why = {x.path: x.reason for x in b.left_out}
@@ -60,8 +79,14 @@ def test_the_helper_is_added_unless_the_folder_has_its_own(tmp_path: Path) -> No
 def test_validate_reports_left_out_files_and_enforces_the_size_limit(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    tree(tmp_path, {"tau.yaml": "schema_version: 1\nname: x\nrun: {entrypoint: train.py}\n",
-                    "train.py": "print(1)\n", "data/a.npz": "x"})  # fmt: skip
+    tree(
+        tmp_path,
+        {
+            "tau.yaml": "schema_version: 1\nname: x\nrun: {entrypoint: train.py}\n",
+            "train.py": "print(1)\n",
+            "data/a.npz": "x",
+        },
+    )
     assert main(["run", "validate", str(tmp_path), "-o", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["code_bundle"]["left_out"] == [{"path": "data/a.npz", "reason": DATA}]

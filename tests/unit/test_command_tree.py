@@ -146,10 +146,34 @@ OFFLINE = {
 }
 
 
-@pytest.mark.parametrize("name", ["run " + c for c in (
-    "attach", "cancel", "list", "logs", "metrics", "pull", "resume", "status", "submit", "verify")]
-    + ["logs", "profiles", "workspaces", "quota request", "quota list", "quota approve",
-       "quota deny", "controller run"])  # fmt: skip
+@pytest.mark.parametrize(
+    "name",
+    [
+        "run " + c
+        for c in (
+            "attach",
+            "cancel",
+            "list",
+            "logs",
+            "metrics",
+            "pull",
+            "resume",
+            "status",
+            "submit",
+            "verify",
+        )
+    ]
+    + [
+        "logs",
+        "profiles",
+        "workspaces",
+        "quota request",
+        "quota list",
+        "quota approve",
+        "quota deny",
+        "controller run",
+    ],
+)
 def test_every_cluster_command_takes_context(name: str) -> None:
     assert "--context" in options(commands()[name])
     assert name not in OFFLINE
@@ -196,8 +220,19 @@ def _eager(name: str) -> Any:
 
 def _shape(cmd: Any) -> Any:
     """What a user meets of a command: its help, and each option's spellings and defaults."""
-    params = [(p.name, p.opts, p.secondary_opts, p.required, repr(p.default), p.multiple,
-               getattr(p, "help", None), getattr(p, "hidden", False)) for p in cmd.params]  # fmt: skip
+    params = [
+        (
+            p.name,
+            p.opts,
+            p.secondary_opts,
+            p.required,
+            repr(p.default),
+            p.multiple,
+            getattr(p, "help", None),
+            getattr(p, "hidden", False),
+        )
+        for p in cmd.params
+    ]
     return (
         type(cmd).__name__ if hasattr(cmd, "list_commands") else "command",
         cmd.help,

@@ -24,44 +24,96 @@ def validate(
 
 # (what, the document, words the message must have)
 CASES = [
-    ("tab in indentation", "schema_version: 1\nname: x\nrun:\n\tentrypoint: train.py\n",
-     ["tau.yaml:4", "tab", "spaces"]),
+    (
+        "tab in indentation",
+        "schema_version: 1\nname: x\nrun:\n\tentrypoint: train.py\n",
+        ["tau.yaml:4", "tab", "spaces"],
+    ),
     ("empty", "", ["is empty", "example: schema_version: 1"]),
     ("only comments", "# nothing here yet\n   # still nothing\n", ["is empty", "only comments"]),
-    ("unclosed brace, reported where it opened",
-     "schema_version: 1\nname: x\nrun: {entrypoint: train.py\ncompute: {gpus: 1}\n",
-     ["tau.yaml:3", "'{' opened on this line", "gave up at line 4"]),
-    ("unclosed list", "schema_version: 1\nname: x\nrun: {args: [a, b}\n",
-     ["tau.yaml:3", "'[' opened on this line"]),
-    ("unclosed quote", 'schema_version: 1\nname: "x\nrun: {entrypoint: train.py}\n',
-     ["tau.yaml:2", "quote opened on this line"]),
-    ("memory as a bare int", GOOD + "compute: {memory: 16}\n",
-     ["compute.memory (line 4)", "without a unit", "16 bytes", "16Gi", "2^30", "10^9"]),
-    ("memory in GB", GOOD + "compute: {memory: 16GB}\n",
-     ["compute.memory (line 4)", "did you mean 16Gi?", "G is 10^9"]),
+    (
+        "unclosed brace, reported where it opened",
+        "schema_version: 1\nname: x\nrun: {entrypoint: train.py\ncompute: {gpus: 1}\n",
+        ["tau.yaml:3", "'{' opened on this line", "gave up at line 4"],
+    ),
+    (
+        "unclosed list",
+        "schema_version: 1\nname: x\nrun: {args: [a, b}\n",
+        ["tau.yaml:3", "'[' opened on this line"],
+    ),
+    (
+        "unclosed quote",
+        'schema_version: 1\nname: "x\nrun: {entrypoint: train.py}\n',
+        ["tau.yaml:2", "quote opened on this line"],
+    ),
+    (
+        "memory as a bare int",
+        GOOD + "compute: {memory: 16}\n",
+        ["compute.memory (line 4)", "without a unit", "16 bytes", "16Gi", "2^30", "10^9"],
+    ),
+    (
+        "memory in GB",
+        GOOD + "compute: {memory: 16GB}\n",
+        ["compute.memory (line 4)", "did you mean 16Gi?", "G is 10^9"],
+    ),
     ("NaN cpus", GOOD + "compute: {cpus: .nan}\n", ["compute.cpus (line 4)", "finite"]),
     ("infinite memory", GOOD + "compute: {memory: .inf}\n", ["compute.memory (line 4)", "finite"]),
-    ("uppercase and underscore in the name", "schema_version: 1\nname: My_Run\nrun: {entrypoint: train.py}\n",
-     ["name (line 2)", "uppercase letters (M, R)", "'_'", "try 'my-run'"]),
-    ("name starting with a digit", "schema_version: 1\nname: 9lives\nrun: {entrypoint: train.py}\n",
-     ["name (line 2)", "digit first", "try 'run-9lives'"]),
-    ("uppercase Secret name", GOOD + "runtime: {env_from_secret: {HF_TOKEN: 'HF-Secret:token'}}\n",
-     ["runtime.env_from_secret", "Secret name 'HF-Secret'", "uppercase letters", "try 'hf-secret:token'"]),
-    ("Secret reference without a key", GOOD + "runtime: {env_from_secret: {HF_TOKEN: hf-secret}}\n",
-     ["has no ':'", "<secret-name>:<key>"]),
-    ("entrypoint typo", "schema_version: 1\nname: x\nrun: {entrypoint: trian.py}\n",
-     ["run.entrypoint (line 3)", "did you mean 'train.py'?"]),
-    ("entrypoint aliases that disagree", "schema_version: 1\nname: x\nrun: {entrypoint: train.py, script: other.py}\n",
-     ["run.script", "contradicts run.entrypoint='train.py'", "keep one"]),
-    ("top-level alias that disagrees", "schema_version: 1\nname: x\nentrypoint: other.py\nrun: {entrypoint: train.py}\n",
-     ["entrypoint (line 3)", "contradicts run.entrypoint"]),
-    ("the image given three ways", GOOD.replace("train.py}", "train.py, image: a}") + "runtime: {image: b}\nimage: c\n",
-     ["2 problems", "run.image", "image (line 5)", "contradicts runtime.image='b'"]),
-    ("invalid pip requirement", GOOD + "runtime: {pip: ['torch>>2', 'ok>=1']}\n",
-     ["runtime.pip (line 4)", "item 0 ('torch>>2') is not a valid requirement", "torch>=2.4"]),
-    ("pip option in pip", GOOD + "runtime: {pip: ['-r requirements.txt']}\n",
-     ["is a pip option, not a requirement"]),
-]  # fmt: skip
+    (
+        "uppercase and underscore in the name",
+        "schema_version: 1\nname: My_Run\nrun: {entrypoint: train.py}\n",
+        ["name (line 2)", "uppercase letters (M, R)", "'_'", "try 'my-run'"],
+    ),
+    (
+        "name starting with a digit",
+        "schema_version: 1\nname: 9lives\nrun: {entrypoint: train.py}\n",
+        ["name (line 2)", "digit first", "try 'run-9lives'"],
+    ),
+    (
+        "uppercase Secret name",
+        GOOD + "runtime: {env_from_secret: {HF_TOKEN: 'HF-Secret:token'}}\n",
+        [
+            "runtime.env_from_secret",
+            "Secret name 'HF-Secret'",
+            "uppercase letters",
+            "try 'hf-secret:token'",
+        ],
+    ),
+    (
+        "Secret reference without a key",
+        GOOD + "runtime: {env_from_secret: {HF_TOKEN: hf-secret}}\n",
+        ["has no ':'", "<secret-name>:<key>"],
+    ),
+    (
+        "entrypoint typo",
+        "schema_version: 1\nname: x\nrun: {entrypoint: trian.py}\n",
+        ["run.entrypoint (line 3)", "did you mean 'train.py'?"],
+    ),
+    (
+        "entrypoint aliases that disagree",
+        "schema_version: 1\nname: x\nrun: {entrypoint: train.py, script: other.py}\n",
+        ["run.script", "contradicts run.entrypoint='train.py'", "keep one"],
+    ),
+    (
+        "top-level alias that disagrees",
+        "schema_version: 1\nname: x\nentrypoint: other.py\nrun: {entrypoint: train.py}\n",
+        ["entrypoint (line 3)", "contradicts run.entrypoint"],
+    ),
+    (
+        "the image given three ways",
+        GOOD.replace("train.py}", "train.py, image: a}") + "runtime: {image: b}\nimage: c\n",
+        ["2 problems", "run.image", "image (line 5)", "contradicts runtime.image='b'"],
+    ),
+    (
+        "invalid pip requirement",
+        GOOD + "runtime: {pip: ['torch>>2', 'ok>=1']}\n",
+        ["runtime.pip (line 4)", "item 0 ('torch>>2') is not a valid requirement", "torch>=2.4"],
+    ),
+    (
+        "pip option in pip",
+        GOOD + "runtime: {pip: ['-r requirements.txt']}\n",
+        ["is a pip option, not a requirement"],
+    ),
+]
 
 
 @pytest.mark.parametrize(("what", "text", "words"), CASES, ids=[c[0] for c in CASES])
@@ -119,9 +171,12 @@ def test_name_suggestions_are_valid_names() -> None:
     ],
 )
 def test_a_missing_extra_says_the_exact_install_command(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], module: str,
-    argv: list[str] | None, extra: str,
-) -> None:  # fmt: skip
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    module: str,
+    argv: list[str] | None,
+    extra: str,
+) -> None:
     import sys
 
     import taugrid.infra

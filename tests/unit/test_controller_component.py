@@ -71,8 +71,9 @@ def test_its_memory_is_the_stacks_and_too_little_is_refused() -> None:
 
     base = prod()
     ctl = base.components.controller.model_copy(update={"memory": "1536Mi"})
-    cfg = base.model_copy(update={"components": base.components.model_copy(
-        update={"controller": ctl})})  # fmt: skip
+    cfg = base.model_copy(
+        update={"components": base.components.model_copy(update={"controller": ctl})}
+    )
     dep = next(o for o in M.controller_deployment(cfg) if o["kind"] == "Deployment")
     (container,) = dep["spec"]["template"]["spec"]["containers"]
     assert container["resources"]["limits"]["memory"] == "1536Mi"
@@ -108,12 +109,19 @@ def test_the_controllers_role_is_least_privilege() -> None:
     # it writes only: status of TauGrid's objects, grant cohorts, node cordons/taints, events,
     # and a service's switch to its new generation (the Service's selector, the old RayService)
     assert writable == {
-        ("tau.azure.com", "runs/status"), ("tau.azure.com", "quotarequests/status"),
-        ("tau.azure.com", "workspaces/status"), ("tau.azure.com", "clusters/status"),
+        ("tau.azure.com", "runs/status"),
+        ("tau.azure.com", "quotarequests/status"),
+        ("tau.azure.com", "workspaces/status"),
+        ("tau.azure.com", "clusters/status"),
         ("tau.azure.com", "tauservices/status"),
-        ("kueue.x-k8s.io", "cohorts"), ("", "nodes"), ("", "events"), ("", "pods/eviction"),
-        ("kopf.dev", "clusterkopfpeerings"), ("ray.io", "rayservices"), ("", "services"),
-    }  # fmt: skip
+        ("kueue.x-k8s.io", "cohorts"),
+        ("", "nodes"),
+        ("", "events"),
+        ("", "pods/eviction"),
+        ("kopf.dev", "clusterkopfpeerings"),
+        ("ray.io", "rayservices"),
+        ("", "services"),
+    }
     deleting = {k for k, verbs in rules.items() if "delete" in verbs}
     assert deleting == {("ray.io", "rayservices")}  # a service's previous generation only
     assert "create" not in rules[("", "services")]

@@ -14,15 +14,25 @@ NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
 
 def workspace() -> dict[str, Any]:
-    return {"metadata": {"name": "research", "namespace": "taugrid-system", "generation": 1},
-            "spec": {"namespace": "research", "storage": {"pvc": "research-data", "size": "1Ti"},
-                     "localQueues": ["gpu"]}}  # fmt: skip
+    return {
+        "metadata": {"name": "research", "namespace": "taugrid-system", "generation": 1},
+        "spec": {
+            "namespace": "research",
+            "storage": {"pvc": "research-data", "size": "1Ti"},
+            "localQueues": ["gpu"],
+        },
+    }
 
 
 def objects(fake: FakeKube) -> D.PlatformObjects:
-    return D.PlatformObjects(fake.list("TauWorkspace"), fake.list("LocalQueue"),
-                             fake.list("ClusterQueue"), fake.list("PersistentVolumeClaim"),
-                             fake.get("TauCluster", "cluster"), {})  # fmt: skip
+    return D.PlatformObjects(
+        fake.list("TauWorkspace"),
+        fake.list("LocalQueue"),
+        fake.list("ClusterQueue"),
+        fake.list("PersistentVolumeClaim"),
+        fake.get("TauCluster", "cluster"),
+        {},
+    )
 
 
 def apply(fake: FakeKube, decision: D.Decision) -> None:
@@ -31,8 +41,12 @@ def apply(fake: FakeKube, decision: D.Decision) -> None:
 
 
 def test_a_workspace_without_its_pvc_and_queue_is_pending_then_nothing_more_is_written() -> None:
-    fake = FakeKube({"TauWorkspace": [workspace()],
-                     "TauCluster": [{"metadata": {"name": "cluster"}, "spec": {"stack": "s"}}]})  # fmt: skip
+    fake = FakeKube(
+        {
+            "TauWorkspace": [workspace()],
+            "TauCluster": [{"metadata": {"name": "cluster"}, "spec": {"stack": "s"}}],
+        }
+    )
     first = D.platform(objects(fake), None, RemediationConfig(), NOW)
     kinds = sorted(w.body["kind"] for w in first.writes)
     assert kinds == ["TauCluster", "TauWorkspace"]
@@ -65,8 +79,17 @@ def test_the_platform_status_never_writes_the_heartbeat_and_a_heartbeat_asks_for
     """Two field managers on TauCluster.status: the platform reconciler's writes leave the
     heartbeat to the heartbeat's manager (an old value in its write would move it back), and a
     new heartbeat is no reason for a platform write."""
-    fake = FakeKube({"TauCluster": [{"metadata": {"name": "cluster"}, "spec": {"stack": "s"},
-                                     "status": {"controllerHeartbeat": "2026-12-01T11:59:50Z"}}]})  # fmt: skip
+    fake = FakeKube(
+        {
+            "TauCluster": [
+                {
+                    "metadata": {"name": "cluster"},
+                    "spec": {"stack": "s"},
+                    "status": {"controllerHeartbeat": "2026-12-01T11:59:50Z"},
+                }
+            ]
+        }
+    )
     first = D.platform(objects(fake), None, RemediationConfig(), NOW)
     body = next(w.body for w in first.writes if w.body["kind"] == "TauCluster")
     assert "controllerHeartbeat" not in body["status"]

@@ -232,11 +232,19 @@ def test_a_runs_objects_are_slimmed_as_they_come_off_the_watch() -> None:
     from kopf._cogs.clients import watching
     from kopf._cogs.structs.references import Resource
 
-    pod = {"kind": "Pod", "apiVersion": "v1",
-           "metadata": {"name": "p", "uid": "u1", "resourceVersion": "7", "labels": {"a": "b"},
-                        "managedFields": [{"manager": "x" * 1000}]},
-           "spec": {"nodeName": "n1", "containers": [{"name": "c", "env": [{"name": "E"}] * 50}]},
-           "status": {"phase": "Running"}}  # fmt: skip
+    pod = {
+        "kind": "Pod",
+        "apiVersion": "v1",
+        "metadata": {
+            "name": "p",
+            "uid": "u1",
+            "resourceVersion": "7",
+            "labels": {"a": "b"},
+            "managedFields": [{"manager": "x" * 1000}],
+        },
+        "spec": {"nodeName": "n1", "containers": [{"name": "c", "env": [{"name": "E"}] * 50}]},
+        "status": {"phase": "Running"},
+    }
     error = {"type": "ERROR", "object": {"kind": "Status", "code": 410, "message": "too old"}}
     closed: list[bool] = []
 
@@ -271,11 +279,19 @@ def test_what_the_controller_keeps_shares_its_keys_across_objects() -> None:
     10,000 runs, ~30% of its memory), and is otherwise equal to what it was."""
     import json
 
-    text = json.dumps({"kind": "Job", "apiVersion": "batch/v1",
-                       "metadata": {"name": "j", "labels": {"tau.azure.com/run-id": "r1"},
-                                    "ownerReferences": [{"kind": "TauRun", "name": "r1"}]},
-                       "spec": {"suspend": False},
-                       "status": {"conditions": [{"type": "Complete", "status": "True"}]}})  # fmt: skip
+    text = json.dumps(
+        {
+            "kind": "Job",
+            "apiVersion": "batch/v1",
+            "metadata": {
+                "name": "j",
+                "labels": {"tau.azure.com/run-id": "r1"},
+                "ownerReferences": [{"kind": "TauRun", "name": "r1"}],
+            },
+            "spec": {"suspend": False},
+            "status": {"conditions": [{"type": "Complete", "status": "True"}]},
+        }
+    )
     a, b = json.loads(text), json.loads(text)
     la, lb = (next(iter(o["metadata"]["labels"])) for o in (a, b))
     assert la == lb and la is not lb  # what the JSON decoder gives

@@ -16,15 +16,25 @@ T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 GPU = Q.Target("gpu", "a100x1", "nvidia.com/gpu")
 
 
-def req(name: str, gpus: int | str = 4, duration: str = "2h", decided: str | None = None,
-        at: datetime = T0, status: dict[str, Any] | None = None, generation: int = 1,
-        decided_gen: int | None = 1, created: datetime = T0, target: Q.Target | None = GPU,
-        problem: str | None = None) -> Q.Request:  # fmt: skip
+def req(
+    name: str,
+    gpus: int | str = 4,
+    duration: str = "2h",
+    decided: str | None = None,
+    at: datetime = T0,
+    status: dict[str, Any] | None = None,
+    generation: int = 1,
+    decided_gen: int | None = 1,
+    created: datetime = T0,
+    target: Q.Target | None = GPU,
+    problem: str | None = None,
+) -> Q.Request:
     st = TauQuotaRequestStatus.model_validate(status or {})
     if decided:
         st.decision = QuotaDecision(verdict=decided, by="pat", at=Q.iso(at), generation=decided_gen)  # type: ignore[arg-type]
-    spec = TauQuotaRequestSpec(workspace="research", flavor="a100x1", requested=gpus,
-                               reason="deadline", duration=duration)  # fmt: skip
+    spec = TauQuotaRequestSpec(
+        workspace="research", flavor="a100x1", requested=gpus, reason="deadline", duration=duration
+    )
     return Q.Request("research", name, generation, created, spec, st, target, problem)
 
 
@@ -138,8 +148,15 @@ def test_condition_times_move_only_on_change() -> None:
     first = Q.plan([r], ROOM, T0)
     stamped = first.statuses["research/a"].model_copy()
     stamped.conditions = Q.stamp(stamped.conditions, T0)
-    r2 = Q.Request(r.namespace, r.name, r.generation, r.created, r.spec,
-                   stamped.model_copy(update={"decision": r.status.decision}), r.target)  # fmt: skip
+    r2 = Q.Request(
+        r.namespace,
+        r.name,
+        r.generation,
+        r.created,
+        r.spec,
+        stamped.model_copy(update={"decision": r.status.decision}),
+        r.target,
+    )
     second = Q.plan([r2], ROOM, T0 + timedelta(minutes=10)).statuses["research/a"]
     before = {c.type: c.lastTransitionTime for c in stamped.conditions}
     after = {c.type: c.lastTransitionTime for c in second.conditions}
@@ -187,8 +204,10 @@ def test_the_reconcilers_read_the_watched_objects_and_list_nothing() -> None:
     indexes: dict[str, dict[Any, list[dict[str, Any]]]] = {
         (plural or version): {} for _, version, plural, _ in PLATFORM_KINDS
     }
-    indexes["workspaces"] = {(ctl.cfg.system_namespace, ws["metadata"]["name"]): [ws],
-                             ("default", "elsewhere"): [other]}  # fmt: skip
+    indexes["workspaces"] = {
+        (ctl.cfg.system_namespace, ws["metadata"]["name"]): [ws],
+        ("default", "elsewhere"): [other],
+    }
     ctl._indexes = indexes
     asyncio.run(ctl.reconcile_quota())
     asyncio.run(ctl.reconcile_platform())

@@ -24,8 +24,13 @@ NOW = datetime(2026, 12, 1, 12, 0, 30, tzinfo=UTC)
 def e(
     at: str, reason: str, message: str = "", count: int = 1, last: str | None = None
 ) -> TimelineEntry:
-    return TimelineEntry(at=f"2026-12-01T12:00:{at}Z", reason=reason, message=message, count=count,
-                         last=f"2026-12-01T12:00:{last}Z" if last else None)  # fmt: skip
+    return TimelineEntry(
+        at=f"2026-12-01T12:00:{at}Z",
+        reason=reason,
+        message=message,
+        count=count,
+        last=f"2026-12-01T12:00:{last}Z" if last else None,
+    )
 
 
 def test_repeats_fold_and_reobserved_events_do_not_double() -> None:
@@ -66,8 +71,12 @@ def test_order_within_a_second_is_the_runs_life_whatever_order_it_was_seen_in() 
 def test_a_repeat_is_counted_once_however_often_it_is_observed() -> None:
     """The storm a reviewer saw: the same observations folded again on every pass made the
     count grow ("x2994") and the status change, so the controller wrote it again and again."""
-    seen = [e("01", "Pending", "waiting for quota"), e("03", "Pending", "waiting for quota"),
-            e("05", "KueueAdmitted"), e("06", "Running")]  # fmt: skip
+    seen = [
+        e("01", "Pending", "waiting for quota"),
+        e("03", "Pending", "waiting for quota"),
+        e("05", "KueueAdmitted"),
+        e("06", "Running"),
+    ]
     first = condense([], seen)
     assert [(x.reason, x.count) for x in first] == [
         ("Pending", 2),
@@ -84,12 +93,16 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 _entries = st.lists(
-    st.builds(e, at=st.sampled_from(["01", "02", "03", "07"]),
-              reason=st.sampled_from(["Pending", "Running", "BackOff", "KueueAdmitted", "Scheduled"]),
-              message=st.sampled_from(["", "a", "b"]), count=st.integers(1, 4),
-              last=st.sampled_from([None, "08", "09"])),
+    st.builds(
+        e,
+        at=st.sampled_from(["01", "02", "03", "07"]),
+        reason=st.sampled_from(["Pending", "Running", "BackOff", "KueueAdmitted", "Scheduled"]),
+        message=st.sampled_from(["", "a", "b"]),
+        count=st.integers(1, 4),
+        last=st.sampled_from([None, "08", "09"]),
+    ),
     max_size=40,
-)  # fmt: skip
+)
 
 
 @settings(max_examples=500, deadline=None)
@@ -103,11 +116,24 @@ def test_condensing_again_with_the_same_observations_changes_nothing(
 
 
 def taurun(status: dict[str, Any] | None = None, gpus: int = 1) -> dict[str, Any]:
-    return {"metadata": {"name": "kq-abc12", "namespace": "research", "creationTimestamp": "2026-12-01T12:00:00Z"},
-            "spec": {"runId": "kq-abc12", "runName": "kq", "workspace": "research", "profile": "a100x1",
-                     "workloadKind": "job", "configHash": "h", "gpusPerWorker": gpus,
-                     "manifest": {"resilience": {"max_retries": 2, "retry_on": ["NodeFailure"]}}},
-            **({"status": status} if status else {})}  # fmt: skip
+    return {
+        "metadata": {
+            "name": "kq-abc12",
+            "namespace": "research",
+            "creationTimestamp": "2026-12-01T12:00:00Z",
+        },
+        "spec": {
+            "runId": "kq-abc12",
+            "runName": "kq",
+            "workspace": "research",
+            "profile": "a100x1",
+            "workloadKind": "job",
+            "configHash": "h",
+            "gpusPerWorker": gpus,
+            "manifest": {"resilience": {"max_retries": 2, "retry_on": ["NodeFailure"]}},
+        },
+        **({"status": status} if status else {}),
+    }
 
 
 def job(failed: bool = False, done: bool = False) -> dict[str, Any]:
@@ -124,31 +150,67 @@ def job(failed: bool = False, done: bool = False) -> dict[str, Any]:
         else []
     )
     conds += [{"type": "Complete", "status": "True"}] if done else []
-    return {"metadata": {"name": "kq-abc12"}, "spec": {"suspend": False},
-            "status": {"startTime": "2026-12-01T12:00:05Z", "conditions": conds}}  # fmt: skip
+    return {
+        "metadata": {"name": "kq-abc12"},
+        "spec": {"suspend": False},
+        "status": {"startTime": "2026-12-01T12:00:05Z", "conditions": conds},
+    }
 
 
 def kueue() -> dict[str, Any]:
-    return {"metadata": {"name": "job-kq-abc12-x"}, "spec": {"queueName": "gpu"},
-            "status": {"admission": {"clusterQueue": "gpu"}, "conditions": [
-                {"type": "QuotaReserved", "status": "True", "lastTransitionTime": "2026-12-01T12:00:02Z", "message": "Quota reserved"},
-                {"type": "Admitted", "status": "True", "lastTransitionTime": "2026-12-01T12:00:03Z", "message": "admitted"}]}}  # fmt: skip
+    return {
+        "metadata": {"name": "job-kq-abc12-x"},
+        "spec": {"queueName": "gpu"},
+        "status": {
+            "admission": {"clusterQueue": "gpu"},
+            "conditions": [
+                {
+                    "type": "QuotaReserved",
+                    "status": "True",
+                    "lastTransitionTime": "2026-12-01T12:00:02Z",
+                    "message": "Quota reserved",
+                },
+                {
+                    "type": "Admitted",
+                    "status": "True",
+                    "lastTransitionTime": "2026-12-01T12:00:03Z",
+                    "message": "admitted",
+                },
+            ],
+        },
+    }
 
 
 def pod(node: str = "a100x1-0", phase: str = "Running") -> dict[str, Any]:
-    return {"metadata": {"name": "kq-abc12-p", "labels": {"tau.azure.com/run-id": "kq-abc12"}},
-            "spec": {"nodeName": node},
-            "status": {"phase": phase, "conditions": [
-                {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-12-01T12:00:04Z"}]}}  # fmt: skip
+    return {
+        "metadata": {"name": "kq-abc12-p", "labels": {"tau.azure.com/run-id": "kq-abc12"}},
+        "spec": {"nodeName": node},
+        "status": {
+            "phase": phase,
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "True",
+                    "lastTransitionTime": "2026-12-01T12:00:04Z",
+                }
+            ],
+        },
+    }
 
 
 def indexes(taurun_obj: dict[str, Any], workload: dict[str, Any] | None = None) -> dict[str, Any]:
     """kopf's indexes as the controller's handlers get them, for the run kq-abc12: its TauRun,
     Job, Kueue Workload and one running pod."""
     key = ("research", "kq-abc12")
-    return {"taurun_idx": {key: [taurun_obj]}, "job_idx": {key: [workload or job()]},
-            "rayjob_idx": {}, "kueue_idx": {key: [kueue()]}, "kueue_uid_idx": {},
-            "pod_idx": {key: [pod()]}, "event_idx": {}}  # fmt: skip
+    return {
+        "taurun_idx": {key: [taurun_obj]},
+        "job_idx": {key: [workload or job()]},
+        "rayjob_idx": {},
+        "kueue_idx": {key: [kueue()]},
+        "kueue_uid_idx": {},
+        "pod_idx": {key: [pod()]},
+        "event_idx": {},
+    }
 
 
 def test_a_running_run_is_recorded_with_its_signals_and_timeline() -> None:
@@ -160,8 +222,13 @@ def test_a_running_run_is_recorded_with_its_signals_and_timeline() -> None:
     reasons = [x.reason for x in st.timeline]
     assert reasons == ["KueueQuotaReserved", "KueueAdmitted", "Scheduled", "Running"]
     # the same objects again: nothing to write
-    again = REC.compute_status(REC.RunObjects(taurun=taurun(st.model_dump(mode="json")), workload=job(),
-                                              kueue=kueue(), pods=[pod()]), {"a100x1-0": []}, NOW)  # fmt: skip
+    again = REC.compute_status(
+        REC.RunObjects(
+            taurun=taurun(st.model_dump(mode="json")), workload=job(), kueue=kueue(), pods=[pod()]
+        ),
+        {"a100x1-0": []},
+        NOW,
+    )
     assert REC.same(st, again)
 
 
@@ -174,12 +241,27 @@ def test_a_gpu_fault_on_its_node_shows_and_a_failure_there_is_a_node_failure() -
     fault = next(x for x in st.timeline if x.reason == "GPUFault")
     assert fault.at == "2026-12-01T12:00:20Z" and "a100x1-0: GPUXidError" in fault.message
     # recomputed later (the run moved on): the fault stays in its timeline, once
-    later = REC.compute_status(REC.RunObjects(taurun=taurun(st.model_dump(mode="json")), workload=job(),
-                                              kueue=kueue(), pods=[pod(node="a100x1-1")]), {}, NOW)  # fmt: skip
+    later = REC.compute_status(
+        REC.RunObjects(
+            taurun=taurun(st.model_dump(mode="json")),
+            workload=job(),
+            kueue=kueue(),
+            pods=[pod(node="a100x1-1")],
+        ),
+        {},
+        NOW,
+    )
     assert [x.reason for x in later.timeline].count("GPUFault") == 1
-    failed = REC.compute_status(REC.RunObjects(taurun=taurun(st.model_dump(mode="json")),
-                                               workload=job(failed=True), kueue=kueue(),
-                                               pods=[pod(phase="Failed")]), bad, NOW)  # fmt: skip
+    failed = REC.compute_status(
+        REC.RunObjects(
+            taurun=taurun(st.model_dump(mode="json")),
+            workload=job(failed=True),
+            kueue=kueue(),
+            pods=[pod(phase="Failed")],
+        ),
+        bad,
+        NOW,
+    )
     assert failed.phase == Phase.Failed
     assert failed.terminationReason == TerminationReason.NodeFailure
     assert "faulty GPU node" in (failed.summary or "")
@@ -199,11 +281,14 @@ def test_a_failure_the_recorder_narrows_is_said_in_words_in_its_summary_and_time
         {"type": "DisruptionTarget", "status": "True", "reason": "TerminationByKubelet"}
     )
     cases = [
-        (oom, TerminationReason.OOMKilled,
-         "out of memory: container main of pod kq-abc12-p went over its memory limit 256Mi"),
+        (
+            oom,
+            TerminationReason.OOMKilled,
+            "out of memory: container main of pod kq-abc12-p went over its memory limit 256Mi",
+        ),
         (evicted, TerminationReason.Evicted, "evicted from its node"),
         (pod(phase="Failed"), TerminationReason.Failed, "BackoffLimitExceeded"),
-    ]  # fmt: skip
+    ]
     for p, reason, words in cases:
         st = REC.compute_status(
             REC.RunObjects(taurun=taurun(), workload=job(failed=True), kueue=kueue(), pods=[p]),
@@ -219,55 +304,100 @@ def test_a_failure_the_recorder_narrows_is_said_in_words_in_its_summary_and_time
 
 
 def test_an_ended_run_keeps_its_record_when_its_objects_go() -> None:
-    done = REC.compute_status(REC.RunObjects(taurun=taurun(), workload=job(done=True), kueue=kueue(),
-                                             pods=[pod(phase="Succeeded")]), {}, NOW)  # fmt: skip
+    done = REC.compute_status(
+        REC.RunObjects(
+            taurun=taurun(), workload=job(done=True), kueue=kueue(), pods=[pod(phase="Succeeded")]
+        ),
+        {},
+        NOW,
+    )
     assert done.phase == Phase.Succeeded and done.completionTime
     gone = REC.compute_status(REC.RunObjects(taurun=taurun(done.model_dump(mode="json"))), {}, NOW)
     assert gone == done
     # half gone (the Job deleted, a pod still terminating): still what it ended with
-    half = REC.compute_status(REC.RunObjects(taurun=taurun(done.model_dump(mode="json")),
-                                             pods=[pod(phase="Running")]), {}, NOW)  # fmt: skip
+    half = REC.compute_status(
+        REC.RunObjects(taurun=taurun(done.model_dump(mode="json")), pods=[pod(phase="Running")]),
+        {},
+        NOW,
+    )
     assert half == done
 
 
 def test_status_falls_back_to_the_record_once_pods_and_events_are_gone() -> None:
-    recorded = TauRunStatus(phase=Phase.Failed, terminationReason=TerminationReason.NodeFailure,
-                            summary="failed on a faulty GPU node", observedAt="2026-12-01T12:00:20Z",
-                            startTime="2026-12-01T12:00:05Z", completionTime="2026-12-01T12:00:20Z",
-                            timeline=[e("03", "KueueAdmitted")])  # fmt: skip
-    rec = RunRecord(run_id="kq-abc12", name="kq", workspace="research", profile="a100x1",
-                    workload_kind="job", handle=KubeHandle(namespace="research"), submitter="alice",
-                    code_folder=".", code_revision="r", code_digest="d", config_hash="h", image="i",
-                    entrypoint="e", created_at="2026-12-01T12:00:00Z", gpus_per_worker=1)  # fmt: skip
+    recorded = TauRunStatus(
+        phase=Phase.Failed,
+        terminationReason=TerminationReason.NodeFailure,
+        summary="failed on a faulty GPU node",
+        observedAt="2026-12-01T12:00:20Z",
+        startTime="2026-12-01T12:00:05Z",
+        completionTime="2026-12-01T12:00:20Z",
+        timeline=[e("03", "KueueAdmitted")],
+    )
+    rec = RunRecord(
+        run_id="kq-abc12",
+        name="kq",
+        workspace="research",
+        profile="a100x1",
+        workload_kind="job",
+        handle=KubeHandle(namespace="research"),
+        submitter="alice",
+        code_folder=".",
+        code_revision="r",
+        code_digest="d",
+        config_hash="h",
+        image="i",
+        entrypoint="e",
+        created_at="2026-12-01T12:00:00Z",
+        gpus_per_worker=1,
+    )
     lists: dict[Any, Any] = {("TauRun", "research"): [taurun(recorded.model_dump(mode="json"))]}
     facts = namespace_facts("research", [rec], lists, {}, True)
-    st = compute(Observations(record=rec, history=[], now=NOW.timestamp(), owner_alive=None,
-                              cluster=facts["kq-abc12"]))  # fmt: skip
+    st = compute(
+        Observations(
+            record=rec, history=[], now=NOW.timestamp(), owner_alive=None, cluster=facts["kq-abc12"]
+        )
+    )
     assert st.phase == Phase.Failed and st.termination_reason == TerminationReason.NodeFailure
     assert "faulty GPU node" in st.summary and "recorded by the controller" in st.summary
     assert st.timeline and st.timeline[0].reason == "KueueAdmitted"
     assert (st.evidence or "").startswith("TauRun status (the controller's record")
     # without a record, the same emptiness is not explained away
     bare = namespace_facts("research", [rec], {("TauRun", "research"): [taurun()]}, {}, True)
-    st2 = compute(Observations(record=rec, history=[], now=NOW.timestamp(), owner_alive=None,
-                               cluster=bare["kq-abc12"]))  # fmt: skip
+    st2 = compute(
+        Observations(
+            record=rec, history=[], now=NOW.timestamp(), owner_alive=None, cluster=bare["kq-abc12"]
+        )
+    )
     assert st2.phase != Phase.Failed and not st2.timeline
 
 
 def test_a_job_retried_by_kubernetes_counts_each_attempt_with_its_reason() -> None:
     """A node lost mid-run: Kubernetes retries the Job's pod elsewhere. Each retry is an
     attempt, in the status and in the timeline (once, however often it is recomputed)."""
-    first = REC.compute_status(REC.RunObjects(taurun=taurun(), workload=job(), kueue=kueue(),
-                                              pods=[pod()]), {"a100x1-0": []}, NOW)  # fmt: skip
+    first = REC.compute_status(
+        REC.RunObjects(taurun=taurun(), workload=job(), kueue=kueue(), pods=[pod()]),
+        {"a100x1-0": []},
+        NOW,
+    )
     assert first.attempt == 0
     retried = job()
     retried["status"]["failed"] = 1  # one pod failed; the Job made another
     evicted = pod(node="a100x1-1")
-    evicted["status"]["conditions"].append({"type": "DisruptionTarget", "status": "True",
-                                            "reason": "DeletionByTaintManager", "message": "node lost",
-                                            "lastTransitionTime": "2026-12-01T12:00:30Z"})  # fmt: skip
-    objs = REC.RunObjects(taurun=taurun(first.model_dump(mode="json")), workload=retried,
-                          kueue=kueue(), pods=[evicted])  # fmt: skip
+    evicted["status"]["conditions"].append(
+        {
+            "type": "DisruptionTarget",
+            "status": "True",
+            "reason": "DeletionByTaintManager",
+            "message": "node lost",
+            "lastTransitionTime": "2026-12-01T12:00:30Z",
+        }
+    )
+    objs = REC.RunObjects(
+        taurun=taurun(first.model_dump(mode="json")),
+        workload=retried,
+        kueue=kueue(),
+        pods=[evicted],
+    )
     second = REC.compute_status(objs, {"a100x1-1": []}, NOW)
     assert second.attempt == 1
     retry = [x for x in second.timeline if x.reason == "Retrying"]
@@ -332,14 +462,22 @@ def test_a_job_that_failed_without_a_retry_is_attempt_0() -> None:
     "attempt 1" with a "Retrying" entry for a retry that never happened."""
     failed = job(failed=True)
     failed["status"]["failed"] = 1
-    st = REC.compute_status(REC.RunObjects(taurun=taurun(), workload=failed, kueue=kueue(),
-                                           pods=[pod(phase="Failed")]), {"a100x1-0": []}, NOW)  # fmt: skip
+    st = REC.compute_status(
+        REC.RunObjects(taurun=taurun(), workload=failed, kueue=kueue(), pods=[pod(phase="Failed")]),
+        {"a100x1-0": []},
+        NOW,
+    )
     assert st.phase == Phase.Failed and st.attempt == 0
     assert not [x for x in st.timeline if x.reason == "Retrying"]
     retried = job(failed=True)
     retried["status"]["failed"] = 3  # two retries, then the Job gave up
-    st = REC.compute_status(REC.RunObjects(taurun=taurun(), workload=retried, kueue=kueue(),
-                                           pods=[pod(phase="Failed")]), {"a100x1-0": []}, NOW)  # fmt: skip
+    st = REC.compute_status(
+        REC.RunObjects(
+            taurun=taurun(), workload=retried, kueue=kueue(), pods=[pod(phase="Failed")]
+        ),
+        {"a100x1-0": []},
+        NOW,
+    )
     assert st.attempt == 2
 
 
@@ -394,10 +532,17 @@ def test_a_gpu_fault_on_a_runs_node_is_recorded_at_once_not_a_second_later() -> 
     ctl = OP.Controller(ControllerConfig(), fake, clock=lambda: NOW)  # type: ignore[arg-type]
     key = ("research", "kq-abc12")
     kw = {**indexes(tr), "node_runs_idx": {"a100x1-0": [key]}}  # type: ignore[arg-type]
-    faulty = {"metadata": {"name": "a100x1-0", "labels": {}}, "spec": {},
-              "status": {"allocatable": {"nvidia.com/gpu": "1"}, "conditions": [
-                  {"type": "Ready", "status": "True"},
-                  {"type": "GPUXidError", "status": "True", "reason": "XID79"}]}}  # fmt: skip
+    faulty = {
+        "metadata": {"name": "a100x1-0", "labels": {}},
+        "spec": {},
+        "status": {
+            "allocatable": {"nvidia.com/gpu": "1"},
+            "conditions": [
+                {"type": "Ready", "status": "True"},
+                {"type": "GPUXidError", "status": "True", "reason": "XID79"},
+            ],
+        },
+    }
 
     async def fault() -> None:
         await ctl.node_changed("a100x1-0", faulty, kw)
@@ -497,14 +642,26 @@ def test_what_the_controller_keeps_of_a_workload_says_what_the_whole_one_says() 
     from taugrid.controller.operator import slim
 
     whole = {**kueue(), "kind": "Workload", "apiVersion": "kueue.x-k8s.io/v1beta2"}
-    whole["spec"] = {**whole["spec"], "priorityClassRef": {"name": "high"}, "podSets": [
-        {"name": "main", "count": 1, "template": {"spec": {"containers": [{"name": "c" * 5000}]}}}]}  # fmt: skip
+    whole["spec"] = {
+        **whole["spec"],
+        "priorityClassRef": {"name": "high"},
+        "podSets": [
+            {
+                "name": "main",
+                "count": 1,
+                "template": {"spec": {"containers": [{"name": "c" * 5000}]}},
+            }
+        ],
+    }
     kept = slim(whole)
     assert "podSets" not in kept["spec"] and kept["spec"]["queueName"] == "gpu"
     assert kept["spec"]["priorityClassRef"] == {"name": "high"}
     for k in (whole, kept):
-        st = REC.compute_status(REC.RunObjects(taurun=taurun(), workload=job(), kueue=k,
-                                               pods=[pod()]), {"a100x1-0": []}, NOW)  # fmt: skip
+        st = REC.compute_status(
+            REC.RunObjects(taurun=taurun(), workload=job(), kueue=k, pods=[pod()]),
+            {"a100x1-0": []},
+            NOW,
+        )
         if k is whole:
             want = st
     assert REC.same(st, want) and st.model_dump() == want.model_dump()
@@ -519,10 +676,14 @@ def test_what_the_controller_keeps_of_an_oomkilled_pod_names_its_memory_limit() 
 
     whole = {**pod(phase="Failed"), "kind": "Pod", "apiVersion": "v1"}
     whole["spec"]["containers"] = [
-        {"name": "main", "image": "x" * 5000, "env": [{"name": "A", "value": "b"}],
-         "resources": {"limits": {"memory": "256Mi", "cpu": "1"}}},
+        {
+            "name": "main",
+            "image": "x" * 5000,
+            "env": [{"name": "A", "value": "b"}],
+            "resources": {"limits": {"memory": "256Mi", "cpu": "1"}},
+        },
         {"name": "sidecar", "resources": {}},
-    ]  # fmt: skip
+    ]
     whole["status"]["containerStatuses"] = [
         {"name": "main", "state": {"terminated": {"reason": "OOMKilled", "exitCode": 137}}}
     ]
@@ -566,8 +727,9 @@ def test_a_run_waits_for_its_turn_once_however_often_it_changes_meanwhile() -> N
 
     async def main() -> tuple[int, int, bool]:
         await ctl.turns.wait()  # another run's write has the turn
-        changes = [asyncio.create_task(ctl.record_now(key, indexes(stale, job())))
-                   for _ in range(5)]  # fmt: skip
+        changes = [
+            asyncio.create_task(ctl.record_now(key, indexes(stale, job()))) for _ in range(5)
+        ]
         await asyncio.sleep(0)
         queued = len(ctl.turns._waiting)
         changes[0].cancel()  # the one waiting: cancelled (a shutdown)

@@ -17,20 +17,39 @@ NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 CFG = RemediationConfig(clear_after_seconds=600, max_unhealthy_share=0.5)
 
 
-def node(name: str, gpus: int = 1, faults: dict[str, str] | None = None, ready: bool = True,
-         ours: bool = False, unschedulable: bool = False, cleared: dict[str, datetime] | None = None,
-         taints: list[dict[str, Any]] | None = None, annotations: dict[str, str] | None = None) -> R.NodeView:  # fmt: skip
+def node(
+    name: str,
+    gpus: int = 1,
+    faults: dict[str, str] | None = None,
+    ready: bool = True,
+    ours: bool = False,
+    unschedulable: bool = False,
+    cleared: dict[str, datetime] | None = None,
+    taints: list[dict[str, Any]] | None = None,
+    annotations: dict[str, str] | None = None,
+) -> R.NodeView:
     conds = [{"type": "Ready", "status": "True" if ready else "False"}]
-    conds += [{"type": t, "status": "True", "reason": why, "lastTransitionTime": "2026-12-01T11:00:00Z"}
-              for t, why in (faults or {}).items()]  # fmt: skip
-    conds += [{"type": t, "status": "False", "lastTransitionTime": k8s_time(at)}
-              for t, at in (cleared or {}).items()]  # fmt: skip
+    conds += [
+        {"type": t, "status": "True", "reason": why, "lastTransitionTime": "2026-12-01T11:00:00Z"}
+        for t, why in (faults or {}).items()
+    ]
+    conds += [
+        {"type": t, "status": "False", "lastTransitionTime": k8s_time(at)}
+        for t, at in (cleared or {}).items()
+    ]
     labels = {R.LABEL_BY: R.BY} if ours else {}
-    return R.node_view({
-        "metadata": {"name": name, "labels": labels, "annotations": annotations or {}, "resourceVersion": "7"},
-        "spec": {"unschedulable": unschedulable, "taints": taints or []},
-        "status": {"conditions": conds, "allocatable": {C.GPU_RESOURCE: str(gpus)}},
-    })  # fmt: skip
+    return R.node_view(
+        {
+            "metadata": {
+                "name": name,
+                "labels": labels,
+                "annotations": annotations or {},
+                "resourceVersion": "7",
+            },
+            "spec": {"unschedulable": unschedulable, "taints": taints or []},
+            "status": {"conditions": conds, "allocatable": {C.GPU_RESOURCE: str(gpus)}},
+        }
+    )
 
 
 def actions(nodes: list[R.NodeView], cfg: RemediationConfig = CFG) -> dict[str, R.Action]:
@@ -72,16 +91,22 @@ def test_the_breaker_holds_back_the_newest_faults() -> None:
     (held,) = v.by_action(R.Action.held_by_breaker)
     assert "circuit breaker" in held.why and "limit 2" in held.why
     # quarantined ones count against the limit: with two already quarantined, none more
-    again = [node("n0", faults={C.XID_CONDITION: "x"}, ours=True),
-             node("n1", faults={C.XID_CONDITION: "x"}, ours=True),
-             node("n2", faults={C.XID_CONDITION: "x"}), node("ok")]  # fmt: skip
+    again = [
+        node("n0", faults={C.XID_CONDITION: "x"}, ours=True),
+        node("n1", faults={C.XID_CONDITION: "x"}, ours=True),
+        node("n2", faults={C.XID_CONDITION: "x"}),
+        node("ok"),
+    ]
     assert actions(again)["n2"] == R.Action.held_by_breaker
 
 
 def test_a_release_makes_room_for_a_held_node_in_the_same_round() -> None:
-    nodes = [node("a", ours=True, cleared={C.XID_CONDITION: NOW - timedelta(hours=1)}),
-             node("b", faults={C.XID_CONDITION: "x"}, ours=True),
-             node("c", faults={C.XID_CONDITION: "x"}), node("d")]  # fmt: skip
+    nodes = [
+        node("a", ours=True, cleared={C.XID_CONDITION: NOW - timedelta(hours=1)}),
+        node("b", faults={C.XID_CONDITION: "x"}, ours=True),
+        node("c", faults={C.XID_CONDITION: "x"}),
+        node("d"),
+    ]
     got = actions(nodes)
     assert got["a"] == R.Action.release and got["c"] == R.Action.quarantine
 
@@ -98,8 +123,11 @@ def test_conditions_gone_without_a_time_start_the_clear_wait_now() -> None:
 
 
 def test_quarantine_patch_keeps_other_taints_and_says_who_why_when() -> None:
-    n = node("a", faults={C.XID_CONDITION: "XID 79"},
-             taints=[{"key": "sku", "value": "gpu", "effect": "NoSchedule"}])  # fmt: skip
+    n = node(
+        "a",
+        faults={C.XID_CONDITION: "XID 79"},
+        taints=[{"key": "sku", "value": "gpu", "effect": "NoSchedule"}],
+    )
     d = next(x for x in R.decide([n, node("b"), node("c")], CFG, NOW).decisions if x.node == "a")
     assert d.action == R.Action.quarantine
     p = R.quarantine_patch(n, d, NOW)
@@ -115,14 +143,24 @@ def test_quarantine_patch_keeps_other_taints_and_says_who_why_when() -> None:
 
 
 def test_release_undoes_only_what_quarantine_did() -> None:
-    mine = node("a", ours=True, taints=[{"key": "sku", "value": "gpu", "effect": "NoSchedule"},
-                                         {"key": C.GPU_UNHEALTHY_TAINT, "effect": "NoSchedule"}])  # fmt: skip
+    mine = node(
+        "a",
+        ours=True,
+        taints=[
+            {"key": "sku", "value": "gpu", "effect": "NoSchedule"},
+            {"key": C.GPU_UNHEALTHY_TAINT, "effect": "NoSchedule"},
+        ],
+    )
     p = R.release_patch(mine)
     assert p["spec"]["taints"] == [{"key": "sku", "value": "gpu", "effect": "NoSchedule"}]
     assert p["spec"]["unschedulable"] is None and p["metadata"]["labels"][R.LABEL_BY] is None
     # a node someone else had cordoned before stays cordoned
-    theirs = node("b", ours=True, annotations={R.ANN_WAS_CORDONED: "true"},
-                  taints=[{"key": C.GPU_UNHEALTHY_TAINT, "effect": "NoSchedule"}])  # fmt: skip
+    theirs = node(
+        "b",
+        ours=True,
+        annotations={R.ANN_WAS_CORDONED: "true"},
+        taints=[{"key": C.GPU_UNHEALTHY_TAINT, "effect": "NoSchedule"}],
+    )
     p2 = R.release_patch(theirs)
     assert "unschedulable" not in p2["spec"] and p2["spec"]["taints"] is None
 

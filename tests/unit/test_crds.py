@@ -227,8 +227,11 @@ def test_every_printer_column_names_a_field_of_its_schema(t: Any) -> None:
         assert _schema_has(root, keys), (t.kind, col)
     names = [c["name"] for c in version["additionalPrinterColumns"]]
     assert len(names) == len(set(names)), names
-    assert all(c.get("priority", 0) == 1 for c in version["additionalPrinterColumns"]
-               if c["name"] in {n for n, _ty, _p in t.wide})  # fmt: skip
+    assert all(
+        c.get("priority", 0) == 1
+        for c in version["additionalPrinterColumns"]
+        if c["name"] in {n for n, _ty, _p in t.wide}
+    )
 
 
 def test_a_printer_columns_path_is_read_as_the_api_server_reads_it() -> None:
@@ -236,15 +239,22 @@ def test_a_printer_columns_path_is_read_as_the_api_server_reads_it() -> None:
 
     assert path_keys(".spec.runId") == ("spec", "runId")
     assert path_keys(r".metadata.annotations.tau\.azure\.com/cluster-user") == (
-        "metadata", "annotations", "tau.azure.com/cluster-user")  # fmt: skip
-    obj = {"metadata": {"annotations": {"tau.azure.com/cluster-user": "ada"}},
-           "spec": {"attempt": 0, "manifest": "not a map"}}  # fmt: skip
+        "metadata",
+        "annotations",
+        "tau.azure.com/cluster-user",
+    )
+    obj = {
+        "metadata": {"annotations": {"tau.azure.com/cluster-user": "ada"}},
+        "spec": {"attempt": 0, "manifest": "not a map"},
+    }
     assert column_value(obj, r".metadata.annotations.tau\.azure\.com/cluster-user") == "ada"
     assert column_value(obj, ".spec.attempt") == 0  # a zero is a value, not an absence
     assert column_value(obj, ".spec.manifest.experiment.name") is None
     assert column_value(obj, ".status.phase") is None
     assert from_columns({".spec.attempt": 0, ".status.phase": None, r".a.b\.c": "x"}) == {
-        "spec": {"attempt": 0}, "a": {"b.c": "x"}}  # fmt: skip
+        "spec": {"attempt": 0},
+        "a": {"b.c": "x"},
+    }
     # a "date" column is an age on the server ("6m58s"): never read as a time
     assert ".metadata.creationTimestamp" in row_columns("TauRun").values()
     assert "Age" not in row_columns("TauRun")

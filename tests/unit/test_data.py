@@ -87,8 +87,13 @@ def overwrite_blob(store: Store, sha: str, data: bytes | None) -> None:
         if data is None:  # its line leaves the index
             idx = store.root / "packs" / f"{pack}.idx"
             idx.chmod(0o644)
-            idx.write_bytes(b"".join(ln for ln in idx.read_bytes().splitlines(True)
-                                     if not ln.startswith(sha.encode())))  # fmt: skip
+            idx.write_bytes(
+                b"".join(
+                    ln
+                    for ln in idx.read_bytes().splitlines(True)
+                    if not ln.startswith(sha.encode())
+                )
+            )
         else:  # the same length, other bytes (a piece's place is fixed)
             path = store.root / "packs" / f"{pack}.pack"
             path.chmod(0o644)
@@ -143,8 +148,13 @@ def test_a_bad_path_among_many_is_named(path: str) -> None:
 )
 def test_bad_paths_are_refused(path: str) -> None:
     """In a version record read from a store (a path of the walk is checked by check_path)."""
-    record = {"kind": "dataset", "name": "x", "version": "sha256:" + "0" * 64, "size": 0,
-              "created": {"by": "a", "at": "t", "host": "h"}}  # fmt: skip
+    record = {
+        "kind": "dataset",
+        "name": "x",
+        "version": "sha256:" + "0" * 64,
+        "size": 0,
+        "created": {"by": "a", "at": "t", "host": "h"},
+    }
     ok = {"path": "a/.cache/..b", "size": 0, "sha256": "0" * 64}
     VersionRecord.model_validate({**record, "files": [ok]})
     with pytest.raises(ValueError, match="path"):
@@ -289,8 +299,12 @@ def _race(url: str, version: str, expect: str, barrier: object, results: object,
 def test_100_racers_one_winner_per_round_and_every_move_in_the_history(
     store: Store, tmp_path: Path, how: str
 ) -> None:
-    versions = [store.register("dataset", "d", tree(tmp_path / str(i), {"f": str(i).encode()}), WHO).record.version
-                for i in range(4)]  # fmt: skip
+    versions = [
+        store.register(
+            "dataset", "d", tree(tmp_path / str(i), {"f": str(i).encode()}), WHO
+        ).record.version
+        for i in range(4)
+    ]
     store.set_alias("dataset", "d", "prod", versions[0], "setup", "t")
     ctx = multiprocessing.get_context("fork")
     for rnd in range(3):
@@ -300,12 +314,18 @@ def test_100_racers_one_winner_per_round_and_every_move_in_the_history(
 
             barrier: object = threading.Barrier(100)
             results: object = queue.Queue()
-            workers = [threading.Thread(target=_race, args=(store.url, target, expect, barrier, results, i))
-                       for i in range(100)]  # fmt: skip
+            workers = [
+                threading.Thread(
+                    target=_race, args=(store.url, target, expect, barrier, results, i)
+                )
+                for i in range(100)
+            ]
         else:
             barrier, results = ctx.Barrier(100), ctx.Queue()
-            workers = [ctx.Process(target=_race, args=(store.url, target, expect, barrier, results, i))  # type: ignore[misc]
-                       for i in range(100)]  # fmt: skip
+            workers = [
+                ctx.Process(target=_race, args=(store.url, target, expect, barrier, results, i))  # type: ignore[misc]
+                for i in range(100)
+            ]
         for w in workers:
             w.start()
         got = [results.get(timeout=60) for _ in range(100)]  # type: ignore[attr-defined]
@@ -323,13 +343,18 @@ def test_kill_9_during_register_leaves_no_partial_version_and_reuses_finished_fi
     store: Store, tmp_path: Path
 ) -> None:
     src = tree(tmp_path / "big", {f"f{i:02d}.bin": os.urandom(2 << 20) for i in range(12)})
-    code = ("import sys, time; from pathlib import Path; from taugrid.data.store import open_store;"
-            "from taugrid.api.data import Created;"
-            "s = open_store(sys.argv[1], Path(sys.argv[2]));"
-            "s.register('dataset', 'big', Path(sys.argv[3]), Created(by='a', at='t', host='h'),"
-            " progress=lambda d, t: (print(d, flush=True), time.sleep(0.02)))")  # fmt: skip
-    proc = subprocess.Popen([sys.executable, "-c", code, store.url, str(store.stat_cache), str(src)],
-                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+    code = (
+        "import sys, time; from pathlib import Path; from taugrid.data.store import open_store;"
+        "from taugrid.api.data import Created;"
+        "s = open_store(sys.argv[1], Path(sys.argv[2]));"
+        "s.register('dataset', 'big', Path(sys.argv[3]), Created(by='a', at='t', host='h'),"
+        " progress=lambda d, t: (print(d, flush=True), time.sleep(0.02)))"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, store.url, str(store.stat_cache), str(src)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None
     while int(proc.stdout.readline() or 0) < (6 << 20):  # some files done, not all
         pass
@@ -360,8 +385,11 @@ def test_pull_copies_the_exact_files(store: Store, tmp_path: Path) -> None:
     files = {"x/y/z.txt": b"deep", "top": os.urandom(3000)}
     rec = store.register("dataset", "p", tree(tmp_path / "p", files), WHO).record
     store.pull(rec, tmp_path / "out")
-    assert {str(p.relative_to(tmp_path / "out")): p.read_bytes()
-            for p in (tmp_path / "out").rglob("*") if p.is_file()} == files  # fmt: skip
+    assert {
+        str(p.relative_to(tmp_path / "out")): p.read_bytes()
+        for p in (tmp_path / "out").rglob("*")
+        if p.is_file()
+    } == files
 
 
 def test_nothing_to_register_and_a_missing_source_are_clear(store: Store, tmp_path: Path) -> None:
@@ -402,11 +430,25 @@ def _run_with_checkpoints(home: Path, losses: dict[int, float]) -> str:
 
     rd = RunDir(home / "data" / "runs" / "train-abcde")
     rd.path.mkdir(parents=True)
-    rd.create(RunRecord(run_id="train-abcde", name="train", workspace="local", profile="local",
-                        workload_kind="job", handle=LocalHandle(), submitter="a", code_folder="/x",
-                        code_revision="rev1", code_digest="d", config_hash="cfg1", image="i",
-                        entrypoint="t.py", created_at="2026-12-01T00:00:00+00:00",
-                        primary_metric="loss"))  # fmt: skip
+    rd.create(
+        RunRecord(
+            run_id="train-abcde",
+            name="train",
+            workspace="local",
+            profile="local",
+            workload_kind="job",
+            handle=LocalHandle(),
+            submitter="a",
+            code_folder="/x",
+            code_revision="rev1",
+            code_digest="d",
+            config_hash="cfg1",
+            image="i",
+            entrypoint="t.py",
+            created_at="2026-12-01T00:00:00+00:00",
+            primary_metric="loss",
+        )
+    )
     ckpt = rd.checkpoint_dir()
     ckpt.mkdir(parents=True, exist_ok=True)
     entries = []
@@ -572,8 +614,12 @@ def test_a_cluster_run_carries_the_exact_version_and_reads_the_workspace_registr
         RunRequest(load.load_manifest(str(project)), workspace="research"),
         load.load_snapshot(PROFILES),
     )
-    env = {e["name"]: e.get("value") for o in p.objects() if o["kind"] == "Job"
-           for e in o["spec"]["template"]["spec"]["containers"][0]["env"]}  # fmt: skip
+    env = {
+        e["name"]: e.get("value")
+        for o in p.objects()
+        if o["kind"] == "Job"
+        for e in o["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
     assert json.loads(env["TAU_INPUTS"]) == [
         {"kind": "dataset", "name": "corpus", "version": version, "path": "train"}
     ]
@@ -623,8 +669,17 @@ def test_copy_sends_only_the_missing_files_and_the_record_last(
 
 def test_the_cli_copies_a_version_and_refuses_a_bad_destination(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    assert run_tau(home, "data", "dataset", "register", "corpus",
-                   str(tree(tmp_path / "d", {"a.txt": b"a"}))).returncode == 0  # fmt: skip
+    assert (
+        run_tau(
+            home,
+            "data",
+            "dataset",
+            "register",
+            "corpus",
+            str(tree(tmp_path / "d", {"a.txt": b"a"})),
+        ).returncode
+        == 0
+    )
     dest = (tmp_path / "team").as_uri()
     res = run_tau(home, "data", "dataset", "copy", "corpus", "--to", dest, "-o", "json")
     assert res.returncode == 0, res.stderr
@@ -668,10 +723,14 @@ def test_a_cluster_run_copies_its_inputs_into_the_workspace_registry(
     shutil.copytree(EXAMPLES / "batch-job", project)
     with (project / "tau.yaml").open("a") as f:
         f.write("data: {inputs: [{ref: corpus}, {ref: shared}]}\n")
-    p = prepare(RunRequest(load.load_manifest(str(project)), workspace="research"),
-                ProfileSnapshot.model_validate(snap))  # fmt: skip
+    p = prepare(
+        RunRequest(load.load_manifest(str(project)), workspace="research"),
+        ProfileSnapshot.model_validate(snap),
+    )
     assert [(i.name, i.version) for i in p.meta.inputs] == [
-        ("corpus", mine.version), ("shared", theirs.version)]  # fmt: skip
+        ("corpus", mine.version),
+        ("shared", theirs.version),
+    ]
     said: list[str] = []
     publish_inputs(p, said.append)
     assert team.has_version("dataset", "corpus", mine.version)
@@ -720,12 +779,23 @@ def test_an_unusable_azure_store_says_what_to_do(
     )
     with pytest.raises(TauError) as e:
         open_store(url).names("dataset")
-    words = {"wrong key": "refused the credentials", "no container": "does not exist",
-             "down": "cannot reach", "bad url": "expected az://ACCOUNT/CONTAINER"}[case]  # fmt: skip
+    words = {
+        "wrong key": "refused the credentials",
+        "no container": "does not exist",
+        "down": "cannot reach",
+        "bad url": "expected az://ACCOUNT/CONTAINER",
+    }[case]
     assert words in str(e.value)
     assert e.value.exit_code == (2 if case == "bad url" else 4)
-    res = run_tau(tmp_path / "home", "data", "dataset", "list", "--registry", url,
-                  env={"AZURE_STORAGE_CONNECTION_STRING": connection_string(port, *([key] if key else []))})  # fmt: skip
+    res = run_tau(
+        tmp_path / "home",
+        "data",
+        "dataset",
+        "list",
+        "--registry",
+        url,
+        env={"AZURE_STORAGE_CONNECTION_STRING": connection_string(port, *([key] if key else []))},
+    )
     assert (
         res.returncode == e.value.exit_code
         and "Traceback" not in res.stderr
@@ -774,8 +844,11 @@ def test_thousands_of_small_files_are_packed_read_in_parallel_and_read_back_exac
     assert fstore.blob(got.record.files[-1].sha256).is_file() is False  # small: packed
     assert fstore.verify(got.record) == []
     fstore.pull(got.record, tmp_path / "pulled")
-    assert {str(p.relative_to(tmp_path / "pulled")): p.read_bytes()
-            for p in (tmp_path / "pulled").rglob("*") if p.is_file()} == files  # fmt: skip
+    assert {
+        str(p.relative_to(tmp_path / "pulled")): p.read_bytes()
+        for p in (tmp_path / "pulled").rglob("*")
+        if p.is_file()
+    } == files
     import tau_inputs
 
     spec = [{"kind": "dataset", "name": "many", "version": got.record.version, "path": "m"}]
@@ -857,12 +930,27 @@ def test_two_registrations_of_one_tree_at_once_both_succeed(
     from taugrid.data import pack
 
     files = many_small(tmp_path / "src", pack.PARALLEL_FROM + 100)
-    code = ("import sys; from pathlib import Path; from taugrid.data.store import FileStore;"
-            "from taugrid.api.data import Created;"
-            "r = FileStore(Path(sys.argv[1]), Path(sys.argv[2])).register('dataset', 'same', Path(sys.argv[3]),"
-            " Created(by='a', at='t', host='h')); print(r.record.version)")  # fmt: skip
-    procs = [subprocess.Popen([sys.executable, "-c", code, str(fstore.root), str(tmp_path / f"c{k}"),
-                               str(tmp_path / "src")], stdout=subprocess.PIPE, text=True) for k in range(2)]  # fmt: skip
+    code = (
+        "import sys; from pathlib import Path; from taugrid.data.store import FileStore;"
+        "from taugrid.api.data import Created;"
+        "r = FileStore(Path(sys.argv[1]), Path(sys.argv[2])).register('dataset', 'same', Path(sys.argv[3]),"
+        " Created(by='a', at='t', host='h')); print(r.record.version)"
+    )
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                code,
+                str(fstore.root),
+                str(tmp_path / f"c{k}"),
+                str(tmp_path / "src"),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for k in range(2)
+    ]
     outs = [p.communicate()[0].strip() for p in procs]
     assert [p.returncode for p in procs] == [0, 0]
     assert outs == [expected_version(files)] * 2
@@ -879,13 +967,25 @@ def test_kill_9_while_packing_keeps_the_packs_already_closed(
     from taugrid.data import pack
 
     files = many_small(tmp_path / "src", 4 * pack.PARALLEL_FROM)
-    code = ("import sys, time; from pathlib import Path; from taugrid.data import pack, store;"
-            "from taugrid.api.data import Created; pack.PACK_ROLL = 1 << 16;"
-            "s = store.FileStore(Path(sys.argv[1]), Path(sys.argv[2]));"
-            "s.register('dataset', 'k', Path(sys.argv[3]), Created(by='a', at='t', host='h'),"
-            " progress=lambda d, t: (print(d, flush=True), time.sleep(0.2)))")  # fmt: skip
-    proc = subprocess.Popen([sys.executable, "-c", code, str(fstore.root), str(fstore.stat_cache),
-                             str(tmp_path / "src")], stdout=subprocess.PIPE, text=True)  # fmt: skip
+    code = (
+        "import sys, time; from pathlib import Path; from taugrid.data import pack, store;"
+        "from taugrid.api.data import Created; pack.PACK_ROLL = 1 << 16;"
+        "s = store.FileStore(Path(sys.argv[1]), Path(sys.argv[2]));"
+        "s.register('dataset', 'k', Path(sys.argv[3]), Created(by='a', at='t', host='h'),"
+        " progress=lambda d, t: (print(d, flush=True), time.sleep(0.2)))"
+    )
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            code,
+            str(fstore.root),
+            str(fstore.stat_cache),
+            str(tmp_path / "src"),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None
     total = sum(len(d) for d in files.values())
     while int(proc.stdout.readline() or total) < total // 2:  # about half done
@@ -945,9 +1045,12 @@ def test_workers_finish_while_another_thread_holds_stderr(tmp_path: Path) -> Non
     script.write_text(FORK_WHILE_LOCKED)
     out = tmp_path / "out.txt"
     with out.open("w") as f:
-        proc = subprocess.Popen([sys.executable, str(script), str(tmp_path / "reg"),
-                                 str(tmp_path / "src")], stdout=f, stderr=subprocess.STDOUT,
-                                start_new_session=True)  # fmt: skip
+        proc = subprocess.Popen(
+            [sys.executable, str(script), str(tmp_path / "reg"), str(tmp_path / "src")],
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         try:
             proc.wait(timeout=240)
         finally:

@@ -6,30 +6,48 @@ from typing import Any
 
 from taugrid.kube.client import objects_from_table
 
-COLUMNS = {"Run": ".spec.runName", "Phase": ".status.phase",
-           "User": r".metadata.annotations.tau\.azure\.com/cluster-user"}  # fmt: skip
+COLUMNS = {
+    "Run": ".spec.runName",
+    "Phase": ".status.phase",
+    "User": r".metadata.annotations.tau\.azure\.com/cluster-user",
+}
 
 
 def table(names: list[str], *rows: list[Any]) -> dict[str, Any]:
     """A Table as the API server sends it with includeObject=None (meta.k8s.io/v1)."""
-    return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": {"resourceVersion": "7"},
-            "columnDefinitions": [{"name": n, "type": "string", "format": "", "priority": 0}
-                                  for n in names],
-            "rows": [{"cells": list(r)} for r in rows]}  # fmt: skip
+    return {
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": {"resourceVersion": "7"},
+        "columnDefinitions": [
+            {"name": n, "type": "string", "format": "", "priority": 0} for n in names
+        ],
+        "rows": [{"cells": list(r)} for r in rows],
+    }
 
 
 def test_each_row_is_an_object_made_of_its_columns() -> None:
     got = objects_from_table(
-        table(["Name", "Run", "User", "Phase", "Age"],
-              ["a-1", "a", "ada", "Running", "5m"], ["b-2", "b", None, None, "1s"]),
-        COLUMNS, "research",
-    )  # fmt: skip
+        table(
+            ["Name", "Run", "User", "Phase", "Age"],
+            ["a-1", "a", "ada", "Running", "5m"],
+            ["b-2", "b", None, None, "1s"],
+        ),
+        COLUMNS,
+        "research",
+    )
     assert got == [
-        {"spec": {"runName": "a"}, "status": {"phase": "Running"},
-         "metadata": {"name": "a-1", "namespace": "research",
-                      "annotations": {"tau.azure.com/cluster-user": "ada"}}},
+        {
+            "spec": {"runName": "a"},
+            "status": {"phase": "Running"},
+            "metadata": {
+                "name": "a-1",
+                "namespace": "research",
+                "annotations": {"tau.azure.com/cluster-user": "ada"},
+            },
+        },
         {"spec": {"runName": "b"}, "metadata": {"name": "b-2", "namespace": "research"}},
-    ]  # fmt: skip
+    ]
 
 
 def test_a_table_that_cannot_say_everything_is_not_read() -> None:
@@ -68,12 +86,26 @@ class _Server:
                 body = self.rfile.read(n) if n else b""
                 outer.seen.append((self.command, self.path, body))
                 if len(outer.seen) <= outer.busy:
-                    code, doc = 429, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
-                                      "message": "storage is (re)initializing",
-                                      "reason": "TooManyRequests", "code": 429}  # fmt: skip
+                    code, doc = (
+                        429,
+                        {
+                            "kind": "Status",
+                            "apiVersion": "v1",
+                            "status": "Failure",
+                            "message": "storage is (re)initializing",
+                            "reason": "TooManyRequests",
+                            "code": 429,
+                        },
+                    )
                 else:
-                    code, doc = 200, {"apiVersion": "v1", "kind": "ConfigMap",
-                                      "metadata": {"name": "c", "namespace": "n"}}  # fmt: skip
+                    code, doc = (
+                        200,
+                        {
+                            "apiVersion": "v1",
+                            "kind": "ConfigMap",
+                            "metadata": {"name": "c", "namespace": "n"},
+                        },
+                    )
                 data = json.dumps(doc).encode() if not html else b"<html>a login page</html>"
                 self.send_response(code)
                 self.send_header("Content-Type", "text/html" if html else "application/json")
@@ -99,12 +131,18 @@ def _kube(server: _Server, tmp_path: Any, monkeypatch: Any) -> Any:
     from taugrid.kube.client import Kube
 
     kc = tmp_path / "kubeconfig"
-    kc.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "c",
-        "clusters": [{"name": "c", "cluster": {"server": server.url}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
-    }))  # fmt: skip
+    kc.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "c",
+                "clusters": [{"name": "c", "cluster": {"server": server.url}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+            }
+        )
+    )
     monkeypatch.setenv("KUBECONFIG", str(kc))
     return Kube()
 
@@ -116,8 +154,14 @@ def test_a_request_turned_away_is_sent_again(tmp_path: Any, monkeypatch: Any) ->
         assert kube.get("ConfigMap", "c", "n")["metadata"]["name"] == "c"
         assert len(server.seen) == 3
         server.busy, server.seen = 1, []
-        kube.create({"apiVersion": "v1", "kind": "ConfigMap",
-                     "metadata": {"name": "c", "namespace": "n"}, "data": {"k": "v"}})  # fmt: skip
+        kube.create(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "c", "namespace": "n"},
+                "data": {"k": "v"},
+            }
+        )
         (m1, _p1, b1), (m2, _p2, b2) = server.seen
         assert (m1, m2) == ("POST", "POST") and b1 == b2 and b'"k"' in b1  # the same body
     finally:

@@ -18,11 +18,22 @@ from taugrid.runs.evidence import RunDir
 
 def record(run_id: str, kind: str = "rayjob", queue: str | None = None) -> RunRecord:
     return RunRecord(
-        run_id=run_id, name="r", workspace="research", profile="a100x1", workload_kind=kind,
-        handle=KubeHandle(namespace="research", queue=queue), submitter="a", code_folder="/x",
-        code_revision="u", code_digest="d", config_hash="h", image="i", entrypoint="t.py",
-        created_at="2026-12-01T00:00:00+00:00", gpus_per_worker=1,
-    )  # fmt: skip
+        run_id=run_id,
+        name="r",
+        workspace="research",
+        profile="a100x1",
+        workload_kind=kind,
+        handle=KubeHandle(namespace="research", queue=queue),
+        submitter="a",
+        code_folder="/x",
+        code_revision="u",
+        code_digest="d",
+        config_hash="h",
+        image="i",
+        entrypoint="t.py",
+        created_at="2026-12-01T00:00:00+00:00",
+        gpus_per_worker=1,
+    )
 
 
 def cluster_objects(ids: list[str], first_waits: bool = False) -> dict[str, list[dict[str, Any]]]:
@@ -36,19 +47,50 @@ def cluster_objects(ids: list[str], first_waits: bool = False) -> dict[str, list
     for i, rid in enumerate(ids):
         admitted = (i + flip) % 2 == 0
         workloads.append({"metadata": meta(rid), "spec": {"suspend": not admitted}, "status": {}})
-        conds = ([{"type": "QuotaReserved", "status": "True"}, {"type": "Admitted", "status": "True"}]
-                 if admitted else
-                 [{"type": "QuotaReserved", "status": "False", "reason": "Pending",
-                   "message": "insufficient unused quota for nvidia.com/gpu in flavor a100x1, 1 more needed"}])  # fmt: skip
-        kueue.append({"metadata": meta(f"rayjob-{rid}", ownerReferences=[{"name": rid}]),
-                      "spec": {"queueName": "gpu"}, "status": {"conditions": conds}})  # fmt: skip
+        conds = (
+            [{"type": "QuotaReserved", "status": "True"}, {"type": "Admitted", "status": "True"}]
+            if admitted
+            else [
+                {
+                    "type": "QuotaReserved",
+                    "status": "False",
+                    "reason": "Pending",
+                    "message": "insufficient unused quota for nvidia.com/gpu in flavor a100x1, 1 more needed",
+                }
+            ]
+        )
+        kueue.append(
+            {
+                "metadata": meta(f"rayjob-{rid}", ownerReferences=[{"name": rid}]),
+                "spec": {"queueName": "gpu"},
+                "status": {"conditions": conds},
+            }
+        )
         if admitted:
-            pods.append({"metadata": meta(f"{rid}-worker", labels={C.LABEL_RUN_ID: rid}),
-                         "spec": {"nodeName": "a100x1-0"}, "status": {"phase": "Running"}})  # fmt: skip
-    nodes = [{"metadata": {"name": "a100x1-0"}, "status": {"conditions": [
-        {"type": C.XID_CONDITION, "status": "True", "reason": "Xid79"}]}, "spec": {}}]  # fmt: skip
-    return {"TauRun": [{"metadata": meta(r)} for r in ids], "RayJob": workloads,
-            "Workload": kueue, "Pod": pods, "Event": [], "Node": nodes}  # fmt: skip
+            pods.append(
+                {
+                    "metadata": meta(f"{rid}-worker", labels={C.LABEL_RUN_ID: rid}),
+                    "spec": {"nodeName": "a100x1-0"},
+                    "status": {"phase": "Running"},
+                }
+            )
+    nodes = [
+        {
+            "metadata": {"name": "a100x1-0"},
+            "status": {
+                "conditions": [{"type": C.XID_CONDITION, "status": "True", "reason": "Xid79"}]
+            },
+            "spec": {},
+        }
+    ]
+    return {
+        "TauRun": [{"metadata": meta(r)} for r in ids],
+        "RayJob": workloads,
+        "Workload": kueue,
+        "Pod": pods,
+        "Event": [],
+        "Node": nodes,
+    }
 
 
 def observe_with(
@@ -110,14 +152,28 @@ def test_cluster_facts_become_signals(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("conds", "state", "words"),
     [
-        ([{"type": "Admitted", "status": "True"}, {"type": "Evicted", "status": "True",
-          "reason": "PodsReadyTimeout", "message": "pods not ready in 30m"}], "false",
-         "evicted by Kueue (PodsReadyTimeout): pods not ready in 30m"),
+        (
+            [
+                {"type": "Admitted", "status": "True"},
+                {
+                    "type": "Evicted",
+                    "status": "True",
+                    "reason": "PodsReadyTimeout",
+                    "message": "pods not ready in 30m",
+                },
+            ],
+            "false",
+            "evicted by Kueue (PodsReadyTimeout): pods not ready in 30m",
+        ),
         # the last condition is not the state: Admitted=True listed first still counts
-        ([{"type": "Admitted", "status": "True"}, {"type": "QuotaReserved", "status": "True"}], "true", "admitted"),
+        (
+            [{"type": "Admitted", "status": "True"}, {"type": "QuotaReserved", "status": "True"}],
+            "true",
+            "admitted",
+        ),
         ([], "pending", "waiting for admission"),
     ],
-)  # fmt: skip
+)
 def test_admitted_reads_conditions_by_type(
     conds: list[dict[str, str]], state: str, words: str
 ) -> None:
@@ -159,38 +215,58 @@ def test_without_the_visibility_api_the_position_is_unknown_with_the_reason(tmp_
 # --- a node lost mid-run, an image that cannot be pulled: said at once, in words ---------------
 def _running_on(node_list: list[dict[str, Any]], pod_extra: dict[str, Any] | None = None) -> Any:
     rec = record("lost-00001")
-    pod = {"metadata": {"name": "lost-00001-worker", "namespace": "research",
-                        "labels": {C.LABEL_RUN_ID: "lost-00001"}},
-           "spec": {"nodeName": "a100x1-2"}, "status": {"phase": "Running", **(pod_extra or {})}}  # fmt: skip
-    wl = {"metadata": {"name": "lost-00001", "namespace": "research"}, "spec": {"suspend": False},
-          "status": {}}  # fmt: skip
-    kw = {"metadata": {"name": "rayjob-lost-00001", "namespace": "research",
-                       "ownerReferences": [{"name": "lost-00001"}]},
-          "spec": {"queueName": "gpu"},
-          "status": {"conditions": [{"type": "Admitted", "status": "True"}]}}  # fmt: skip
+    pod = {
+        "metadata": {
+            "name": "lost-00001-worker",
+            "namespace": "research",
+            "labels": {C.LABEL_RUN_ID: "lost-00001"},
+        },
+        "spec": {"nodeName": "a100x1-2"},
+        "status": {"phase": "Running", **(pod_extra or {})},
+    }
+    wl = {
+        "metadata": {"name": "lost-00001", "namespace": "research"},
+        "spec": {"suspend": False},
+        "status": {},
+    }
+    kw = {
+        "metadata": {
+            "name": "rayjob-lost-00001",
+            "namespace": "research",
+            "ownerReferences": [{"name": "lost-00001"}],
+        },
+        "spec": {"queueName": "gpu"},
+        "status": {"conditions": [{"type": "Admitted", "status": "True"}]},
+    }
     from taugrid.kube.facts import node_problems, run_facts
 
     nodes, visible = node_problems(node_list)
     facts = run_facts(rec, True, wl, kw, [pod], {}, nodes, visible, "research")
     from taugrid.api.observations import Observations
 
-    return status.compute(Observations(record=rec, history=[], now=0.0, owner_alive=None,
-                                       cluster=facts))  # fmt: skip
+    return status.compute(
+        Observations(record=rec, history=[], now=0.0, owner_alive=None, cluster=facts)
+    )
 
 
 def _node(name: str, ready: str = "True", reason: str = "") -> dict[str, Any]:
-    return {"metadata": {"name": name}, "spec": {},
-            "status": {"conditions": [{"type": "Ready", "status": ready, "reason": reason}]}}  # fmt: skip
+    return {
+        "metadata": {"name": name},
+        "spec": {},
+        "status": {"conditions": [{"type": "Ready", "status": ready, "reason": reason}]},
+    }
 
 
 @pytest.mark.parametrize(
     ("nodes", "words"),
     [
         ([_node("a100x1-0")], "a100x1-2, which is gone (deleted from the cluster)"),
-        ([_node("a100x1-2", "Unknown", "NodeStatusUnknown")],
-         "a100x1-2, which is NotReady (Ready=Unknown: NodeStatusUnknown)"),
+        (
+            [_node("a100x1-2", "Unknown", "NodeStatusUnknown")],
+            "a100x1-2, which is NotReady (Ready=Unknown: NodeStatusUnknown)",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_pod_on_a_lost_node_is_said_at_once(nodes: list[dict[str, Any]], words: str) -> None:
     st = _running_on(nodes)
     sig = {s.name: s for s in st.signals}
@@ -202,8 +278,19 @@ def test_a_pod_on_a_lost_node_is_said_at_once(nodes: list[dict[str, Any]], words
 
 
 def test_an_image_that_cannot_be_pulled_is_named_on_its_node() -> None:
-    waiting = {"containerStatuses": [{"name": "w", "state": {"waiting": {
-        "reason": "ImagePullBackOff", "message": "Back-off pulling image \"nope:1\""}}}]}  # fmt: skip
+    waiting = {
+        "containerStatuses": [
+            {
+                "name": "w",
+                "state": {
+                    "waiting": {
+                        "reason": "ImagePullBackOff",
+                        "message": 'Back-off pulling image "nope:1"',
+                    }
+                },
+            }
+        ]
+    }
     st = _running_on([_node("a100x1-2")], waiting)
     sched = next(s for s in st.signals if s.name == "Scheduled")
     assert sched.state == "false"
@@ -228,8 +315,11 @@ def test_a_403_from_an_unserved_visibility_api_says_it_is_not_served() -> None:
 
     kube.client = Client()  # type: ignore[assignment]
     kube.server, kube.context = "https://fake", "x"
-    for served, words in ((False, "is not served here"), (True, "may not read"),
-                          (None, "not served here, or your identity may not read it")):  # fmt: skip
+    for served, words in (
+        (False, "is not served here"),
+        (True, "may not read"),
+        (None, "not served here, or your identity may not read it"),
+    ):
         kube.served = lambda _g, s=served: s  # type: ignore[method-assign]
         got = kube.pending("research", "gpu")
         assert isinstance(got, str) and words in got
@@ -239,11 +329,13 @@ def test_a_403_from_an_unserved_visibility_api_says_it_is_not_served() -> None:
     ("priority", "counted"),
     [
         # Kueue v1beta2 (what the sandbox runs): the class by reference, evictions counted
-        ({"priorityClassRef": {"kind": "WorkloadPriorityClass", "name": "high"}},
-         {"schedulingStats": {"evictions": [{"reason": "Preempted", "count": 1}]}}),
+        (
+            {"priorityClassRef": {"kind": "WorkloadPriorityClass", "name": "high"}},
+            {"schedulingStats": {"evictions": [{"reason": "Preempted", "count": 1}]}},
+        ),
         ({"priorityClassName": "high"}, {"requeueState": {"count": 1}}),  # older Kueues
     ],
-)  # fmt: skip
+)
 def test_a_preempted_run_is_told_which_run_took_its_quota_and_counts_an_attempt(
     tmp_path: Path, priority: dict[str, Any], counted: dict[str, Any]
 ) -> None:
@@ -252,10 +344,18 @@ def test_a_preempted_run_is_told_which_run_took_its_quota_and_counts_an_attempt(
     low, high = objects["Workload"]
     high["metadata"]["uid"] = "uid-high"
     high["spec"].update(priority)
-    low["status"] = {**counted, "conditions": [
-        {"type": "Preempted", "status": "True", "reason": "InClusterQueue",
-         "message": "Preempted to accommodate a workload (UID: uid-high, JobUID: j-1) due to prioritization in the ClusterQueue"},
-        {"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": "waiting"}]}  # fmt: skip
+    low["status"] = {
+        **counted,
+        "conditions": [
+            {
+                "type": "Preempted",
+                "status": "True",
+                "reason": "InClusterQueue",
+                "message": "Preempted to accommodate a workload (UID: uid-high, JobUID: j-1) due to prioritization in the ClusterQueue",
+            },
+            {"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": "waiting"},
+        ],
+    }
     _, obs = observe_with(tmp_path, ids, objects)
     st = status.compute(obs[0])
     adm = next(s for s in st.signals if s.name == "Admitted")

@@ -31,9 +31,15 @@ from taugrid.runs.render import is_shared
 
 def tau_cluster() -> dict[str, Any]:
     snap = yaml.safe_load(PROFILES.read_text())
-    return {"metadata": {"name": "cluster"},
-            "spec": {"stack": snap["cluster"], "defaultWorkspace": snap["defaultWorkspace"],
-                     "workspaces": snap["workspaces"], "workloadProfiles": snap["profiles"]}}  # fmt: skip
+    return {
+        "metadata": {"name": "cluster"},
+        "spec": {
+            "stack": snap["cluster"],
+            "defaultWorkspace": snap["defaultWorkspace"],
+            "workspaces": snap["workspaces"],
+            "workloadProfiles": snap["profiles"],
+        },
+    }
 
 
 @pytest.fixture
@@ -64,8 +70,13 @@ def test_the_record_is_written_before_anything_is_sent(home: Path, fake: FakeKub
 
     class Watching(FakeKube):
         def recorded(self) -> None:
-            seen.append(any((Path(p) / "run.json").is_file()
-                            for p in (home / "home-a").rglob("*") if p.is_dir()))  # fmt: skip
+            seen.append(
+                any(
+                    (Path(p) / "run.json").is_file()
+                    for p in (home / "home-a").rglob("*")
+                    if p.is_dir()
+                )
+            )
 
         def apply(self, obj: dict[str, Any], manager: str = "tau") -> dict[str, Any]:
             self.recorded()
@@ -199,8 +210,9 @@ def test_a_fresh_runs_objects_are_created_and_one_found_there_is_applied_over(
     resent submission's objects are."""
     backend = KubeBackend(kube=fake)
     p = prepared(backend, home)
-    code = next(o for o in p.objects(shared_helpers=True)
-                if o["kind"] == "ConfigMap" and not is_shared(o))  # fmt: skip
+    code = next(
+        o for o in p.objects(shared_helpers=True) if o["kind"] == "ConfigMap" and not is_shared(o)
+    )
     fake.put("ConfigMap", {**copy.deepcopy(code), "data": {"stale": "yes"}})
     fake.calls.clear()
     backend.submit(p, SubmitOptions(), lambda _m: None)
@@ -211,7 +223,7 @@ def test_a_fresh_runs_objects_are_created_and_one_found_there_is_applied_over(
         ("create", "ConfigMap"),
         ("create", "Job"),
         ("create", "TauRun"),
-    ]  # fmt: skip (helpers: created)
+    ]  # (helpers: created)
     got = fake.get("ConfigMap", code["metadata"]["name"], "research")
     assert got is not None and got["data"] == {**code.get("data", {}), "stale": "yes"}
     assert got["metadata"]["ownerReferences"][0]["kind"] == "TauRun"
@@ -291,7 +303,11 @@ def test_a_run_is_found_from_another_machine(
     assert rd is not None and rd.path.is_relative_to(home / "home-b")
     rec = rd.read_record()
     assert (rec.run_id, rec.name, rec.workspace, rec.workload_kind) == (
-        p.run_id, "batch-score", "research", "job")  # fmt: skip
+        p.run_id,
+        "batch-score",
+        "research",
+        "job",
+    )
     assert rec.config_hash == p.manifest.config_hash() and rec.image == "python:3.12-slim"
     by_name = adopt_remote("batch-score", None, KubeBackend(kube=fake))
     assert by_name is not None and by_name.run_id == p.run_id
@@ -340,8 +356,10 @@ def test_an_ended_cluster_run_is_sealed_once_and_its_status_needs_no_cluster(
 def test_a_kubelet_that_serves_no_log_is_said_in_words() -> None:
     from taugrid.runs.backends.kube.backend import _log_note
 
-    raw = ('get logs of pods in namespace research: 500 Internal Server Error: Get '
-           '"https://127.0.0.1:10250/containerLogs/research/p/c": dial tcp: connection refused')  # fmt: skip
+    raw = (
+        "get logs of pods in namespace research: 500 Internal Server Error: Get "
+        '"https://127.0.0.1:10250/containerLogs/research/p/c": dial tcp: connection refused'
+    )
     said = _log_note(raw)
     assert "containerLogs" not in said and "does not serve this pod's log" in said
     assert _log_note("something else") == "something else"
@@ -378,8 +396,9 @@ class WholeObjects(FakeKube):
         return self.list(kind_name, namespace)
 
 
-@pytest.mark.parametrize("experiment", ["experiment: {name: lr-sweep}",
-                                        "research: {experiment: lr-sweep}"])  # fmt: skip
+@pytest.mark.parametrize(
+    "experiment", ["experiment: {name: lr-sweep}", "research: {experiment: lr-sweep}"]
+)
 @pytest.mark.parametrize("phase", ["Succeeded", "Failed", "Running", None])
 def test_a_listing_from_the_printer_columns_says_what_one_from_whole_objects_says(
     home: Path, phase: str | None, experiment: str, monkeypatch: pytest.MonkeyPatch
@@ -398,18 +417,25 @@ def test_a_listing_from_the_printer_columns_says_what_one_from_whole_objects_say
     backend.submit(p, SubmitOptions(), lambda _m: None)
     if phase is not None:
         ended = phase != "Running"
-        status = TauRunStatus.model_validate({
-            "phase": phase, "attempt": 2, "summary": f"{phase.lower()}: the words",
-            "startTime": "2026-01-01T00:00:05Z", "observedAt": "2026-01-01T00:01:00Z",
-            "completionTime": "2026-01-01T00:00:50Z" if ended else None,
-            "terminationReason": "OOMKilled" if phase == "Failed" else None,
-            "signals": [{"name": "Admitted", "state": "true", "reason": "admitted"}],
-            "timeline": [{"at": "2026-01-01T00:00:01Z", "reason": "Admitted", "message": "ok"}],
-        })  # fmt: skip
+        status = TauRunStatus.model_validate(
+            {
+                "phase": phase,
+                "attempt": 2,
+                "summary": f"{phase.lower()}: the words",
+                "startTime": "2026-01-01T00:00:05Z",
+                "observedAt": "2026-01-01T00:01:00Z",
+                "completionTime": "2026-01-01T00:00:50Z" if ended else None,
+                "terminationReason": "OOMKilled" if phase == "Failed" else None,
+                "signals": [{"name": "Admitted", "state": "true", "reason": "admitted"}],
+                "timeline": [{"at": "2026-01-01T00:00:01Z", "reason": "Admitted", "message": "ok"}],
+            }
+        )
         taurun = cluster.get("TauRun", p.run_id, "research")
         assert taurun is not None
-        cluster.apply_status({**taurun, "status": status.model_dump(mode="json", exclude_none=True)},
-                             manager="taugrid-controller")  # fmt: skip
+        cluster.apply_status(
+            {**taurun, "status": status.model_dump(mode="json", exclude_none=True)},
+            manager="taugrid-controller",
+        )
     monkeypatch.setenv("TAU_HOME", str(home / "elsewhere"))  # a teammate's machine
     (whole,) = backend.workspace_runs("research")
     thin_cluster = FakeKube({})

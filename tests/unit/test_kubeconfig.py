@@ -27,11 +27,20 @@ CASES = [
     ("- a\n- b\n", "is not a kubeconfig"),
     ("apiVersion: v1\nclusters: []\n", "has no contexts"),
     (GOOD.replace("current-context: dev\n", ""), "sets no current-context"),
-    (GOOD.replace("current-context: dev", "current-context: gone"), "has no context 'gone' (contexts: dev, other)"),
-    (GOOD.replace("{cluster: c, user: u}}, {", "{cluster: x, user: u}}, {"), "names cluster 'x', which is not in its clusters (c)"),
+    (
+        GOOD.replace("current-context: dev", "current-context: gone"),
+        "has no context 'gone' (contexts: dev, other)",
+    ),
+    (
+        GOOD.replace("{cluster: c, user: u}}, {", "{cluster: x, user: u}}, {"),
+        "names cluster 'x', which is not in its clusters (c)",
+    ),
     (GOOD.replace('server: "https://127.0.0.1:6443"', "insecure: true"), "has no server address"),
-    (GOOD.replace("users: [{name: u,", "users: [{name: v,"), "names user 'u', which is not in its users (v)"),
-]  # fmt: skip
+    (
+        GOOD.replace("users: [{name: u,", "users: [{name: v,"),
+        "names user 'u', which is not in its users (v)",
+    ),
+]
 
 
 @pytest.mark.parametrize(("text", "words"), CASES)
@@ -67,8 +76,16 @@ def test_any_text_is_a_tau_error_or_a_context(text: str) -> None:
             assert e.exit_code == 4
 
 
-@pytest.mark.parametrize("command", [["workspaces"], ["profiles"], ["run", "status", "some-run"],
-                                     ["run", "list", "--cluster"], ["quota", "list"]])  # fmt: skip
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["workspaces"],
+        ["profiles"],
+        ["run", "status", "some-run"],
+        ["run", "list", "--cluster"],
+        ["quota", "list"],
+    ],
+)
 def test_cluster_commands_say_which_file_and_what(tmp_path: Path, command: list[str]) -> None:
     kc = tmp_path / "kc.yaml"
     kc.write_text("a: [b\n")

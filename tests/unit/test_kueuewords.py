@@ -24,8 +24,9 @@ SHORT = (
 def test_a_request_above_the_queues_ceiling_can_never_start() -> None:
     w = explain(NEVER, "cpu")
     assert w is not None and w.never
-    assert w.text.startswith("needs 14 CPU; queue cpu may use at most 12 in flavor cpu: "
-                             "it can never start here")  # fmt: skip
+    assert w.text.startswith(
+        "needs 14 CPU; queue cpu may use at most 12 in flavor cpu: it can never start here"
+    )
     assert "tau quota request" in w.text and "node affinity" not in w.text
 
 
@@ -57,17 +58,26 @@ def test_the_queue_is_named_when_known(queue: str | None) -> None:
 @pytest.mark.parametrize(
     ("reason", "message", "words"),
     [
-        ("Preempted", "Preempted to accommodate a workload (run high-x1, workspace research, priority high) "
-         "due to prioritization in the ClusterQueue; preemptor path: /sandbox/tau-grants-gpu/gpu; "
-         "preemptee path: /sandbox/tau-grants-gpu/gpu",
-         "preempted by run high-x1 (workspace research, priority high), for prioritization in the ClusterQueue"),
-        ("Preempted", "Preempted to accommodate a workload (a workload you cannot see: another workspace's) "
-         "due to reclamation within the cohort",
-         "preempted by a workload you cannot see: another workspace's, for reclamation within the cohort"),
-        ("PodsReadyTimeout", "Exceeded the PodsReady timeout default/x; preemptor path: /a",
-         "evicted by Kueue (PodsReadyTimeout): Exceeded the PodsReady timeout default/x"),
+        (
+            "Preempted",
+            "Preempted to accommodate a workload (run high-x1, workspace research, priority high) "
+            "due to prioritization in the ClusterQueue; preemptor path: /sandbox/tau-grants-gpu/gpu; "
+            "preemptee path: /sandbox/tau-grants-gpu/gpu",
+            "preempted by run high-x1 (workspace research, priority high), for prioritization in the ClusterQueue",
+        ),
+        (
+            "Preempted",
+            "Preempted to accommodate a workload (a workload you cannot see: another workspace's) "
+            "due to reclamation within the cohort",
+            "preempted by a workload you cannot see: another workspace's, for reclamation within the cohort",
+        ),
+        (
+            "PodsReadyTimeout",
+            "Exceeded the PodsReady timeout default/x; preemptor path: /a",
+            "evicted by Kueue (PodsReadyTimeout): Exceeded the PodsReady timeout default/x",
+        ),
         ("InactiveWorkload", "", "evicted by Kueue (InactiveWorkload)"),
     ],
-)  # fmt: skip
+)
 def test_evictions_in_words(reason: str, message: str, words: str) -> None:
     assert evicted(reason, message) == words

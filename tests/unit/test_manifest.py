@@ -518,16 +518,28 @@ from hypothesis import strategies as st  # noqa: E402
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.from_regex(__import__("taugrid.api.manifest", fromlist=["x"]).SIMPLE_REQUIREMENT,
-                     fullmatch=True).filter(lambda s: s == s.strip() and "\n" not in s))  # fmt: skip
+@given(
+    st.from_regex(
+        __import__("taugrid.api.manifest", fromlist=["x"]).SIMPLE_REQUIREMENT, fullmatch=True
+    ).filter(lambda s: s == s.strip() and "\n" not in s)
+)
 def test_every_requirement_the_fast_check_accepts_is_valid(req: str) -> None:
     from packaging.requirements import Requirement
 
     Requirement(req)  # raises if the fast path accepted an invalid one
 
 
-@pytest.mark.parametrize("req", ["torch>=2.4.0", "numpy==2.1.*", "transformers",
-                                 "ray[default,tune]>=2.50,<3", "foo~=1.2", "bar!=1.0.post1"])  # fmt: skip
+@pytest.mark.parametrize(
+    "req",
+    [
+        "torch>=2.4.0",
+        "numpy==2.1.*",
+        "transformers",
+        "ray[default,tune]>=2.50,<3",
+        "foo~=1.2",
+        "bar!=1.0.post1",
+    ],
+)
 def test_common_requirements_take_the_fast_path(req: str) -> None:
     from taugrid.api.manifest import SIMPLE_REQUIREMENT
 
@@ -542,9 +554,13 @@ def test_the_rest_goes_to_packaging(req: str) -> None:
 
 
 _SCALARS = st.one_of(
-    st.none(), st.booleans(), st.integers(), st.text(max_size=20),
-    st.floats(allow_nan=False), st.datetimes().map(lambda d: d.replace(microsecond=0)),
-)  # fmt: skip
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.text(max_size=20),
+    st.floats(allow_nan=False),
+    st.datetimes().map(lambda d: d.replace(microsecond=0)),
+)
 _DOCS = st.recursive(
     _SCALARS,
     lambda inner: (

@@ -111,8 +111,12 @@ def test_existing_cluster_declares_no_azure_resources() -> None:
 def test_charts_and_versions_pinned_in_one_place() -> None:
     releases = {r.name: r.inputs for r in of_type(inventory("prod"), "helm.sh/v3:Release")}
     assert set(releases) == {"gpu-operator", "node-problem-detector", "kuberay-operator", "kueue"}
-    for name, key in (("gpu-operator", "gpuOperator"), ("kueue", "kueue"), ("kuberay-operator", "kuberay"),
-                      ("node-problem-detector", "nodeProblemDetector")):  # fmt: skip
+    for name, key in (
+        ("gpu-operator", "gpuOperator"),
+        ("kueue", "kueue"),
+        ("kuberay-operator", "kuberay"),
+        ("node-problem-detector", "nodeProblemDetector"),
+    ):
         assert releases[name]["version"] == CHARTS[key].version
         assert releases[name]["chart"] == CHARTS[key].chart
         assert releases[name]["namespace"] == CHARTS[key].namespace
@@ -179,8 +183,13 @@ def test_kueue_quotas_and_flavors() -> None:
     gpu = next(r for r in a100["resources"] if r["name"] == C.GPU_RESOURCE)
     # canonical quantity strings: Kueue re-writes its spec in this form (else fields change hands)
     assert gpu["nominalQuota"] == "8" and gpu["borrowingLimit"] == "0"
-    llm_gpu = next(r for f in cqs["llm"]["resourceGroups"][0]["flavors"] if f["name"] == "h100x8" for r in f["resources"]
-                   if r["name"] == C.GPU_RESOURCE)  # fmt: skip
+    llm_gpu = next(
+        r
+        for f in cqs["llm"]["resourceGroups"][0]["flavors"]
+        if f["name"] == "h100x8"
+        for r in f["resources"]
+        if r["name"] == C.GPU_RESOURCE
+    )
     assert llm_gpu["lendingLimit"] == "8"
     flavors = {o["metadata"]["name"]: o["spec"] for o in k8s_kind(inv, "ResourceFlavor")}
     assert flavors["h100x8"]["nodeTaints"][0]["key"] == "sku"
@@ -264,8 +273,13 @@ def test_dependency_ordering() -> None:
 @pytest.mark.parametrize("stack", STACKS)
 def test_kueue_objects_validate_against_upstream_crds(stack: str, upstream_crds: Path) -> None:
     inv = inventory(stack)
-    files = {"ClusterQueue": "clusterqueues", "LocalQueue": "localqueues", "ResourceFlavor": "resourceflavors",
-             "Cohort": "cohorts", "WorkloadPriorityClass": "workloadpriorityclasses"}  # fmt: skip
+    files = {
+        "ClusterQueue": "clusterqueues",
+        "LocalQueue": "localqueues",
+        "ResourceFlavor": "resourceflavors",
+        "Cohort": "cohorts",
+        "WorkloadPriorityClass": "workloadpriorityclasses",
+    }
     checked = 0
     for kind, plural in files.items():
         crd = upstream_crds / "kueue" / f"kueue.x-k8s.io_{plural}.yaml"
@@ -384,9 +398,13 @@ def test_diff_shows_what_promotion_moves_and_the_rest_behind_all(
     folder = tmp_path / "stacks"
     shutil.copytree(ROOT / "stacks", folder)
     staging = folder / "Pulumi.staging.yaml"
-    staging.write_text(staging.read_text().replace(
-        "      nodeProblemDetector: {enabled: true}\n",
-        "      nodeProblemDetector: {enabled: true}\n      kueue: {version: 0.19.3}\n", 1))  # fmt: skip
+    staging.write_text(
+        staging.read_text().replace(
+            "      nodeProblemDetector: {enabled: true}\n",
+            "      nodeProblemDetector: {enabled: true}\n      kueue: {version: 0.19.3}\n",
+            1,
+        )
+    )
     assert (
         main(["platform", "diff", "staging", "prod", "--stacks-dir", str(folder), "-o", "json"])
         == 0
@@ -485,15 +503,41 @@ def test_a_preview_step_says_each_changed_field_with_old_and_new() -> None:
     from taugrid.infra.engine import _meta
 
     def cq(gpus: str) -> dict[str, Any]:
-        return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
-                "metadata": {"name": "gpu"}, "spec": {"resourceGroups": [{"flavors": [
-                    {"name": "a100", "resources": [{"name": "cpu", "nominalQuota": "48"},
-                                                   {"name": "nvidia.com/gpu", "nominalQuota": gpus}]}]}]}}  # fmt: skip
+        return {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ClusterQueue",
+            "metadata": {"name": "gpu"},
+            "spec": {
+                "resourceGroups": [
+                    {
+                        "flavors": [
+                            {
+                                "name": "a100",
+                                "resources": [
+                                    {"name": "cpu", "nominalQuota": "48"},
+                                    {"name": "nvidia.com/gpu", "nominalQuota": gpus},
+                                ],
+                            }
+                        ]
+                    }
+                ]
+            },
+        }
 
-    meta = SimpleNamespace(op=SimpleNamespace(value="update"), type="kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue",
-                           urn="urn:pulumi:s::p::t::gpu", diffs=[],
-                           old=SimpleNamespace(inputs=cq("2")), new=SimpleNamespace(inputs=cq("3")))  # fmt: skip
+    meta = SimpleNamespace(
+        op=SimpleNamespace(value="update"),
+        type="kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue",
+        urn="urn:pulumi:s::p::t::gpu",
+        diffs=[],
+        old=SimpleNamespace(inputs=cq("2")),
+        new=SimpleNamespace(inputs=cq("3")),
+    )
     step = _meta(meta)
-    assert step["changes"] == [{"field": "spec.resourceGroups[0].flavors[a100].resources[nvidia.com/gpu].nominalQuota",
-                                "old": "2", "new": "3"}]  # fmt: skip
+    assert step["changes"] == [
+        {
+            "field": "spec.resourceGroups[0].flavors[a100].resources[nvidia.com/gpu].nominalQuota",
+            "old": "2",
+            "new": "3",
+        }
+    ]
     assert step["diffs"] == ["spec"]

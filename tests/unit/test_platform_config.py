@@ -15,11 +15,13 @@ GOOD: dict[str, object] = {
     "cluster": {"provider": "aks", "name": "c", "location": "westus3", "kubernetesVersion": "1.36"},
     "gpuPools": [{"name": "a100", "vmSize": "Standard_NC24ads_A100_v4", "maxCount": 2}],
     "cpuPools": [{"name": "cpu", "vmSize": "Standard_D4s_v5", "maxCount": 2}],
-    "queues": {"clusterQueues": [
-        {"name": "gpu", "flavors": [{"pool": "a100", "nominalQuota": {"nvidia.com/gpu": 2}}]},
-    ]},
+    "queues": {
+        "clusterQueues": [
+            {"name": "gpu", "flavors": [{"pool": "a100", "nominalQuota": {"nvidia.com/gpu": 2}}]},
+        ]
+    },
     "workspaces": [{"name": "w", "queues": ["gpu"]}],
-}  # fmt: skip
+}
 
 
 def variant(path: str, value: object) -> dict[str, object]:
@@ -157,10 +159,13 @@ def test_bad_stack_config(
 def test_duplicate_gpu_class_with_different_shapes(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    doc = variant("gpuPools", [
-        {"name": "a100a", "vmSize": "Standard_NC24ads_A100_v4", "maxCount": 2},
-        {"name": "a100b", "vmSize": "Standard_NC48ads_A100_v4", "maxCount": 2},
-    ])  # fmt: skip
+    doc = variant(
+        "gpuPools",
+        [
+            {"name": "a100a", "vmSize": "Standard_NC24ads_A100_v4", "maxCount": 2},
+            {"name": "a100b", "vmSize": "Standard_NC48ads_A100_v4", "maxCount": 2},
+        ],
+    )
     doc["queues"]["clusterQueues"][0]["flavors"][0]["pool"] = "a100a"  # type: ignore[index]
     (tmp_path / "Pulumi.bad.yaml").write_text(yaml.safe_dump({"config": {"taugrid:platform": doc}}))
     assert main(["platform", "plan", "--stack", "bad", "--stacks-dir", str(tmp_path)]) == 2
@@ -220,7 +225,10 @@ def test_a_fleet_sized_quota_is_accepted_and_a_typo_sized_one_is_not() -> None:
 
     fleet = variant("gpuPools.0.maxCount", 50)
     fleet["queues"]["clusterQueues"][0]["flavors"][0]["nominalQuota"] = {  # type: ignore[index]
-        "nvidia.com/gpu": 50, "cpu": 1100, "memory": "9900Gi"}  # fmt: skip
+        "nvidia.com/gpu": 50,
+        "cpu": 1100,
+        "memory": "9900Gi",
+    }
     cfg = PlatformConfig.model_validate(fleet)
     assert not [i for i in invariants(cfg) if "cores" in i.message or "unit" in i.message]
     fleet["queues"]["clusterQueues"][0]["flavors"][0]["nominalQuota"]["cpu"] = 2_000_000  # type: ignore[index]

@@ -17,8 +17,11 @@ from taugrid.infra import engine
 
 
 def no_engine_env(tmp_path: Path) -> dict[str, str]:
-    return {"PATH": "/usr/bin:/bin", engine.CACHE_ENV: str(tmp_path / "nothing"),
-            engine.BIN_ENV: ""}  # fmt: skip
+    return {
+        "PATH": "/usr/bin:/bin",
+        engine.CACHE_ENV: str(tmp_path / "nothing"),
+        engine.BIN_ENV: "",
+    }
 
 
 @pytest.mark.parametrize("args", [["preview", "-o", "json"], ["up", "--yes"], ["destroy", "--yes"]])
@@ -36,8 +39,16 @@ def test_a_bad_stack_config_exits_2_before_the_engine_is_looked_for(tmp_path: Pa
     stacks = tmp_path / "stacks"
     stacks.mkdir()
     (stacks / "Pulumi.bad.yaml").write_text("config:\n  taugrid:platform:\n    cluster: {}\n")
-    res = tau(tmp_path, "platform", "preview", "--stack", "bad", "--stacks-dir", str(stacks),
-              env=no_engine_env(tmp_path))  # fmt: skip
+    res = tau(
+        tmp_path,
+        "platform",
+        "preview",
+        "--stack",
+        "bad",
+        "--stacks-dir",
+        str(stacks),
+        env=no_engine_env(tmp_path),
+    )
     assert res.returncode == 2, res.stderr
     assert "cluster" in res.stderr
 
@@ -48,8 +59,16 @@ def test_a_stack_whose_kubeconfig_is_a_secret_is_sent_to_pulumi_up(tmp_path: Pat
     text = (ROOT / "stacks" / "Pulumi.sandbox.yaml").read_text()
     text = text.replace("context: taugrid-sandbox", "kubeconfigSecret: kubeconfig")
     (stacks / "Pulumi.sec.yaml").write_text(text)
-    res = tau(tmp_path, "platform", "preview", "--stack", "sec", "--stacks-dir", str(stacks),
-              env=no_engine_env(tmp_path))  # fmt: skip
+    res = tau(
+        tmp_path,
+        "platform",
+        "preview",
+        "--stack",
+        "sec",
+        "--stacks-dir",
+        str(stacks),
+        env=no_engine_env(tmp_path),
+    )
     assert res.returncode == 2, res.stderr
     assert "only its own secrets provider can decrypt" in res.stderr
 
@@ -67,8 +86,9 @@ def no_login(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 def login(home: Path, url: str) -> None:
     """What `pulumi login URL` leaves in the CLI's home (the format of credentials.json)."""
     (home / "pulumi-home").mkdir(exist_ok=True)
-    (home / "pulumi-home" / "credentials.json").write_text(json.dumps(
-        {"current": url, "accessTokens": {url: ""}, "accounts": {url: {}}}))  # fmt: skip
+    (home / "pulumi-home" / "credentials.json").write_text(
+        json.dumps({"current": url, "accessTokens": {url: ""}, "accounts": {url: {}}})
+    )
 
 
 def project(root: Path, extra: str = "") -> Path:

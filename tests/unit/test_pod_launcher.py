@@ -20,8 +20,9 @@ from taugrid.runs.evidence import RunDir
 from taugrid.runs.prepare import RunRequest, prepare
 
 
-def run_pod(objs: list[dict[str, Any]], tmp: Path,
-            extra: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess[str], Path]:  # fmt: skip
+def run_pod(
+    objs: list[dict[str, Any]], tmp: Path, extra: dict[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess[str], Path]:
     job, code = objs[-1], tmp / "code"
     by_name = {o["metadata"]["name"]: o for o in objs if o["kind"] == "ConfigMap"}
     volume = {v["name"]: v for v in job["spec"]["template"]["spec"]["volumes"]}["code"]
@@ -46,8 +47,9 @@ def run_pod(objs: list[dict[str, Any]], tmp: Path,
         env[k] = v + (os.pathsep + env[k] if k == "PYTHONPATH" and k in env else "")
     script = here(container["command"][-1]).replace("exec python ", f"exec {sys.executable} ")
     script = script.replace(" -- python ", f" -- {sys.executable} ")
-    res = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=120,
-                         check=False)  # fmt: skip
+    res = subprocess.run(
+        ["bash", "-c", script], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
     return res, Path(env["TAU_RUN_DIR"])
 
 
@@ -205,8 +207,15 @@ def test_one_node_torchrun_is_standalone_and_the_env_decides_the_rest() -> None:
     import tau_launch
 
     one = tau_launch.torchrun_argv(["train.py", "--lr", "1"], {"TAU_NPROC_PER_NODE": "4"})
-    assert one[1:] == ["-m", "torch.distributed.run", "--nproc-per-node=4", "--standalone",
-                       "train.py", "--lr", "1"]  # fmt: skip
+    assert one[1:] == [
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node=4",
+        "--standalone",
+        "train.py",
+        "--lr",
+        "1",
+    ]
     env = {"TAU_NODES": "3", "JOB_COMPLETION_INDEX": "2"}
     assert tau_launch.node_index(env) == 2 and tau_launch.node_index({}) is None
 

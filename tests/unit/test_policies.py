@@ -54,8 +54,14 @@ def find(rs: list[Any], type_: str, name: str | None = None) -> Any:
 
 
 def test_every_policy_is_mandatory() -> None:
-    assert set(BY_NAME) == {"gpu-pools-tainted", "versions-pinned", "prod-api-server-closed",
-                            "spot-pools-tolerated", "quotas-within-capacity", "quotas-are-quantities"}  # fmt: skip
+    assert set(BY_NAME) == {
+        "gpu-pools-tainted",
+        "versions-pinned",
+        "prod-api-server-closed",
+        "spot-pools-tolerated",
+        "quotas-within-capacity",
+        "quotas-are-quantities",
+    }
     assert all(p.enforcement_level == pack.EnforcementLevel.MANDATORY for p in pack.POLICIES)
 
 
@@ -140,8 +146,13 @@ def test_negative_or_fractional_gpu_quotas_are_refused(stack: str, field: str, v
     rs = resources(stack)
     assert violations("quotas-are-quantities", rs) == []
     cq = find(rs, pack.CLUSTER_QUEUE)
-    gpu = next(r for g in cq.props["spec"]["resourceGroups"] for f in g["flavors"]
-               for r in f["resources"] if r["name"] == pack.GPU)  # fmt: skip
+    gpu = next(
+        r
+        for g in cq.props["spec"]["resourceGroups"]
+        for f in g["flavors"]
+        for r in f["resources"]
+        if r["name"] == pack.GPU
+    )
     gpu[field] = value
     (v,) = violations("quotas-are-quantities", rs)
     assert cq.name in v and value in v and "whole GPUs" in v

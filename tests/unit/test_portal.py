@@ -51,7 +51,10 @@ def test_the_runs_page_lists_filters_sorts_and_pages(home: Path, web: TestClient
     assert _ids(web.get("/runs?phase=Failed").text) == ["train-bbbbb"]
     assert _ids(web.get("/runs?q=EVAL").text) == ["eval-ddddd", "eval-ccccc"]
     assert _ids(web.get("/runs?sort=name&order=asc").text) == [
-        "eval-ccccc", "eval-ddddd", "train-aaaaa"]  # fmt: skip
+        "eval-ccccc",
+        "eval-ddddd",
+        "train-aaaaa",
+    ]
     assert "No runs match" in web.get("/runs?q=nothing-like-it").text
     assert web.get("/runs?page=x&sort=bogus").status_code == 200  # bad params fall back
 
@@ -173,8 +176,11 @@ def test_downsampling_keeps_every_peak_and_dip() -> None:
 
 
 def _ids(html: str) -> list[str]:
-    return [ln.split('data-run="')[1].split('"')[0] for ln in html.splitlines()
-            if '<tr class="run"' in ln]  # fmt: skip
+    return [
+        ln.split('data-run="')[1].split('"')[0]
+        for ln in html.splitlines()
+        if '<tr class="run"' in ln
+    ]
 
 
 # --- the cluster's pages: queues, quota requests, GPU nodes (an in-memory cluster) -----------
@@ -185,52 +191,107 @@ def cluster_objects() -> dict[str, list[dict[str, Any]]]:
     from taugrid.api.kubetime import k8s_time
 
     snap = yaml.safe_load(PROFILES.read_text())
-    gpu = {"name": "a100x1", "resources": [
-        {"name": "nvidia.com/gpu", "nominalQuota": "8", "borrowingLimit": "4"}]}  # fmt: skip
-    cq = {"metadata": {"name": "gpu"},
-          "spec": {"cohortName": "research", "resourceGroups": [
-              {"coveredResources": ["nvidia.com/gpu"], "flavors": [gpu]}]},
-          "status": {"pendingWorkloads": 3, "admittedWorkloads": 2,
-                     "conditions": [{"type": "Active", "status": "True"}],
-                     "flavorsUsage": [{"name": "a100x1", "resources": [
-                         {"name": "nvidia.com/gpu", "total": "10", "borrowed": "2"}]}]}}  # fmt: skip
+    gpu = {
+        "name": "a100x1",
+        "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "8", "borrowingLimit": "4"}],
+    }
+    cq = {
+        "metadata": {"name": "gpu"},
+        "spec": {
+            "cohortName": "research",
+            "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [gpu]}],
+        },
+        "status": {
+            "pendingWorkloads": 3,
+            "admittedWorkloads": 2,
+            "conditions": [{"type": "Active", "status": "True"}],
+            "flavorsUsage": [
+                {
+                    "name": "a100x1",
+                    "resources": [{"name": "nvidia.com/gpu", "total": "10", "borrowed": "2"}],
+                }
+            ],
+        },
+    }
 
-    def node(name: str, *, quarantined: bool = False, fault: bool = False,
-             cleared: str | None = None) -> dict[str, Any]:  # fmt: skip
+    def node(
+        name: str, *, quarantined: bool = False, fault: bool = False, cleared: str | None = None
+    ) -> dict[str, Any]:
         conds = [{"type": "Ready", "status": "True"}]
         if fault:
-            conds.append({"type": "XIDErrors", "status": "True", "reason": "Xid79",
-                          "lastTransitionTime": "2026-12-01T10:00:00Z"})  # fmt: skip
+            conds.append(
+                {
+                    "type": "XIDErrors",
+                    "status": "True",
+                    "reason": "Xid79",
+                    "lastTransitionTime": "2026-12-01T10:00:00Z",
+                }
+            )
         if cleared:
             conds.append({"type": "XIDErrors", "status": "False", "lastTransitionTime": cleared})
         labels = {"tau.azure.com/pool": "a100x1", "tau.azure.com/gpu-class": "a100"}
         if quarantined:
             labels["tau.azure.com/quarantine-reason"] = "XIDErrors"
-        return {"metadata": {"name": name, "labels": labels,
-                             "annotations": {"tau.azure.com/quarantined-at": "2026-12-01T10:00:05Z"}
-                             if quarantined else {}},
-                "spec": {"taints": [{"key": "tau.azure.com/gpu-unhealthy", "effect": "NoSchedule"}]
-                         if quarantined else []},
-                "status": {"allocatable": {"nvidia.com/gpu": "1"}, "conditions": conds}}  # fmt: skip
+        return {
+            "metadata": {
+                "name": name,
+                "labels": labels,
+                "annotations": {"tau.azure.com/quarantined-at": "2026-12-01T10:00:05Z"}
+                if quarantined
+                else {},
+            },
+            "spec": {
+                "taints": [{"key": "tau.azure.com/gpu-unhealthy", "effect": "NoSchedule"}]
+                if quarantined
+                else []
+            },
+            "status": {"allocatable": {"nvidia.com/gpu": "1"}, "conditions": conds},
+        }
 
-    request = {"metadata": {"name": "more-gpus", "namespace": "research",
-                            "creationTimestamp": "2026-12-01T00:00:00Z"},
-               "spec": {"workspace": "research", "flavor": "a100x1", "requested": 2,
-                        "reason": "deadline", "duration": "48h", "requestedBy": "alice"}}  # fmt: skip
-    held = {"type": "RemediationHeld", "status": "True", "reason": "CircuitBreaker",
-            "message": "at most 1 of 2 GPU nodes quarantined at once",
-            "lastTransitionTime": "2026-12-01T00:00:00Z"}  # fmt: skip
-    return {"TauCluster": [{"metadata": {"name": "cluster"},
-                            "spec": {"stack": snap["cluster"], "workspaces": snap["workspaces"],
-                                     "defaultWorkspace": snap["defaultWorkspace"],
-                                     "workloadProfiles": snap["profiles"]},
-                            "status": {"conditions": [held]}}],
-            "ClusterQueue": [cq],
-            "Node": [node("a100x1-0", cleared=k8s_time()),
-                     node("a100x1-1", quarantined=True, fault=True),
-                     node("a100x1-2", cleared="2026-01-01T00:00:00Z"),
-                     {"metadata": {"name": "cpu-0", "labels": {}}, "status": {}}],
-            "TauQuotaRequest": [request]}  # fmt: skip
+    request = {
+        "metadata": {
+            "name": "more-gpus",
+            "namespace": "research",
+            "creationTimestamp": "2026-12-01T00:00:00Z",
+        },
+        "spec": {
+            "workspace": "research",
+            "flavor": "a100x1",
+            "requested": 2,
+            "reason": "deadline",
+            "duration": "48h",
+            "requestedBy": "alice",
+        },
+    }
+    held = {
+        "type": "RemediationHeld",
+        "status": "True",
+        "reason": "CircuitBreaker",
+        "message": "at most 1 of 2 GPU nodes quarantined at once",
+        "lastTransitionTime": "2026-12-01T00:00:00Z",
+    }
+    return {
+        "TauCluster": [
+            {
+                "metadata": {"name": "cluster"},
+                "spec": {
+                    "stack": snap["cluster"],
+                    "workspaces": snap["workspaces"],
+                    "defaultWorkspace": snap["defaultWorkspace"],
+                    "workloadProfiles": snap["profiles"],
+                },
+                "status": {"conditions": [held]},
+            }
+        ],
+        "ClusterQueue": [cq],
+        "Node": [
+            node("a100x1-0", cleared=k8s_time()),
+            node("a100x1-1", quarantined=True, fault=True),
+            node("a100x1-2", cleared="2026-01-01T00:00:00Z"),
+            {"metadata": {"name": "cpu-0", "labels": {}}, "status": {}},
+        ],
+        "TauQuotaRequest": [request],
+    }
 
 
 @pytest.fixture
@@ -258,10 +319,18 @@ def test_the_queues_page_shows_quota_use_and_requests(web: TestClient, cluster: 
 
 def test_the_queues_page_lists_waiting_runs_in_kueues_order(web: TestClient, cluster: Any) -> None:
     assert "visibility API (pendingworkloads) is not served" in web.get("/queues").text
-    second = {"metadata": {"name": "job-b-1", "ownerReferences": [{"kind": "Job", "name": "b-run"}]},
-              "positionInLocalQueue": 1, "positionInClusterQueue": 4, "priority": 10}  # fmt: skip
-    first = {"metadata": {"name": "job-a-1", "ownerReferences": [{"kind": "RayJob", "name": "a-run"}]},
-             "positionInLocalQueue": 0, "positionInClusterQueue": 2, "priority": 100}  # fmt: skip
+    second = {
+        "metadata": {"name": "job-b-1", "ownerReferences": [{"kind": "Job", "name": "b-run"}]},
+        "positionInLocalQueue": 1,
+        "positionInClusterQueue": 4,
+        "priority": 10,
+    }
+    first = {
+        "metadata": {"name": "job-a-1", "ownerReferences": [{"kind": "RayJob", "name": "a-run"}]},
+        "positionInLocalQueue": 0,
+        "positionInClusterQueue": 2,
+        "priority": 100,
+    }
     cluster.pending_items = {("research", "research"): [second, first]}
     text = web.get("/queues").text
     rows = [ln for ln in text.split("<tr") if 'class="pending"' in ln]
@@ -277,8 +346,11 @@ def test_an_admin_approves_through_a_confirmation(web: TestClient, cluster: Any)
     token = page.text.split('name="csrf" value="')[1].split('"')[0]
     assert web.post("/queues/research/more-gpus/approve", data={"csrf": "x"}).status_code == 403
     assert (cluster.get("TauQuotaRequest", "more-gpus", "research").get("status") or {}) == {}
-    done = web.post("/queues/research/more-gpus/approve", data={"csrf": token, "note": "ok"},
-                    follow_redirects=False)  # fmt: skip
+    done = web.post(
+        "/queues/research/more-gpus/approve",
+        data={"csrf": token, "note": "ok"},
+        follow_redirects=False,
+    )
     assert done.status_code == 303
     decision = cluster.get("TauQuotaRequest", "more-gpus", "research")["status"]["decision"]
     assert (decision["verdict"], decision["note"]) == ("Approved", "ok")
@@ -376,8 +448,9 @@ def test_a_runs_page_names_the_models_registered_from_it(home: Path, web: TestCl
     weights.mkdir()
     (weights / "model.bin").write_bytes(b"weights")
     who = Created(by="alice@lab", at="2026-12-01T12:00:00Z", host="lab")
-    got = default_store().register("model", "clf", weights, who,
-                                   lineage=Lineage(run="train-aaaaa", checkpoint="step-00000010"))  # fmt: skip
+    got = default_store().register(
+        "model", "clf", weights, who, lineage=Lineage(run="train-aaaaa", checkpoint="step-00000010")
+    )
     default_store().register("model", "other", weights, who, lineage=Lineage(run="someone-else"))
     text = web.get("/runs/train-aaaaa").text
     assert f"<code>clf@{got.record.short}</code> (checkpoint step-00000010)" in text
@@ -397,8 +470,13 @@ def test_the_data_pages_list_versions_aliases_and_lineage(home: Path, web: TestC
     v2 = store.register("dataset", "corpus", home / "d1", who).record
     store.set_alias("dataset", "corpus", "prod", v1.version, "alice", "2026-12-01T12:01:00Z")
     store.set_alias("dataset", "corpus", "prod", v2.version, "bob", "2026-12-01T12:02:00Z")
-    m = store.register("model", "clf", home / "d1", who,
-                       lineage=Lineage(run="train-aaaaa", inputs=[DataInput(name="corpus", version=v2.version)])).record  # fmt: skip
+    m = store.register(
+        "model",
+        "clf",
+        home / "d1",
+        who,
+        lineage=Lineage(run="train-aaaaa", inputs=[DataInput(name="corpus", version=v2.version)]),
+    ).record
     index = web.get("/data").text
     assert 'data-name="corpus"' in index and 'data-name="clf"' in index
     assert f"prod → <code>{v2.short}</code>" in index
@@ -423,23 +501,45 @@ def test_the_services_pages_show_revisions_events_and_why(home: Path, web: TestC
 
     assert "No services on this machine" in web.get("/services").text
     pin = S.ModelPin(ref="iris@prod", name="iris", version="sha256:" + "b" * 64)
-    revs = [S.Revision(number=n, created_at=f"2026-12-01T00:0{n}:00Z", created_by="alice",
-                       config_hash=f"sha256:{n}{n}", code_digest="sha256:c", model=pin,
-                       spec=S.ServiceSpec(import_path="serve_app:app"), source="/p/tau.yaml",
-                       reason="deploy" if n == 1 else "rollout") for n in (1, 2)]  # fmt: skip
+    revs = [
+        S.Revision(
+            number=n,
+            created_at=f"2026-12-01T00:0{n}:00Z",
+            created_by="alice",
+            config_hash=f"sha256:{n}{n}",
+            code_digest="sha256:c",
+            model=pin,
+            spec=S.ServiceSpec(import_path="serve_app:app"),
+            source="/p/tau.yaml",
+            reason="deploy" if n == 1 else "rollout",
+        )
+        for n in (1, 2)
+    ]
     sd = ServiceDir("iris")
-    sd.write(S.ServiceRecord(name="iris", target="local", created_at="2026-12-01T00:01:00Z",
-                             created_by="alice", route_prefix="/iris",
-                             endpoint="http://127.0.0.1:8000/iris", revisions=revs, serving=1,
-                             previous=2))  # fmt: skip
+    sd.write(
+        S.ServiceRecord(
+            name="iris",
+            target="local",
+            created_at="2026-12-01T00:01:00Z",
+            created_by="alice",
+            route_prefix="/iris",
+            endpoint="http://127.0.0.1:8000/iris",
+            revisions=revs,
+            serving=1,
+            previous=2,
+        )
+    )
     sd.event("rollback", "revision 2 -> revision 1", 1, "bob")
     index = web.get("/services").text
     assert 'data-name="iris"' in index and "<code>http://127.0.0.1:8000/iris</code>" in index
     # no local Ray head here: the page says so, with what puts it back
     assert "the local Ray head is not running" in index
     item = web.get("/services/iris").text
-    assert [r.split('data-revision="')[1].split('"')[0] for r in item.split("<tr")[1:]
-            if "data-revision" in r] == ["2", "1"]  # fmt: skip
+    assert [
+        r.split('data-revision="')[1].split('"')[0]
+        for r in item.split("<tr")[1:]
+        if "data-revision" in r
+    ] == ["2", "1"]
     assert "revision 2 -&gt; revision 1" in item and "(bob)" in item
     assert "tau serve rollout iris" in item
     assert web.get("/services/ghost").status_code == 404

@@ -23,9 +23,13 @@ def stacks(tmp_path: Path) -> Path:
     shutil.copytree(ROOT / "stacks", folder, symlinks=False)
     # dev tests a newer Kueue
     dev = folder / "Pulumi.dev.yaml"
-    dev.write_text(dev.read_text().replace(
-        "      nodeProblemDetector: {enabled: true}\n",
-        "      nodeProblemDetector: {enabled: true}\n      kueue: {version: 0.19.3}\n", 1))  # fmt: skip
+    dev.write_text(
+        dev.read_text().replace(
+            "      nodeProblemDetector: {enabled: true}\n",
+            "      nodeProblemDetector: {enabled: true}\n      kueue: {version: 0.19.3}\n",
+            1,
+        )
+    )
     assert validated("dev", folder).components.kueue.version == "0.19.3"
     return folder
 
@@ -131,8 +135,12 @@ def test_the_diff_of_a_promotion_is_exactly_what_it_moves(tmp_path: Path, stacks
         dev.read_text().replace("kueue: {version: 0.19.3}", 'kueue: {version: "0.19.4"}')
     )
     record_verified("dev", version_lock(validated("dev", stacks)), "ci-y", stacks)
-    staging.write_text(staging.read_text().replace(
-        "      kueue:\n        version: 0.19.3\n", '      kueue: {enabled: true, version: "0.19.3"}  # pinned\n'))  # fmt: skip
+    staging.write_text(
+        staging.read_text().replace(
+            "      kueue:\n        version: 0.19.3\n",
+            '      kueue: {enabled: true, version: "0.19.3"}  # pinned\n',
+        )
+    )
     before = staging.read_text()
     rc, _, err = promote(tmp_path, stacks, "dev", "staging", "--yes")
     assert rc == 0, err
@@ -168,15 +176,20 @@ def test_only_what_the_ci_cluster_ran_is_verified_and_promoted(
     from taugrid.infra.promote import covered
 
     dev = stacks / "Pulumi.dev.yaml"
-    dev.write_text(dev.read_text().replace(
-        "      nodeProblemDetector: {enabled: true}\n",
-        "      nodeProblemDetector: {enabled: true, version: 9.9.9}\n", 1))  # fmt: skip
+    dev.write_text(
+        dev.read_text().replace(
+            "      nodeProblemDetector: {enabled: true}\n",
+            "      nodeProblemDetector: {enabled: true, version: 9.9.9}\n",
+            1,
+        )
+    )
     lock = version_lock(validated("dev", stacks))
     tested = covered(lock, ci_config(validated(TEMPLATE, stacks), "x", lock))
     assert "components.nodeProblemDetector.version" not in tested
     assert tested["components.kueue.version"] == "0.19.3"
-    record_verified("dev", tested, "ci-x", stacks,
-                    not_covered=["components.nodeProblemDetector.version"])  # fmt: skip
+    record_verified(
+        "dev", tested, "ci-x", stacks, not_covered=["components.nodeProblemDetector.version"]
+    )
     rc, out, err = promote(tmp_path, stacks, "dev", "staging", "--yes", "-o", "json")
     assert rc == 0, err
     doc = json.loads(out)

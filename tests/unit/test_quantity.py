@@ -82,12 +82,25 @@ def test_cpu_roundtrip(milli: int) -> None:
 @pytest.mark.parametrize(
     ("raw", "go"),
     [
-        (6, "6"), ("6", "6"), (0, "0"), ("24Gi", "24Gi"), ("2048Mi", "2Gi"), ("1536Mi", "1536Mi"),
-        ("1.5Gi", "1536Mi"), ("1000m", "1"), ("0.5", "500m"), (1000, "1k"), ("1500", "1500"),
-        ("100G", "100G"), ("1073741824", "1073741824"), ("1Ki", "1Ki"), ("2.5", "2500m"),
-        ("512", "512"), ("1e3", "1e3"),
+        (6, "6"),
+        ("6", "6"),
+        (0, "0"),
+        ("24Gi", "24Gi"),
+        ("2048Mi", "2Gi"),
+        ("1536Mi", "1536Mi"),
+        ("1.5Gi", "1536Mi"),
+        ("1000m", "1"),
+        ("0.5", "500m"),
+        (1000, "1k"),
+        ("1500", "1500"),
+        ("100G", "100G"),
+        ("1073741824", "1073741824"),
+        ("1Ki", "1Ki"),
+        ("2.5", "2500m"),
+        ("512", "512"),
+        ("1e3", "1e3"),
     ],
-)  # fmt: skip
+)
 def test_canonical_quantities_are_what_go_writes(raw: object, go: str) -> None:
     assert canonical(raw) == go
 
@@ -115,8 +128,10 @@ def amount(q: str) -> Decimal:
     return Decimal(q[:i]) * _MULT[q[i:]]
 
 
-@given(st.integers(min_value=0, max_value=10**7),
-       st.sampled_from(["", "m", "k", "M", "Ki", "Mi", "Gi"]))  # fmt: skip
+@given(
+    st.integers(min_value=0, max_value=10**7),
+    st.sampled_from(["", "m", "k", "M", "Ki", "Mi", "Gi"]),
+)
 def test_canonical_keeps_the_amount_and_is_a_fixed_point(n: int, suffix: str) -> None:
     raw = f"{n}{suffix}"
     c = canonical(raw)

@@ -18,9 +18,17 @@ from taugrid.runs.backends.kube.backend import KubeBackend
 
 
 def cq(name: str, cohort: str | None, flavors: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    spec: dict[str, Any] = {"resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [
-        {"name": f, "resources": [{"name": r, **q} for r, q in res.items()]}
-        for f, res in flavors.items()]}]}  # fmt: skip
+    spec: dict[str, Any] = {
+        "resourceGroups": [
+            {
+                "coveredResources": ["cpu", "memory"],
+                "flavors": [
+                    {"name": f, "resources": [{"name": r, **q} for r, q in res.items()]}
+                    for f, res in flavors.items()
+                ],
+            }
+        ]
+    }
     if cohort:
         spec["cohortName"] = cohort
     return {"metadata": {"name": name}, "spec": spec}
@@ -66,10 +74,15 @@ def test_borrowing_is_bounded_by_the_limit_and_by_what_the_tree_holds() -> None:
 def test_a_grant_cohort_and_its_parent_count_in_the_tree() -> None:
     """TauGrid puts each queue in its own grant cohort under the declared one: a queue may
     borrow from its siblings through the parent and use its grant."""
-    queues = [cq("gpu", "tau-grants-gpu", {"cpu": {"cpu": {"nominalQuota": "4"}}}),
-              cq("cpu", "tau-grants-cpu", {"cpu": {"cpu": {"nominalQuota": "10"}}})]  # fmt: skip
-    cohorts = [cohort("team", None), cohort("tau-grants-gpu", "team", {"cpu": {"cpu": {"nominalQuota": "3"}}}),
-               cohort("tau-grants-cpu", "team")]  # fmt: skip
+    queues = [
+        cq("gpu", "tau-grants-gpu", {"cpu": {"cpu": {"nominalQuota": "4"}}}),
+        cq("cpu", "tau-grants-cpu", {"cpu": {"cpu": {"nominalQuota": "10"}}}),
+    ]
+    cohorts = [
+        cohort("team", None),
+        cohort("tau-grants-gpu", "team", {"cpu": {"cpu": {"nominalQuota": "3"}}}),
+        cohort("tau-grants-cpu", "team"),
+    ]
     assert ceiling.ceilings("gpu", queues, cohorts)[("cpu", "cpu")] == D(17)
 
 
@@ -105,31 +118,57 @@ def test_runs_that_may_fit_are_let_through(sets: list[ceiling.PodSet]) -> None:
 
 
 def test_memory_is_said_in_gi() -> None:
-    why = ceiling.never_admittable([ps("main", 1, memory=str(64 * 2**30))],
-                                   {("cpu", "memory"): D(32 * 2**30)}, "cpu")  # fmt: skip
+    why = ceiling.never_admittable(
+        [ps("main", 1, memory=str(64 * 2**30))], {("cpu", "memory"): D(32 * 2**30)}, "cpu"
+    )
     assert why is not None and "needs 64Gi memory; queue cpu may use at most 32Gi" in why
 
 
 def test_podsets_of_a_rendered_job_and_rayjob() -> None:
-    pod = {"containers": [{"resources": {"requests": {"cpu": "2", "memory": "1Gi"}}},
-                          {"resources": {"requests": {"cpu": "500m"}}}]}  # fmt: skip
+    pod = {
+        "containers": [
+            {"resources": {"requests": {"cpu": "2", "memory": "1Gi"}}},
+            {"resources": {"requests": {"cpu": "500m"}}},
+        ]
+    }
     job = {"kind": "Job", "spec": {"parallelism": 3, "template": {"spec": pod}}}
-    rj = {"kind": "RayJob", "spec": {"rayClusterSpec": {
-        "headGroupSpec": {"template": {"spec": pod}},
-        "workerGroupSpecs": [{"groupName": "w", "replicas": 2, "numOfHosts": 2, "template": {"spec": pod}}]}}}  # fmt: skip
+    rj = {
+        "kind": "RayJob",
+        "spec": {
+            "rayClusterSpec": {
+                "headGroupSpec": {"template": {"spec": pod}},
+                "workerGroupSpecs": [
+                    {"groupName": "w", "replicas": 2, "numOfHosts": 2, "template": {"spec": pod}}
+                ],
+            }
+        },
+    }
     sets = ceiling.podsets([{"kind": "ConfigMap"}, job, rj])
     assert [(s.name, s.count, s.requests["cpu"]) for s in sets] == [
-        ("main", 3, D("2.5")), ("head", 1, D("2.5")), ("w", 4, D("2.5"))]  # fmt: skip
+        ("main", 3, D("2.5")),
+        ("head", 1, D("2.5")),
+        ("w", 4, D("2.5")),
+    ]
 
 
 def _cluster(cpu_quota: str, cohorts_readable: bool = True) -> FakeKube:
-    fake = FakeKube({
-        "TauCluster": [tau_cluster()],
-        "LocalQueue": [{"metadata": {"name": q, "namespace": "research"}, "spec": {"clusterQueue": "cpu"}}
-                       for q in ("cpu", "gpu")],
-        "ClusterQueue": [cq("cpu", "team", {"cpu": {"cpu": {"nominalQuota": cpu_quota, "borrowingLimit": "0"}}})],
-        "Cohort": [cohort("team", None)],
-    })  # fmt: skip
+    fake = FakeKube(
+        {
+            "TauCluster": [tau_cluster()],
+            "LocalQueue": [
+                {"metadata": {"name": q, "namespace": "research"}, "spec": {"clusterQueue": "cpu"}}
+                for q in ("cpu", "gpu")
+            ],
+            "ClusterQueue": [
+                cq(
+                    "cpu",
+                    "team",
+                    {"cpu": {"cpu": {"nominalQuota": cpu_quota, "borrowingLimit": "0"}}},
+                )
+            ],
+            "Cohort": [cohort("team", None)],
+        }
+    )
     if not cohorts_readable:
         fake.forbid.add(("list", "Cohort", None))
     return fake
@@ -160,20 +199,44 @@ def test_a_run_that_may_fit_or_an_unknown_ceiling_is_submitted(
 
 
 def test_the_room_of_a_queue_is_its_ceiling_less_what_it_uses() -> None:
-    gpu = cq("gpu", None, {"a100": {"nvidia.com/gpu": {"nominalQuota": "2"}},
-                           "h100": {"nvidia.com/gpu": {"nominalQuota": "8"}}})  # fmt: skip
-    gpu["status"] = {"flavorsUsage": [{"name": "a100", "resources": [{"name": "nvidia.com/gpu", "total": "2"}]},
-                                      {"name": "h100", "resources": [{"name": "nvidia.com/gpu", "total": "3"}]}]}  # fmt: skip
-    assert ceiling.room("gpu", [gpu], []) == {("a100", "nvidia.com/gpu"): D(0),
-                                              ("h100", "nvidia.com/gpu"): D(5)}  # fmt: skip
+    gpu = cq(
+        "gpu",
+        None,
+        {
+            "a100": {"nvidia.com/gpu": {"nominalQuota": "2"}},
+            "h100": {"nvidia.com/gpu": {"nominalQuota": "8"}},
+        },
+    )
+    gpu["status"] = {
+        "flavorsUsage": [
+            {"name": "a100", "resources": [{"name": "nvidia.com/gpu", "total": "2"}]},
+            {"name": "h100", "resources": [{"name": "nvidia.com/gpu", "total": "3"}]},
+        ]
+    }
+    assert ceiling.room("gpu", [gpu], []) == {
+        ("a100", "nvidia.com/gpu"): D(0),
+        ("h100", "nvidia.com/gpu"): D(5),
+    }
     assert ceiling.room("nosuch", [gpu], []) is None
 
 
 def test_podsets_of_a_rayservice_are_its_head_and_replicas() -> None:
     pod = {"containers": [{"resources": {"requests": {"nvidia.com/gpu": "1", "cpu": "4"}}}]}
-    rs = {"kind": "RayService", "spec": {"rayClusterConfig": {
-        "headGroupSpec": {"template": {"spec": {"containers": [{"resources": {"requests": {"cpu": "1"}}}]}}},
-        "workerGroupSpecs": [{"groupName": "replicas", "replicas": 3, "template": {"spec": pod}}]}}}  # fmt: skip
+    rs = {
+        "kind": "RayService",
+        "spec": {
+            "rayClusterConfig": {
+                "headGroupSpec": {
+                    "template": {
+                        "spec": {"containers": [{"resources": {"requests": {"cpu": "1"}}}]}
+                    }
+                },
+                "workerGroupSpecs": [
+                    {"groupName": "replicas", "replicas": 3, "template": {"spec": pod}}
+                ],
+            }
+        },
+    }
     head, replicas = ceiling.podsets([rs])
     assert (head.name, head.count, replicas.name, replicas.count) == ("head", 1, "replicas", 3)
     assert replicas.total("nvidia.com/gpu") == D(3)

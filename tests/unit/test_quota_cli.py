@@ -74,9 +74,13 @@ def test_rows_say_what_the_controller_wrote_or_that_it_has_not() -> None:
     obj["metadata"]["creationTimestamp"] = "2026-12-01T12:00:00Z"
     row = q.row(obj)
     assert row["phase"] == "Pending" and "not seen by the controller" in row["message"]
-    obj["status"] = {"phase": "Active", "granted": 2, "expiresAt": "2026-12-01T13:00:00Z",
-                     "message": "+2", "decision": {"verdict": "Approved", "by": "pat",
-                                                    "at": "2026-12-01T12:00:01Z"}}  # fmt: skip
+    obj["status"] = {
+        "phase": "Active",
+        "granted": 2,
+        "expiresAt": "2026-12-01T13:00:00Z",
+        "message": "+2",
+        "decision": {"verdict": "Approved", "by": "pat", "at": "2026-12-01T12:00:01Z"},
+    }
     row = q.row(obj)
     assert (row["phase"], row["granted"], row["decidedBy"]) == ("Active", 2, "pat")
 
@@ -90,11 +94,22 @@ def test_an_ended_request_cannot_be_decided_again() -> None:
 
 # --- the controller's node reconciler with a fake client ---------------------------------------
 def _faulty(name: str) -> dict[str, Any]:
-    return {"metadata": {"name": name, "labels": {}}, "spec": {},
-            "status": {"allocatable": {"nvidia.com/gpu": "1"}, "conditions": [
+    return {
+        "metadata": {"name": name, "labels": {}},
+        "spec": {},
+        "status": {
+            "allocatable": {"nvidia.com/gpu": "1"},
+            "conditions": [
                 {"type": "Ready", "status": "True"},
-                {"type": "GPUXidError", "status": "True", "reason": "XID79",
-                 "lastTransitionTime": "2026-12-01T11:00:00Z"}]}}  # fmt: skip
+                {
+                    "type": "GPUXidError",
+                    "status": "True",
+                    "reason": "XID79",
+                    "lastTransitionTime": "2026-12-01T11:00:00Z",
+                },
+            ],
+        },
+    }
 
 
 @pytest.mark.parametrize("dry_run", [True, False])
@@ -107,11 +122,28 @@ def test_dry_run_decides_but_touches_no_node(dry_run: bool) -> None:
     cfg = ControllerConfig(remediation=RemediationConfig(dry_run=dry_run))
     from taugrid.kube.fake import FakeKube
 
-    fake = FakeKube({"Pod": [{"metadata": {"name": "run-pod", "namespace": "research"},
-                              "spec": {"nodeName": "g0"}, "status": {"phase": "Running"}}]})  # fmt: skip
+    fake = FakeKube(
+        {
+            "Pod": [
+                {
+                    "metadata": {"name": "run-pod", "namespace": "research"},
+                    "spec": {"nodeName": "g0"},
+                    "status": {"phase": "Running"},
+                }
+            ]
+        }
+    )
     ctl = Controller(cfg, fake)  # type: ignore[arg-type]
-    ctl.nodes = {"g0": _faulty("g0"), "g1": {**_faulty("g1"), "status": {"allocatable": {"nvidia.com/gpu": "1"},
-                 "conditions": [{"type": "Ready", "status": "True"}]}}}  # fmt: skip
+    ctl.nodes = {
+        "g0": _faulty("g0"),
+        "g1": {
+            **_faulty("g1"),
+            "status": {
+                "allocatable": {"nvidia.com/gpu": "1"},
+                "conditions": [{"type": "Ready", "status": "True"}],
+            },
+        },
+    }
     asyncio.run(ctl.reconcile_nodes())
     assert ctl.breaker is not None and [
         d.node for d in ctl.breaker.by_action(ctl.breaker.decisions[0].action.__class__.quarantine)

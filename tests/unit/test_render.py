@@ -114,9 +114,12 @@ def test_shared_helpers_lay_out_the_same_code_folder(folder: Path, upstream_crds
 def _run_items(objs: list[dict[str, Any]], run_cm: dict[str, Any]) -> list[dict[str, str]]:
     tpl = pod_templates(objs[-1])[0]
     code = next(v for v in tpl["spec"]["volumes"] if v["name"] == "code")
-    return [i for s in code["projected"]["sources"]
-            if s["configMap"]["name"] == run_cm["metadata"]["name"]
-            for i in s["configMap"]["items"]]  # fmt: skip
+    return [
+        i
+        for s in code["projected"]["sources"]
+        if s["configMap"]["name"] == run_cm["metadata"]["name"]
+        for i in s["configMap"]["items"]
+    ]
 
 
 def test_a_folders_own_helper_wins_over_the_shared_one(tmp_path: Path) -> None:
@@ -131,8 +134,9 @@ def test_a_folders_own_helper_wins_over_the_shared_one(tmp_path: Path) -> None:
     r = resolve.resolve(loaded.manifest, load.load_snapshot(PROFILES))
     meta = render.RunMeta(run_id="mine-aaaaa")
     objs = render.render(r, meta, codebundle.collect(loaded.folder), shared_helpers=True)
-    stock = render.render(*render_example(src)[:1], meta,
-                          codebundle.collect(src), shared_helpers=True)  # fmt: skip
+    stock = render.render(
+        *render_example(src)[:1], meta, codebundle.collect(src), shared_helpers=True
+    )
     assert "tau_run.py" not in objs[0]["data"] and "tau_run.py" in stock[0]["data"]
     assert objs[0]["metadata"]["name"] != stock[0]["metadata"]["name"]
     tpl = pod_templates(objs[-1])[0]
@@ -482,11 +486,30 @@ def test_the_original_s_execution_spellings_make_the_same_sweep(tmp_path: Path) 
     from taugrid.api.manifest import Manifest
 
     base = {"schema_version": 1, "name": "x", "run": {"entrypoint": "o.py", "launcher": "ray-tune"}}
-    mine = Manifest.model_validate({**base, "tune": {"metric": "acc", "mode": "max", "num_samples": 4,
-                                    "max_concurrent": 2, "search_space": {"lr": 0.1}}})  # fmt: skip
-    theirs = Manifest.model_validate({**base, "execution": {"metric": "acc", "mode": "max",
-                                      "num_samples": 4, "max_concurrent_trials": 2,
-                                      "configs": {"lr": 0.1}}})  # fmt: skip
+    mine = Manifest.model_validate(
+        {
+            **base,
+            "tune": {
+                "metric": "acc",
+                "mode": "max",
+                "num_samples": 4,
+                "max_concurrent": 2,
+                "search_space": {"lr": 0.1},
+            },
+        }
+    )
+    theirs = Manifest.model_validate(
+        {
+            **base,
+            "execution": {
+                "metric": "acc",
+                "mode": "max",
+                "num_samples": 4,
+                "max_concurrent_trials": 2,
+                "configs": {"lr": 0.1},
+            },
+        }
+    )
     assert mine.sweep() == theirs.sweep() and theirs.workload_kind() == "rayjob"
 
 

@@ -37,8 +37,18 @@ def test_the_service_block_is_in_the_json_schema() -> None:
     svc = schema["properties"]["service"]
     ref = svc["anyOf"][0]["$ref"].split("/")[-1]
     props = schema["$defs"][ref]["properties"]
-    assert {"import_path", "model", "from_run", "replicas", "autoscaling", "gpus",
-            "route_prefix", "readiness_path", "env", "rollout"} <= set(props)  # fmt: skip
+    assert {
+        "import_path",
+        "model",
+        "from_run",
+        "replicas",
+        "autoscaling",
+        "gpus",
+        "route_prefix",
+        "readiness_path",
+        "env",
+        "rollout",
+    } <= set(props)
     assert schema["$defs"][ref]["additionalProperties"] is False
 
 
@@ -47,18 +57,42 @@ def test_the_service_block_is_in_the_json_schema() -> None:
     [
         ("service: {import_path: serve_app}\n", "service.import_path", "module:attribute"),
         ("service: {import_path: 'a:b', model: iris}\n", "service.model", "version or an alias"),
-        ("service: {import_path: 'a:b', model: iris@prod, from_run: r1}\n", "service.from_run", "one model"),
-        ("service: {import_path: 'a:b', replicas: 2, autoscaling: {max_replicas: 3}}\n", "service.replicas", "keep one"),
-        ("service: {import_path: 'a:b', autoscaling: {min_replicas: 3, max_replicas: 2}}\n", "min_replicas", "above max_replicas"),
-        ("service: {import_path: 'a:b', env: {TAU_MODEL_DIR: x}}\n", "service.env.TAU_MODEL_DIR", "belong to tau"),
+        (
+            "service: {import_path: 'a:b', model: iris@prod, from_run: r1}\n",
+            "service.from_run",
+            "one model",
+        ),
+        (
+            "service: {import_path: 'a:b', replicas: 2, autoscaling: {max_replicas: 3}}\n",
+            "service.replicas",
+            "keep one",
+        ),
+        (
+            "service: {import_path: 'a:b', autoscaling: {min_replicas: 3, max_replicas: 2}}\n",
+            "min_replicas",
+            "above max_replicas",
+        ),
+        (
+            "service: {import_path: 'a:b', env: {TAU_MODEL_DIR: x}}\n",
+            "service.env.TAU_MODEL_DIR",
+            "belong to tau",
+        ),
         ("service: {import_path: 'a:b', env: {'1bad': x}}\n", "service.env.1bad", "not a valid"),
-        ("service: {import_path: 'a:b', route_prefix: 'no-slash'}\n", "service.route_prefix", "path"),
+        (
+            "service: {import_path: 'a:b', route_prefix: 'no-slash'}\n",
+            "service.route_prefix",
+            "path",
+        ),
         ("service: {import_path: 'a:b', replicas: 65}\n", "service.replicas", "64"),
         ("service: {import_path: 'a:b', gpus: 9}\n", "service.gpus", "8"),
-        ("service: {import_path: 'a:b', rollout: {strategy: yolo}}\n", "service.rollout.strategy", "rolling"),
+        (
+            "service: {import_path: 'a:b', rollout: {strategy: yolo}}\n",
+            "service.rollout.strategy",
+            "rolling",
+        ),
         ("service: {import_path: 'a:b', replica: 2}\n", "service.replica", "replicas"),
     ],
-)  # fmt: skip
+)
 def test_bad_service_blocks_are_located(
     tmp_path: Path, service: str, where: str, words: str
 ) -> None:
@@ -174,9 +208,16 @@ def test_a_revision_is_its_code_config_and_model_not_its_scale() -> None:
 
 
 def revision(n: int, **kw: Any) -> S.Revision:
-    return S.Revision(number=n, created_at="2026-12-01T00:00:00Z", created_by="alice",
-                      config_hash=f"sha256:{n}", code_digest="sha256:c", model=PIN,
-                      spec=spec(**kw), source="/p/tau.yaml")  # fmt: skip
+    return S.Revision(
+        number=n,
+        created_at="2026-12-01T00:00:00Z",
+        created_by="alice",
+        config_hash=f"sha256:{n}",
+        code_digest="sha256:c",
+        model=PIN,
+        spec=spec(**kw),
+        source="/p/tau.yaml",
+    )
 
 
 def shape() -> L.AppShape:
@@ -185,11 +226,24 @@ def shape() -> L.AppShape:
 
 def test_the_config_of_a_revision_pins_model_code_and_resources(tmp_path: Path) -> None:
     rev = revision(2, cpus=0.5, gpus=1, env={"LOG": "debug"}, args={"k": 1})
-    cfg = L.app_config("iris", "/iris", rev, S.Scale(replicas=3), "rolling", shape(),
-                       tmp_path / "code", tmp_path / "model")  # fmt: skip
+    cfg = L.app_config(
+        "iris",
+        "/iris",
+        rev,
+        S.Scale(replicas=3),
+        "rolling",
+        shape(),
+        tmp_path / "code",
+        tmp_path / "model",
+    )
     env = cfg["runtime_env"]["env_vars"]
-    assert env == {"LOG": "debug", "TAU_SERVICE": "iris", "TAU_SERVICE_REVISION": "2",
-                   "TAU_MODEL_DIR": str(tmp_path / "model"), "TAU_MODEL_VERSION": PIN.version}  # fmt: skip
+    assert env == {
+        "LOG": "debug",
+        "TAU_SERVICE": "iris",
+        "TAU_SERVICE_REVISION": "2",
+        "TAU_MODEL_DIR": str(tmp_path / "model"),
+        "TAU_MODEL_VERSION": PIN.version,
+    }
     assert cfg["runtime_env"]["working_dir"] == f"local://{tmp_path / 'code'}"
     assert cfg["route_prefix"] == "/iris" and cfg["args"] == {"k": 1}
     by_name = {d["name"]: d for d in cfg["deployments"]}
@@ -198,8 +252,16 @@ def test_the_config_of_a_revision_pins_model_code_and_resources(tmp_path: Path) 
     assert "num_replicas" not in by_name["Pre"] and "ray_actor_options" not in by_name["Pre"]
     # every deployment starts new replicas before stopping old ones
     assert all(d["max_surge_percent"] > 0 for d in cfg["deployments"])
-    again = L.app_config("iris", "/iris", rev, S.Scale(replicas=3), "rolling", shape(),
-                         tmp_path / "code", tmp_path / "model")  # fmt: skip
+    again = L.app_config(
+        "iris",
+        "/iris",
+        rev,
+        S.Scale(replicas=3),
+        "rolling",
+        shape(),
+        tmp_path / "code",
+        tmp_path / "model",
+    )
     assert again == cfg
 
 
@@ -209,8 +271,12 @@ def test_strategies_and_autoscaling_map_to_ray_serve_options(tmp_path: Path) -> 
     bg = L.app_config("iris", "/iris", rev, auto, "blue-green", shape(), tmp_path, None)
     ingress = next(d for d in bg["deployments"] if d["name"] == "Classifier")
     assert ingress["rolling_update_percentage"] == 1.0 and ingress["max_surge_percent"] == 100
-    assert ingress["autoscaling_config"] == {"min_replicas": 0, "max_replicas": 4,
-                                             "target_ongoing_requests": 2, "downscale_delay_s": 5}  # fmt: skip
+    assert ingress["autoscaling_config"] == {
+        "min_replicas": 0,
+        "max_replicas": 4,
+        "target_ongoing_requests": 2,
+        "downscale_delay_s": 5,
+    }
     assert "num_replicas" not in ingress
     assert "TAU_MODEL_DIR" not in bg["runtime_env"]["env_vars"]  # no model dir: not set
     rolling = L.app_config("iris", "/iris", rev, auto, "rolling", shape(), tmp_path, None)
@@ -220,16 +286,30 @@ def test_strategies_and_autoscaling_map_to_ray_serve_options(tmp_path: Path) -> 
 
 # --- status ---------------------------------------------------------------------------------------
 def record(**kw: Any) -> S.ServiceRecord:
-    base: dict[str, Any] = {"name": "iris", "target": "local", "created_at": "2026-12-01T00:00:00Z",
-                            "created_by": "alice", "route_prefix": "/iris",
-                            "endpoint": "http://127.0.0.1:8000/iris",
-                            "revisions": [revision(1), revision(2)], "serving": 2}  # fmt: skip
+    base: dict[str, Any] = {
+        "name": "iris",
+        "target": "local",
+        "created_at": "2026-12-01T00:00:00Z",
+        "created_by": "alice",
+        "route_prefix": "/iris",
+        "endpoint": "http://127.0.0.1:8000/iris",
+        "revisions": [revision(1), revision(2)],
+        "serving": 2,
+    }
     return S.ServiceRecord.model_validate({**base, **kw})
 
 
 def obs(**kw: Any) -> L.Observed:
-    base: dict[str, Any] = {"head_up": True, "exists": True, "status": "RUNNING", "revision": 2,
-                            "wanted": 2, "running": 2, "started_at": [100.0, 101.0], "port": 8000}  # fmt: skip
+    base: dict[str, Any] = {
+        "head_up": True,
+        "exists": True,
+        "status": "RUNNING",
+        "revision": 2,
+        "wanted": 2,
+        "running": 2,
+        "started_at": [100.0, 101.0],
+        "port": 8000,
+    }
     return L.Observed(**{**base, **kw})
 
 
@@ -246,26 +326,61 @@ def test_status_during_a_rollout_counts_the_new_replicas_and_the_traffic() -> No
     st = compute(rec, obs(status="DEPLOYING", running=2, started_at=[90.0, 101.0]))
     assert st.phase == "Updating"
     assert st.replicas.new_ready == 1
-    assert st.rollout == {"from": 1, "to": 2, "strategy": "rolling", "new_ready": 1, "wanted": 2,
-                          "traffic": {"2": 50, "1": 50}}  # fmt: skip
+    assert st.rollout == {
+        "from": 1,
+        "to": 2,
+        "strategy": "rolling",
+        "new_ready": 1,
+        "wanted": 2,
+        "traffic": {"2": 50, "1": 50},
+    }
     assert "rolling out revision 2 (rolling) over revision 1" in st.summary
 
 
 @pytest.mark.parametrize(
     ("rec_kw", "obs_kw", "answered", "phase", "words"),
     [
-        ({"previous": 1}, {"status": "DEPLOY_FAILED", "message": "Traceback\nValueError: no model.json"}, None, "Failed", "ValueError: no model.json; `tau serve rollback iris` returns to revision 1"),
-        ({}, {"head_up": False, "exists": False}, None, "Unhealthy", "local Ray head is not running"),
+        (
+            {"previous": 1},
+            {"status": "DEPLOY_FAILED", "message": "Traceback\nValueError: no model.json"},
+            None,
+            "Failed",
+            "ValueError: no model.json; `tau serve rollback iris` returns to revision 1",
+        ),
+        (
+            {},
+            {"head_up": False, "exists": False},
+            None,
+            "Unhealthy",
+            "local Ray head is not running",
+        ),
         ({}, {"exists": False}, None, "Unhealthy", "`tau serve rollout iris` puts revision 2 back"),
-        ({"scale": {"autoscaling": {"min_replicas": 0, "max_replicas": 2}}}, {"wanted": 0, "running": 0, "started_at": []}, None, "ScaledToZero", "next request starts a replica"),
+        (
+            {"scale": {"autoscaling": {"min_replicas": 0, "max_replicas": 2}}},
+            {"wanted": 0, "running": 0, "started_at": []},
+            None,
+            "ScaledToZero",
+            "next request starts a replica",
+        ),
         ({}, {}, False, "Unhealthy", "readiness request got"),
         ({}, {"status": "UNHEALTHY", "message": "replica died"}, None, "Unhealthy", "replica died"),
         ({"deleted_at": "2026-12-01T01:00:00Z"}, {}, None, "Deleted", "deleted at"),
-        ({}, {"status": "DEPLOYING", "running": 0, "message": "Deployment has 1 replicas that have taken more than 30s to be scheduled"}, None, "Deploying", "taken more than 30s"),
+        (
+            {},
+            {
+                "status": "DEPLOYING",
+                "running": 0,
+                "message": "Deployment has 1 replicas that have taken more than 30s to be scheduled",
+            },
+            None,
+            "Deploying",
+            "taken more than 30s",
+        ),
     ],
-)  # fmt: skip
-def test_status_names_the_cause(rec_kw: dict[str, Any], obs_kw: dict[str, Any],
-                                answered: bool | None, phase: str, words: str) -> None:  # fmt: skip
+)
+def test_status_names_the_cause(
+    rec_kw: dict[str, Any], obs_kw: dict[str, Any], answered: bool | None, phase: str, words: str
+) -> None:
     st = compute(
         record(**rec_kw), obs(**obs_kw), answered, probe_status=500 if answered is False else None
     )
@@ -287,9 +402,15 @@ class FakeServe:
             if not self.port:  # a running proxy keeps its HTTP options (Ray Serve's rule)
                 self.timeout = body["http_options"].get("request_timeout_s")
             self.port = body["http_options"]["port"]
-            self.apps = {a["name"]: {"deployed_app_config": a, "source": "declarative",
-                                     "status": "DEPLOYING", "last_deployed_time_s": len(self.puts)}
-                         for a in body["applications"]}  # fmt: skip
+            self.apps = {
+                a["name"]: {
+                    "deployed_app_config": a,
+                    "source": "declarative",
+                    "status": "DEPLOYING",
+                    "last_deployed_time_s": len(self.puts),
+                }
+                for a in body["applications"]
+            }
             return None
         state: dict[str, Any] = {"applications": self.apps}
         if self.port:
@@ -299,8 +420,9 @@ class FakeServe:
 
 
 def head() -> rayhead.Head:
-    return rayhead.Head(pid=1, gcs_port=1, dashboard_port=2, temp_dir="/tmp/x", started_at=0,
-                        num_cpus=2, num_gpus=0)  # fmt: skip
+    return rayhead.Head(
+        pid=1, gcs_port=1, dashboard_port=2, temp_dir="/tmp/x", started_at=0, num_cpus=2, num_gpus=0
+    )
 
 
 def test_a_change_keeps_the_applications_tau_did_not_deploy(
@@ -437,8 +559,9 @@ def test_the_split_sends_exactly_its_share_in_every_hundred_requests(percent: in
 
 
 def canary(**kw: Any) -> S.Canary:
-    return S.Canary.model_validate({"revision": 3, "percent": 20,
-                                    "started_at": "2026-12-01T00:01:00Z", **kw})  # fmt: skip
+    return S.Canary.model_validate(
+        {"revision": 3, "percent": 20, "started_at": "2026-12-01T00:01:00Z", **kw}
+    )
 
 
 def test_a_canary_s_status_says_the_share_and_how_it_ends() -> None:
@@ -460,15 +583,24 @@ def test_a_canary_s_status_says_the_share_and_how_it_ends() -> None:
     ("canary_kw", "obs_kw", "phase", "words"),
     [
         ({"routed": True}, {}, "Unhealthy", "gone from the target"),
-        ({"routed": True}, {"canary": {"status": "DEPLOY_FAILED", "message": "boom"}},
-         "Unhealthy", "failed to deploy: boom"),
-        ({}, {"canary": {"admitted": False, "waiting": "queue gpu is full"}}, "Waiting",
-         "queue gpu is full"),
+        (
+            {"routed": True},
+            {"canary": {"status": "DEPLOY_FAILED", "message": "boom"}},
+            "Unhealthy",
+            "failed to deploy: boom",
+        ),
+        (
+            {},
+            {"canary": {"admitted": False, "waiting": "queue gpu is full"}},
+            "Waiting",
+            "queue gpu is full",
+        ),
         ({"routed": True, "promoting": True}, {"canary": {}}, "Updating", "promoting revision 3"),
     ],
-)  # fmt: skip
-def test_a_canary_that_cannot_serve_says_why(canary_kw: dict[str, Any], obs_kw: dict[str, Any],
-                                             phase: str, words: str) -> None:  # fmt: skip
+)
+def test_a_canary_that_cannot_serve_says_why(
+    canary_kw: dict[str, Any], obs_kw: dict[str, Any], phase: str, words: str
+) -> None:
     rec = record(revisions=[revision(1), revision(2), revision(3)], canary=canary(**canary_kw))
     kw = dict(obs_kw)
     if "canary" in kw:
@@ -482,12 +614,19 @@ def test_ending_a_canary_hands_the_route_back_before_the_split_and_the_canary_go
 ) -> None:
     monkeypatch.setenv("TAU_HOME", str(tmp_path))
     split = L.split_config("iris", "/iris", 8123, 2, 3, 20, "/iris")
-    fake = FakeServe({
-        "iris": {"deployed_app_config": {"name": "iris", "route_prefix": "/_tau/iris/stable"},
-                 "source": "declarative"},
-        "iris.canary": {"deployed_app_config": {"name": "iris.canary"}, "source": "declarative"},
-        "iris.split": {"deployed_app_config": split, "source": "declarative"},
-    })  # fmt: skip
+    fake = FakeServe(
+        {
+            "iris": {
+                "deployed_app_config": {"name": "iris", "route_prefix": "/_tau/iris/stable"},
+                "source": "declarative",
+            },
+            "iris.canary": {
+                "deployed_app_config": {"name": "iris.canary"},
+                "source": "declarative",
+            },
+            "iris.split": {"deployed_app_config": split, "source": "declarative"},
+        }
+    )
     monkeypatch.setattr(rayhead, "_http", fake)
     monkeypatch.setattr(L, "TAKEN_S", 0.0)
     L.LocalServe(head()).route_back("iris", {"name": "iris", "route_prefix": "/iris"})
@@ -543,13 +682,20 @@ def test_a_request_caught_by_the_route_handover_is_answered_by_the_serving_revis
         await site.start()
         port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         base = f"http://127.0.0.1:{port}"
-        split = Split.func_or_class(base + "/_tau/iris/stable", base + "/_tau/iris/canary", 2, 3,
-                                    base + "/iris")  # fmt: skip
+        split = Split.func_or_class(
+            base + "/_tau/iris/stable", base + "/_tau/iris/canary", 2, 3, base + "/iris"
+        )
         split.reconfigure({"canary_percent": 0})
         out = []
         for path in ("/iris/predict", "/iris/missing"):
-            scope = {"type": "http", "method": "POST", "path": path, "root_path": "/iris",
-                     "query_string": b"", "headers": [(b"content-type", b"application/json")]}  # fmt: skip
+            scope = {
+                "type": "http",
+                "method": "POST",
+                "path": path,
+                "root_path": "/iris",
+                "query_string": b"",
+                "headers": [(b"content-type", b"application/json")],
+            }
 
             async def receive() -> dict[str, Any]:
                 return {"type": "http.request", "body": b"{}", "more_body": False}

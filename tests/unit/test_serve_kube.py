@@ -24,9 +24,16 @@ PIN = S.ModelPin(ref="iris@prod", name="iris", version="sha256:" + "c" * 64)
 
 
 def revision(spec: S.ServiceSpec, n: int = 2) -> S.Revision:
-    return S.Revision(number=n, created_at="2026-12-02T00:00:00Z", created_by="alice@lab",
-                      config_hash="sha256:" + "d" * 64, code_digest="sha256:e", model=PIN,
-                      spec=spec, source="/p/tau.yaml")  # fmt: skip
+    return S.Revision(
+        number=n,
+        created_at="2026-12-02T00:00:00Z",
+        created_by="alice@lab",
+        config_hash="sha256:" + "d" * 64,
+        code_digest="sha256:e",
+        model=PIN,
+        spec=spec,
+        source="/p/tau.yaml",
+    )
 
 
 def rendered(replicas: int = 2, **service: Any) -> tuple[resolve.Resolved, list[dict[str, Any]]]:
@@ -35,8 +42,12 @@ def rendered(replicas: int = 2, **service: Any) -> tuple[resolve.Resolved, list[
     assert spec is not None
     spec = spec.model_copy(update=service)
     m = K.placement(loaded.manifest, spec, replicas)
-    r = resolve.resolve(m, load.load_snapshot(PROFILES), workspace="research", profile="cpu"
-                        if spec.gpus == 0 else None)  # fmt: skip
+    r = resolve.resolve(
+        m,
+        load.load_snapshot(PROFILES),
+        workspace="research",
+        profile="cpu" if spec.gpus == 0 else None,
+    )
     bundle = codebundle.collect(loaded.folder)
     return r, K.render(r, "iris", "/iris", revision(spec), bundle, replicas, "rolling", 3)
 
@@ -79,8 +90,11 @@ def test_kueue_can_admit_it_and_the_queue_and_labels_are_the_workspace_s() -> No
     # serving generation's head
     assert rs["metadata"]["name"] == "iris-3" and rs["spec"]["upgradeStrategy"] == {"type": "None"}
     assert front["metadata"]["name"] == "iris"
-    assert front["spec"]["selector"] == {C.LABEL_SERVICE: "iris", C.LABEL_SERVICE_GENERATION: "3",
-                                         "ray.io/node-type": "head"}  # fmt: skip
+    assert front["spec"]["selector"] == {
+        C.LABEL_SERVICE: "iris",
+        C.LABEL_SERVICE_GENERATION: "3",
+        "ray.io/node-type": "head",
+    }
     assert (
         cluster["headGroupSpec"]["template"]["metadata"]["labels"][C.LABEL_SERVICE_GENERATION]
         == "3"
@@ -93,8 +107,9 @@ def test_the_workers_lay_out_the_pinned_model_before_ray_starts() -> None:
     (init,) = pod["initContainers"]
     assert init["command"] == ["python", "/code/tau_inputs.py"]
     env = {e["name"]: e["value"] for e in init["env"]}
-    assert json.loads(env["TAU_INPUTS"]) == [{"kind": "model", "name": "iris",
-                                              "version": PIN.version, "path": "iris"}]  # fmt: skip
+    assert json.loads(env["TAU_INPUTS"]) == [
+        {"kind": "model", "name": "iris", "version": PIN.version, "path": "iris"}
+    ]
     assert env["TAU_REGISTRY_DIR"] == "/data/registry" and env["TAU_INPUT_DIR"] == K.MODEL_DIR
     worker_env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
     assert worker_env["TAU_MODEL_DIR"] == "/model/iris"
@@ -131,19 +146,37 @@ def test_scale_to_zero_and_autoscaling_become_fixed_sizes() -> None:
 
 
 def tauservice(status: dict[str, Any] | None = None, generation: int = 2) -> dict[str, Any]:
-    return {"metadata": {"name": "iris", "namespace": "research",
-                         "creationTimestamp": "2026-12-02T00:00:00Z"},
-            "spec": {"serviceName": "iris", "workspace": "research", "profile": "a100x1",
-                     "revision": 3, "modelRef": "iris@prod", "modelVersion": PIN.version,
-                     "configHash": "sha256:x", "replicas": 2, "routePrefix": "/iris",
-                     "generation": generation},
-            "status": status or {}}  # fmt: skip
+    return {
+        "metadata": {
+            "name": "iris",
+            "namespace": "research",
+            "creationTimestamp": "2026-12-02T00:00:00Z",
+        },
+        "spec": {
+            "serviceName": "iris",
+            "workspace": "research",
+            "profile": "a100x1",
+            "revision": 3,
+            "modelRef": "iris@prod",
+            "modelVersion": PIN.version,
+            "configHash": "sha256:x",
+            "replicas": 2,
+            "routePrefix": "/iris",
+            "generation": generation,
+        },
+        "status": status or {},
+    }
 
 
 def test_the_controller_s_view_of_a_service_comes_from_its_tauservice() -> None:
     rec = K.record_of(tauservice(), serving=1)
     assert (rec.name, rec.namespace, rec.serving, rec.generation, rec.pending_generation) == (
-        "iris", "research", 3, 1, 2)  # fmt: skip
+        "iris",
+        "research",
+        3,
+        1,
+        2,
+    )
     assert rec.current.model is not None and rec.current.model.short == f"iris@{PIN.version[:19]}"
     assert rec.endpoint == "http://iris.research.svc:8000/iris"
     assert K.record_of(tauservice(), serving=2).pending_generation is None
@@ -152,17 +185,29 @@ def test_the_controller_s_view_of_a_service_comes_from_its_tauservice() -> None:
 def test_the_status_is_written_only_when_it_changes_with_a_line_per_phase() -> None:
     from taugrid.serve.status import Observed, compute
 
-    ready = Observed(head_up=True, exists=True, status="RUNNING", revision=3, wanted=2, running=2,
-                     admitted=True)  # fmt: skip
+    ready = Observed(
+        head_up=True, exists=True, status="RUNNING", revision=3, wanted=2, running=2, admitted=True
+    )
     st = compute(K.record_of(tauservice(generation=1), serving=1), ready)
     body = K.status_body(tauservice(generation=1), st, "2026-12-02T00:01:00Z")
     assert body is not None and body["status"]["phase"] == "Ready"
-    assert body["status"]["timeline"] == [{"at": "2026-12-02T00:01:00Z", "reason": "Ready",
-                                           "message": st.summary}]  # fmt: skip
+    assert body["status"]["timeline"] == [
+        {"at": "2026-12-02T00:01:00Z", "reason": "Ready", "message": st.summary}
+    ]
     again = tauservice(status=body["status"], generation=1)
     assert K.status_body(again, st, "2026-12-02T00:02:00Z") is None  # quiet: nothing changed
-    fewer = compute(K.record_of(again, serving=1), Observed(head_up=True, exists=True,
-                    status="RUNNING", revision=3, wanted=2, running=1, admitted=True))  # fmt: skip
+    fewer = compute(
+        K.record_of(again, serving=1),
+        Observed(
+            head_up=True,
+            exists=True,
+            status="RUNNING",
+            revision=3,
+            wanted=2,
+            running=1,
+            admitted=True,
+        ),
+    )
     moved = K.status_body(again, fewer, "2026-12-02T00:03:00Z")
     assert moved is not None and moved["status"]["replicasReady"] == 1
     assert len(moved["status"]["timeline"]) == 1  # same phase: no new line
@@ -176,8 +221,17 @@ def canary_rendered(percent: int = 20) -> tuple[resolve.Resolved, list[dict[str,
     m = K.placement(loaded.manifest, spec, 1)
     r = resolve.resolve(m, load.load_snapshot(PROFILES), workspace="research", profile="cpu")
     plan = K.CanaryPlan(stable_generation=4, stable_revision=2, percent=percent)
-    objects = K.render(r, "iris", "/iris", revision(spec, 3), codebundle.collect(loaded.folder),
-                       1, "canary", 5, plan)  # fmt: skip
+    objects = K.render(
+        r,
+        "iris",
+        "/iris",
+        revision(spec, 3),
+        codebundle.collect(loaded.folder),
+        1,
+        "canary",
+        5,
+        plan,
+    )
     K.canary_spec(objects[0], revision(spec, 2), plan, revision(spec, 3), 5, "2026-12-02T00:00:00Z")
     return r, objects
 
@@ -235,8 +289,13 @@ def test_the_split_carried_to_a_cluster_is_the_one_tau_runs_locally() -> None:
 
 def test_the_controller_keeps_a_canary_s_serving_generation_and_reads_the_canary() -> None:
     doc = tauservice(generation=5)
-    doc["spec"]["canary"] = {"revision": 4, "percent": 30, "generation": 5, "stableGeneration": 2,
-                             "startedAt": "2026-12-02T00:00:00Z"}  # fmt: skip
+    doc["spec"]["canary"] = {
+        "revision": 4,
+        "percent": 30,
+        "generation": 5,
+        "stableGeneration": 2,
+        "startedAt": "2026-12-02T00:00:00Z",
+    }
     before = K.record_of(doc, serving=2)
     assert before.canary is not None and before.canary.routed is False
     assert (before.generation, before.pending_generation) == (2, None)
@@ -248,23 +307,47 @@ def test_the_controller_keeps_a_canary_s_serving_generation_and_reads_the_canary
     ("conditions", "admitted", "says"),
     [
         ([], None, ""),  # Kueue has not looked at it yet: not a refusal
-        ([{"type": "QuotaReserved", "status": "True", "message": "Quota reserved in ClusterQueue gpu"}],
-         None, ""),  # being admitted
-        ([{"type": "QuotaReserved", "status": "True"}, {"type": "Admitted", "status": "True"}],
-         True, ""),
-        ([{"type": "QuotaReserved", "status": "False", "reason": "Pending",
-           "message": "couldn't assign flavors to pod set workers: insufficient unused quota for "
-                      "nvidia.com/gpu in flavor a100x1, 1 more needed"}], False, "1 more GPU"),
+        (
+            [
+                {
+                    "type": "QuotaReserved",
+                    "status": "True",
+                    "message": "Quota reserved in ClusterQueue gpu",
+                }
+            ],
+            None,
+            "",
+        ),  # being admitted
+        (
+            [{"type": "QuotaReserved", "status": "True"}, {"type": "Admitted", "status": "True"}],
+            True,
+            "",
+        ),
+        (
+            [
+                {
+                    "type": "QuotaReserved",
+                    "status": "False",
+                    "reason": "Pending",
+                    "message": "couldn't assign flavors to pod set workers: insufficient unused quota for "
+                    "nvidia.com/gpu in flavor a100x1, 1 more needed",
+                }
+            ],
+            False,
+            "1 more GPU",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_service_waits_only_when_kueue_said_it_cannot_admit_it(
     conditions: list[dict[str, str]], admitted: bool | None, says: str
 ) -> None:
     """`tau serve` stops waiting on "Waiting": only Kueue's refusal may say so, never a workload
     Kueue has not evaluated yet (a race CI found: a scale gave up on a service about to start)."""
     rs = {"metadata": {"name": "clf-3"}}
-    workload = {"metadata": {"name": "w", "ownerReferences": [{"kind": "RayService", "name": "clf-3"}]},
-                "status": {"conditions": conditions}}  # fmt: skip
+    workload = {
+        "metadata": {"name": "w", "ownerReferences": [{"kind": "RayService", "name": "clf-3"}]},
+        "status": {"conditions": conditions},
+    }
     got, why = K.KubeServe._admission(None, rs, [workload], "research")  # type: ignore[arg-type]
     assert got is admitted and (says in why) and (bool(why) == (admitted is False))
 

@@ -23,11 +23,23 @@ def iso(t: float) -> str:
 
 def rec(**kw: Any) -> RunRecord:
     base: dict[str, Any] = dict(
-        run_id="r-abcde", name="r", workspace="local", profile="local", workload_kind="job",
-        handle={"target": "local"}, submitter="a", code_folder="/x", code_revision="u",
-        code_digest="d", config_hash="h", image="i", entrypoint="t.py", created_at=iso(T0),
-        phase="Running", stall_after_seconds=600,
-    )  # fmt: skip
+        run_id="r-abcde",
+        name="r",
+        workspace="local",
+        profile="local",
+        workload_kind="job",
+        handle={"target": "local"},
+        submitter="a",
+        code_folder="/x",
+        code_revision="u",
+        code_digest="d",
+        config_hash="h",
+        image="i",
+        entrypoint="t.py",
+        created_at=iso(T0),
+        phase="Running",
+        stall_after_seconds=600,
+    )
     base.update(kw)
     return RunRecord.model_validate(base)
 
@@ -117,8 +129,9 @@ def test_artifacts_from_checkpoints_and_the_configured_output_folder() -> None:
     done = rec(
         phase="Failed", reason="exit code 3", finished_at=iso(T0 + 50), output_subdir="results"
     )
-    s = status.artifact_saved(obs(done, owner_alive=None, checkpoints=2,
-                                  newest_checkpoint="step-00000020", sealed=True))  # fmt: skip
+    s = status.artifact_saved(
+        obs(done, owner_alive=None, checkpoints=2, newest_checkpoint="step-00000020", sealed=True)
+    )
     assert s.state == SignalState.true and "step-00000020" in s.reason and "sealed" in s.reason
     outputs = status.artifact_saved(obs(done, owner_alive=None, outputs=3))
     assert outputs.state == SignalState.true and "results/" in outputs.reason
@@ -144,8 +157,13 @@ def test_signal_names_and_order_are_the_contract() -> None:
     st = compute(obs())
     assert [s.name for s in st.signals] == list(SIGNALS)
     assert [str(s) for s in SIGNALS] == [
-        "Admitted", "Scheduled", "GPUHealthy", "Progressing", "Completed", "ArtifactSaved",
-    ]  # fmt: skip
+        "Admitted",
+        "Scheduled",
+        "GPUHealthy",
+        "Progressing",
+        "Completed",
+        "ArtifactSaved",
+    ]
     assert all(s.state in ("true", "false", "pending", "unknown") for s in st.signals)
 
 
@@ -158,8 +176,12 @@ def test_status_json_uses_the_plain_words() -> None:
 def test_a_cluster_run_read_from_its_record_claims_nothing_of_this_machines_gpus() -> None:
     """A sealed kube run's status (offline) said "GPUHealthy true: 1 GPU(s) visible
     (nvidia-smi)": this machine's GPUs, not its nodes'."""
-    kube = rec(handle={"target": "kube", "namespace": "research"}, gpus_per_worker=1,
-               gpus_available=1, phase="Succeeded")  # fmt: skip
+    kube = rec(
+        handle={"target": "kube", "namespace": "research"},
+        gpus_per_worker=1,
+        gpus_available=1,
+        phase="Succeeded",
+    )
     s = status.gpu_healthy(obs(kube, owner_alive=None, sealed=True))
     assert s.state == SignalState.unknown and "nvidia-smi" not in s.evidence
     local = status.gpu_healthy(obs(rec(gpus_per_worker=1, gpus_available=1)))
@@ -170,13 +192,21 @@ def test_a_multi_node_job_s_status_counts_its_nodes_and_names_the_one_that_waits
     from taugrid.api.observations import ClusterFacts, PodFact
 
     why = "0/20 nodes are available: 4 Insufficient nvidia.com/gpu"
-    pods = [PodFact(name=f"ddp-abcde-{i}-x", phase="Running", node=f"a100x1-{i}", node_rank=i)
-            for i in (0, 1, 3)]  # fmt: skip
-    pods.append(PodFact(name="ddp-abcde-2-x", phase="Pending", node=None, unschedulable=why,
-                        node_rank=2))  # fmt: skip
+    pods = [
+        PodFact(name=f"ddp-abcde-{i}-x", phase="Running", node=f"a100x1-{i}", node_rank=i)
+        for i in (0, 1, 3)
+    ]
+    pods.append(
+        PodFact(name="ddp-abcde-2-x", phase="Pending", node=None, unschedulable=why, node_rank=2)
+    )
     kube = rec(handle={"target": "kube", "namespace": "research"}, workers=4, phase="Starting")
-    facts = ClusterFacts(taurun=True, workload=True, suspended=False, pods=pods,
-                         kueue=[{"type": "Admitted", "status": "True"}])  # fmt: skip
+    facts = ClusterFacts(
+        taurun=True,
+        workload=True,
+        suspended=False,
+        pods=pods,
+        kueue=[{"type": "Admitted", "status": "True"}],
+    )
     phase, summary = status.cluster_phase(obs(kube, owner_alive=None, cluster=facts))
     assert (
         phase == Phase.Starting and summary == f"admitted; 3/4 nodes running, node 2 pending: {why}"
@@ -184,19 +214,38 @@ def test_a_multi_node_job_s_status_counts_its_nodes_and_names_the_one_that_waits
     first_line = compute(obs(kube, owner_alive=None, cluster=facts)).summary
     assert first_line == f"starting: 3/4 nodes running, node 2 pending: {why}"
     running = [PodFact(name=f"p{i}", phase="Running", node=f"n{i}", node_rank=i) for i in range(4)]
-    facts = ClusterFacts(taurun=True, workload=True, suspended=False, pods=running,
-                         kueue=[{"type": "Admitted", "status": "True"}])  # fmt: skip
+    facts = ClusterFacts(
+        taurun=True,
+        workload=True,
+        suspended=False,
+        pods=running,
+        kueue=[{"type": "Admitted", "status": "True"}],
+    )
     assert status.cluster_phase(obs(kube, owner_alive=None, cluster=facts)) == (
-        Phase.Running, "4/4 nodes running")  # fmt: skip
+        Phase.Running,
+        "4/4 nodes running",
+    )
     # only three pods of four: not "running" yet
-    facts = ClusterFacts(taurun=True, workload=True, suspended=False, pods=running[:3],
-                         kueue=[{"type": "Admitted", "status": "True"}])  # fmt: skip
+    facts = ClusterFacts(
+        taurun=True,
+        workload=True,
+        suspended=False,
+        pods=running[:3],
+        kueue=[{"type": "Admitted", "status": "True"}],
+    )
     assert status.cluster_phase(obs(kube, owner_alive=None, cluster=facts)) == (
-        Phase.Starting, "admitted; 3/4 nodes running, node 3 has no pod yet")  # fmt: skip
+        Phase.Starting,
+        "admitted; 3/4 nodes running, node 3 has no pod yet",
+    )
 
     # the status's first line says it too
-    facts = ClusterFacts(taurun=True, workload=True, suspended=False, pods=running,
-                         kueue=[{"type": "Admitted", "status": "True"}])  # fmt: skip
+    facts = ClusterFacts(
+        taurun=True,
+        workload=True,
+        suspended=False,
+        pods=running,
+        kueue=[{"type": "Admitted", "status": "True"}],
+    )
     assert (
         compute(obs(kube, owner_alive=None, cluster=facts)).summary == "running: 4/4 nodes running"
     )

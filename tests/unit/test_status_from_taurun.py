@@ -21,10 +21,17 @@ NOW = datetime(2026, 12, 1, 12, 0, 0, tzinfo=UTC)
 
 
 def taurun(phase: str | None, **extra: Any) -> dict[str, Any]:
-    st = {"phase": phase, "summary": f"{(phase or '').lower()} (the controller's words)",
-          "observedAt": "2026-12-01T11:00:00Z",
-          "signals": [{"name": "Scheduled", "state": "true", "reason": "1 pod on a100x1-7"}],
-          **extra} if phase else {}  # fmt: skip
+    st = (
+        {
+            "phase": phase,
+            "summary": f"{(phase or '').lower()} (the controller's words)",
+            "observedAt": "2026-12-01T11:00:00Z",
+            "signals": [{"name": "Scheduled", "state": "true", "reason": "1 pod on a100x1-7"}],
+            **extra,
+        }
+        if phase
+        else {}
+    )
     return {"metadata": {"name": "r1", "namespace": "research"}, "status": st}
 
 
@@ -65,8 +72,12 @@ def test_an_unreadable_status_is_not_trusted() -> None:
 def _cluster(heartbeat: str | None, phase: str = "Running") -> dict[str, Any]:
     objs = cluster_objects(["r1"])
     objs["TauRun"] = [taurun(phase)]
-    objs["TauCluster"] = [{"metadata": {"name": C.CLUSTER_OBJECT},
-                           "status": {"controllerHeartbeat": heartbeat} if heartbeat else {}}]  # fmt: skip
+    objs["TauCluster"] = [
+        {
+            "metadata": {"name": C.CLUSTER_OBJECT},
+            "status": {"controllerHeartbeat": heartbeat} if heartbeat else {},
+        }
+    ]
     return objs
 
 
@@ -109,10 +120,16 @@ def test_without_a_taucluster_the_client_computes(tmp_path: Path) -> None:
 def test_the_heartbeat_is_its_own_write_and_wakes_no_reconciler() -> None:
     body = D.heartbeat_body("cluster", NOW)
     assert body["status"] == {"controllerHeartbeat": k8s_time(NOW)}
-    a = {"spec": {"stack": "s"}, "status": {"phase": "Ready", "controllerHeartbeat": beat(1)},
-         "metadata": {"resourceVersion": "1"}}  # fmt: skip
-    b = {"spec": {"stack": "s"}, "status": {"phase": "Ready", "controllerHeartbeat": beat(31)},
-         "metadata": {"resourceVersion": "2"}}  # fmt: skip
+    a = {
+        "spec": {"stack": "s"},
+        "status": {"phase": "Ready", "controllerHeartbeat": beat(1)},
+        "metadata": {"resourceVersion": "1"},
+    }
+    b = {
+        "spec": {"stack": "s"},
+        "status": {"phase": "Ready", "controllerHeartbeat": beat(31)},
+        "metadata": {"resourceVersion": "2"},
+    }
     assert D.signature(a) == D.signature(b)
     c = {**b, "status": {"phase": "Degraded", "controllerHeartbeat": beat(31)}}
     assert D.signature(a) != D.signature(c)

@@ -50,8 +50,15 @@ def test_number_like_values_and_steps(run_env: Path) -> None:
     from decimal import Decimal
     from fractions import Fraction
 
-    tau_run.log(np.int64(3), a=np.float32(1.5), b=np.int32(7), c=TorchLikeScalar(0.25),
-                d=np.array([2.0]), e=Decimal("0.5"), f=Fraction(1, 4))  # fmt: skip
+    tau_run.log(
+        np.int64(3),
+        a=np.float32(1.5),
+        b=np.int32(7),
+        c=TorchLikeScalar(0.25),
+        d=np.array([2.0]),
+        e=Decimal("0.5"),
+        f=Fraction(1, 4),
+    )
     tau_run.log(np.float64(4.0), a=1)
     got = rows(run_env)
     assert [r["step"] for r in got] == [3, 4]
@@ -98,9 +105,12 @@ def test_non_finite_values_are_recorded_faithfully_as_valid_json(
     ],
 )
 def test_bad_rows_never_raise_and_keep_what_is_good(
-    run_env: Path, capsys: pytest.CaptureFixture[str], step: object, metrics: dict[str, object],
+    run_env: Path,
+    capsys: pytest.CaptureFixture[str],
+    step: object,
+    metrics: dict[str, object],
     kept: dict[str, object] | None,
-) -> None:  # fmt: skip
+) -> None:
     tau_run._warned.clear()
     tau_run.log(step, **metrics)
     got = rows(run_env)

@@ -37,12 +37,24 @@ def script(tmp_path: Path) -> str:
 
 def run(script: str, tmp_path: Path, **codes: int) -> tuple[int, Path]:
     run_dir = tmp_path / "run"
-    env = {**os.environ, "TAU_RUN_DIR": str(run_dir), "TAU_RUN_ID": "r1",
-           "TAU_CHECKPOINT_DIR": str(tmp_path / "ck"), "TAU_OUTPUT_DIR": str(tmp_path / "out"),
-           **{k: str(v) for k, v in codes.items()}}  # fmt: skip
+    env = {
+        **os.environ,
+        "TAU_RUN_DIR": str(run_dir),
+        "TAU_RUN_ID": "r1",
+        "TAU_CHECKPOINT_DIR": str(tmp_path / "ck"),
+        "TAU_OUTPUT_DIR": str(tmp_path / "out"),
+        **{k: str(v) for k, v in codes.items()},
+    }
     # its own session: the script stops the other nodes with `kill -TERM 0`
-    res = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True,
-                         timeout=60, start_new_session=True, check=False)  # fmt: skip
+    res = subprocess.run(
+        ["bash", "-c", script],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        start_new_session=True,
+        check=False,
+    )
     return res.returncode, run_dir
 
 
@@ -52,8 +64,9 @@ def test_two_nodes_that_succeed_are_a_success_every_time(script: str, tmp_path: 
 
 
 @pytest.mark.parametrize("failing, code", [("NODE0_RC", 3), ("NODE1_RC", 7), ("NODE1_RC", 127)])
-def test_a_failing_node_is_the_runs_code(script: str, tmp_path: Path, failing: str,
-                                         code: int) -> None:  # fmt: skip
+def test_a_failing_node_is_the_runs_code(
+    script: str, tmp_path: Path, failing: str, code: int
+) -> None:
     for _ in range(10):
         rc, run_dir = run(script, tmp_path, **{failing: code})
         assert rc == code

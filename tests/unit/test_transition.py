@@ -22,10 +22,21 @@ from taugrid.runs.evidence import RunDir
 
 def rec(**kw: Any) -> RunRecord:
     base: dict[str, Any] = dict(
-        run_id="r-abcde", name="r", workspace="local", profile="local", workload_kind="job",
-        handle={"target": "local"}, submitter="a", code_folder="/x", code_revision="u",
-        code_digest="d", config_hash="h", image="i", entrypoint="t.py", created_at="2026-12-01T00:00:00",
-    )  # fmt: skip
+        run_id="r-abcde",
+        name="r",
+        workspace="local",
+        profile="local",
+        workload_kind="job",
+        handle={"target": "local"},
+        submitter="a",
+        code_folder="/x",
+        code_revision="u",
+        code_digest="d",
+        config_hash="h",
+        image="i",
+        entrypoint="t.py",
+        created_at="2026-12-01T00:00:00",
+    )
     base.update(kw)
     return RunRecord.model_validate(base)
 
@@ -60,8 +71,14 @@ def test_no_change_means_no_history_line() -> None:
 
 def test_a_new_attempt_is_a_change() -> None:
     r, _ = transition(rec(), Phase.Running, "started", now="t1")
-    r2, ev = transition(r, Phase.Retrying, "NodeFailure: head died", now="t2", attempt=1,
-                        termination=TerminationReason.NodeFailure)  # fmt: skip
+    r2, ev = transition(
+        r,
+        Phase.Retrying,
+        "NodeFailure: head died",
+        now="t2",
+        attempt=1,
+        termination=TerminationReason.NodeFailure,
+    )
     assert ev is not None and ev.attempt == 1 and r2.attempt == 1
     assert r2.termination_reason is TerminationReason.NodeFailure and r2.finished_at is None
 

@@ -113,8 +113,12 @@ class KubeBackend(Connected, Template):
         # Who the user is and the queues' definitions hold for all the runs this backend
         # submits (one for `tau run`; one per worker of `submit_many`): read once.
         kept = self._kept
-        keys = {"LocalQueue": ("LocalQueue", ns), "ClusterQueue": ("ClusterQueue",),
-                "Cohort": ("Cohort",), "whoami": ("whoami",)}  # fmt: skip
+        keys = {
+            "LocalQueue": ("LocalQueue", ns),
+            "ClusterQueue": ("ClusterQueue",),
+            "Cohort": ("Cohort",),
+            "whoami": ("whoami",),
+        }
         todo = [name for name in calls if keys.get(name) not in kept]
 
         def one(name: str) -> Any:
@@ -163,9 +167,12 @@ class KubeBackend(Connected, Template):
             return
         why = ceiling.never_admittable(ceiling.podsets(prepared.objects()), limits, cq)
         if why is not None:
-            raise TauError(f"{prepared.run_id} is not submitted: {why}", exit_code=EXIT_NOT_ADMITTED,
-                           hint=f"tau quota request --workspace {prepared.resolved.workspace.name}"
-                           " (ask for more), or lower compute in tau.yaml")  # fmt: skip
+            raise TauError(
+                f"{prepared.run_id} is not submitted: {why}",
+                exit_code=EXIT_NOT_ADMITTED,
+                hint=f"tau quota request --workspace {prepared.resolved.workspace.name}"
+                " (ask for more), or lower compute in tau.yaml",
+            )
 
     def already_submitted(self, prepared: PreparedRun, say: Say) -> RunDir | None:
         """Idempotent by run id: the same run again changes nothing (its record is returned;
@@ -175,8 +182,9 @@ class KubeBackend(Connected, Template):
             return None  # an id drawn for this submission: `send` creates it, never merges
         ns = prepared.resolved.namespace
         try:
-            existing = self._prefetched("TauRun",
-                                        lambda: self.kube.get("TauRun", prepared.run_id, ns))  # fmt: skip
+            existing = self._prefetched(
+                "TauRun", lambda: self.kube.get("TauRun", prepared.run_id, ns)
+            )
         except Forbidden as e:
             raise self._forbidden(e, prepared) from None
         if existing is None:
@@ -198,8 +206,13 @@ class KubeBackend(Connected, Template):
     def handle(self, prepared: PreparedRun, sent: bool) -> KubeHandle | PulumiHandle:
         """Where the run is (the pulumi backend's handle names its stack too)."""
         cluster = self.discovery.cluster_name
-        return KubeHandle(context=self.kube.context, namespace=prepared.resolved.namespace,
-                          cluster=cluster, queue=prepared.resolved.queue, sent=sent)  # fmt: skip
+        return KubeHandle(
+            context=self.kube.context,
+            namespace=prepared.resolved.namespace,
+            cluster=cluster,
+            queue=prepared.resolved.queue,
+            sent=sent,
+        )
 
     def record(self, prepared: PreparedRun, options: SubmitOptions, say: Say) -> RunDir:
         self._sent_owner = False
@@ -207,9 +220,10 @@ class KubeBackend(Connected, Template):
             raise TauError(
                 f"run {prepared.run_id} exists on this machine already: nothing was sent",
                 exit_code=EXIT_USAGE,
-                hint="submit again (a new id is drawn)" if prepared.request.run_id is None
+                hint="submit again (a new id is drawn)"
+                if prepared.request.run_id is None
                 else f"choose another --run-id (tau run status {prepared.run_id} shows that one)",
-            )  # fmt: skip
+            )
         return self._write_record(prepared, self.handle(prepared, sent=False), with_objects=True)
 
     def start(self, run: RunDir, prepared: PreparedRun, options: SubmitOptions, say: Say) -> None:
@@ -217,9 +231,11 @@ class KubeBackend(Connected, Template):
 
         publish_inputs(prepared, say)  # before anything is sent: the run finds its inputs
         self.send(run, prepared)
-        say(f"submitted {prepared.run_id} to {self.kube.server} (namespace "
+        say(
+            f"submitted {prepared.run_id} to {self.kube.server} (namespace "
             f"{prepared.resolved.namespace}, queue {prepared.resolved.queue}); Kueue admits it "
-            "when there is quota")  # fmt: skip
+            "when there is quota"
+        )
 
     def send(self, run: RunDir, prepared: PreparedRun | None = None) -> None:
         """Server-side apply the TauRun, then its objects, each owned by it; then the record
@@ -288,9 +304,13 @@ class KubeBackend(Connected, Template):
         instead of merged into another run."""
         owner = self.kube.create(self.stamped(taurun))
         if owner is None:
-            raise TauError(f"run id {prepared.run_id} is taken in namespace "
-                           f"{prepared.resolved.namespace} (two drawn ids clashed): nothing was "
-                           "sent", exit_code=EXIT_PLATFORM, hint="submit again: a new id is drawn")  # fmt: skip
+            raise TauError(
+                f"run id {prepared.run_id} is taken in namespace "
+                f"{prepared.resolved.namespace} (two drawn ids clashed): nothing was "
+                "sent",
+                exit_code=EXIT_PLATFORM,
+                hint="submit again: a new id is drawn",
+            )
         return owner
 
     def stamped(self, taurun: dict[str, Any]) -> dict[str, Any]:
@@ -309,8 +329,10 @@ class KubeBackend(Connected, Template):
             shutil.rmtree(run.path, ignore_errors=True)
             return
         if isinstance(error, TauError):
-            error.hint = (f"{run.run_id} is recorded but not completely sent: `tau run attach "
-                          f"{run.run_id}` sends it again, `tau run cancel {run.run_id}` drops it")  # fmt: skip
+            error.hint = (
+                f"{run.run_id} is recorded but not completely sent: `tau run attach "
+                f"{run.run_id}` sends it again, `tau run cancel {run.run_id}` drops it"
+            )
 
     def _forbidden(self, e: Forbidden, prepared: PreparedRun) -> TauError:
         try:
@@ -328,8 +350,9 @@ class KubeBackend(Connected, Template):
             hint=hint,
         )
 
-    def _write_record(self, prepared: PreparedRun, handle: KubeHandle | PulumiHandle,
-                      with_objects: bool) -> RunDir:  # fmt: skip
+    def _write_record(
+        self, prepared: PreparedRun, handle: KubeHandle | PulumiHandle, with_objects: bool
+    ) -> RunDir:
         """The local evidence record of a cluster run: what is submitted, where (and, until the
         cluster has it, the objects in full, so an interrupted submission can be sent again)."""
         from taugrid.runs.render import is_shared
@@ -343,18 +366,24 @@ class KubeBackend(Connected, Template):
         write_atomic(rd.path / "config" / "tau.yaml", prepared.loaded.text.encode())
         submitted = [prepared.taurun(), *prepared.objects(shared_helpers=self.shared_helpers)]
         if with_objects:
-            write_atomic(rd.path / "config" / "manifests" / SUBMITTING,
-                         dump_json_lines(submitted).encode())  # fmt: skip
+            write_atomic(
+                rd.path / "config" / "manifests" / SUBMITTING, dump_json_lines(submitted).encode()
+            )
         for obj in submitted:
             if obj["kind"] == "ConfigMap":  # the code: recorded by digest, not again in full
-                what = (obj["metadata"]["name"] if is_shared(obj)  # TauGrid's helpers
-                        else prepared.bundle.digest)  # fmt: skip
+                what = (
+                    obj["metadata"]["name"]
+                    if is_shared(obj)  # TauGrid's helpers
+                    else prepared.bundle.digest
+                )
                 obj["data"] = {"...": f"{len(obj.get('data', {}))} files, {what}"}
         write_atomic(
             rd.path / "config" / "manifests" / "submitted.yaml", dump_all(submitted).encode()
         )
-        rd.create(prepared.new_record(handle, created_at=now_iso()),
-                  reason=f"submitted to {self.kube.server}")  # fmt: skip
+        rd.create(
+            prepared.new_record(handle, created_at=now_iso()),
+            reason=f"submitted to {self.kube.server}",
+        )
         return rd
 
     # --- observing --------------------------------------------------------------------------------
@@ -395,8 +424,9 @@ class KubeBackend(Connected, Template):
                     self.check_same(rec, obj)
                 st = current_status(obj, beat, t) if obj is not None else None
                 if st is not None:
-                    facts[rec.run_id] = ClusterFacts(taurun=True, workload=True, recorded=st,
-                                                     current=True, heartbeat=beat)  # fmt: skip
+                    facts[rec.run_id] = ClusterFacts(
+                        taurun=True, workload=True, recorded=st, current=True, heartbeat=beat
+                    )
         rest: dict[str, list[RunRecord]] = {}
         for ns, recs in by_ns.items():
             todo = [r for r in recs if r.run_id not in facts]
@@ -478,8 +508,12 @@ class KubeBackend(Connected, Template):
                 wanted[("Job", ns)] = managed
         # Queue positions: one visibility call per LocalQueue, asked with the LISTs for the
         # queues the records name (a run not admitted yet is the common reason to be here).
-        queues = {(ns, r.handle.queue) for ns, recs in by_ns.items() for r in recs
-                  if isinstance(r.handle, KubeHandle) and r.handle.queue}  # fmt: skip
+        queues = {
+            (ns, r.handle.queue)
+            for ns, recs in by_ns.items()
+            for r in recs
+            if isinstance(r.handle, KubeHandle) and r.handle.queue
+        }
         wanted.update({(f"Pending/{q}", ns): None for ns, q in queues})
         lists = {**lists, **self._list_all(wanted)}
         pending: dict[tuple[str, str], list[dict[str, Any]] | str] = {
@@ -575,9 +609,15 @@ class KubeBackend(Connected, Template):
         """Lineage in the parent's TauRun too (an annotation with its own field manager, so
         tau's apply of the parent's spec is untouched)."""
         rec = parent.read_record()
-        body = {"apiVersion": C.API_VERSION, "kind": "TauRun",
-                "metadata": {"name": rec.run_id, "namespace": _handle(rec).namespace,
-                             "annotations": {C.ANN_RESUMED_BY: child_id}}}  # fmt: skip
+        body = {
+            "apiVersion": C.API_VERSION,
+            "kind": "TauRun",
+            "metadata": {
+                "name": rec.run_id,
+                "namespace": _handle(rec).namespace,
+                "annotations": {C.ANN_RESUMED_BY: child_id},
+            },
+        }
         with contextlib.suppress(TauError):  # the parent's TauRun may be gone: local lineage stays
             self.kube.apply(body, manager="tau-lineage")
 
@@ -787,8 +827,18 @@ class KubeBackend(Connected, Template):
                         with contextlib.suppress(TauError):
                             rec = local.read_record()
                 facts = ClusterFacts(taurun=True, workload=False, recorded=recorded)
-                out.append(compute(Observations(record=rec, history=[], now=now, owner_alive=None,
-                                                cluster=facts, evidence=evidence)))  # fmt: skip
+                out.append(
+                    compute(
+                        Observations(
+                            record=rec,
+                            history=[],
+                            now=now,
+                            owner_alive=None,
+                            cluster=facts,
+                            evidence=evidence,
+                        )
+                    )
+                )
         out.sort(key=lambda s: s.created_at)
         return out
 
@@ -817,9 +867,12 @@ class KubeBackend(Connected, Template):
             return False
         if not _handle(rec).sent:
             if not submitting(run.path).is_file():
-                raise TauError(f"{run.run_id} was not completely sent, and its objects are not "
-                               "in the record any more", exit_code=EXIT_PLATFORM,
-                               hint=f"tau run cancel {run.run_id}, then submit again")  # fmt: skip
+                raise TauError(
+                    f"{run.run_id} was not completely sent, and its objects are not "
+                    "in the record any more",
+                    exit_code=EXIT_PLATFORM,
+                    hint=f"tau run cancel {run.run_id}, then submit again",
+                )
             self.send(run)
             say(f"{run.run_id}: the interrupted submission is sent to {self.kube.server}")
         return True
@@ -870,8 +923,10 @@ def _log_note(message: str) -> str:
     """Why no log comes, in words: the node's kubelet that serves a container's log did not
     answer (a KWOK node of the sandbox runs no containers, so it never does)."""
     if "containerLogs" in message or "10250" in message:
-        return ("the node's kubelet does not serve this pod's log (on the sandbox: KWOK nodes run "
-                "no containers; on a cluster: is the node up?)")  # fmt: skip
+        return (
+            "the node's kubelet does not serve this pod's log (on the sandbox: KWOK nodes run "
+            "no containers; on a cluster: is the node up?)"
+        )
     return message
 
 
@@ -920,6 +975,9 @@ def adopt_remote(
     rd = RunDir(runs_root() / rec.run_id)
     if not rd.record_path.is_file():
         (rd.path / "logs").mkdir(parents=True, exist_ok=True)
-        rd.create(rec, reason=f"found in the cluster at {backend.kube.server} (submitted by "
-                  f"{rec.submitter} from another machine)")  # fmt: skip
+        rd.create(
+            rec,
+            reason=f"found in the cluster at {backend.kube.server} (submitted by "
+            f"{rec.submitter} from another machine)",
+        )
     return rd

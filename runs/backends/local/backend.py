@@ -198,9 +198,15 @@ class LocalBackend(Template):
             ray_address=head.dashboard if head else None,
             ray_submission_id=sub_id if head else None,
         )
-        rd.create(prepared.new_record(handle, created_at=now_iso(),
-                                      image=m.image_ref or "(local python)",
-                                      gpus_available=gpus_here, warnings=warnings))  # fmt: skip
+        rd.create(
+            prepared.new_record(
+                handle,
+                created_at=now_iso(),
+                image=m.image_ref or "(local python)",
+                gpus_available=gpus_here,
+                warnings=warnings,
+            )
+        )
 
     def _submit_attempt0(self, rd: RunDir, head: rayhead.Head, plan: LocalPlan, say: Say) -> None:
         """Submit attempt 0 right away (the supervisor would take ~0.5 s more to start)."""
@@ -390,8 +396,13 @@ def interpreter(value: str | None, folder: Path, from_cli: bool) -> str:
             hint="point it at your project's Python, e.g. .venv/bin/python (create the venv first)",
         )
     try:
-        res = subprocess.run([found, "-c", "import sys; print(sys.version_info[0])"],
-                             capture_output=True, text=True, timeout=20, check=False)  # fmt: skip
+        res = subprocess.run(
+            [found, "-c", "import sys; print(sys.version_info[0])"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired) as e:
         raise TauError(f"{where}={value!r} does not run: {e}", exit_code=EXIT_USAGE) from None
     if res.returncode != 0 or res.stdout.strip() != "3":
@@ -408,14 +419,16 @@ def _plan(prepared: PreparedRun, options: SubmitOptions) -> LocalPlan:
     from taugrid.data.store import registry_url
 
     registry = registry_url().removeprefix("file://")
-    env = render.contract_env(prepared.resolved, prepared.meta, data_dir=str(data_root()),
-                              registry_dir=registry)  # fmt: skip
+    env = render.contract_env(
+        prepared.resolved, prepared.meta, data_dir=str(data_root()), registry_dir=registry
+    )
     folder = prepared.loaded.folder.resolve()
     user_env = {e.name: e.value for e in m.runtime.env_items() if e.value is not None}
     # The code folder, then tau's helper (`import tau_run` in any interpreter), then the user's.
     paths_ = (str(folder), str(helper_lib()), user_env.pop("PYTHONPATH", None))
-    env.update({"PYTHONPATH": os.pathsep.join(p for p in paths_ if p), "PYTHONUNBUFFERED": "1",
-                **user_env})  # fmt: skip
+    env.update(
+        {"PYTHONPATH": os.pathsep.join(p for p in paths_ if p), "PYTHONUNBUFFERED": "1", **user_env}
+    )
     if options.ray_pip:
         python = "python"  # Ray puts the env it built first on the driver's PATH
     else:

@@ -220,10 +220,18 @@ def _start(num_gpus: int, say: Callable[[str], None]) -> Head:
     temp_dir = _short_temp_dir()
     log = ray_dir() / "head.log"
     cmd = [
-        ray_cli(), "start", "--head", "--block",
-        f"--node-ip-address={HOST}", f"--port={gcs}",
-        "--include-dashboard=true", f"--dashboard-host={HOST}", f"--dashboard-port={dash}",
-        f"--num-cpus={cpus}", f"--num-gpus={num_gpus}", f"--temp-dir={temp_dir}",
+        ray_cli(),
+        "start",
+        "--head",
+        "--block",
+        f"--node-ip-address={HOST}",
+        f"--port={gcs}",
+        "--include-dashboard=true",
+        f"--dashboard-host={HOST}",
+        f"--dashboard-port={dash}",
+        f"--num-cpus={cpus}",
+        f"--num-gpus={num_gpus}",
+        f"--temp-dir={temp_dir}",
         "--disable-usage-stats",
         # the autoscaler's monitor: a one-node head of fixed size has nothing to scale (saves a
         # process, ~0.5-0.9 CPU-seconds at start and ~90 MiB; measured in docs/local.md)
@@ -234,7 +242,7 @@ def _start(num_gpus: int, say: Callable[[str], None]) -> Head:
         f"--dashboard-agent-grpc-port={ports['dashboard agent gRPC']}",
         f"--runtime-env-agent-port={ports['runtime env agent']}",
         f"--metrics-export-port={ports['metrics export']}",
-    ]  # fmt: skip
+    ]
     env = loopback_env()
     limit = start_timeout()
     for name, port in ports.items():  # taken since it was picked: said now, not after Ray's retries
@@ -249,8 +257,14 @@ def _start(num_gpus: int, say: Callable[[str], None]) -> Head:
     log.parent.mkdir(parents=True, exist_ok=True)
     at = log.stat().st_size if log.exists() else 0  # this start's lines: after here
     with log.open("ab") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env=env, start_new_session=True)  # fmt: skip
+        proc = subprocess.Popen(
+            cmd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        )
     head = Head(
         pid=proc.pid,
         gcs_port=gcs,

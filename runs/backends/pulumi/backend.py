@@ -48,10 +48,15 @@ class PulumiBackend(KubeBackend):
 
         ttl = float(os.environ.get(TTL_ENV) or DEFAULT_TTL_H)
         expires = (datetime.now(UTC) + timedelta(hours=ttl)).isoformat(timespec="seconds")
-        return PulumiHandle(stack=STACK_PREFIX + prepared.run_id, backend_url=backend_url(),
-                            expires_at=expires, namespace=prepared.resolved.namespace,
-                            context=self.kube.context, queue=prepared.resolved.queue,
-                            sent=sent)  # fmt: skip
+        return PulumiHandle(
+            stack=STACK_PREFIX + prepared.run_id,
+            backend_url=backend_url(),
+            expires_at=expires,
+            namespace=prepared.resolved.namespace,
+            context=self.kube.context,
+            queue=prepared.resolved.queue,
+            sent=sent,
+        )
 
     def send(self, run: RunDir, prepared: PreparedRun | None = None) -> None:
         """`pulumi up` of the run's stack (tagged with the run id and its expiry)."""
@@ -70,8 +75,9 @@ class PulumiBackend(KubeBackend):
 
             taurun, *objects = load_all(submitting(run.path).read_text())
         context, taurun = self.kube.context, self.stamped(taurun)
-        eng = _engine(handle.stack, lambda: run_program(taurun, objects, context),
-                      handle.backend_url)  # fmt: skip
+        eng = _engine(
+            handle.stack, lambda: run_program(taurun, objects, context), handle.backend_url
+        )
         eng.set_tags({TAG_RUN: run.run_id, TAG_EXPIRES: handle.expires_at or ""})
         self._sent_owner = True  # a stack may hold part of the run from here on
         eng.up()
@@ -88,9 +94,11 @@ class PulumiBackend(KubeBackend):
         publish_inputs(prepared, say)
         say(f"stack {stack}: creating the run's objects with the Pulumi engine ...")
         self.send(run, prepared)
-        say(f"submitted {prepared.run_id} as stack {stack} (namespace "
+        say(
+            f"submitted {prepared.run_id} as stack {stack} (namespace "
             f"{prepared.resolved.namespace}, queue {prepared.resolved.queue}); the stack is "
-            "destroyed when the run ends")  # fmt: skip
+            "destroyed when the run ends"
+        )
 
     def follow(self, run: RunDir, out: TextIO, err: TextIO, *, transitions: bool = True) -> Phase:
         phase = super().follow(run, out, err, transitions=transitions)
@@ -139,8 +147,9 @@ def gc(runs: list[RunDir], say: Say) -> list[str]:
     for context, group in by_context.items():
         backend = PulumiBackend(context)
         with contextlib.suppress(TauError):
-            for (run, handle), obs in zip(group, backend.observe([r for r, _ in group]),
-                                          strict=True):  # fmt: skip
+            for (run, handle), obs in zip(
+                group, backend.observe([r for r, _ in group]), strict=True
+            ):
                 phase = effective_phase(obs)[0]
                 if phase not in TERMINAL:
                     continue

@@ -8,8 +8,7 @@ from typing import Any
 from taugrid.api.naming import owner_reference
 
 
-def run_program(taurun: dict[str, Any], objects: list[dict[str, Any]],
-                context: str | None) -> None:  # fmt: skip
+def run_program(taurun: dict[str, Any], objects: list[dict[str, Any]], context: str | None) -> None:
     import pulumi
     import pulumi_kubernetes as k8s
 
@@ -22,8 +21,9 @@ def run_program(taurun: dict[str, Any], objects: list[dict[str, Any]],
         # Kueue keeps the workload suspended until it admits it: never wait for it here
         meta["annotations"] = {**meta.get("annotations", {}), "pulumi.com/skipAwait": "true"}
         obj = {**obj, "metadata": meta}
-        return KubeObject(object_name(obj), obj,
-                          pulumi.ResourceOptions(provider=provider, depends_on=depends))  # fmt: skip
+        return KubeObject(
+            object_name(obj), obj, pulumi.ResourceOptions(provider=provider, depends_on=depends)
+        )
 
     owner = resource(taurun, [])
     uid = owner.metadata.apply(lambda m: m["uid"])
