@@ -196,7 +196,7 @@ class ExistingClusterSpec(_Model):
 ClusterSpec = Annotated[AksClusterSpec | ExistingClusterSpec, Field(discriminator="provider")]
 
 
-# --- pools -----------------------------------------------------------------------------------------
+# --- pools ----------------------------------------------------------------------------------------
 class Taint(_Model):
     key: str
     value: str = ""
@@ -270,7 +270,7 @@ class CpuPool(PoolBase):
     pass
 
 
-# --- components ------------------------------------------------------------------------------------
+# --- components -----------------------------------------------------------------------------------
 class ComponentBase(_Model):
     enabled: bool = True
     version: str | None = Field(
@@ -372,7 +372,7 @@ class Components(_Model):
         return CONTROLLER_VERSION if name == "controller" else CHARTS[name].version
 
 
-# --- queues ----------------------------------------------------------------------------------------
+# --- queues ---------------------------------------------------------------------------------------
 Quantity = int | str
 
 
@@ -426,7 +426,7 @@ def _default_priorities() -> list[PriorityClass]:
     ]
 
 
-# --- workspaces ------------------------------------------------------------------------------------
+# --- workspaces -----------------------------------------------------------------------------------
 class Member(_Model):
     kind: Literal["User", "Group", "ServiceAccount"]
     name: str = Field(min_length=1)
@@ -498,7 +498,7 @@ class WorkspaceSpec(_Model):
         return self.namespace or self.name
 
 
-# --- the whole declaration ---------------------------------------------------------------------------
+# --- the whole declaration ------------------------------------------------------------------------
 class WorkspaceFiles(_Model):
     """Each workspace's file server (`tau-files`): its volume, read-only, to its members through
     the API server (progress, metrics, logs, checkpoints and outputs of cluster runs; docs/cluster.md)."""
@@ -936,7 +936,7 @@ def invariants(cfg: PlatformConfig) -> list[Issue]:
     return [issue for rule in RULES for issue in rule(cfg)]
 
 
-# --- derived: pools -> node labels/taints -> profiles ---------------------------------------------------
+# --- derived: pools -> node labels/taints -> profiles ---------------------------------------------
 SPOT_TAINT = Taint(key="kubernetes.azure.com/scalesetpriority", value="spot", effect="NoSchedule")
 GPU_TAINT = Taint(key=C.GPU_TAINT_KEY, value=C.GPU_TAINT_VALUE, effect="NoSchedule")
 

@@ -285,7 +285,7 @@ def kuberay_values(cfg: PlatformConfig) -> dict[str, Any]:
     }
 
 
-# --- TauGrid objects --------------------------------------------------------------------------------
+# --- TauGrid objects ------------------------------------------------------------------------------
 def tau_crds() -> list[dict[str, Any]]:
     return render_crds()
 

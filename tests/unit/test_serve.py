@@ -388,7 +388,7 @@ def test_status_names_the_cause(
     assert words in st.summary, st.summary
 
 
-# --- one change of Ray Serve's config keeps every other application --------------------------------
+# --- one change of Ray Serve's config keeps every other application -------------------------------
 class FakeServe:
     """Ray Serve's REST API as `rayhead._http` sees it: a GET and a PUT of every application."""
 

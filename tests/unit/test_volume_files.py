@@ -240,7 +240,7 @@ def test_a_read_resumes_from_an_offset(volume: Path) -> None:
         assert size == 768 and b"".join(chunks) == b""
 
 
-# --- a cluster run's progress in its status ---------------------------------------------------------
+# --- a cluster run's progress in its status -------------------------------------------------------
 def record(run_id: str) -> RunRecord:
     return RunRecord(
         run_id=run_id,
