@@ -124,6 +124,7 @@ def main() -> int:
                 )
                 versions.append(json.loads(reg.stdout)["version"])
             tau("data", "model", "alias", "set", "iris", "prod", versions[0])
+            from taugrid.host.ports import free_port
             from taugrid.runs.backends.local import rayhead
 
             head = rayhead.ensure_head(num_gpus=0)  # (a `job` run needs none; the warm head)
@@ -136,7 +137,7 @@ def main() -> int:
                 json.dumps(
                     {
                         "proxy_location": "HeadOnly",
-                        "http_options": {"host": "127.0.0.1", "port": rayhead._free_port()},
+                        "http_options": {"host": "127.0.0.1", "port": free_port()},
                         "applications": [
                             {
                                 "name": "plain",

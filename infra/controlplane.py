@@ -20,7 +20,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import tempfile
@@ -31,6 +30,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from taugrid.host.ports import free_port
+from taugrid.host.procs import group_alive
 
 HOST = "127.0.0.1"
 CACHE_ROOT = Path(
@@ -137,12 +139,6 @@ def versions() -> dict[str, str]:
         return {}
     data: dict[str, str] = json.loads((d.parent / "versions.json").read_text())
     return data
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
 
 
 # --- certificates -----------------------------------------------------------------------------
@@ -735,24 +731,6 @@ class ControlPlane:
         from kubernetes.dynamic import DynamicClient
 
         return DynamicClient(self.api_client(who))  # type: ignore[no-untyped-call]
-
-
-def group_alive(pgid: int) -> bool:
-    """Whether any process of the group still runs (zombies do not count)."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-            return True
-    return not Path("/proc").is_dir()
 
 
 def stop_process_groups(pgids: list[int], grace_s: float = 5.0) -> None:

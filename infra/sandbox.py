@@ -78,7 +78,7 @@ def _need_clients() -> None:
 
 def component_status(state: State) -> list[dict[str, Any]]:
     """Each component: running or not (and why not), with its process group."""
-    from taugrid.infra.controlplane import group_alive
+    from taugrid.host.procs import group_alive
 
     rows = [
         {"component": name, "running": group_alive(pid), "pid": pid}

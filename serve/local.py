@@ -30,6 +30,7 @@ from typing import Any
 from taugrid.api import serve as S
 from taugrid.api.errors import EXIT_PLATFORM, EXIT_USAGE, TauError
 from taugrid.api.manifest import DEFAULT_REQUEST_TIMEOUT_S
+from taugrid.host.ports import free_port, port_free
 from taugrid.runs.backends.local import rayhead
 from taugrid.runs.paths import tau_home
 from taugrid.serve.status import Observed
@@ -212,7 +213,7 @@ class LocalServe:
         return self.head.dashboard + API
 
     def _alive(self) -> bool:
-        from taugrid.runs.backends.local.procs import pid_alive
+        from taugrid.host.procs import pid_alive
 
         return self.head is not None and pid_alive(self.head.pid)
 
@@ -275,8 +276,8 @@ class LocalServe:
                     hint="omit --port (each service has its own route prefix on that port)",
                 )
             if port is None:
-                port = want_port or rayhead._free_port()
-                if not rayhead.port_free(port):
+                port = want_port or free_port()
+                if not port_free(port):
                     raise TauError(
                         f"port {port} on {HOST} is in use",
                         exit_code=EXIT_PLATFORM,

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from taugrid.host.ports import free_port
+
 ROOT = Path(__file__).resolve().parents[1]
 AZURITE = ROOT / "e2e" / "azurite" / "node_modules" / ".bin" / "azurite-blob"
 # Azurite's well-known development account (public, documented by Microsoft; not a secret).
@@ -27,18 +29,12 @@ def connection_string(port: int, key: str = KEY) -> str:
     )
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="session")
 def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     """The port of a running Azurite blob service."""
     if not AZURITE.exists():
         pytest.skip("Azurite is not installed: `make azurite` (make test does it)")
-    port = _free_port()
+    port = free_port()
     folder = tmp_path_factory.mktemp("azurite")
     log = (folder / "azurite.log").open("wb")
     proc = subprocess.Popen(

@@ -14,7 +14,8 @@ from conftest import EXAMPLES, TAU
 from conftest import run_tau as tau
 from kubekit import wait_until
 
-from taugrid.infra.controlplane import binaries_dir, group_alive
+from taugrid.host.procs import group_alive
+from taugrid.infra.controlplane import binaries_dir
 
 pytestmark = pytest.mark.e2e
 

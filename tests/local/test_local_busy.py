@@ -158,13 +158,13 @@ def test_a_taken_port_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     held.bind(("127.0.0.1", 0))
     held.listen()
     port = held.getsockname()[1]
-    real, calls = rayhead._free_port, []
+    real, calls = rayhead.free_port, []
 
     def free_port() -> int:
         calls.append(1)
         return port if len(calls) == 2 else real()  # the dashboard's, taken meanwhile
 
-    monkeypatch.setattr(rayhead, "_free_port", free_port)
+    monkeypatch.setattr(rayhead, "free_port", free_port)
     try:
         with pytest.raises(TauError) as e:
             rayhead.ensure_head(0)

@@ -31,6 +31,7 @@ from taugrid.api.data import (
 )
 from taugrid.api.errors import TauError
 from taugrid.data.store import Conflict, FileStore, Store, open_store
+from taugrid.host.ports import free_port
 
 WHO = Created(by="alice@lab", at="2026-12-01T12:00:00Z", host="lab")
 
@@ -750,14 +751,6 @@ def test_a_cluster_run_copies_its_inputs_into_the_workspace_registry(
 
 
 # --- az:// failures: exit 4 with what to do, no traceback ----------------------------------------
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.parametrize("case", ["wrong key", "no container", "down", "bad url"])
 def test_an_unusable_azure_store_says_what_to_do(
     case: str, azurite: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -771,7 +764,7 @@ def test_an_unusable_azure_store_says_what_to_do(
     elif case == "no container":
         url = f"az://{ACCOUNT}/nosuchcontainer"
     elif case == "down":
-        port = _free_port()
+        port = free_port()
     else:
         url = "az://onlyaccount"
     monkeypatch.setenv(

@@ -27,6 +27,7 @@ from taugrid.api.manifest import Manifest
 from taugrid.api.observations import Observations, RunProgress
 from taugrid.api.profiles import ProfileSnapshot, WorkerSize, WorkloadProfile, WorkspaceRef
 from taugrid.api.vocabulary import TERMINAL, Phase, TerminationReason
+from taugrid.host.procs import pid_alive
 from taugrid.runs.backends.base import Backend, Say, SubmitOptions, Template
 from taugrid.runs.backends.local import procs, rayhead
 from taugrid.runs.backends.local.plan import LocalPlan
@@ -275,7 +276,7 @@ class LocalBackend(Template):
         if rec.phase in TERMINAL:
             return False
         h = rec.local
-        if procs.pid_alive(h.supervisor_pid):
+        if pid_alive(h.supervisor_pid):
             say(f"{run.run_id} has its supervisor (pid {h.supervisor_pid}); following it")
             return True
         alive = procs.run_processes(run.run_id, h.process_group)
@@ -305,7 +306,7 @@ class LocalBackend(Template):
         """Stop a run: its supervisor stops it and records the end; without one, what it left
         behind (the Ray job, every process of the run) is stopped here."""
         h = run.read_record().local
-        if procs.pid_alive(h.supervisor_pid):
+        if pid_alive(h.supervisor_pid):
             assert h.supervisor_pid is not None
             os.kill(h.supervisor_pid, signal.SIGTERM)
             deadline = time.monotonic() + wait_s
@@ -456,7 +457,7 @@ def _plan(prepared: PreparedRun, options: SubmitOptions) -> LocalPlan:
 
 def _observe(rd: RunDir, now: float) -> Observations:
     rec = rd.read_record()
-    alive = None if rec.phase in TERMINAL else procs.pid_alive(rec.local.supervisor_pid)
+    alive = None if rec.phase in TERMINAL else pid_alive(rec.local.supervisor_pid)
     # Without its supervisor, a run may still be running: count what is left of it.
     orphans = len(procs.run_processes(rec.run_id, rec.local.process_group)) if alive is False else 0
     # what the record says of its progress: the same function reads a cluster run's on its volume

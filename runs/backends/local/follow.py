@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import TextIO
 
 from taugrid.api.vocabulary import TERMINAL, Phase
+from taugrid.host.procs import pid_alive
 from taugrid.runs.backends.local import procs
 from taugrid.runs.evidence import RunDir
 
@@ -69,7 +70,7 @@ def follow(
                         f"[{ev.phase.lower()}]" + (f" ({ev.reason})" if ev.reason else "") + "\n"
                     )
             return rec.phase
-        if rec.local.supervisor_pid and not procs.pid_alive(rec.local.supervisor_pid):
+        if rec.local.supervisor_pid and not pid_alive(rec.local.supervisor_pid):
             rec = rd.read_record()
             if rec.phase not in TERMINAL:
                 drain()

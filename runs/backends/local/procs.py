@@ -18,54 +18,11 @@ import os
 import signal
 import time
 from collections.abc import Iterable
-from pathlib import Path
 
 from taugrid.api import constants as C
+from taugrid.host.procs import PROC, group_members, pid_alive
 
-PROC = Path("/proc")
 POLL_S = 0.05
-
-
-def pid_alive(pid: int | None) -> bool:
-    """Running (zombies are dead: they only wait for their parent to reap them)."""
-    return bool(pid) and _alive(int(pid or 0))
-
-
-def group_alive(pgid: int) -> bool:
-    """Whether any process of the group still runs (zombies do not count)."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return bool(_group_members(pgid)) if PROC.is_dir() else True
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-
-
-def _group_members(pgid: int) -> list[int]:
-    out = []
-    for stat in PROC.glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text(errors="replace").rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-            out.append(int(stat.parent.name))
-    return out
 
 
 def run_processes(run_id: str, pgid: int | None = None, exclude: Iterable[int] = ()) -> list[int]:
@@ -91,10 +48,10 @@ def run_processes(run_id: str, pgid: int | None = None, exclude: Iterable[int] =
             env = (entry / "environ").read_bytes()
         except OSError:  # gone, or not ours to read
             continue
-        if marker in env.split(b"\0") and _alive(pid):
+        if marker in env.split(b"\0") and pid_alive(pid):
             found.add(pid)
     if pgid is not None:
-        found.update(p for p in _group_members(pgid) if p not in skip)
+        found.update(p for p in group_members(pgid) if p not in skip)
     return sorted(found)
 
 

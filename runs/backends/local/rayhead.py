@@ -15,7 +15,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from taugrid.api.errors import EXIT_PLATFORM, EXIT_USAGE, TauError, missing_extra
-from taugrid.runs.backends.local.procs import group_alive, pid_alive
+from taugrid.host.ports import free_port, listens, port_free
+from taugrid.host.procs import group_alive, pid_alive
 from taugrid.runs.paths import tau_home, write_atomic
 
 HOST = "127.0.0.1"
@@ -108,12 +108,6 @@ def ray_cli() -> str:
     if not found:
         raise missing_extra("local", "Ray (the local backend runs rayjobs on it)")
     return found
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
 
 
 def _http(method: str, url: str, body: dict[str, Any] | None = None, timeout: float = 10.0) -> Any:
@@ -208,13 +202,13 @@ def ensure_head(num_gpus: int, say: Callable[[str], None] = lambda _m: None) -> 
 def _start(num_gpus: int, say: Callable[[str], None]) -> Head:
     cpus = max(2, os.cpu_count() or 2)
     ports = {
-        "GCS": _free_port(),
-        "dashboard": _free_port(),
-        "Ray client server": _free_port(),
-        "dashboard agent": _free_port(),
-        "dashboard agent gRPC": _free_port(),
-        "runtime env agent": _free_port(),
-        "metrics export": _free_port(),
+        "GCS": free_port(),
+        "dashboard": free_port(),
+        "Ray client server": free_port(),
+        "dashboard agent": free_port(),
+        "dashboard agent gRPC": free_port(),
+        "runtime env agent": free_port(),
+        "metrics export": free_port(),
     }
     gcs, dash, agent = ports["GCS"], ports["dashboard"], ports["dashboard agent"]
     temp_dir = _short_temp_dir()
@@ -277,7 +271,7 @@ def _start(num_gpus: int, say: Callable[[str], None]) -> Head:
     )
 
     stages: list[tuple[str, Callable[[], bool]]] = [
-        ("GCS", lambda: _listens(gcs)),
+        ("GCS", lambda: listens(gcs)),
         (
             "raylet",
             lambda: _made_since(
@@ -285,7 +279,7 @@ def _start(num_gpus: int, say: Callable[[str], None]) -> Head:
             ),
         ),
         ("dashboard", lambda: healthy(head, timeout=2.0)),
-        ("job agent", lambda: _listens(agent)),
+        ("job agent", lambda: listens(agent)),
     ]
     watched: dict[str, int] = {}  # the head's servers seen up: one that dies fails the start
 
@@ -401,23 +395,6 @@ def _made_since(path: Path, t: float) -> bool:
         return os.stat(path).st_mtime >= t - 1.0
     except OSError:
         return False
-
-
-def port_free(port: int) -> bool:
-    """Nothing holds 127.0.0.1:`port` (it can be bound now)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind((HOST, port))
-        except OSError:
-            return False
-        return True
-
-
-def _listens(port: int) -> bool:
-    """Something accepts connections on 127.0.0.1:`port`."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.settimeout(1.0)
-        return s.connect_ex((HOST, port)) == 0
 
 
 def _died(

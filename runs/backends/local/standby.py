@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from taugrid.api import naming
+from taugrid.host.procs import pid_alive
 from taugrid.runs import paths
-from taugrid.runs.backends.local import procs, rayhead
+from taugrid.runs.backends.local import rayhead
 
 STANDBY_PREFIX = "tau-standby"
 STANDBY_START_S = 120.0  # a submitted standby that has not announced itself by then is lost
@@ -65,7 +66,7 @@ def _pid_of(ready: Path) -> int | None:
 def standby_count(head: rayhead.Head) -> int:
     """Live standbys of the head (ready to be claimed)."""
     d = standby_dir(head)
-    return sum(procs.pid_alive(_pid_of(r)) for r in d.glob("*.ready")) if d.is_dir() else 0
+    return sum(pid_alive(_pid_of(r)) for r in d.glob("*.ready")) if d.is_dir() else 0
 
 
 def claim_standby(head: rayhead.Head, run_dir: Path) -> Claim | None:
@@ -74,7 +75,7 @@ def claim_standby(head: rayhead.Head, run_dir: Path) -> Claim | None:
         return None
     d = standby_dir(head)
     for ready in sorted(d.glob("*.ready")) if d.is_dir() else []:
-        if not procs.pid_alive(_pid_of(ready)):
+        if not pid_alive(_pid_of(ready)):
             ready.unlink(missing_ok=True)  # its job is gone (stopped, or the head was)
             continue
         sub_id = ready.name.removesuffix(".ready")
@@ -93,7 +94,7 @@ def ensure_standby(head: rayhead.Head) -> str | None:
         return None
     d = standby_dir(head)
     d.mkdir(parents=True, exist_ok=True)
-    if any(procs.pid_alive(_pid_of(r)) for r in d.glob("*.ready")):
+    if any(pid_alive(_pid_of(r)) for r in d.glob("*.ready")):
         return None
     now = time.time()
     for sub in d.glob("*.submitted"):
