@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from azuritekit import azurite  # noqa: F401  (the az:// registry tests' Azurite)
+from datakit import store  # noqa: F401  (a registry test on the file store and on Azurite)
 from localkit import example_copy, project, tau  # noqa: F401  (fixtures for test_local_*.py)
 
 if TYPE_CHECKING:

@@ -56,3 +56,25 @@ def test_model_fields_use_the_cheap_list_factory() -> None:
         if p.name != "defaults.py" and "default_factory=list" in p.read_text()
     ]
     assert slow == [], f"use default_factory=new_list in {slow}"
+
+
+def test_no_test_module_imports_another() -> None:
+    """Tests share helpers through kits (tests/*kit.py, conftest), never by importing another
+    test module: a test module's collection would then run the other's module code and
+    fixtures, and moving a test would break an unrelated one."""
+    found = []
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            found += [
+                f"{path.relative_to(ROOT)}: {n}"
+                for n in names
+                if n.split(".")[-1].startswith("test_") or n.startswith("tests.")
+            ]
+    assert found == []

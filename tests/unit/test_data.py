@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 from conftest import run_tau
+from datakit import WHO, tree
 
 from taugrid.api.data import (
-    Created,
     FileEntry,
     VersionRecord,
     check_path,
@@ -32,29 +32,6 @@ from taugrid.api.data import (
 from taugrid.api.errors import TauError
 from taugrid.data.store import Conflict, FileStore, Store, open_store
 from taugrid.host.ports import free_port
-
-WHO = Created(by="alice@lab", at="2026-12-01T12:00:00Z", host="lab")
-
-
-def tree(root: Path, files: dict[str, bytes]) -> Path:
-    for rel, data in files.items():
-        p = root / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_bytes(data)
-    return root
-
-
-@pytest.fixture(params=["file", "azure"])
-def store(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Store:
-    """Each store test runs on the file store and on Azure Blob Storage (Azurite, 127.0.0.1)."""
-    cache = tmp_path / "cache" / "stat"
-    if request.param == "file":
-        return FileStore(tmp_path / "registry", cache)
-    from azuritekit import connection_string, new_container
-
-    port = request.getfixturevalue("azurite")
-    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", connection_string(port))
-    return open_store(new_container(port), cache)
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_data import WHO, store, tree  # noqa: F401  (store: the file and Azurite stores)
+from datakit import WHO, tree
 
 from taugrid.api.errors import TauError
 from taugrid.data import pack
@@ -410,7 +410,7 @@ def test_a_reader_that_saw_the_end_waits_for_the_seal_not_a_clock(tmp_path: Path
     t.join(30)
 
 
-def test_repair_restores_a_damaged_file_on_every_store(store: Store, tmp_path: Path) -> None:  # noqa: F811
+def test_repair_restores_a_damaged_file_on_every_store(store: Store, tmp_path: Path) -> None:
     """The file store and Azure Blob Storage (Azurite): verify names the damaged file, repair
     from the intact source restores it, verify passes."""
     src = tree(tmp_path / "src", {"w.bin": b"w" * BIG, "x.txt": b"x"})

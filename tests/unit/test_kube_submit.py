@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from conftest import EXAMPLES, PROFILES
+from conftest import EXAMPLES
+from fakekit import prepared, tau_cluster
 
 from taugrid.api.errors import TauError
 from taugrid.api.evidence import KubeHandle
@@ -25,21 +25,8 @@ from taugrid.runs.backends.base import SubmitOptions
 from taugrid.runs.backends.kube.backend import SUBMITTING, KubeBackend, adopt_remote
 from taugrid.runs.codebundle import HELPER_MODULES
 from taugrid.runs.evidence import RunDir
-from taugrid.runs.prepare import PreparedRun, RunRequest
+from taugrid.runs.prepare import RunRequest
 from taugrid.runs.render import is_shared
-
-
-def tau_cluster() -> dict[str, Any]:
-    snap = yaml.safe_load(PROFILES.read_text())
-    return {
-        "metadata": {"name": "cluster"},
-        "spec": {
-            "stack": snap["cluster"],
-            "defaultWorkspace": snap["defaultWorkspace"],
-            "workspaces": snap["workspaces"],
-            "workloadProfiles": snap["profiles"],
-        },
-    }
 
 
 @pytest.fixture
@@ -51,14 +38,6 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 def fake() -> FakeKube:
     return FakeKube({"TauCluster": [tau_cluster()]})
-
-
-def prepared(backend: KubeBackend, tmp_path: Path, **kw: Any) -> PreparedRun:
-    project = tmp_path / "project"
-    if not project.exists():
-        shutil.copytree(EXAMPLES / "batch-job", project)
-    loaded = load.load_manifest(str(project))
-    return backend.prepare(RunRequest(loaded, workspace="research", **kw))
 
 
 def status_of(backend: KubeBackend, rd: RunDir) -> Any:

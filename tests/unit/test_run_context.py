@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_kube_submit import prepared, tau_cluster
+from fakekit import prepared, tau_cluster
 
 from taugrid.api.errors import TauError
 from taugrid.api.vocabulary import Phase

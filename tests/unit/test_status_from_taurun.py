@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_kube_observe import cluster_objects, observe_with
+from fakekit import cluster_objects, observe_with
 
 from taugrid.api import constants as C
 from taugrid.api.kubetime import k8s_time
