@@ -12,7 +12,7 @@ import copy
 import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -291,6 +291,26 @@ class CrdType:
 
 
 AGE = ("Age", "date", ".metadata.creationTimestamp")
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def read_status(cls: type[M], raw: Any) -> tuple[M | None, str | None]:
+    """An object's status (or spec) as its model: (the model, None), or (None, why it cannot be
+    read: the first problem pydantic found, with its path), e.g. a status written by a newer
+    controller. No status at all is (None, None). The one place a cluster object's status is
+    read into its model."""
+    if not raw:
+        return None, None
+    try:
+        return cls.model_validate(raw), None
+    except ValueError as e:
+        errors: list[Any] = list(getattr(e, "errors", list)())
+        if errors:
+            where = ".".join(str(p) for p in errors[0].get("loc") or ()) or "status"
+            return None, f"{where}: {errors[0].get('msg')}"
+        return None, str(e)
 
 
 def escape_key(key: str) -> str:

@@ -25,6 +25,7 @@ from taugrid.api.crds import (
     TauQuotaRequestStatus,
     TauWorkspaceSpec,
     TauWorkspaceStatus,
+    read_status,
 )
 from taugrid.api.kubetime import k8s_time, parse_k8s_time
 from taugrid.api.platform import RemediationConfig
@@ -314,10 +315,8 @@ def signature(body: Mapping[str, Any]) -> str:
 # --- small readers --------------------------------------------------------------------------
 def model(cls: Any, raw: Any) -> Any:
     """A status model from an object's raw status (an unreadable one: empty)."""
-    try:
-        return cls.model_validate(raw or {})
-    except ValueError:
-        return cls()
+    got, _ = read_status(cls, raw)
+    return got if got is not None else cls()
 
 
 def profiles_of(cluster: Mapping[str, Any] | None) -> list[WorkloadProfile]:

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from taugrid.api import constants as C
-from taugrid.api.crds import TauRunStatus
+from taugrid.api.crds import TauRunStatus, read_status
 from taugrid.api.evidence import RunRecord
 from taugrid.api.kubetime import k8s_time
 from taugrid.api.observations import ClusterFacts, PodFact
@@ -51,13 +51,7 @@ def node_problems(items: list[dict[str, Any]] | None) -> tuple[dict[str, list[st
 
 def recorded_status(taurun: dict[str, Any]) -> TauRunStatus | None:
     """TauRun.status as the controller wrote it (None: none yet, or not ours to read)."""
-    raw = taurun.get("status")
-    if not raw:
-        return None
-    try:
-        return TauRunStatus.model_validate(raw)
-    except ValueError:
-        return None
+    return read_status(TauRunStatus, taurun.get("status"))[0]
 
 
 def heartbeat_of(tau_cluster: dict[str, Any] | None) -> str | None:

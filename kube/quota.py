@@ -12,7 +12,7 @@ import secrets
 from typing import TYPE_CHECKING, Any, Literal
 
 from taugrid.api import constants as C
-from taugrid.api.crds import TauQuotaRequestSpec, TauQuotaRequestStatus
+from taugrid.api.crds import TauQuotaRequestSpec, TauQuotaRequestStatus, read_status
 from taugrid.api.errors import EXIT_PLATFORM, EXIT_USAGE, TauError
 from taugrid.api.kubetime import k8s_time
 from taugrid.api.profiles import ProfileSnapshot, WorkloadProfile, WorkspaceRef
@@ -130,10 +130,7 @@ def list_requests(kube: KubeAPI, namespaces: list[str] | None) -> list[dict[str,
 
 def row(obj: dict[str, Any]) -> dict[str, Any]:
     spec = TauQuotaRequestSpec.model_validate(obj.get("spec") or {})
-    try:
-        st = TauQuotaRequestStatus.model_validate(obj.get("status") or {})
-    except ValueError:
-        st = TauQuotaRequestStatus()
+    st = read_status(TauQuotaRequestStatus, obj.get("status"))[0] or TauQuotaRequestStatus()
     d = st.decision
     return {
         "name": obj["metadata"]["name"],

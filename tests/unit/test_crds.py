@@ -279,3 +279,24 @@ def test_a_map_kept_as_sent_has_no_schema_for_its_values(
     for node in _nodes(crds[idx]["spec"]["versions"][0]["schema"]):
         if node.get("x-kubernetes-preserve-unknown-fields"):
             assert "additionalProperties" not in node, node
+
+
+def test_a_status_is_read_into_its_model_or_says_why_not() -> None:
+    """One reader of a cluster object's status: a good one is its model; one written by
+    another version of the controller (a phase this one does not know) says where it is wrong;
+    none at all is neither. Each reader of TauRun and TauQuotaRequest statuses uses it."""
+    from taugrid.api.crds import TauQuotaRequestStatus, TauRunStatus, read_status
+    from taugrid.controller.decide import model
+    from taugrid.kube.facts import recorded_status
+
+    good = {"phase": "Running", "attempt": 1}
+    st, why = read_status(TauRunStatus, good)
+    assert why is None and st is not None and st.phase == "Running" and st.attempt == 1
+    st, why = read_status(TauRunStatus, {"phase": "Hibernating"})
+    assert st is None and why is not None and why.startswith("phase:"), why
+    assert read_status(TauRunStatus, None) == (None, None)
+    assert read_status(TauRunStatus, {}) == (None, None)
+    assert recorded_status({"status": {"phase": "Hibernating"}}) is None
+    assert recorded_status({"status": good}) == read_status(TauRunStatus, good)[0]
+    odd = model(TauQuotaRequestStatus, {"phase": "Sleeping", "clusterQueue": "gpu"})
+    assert odd == TauQuotaRequestStatus()  # unreadable: none of it, not a part
