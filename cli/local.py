@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import typer
 
 from taugrid.cli.options import JsonOpt, ReportFormat
@@ -19,30 +17,15 @@ app = typer.Typer(
 @app.command("status")
 def local_status(output: JsonOpt = ReportFormat.text) -> None:
     """Is the local Ray head running, and where."""
-    import time
+    from taugrid.client import local
 
-    from taugrid.runs.backends.local import rayhead, standby
-
-    head = rayhead.read_head()
-    up = bool(head and rayhead.healthy(head))
-    doc: dict[str, Any] = {"running": up}
-    if head and up:
-        doc.update(
-            pid=head.pid,
-            address=head.address,
-            dashboard=head.dashboard,
-            cpus=head.num_cpus,
-            gpus=head.num_gpus,
-            uptime_s=round(time.time() - head.started_at),
-            standby_ready=standby.standby_count(head),
-        )
+    head = local.status()
     if output is ReportFormat.json:
-        out(dump_json(doc))
-    elif up:
-        assert head is not None
+        out(dump_json(head.as_json()))
+    elif head.running:
         out(
-            f"running: pid {head.pid}, {head.address}, dashboard {head.dashboard}, up {doc['uptime_s']}s"
-            f"\nstandby jobs ready for the next run: {doc['standby_ready']}"
+            f"running: pid {head.pid}, {head.address}, dashboard {head.dashboard}, "
+            f"up {head.uptime_s}s\nstandby jobs ready for the next run: {head.standby_ready}"
         )
     else:
         out("not running (the next local rayjob starts it)")
@@ -53,52 +36,34 @@ def local_start(output: JsonOpt = ReportFormat.text) -> None:
     """Start the local Ray head now (the first local run or service otherwise starts it),
     showing each stage as it comes up; the running one is kept. A busy machine may need
     longer than the default 600 s: TAU_LOCAL_START_TIMEOUT (seconds)."""
-    import time
-
     from taugrid.cli.output import say
-    from taugrid.runs.backends.local import rayhead
-    from taugrid.runs.backends.local.backend import detect_gpus
+    from taugrid.client import local
 
-    before = rayhead.read_head()
-    was_up = bool(before and rayhead.healthy(before))
-    t0 = time.monotonic()
-    head = rayhead.ensure_head(num_gpus=detect_gpus(), say=say)
-    doc: dict[str, Any] = {
-        "started": not was_up,
-        "pid": head.pid,
-        "address": head.address,
-        "dashboard": head.dashboard,
-        "cpus": head.num_cpus,
-        "gpus": head.num_gpus,
-        "took_s": round(time.monotonic() - t0, 1),
-    }
+    got = local.start(say)
+    head = got.head
     if output is ReportFormat.json:
+        doc = {"started": got.started, **head.as_json(), "took_s": got.took_s}
+        doc.pop("running", None)
         out(dump_json(doc))
-    elif was_up:
+    elif not got.started:
         out(f"already running: pid {head.pid}, {head.address}, dashboard {head.dashboard}")
     else:
-        out(
-            f"started in {doc['took_s']}s: pid {head.pid}, {head.address}, dashboard {head.dashboard}"
-        )
+        out(f"started in {got.took_s}s: pid {head.pid}, {head.address}, dashboard {head.dashboard}")
 
 
 @app.command("stop")
 def local_stop() -> None:
     """Stop the local Ray head (runs on it are stopped too)."""
-    from taugrid.runs.backends.local import rayhead
+    from taugrid.client import local
 
-    head = rayhead.stop_head()
+    got = local.stop()
     out(
-        f"stopped the local Ray head (pid {head.pid})"
-        if head
+        f"stopped the local Ray head (pid {got.pid})"
+        if got.pid
         else "the local Ray head was not running"
     )
-    if head:
-        from taugrid.client import serve
-
-        names = serve.local_services()
-        if names:
-            out(
-                f"its services stopped too: {', '.join(names)} (`tau serve rollout NAME` puts one "
-                "back on a new head; `tau serve delete NAME` forgets it)"
-            )
+    if got.services:
+        out(
+            f"its services stopped too: {', '.join(got.services)} (`tau serve rollout NAME` "
+            "puts one back on a new head; `tau serve delete NAME` forgets it)"
+        )

@@ -40,7 +40,7 @@ def dump_json(obj: Any) -> str:
 
 
 def dump_yaml_docs(objs: list[dict[str, Any]]) -> str:
-    from taugrid.runs.yamlio import dump_all
+    from taugrid.api.yamlio import dump_all
 
     return dump_all(objs)
 

@@ -68,8 +68,8 @@ def platform_diff(
 @app.command("snapshot")
 def platform_snapshot(stack: StackOpt, stacks_dir: StacksDirOpt = None) -> None:
     """The stack's workload profiles as a snapshot file for `tau run render --profiles`."""
+    from taugrid.api.yamlio import dump
     from taugrid.client import platform
-    from taugrid.runs.yamlio import dump
 
     out(dump(platform.snapshot(stack, stacks_dir)))
 

@@ -40,7 +40,7 @@ from taugrid.cli.output import (
 )
 
 if TYPE_CHECKING:
-    from taugrid.runs.evidence import RunDir
+    from taugrid.client.runs import RunDir
 
 
 class _RunGroup(LazyGroup):
@@ -58,30 +58,6 @@ app = typer.Typer(
     help="Validate, render and submit runs. `tau run FILE` submits; `tau run FILE --dry-run` renders.",
     no_args_is_help=True,
 )
-
-
-def _render_objects(
-    file: str | None,
-    profiles: Any,
-    workspace: str | None,
-    profile: str | None,
-    run_id: str | None,
-) -> list[dict[str, Any]]:
-    from taugrid.runs import load
-    from taugrid.runs.prepare import RunRequest, prepare
-
-    loaded = load.load_manifest(file)
-    if profiles is None:
-        raise TauError(
-            "rendering for a cluster needs the cluster's workload profiles",
-            hint="pass --profiles FILE (a TauWorkloadProfileSnapshot, e.g. examples/profiles.yaml)",
-        )
-    request = RunRequest(loaded, workspace=workspace, profile=profile, run_id=run_id)
-    prepared = prepare(request, load.load_snapshot(profiles))
-    note = prepared.bundle.left_out_summary()
-    if note:
-        say(f"note: {note}")
-    return prepared.objects()
 
 
 @app.command("validate")
@@ -157,7 +133,11 @@ def run_render(
     output: RenderOutOpt = RenderFormat.yaml,
 ) -> None:
     """Print the exact Kubernetes objects a run would submit (nothing is sent)."""
-    objs = _render_objects(file, profiles, workspace, profile, run_id)
+    from taugrid.client import runs
+
+    objs = runs.render(
+        file, profiles=profiles, workspace=workspace, profile=profile, run_id=run_id, say=say
+    )
     out(object_list(objs, output is RenderFormat.json))
 
 
@@ -174,10 +154,9 @@ def _attach(
     """Follow a run to its end; Ctrl-C detaches (the run goes on)."""
     from taugrid.api.vocabulary import TERMINAL, Phase
     from taugrid.client import runs
-    from taugrid.runs.backends.base import Follows
 
     sys.stderr.write(f"run {rd.run_id}\n")
-    if detach or not isinstance(runs.backend_of(rd, context, note), Follows):
+    if detach or not runs.follows(rd, context, note):
         out(rd.run_id)
         return
     try:
@@ -231,9 +210,7 @@ def run_submit(
         python=python,
         say=say,
     )
-    from taugrid.runs.evidence import RunDir
-
-    _attach(RunDir(got.evidence), detach)
+    _attach(got.run_dir, detach)
 
 
 def _status_exit(phase: str) -> None:
@@ -390,9 +367,7 @@ def run_resume(
     from taugrid.client import runs
 
     got = runs.resume(run, context=context, ray_pip=ray_pip, python=python, say=say)
-    from taugrid.runs.evidence import RunDir
-
-    _attach(RunDir(got.evidence), detach, context)
+    _attach(got.run_dir, detach, context)
 
 
 @app.command("verify")
@@ -519,10 +494,9 @@ def run_pull(
 def run_gc(output: JsonOpt = ReportFormat.text) -> None:
     """Destroy the Pulumi stacks of runs that ended (--target pulumi), and every expired run
     stack; their evidence stays."""
-    from taugrid.runs.backends.pulumi.backend import gc
-    from taugrid.runs.index import list_runs
+    from taugrid.client import runs
 
-    gone = gc(list_runs(), say)
+    gone = runs.gc(say)
     out(
         dump_json({"destroyed": gone})
         if output is ReportFormat.json

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from taugrid.api.errors import TauError
 
 if TYPE_CHECKING:
-    from taugrid.client import cluster, data, platform, quota, runs, serve
+    from taugrid.client import cluster, data, local, platform, quota, runs, serve
     from taugrid.client.cluster import profiles, workspaces
     from taugrid.client.runs import (
         Artifacts,
@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 
 # Each name is imported when first used (PEP 562): `from taugrid.client import data` (the CLI's
 # `tau data`) does not load the platform, quota and cluster modules too.
-_MODULES = ("cluster", "data", "platform", "quota", "runs", "serve")
+_MODULES = ("cluster", "data", "local", "platform", "quota", "runs", "serve")
 _FROM = {"profiles": "cluster", "workspaces": "cluster", "list": "runs"}
 
 
@@ -93,6 +93,7 @@ __all__ = [
     "follow",
     "list",
     "list_runs",
+    "local",
     "logs",
     "metrics",
     "platform",

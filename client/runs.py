@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from taugrid.api.evidence import RunRecord
     from taugrid.api.vocabulary import Phase, RunStatus
     from taugrid.runs.backends.base import Backend
-    from taugrid.runs.evidence import RunDir
+    from taugrid.runs.evidence import RunDir as RunDir  # (a run's evidence folder: the CLI's type)
     from taugrid.runs.pull import Pulled, RecordSource
 
 Say = Callable[[str], None]
@@ -41,6 +41,13 @@ class Submitted:
     @property
     def run_id(self) -> str:
         return self.record.run_id
+
+    @property
+    def run_dir(self) -> RunDir:
+        """Its evidence folder on this machine (what `follow`, `wait` and `follows` take)."""
+        from taugrid.runs.evidence import RunDir
+
+        return RunDir(self.evidence)
 
 
 def _backend(target: str | None, context: str | None, say: Say) -> Backend:
@@ -78,6 +85,51 @@ def submit(
     options = base.SubmitOptions(strict=strict, ray_pip=ray_pip, python=python)
     rd = backend.submit(prepared, options, say)
     return Submitted(rd.read_record(), rd.path)
+
+
+def render(
+    file: str | Path | None = None,
+    *,
+    profiles: str | Path | None,
+    workspace: str | None = None,
+    profile: str | None = None,
+    run_id: str | None = None,
+    say: Say = _quiet,
+) -> list[dict[str, Any]]:
+    """The Kubernetes objects `submit --target kube` would send for a tau.yaml, placed by a
+    profile snapshot (a TauWorkloadProfileSnapshot file); nothing is sent. What the code bundle
+    leaves out is said through `say`."""
+    from taugrid.runs import load
+    from taugrid.runs.prepare import RunRequest, prepare
+
+    loaded = load.load_manifest(None if file is None else str(file))
+    if profiles is None:
+        raise TauError(
+            "rendering for a cluster needs the cluster's workload profiles",
+            hint="pass --profiles FILE (a TauWorkloadProfileSnapshot, e.g. examples/profiles.yaml)",
+        )
+    request = RunRequest(loaded, workspace=workspace, profile=profile, run_id=run_id)
+    prepared = prepare(request, load.load_snapshot(profiles))
+    note = prepared.bundle.left_out_summary()
+    if note:
+        say(f"note: {note}")
+    return prepared.objects()
+
+
+def follows(rd: RunDir, context: str | None = None, say: Say = _quiet) -> bool:
+    """Whether the run's target can follow it to its end (`follow`); else it is looked at."""
+    from taugrid.runs.backends.base import Follows
+
+    return isinstance(backend_of(rd, context, say), Follows)
+
+
+def gc(say: Say = _quiet) -> list[str]:
+    """Destroy the Pulumi stacks of runs that ended (`--target pulumi`) and every expired run
+    stack; their evidence stays. The stacks destroyed."""
+    from taugrid.runs.backends.pulumi.backend import gc as pulumi_gc
+    from taugrid.runs.index import list_runs as recorded
+
+    return pulumi_gc(recorded(), say)
 
 
 @dataclass(frozen=True)

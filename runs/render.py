@@ -18,11 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from taugrid.api import constants as C
-from taugrid.api import naming
+from taugrid.api import naming, yamlio
 from taugrid.api.manifest import TORCHRUN_PORT, Manifest
 from taugrid.api.quantity import format_memory
 from taugrid.api.vocabulary import ResolvedInput
-from taugrid.runs import yamlio
 from taugrid.runs.codebundle import CodeBundle, helpers_digest, text_of
 from taugrid.runs.resolve import Resolved
 

@@ -100,7 +100,7 @@ def test_an_interrupted_submission_kept_by_an_older_tau_is_sent_all_the_same(
     """The objects kept until the cluster has them are JSON lines now (the YAML emitter cost a
     submission ~3 ms); a run an older tau recorded (YAML, under the old name) is still sent by
     attach, and both are the same objects."""
-    from taugrid.runs.yamlio import dump_all, load_all
+    from taugrid.api.yamlio import dump_all, load_all
 
     backend = KubeBackend(kube=fake)
     rd = backend.record(prepared(backend, home), SubmitOptions(), lambda _m: None)

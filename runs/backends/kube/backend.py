@@ -241,7 +241,7 @@ class KubeBackend(Connected, Template):
         """Server-side apply the TauRun, then its objects, each owned by it; then the record
         says the cluster has the run. From `prepared`, or (a resent interrupted submission)
         from the objects the record kept."""
-        from taugrid.runs.yamlio import load_all
+        from taugrid.api.yamlio import load_all
 
         if prepared is not None:
             taurun, objects = (
@@ -355,8 +355,8 @@ class KubeBackend(Connected, Template):
     ) -> RunDir:
         """The local evidence record of a cluster run: what is submitted, where (and, until the
         cluster has it, the objects in full, so an interrupted submission can be sent again)."""
+        from taugrid.api.yamlio import dump_all, dump_json_lines
         from taugrid.runs.render import is_shared
-        from taugrid.runs.yamlio import dump_all, dump_json_lines
 
         root = runs_root()
         ensure_writable(root)

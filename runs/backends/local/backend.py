@@ -175,7 +175,7 @@ class LocalBackend(Template):
         head: rayhead.Head | None,
         claim: object | None,
     ) -> None:
-        from taugrid.runs.yamlio import dump
+        from taugrid.api.yamlio import dump
 
         m, r = prepared.manifest, prepared.resolved
         write_atomic(rd.path / "config" / "tau.yaml", prepared.loaded.text.encode())

@@ -60,8 +60,8 @@ class PulumiBackend(KubeBackend):
 
     def send(self, run: RunDir, prepared: PreparedRun | None = None) -> None:
         """`pulumi up` of the run's stack (tagged with the run id and its expiry)."""
+        from taugrid.api.yamlio import load_all
         from taugrid.runs.backends.pulumi.program import run_program
-        from taugrid.runs.yamlio import load_all
 
         handle = run.read_record().handle
         assert isinstance(handle, PulumiHandle)
