@@ -60,8 +60,414 @@ def _record_lines(rec: Any, aliases: list[str]) -> str:
     return "\n".join(lines)
 
 
+def _register_dataset(
+    name: NameArg,
+    path: Annotated[str, typer.Argument(help="A file or folder")],
+    purpose: PurposeOpt = None,
+    description: DescOpt = None,
+    tag: TagOpt = None,
+    registry: RegistryOpt = None,
+    output: JsonOpt = ReportFormat.text,
+) -> None:
+    """Register a file or folder as a version (the same content again: the same version)."""
+    from taugrid.api.data import parse_tags
+    from taugrid.client import data
+
+    tags = parse_tags(tag or [])
+    with progress_bar(f"registering {name}", output is ReportFormat.text) as bar:
+        got = data.register(
+            "dataset",
+            name,
+            path,
+            purpose=purpose,
+            description=description,
+            tags=tags,
+            registry=registry,
+            progress=bar,
+        )
+    _registered(got, output)
+
+
+def _register_model(
+    name: NameArg,
+    path: Annotated[str | None, typer.Argument(help="A file or folder (or --from-run)")] = None,
+    from_run: Annotated[
+        str | None, typer.Option("--from-run", help="A run whose checkpoint it is")
+    ] = None,
+    checkpoint: Annotated[
+        str,
+        typer.Option("--checkpoint", help="latest, best (by the run's primary metric) or a path"),
+    ] = "latest",
+    purpose: PurposeOpt = None,
+    description: DescOpt = None,
+    tag: TagOpt = None,
+    registry: RegistryOpt = None,
+    output: JsonOpt = ReportFormat.text,
+    context: ContextOpt = None,
+) -> None:
+    """Register a model: a run's checkpoint (with its lineage) or a file or folder. A
+    cluster run's goes into its workspace's registry (--registry picks another)."""
+    from taugrid.api.data import parse_tags
+    from taugrid.api.errors import EXIT_USAGE, TauError
+    from taugrid.client import data
+
+    if (path is None) == (from_run is None):
+        raise TauError("give a PATH or --from-run RUN (one of them)", exit_code=EXIT_USAGE)
+    tags = parse_tags(tag or [])
+    with progress_bar(f"registering {name}", output is ReportFormat.text) as bar:
+        if from_run:
+            got = data.register_model_from_run(
+                name,
+                from_run,
+                checkpoint=checkpoint,
+                purpose=purpose,
+                description=description,
+                tags=tags,
+                registry=registry,
+                progress=bar,
+                context=context,
+                say=say,
+            )
+        else:
+            assert path is not None
+            got = data.register(
+                "model",
+                name,
+                path,
+                purpose=purpose,
+                description=description,
+                tags=tags,
+                registry=registry,
+                progress=bar,
+            )
+    _registered(got, output)
+
+
+def _list(
+    ctx: typer.Context, registry: RegistryOpt = None, output: JsonOpt = ReportFormat.text
+) -> None:
+    """Every one: versions, the newest, its size, aliases."""
+    kind = _kind(ctx)
+    from taugrid.client import data
+
+    rows = data.list_(kind, registry=registry)
+    if output is ReportFormat.json:
+        out(dump_json(rows))
+        return
+    if not rows:
+        out(f"no {kind}s in {data.registry_url(registry)}")
+        return
+    from taugrid.cli.output import columns
+
+    lines = [
+        (
+            r["name"],
+            str(r["versions"]),
+            r["newest"],
+            str(r["files"]),
+            human_size(r["size"]),
+            ", ".join(f"{a}={v[7:]}" for a, v in r["aliases"].items()) or "-",
+        )
+        for r in rows
+    ]
+    out(columns(("NAME", "VERSIONS", "NEWEST", "FILES", "SIZE", "ALIASES"), lines))
+
+
+def _show(
+    ctx: typer.Context,
+    ref: RefArg,
+    registry: RegistryOpt = None,
+    output: JsonOpt = ReportFormat.text,
+) -> None:
+    """One version: files, size, who made it, aliases, lineage (NAME alone: its newest)."""
+    kind = _kind(ctx)
+    from taugrid.client import data
+
+    rec = data.show(kind, ref, registry=registry)
+    aliases = data.aliases_of(kind, rec, registry=registry)
+    if output is ReportFormat.json:
+        out(dump_json({**rec.model_dump(mode="json", by_alias=True), "aliases": aliases}))
+        return
+    out(_record_lines(rec, aliases))
+    versions = data.versions(kind, rec.name, registry=registry)
+    if len(versions) > 1:
+        out("  versions: " + ", ".join(v.short for v in versions[-5:]))
+
+
+def _verify(
+    ctx: typer.Context,
+    ref: RefArg,
+    registry: RegistryOpt = None,
+    output: JsonOpt = ReportFormat.text,
+) -> None:
+    """Re-hash every file of a version; name each missing or changed one (exit 1)."""
+    kind = _kind(ctx)
+    from taugrid.client import data
+
+    with progress_bar(f"verifying {ref}", output is ReportFormat.text) as bar:
+        rec, problems = data.verify(kind, ref, registry=registry, progress=bar)
+    if output is ReportFormat.json:
+        out(
+            dump_json(
+                {
+                    "name": rec.name,
+                    "version": rec.version,
+                    "ok": not problems,
+                    "problems": problems,
+                }
+            )
+        )
+    else:
+        for p in problems:
+            out(f"  {p}")
+        out(
+            f"{rec.name}@{rec.short}: "
+            + (
+                f"{len(problems)} problem(s)"
+                if problems
+                else f"ok ({len(rec.files)} file(s), {human_size(rec.size)})"
+            )
+        )
+    if problems:
+        raise typer.Exit(1)
+
+
+def _pull(
+    ctx: typer.Context,
+    ref: RefArg,
+    dest: Annotated[str, typer.Argument(help="Folder to copy the files into")],
+    registry: RegistryOpt = None,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Replace files there that have other bytes (local edits)"),
+    ] = False,
+) -> None:
+    """Copy a version's files into a folder (checked as they are copied). Files there with
+    the version's bytes are kept; local edits are refused, nothing written, unless --force."""
+    kind = _kind(ctx)
+    from taugrid.client import data
+
+    with progress_bar(f"pulling {ref}", True) as bar:
+        rec = data.pull(kind, ref, dest, registry=registry, progress=bar, force=force)
+    say(f"{rec.name}@{rec.short}: {len(rec.files)} file(s), {human_size(rec.size)} in {dest}")
+
+
+def _repair(
+    ctx: typer.Context,
+    ref: RefArg,
+    source: Annotated[
+        str,
+        typer.Option("--from", help="The intact file or folder the version was registered from"),
+    ],
+    registry: RegistryOpt = None,
+    output: JsonOpt = ReportFormat.text,
+) -> None:
+    """Restore a version's damaged or missing stored files from the intact source (each
+    checked against the recorded sha256 first); exit 1 when a damaged file cannot be."""
+    kind = _kind(ctx)
+    from taugrid.client import data
+
+    with progress_bar(f"repairing {ref}", output is ReportFormat.text) as bar:
+        rec, restored = data.repair(kind, ref, source, registry=registry, progress=bar)
+    if output is ReportFormat.json:
+        out(dump_json({"name": rec.name, "version": rec.version, "restored": restored}))
+        return
+    for path in restored:
+        out(f"  restored {path}")
+    out(
+        f"{rec.name}@{rec.short}: "
+        + (f"{len(restored)} file(s) restored" if restored else "whole; nothing to restore")
+    )
+
+
+def _copy(
+    ctx: typer.Context,
+    ref: RefArg,
+    to: Annotated[
+        str,
+        typer.Option(
+            "--to",
+            help="The store to copy it into: "
+            "az://ACCOUNT/CONTAINER[/PREFIX] or file://DIR (a "
+            "workspace's registry)",
+        ),
+    ],
+    registry: RegistryOpt = None,
+    output: JsonOpt = ReportFormat.text,
+) -> None:
+    """Copy a version into another store (only the files it lacks; checked on the way; the
+    record last, so a copy cut short is never visible there). Aliases are not copied."""
+    kind = _kind(ctx)
+    from taugrid.client import data
+
+    with progress_bar(f"copying {ref}", output is ReportFormat.text) as bar:
+        got = data.copy(kind, ref, to, registry=registry, progress=bar)
+    rec = got.record
+    if output is ReportFormat.json:
+        out(
+            dump_json(
+                {
+                    "kind": kind,
+                    "name": rec.name,
+                    "version": rec.version,
+                    "to": to,
+                    "copied": got.files > 0,
+                    "bytes_sent": got.sent,
+                }
+            )
+        )
+    elif got.files == 0:
+        say(f"{rec.name}@{rec.short} is in {to} already; nothing copied")
+    else:
+        say(
+            f"{rec.name}@{rec.short}: {got.files} file(s), {human_size(rec.size)} in {to} "
+            f"({human_size(got.sent)} sent; files it had already were not)"
+        )
+
+
+def _ref(
+    ctx: typer.Context,
+    ref: RefArg,
+    registry: RegistryOpt = None,
+    output: Annotated[str, typer.Option("-o", "--output", help="env or json")] = "json",
+) -> None:
+    """The exact version a reference names now (for scripts: -o env or json)."""
+    kind = _kind(ctx)
+    from taugrid.api.errors import EXIT_USAGE, TauError
+    from taugrid.client import data
+
+    rec = data.show(kind, ref, registry=registry)
+    doc = {
+        "kind": kind,
+        "name": rec.name,
+        "version": rec.version,
+        "registry": data.registry_url(registry),
+    }
+    if output == "env":
+        key = rec.name.upper().replace("-", "_").replace(".", "_")
+        out(f"TAU_{kind.upper()}_{key}={rec.name}@{rec.version}")
+    elif output == "json":
+        out(dump_json(doc))
+    else:
+        raise TauError(f"-o {output}: use env or json", exit_code=EXIT_USAGE)
+
+
+def _rm(
+    ctx: typer.Context,
+    ref: RefArg,
+    yes: Annotated[bool, typer.Option("--yes", help="Really remove it")] = False,
+    registry: RegistryOpt = None,
+) -> None:
+    """Remove a version (NAME@VERSION): refused while an alias points at it; files shared
+    with other versions stay."""
+    kind = _kind(ctx)
+    from taugrid.api.errors import EXIT_USAGE, TauError
+    from taugrid.client import data
+
+    if not yes:
+        raise TauError(f"removing {ref} cannot be undone", exit_code=EXIT_USAGE, hint="add --yes")
+    rec = data.remove(kind, ref, registry=registry)
+    say(f"removed {rec.name}@{rec.short}")
+
+
+def _alias_set(
+    ctx: typer.Context,
+    name: NameArg,
+    alias: AliasArg,
+    version: Annotated[str, typer.Argument(help="sha256:VERSION (short is fine) or another alias")],
+    expect: ExpectOpt = None,
+    expect_absent: Annotated[
+        bool, typer.Option("--expect-absent", help="Only if the alias does not exist yet")
+    ] = False,
+    registry: RegistryOpt = None,
+    output: JsonOpt = ReportFormat.text,
+) -> None:
+    """Point an alias at a version: with --expect/--expect-absent, only if nobody moved it
+    meanwhile (exit 1 names what it is now)."""
+    kind = _kind(ctx)
+    from taugrid.client import data
+
+    move = data.set_alias(
+        kind,
+        name,
+        alias,
+        version,
+        expect=expect,
+        expect_absent=expect_absent,
+        registry=registry,
+    )
+    _moved(name, move, output)
+
+
+def _alias_rm(
+    ctx: typer.Context,
+    name: NameArg,
+    alias: AliasArg,
+    expect: ExpectOpt = None,
+    registry: RegistryOpt = None,
+    output: JsonOpt = ReportFormat.text,
+) -> None:
+    """Remove an alias (kept in its history)."""
+    kind = _kind(ctx)
+    from taugrid.client import data
+
+    _moved(name, data.remove_alias(kind, name, alias, expect=expect, registry=registry), output)
+
+
+def _alias_get(
+    ctx: typer.Context,
+    name: NameArg,
+    alias: AliasArg,
+    registry: RegistryOpt = None,
+    output: JsonOpt = ReportFormat.text,
+) -> None:
+    """The version an alias points at now."""
+    kind = _kind(ctx)
+    from taugrid.client import data
+
+    rec = data.get_alias(kind, name, alias, registry=registry)
+    out(
+        dump_json({"alias": alias, "version": rec.version})
+        if output is ReportFormat.json
+        else f"{name}@{alias} = {rec.short}"
+    )
+
+
+def _alias_history(
+    ctx: typer.Context,
+    name: NameArg,
+    alias: Annotated[str | None, typer.Argument(help="One alias (default: all)")] = None,
+    registry: RegistryOpt = None,
+    output: JsonOpt = ReportFormat.text,
+) -> None:
+    """Every move of the aliases (who, when, from, to), oldest first."""
+    kind = _kind(ctx)
+    from taugrid.client import data
+
+    moves = data.history(kind, name, alias, registry=registry)
+    if output is ReportFormat.json:
+        out(dump_json([m.model_dump(mode="json", by_alias=True) for m in moves]))
+        return
+    for m in moves:
+        was = m.from_version[:19] if m.from_version else "(none)"
+        now = m.to[:19] if m.to else "(removed)"
+        out(f"{m.at}  {m.alias}: {was} -> {now}  by {m.by}")
+    if not moves:
+        out(f"no alias moves for {name}")
+
+
+def _kind(ctx: typer.Context) -> Any:
+    """The kind a verb acts on: the group it was called through (`tau data dataset ...` or
+    `tau data model ...`; the alias verbs one level further down)."""
+    c: Any = ctx
+    while c is not None and c.info_name not in ("dataset", "model"):
+        c = c.parent
+    return "model" if c is None else c.info_name
+
+
 def _verbs(kind: Any) -> typer.Typer:
-    """The same verbs for datasets and models."""
+    """The same verbs for datasets and models (each a function of this module; the kind is
+    the group a verb is called through)."""
     sub = typer.Typer(
         no_args_is_help=True,
         help=f"{kind.capitalize()}s: register, list, show, verify, pull, copy, ref, alias, rm.",
@@ -70,388 +476,19 @@ def _verbs(kind: Any) -> typer.Typer:
         no_args_is_help=True, help=f"Aliases of a {kind} (compare-and-swap moves)."
     )
     sub.add_typer(alias_app, name="alias")
-
-    if kind == "dataset":
-
-        @sub.command("register")
-        def register(
-            name: NameArg,
-            path: Annotated[str, typer.Argument(help="A file or folder")],
-            purpose: PurposeOpt = None,
-            description: DescOpt = None,
-            tag: TagOpt = None,
-            registry: RegistryOpt = None,
-            output: JsonOpt = ReportFormat.text,
-        ) -> None:
-            """Register a file or folder as a version (the same content again: the same version)."""
-            from taugrid.api.data import parse_tags
-            from taugrid.client import data
-
-            tags = parse_tags(tag or [])
-            with progress_bar(f"registering {name}", output is ReportFormat.text) as bar:
-                got = data.register(
-                    "dataset",
-                    name,
-                    path,
-                    purpose=purpose,
-                    description=description,
-                    tags=tags,
-                    registry=registry,
-                    progress=bar,
-                )
-            _registered(got, output)
-
-    else:
-
-        @sub.command("register")
-        def register_model(
-            name: NameArg,
-            path: Annotated[
-                str | None, typer.Argument(help="A file or folder (or --from-run)")
-            ] = None,
-            from_run: Annotated[
-                str | None, typer.Option("--from-run", help="A run whose checkpoint it is")
-            ] = None,
-            checkpoint: Annotated[
-                str,
-                typer.Option(
-                    "--checkpoint", help="latest, best (by the run's primary metric) or a path"
-                ),
-            ] = "latest",
-            purpose: PurposeOpt = None,
-            description: DescOpt = None,
-            tag: TagOpt = None,
-            registry: RegistryOpt = None,
-            output: JsonOpt = ReportFormat.text,
-            context: ContextOpt = None,
-        ) -> None:
-            """Register a model: a run's checkpoint (with its lineage) or a file or folder. A
-            cluster run's goes into its workspace's registry (--registry picks another)."""
-            from taugrid.api.data import parse_tags
-            from taugrid.api.errors import EXIT_USAGE, TauError
-            from taugrid.client import data
-
-            if (path is None) == (from_run is None):
-                raise TauError("give a PATH or --from-run RUN (one of them)", exit_code=EXIT_USAGE)
-            tags = parse_tags(tag or [])
-            with progress_bar(f"registering {name}", output is ReportFormat.text) as bar:
-                if from_run:
-                    got = data.register_model_from_run(
-                        name,
-                        from_run,
-                        checkpoint=checkpoint,
-                        purpose=purpose,
-                        description=description,
-                        tags=tags,
-                        registry=registry,
-                        progress=bar,
-                        context=context,
-                        say=say,
-                    )
-                else:
-                    assert path is not None
-                    got = data.register(
-                        "model",
-                        name,
-                        path,
-                        purpose=purpose,
-                        description=description,
-                        tags=tags,
-                        registry=registry,
-                        progress=bar,
-                    )
-            _registered(got, output)
-
-    @sub.command("list")
-    def list_(registry: RegistryOpt = None, output: JsonOpt = ReportFormat.text) -> None:
-        """Every one: versions, the newest, its size, aliases."""
-        from taugrid.client import data
-
-        rows = data.list_(kind, registry=registry)
-        if output is ReportFormat.json:
-            out(dump_json(rows))
-            return
-        if not rows:
-            out(f"no {kind}s in {data.registry_url(registry)}")
-            return
-        from taugrid.cli.output import columns
-
-        lines = [
-            (
-                r["name"],
-                str(r["versions"]),
-                r["newest"],
-                str(r["files"]),
-                human_size(r["size"]),
-                ", ".join(f"{a}={v[7:]}" for a, v in r["aliases"].items()) or "-",
-            )
-            for r in rows
-        ]
-        out(columns(("NAME", "VERSIONS", "NEWEST", "FILES", "SIZE", "ALIASES"), lines))
-
-    @sub.command("show")
-    def show(
-        ref: RefArg, registry: RegistryOpt = None, output: JsonOpt = ReportFormat.text
-    ) -> None:
-        """One version: files, size, who made it, aliases, lineage (NAME alone: its newest)."""
-        from taugrid.client import data
-
-        rec = data.show(kind, ref, registry=registry)
-        aliases = data.aliases_of(kind, rec, registry=registry)
-        if output is ReportFormat.json:
-            out(dump_json({**rec.model_dump(mode="json", by_alias=True), "aliases": aliases}))
-            return
-        out(_record_lines(rec, aliases))
-        versions = data.versions(kind, rec.name, registry=registry)
-        if len(versions) > 1:
-            out("  versions: " + ", ".join(v.short for v in versions[-5:]))
-
-    @sub.command("verify")
-    def verify(
-        ref: RefArg, registry: RegistryOpt = None, output: JsonOpt = ReportFormat.text
-    ) -> None:
-        """Re-hash every file of a version; name each missing or changed one (exit 1)."""
-        from taugrid.client import data
-
-        with progress_bar(f"verifying {ref}", output is ReportFormat.text) as bar:
-            rec, problems = data.verify(kind, ref, registry=registry, progress=bar)
-        if output is ReportFormat.json:
-            out(
-                dump_json(
-                    {
-                        "name": rec.name,
-                        "version": rec.version,
-                        "ok": not problems,
-                        "problems": problems,
-                    }
-                )
-            )
-        else:
-            for p in problems:
-                out(f"  {p}")
-            out(
-                f"{rec.name}@{rec.short}: "
-                + (
-                    f"{len(problems)} problem(s)"
-                    if problems
-                    else f"ok ({len(rec.files)} file(s), {human_size(rec.size)})"
-                )
-            )
-        if problems:
-            raise typer.Exit(1)
-
-    @sub.command("pull")
-    def pull(
-        ref: RefArg,
-        dest: Annotated[str, typer.Argument(help="Folder to copy the files into")],
-        registry: RegistryOpt = None,
-        force: Annotated[
-            bool,
-            typer.Option("--force", help="Replace files there that have other bytes (local edits)"),
-        ] = False,
-    ) -> None:
-        """Copy a version's files into a folder (checked as they are copied). Files there with
-        the version's bytes are kept; local edits are refused, nothing written, unless --force."""
-        from taugrid.client import data
-
-        with progress_bar(f"pulling {ref}", True) as bar:
-            rec = data.pull(kind, ref, dest, registry=registry, progress=bar, force=force)
-        say(f"{rec.name}@{rec.short}: {len(rec.files)} file(s), {human_size(rec.size)} in {dest}")
-
-    @sub.command("repair")
-    def repair(
-        ref: RefArg,
-        source: Annotated[
-            str,
-            typer.Option(
-                "--from", help="The intact file or folder the version was registered from"
-            ),
-        ],
-        registry: RegistryOpt = None,
-        output: JsonOpt = ReportFormat.text,
-    ) -> None:
-        """Restore a version's damaged or missing stored files from the intact source (each
-        checked against the recorded sha256 first); exit 1 when a damaged file cannot be."""
-        from taugrid.client import data
-
-        with progress_bar(f"repairing {ref}", output is ReportFormat.text) as bar:
-            rec, restored = data.repair(kind, ref, source, registry=registry, progress=bar)
-        if output is ReportFormat.json:
-            out(dump_json({"name": rec.name, "version": rec.version, "restored": restored}))
-            return
-        for path in restored:
-            out(f"  restored {path}")
-        out(
-            f"{rec.name}@{rec.short}: "
-            + (f"{len(restored)} file(s) restored" if restored else "whole; nothing to restore")
-        )
-
-    @sub.command("copy")
-    def copy(
-        ref: RefArg,
-        to: Annotated[
-            str,
-            typer.Option(
-                "--to",
-                help="The store to copy it into: "
-                "az://ACCOUNT/CONTAINER[/PREFIX] or file://DIR (a "
-                "workspace's registry)",
-            ),
-        ],
-        registry: RegistryOpt = None,
-        output: JsonOpt = ReportFormat.text,
-    ) -> None:
-        """Copy a version into another store (only the files it lacks; checked on the way; the
-        record last, so a copy cut short is never visible there). Aliases are not copied."""
-        from taugrid.client import data
-
-        with progress_bar(f"copying {ref}", output is ReportFormat.text) as bar:
-            got = data.copy(kind, ref, to, registry=registry, progress=bar)
-        rec = got.record
-        if output is ReportFormat.json:
-            out(
-                dump_json(
-                    {
-                        "kind": kind,
-                        "name": rec.name,
-                        "version": rec.version,
-                        "to": to,
-                        "copied": got.files > 0,
-                        "bytes_sent": got.sent,
-                    }
-                )
-            )
-        elif got.files == 0:
-            say(f"{rec.name}@{rec.short} is in {to} already; nothing copied")
-        else:
-            say(
-                f"{rec.name}@{rec.short}: {got.files} file(s), {human_size(rec.size)} in {to} "
-                f"({human_size(got.sent)} sent; files it had already were not)"
-            )
-
-    @sub.command("ref")
-    def ref_(
-        ref: RefArg,
-        registry: RegistryOpt = None,
-        output: Annotated[str, typer.Option("-o", "--output", help="env or json")] = "json",
-    ) -> None:
-        """The exact version a reference names now (for scripts: -o env or json)."""
-        from taugrid.api.errors import EXIT_USAGE, TauError
-        from taugrid.client import data
-
-        rec = data.show(kind, ref, registry=registry)
-        doc = {
-            "kind": kind,
-            "name": rec.name,
-            "version": rec.version,
-            "registry": data.registry_url(registry),
-        }
-        if output == "env":
-            key = rec.name.upper().replace("-", "_").replace(".", "_")
-            out(f"TAU_{kind.upper()}_{key}={rec.name}@{rec.version}")
-        elif output == "json":
-            out(dump_json(doc))
-        else:
-            raise TauError(f"-o {output}: use env or json", exit_code=EXIT_USAGE)
-
-    @sub.command("rm")
-    def rm(
-        ref: RefArg,
-        yes: Annotated[bool, typer.Option("--yes", help="Really remove it")] = False,
-        registry: RegistryOpt = None,
-    ) -> None:
-        """Remove a version (NAME@VERSION): refused while an alias points at it; files shared
-        with other versions stay."""
-        from taugrid.api.errors import EXIT_USAGE, TauError
-        from taugrid.client import data
-
-        if not yes:
-            raise TauError(
-                f"removing {ref} cannot be undone", exit_code=EXIT_USAGE, hint="add --yes"
-            )
-        rec = data.remove(kind, ref, registry=registry)
-        say(f"removed {rec.name}@{rec.short}")
-
-    @alias_app.command("set")
-    def alias_set(
-        name: NameArg,
-        alias: AliasArg,
-        version: Annotated[
-            str, typer.Argument(help="sha256:VERSION (short is fine) or another alias")
-        ],
-        expect: ExpectOpt = None,
-        expect_absent: Annotated[
-            bool, typer.Option("--expect-absent", help="Only if the alias does not exist yet")
-        ] = False,
-        registry: RegistryOpt = None,
-        output: JsonOpt = ReportFormat.text,
-    ) -> None:
-        """Point an alias at a version: with --expect/--expect-absent, only if nobody moved it
-        meanwhile (exit 1 names what it is now)."""
-        from taugrid.client import data
-
-        move = data.set_alias(
-            kind,
-            name,
-            alias,
-            version,
-            expect=expect,
-            expect_absent=expect_absent,
-            registry=registry,
-        )
-        _moved(name, move, output)
-
-    @alias_app.command("rm")
-    def alias_rm(
-        name: NameArg,
-        alias: AliasArg,
-        expect: ExpectOpt = None,
-        registry: RegistryOpt = None,
-        output: JsonOpt = ReportFormat.text,
-    ) -> None:
-        """Remove an alias (kept in its history)."""
-        from taugrid.client import data
-
-        _moved(name, data.remove_alias(kind, name, alias, expect=expect, registry=registry), output)
-
-    @alias_app.command("get")
-    def alias_get(
-        name: NameArg,
-        alias: AliasArg,
-        registry: RegistryOpt = None,
-        output: JsonOpt = ReportFormat.text,
-    ) -> None:
-        """The version an alias points at now."""
-        from taugrid.client import data
-
-        rec = data.get_alias(kind, name, alias, registry=registry)
-        out(
-            dump_json({"alias": alias, "version": rec.version})
-            if output is ReportFormat.json
-            else f"{name}@{alias} = {rec.short}"
-        )
-
-    @alias_app.command("history")
-    def alias_history(
-        name: NameArg,
-        alias: Annotated[str | None, typer.Argument(help="One alias (default: all)")] = None,
-        registry: RegistryOpt = None,
-        output: JsonOpt = ReportFormat.text,
-    ) -> None:
-        """Every move of the aliases (who, when, from, to), oldest first."""
-        from taugrid.client import data
-
-        moves = data.history(kind, name, alias, registry=registry)
-        if output is ReportFormat.json:
-            out(dump_json([m.model_dump(mode="json", by_alias=True) for m in moves]))
-            return
-        for m in moves:
-            was = m.from_version[:19] if m.from_version else "(none)"
-            now = m.to[:19] if m.to else "(removed)"
-            out(f"{m.at}  {m.alias}: {was} -> {now}  by {m.by}")
-        if not moves:
-            out(f"no alias moves for {name}")
-
+    sub.command("register")(_register_dataset if kind == "dataset" else _register_model)
+    sub.command("list")(_list)
+    sub.command("show")(_show)
+    sub.command("verify")(_verify)
+    sub.command("pull")(_pull)
+    sub.command("repair")(_repair)
+    sub.command("copy")(_copy)
+    sub.command("ref")(_ref)
+    sub.command("rm")(_rm)
+    alias_app.command("set")(_alias_set)
+    alias_app.command("rm")(_alias_rm)
+    alias_app.command("get")(_alias_get)
+    alias_app.command("history")(_alias_history)
     return sub
 
 
