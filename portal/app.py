@@ -72,280 +72,323 @@ class Settings:
         return hmac.new(self.csrf.encode(), session.encode(), "sha256").hexdigest()[:40]
 
 
+@dataclass
+class _State:
+    """What the routes share: how the portal was started, the status cache between requests,
+    the templates (kept on the app: `app.state.tau`)."""
+
+    settings: Settings
+    cache: Any  # taugrid.client.runs.StatusCache
+    templates: Jinja2Templates
+
+
+def _state(request: Request) -> _State:
+    got: _State = request.app.state.tau
+    return got
+
+
+def page(request: Request, template: str, status_code: int = 200, **ctx: Any) -> Response:
+    """A page from its template, with the CSRF token of the browser's session."""
+    st = _state(request)
+    ctx.setdefault("csrf", st.settings.csrf_for(request.scope.get("tau_session", "")))
+    return st.templates.TemplateResponse(request, template, ctx, status_code=status_code)
+
+
+def csrf_ok(form: Any, request: Request) -> bool:
+    session = request.scope.get("tau_session_sent")  # the cookie the browser sent
+    if not session:
+        return False
+    return hmac.compare_digest(
+        str(form.get("csrf") or ""), _state(request).settings.csrf_for(session)
+    )
+
+
+def refused(request: Request, what: str, hint: str) -> Response:
+    return page(
+        request,
+        "error.html",
+        status_code=403,
+        title="Refused",
+        hint=hint,
+        message=f"the form's CSRF token is missing or wrong: nothing was {what}",
+    )
+
+
+async def runs(request: Request) -> Response:
+    settings = _state(request).settings
+    cache = _state(request).cache
+    q = request.query_params
+    scope = q.get("scope", "local")
+    workspace = q.get("workspace") or None
+    got = await run_in_threadpool(
+        _runs, scope, workspace if scope == "cluster" else None, settings.context, cache
+    )
+    phases = sorted({s.phase.value for s in got})
+    experiments = sorted({s.experiment for s in got if s.experiment})
+    workspaces = sorted({s.workspace for s in got if s.workspace})
+    shown = _filtered(
+        got,
+        q.get("phase") or None,
+        (q.get("q") or "").strip().lower(),
+        q.get("experiment") or None,
+        workspace if scope != "cluster" else None,
+    )
+    sort = q.get("sort") or "created"
+    sort = sort if sort in SORTS else "created"
+    desc = q.get("order", "desc") != "asc"
+    shown.sort(key=_sort_key(sort), reverse=desc)
+    pages = max(1, -(-len(shown) // settings.page_size))
+    number = min(max(_int(q.get("page"), 1), 1), pages)
+    start = (number - 1) * settings.page_size
+    base = {k: v for k, v in q.items() if k != "page" and v}
+    return page(
+        request,
+        "runs.html",
+        runs=shown[start : start + settings.page_size],
+        total=len(got),
+        matched=len(shown),
+        page=number,
+        pages=pages,
+        scope=scope,
+        workspace=workspace or "",
+        phase=q.get("phase") or "",
+        text=q.get("q") or "",
+        phases=phases,
+        sort=sort,
+        desc=desc,
+        experiments=experiments,
+        experiment=q.get("experiment") or "",
+        workspaces=workspaces,
+        link=lambda **kw: "/runs?" + urlencode({**base, **kw}),
+    )
+
+
+async def run(request: Request) -> Response:
+    settings = _state(request).settings
+    run_id = _run_id(request)
+    st, rec, rows, log, made, models = await asyncio.gather(
+        run_in_threadpool(_status, run_id, settings.context),
+        run_in_threadpool(_record, run_id, settings.context),
+        run_in_threadpool(_metric_rows, run_id, settings.context),
+        run_in_threadpool(_log_tail, run_id, settings.context),
+        run_in_threadpool(_artifacts, run_id, settings.context),
+        run_in_threadpool(_models_from, run_id),
+    )
+    charts = [svg([Series(run_id, pts)], name) for name, pts in _series(rows).items()]
+    return page(
+        request,
+        "run.html",
+        st=st,
+        rec=rec,
+        charts=charts,
+        log=log,
+        made=made,
+        models=models,
+        ended=st.phase in TERMINAL,
+    )
+
+
+async def log_stream(request: Request) -> Response:
+    """Server-sent events: each new log line as it is written, until the run ends."""
+    settings = _state(request).settings
+    run_id = _run_id(request)
+    seen = _int(request.query_params.get("from"), 0)
+
+    async def events() -> AsyncIterator[str]:
+        nonlocal seen
+        while True:
+            lines = await run_in_threadpool(_log_lines, run_id, settings.context)
+            for line in lines[seen:]:
+                yield f"data: {line}\n\n"
+            seen = max(seen, len(lines))
+            st = await run_in_threadpool(_status, run_id, settings.context)
+            if st.phase in TERMINAL:
+                yield f"event: end\ndata: {st.phase.value}\n\n"
+                return
+            if await request.is_disconnected():
+                return
+            await asyncio.sleep(settings.poll_s)
+
+    return StreamingResponse(
+        events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+    )
+
+
+async def cancel(request: Request) -> Response:
+    settings = _state(request).settings
+    run_id = _run_id(request)
+    if request.method == "GET":  # the confirmation step
+        st = await run_in_threadpool(_status, run_id, settings.context)
+        return page(request, "confirm.html", st=st, ended=st.phase in TERMINAL)
+    form = await request.form()
+    if not csrf_ok(form, request):
+        return refused(request, "cancelled", "open the run's page and use its Cancel button")
+    from taugrid.client import runs as client
+
+    await run_in_threadpool(client.cancel, run_id, context=settings.context)
+    return RedirectResponse(f"/runs/{run_id}", status_code=303)
+
+
+async def compare(request: Request) -> Response:
+    settings = _state(request).settings
+    ids = [r for r in request.query_params.getlist("run") if r][:20]
+    metric = request.query_params.get("metric") or ""
+    rows = await asyncio.gather(
+        *(run_in_threadpool(_metric_rows, r, settings.context) for r in ids)
+    )
+    per_run = {r: _series(rs) for r, rs in zip(ids, rows, strict=True)}
+    names = sorted({n for s in per_run.values() for n in s})
+    if not metric and names:
+        metric = names[0]
+    chart = svg([Series(r, s.get(metric, [])) for r, s in per_run.items()], metric)
+    configs = await asyncio.gather(*(run_in_threadpool(_config, r, settings.context) for r in ids))
+    return page(
+        request,
+        "compare.html",
+        ids=ids,
+        metric=metric,
+        names=names,
+        chart=chart,
+        diff=_config_diff(dict(zip(ids, configs, strict=True))),
+    )
+
+
+async def queues(request: Request) -> Response:
+    settings = _state(request).settings
+    rows, requests, waiting = await asyncio.gather(
+        run_in_threadpool(_queues, settings.context),
+        run_in_threadpool(_quota_requests, settings.context),
+        run_in_threadpool(_pending, settings.context),
+    )
+    return page(
+        request,
+        "queues.html",
+        queues=rows,
+        requests=requests[0],
+        admin=requests[1],
+        waiting=waiting[0],
+        waiting_notes=waiting[1],
+    )
+
+
+async def decide(request: Request) -> Response:
+    """Approve or deny a quota request (platform admins; the API server decides who may)."""
+    settings = _state(request).settings
+    workspace, name = request.path_params["workspace"], request.path_params["name"]
+    verdict = request.path_params["verdict"]
+    if verdict not in ("approve", "deny") or not _RUN_ID.match(name):
+        raise NotFound(f"no quota request {name!r} to {verdict}")
+    if request.method == "GET":
+        return page(request, "decide.html", workspace=workspace, name=name, verdict=verdict)
+    form = await request.form()
+    if not csrf_ok(form, request):
+        return refused(request, "decided", "open the queues page and use its buttons")
+    from taugrid.client import quota
+
+    act = quota.approve if verdict == "approve" else quota.deny
+    await run_in_threadpool(
+        lambda: act(
+            name, str(form.get("note") or ""), workspace=workspace, context=settings.context
+        )
+    )
+    return RedirectResponse("/queues", status_code=303)
+
+
+async def nodes(request: Request) -> Response:
+    settings = _state(request).settings
+    rows, conditions = await asyncio.gather(
+        run_in_threadpool(_nodes, settings.context),
+        run_in_threadpool(_health, settings.context),
+    )
+    pools: dict[str, list[Any]] = {}
+    for r in rows:
+        pools.setdefault(r.pool or "(no pool)", []).append(r)
+    return page(
+        request,
+        "nodes.html",
+        pools=pools,
+        total=len(rows),
+        conditions=conditions,
+        quarantined=sum(r.quarantined for r in rows),
+    )
+
+
+async def data_index(request: Request) -> Response:
+    datasets, models = await asyncio.gather(
+        run_in_threadpool(_data_rows, "dataset"), run_in_threadpool(_data_rows, "model")
+    )
+    return page(request, "data.html", datasets=datasets, models=models)
+
+
+async def data_item(request: Request) -> Response:
+    kind, name = request.path_params["kind"], request.path_params["name"]
+    if kind not in ("dataset", "model") or not _RUN_ID.match(name):
+        raise NotFound(f"no {kind} {name!r}")
+    versions, aliases, moves = await run_in_threadpool(_data_item, kind, name)
+    if not versions:
+        raise NotFound(f"no {kind} {name!r} in the registry")
+    by_version: dict[str, list[str]] = {}
+    for a, v in aliases.items():
+        by_version.setdefault(v, []).append(a)
+    return page(
+        request,
+        "data_item.html",
+        kind=kind,
+        name=name,
+        versions=list(reversed(versions)),
+        by_version=by_version,
+        moves=moves,
+    )
+
+
+async def services(request: Request) -> Response:
+    from taugrid.client import serve
+
+    rows = await run_in_threadpool(serve.list_services)
+    return page(request, "services.html", services=rows)
+
+
+async def service(request: Request) -> Response:
+    from taugrid.client import serve
+
+    name = request.path_params["name"]
+    if not _RUN_ID.match(name):
+        raise NotFound(f"no service {name!r}")
+    st = await run_in_threadpool(lambda: serve.status(name, events=50))
+    return page(request, "service.html", st=st)
+
+
+async def home(_: Request) -> Response:
+    return RedirectResponse("/runs", status_code=307)
+
+
+async def healthz(_: Request) -> Response:
+    return PlainTextResponse("ok")
+
+
+async def tau_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, TauError)
+    return page(
+        request,
+        "error.html",
+        status_code=_http_status(exc),
+        title=_title(exc),
+        message=exc.message,
+        hint=exc.hint,
+    )
+
+
 def create_app(settings: Settings | None = None) -> Starlette:
     settings = settings or Settings()
     from taugrid.client.runs import StatusCache
 
-    cache = StatusCache()  # ended runs' statuses, between requests
-    templates = Jinja2Templates(directory=str(HERE / "templates"))
-
-    def page(request: Request, template: str, status_code: int = 200, **ctx: Any) -> Response:
-        ctx.setdefault("csrf", settings.csrf_for(request.scope.get("tau_session", "")))
-        return templates.TemplateResponse(request, template, ctx, status_code=status_code)
-
-    def csrf_ok(form: Any, request: Request) -> bool:
-        session = request.scope.get("tau_session_sent")  # the cookie the browser sent
-        if not session:
-            return False
-        return hmac.compare_digest(str(form.get("csrf") or ""), settings.csrf_for(session))
-
-    def refused(request: Request, what: str, hint: str) -> Response:
-        return page(
-            request,
-            "error.html",
-            status_code=403,
-            title="Refused",
-            hint=hint,
-            message=f"the form's CSRF token is missing or wrong: nothing was {what}",
-        )
-
-    async def runs(request: Request) -> Response:
-        q = request.query_params
-        scope = q.get("scope", "local")
-        workspace = q.get("workspace") or None
-        got = await run_in_threadpool(
-            _runs, scope, workspace if scope == "cluster" else None, settings.context, cache
-        )
-        phases = sorted({s.phase.value for s in got})
-        experiments = sorted({s.experiment for s in got if s.experiment})
-        workspaces = sorted({s.workspace for s in got if s.workspace})
-        shown = _filtered(
-            got,
-            q.get("phase") or None,
-            (q.get("q") or "").strip().lower(),
-            q.get("experiment") or None,
-            workspace if scope != "cluster" else None,
-        )
-        sort = q.get("sort") or "created"
-        sort = sort if sort in SORTS else "created"
-        desc = q.get("order", "desc") != "asc"
-        shown.sort(key=_sort_key(sort), reverse=desc)
-        pages = max(1, -(-len(shown) // settings.page_size))
-        number = min(max(_int(q.get("page"), 1), 1), pages)
-        start = (number - 1) * settings.page_size
-        base = {k: v for k, v in q.items() if k != "page" and v}
-        return page(
-            request,
-            "runs.html",
-            runs=shown[start : start + settings.page_size],
-            total=len(got),
-            matched=len(shown),
-            page=number,
-            pages=pages,
-            scope=scope,
-            workspace=workspace or "",
-            phase=q.get("phase") or "",
-            text=q.get("q") or "",
-            phases=phases,
-            sort=sort,
-            desc=desc,
-            experiments=experiments,
-            experiment=q.get("experiment") or "",
-            workspaces=workspaces,
-            link=lambda **kw: "/runs?" + urlencode({**base, **kw}),
-        )
-
-    async def run(request: Request) -> Response:
-        run_id = _run_id(request)
-        st, rec, rows, log, made, models = await asyncio.gather(
-            run_in_threadpool(_status, run_id, settings.context),
-            run_in_threadpool(_record, run_id, settings.context),
-            run_in_threadpool(_metric_rows, run_id, settings.context),
-            run_in_threadpool(_log_tail, run_id, settings.context),
-            run_in_threadpool(_artifacts, run_id, settings.context),
-            run_in_threadpool(_models_from, run_id),
-        )
-        charts = [svg([Series(run_id, pts)], name) for name, pts in _series(rows).items()]
-        return page(
-            request,
-            "run.html",
-            st=st,
-            rec=rec,
-            charts=charts,
-            log=log,
-            made=made,
-            models=models,
-            ended=st.phase in TERMINAL,
-        )
-
-    async def log_stream(request: Request) -> Response:
-        """Server-sent events: each new log line as it is written, until the run ends."""
-        run_id = _run_id(request)
-        seen = _int(request.query_params.get("from"), 0)
-
-        async def events() -> AsyncIterator[str]:
-            nonlocal seen
-            while True:
-                lines = await run_in_threadpool(_log_lines, run_id, settings.context)
-                for line in lines[seen:]:
-                    yield f"data: {line}\n\n"
-                seen = max(seen, len(lines))
-                st = await run_in_threadpool(_status, run_id, settings.context)
-                if st.phase in TERMINAL:
-                    yield f"event: end\ndata: {st.phase.value}\n\n"
-                    return
-                if await request.is_disconnected():
-                    return
-                await asyncio.sleep(settings.poll_s)
-
-        return StreamingResponse(
-            events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
-        )
-
-    async def cancel(request: Request) -> Response:
-        run_id = _run_id(request)
-        if request.method == "GET":  # the confirmation step
-            st = await run_in_threadpool(_status, run_id, settings.context)
-            return page(request, "confirm.html", st=st, ended=st.phase in TERMINAL)
-        form = await request.form()
-        if not csrf_ok(form, request):
-            return refused(request, "cancelled", "open the run's page and use its Cancel button")
-        from taugrid.client import runs as client
-
-        await run_in_threadpool(client.cancel, run_id, context=settings.context)
-        return RedirectResponse(f"/runs/{run_id}", status_code=303)
-
-    async def compare(request: Request) -> Response:
-        ids = [r for r in request.query_params.getlist("run") if r][:20]
-        metric = request.query_params.get("metric") or ""
-        rows = await asyncio.gather(
-            *(run_in_threadpool(_metric_rows, r, settings.context) for r in ids)
-        )
-        per_run = {r: _series(rs) for r, rs in zip(ids, rows, strict=True)}
-        names = sorted({n for s in per_run.values() for n in s})
-        if not metric and names:
-            metric = names[0]
-        chart = svg([Series(r, s.get(metric, [])) for r, s in per_run.items()], metric)
-        configs = await asyncio.gather(
-            *(run_in_threadpool(_config, r, settings.context) for r in ids)
-        )
-        return page(
-            request,
-            "compare.html",
-            ids=ids,
-            metric=metric,
-            names=names,
-            chart=chart,
-            diff=_config_diff(dict(zip(ids, configs, strict=True))),
-        )
-
-    async def queues(request: Request) -> Response:
-        rows, requests, waiting = await asyncio.gather(
-            run_in_threadpool(_queues, settings.context),
-            run_in_threadpool(_quota_requests, settings.context),
-            run_in_threadpool(_pending, settings.context),
-        )
-        return page(
-            request,
-            "queues.html",
-            queues=rows,
-            requests=requests[0],
-            admin=requests[1],
-            waiting=waiting[0],
-            waiting_notes=waiting[1],
-        )
-
-    async def decide(request: Request) -> Response:
-        """Approve or deny a quota request (platform admins; the API server decides who may)."""
-        workspace, name = request.path_params["workspace"], request.path_params["name"]
-        verdict = request.path_params["verdict"]
-        if verdict not in ("approve", "deny") or not _RUN_ID.match(name):
-            raise NotFound(f"no quota request {name!r} to {verdict}")
-        if request.method == "GET":
-            return page(request, "decide.html", workspace=workspace, name=name, verdict=verdict)
-        form = await request.form()
-        if not csrf_ok(form, request):
-            return refused(request, "decided", "open the queues page and use its buttons")
-        from taugrid.client import quota
-
-        act = quota.approve if verdict == "approve" else quota.deny
-        await run_in_threadpool(
-            lambda: act(
-                name, str(form.get("note") or ""), workspace=workspace, context=settings.context
-            )
-        )
-        return RedirectResponse("/queues", status_code=303)
-
-    async def nodes(request: Request) -> Response:
-        rows, conditions = await asyncio.gather(
-            run_in_threadpool(_nodes, settings.context),
-            run_in_threadpool(_health, settings.context),
-        )
-        pools: dict[str, list[Any]] = {}
-        for r in rows:
-            pools.setdefault(r.pool or "(no pool)", []).append(r)
-        return page(
-            request,
-            "nodes.html",
-            pools=pools,
-            total=len(rows),
-            conditions=conditions,
-            quarantined=sum(r.quarantined for r in rows),
-        )
-
-    async def data_index(request: Request) -> Response:
-        datasets, models = await asyncio.gather(
-            run_in_threadpool(_data_rows, "dataset"), run_in_threadpool(_data_rows, "model")
-        )
-        return page(request, "data.html", datasets=datasets, models=models)
-
-    async def data_item(request: Request) -> Response:
-        kind, name = request.path_params["kind"], request.path_params["name"]
-        if kind not in ("dataset", "model") or not _RUN_ID.match(name):
-            raise NotFound(f"no {kind} {name!r}")
-        versions, aliases, moves = await run_in_threadpool(_data_item, kind, name)
-        if not versions:
-            raise NotFound(f"no {kind} {name!r} in the registry")
-        by_version: dict[str, list[str]] = {}
-        for a, v in aliases.items():
-            by_version.setdefault(v, []).append(a)
-        return page(
-            request,
-            "data_item.html",
-            kind=kind,
-            name=name,
-            versions=list(reversed(versions)),
-            by_version=by_version,
-            moves=moves,
-        )
-
-    async def services(request: Request) -> Response:
-        from taugrid.client import serve
-
-        rows = await run_in_threadpool(serve.list_services)
-        return page(request, "services.html", services=rows)
-
-    async def service(request: Request) -> Response:
-        from taugrid.client import serve
-
-        name = request.path_params["name"]
-        if not _RUN_ID.match(name):
-            raise NotFound(f"no service {name!r}")
-        st = await run_in_threadpool(lambda: serve.status(name, events=50))
-        return page(request, "service.html", st=st)
-
-    async def home(_: Request) -> Response:
-        return RedirectResponse("/runs", status_code=307)
-
-    async def healthz(_: Request) -> Response:
-        return PlainTextResponse("ok")
-
-    async def tau_error(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, TauError)
-        return page(
-            request,
-            "error.html",
-            status_code=_http_status(exc),
-            title=_title(exc),
-            message=exc.message,
-            hint=exc.hint,
-        )
+    state = _State(settings, StatusCache(), Jinja2Templates(directory=str(HERE / "templates")))
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
         """Warm the status cache at start (thousands of ended runs take seconds once), so the
         first visit of the runs page does not wait for all of it."""
-        warm = threading.Thread(target=_warm, args=(cache, settings.context), daemon=True)
+        warm = threading.Thread(target=_warm, args=(state.cache, settings.context), daemon=True)
         warm.start()
         yield
 
@@ -370,6 +413,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         ],
         exception_handlers={TauError: tau_error},
     )
+    app.state.tau = state
     if settings.token:
         app.add_middleware(_TokenGate, token=settings.token)
     app.add_middleware(_Guard, allowed=settings.allowed_hosts)  # outermost: before the token
