@@ -390,9 +390,23 @@ class Controller:
 
     # --- kopf wiring -------------------------------------------------------------------------
     def _build(self) -> kopf.OperatorRegistry:
+        """kopf's registry: the controller's life, the indexes, the recorder of runs, services,
+        nodes, and the quota and platform objects, each wired by a method of its own."""
         reg = kopf.OperatorRegistry()
+        self._wire_life(reg)
+        self._wire_indexes(reg)
+        self._wire_recorder(reg)
+        self._wire_services(reg)
+        self._wire_nodes(reg)
+        # Quota and platform objects: few; their reconcilers read them whole, from kopf's
+        # indexes (filled by the watches), never by listing them again on each wake.
+        for group, version, plural, workers in PLATFORM_KINDS:
+            self._wire(reg, group, version, plural, workers)
+        return reg
+
+    def _wire_life(self, reg: kopf.OperatorRegistry) -> None:
+        """Login, startup (settings, workers) and cleanup."""
         me = self
-        run_id = {C.LABEL_RUN_ID: kopf.PRESENT}
 
         @kopf.on.login(registry=reg)
         def login(**_: Any) -> kopf.ConnectionInfo:
@@ -407,6 +421,10 @@ class Controller:
         async def cleanup(**_: Any) -> None:
             for t in [*me._tasks, *me._due.values(), *me._due_services.values()]:
                 t.cancel()
+
+    def _wire_indexes(self, reg: kopf.OperatorRegistry) -> None:
+        """The indexes of a run's objects, by run (and Workloads by UID, pods by node)."""
+        run_id = {C.LABEL_RUN_ID: kopf.PRESENT}
 
         # Indexes: kopf fills them from its watches before any handler runs, so the recorder
         # never writes a status from half a picture. (kopf calls with keywords: `**kw`.)
@@ -447,6 +465,11 @@ class Controller:
                 return None
             return {(kw["namespace"], (body.get("involvedObject") or {}).get("name")): slim(body)}
 
+    def _wire_recorder(self, reg: kopf.OperatorRegistry) -> None:
+        """The recorder: any change to a run's objects records its status."""
+        me = self
+        run_id = {C.LABEL_RUN_ID: kopf.PRESENT}
+
         # The recorder: any change to a run's objects.
         @kopf.on.event(C.GROUP, C.VERSION, "runs", registry=reg)
         async def on_taurun(**kw: Any) -> None:
@@ -484,6 +507,10 @@ class Controller:
             if key is not None:
                 await me.record(key, kw)
 
+    def _wire_services(self, reg: kopf.OperatorRegistry) -> None:
+        """Services: a generation that serves takes over; the TauService follows."""
+        me = self
+
         # Services (tau serve --target kube): a new generation that serves takes over, and the
         # TauService's status follows its RayServices.
         service = {C.LABEL_SERVICE: kopf.PRESENT}
@@ -498,17 +525,15 @@ class Controller:
             if kw["type"] != "DELETED":
                 await me.service_changed((kw["namespace"], kw["name"]))
 
+    def _wire_nodes(self, reg: kopf.OperatorRegistry) -> None:
+        """Nodes: remediation, capacity, and the GPU signal of the runs on them."""
+        me = self
+
         # Nodes: remediation, capacity, and the GPU signal of the runs on them.
         @kopf.on.event("v1", "nodes", registry=reg)
         async def on_node(**kw: Any) -> None:
             body = None if kw["type"] == "DELETED" else slim(kw["body"])
             await me.node_changed(kw["name"], body, kw)
-
-        # Quota and platform objects: few; their reconcilers read them whole, from kopf's
-        # indexes (filled by the watches), never by listing them again on each wake.
-        for group, version, plural, workers in PLATFORM_KINDS:
-            me._wire(reg, group, version, plural, workers)
-        return reg
 
     def _wire(
         self,
