@@ -91,6 +91,16 @@ Phase = Literal[
     "Failed",
     "Deleted",
 ]
+# The groups a command waits on, beside the run's (api.vocabulary.TERMINAL):
+NOT_SERVING: tuple[Phase, ...] = ("Failed", "Unhealthy", "Waiting")  # a change that did not take
+SETTLED: tuple[Phase, ...] = (
+    "Ready",
+    "Canary",
+    "ScaledToZero",
+    "Failed",
+    "Deleted",
+)  # a watch ends
+CANARY_SETTLED: tuple[Phase, ...] = ("Canary", *NOT_SERVING)  # a canary took its share, or not
 
 
 class _Model(BaseModel):

@@ -345,7 +345,7 @@ def deploy(
     if not wait:
         return status(name, probe=False)
     st = _await(name, 1, timeout_s, say)
-    if st.phase in ("Failed", "Unhealthy", "Waiting"):
+    if st.phase in S.NOT_SERVING:
         _undo_first(sd, serve, st)
     return st
 
@@ -725,7 +725,7 @@ def _new_revision(
 
 def _finish_rollout(name: str, number: int, timeout_s: float, say: Say) -> S.ServiceStatus:
     st = _await(name, number, timeout_s, say)
-    if st.phase in ("Failed", "Unhealthy", "Waiting"):
+    if st.phase in S.NOT_SERVING:
         rec = _sd(name).read()
         back = rec.previous
         if back is None:
@@ -1137,9 +1137,7 @@ def _canary_kube(
 
 def _await_canary(name: str, timeout_s: float, say: Say) -> S.ServiceStatus:
     """Until the canary takes its share, fails, waits in its queue, or the timeout."""
-    return _poll(
-        name, timeout_s, say, lambda st: st.phase in ("Canary", "Failed", "Unhealthy", "Waiting")
-    )
+    return _poll(name, timeout_s, say, lambda st: st.phase in S.CANARY_SETTLED)
 
 
 def _poll(
@@ -1599,10 +1597,7 @@ def watch(
         if key != last:
             yield st
             last = key
-        if (
-            st.phase in ("Ready", "Canary", "ScaledToZero", "Failed", "Deleted")
-            and st.serving is not False
-        ):
+        if st.phase in S.SETTLED and st.serving is not False:
             return
         if deadline is not None and time.monotonic() >= deadline:
             return
