@@ -653,27 +653,28 @@ def job_failure_policy(max_retries: int, retry_on: Sequence[str]) -> dict[str, A
 
 def render_taurun(r: Resolved, meta: RunMeta, parent: str | None = None) -> dict[str, Any]:
     """The TauRun: the run's record in the cluster and the owner of its objects."""
+    from taugrid.api.crds import TauRunSpec
+
     m = r.manifest
-    spec: dict[str, Any] = {
-        "runId": meta.run_id,
-        "runName": m.name,
-        "workspace": r.workspace.name,
-        "profile": r.profile.name,
-        "workloadKind": r.kind,
-        "configHash": m.config_hash(),
-        "submitter": meta.submitter,
-        "codeRevision": meta.code_revision,
-        "attempt": meta.attempt,
-        "workers": r.workers,
-        "gpusPerWorker": r.gpus,
-        "manifest": m.model_dump(mode="json", exclude_defaults=True),
-    }
-    if meta.resume_from:
-        spec["resumeFrom"] = meta.resume_from
-    if parent:
-        spec["parentRun"] = parent
-    if meta.inputs:
-        spec["inputs"] = [i.model_dump(mode="json", exclude_none=True) for i in meta.inputs]
+    spec = TauRunSpec(
+        runId=meta.run_id,
+        runName=m.name,
+        workspace=r.workspace.name,
+        profile=r.profile.name,
+        workloadKind=r.kind,
+        configHash=m.config_hash(),
+        submitter=meta.submitter,
+        codeRevision=meta.code_revision,
+        attempt=meta.attempt,
+        workers=r.workers,
+        gpusPerWorker=r.gpus,
+        manifest=m.model_dump(mode="json", exclude_defaults=True),
+        resumeFrom=meta.resume_from or None,
+        parentRun=parent or None,
+        inputs=list(meta.inputs),
+    ).model_dump(mode="json", exclude_none=True)  # its model: what the CRD's schema is made of
+    if not meta.inputs:
+        del spec["inputs"]
     return {
         "apiVersion": C.API_VERSION,
         "kind": "TauRun",
