@@ -268,15 +268,32 @@ def render(
             "upgradeStrategy": {"type": "None"},
         },
     }
-    history = [
-        {
-            "number": rev.number,
-            "modelVersion": rev.model.version if rev.model else None,
-            "configHash": rev.config_hash,
-            "createdAt": rev.created_at,
-            "createdBy": rev.created_by,
-        }
-    ]
+    from taugrid.api.crds import ServiceRevision, TauServiceSpec
+
+    spec = TauServiceSpec(  # its model: what the CRD's schema is made of
+        serviceName=service,
+        workspace=r.workspace.name,
+        profile=r.profile.name,
+        revision=rev.number,
+        modelRef=rev.model.ref if rev.model else None,
+        modelVersion=rev.model.version if rev.model else None,
+        configHash=rev.config_hash,
+        submitter=rev.created_by,
+        replicas=replicas,
+        gpusPerReplica=r.gpus,
+        strategy=strategy,
+        routePrefix=route,
+        generation=generation,
+        revisions=[
+            ServiceRevision(
+                number=rev.number,
+                modelVersion=rev.model.version if rev.model else None,
+                configHash=rev.config_hash,
+                createdAt=rev.created_at,
+                createdBy=rev.created_by,
+            )
+        ],
+    )
     owner = {
         "apiVersion": C.API_VERSION,
         "kind": "TauService",
@@ -286,22 +303,7 @@ def render(
             "labels": dict(own),
             "annotations": {C.ANN_SUBMITTER: rev.created_by},
         },
-        "spec": {
-            "serviceName": service,
-            "workspace": r.workspace.name,
-            "profile": r.profile.name,
-            "revision": rev.number,
-            "modelRef": rev.model.ref if rev.model else None,
-            "modelVersion": rev.model.version if rev.model else None,
-            "configHash": rev.config_hash,
-            "submitter": rev.created_by,
-            "replicas": replicas,
-            "gpusPerReplica": r.gpus,
-            "strategy": strategy,
-            "routePrefix": route,
-            "generation": generation,
-            "revisions": history,
-        },
+        "spec": spec.model_dump(mode="json", exclude_unset=True),
     }
     return [owner, cm, rayservice, front_service(r.namespace, service, generation)]
 
