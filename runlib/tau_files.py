@@ -25,6 +25,7 @@ import contextlib
 import json
 import os
 import re
+import signal
 import sys
 import time
 from collections.abc import Iterator, Mapping
@@ -222,10 +223,18 @@ def main(argv: list[str] | None = None) -> int:
     Handler.root = Path(args.root)
     server = ThreadingHTTPServer((args.bind, args.port), Handler)
     server.daemon_threads = True
+    # SIGTERM ends it at once: as its container's first process it would otherwise ignore it,
+    # and a pod being replaced (a drain, a rollout) would wait out its whole grace period
+    signal.signal(signal.SIGTERM, _interrupt)
     print(f"tau_files: serving {args.root} read-only on {args.bind}:{args.port}", flush=True)
     with contextlib.suppress(KeyboardInterrupt):
         server.serve_forever()
+    server.server_close()
     return 0
+
+
+def _interrupt(_signum: int, _frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":

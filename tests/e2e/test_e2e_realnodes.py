@@ -642,8 +642,11 @@ def test_a_pull_killed_mid_file_and_a_file_server_replaced_then_pulled_again_is_
     assert 0 < arrived < 512 << 20
     pods = admin(real).resources.get(api_version="v1", kind="Pod")
     server = f"app.kubernetes.io/name={naming.FILES_SERVICE}"
-    for pod in pods.get(namespace="research", label_selector=server).items:
-        pods.delete(name=pod.metadata.name, namespace="research")
+    replaced = [
+        p.metadata.name for p in pods.get(namespace="research", label_selector=server).items
+    ]
+    for name in replaced:
+        pods.delete(name=name, namespace="research")
     again = tau(
         tmp_path / "teammate",
         "run",
@@ -661,6 +664,11 @@ def test_a_pull_killed_mid_file_and_a_file_server_replaced_then_pulled_again_is_
     assert got["ok"] and got["resumed"] == 1 and got["bad"] == [] and got["missing"] == [], got
     assert got["verified"] == got["files"] - 1, got  # all but the manifest itself
     assert (dest / "outputs" / "big.bin").stat().st_size == 512 << 20 and not part.exists()
+    wait_until(  # the replaced pod is gone, its processes with it: nothing left for the next test
+        lambda: not {p.metadata.name for p in pods.get(namespace="research").items} & set(replaced),
+        timeout=120,
+        what="the replaced file server pod to be gone",
+    )
 
 
 def test_cancel_mid_run_stops_its_processes_and_frees_the_node(real: Path, tmp_path: Path) -> None:

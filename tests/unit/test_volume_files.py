@@ -415,3 +415,36 @@ def test_a_status_waits_at_most_two_seconds_for_the_volume(tmp_path: Path, volum
     serving(fake, volume)
     observe(tmp_path, fake)
     assert asked == [2.0]
+
+
+def test_the_file_server_ends_on_sigterm(tmp_path: Path) -> None:
+    """Found on real nodes: as its container's first process, tau_files ignored SIGTERM, so a
+    replaced file server pod lived out its whole grace period (30 s) beside the new one. It
+    ends at once, exit 0, on SIGTERM."""
+    import signal
+    import subprocess
+    import sys
+
+    from taugrid.host.ports import free_port
+
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            tau_files.__file__,
+            "--root",
+            str(tmp_path),
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None and "serving" in proc.stdout.readline()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0  # (bounded: Python's default would be death by signal)
+    finally:
+        proc.kill()
