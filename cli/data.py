@@ -70,22 +70,9 @@ def _register_dataset(
     output: JsonOpt = ReportFormat.text,
 ) -> None:
     """Register a file or folder as a version (the same content again: the same version)."""
-    from taugrid.api.data import parse_tags
-    from taugrid.client import data
-
-    tags = parse_tags(tag or [])
-    with progress_bar(f"registering {name}", output is ReportFormat.text) as bar:
-        got = data.register(
-            "dataset",
-            name,
-            path,
-            purpose=purpose,
-            description=description,
-            tags=tags,
-            registry=registry,
-            progress=bar,
-        )
-    _registered(got, output)
+    _register(
+        "dataset", name, path, None, "latest", purpose, description, tag, registry, output, None
+    )
 
 
 def _register_model(
@@ -107,39 +94,58 @@ def _register_model(
 ) -> None:
     """Register a model: a run's checkpoint (with its lineage) or a file or folder. A
     cluster run's goes into its workspace's registry (--registry picks another)."""
-    from taugrid.api.data import parse_tags
     from taugrid.api.errors import EXIT_USAGE, TauError
-    from taugrid.client import data
 
     if (path is None) == (from_run is None):
         raise TauError("give a PATH or --from-run RUN (one of them)", exit_code=EXIT_USAGE)
+    _register(
+        "model",
+        name,
+        path,
+        from_run,
+        checkpoint,
+        purpose,
+        description,
+        tag,
+        registry,
+        output,
+        context,
+    )
+
+
+def _register(
+    kind: Any,
+    name: str,
+    path: str | None,
+    from_run: str | None,
+    checkpoint: str,
+    purpose: str | None,
+    description: str | None,
+    tag: list[str] | None,
+    registry: str | None,
+    output: ReportFormat,
+    context: str | None,
+) -> None:
+    """Both kinds' registration (a model's may come from a run's checkpoint), with a bar."""
+    from taugrid.api.data import parse_tags
+    from taugrid.client import data
+
     tags = parse_tags(tag or [])
     with progress_bar(f"registering {name}", output is ReportFormat.text) as bar:
+        about = {
+            "purpose": purpose,
+            "description": description,
+            "tags": tags,
+            "registry": registry,
+            "progress": bar,
+        }
         if from_run:
             got = data.register_model_from_run(
-                name,
-                from_run,
-                checkpoint=checkpoint,
-                purpose=purpose,
-                description=description,
-                tags=tags,
-                registry=registry,
-                progress=bar,
-                context=context,
-                say=say,
+                name, from_run, checkpoint=checkpoint, context=context, say=say, **about
             )
         else:
             assert path is not None
-            got = data.register(
-                "model",
-                name,
-                path,
-                purpose=purpose,
-                description=description,
-                tags=tags,
-                registry=registry,
-                progress=bar,
-            )
+            got = data.register(kind, name, path, **about)
     _registered(got, output)
 
 
