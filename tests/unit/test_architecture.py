@@ -78,3 +78,32 @@ def test_no_test_module_imports_another() -> None:
                 if n.split(".")[-1].startswith("test_") or n.startswith("tests.")
             ]
     assert found == []
+
+
+def test_the_services_api_decides_the_target_once() -> None:
+    """`taugrid.client.serve` picks a service's backend once (`backends.get` or `for_record`)
+    and never branches on the target's name after: a new target is a backend and a line in its
+    registry, not an edit of every verb. Nor does it reach past the backends to a target's own
+    adapters. (`local_services` only selects: the services the local head's stop stops.)"""
+    tree = ast.parse((ROOT / "client" / "serve.py").read_text())
+    selects = next(
+        n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "local_services"
+    )
+    exempt = {id(n) for n in ast.walk(selects)}
+    branches = [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Compare)
+        and id(node) not in exempt
+        and any(
+            isinstance(side, ast.Constant) and side.value in ("local", "kube")
+            for side in [node.left, *node.comparators]
+        )
+    ]
+    adapters = [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        and (node.module or "") in ("taugrid.serve.local", "taugrid.serve.kube")
+    ]
+    assert (branches, adapters) == ([], []), f"client/serve.py: lines {branches + adapters}"

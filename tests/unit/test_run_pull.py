@@ -373,7 +373,7 @@ def test_a_cluster_service_from_a_cluster_run_reads_nothing_through_this_machine
     from taugrid.api import serve as S
     from taugrid.api.profiles import WorkspaceRef
     from taugrid.client import serve
-    from taugrid.client.servekube import _made, _publish
+    from taugrid.serve.backends.kube import _made, _publish
 
     seal(volume)
     ws_registry = (volume / "registry").as_uri()
