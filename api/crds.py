@@ -313,6 +313,54 @@ def read_status(cls: type[M], raw: Any) -> tuple[M | None, str | None]:
         return None, str(e)
 
 
+def _known(cls: Any, raw: Any) -> Any:
+    """`raw` with only what the model type `cls` declares (through lists, optionals and dicts
+    of models): what a newer tau added is left out, what this one knows is kept as it is."""
+    import typing
+
+    origin = typing.get_origin(cls)
+    if origin is not None:  # X | None, list[X], dict[str, X]
+        args = typing.get_args(cls)
+        if isinstance(raw, list) and origin is list:
+            return [_known(args[0], item) for item in raw]
+        if isinstance(raw, dict) and origin is dict:
+            return {k: _known(args[1], v) for k, v in raw.items()}
+        models = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
+        return _known(models[0], raw) if len(models) == 1 else raw
+    if not (isinstance(cls, type) and issubclass(cls, BaseModel)) or not isinstance(raw, dict):
+        return raw
+    fields = cls.model_fields
+    if cls.model_config.get("extra") == "allow":
+        return raw
+    return {k: _known(fields[k].annotation, v) for k, v in raw.items() if k in fields}
+
+
+def read_spec(cls: type[M], obj: dict[str, Any], missing: dict[str, Any] | None = None) -> M:
+    """A TauGrid object's spec as its model: the one way the code reads a TauRun's or a
+    TauService's spec (written from the same model). Fields a newer tau added are left out;
+    `missing` gives what a field reads as when the object does not carry it (a listing from
+    printer columns carries a few); a spec this tau cannot read (another version's CRD) is a
+    TauError that names the object, the field and the fix."""
+    from taugrid.api.errors import EXIT_PLATFORM, TauError
+
+    md = obj.get("metadata") or {}
+    try:
+        return cls.model_validate(_known(cls, {**(missing or {}), **(obj.get("spec") or {})}))
+    except ValueError as e:
+        errors: list[Any] = list(getattr(e, "errors", list)())
+        first = errors[0] if errors else {}
+        where = ".".join(str(p) for p in first.get("loc") or ())
+        raise TauError(
+            f"{obj.get('kind') or cls.__name__.removesuffix('Spec')} "
+            f"{md.get('namespace', '')}/{md.get('name', '?')}: "
+            f"spec.{where}: {first.get('msg', e)}",
+            exit_code=EXIT_PLATFORM,
+            hint="this tau and the cluster's TauGrid CRDs are of different versions: use the "
+            "tau the platform was deployed with (tau version; the stack's lock pins it), or "
+            "upgrade the platform",
+        ) from None
+
+
 def escape_key(key: str) -> str:
     """A map key as one step of a JSONPath (`tau.azure.com/x` -> `tau\\.azure\\.com/x`)."""
     return key.replace(".", "\\.")

@@ -11,11 +11,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from taugrid.api import constants as C
-from taugrid.api.crds import TauRunStatus, read_status
+from taugrid.api.crds import TauRunSpec, TauRunStatus, read_spec, read_status
 from taugrid.api.evidence import RunRecord
 from taugrid.api.kubetime import k8s_time
 from taugrid.api.observations import ClusterFacts, PodFact
-from taugrid.api.vocabulary import ResolvedInput
 
 JOB_INDEX = "batch.kubernetes.io/job-completion-index"  # an Indexed Job's pod: its index
 
@@ -88,14 +87,21 @@ REMOTE = "(submitted from another machine)"
 def other_run(rec: RunRecord, taurun: dict[str, Any]) -> str | None:
     """Why the TauRun found under a run's name is not the run recorded here (None: it is). A
     record that knows its TauRun's uid compares the uid; an older one, the config hash."""
-    meta, spec = taurun.get("metadata") or {}, taurun.get("spec") or {}
+    meta = taurun.get("metadata") or {}
     uid, found_uid = getattr(rec.handle, "uid", None), meta.get("uid")
     if uid and found_uid:
         return None if uid == found_uid else f"its TauRun's uid is {found_uid}, not {uid}"
-    found_hash = spec.get("configHash")
-    if rec.config_hash != "?" and found_hash and found_hash != rec.config_hash:
+    found_hash = _spec(taurun).configHash
+    if rec.config_hash != "?" and found_hash != "?" and found_hash != rec.config_hash:
         return f"its config hash is {found_hash}, not {rec.config_hash}"
     return None
+
+
+def _spec(taurun: dict[str, Any]) -> TauRunSpec:
+    """A TauRun's spec; what a thin one (a listing's printer columns) lacks reads as unknown."""
+    name = (taurun.get("metadata") or {}).get("name") or "?"
+    unknown = {"workspace": "?", "profile": "?", "workloadKind": "job", "configHash": "?"}
+    return read_spec(TauRunSpec, taurun, {"runId": name, "runName": name, **unknown})
 
 
 def record_from_taurun(taurun: dict[str, Any], context: str | None) -> RunRecord:
@@ -103,57 +109,45 @@ def record_from_taurun(taurun: dict[str, Any], context: str | None) -> RunRecord
     from another (the code stays where it was submitted; its digest is the TauRun's)."""
     from taugrid.api.evidence import KubeHandle, Lineage
 
-    meta, spec = taurun.get("metadata") or {}, taurun.get("spec") or {}
-    manifest = spec.get("manifest") or {}
+    meta, spec = taurun.get("metadata") or {}, _spec(taurun)
+    manifest = spec.manifest  # the tau.yaml as submitted (kept as it was written)
     runtime, resilience = manifest.get("runtime") or {}, manifest.get("resilience") or {}
+    metrics = manifest.get("metrics") or {}
     ann = meta.get("annotations") or {}
     labels = meta.get("labels") or {}
-    parent = spec.get("parentRun")
+    parent = spec.parentRun
     return RunRecord(
-        run_id=spec.get("runId") or meta["name"],
-        name=spec.get("runName") or meta["name"],
-        workspace=spec.get("workspace") or "?",
-        profile=spec.get("profile") or "?",
+        run_id=spec.runId,
+        name=spec.runName,
+        workspace=spec.workspace,
+        profile=spec.profile,
         experiment=(manifest.get("experiment") or {}).get("name")
         or (manifest.get("research") or {}).get("experiment"),
-        workload_kind=spec.get("workloadKind") or "job",
+        workload_kind=spec.workloadKind,
         handle=KubeHandle(
             context=context,
             namespace=meta.get("namespace") or "default",
             queue=labels.get(C.KUEUE_QUEUE_LABEL),
             uid=meta.get("uid"),
         ),
-        submitter=spec.get("submitter") or "?",
+        submitter=spec.submitter or "?",
         code_folder=REMOTE,
-        code_revision=spec.get("codeRevision") or "?",
+        code_revision=spec.codeRevision or "?",
         code_digest=ann.get(C.ANN_CODE_DIGEST) or "?",
-        config_hash=spec.get("configHash") or "?",
+        config_hash=spec.configHash,
         image=runtime.get("image") or "?",
         entrypoint=(manifest.get("run") or {}).get("entrypoint") or "",
         created_at=str(meta.get("creationTimestamp") or k8s_time()),
-        attempt=int(spec.get("attempt") or 0),
+        attempt=spec.attempt,
         max_retries=int(resilience.get("max_retries") or 0),
-        workers=int(spec.get("workers") or 1),
-        gpus_per_worker=int(spec.get("gpusPerWorker") or 0),
-        gpus_available=int(spec.get("gpusPerWorker") or 0),
-        primary_metric=(manifest.get("metrics") or {}).get("primary"),
-        metric_direction=(manifest.get("metrics") or {}).get("direction"),
-        resumed_from=Lineage(run_id=parent, checkpoint=spec.get("resumeFrom")) if parent else None,
-        inputs=_inputs(spec.get("inputs")),
+        workers=spec.workers,
+        gpus_per_worker=spec.gpusPerWorker,
+        gpus_available=spec.gpusPerWorker,
+        primary_metric=metrics.get("primary"),
+        metric_direction=metrics.get("direction"),
+        resumed_from=Lineage(run_id=parent, checkpoint=spec.resumeFrom) if parent else None,
+        inputs=spec.inputs,
     )
-
-
-def _inputs(raw: Any) -> list[ResolvedInput]:
-    """A TauRun's inputs; one that does not read as an input is left out (an older client's)."""
-    from pydantic import ValidationError
-
-    out = []
-    for item in raw if isinstance(raw, list) else []:
-        try:
-            out.append(ResolvedInput.model_validate(item))
-        except ValidationError:
-            continue
-    return out
 
 
 _UID = re.compile(r"\(UID: (?P<uid>[^,)\s]+)(?:, JobUID: [^)]*)?\)")

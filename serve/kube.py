@@ -25,6 +25,7 @@ import yaml
 
 from taugrid.api import constants as C
 from taugrid.api import serve as S
+from taugrid.api.crds import ServiceCanary, ServiceRevision, TauServiceSpec, read_spec
 from taugrid.api.errors import EXIT_PLATFORM, EXIT_USAGE, TauError
 from taugrid.api.manifest import Compute, Manifest, RunSpec
 from taugrid.api.naming import owner_reference
@@ -268,7 +269,6 @@ def render(
             "upgradeStrategy": {"type": "None"},
         },
     }
-    from taugrid.api.crds import ServiceRevision, TauServiceSpec
 
     spec = TauServiceSpec(  # its model: what the CRD's schema is made of
         serviceName=service,
@@ -326,14 +326,14 @@ def canary_spec(
         modelVersion=serving.model.version if serving.model else None,
         generation=generation,
     )
-    spec["canary"] = {
-        "revision": canary.number,
-        "percent": plan.percent,
-        "generation": generation,
-        "stableGeneration": plan.stable_generation,
-        "modelVersion": canary.model.version if canary.model else None,
-        "startedAt": started_at,
-    }
+    spec["canary"] = ServiceCanary(
+        revision=canary.number,
+        percent=plan.percent,
+        generation=generation,
+        stableGeneration=plan.stable_generation,
+        modelVersion=canary.model.version if canary.model else None,
+        startedAt=started_at,
+    ).model_dump(mode="json", exclude_none=True)
     return owner
 
 
@@ -670,9 +670,9 @@ class KubeServe(Connected):
         over; returns the TauService status to write when it changed (None: nothing to write)."""
         from taugrid.serve.status import compute
 
-        spec = tauservice.get("spec") or {}
-        target = int(spec.get("generation") or 0)
-        keep = (spec.get("canary") or {}).get("stableGeneration")
+        spec = read_spec(TauServiceSpec, tauservice)
+        target = spec.generation
+        keep = spec.canary.stableGeneration if spec.canary else None
         rec = record_of(tauservice, None)
         serving = self.serving_generation(rec)
         if target and target != serving and self.switch_if_ready(rec, target, keep):
@@ -695,8 +695,8 @@ def record_of(tauservice: dict[str, Any], serving: int | None) -> S.ServiceRecor
     """What the status needs of a service, from its TauService (the controller has no local
     record): its serving revision, model version and size; `serving`: the generation the
     Service selects (the TauService's newest one is pending until it serves)."""
-    md, spec = tauservice["metadata"], tauservice.get("spec") or {}
-    ref, version = spec.get("modelRef"), spec.get("modelVersion")
+    md, spec = tauservice["metadata"], read_spec(TauServiceSpec, tauservice)
+    ref, version = spec.modelRef, spec.modelVersion
     pin = (
         S.ModelPin(ref=ref or version, name=(ref or "model").split("@")[0], version=version)
         if version
@@ -704,59 +704,44 @@ def record_of(tauservice: dict[str, Any], serving: int | None) -> S.ServiceRecor
     )
     created = str(md.get("creationTimestamp") or "")
     rev = S.Revision(
-        number=int(spec["revision"]),
+        number=spec.revision,
         created_at=created,
-        created_by=str(spec.get("submitter") or ""),
-        config_hash=str(spec["configHash"]),
+        created_by=spec.submitter or "",
+        config_hash=spec.configHash,
         code_digest="",
         model=pin,
         spec=S.ServiceSpec(import_path="cluster:app"),
         source="",
     )
-    target = int(spec.get("generation") or 1)
-    name, ns = str(spec["serviceName"]), str(md["namespace"])
-    c = spec.get("canary")
-    canary = None
+    name, ns = spec.serviceName, str(md["namespace"])
+    common: dict[str, Any] = {
+        "name": name,
+        "target": "kube",
+        "created_at": created,
+        "created_by": rev.created_by,
+        "route_prefix": spec.routePrefix,
+        "namespace": ns,
+        "workspace": spec.workspace,
+        "profile": spec.profile,
+        "revisions": [rev],
+        "serving": rev.number,
+        "endpoint": f"http://{object_name(name)}.{ns}.svc:{SERVE_PORT}{spec.routePrefix}",
+        "scale": S.Scale(replicas=spec.replicas),
+    }
+    c = spec.canary
     if c:  # the Service selects the canary's generation once it runs (its split holds the route)
         canary = S.Canary(
-            revision=int(c["revision"]),
-            percent=int(c["percent"]),
-            started_at=str(c.get("startedAt") or created),
-            routed=serving == target,
-            generation=int(c["generation"]),
+            revision=c.revision,
+            percent=c.percent,
+            started_at=c.startedAt or created,
+            routed=serving == spec.generation,
+            generation=c.generation,
         )
-        stable = int(c["stableGeneration"])
-        return S.ServiceRecord(
-            name=name,
-            target="kube",
-            created_at=created,
-            created_by=rev.created_by,
-            route_prefix=str(spec["routePrefix"]),
-            namespace=ns,
-            workspace=spec.get("workspace"),
-            profile=spec.get("profile"),
-            revisions=[rev],
-            serving=rev.number,
-            endpoint=f"http://{object_name(name)}.{ns}.svc:{SERVE_PORT}{spec['routePrefix']}",
-            scale=S.Scale(replicas=int(spec.get("replicas") or 0)),
-            generation=stable,
-            canary=canary,
-        )
+        return S.ServiceRecord(**common, generation=c.stableGeneration, canary=canary)
     return S.ServiceRecord(
-        name=name,
-        target="kube",
-        created_at=created,
-        created_by=rev.created_by,
-        route_prefix=str(spec["routePrefix"]),
-        namespace=ns,
-        workspace=spec.get("workspace"),
-        profile=spec.get("profile"),
-        revisions=[rev],
-        serving=rev.number,
-        endpoint=f"http://{object_name(name)}.{ns}.svc:{SERVE_PORT}{spec['routePrefix']}",
-        scale=S.Scale(replicas=int(spec.get("replicas") or 0)),
+        **common,
         generation=serving or 0,
-        pending_generation=target if target != serving else None,
+        pending_generation=spec.generation if spec.generation != serving else None,
     )
 
 

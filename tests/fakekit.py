@@ -61,6 +61,21 @@ def record(run_id: str, kind: str = "rayjob", queue: str | None = None) -> RunRe
     )
 
 
+def taurun_spec(rid: str, **kw: Any) -> dict[str, Any]:
+    """A TauRun's spec as the API server keeps it (written from its model, as tau writes it)."""
+    from taugrid.api.crds import TauRunSpec
+
+    base: dict[str, Any] = {
+        "runId": rid,
+        "runName": rid,
+        "workspace": "research",
+        "profile": "a100x1",
+        "workloadKind": "rayjob",
+        "configHash": "h",
+    }
+    return TauRunSpec.model_validate({**base, **kw}).model_dump(mode="json", exclude_none=True)
+
+
 def cluster_objects(ids: list[str], first_waits: bool = False) -> dict[str, list[dict[str, Any]]]:
     """Every other run admitted and running (from the first, or from the second)."""
     flip = 1 if first_waits else 0
@@ -109,7 +124,7 @@ def cluster_objects(ids: list[str], first_waits: bool = False) -> dict[str, list
         }
     ]
     return {
-        "TauRun": [{"metadata": meta(r)} for r in ids],
+        "TauRun": [{"metadata": meta(r), "spec": taurun_spec(r)} for r in ids],
         "RayJob": workloads,
         "Workload": kueue,
         "Pod": pods,

@@ -300,3 +300,44 @@ def test_a_status_is_read_into_its_model_or_says_why_not() -> None:
     assert recorded_status({"status": good}) == read_status(TauRunStatus, good)[0]
     odd = model(TauQuotaRequestStatus, {"phase": "Sleeping", "clusterQueue": "gpu"})
     assert odd == TauQuotaRequestStatus()  # unreadable: none of it, not a part
+
+
+def test_a_spec_is_read_into_its_model_across_versions() -> None:
+    """Written from the model, read into it: fields a newer tau added (at any depth) are left
+    out, a thin object's missing fields read as given, and a field this tau reads otherwise is
+    named with the object and the fix (exit 3), never a KeyError or a wrong type later."""
+    from taugrid.api.crds import TauServiceSpec, read_spec
+    from taugrid.api.errors import EXIT_PLATFORM, TauError
+
+    spec = {
+        "serviceName": "iris",
+        "workspace": "research",
+        "profile": "cpu",
+        "revision": 2,
+        "configHash": "h",
+        "replicas": 1,
+        "routePrefix": "/iris",
+        "generation": 3,
+        "shadow": {"percent": 5},  # a newer tau's
+        "canary": {
+            "revision": 3,
+            "percent": 20,
+            "generation": 3,
+            "stableGeneration": 2,
+            "startedAt": "2026-12-01T00:00:00Z",
+            "mirror": True,  # a newer tau's
+        },
+    }
+    obj = {"kind": "TauService", "metadata": {"name": "iris", "namespace": "research"}}
+    got = read_spec(TauServiceSpec, {**obj, "spec": spec})
+    assert got.canary is not None and got.canary.stableGeneration == 2
+    assert got.model_dump(exclude_none=True)["canary"]["percent"] == 20
+    thin = read_spec(TauServiceSpec, {**obj, "spec": {"serviceName": "iris"}}, {**spec})
+    assert (thin.serviceName, thin.replicas) == ("iris", 1)
+    with pytest.raises(TauError) as e:
+        read_spec(TauServiceSpec, {**obj, "spec": {**spec, "replicas": "many"}})
+    assert e.value.exit_code == EXIT_PLATFORM
+    assert "TauService research/iris: spec.replicas" in e.value.message
+    with pytest.raises(TauError) as e:
+        read_spec(TauServiceSpec, {**obj, "spec": {"serviceName": "iris"}})
+    assert "Field required" in e.value.message

@@ -482,8 +482,16 @@ def test_a_teammate_s_record_of_a_cluster_run_knows_its_exact_inputs() -> None:
             "workspace": "research",
             "profile": "cpu",
             "configHash": "h",
-            "inputs": [corpus.model_dump(mode="json"), {"name": 3}],
+            "inputs": [corpus.model_dump(mode="json")],
         },
     }
     rec = record_from_taurun(taurun, None)
-    assert rec.inputs == [corpus]  # the one that does not read as an input is left out
+    assert rec.inputs == [corpus]
+    # a field a newer tau added is left out; one this tau reads otherwise is named, with the fix
+    taurun["spec"]["inputs"] = [{**corpus.model_dump(mode="json"), "mirror": "x"}]
+    assert record_from_taurun(taurun, None).inputs == [corpus]
+    taurun["spec"]["inputs"] = [corpus.model_dump(mode="json"), {"name": 3}]
+    with pytest.raises(TauError) as e:
+        record_from_taurun(taurun, None)
+    assert "TauRun research/r1: spec.inputs.1.name" in e.value.message
+    assert "versions" in (e.value.hint or "")

@@ -189,7 +189,9 @@ class KubeBackend(Connected, Template):
             raise self._forbidden(e, prepared) from None
         if existing is None:
             return None
-        if (existing.get("spec") or {}).get("configHash") != prepared.manifest.config_hash():
+        from taugrid.api.crds import TauRunSpec, read_spec
+
+        if read_spec(TauRunSpec, existing).configHash != prepared.manifest.config_hash():
             raise TauError(
                 f"run {prepared.run_id} already exists in namespace {ns} with another config",
                 exit_code=EXIT_USAGE,
