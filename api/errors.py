@@ -67,5 +67,6 @@ def missing_extra(extra: str, what: str) -> TauError:
     return TauError(
         f"{what} is not installed",
         exit_code=EXIT_PLATFORM,
-        hint=f"pip install 'taugrid[{extra}]' (from a TauGrid checkout: pip install -e '.[{extra}]')",
+        hint=f"pip install 'taugrid[{extra}]' (from a TauGrid checkout: pip install -e "
+        f"'.[{extra}]')",
     )

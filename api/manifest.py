@@ -230,7 +230,8 @@ _REQ_CLAUSE = (
     rf"|(?:==|!=|<=|>=|<|>) ?{_REQ_VERSION})"
 )
 SIMPLE_REQUIREMENT = re.compile(
-    rf"{_REQ_NAME} ?(?:\[{_REQ_NAME}(?:, ?{_REQ_NAME})*\])? ?(?:{_REQ_CLAUSE}(?:, ?{_REQ_CLAUSE})*)?"
+    rf"{_REQ_NAME} ?(?:\[{_REQ_NAME}(?:, ?{_REQ_NAME})*\])? ?(?:{_REQ_CLAUSE}(?:, "
+    rf"?{_REQ_CLAUSE})*)?"
 )
 
 
@@ -1130,12 +1131,14 @@ EXAMPLES: dict[str, str] = {
     "run.nproc_per_node": "run: {launcher: torchrun, nproc_per_node: 4}",
     "execution": "execution: {launcher: torchrun, nodes: 2, processes_per_node: 4}",
     "run.function": "run: {launcher: ray-tune, function: objective}",
-    "tune": "tune: {metric: loss, mode: min, num_samples: 8, search_space: {lr: {loguniform: [0.0001, 0.1]}}}",
+    "tune": "tune: {metric: loss, mode: min, num_samples: 8, search_space: {lr: {loguniform: "
+    "[0.0001, 0.1]}}}",
     "tune.metric": "tune: {metric: accuracy, mode: max}",
     "tune.mode": "tune: {mode: max}   # min | max",
     "tune.num_samples": "tune: {num_samples: 8}",
     "tune.scheduler": "tune: {scheduler: asha}   # fifo | asha",
-    "tune.search_space": "tune: {search_space: {lr: {loguniform: [0.0001, 0.1]}, layers: {choice: [1, 2, 3]}}}",
+    "tune.search_space": "tune: {search_space: {lr: {loguniform: [0.0001, 0.1]}, layers: {choice: "
+    "[1, 2, 3]}}}",
     "compute": "compute: {gpus: 1, workers: 1, cpus: 16, memory: 64Gi}",
     "compute.gpus": "compute: {gpus: 1}   # per worker, 0..8",
     "compute.workers": "compute: {workers: 2}   # worker pods, 1..256",

@@ -180,7 +180,8 @@ class ExistingClusterSpec(_Model):
     name: str
     kubeconfigSecret: str | None = Field(
         None,
-        description="Name of a secret stack config key holding the kubeconfig (pulumi config set --secret)",
+        description="Name of a secret stack config key holding the kubeconfig (pulumi config set "
+        "--secret)",
     )
     context: str | None = Field(None, description="A context of the default kubeconfig")
 
@@ -501,7 +502,8 @@ class WorkspaceSpec(_Model):
 # --- the whole declaration ------------------------------------------------------------------------
 class WorkspaceFiles(_Model):
     """Each workspace's file server (`tau-files`): its volume, read-only, to its members through
-    the API server (progress, metrics, logs, checkpoints and outputs of cluster runs; docs/cluster.md)."""
+    the API server (progress, metrics, logs, checkpoints and outputs of cluster runs;
+    docs/cluster.md)."""
 
     enabled: bool = True
     image: str | None = Field(
@@ -674,14 +676,16 @@ def one_driver_installer(cfg: PlatformConfig) -> Iterator[Issue]:
             yield Issue(
                 f"gpuPools[{i}].gpuDriver",
                 "install",
-                "the GPU Operator installs the driver (components.gpuOperator.installDriver); the pool must skip the AKS driver",
+                "the GPU Operator installs the driver (components.gpuOperator.installDriver); the "
+                "pool must skip the AKS driver",
                 "gpuDriver: none   # or components.gpuOperator.installDriver: false",
             )
         if (not op.enabled or not op.installDriver) and gp.gpuDriver == "none":
             yield Issue(
                 f"gpuPools[{i}].gpuDriver",
                 "none",
-                "nothing would install the NVIDIA driver: AKS skips it and the GPU Operator does not install it",
+                "nothing would install the NVIDIA driver: AKS skips it and the GPU Operator does "
+                "not install it",
                 "gpuDriver: install",
             )
 
@@ -710,7 +714,8 @@ def gpu_class_is_one_shape(cfg: PlatformConfig) -> Iterator[Issue]:
             yield Issue(
                 f"gpuPools[{i}].gpuClass",
                 cls,
-                f"is also the class of pool {first.name} ({first.vmSize}, {first.gpus()} GPU/node) with a different shape "
+                f"is also the class of pool {first.name} ({first.vmSize}, {first.gpus()} GPU/node) "
+                "with a different shape "
                 f"({gp.vmSize}, {gp.gpus()} GPU/node); give each shape its own class",
                 f"gpuClass: {cls}-{gp.gpus()}x",
             )
@@ -859,7 +864,8 @@ def quotas_within_capacity(cfg: PlatformConfig) -> Iterator[Issue]:
             nodes = -(-total // per_node) if per_node else None
             fix = (
                 (
-                    f"lower the queues' quota on {pool_name} to {_format(res, cap)} in all, or raise "
+                    f"lower the queues' quota on {pool_name} to {_format(res, cap)} in all, or "
+                    "raise "
                     f"maxCount of pool {pool_name} to {nodes}"
                 )
                 if nodes
@@ -984,7 +990,8 @@ def workspace_names_for_queue(cfg: PlatformConfig, queue: str) -> list[str]:
 
 
 def derive_profiles(cfg: PlatformConfig) -> list[WorkloadProfile]:
-    """One profile per (ClusterQueue, pool) it has quota on; named after the pool (or pool-queue)."""
+    """One profile per (ClusterQueue, pool) it has quota on; named after the pool (or
+    pool-queue)."""
     if cfg.profiles is not None:
         return list(cfg.profiles)
 
@@ -1078,10 +1085,13 @@ PLATFORM_EXAMPLES = {
     "cluster": "cluster: {provider: aks, name: prod, location: eastus2, kubernetesVersion: '1.36'}",
     "gpuPools": "gpuPools: [{name: a100x1, vmSize: Standard_NC24ads_A100_v4, maxCount: 8}]",
     "cpuPools": "cpuPools: [{name: cpu, vmSize: Standard_D16s_v5, maxCount: 4}]",
-    "queues.clusterQueues": "clusterQueues: [{name: gpu, flavors: [{pool: a100x1, nominalQuota: {nvidia.com/gpu: 8}}]}]",
-    "workspaces": "workspaces: [{name: research, queues: [gpu], members: [{kind: Group, name: team}]}]",
+    "queues.clusterQueues": "clusterQueues: [{name: gpu, flavors: [{pool: a100x1, nominalQuota: "
+    "{nvidia.com/gpu: 8}}]}]",
+    "workspaces": "workspaces: [{name: research, queues: [gpu], members: [{kind: Group, name: "
+    "team}]}]",
     "workspaces.storage.size": "storage: {size: 1Ti}",
-    "components": "components: {gpuOperator: {installDriver: true}, nodeProblemDetector: {enabled: true}}",
+    "components": "components: {gpuOperator: {installDriver: true}, nodeProblemDetector: {enabled: "
+    "true}}",
 }
 
 

@@ -83,7 +83,8 @@ class WorkloadProfile(_Model):
     )
     workerDefaults: WorkerSize | None = Field(
         None,
-        description="Size of a worker when tau.yaml does not set one (default: a GPU-share of allocatable)",
+        description="Size of a worker when tau.yaml does not set one (default: a GPU-share of "
+        "allocatable)",
     )
     maxWorkers: int | None = Field(None, ge=1, description="Most workers one run may ask for")
     nodeSelector: dict[str, str] = Field(default_factory=dict)
@@ -122,7 +123,8 @@ class WorkloadProfile(_Model):
             and self.defaultPriority not in self.priorityClasses
         ):
             raise ValueError(
-                f"defaultPriority {self.defaultPriority!r} is not in priorityClasses {self.priorityClasses}"
+                f"defaultPriority {self.defaultPriority!r} is not in priorityClasses "
+                f"{self.priorityClasses}"
             )
         return self
 
@@ -189,7 +191,8 @@ def profile_set_hash(profiles: list[WorkloadProfile]) -> str:
 
 
 class ProfileSnapshot(_Model):
-    """Offline copy of what a cluster's TauCluster publishes (`kind: TauWorkloadProfileSnapshot`)."""
+    """Offline copy of what a cluster's TauCluster publishes (`kind:
+    TauWorkloadProfileSnapshot`)."""
 
     apiVersion: Literal["tau.azure.com/v1alpha1"] = "tau.azure.com/v1alpha1"
     kind: Literal["TauWorkloadProfileSnapshot"] = "TauWorkloadProfileSnapshot"

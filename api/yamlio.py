@@ -1,4 +1,5 @@
-"""YAML output that people can read and kubectl accepts: no anchors, multi-line strings as blocks."""
+"""YAML output that people can read and kubectl accepts: no anchors, multi-line strings as
+blocks."""
 
 from __future__ import annotations
 

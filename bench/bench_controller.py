@@ -295,7 +295,8 @@ def main() -> int:
     print(f"approve -> grant in cohort, p50 of 7:   {p50a:.3f}s  <= 1.0s {ok(p50a <= 1)}")
     print(f"GPU condition -> cordon+taint, p50 of 7: {p50c:.3f}s  <= 1.0s {ok(p50c <= 1)}")
     print(
-        f"controller RSS with {RUNS} runs tracked:   {rss500:.0f} MB (0 runs: {rss0:.0f} MB)  <= 200 MB {ok(rss500 <= 200)}"
+        f"controller RSS with {RUNS} runs tracked:   {rss500:.0f} MB (0 runs: {rss0:.0f} MB)  <= "
+        f"200 MB {ok(rss500 <= 200)}"
     )
     print(
         f"API calls/min, 0 vs {RUNS} idle runs:        {idle0:.1f} vs {idle500:.1f}  "

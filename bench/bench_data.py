@@ -102,7 +102,8 @@ def main() -> int:
         probe = (
             "import resource, subprocess, sys, time; t0 = time.perf_counter();"
             "subprocess.run(sys.argv[1:], check=True, capture_output=True);"
-            "print(time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+            "print(time.perf_counter() - t0, "
+            "resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
         )
         got = subprocess.run(
             [sys.executable, "-c", probe, TAU, "data", "dataset", "register", "huge", str(big)],

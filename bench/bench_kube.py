@@ -170,7 +170,8 @@ def queued_for_quota(
 def main() -> int:
     many = status_of_many()
     print(
-        f"status of 1000 runs from one snapshot:     {many:.3f}s  <= 1.0s {'ok' if many <= 1 else 'OVER'}"
+        f"status of 1000 runs from one snapshot:     {many:.3f}s  <= 1.0s "
+        f"{'ok' if many <= 1 else 'OVER'}"
     )
     cli = sandbox_cli()
     if cli is None:
@@ -178,16 +179,19 @@ def main() -> int:
         return 0
     submit, queued, running, base, waiting = cli
     print(
-        f"tau run --target kube to submitted (median): {submit:.3f}s  <= 0.8s {'ok' if submit <= 0.8 else 'OVER'}"
+        f"tau run --target kube to submitted (median): {submit:.3f}s  <= 0.8s "
+        f"{'ok' if submit <= 0.8 else 'OVER'}"
     )
     print(
-        f"tau run status, running run (median):       {running:.3f}s  <= 0.5s {'ok' if running <= 0.5 else 'OVER'}"
+        f"tau run status, running run (median):       {running:.3f}s  <= 0.5s "
+        f"{'ok' if running <= 0.5 else 'OVER'}"
     )
     print(
         f"tau run status, right after submitting (median; the cluster busy with it): {queued:.3f}s"
     )
     print(
-        f"tau run status, queued for quota (median):  {waiting:.3f}s  <= 0.5s {'ok' if waiting <= 0.5 else 'OVER'}"
+        f"tau run status, queued for quota (median):  {waiting:.3f}s  <= 0.5s "
+        f"{'ok' if waiting <= 0.5 else 'OVER'}"
     )
     print(
         f"the libraries' floor (Python importing Typer, pydantic, PyYAML, lightkube): {base:.3f}s;"

@@ -66,11 +66,13 @@ def main() -> int:
     ok = "ok" if results["first_log_line_warm_median_s"] <= BUDGET_WARM_S else "OVER"
     print(f"first log line, cold (starts the Ray head): {cold:.2f}s")
     print(
-        f"first log line, warm (median of {WARM_RUNS}):          {results['first_log_line_warm_median_s']:.2f}s  <= {BUDGET_WARM_S}s {ok}"
+        f"first log line, warm (median of {WARM_RUNS}):          "
+        f"{results['first_log_line_warm_median_s']:.2f}s  <= {BUDGET_WARM_S}s {ok}"
     )
     print("warm runs: " + ", ".join(f"{w:.2f}s" for w in warm))
     print(
-        f"first log line, warm without standbys (median): {results['first_log_line_warm_no_standby_median_s']:.2f}s"
+        "first log line, warm without standbys (median): "
+        f"{results['first_log_line_warm_no_standby_median_s']:.2f}s"
     )
     print("warm runs without standbys: " + ", ".join(f"{w:.2f}s" for w in early))
     return 0

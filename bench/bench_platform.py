@@ -97,11 +97,13 @@ def main() -> int:
     print(f"{'pools':>5} {'workspaces':>10} {'resources':>9} {'seconds':>8} {'ms/resource':>11}")
     for r in rows:
         print(
-            f"{r['pools']:>5} {r['workspaces']:>10} {r['resources']:>9} {r['seconds']:>8.2f} {r['ms_per_resource']:>11.2f}"
+            f"{r['pools']:>5} {r['workspaces']:>10} {r['resources']:>9} {r['seconds']:>8.2f} "
+            f"{r['ms_per_resource']:>11.2f}"
         )
     big = rows[-1]
     print(
-        f"10 pools, 50 workspaces: {big['seconds']:.2f}s  <= {BUDGET_S}s {'ok' if big['seconds'] <= BUDGET_S else 'OVER'}"
+        f"10 pools, 50 workspaces: {big['seconds']:.2f}s  <= {BUDGET_S}s "
+        f"{'ok' if big['seconds'] <= BUDGET_S else 'OVER'}"
     )
     return 0
 

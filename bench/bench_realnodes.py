@@ -3,7 +3,8 @@
 quickstart's code as a CPU RayJob (a head and a worker pod forming a Ray cluster, 20 steps) from
 submit to Succeeded and `down` reported; a 512 MiB checkpoint pulled by `tau run pull` from
 another TAU_HOME <= 30 s, and a cut-off pull (killed at about half) finished; `tau run status` of
-a finished run with its progress read from the volume (median of 5). Skipped (with the reason) where real nodes cannot run: not root, containerd or
+a finished run with its progress read from the volume (median of 5). Skipped (with the reason)
+where real nodes cannot run: not root, containerd or
 `make images` missing, the kubelet not built.
 
     .venv/bin/python bench/bench_realnodes.py

@@ -627,7 +627,8 @@ def check(res: Result) -> list[str]:
         )
     if f["ended_otherwise_than_their_pods"]:
         missed.append(
-            f"runs whose phase is not their pods' outcome: {f['ended_otherwise_than_their_pods'][:5]}"
+            "runs whose phase is not their pods' outcome: "
+            f"{f['ended_otherwise_than_their_pods'][:5]}"
         )
     idle_writes = sum(n for w, n in f["controller_idle"]["writes"].items() if w != HEARTBEAT)
     if idle_writes:
@@ -654,7 +655,8 @@ def table(res: Result) -> str:
         (
             "admission lag p50 / p90 / max",
             f"{f.get('admission_lag_p50_s')} / "
-            f"{f.get('admission_lag_p90_s')} / {f.get('admission_lag_max_s')} s (waiting for quota included)",
+            f"{f.get('admission_lag_p90_s')} / {f.get('admission_lag_max_s')} s (waiting for quota "
+            "included)",
         ),
         (
             "admitted after room came free p50 / max",

@@ -129,7 +129,8 @@ app.command("logs", help="Print a run's log (-f: follow it); the same as `tau ru
 
 @app.command("crds")
 def crds(output: RenderOutOpt = RenderFormat.yaml) -> None:
-    """Print TauGrid's CustomResourceDefinitions (TauCluster, TauWorkspace, TauQuotaRequest, TauRun)."""
+    """Print TauGrid's CustomResourceDefinitions (TauCluster, TauWorkspace, TauQuotaRequest,
+    TauRun)."""
     from taugrid.api.crds import render_crds
 
     out(object_list(render_crds(), output is RenderFormat.json))
@@ -226,7 +227,8 @@ def main(argv: list[str] | None = None) -> int:
         if os.environ.get("TAU_DEBUG"):
             raise
         sys.stderr.write(
-            f"internal error: {type(e).__name__}: {e}\n  (set TAU_DEBUG=1 for a traceback; please report it)\n"
+            f"internal error: {type(e).__name__}: {e}\n  (set TAU_DEBUG=1 for a traceback; please "
+            "report it)\n"
         )
         return 1
     return 0

@@ -75,5 +75,6 @@ def workspaces(context: ContextOpt = None, output: JsonOpt = ReportFormat.text) 
     for r in rows:
         mark = " (default)" if r["default"] else ""
         out(
-            f"{r['name']}{mark}: namespace {r['namespace']}, /data {r['pvc']}, profiles {', '.join(r['profiles'])}"
+            f"{r['name']}{mark}: namespace {r['namespace']}, /data {r['pvc']}, profiles "
+            f"{', '.join(r['profiles'])}"
         )

@@ -39,7 +39,8 @@ ExpectOpt = Annotated[
 def _record_lines(rec: Any, aliases: list[str]) -> str:
     lines = [
         f"{rec.kind} {rec.name}@{rec.short}  ({rec.version})",
-        f"  {len(rec.files)} file(s), {human_size(rec.size)}; created {rec.created.at} by {rec.created.by} on {rec.created.host}",
+        f"  {len(rec.files)} file(s), {human_size(rec.size)}; created {rec.created.at} by "
+        f"{rec.created.by} on {rec.created.host}",
     ]
     if aliases:
         lines.append(f"  aliases: {', '.join(aliases)}")
@@ -505,12 +506,14 @@ def _registered(got: Any, output: ReportFormat) -> None:
         return
     if got.created:
         say(
-            f"registered {rec.kind} {rec.name}@{rec.short}: {len(rec.files)} file(s), {human_size(rec.size)}"
+            f"registered {rec.kind} {rec.name}@{rec.short}: {len(rec.files)} file(s), "
+            f"{human_size(rec.size)}"
             f" (hashed {human_size(got.hashed_bytes)})"
         )
     else:
         say(
-            f"{rec.kind} {rec.name}@{rec.short} is already registered with this content: nothing changed"
+            f"{rec.kind} {rec.name}@{rec.short} is already registered with this content: nothing "
+            "changed"
         )
     out(f"{rec.name}@{rec.version}")
 

@@ -55,7 +55,8 @@ class _RunGroup(LazyGroup):
 app = typer.Typer(
     cls=_RunGroup,
     rich_markup_mode=None,
-    help="Validate, render and submit runs. `tau run FILE` submits; `tau run FILE --dry-run` renders.",
+    help="Validate, render and submit runs. `tau run FILE` submits; `tau run FILE --dry-run` "
+    "renders.",
     no_args_is_help=True,
 )
 
@@ -112,7 +113,8 @@ def run_validate(
     if placed is not None:
         res = placed.worker.resources()["requests"]
         line += (
-            f"\n    profile {placed.profile.name}, workspace {placed.workspace.name}, queue {placed.queue}, "
+            f"\n    profile {placed.profile.name}, workspace {placed.workspace.name}, queue "
+            f"{placed.queue}, "
             f"{res['cpu']} CPU / {res['memory']} per worker"
         )
     for inp in got.inputs:
@@ -275,7 +277,8 @@ def run_list(
         bool,
         typer.Option(
             "--cluster",
-            help="Every run of the cluster's workspaces (from any machine), not only this machine's",
+            help="Every run of the cluster's workspaces (from any machine), "
+            "not only this machine's",
         ),
     ] = False,
     workspace: WorkspaceOpt = None,
@@ -478,7 +481,9 @@ def run_pull(
         )
         out(
             f"{got.run_id}: {got.files} file(s), {human_size(got.bytes)} from {got.source} in "
-            f"{got.to} ({got.fetched} fetched{f', {got.resumed} of them resumed' if got.resumed else ''}, {got.kept} already here); {check}"
+            f"{got.to} ({got.fetched} "
+            f"fetched{f', {got.resumed} of them resumed' if got.resumed else ''}, "
+            f"{got.kept} already here); {check}"
         )
         for path in got.edited:
             say(f"kept your copy of {path}: it differs from the run's (--force replaces it)")

@@ -116,7 +116,8 @@ def sandbox_status(output: JsonOpt = ReportFormat.text) -> None:
         )
     else:
         lines = [
-            f"sandbox {'up' if ready else 'DOWN'}: API server {state.api} ({'ready' if ready else 'not answering'})"
+            f"sandbox {'up' if ready else 'DOWN'}: API server {state.api} "
+            f"({'ready' if ready else 'not answering'})"
         ]
         for r in rows:
             what = (
@@ -139,7 +140,8 @@ def sandbox_kubeconfig(
         str, typer.Option("--as", help="admin, researcher, or a workspace member's name")
     ] = "admin",
 ) -> None:
-    """Print the path of a kubeconfig for the sandbox (export KUBECONFIG=$(tau sandbox kubeconfig))."""
+    """Print the path of a kubeconfig for the sandbox (export KUBECONFIG=$(tau sandbox
+    kubeconfig))."""
     from taugrid.infra import sandbox
 
     out(str(sandbox.kubeconfig(as_)))

@@ -1,4 +1,5 @@
-"""`tau serve ...`: serve a model from a run or the registry with Ray Serve (taugrid.client.serve)."""
+"""`tau serve ...`: serve a model from a run or the registry with Ray Serve
+(taugrid.client.serve)."""
 
 from __future__ import annotations
 

@@ -89,7 +89,8 @@ def register_model_from_run(
     (by the run's primary metric and its direction) or a checkpoint's folder name.
 
     A cluster run's checkpoint is where the run left it, on its workspace volume; it goes into
-    the workspace's registry (`registry` overrides; `into_workspace=False`: this machine's). Where that registry is the volume's own
+    the workspace's registry (`registry` overrides; `into_workspace=False`: this machine's). Where
+    that registry is the volume's own
     folder and this machine reaches it, the files are registered where they are; else they are
     read through the workspace's file server, checked against the run's sealed manifest, and the
     command says how much came through this machine."""

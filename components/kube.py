@@ -1,4 +1,5 @@
-"""Kubernetes objects from plain dicts, as Pulumi resources (server-side applied by the provider)."""
+"""Kubernetes objects from plain dicts, as Pulumi resources (server-side applied by the
+provider)."""
 
 from __future__ import annotations
 

@@ -231,7 +231,8 @@ XID_MONITOR_FILE = "gpu-xid-monitor.json"
 
 
 def xid_monitor(fatal_xids: list[int]) -> dict[str, Any]:
-    """An NPD kernel-log monitor: every XID makes an event; fatal XIDs set the GPUXidError condition."""
+    """An NPD kernel-log monitor: every XID makes an event; fatal XIDs set the GPUXidError
+    condition."""
     fatal = "|".join(str(x) for x in sorted(set(fatal_xids)))
     return {
         "plugin": "kmsg",
@@ -516,7 +517,8 @@ def _digest(data: dict[str, str]) -> str:
 
 
 def workspace_objects(cfg: PlatformConfig, ws: WorkspaceSpec) -> list[dict[str, Any]]:
-    """Namespace, LocalQueues, ServiceAccount, researcher RBAC, the /data PVC, and the TauWorkspace."""
+    """Namespace, LocalQueues, ServiceAccount, researcher RBAC, the /data PVC, and the
+    TauWorkspace."""
     ns = ws.ns
     labels = {C.LABEL_WORKSPACE: ws.name}
     subjects = _subjects(ws)

@@ -1,4 +1,5 @@
-"""TauClusterProfile: the TauCluster object that publishes the workload profiles `tau` resolves against."""
+"""TauClusterProfile: the TauCluster object that publishes the workload profiles `tau` resolves
+against."""
 
 from __future__ import annotations
 

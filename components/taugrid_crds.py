@@ -1,4 +1,5 @@
-"""TauGridCrds: TauCluster, TauWorkspace, TauQuotaRequest, TauRun (generated from the api/ models)."""
+"""TauGridCrds: TauCluster, TauWorkspace, TauQuotaRequest, TauRun (generated from the api/
+models)."""
 
 from __future__ import annotations
 

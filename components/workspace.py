@@ -1,4 +1,5 @@
-"""Workspace: Namespace, LocalQueues, researcher Role/RoleBinding, ServiceAccount, /data PVC, TauWorkspace."""
+"""Workspace: Namespace, LocalQueues, researcher Role/RoleBinding, ServiceAccount, /data PVC,
+TauWorkspace."""
 
 from __future__ import annotations
 

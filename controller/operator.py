@@ -196,7 +196,8 @@ def _run_key(kw: Mapping[str, Any]) -> RunKey:
 
 class Turns:
     """Run status writes one at a time, their starts at least 1/rate seconds apart: no second
-    holds more than `rate` of them. A write waits for its turn (`wait`, `done`; or `take`), then its moment
+    holds more than `rate` of them. A write waits for its turn (`wait`, `done`; or `take`), then
+    its moment
     (`pace`: only a turn that writes spends one); the urgent ones (what is gone a second later:
     a pod about to go, a GPU fault under the run) get their turn before the others, and each
     kind in the order it came. Urgent writes spend the same budget (the bound holds); they only

@@ -5,7 +5,8 @@ list), on a few primitives each store implements: blobs and version records writ
 create-if-absent, and an alias document moved by compare-and-swap. `FileStore` (`file://DIR`)
 is below; `AzureStore` (`az://`, data/azure.py) writes with ETag conditions.
 
-The file store's layout under DIR (the same on a laptop and on a workspace volume, e.g. /data/registry):
+The file store's layout under DIR (the same on a laptop and on a workspace volume, e.g.
+/data/registry):
 
     blobs/sha256/<2>/<62>                 a large file's bytes, once, named by their sha256
     packs/<id>.pack, packs/<id>.idx       small files' bytes, once, one after another, and
@@ -22,7 +23,8 @@ The file store's layout under DIR (the same on a laptop and on a workspace volum
 
 Blobs, packs and records are written to tmp/, then hard-linked into place only if absent
 (create-if-absent), and synced before the record that names them: a killed `register` leaves no
-partial version, and the next one reuses every blob and published pack already complete. A stat cache (size, mtime, inode -> sha256) spares re-reading unchanged
+partial version, and the next one reuses every blob and published pack already complete. A stat
+cache (size, mtime, inode -> sha256) spares re-reading unchanged
 files.
 """
 

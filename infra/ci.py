@@ -164,7 +164,8 @@ def up(
         }
     )
     say(
-        f"CI cluster {name} (expires {expires}){f' with the version lock of {source}' if source else ''}"
+        f"CI cluster {name} (expires "
+        f"{expires}){f' with the version lock of {source}' if source else ''}"
     )
     if policy_packs:
         eng.preview(say=None, policy_packs=policy_packs)  # a violation stops it before anything

@@ -64,7 +64,7 @@ containerStatuses:
     terminated: {{exitCode: {code}, reason: {reason}, startedAt: {{{{ $now | Quote }}}}, finishedAt: {{{{ $now | Quote }}}}}}
 {{{{ end }}}}
 phase: {phase}
-"""
+"""  # noqa: E501 (data: its lines are what they are)
 
 
 def sandbox_stages() -> list[dict[str, Any]]:
@@ -128,7 +128,8 @@ def binaries_dir() -> Path | None:
 
 
 def crds_dir() -> Path | None:
-    """CRDs copied from the built modules at build time: <dir>/kueue/*.yaml, <dir>/kuberay/*.yaml."""
+    """CRDs copied from the built modules at build time: <dir>/kueue/*.yaml,
+    <dir>/kuberay/*.yaml."""
     d = binaries_dir()
     return d.parent / "crds" if d is not None and (d.parent / "crds").is_dir() else None
 
@@ -385,7 +386,8 @@ class ControlPlane:
                     "kind": "Policy",
                     "omitStages": ["RequestReceived"],
                     "rules": [
-                        # what it wrote to a run (a test shows the writes of a quiet minute it fails on)
+                        # what it wrote to a run (a test shows the writes of a quiet minute it
+                        # fails on)
                         {
                             "level": "Request",
                             "users": [CONTROLLER_USER],

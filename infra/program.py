@@ -1,4 +1,5 @@
-"""The Pulumi program as a function: stack config -> Platform + exports (used by __main__ and plan)."""
+"""The Pulumi program as a function: stack config -> Platform + exports (used by __main__ and
+plan)."""
 
 from __future__ import annotations
 

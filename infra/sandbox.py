@@ -275,7 +275,8 @@ def _volume_path(dyn: Any, namespace: str, claim: str) -> str:
                 f"the workspace volume {namespace}/{claim} was not bound in "
                 f"{VOLUME_BOUND_TIMEOUT_S:.0f} s (the controller-manager's host-path provisioner)",
                 exit_code=EXIT_PLATFORM,
-                hint="tau sandbox status; its log: kube-controller-manager.log in the sandbox folder",
+                hint="tau sandbox status; its log: kube-controller-manager.log in the sandbox "
+                "folder",
             )
         time.sleep(0.2)  # the provisioner's binding: a few seconds
 

@@ -3,7 +3,8 @@
 It keeps objects by (kind, namespace, name), answers GET/LIST with label and field selectors,
 applies as a merge (server-side apply's effect for the fields tau sends), records every call in
 `calls`, and lets a test deny verbs (`forbid`), script logs (`logs`) and the visibility API
-(`pending_items`) and services behind the API server's proxy (`services`). A test that needs a scripted sequence subclasses it and overrides one method.
+(`pending_items`) and services behind the API server's proxy (`services`). A test that needs a
+scripted sequence subclasses it and overrides one method.
 No Kubernetes library is imported.
 """
 

@@ -65,7 +65,8 @@ class VolumeFiles:
 
     @property
     def server(self) -> str:
-        return f"the file server of workspace {self.workspace} ({naming.FILES_SERVICE} in {self.namespace})"
+        where = f"{naming.FILES_SERVICE} in {self.namespace}"
+        return f"the file server of workspace {self.workspace} ({where})"
 
     # --- the three reads ---------------------------------------------------------------------
     def progress(self, run_dir: str, checkpoints: str, outputs: str) -> RunProgress:

@@ -67,10 +67,13 @@ def svg(series: Sequence[Series], title: str, width: int = 720, height: int = 26
     w, h = width - pad_l - pad_r, height - pad_t - pad_b
 
     def at(p: Point) -> str:
-        return f"{pad_l + (p[0] - x0) / (x1 - x0) * w:.1f},{pad_t + (1 - (p[1] - y0) / (y1 - y0)) * h:.1f}"
+        x = pad_l + (p[0] - x0) / (x1 - x0) * w
+        y = pad_t + (1 - (p[1] - y0) / (y1 - y0)) * h
+        return f"{x:.1f},{y:.1f}"
 
     lines = [
-        f'<svg class="chart" role="img" aria-label="{escape(title)}" viewBox="0 0 {width} {height}" '
+        f'<svg class="chart" role="img" aria-label="{escape(title)}" viewBox="0 0 {width} '
+        f'{height}" '
         f'width="{width}" height="{height}" xmlns="http://www.w3.org/2000/svg">',
         f"<title>{escape(title)}</title>",
         f'<rect x="{pad_l}" y="{pad_t}" width="{w}" height="{h}" class="plot"/>',

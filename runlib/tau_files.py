@@ -10,7 +10,8 @@ workspace, after the run's pods are gone. It never writes, and serves nothing ou
 
     GET /healthz                      ok
     GET /progress/<dir>?checkpoints=SUB&outputs=SUB
-                                      a run's progress (tau_evidence.progress) and the server's clock
+                                      a run's progress (tau_evidence.progress) and the server's
+                                      clock
     GET /tree/<dir>                   every file under <dir> (dotfiles excepted): path, size, mtime
     GET /file/<path>                  the file's bytes; `Range: bytes=N-` or `bytes=N-M` honoured
 

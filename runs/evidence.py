@@ -287,7 +287,8 @@ class RunDir:
             return tau_evidence.verify(self.path)
         except FileNotFoundError:
             raise TauError(
-                f"{self.path}: not sealed yet (no {C.MANIFEST_FILENAME}); a run is sealed when it ends",
+                f"{self.path}: not sealed yet (no {C.MANIFEST_FILENAME}); a run is sealed when it "
+                "ends",
                 exit_code=EXIT_RUN_FAILED,
             ) from None
 

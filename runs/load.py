@@ -52,7 +52,8 @@ def resolve_manifest_path(arg: str | None) -> Path:
             return found
         raise TauError(
             f"{p}: is a directory with no {' / '.join(DISCOVERY)} in it",
-            hint="pass the path of a tau.yaml file, e.g. tau run validate examples/quickstart/tau.yaml",
+            hint="pass the path of a tau.yaml file, e.g. tau run validate "
+            "examples/quickstart/tau.yaml",
         )
     if p.suffix.lower() not in YAML_SUFFIXES and p.is_file():
         beside = find_manifest(p.parent)

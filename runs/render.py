@@ -176,7 +176,8 @@ def torchrun_local_script(m: Manifest, code_dir: str, python: str) -> str:
     the run's): a job never waits for a node that is gone. bash's `wait -n` can answer 127
     (nothing left to wait for) when it reaped a node already that ended at about the same time
     as another (9 of 150 stubbed runs of two nodes): a 127 no node reported is that, not a
-    failure, and the run's code then comes from the codes the nodes wrote (`nodes/<i>/exit.json`)."""
+    failure, and the run's code then comes from the codes the nodes wrote
+    (`nodes/<i>/exit.json`)."""
     n, p, py = m.nodes, m.nproc_per_node, shlex.quote(python)
     script = " ".join(shlex.quote(a) for a in [m.entrypoint_path or "", *m.run.args])
     free_port = (
@@ -196,11 +197,13 @@ def torchrun_local_script(m: Manifest, code_dir: str, python: str) -> str:
             f"export TAU_NODES={n} MASTER_ADDR=127.0.0.1 MASTER_PORT=$port",
             "pids=()",
             f"for i in $(seq 0 {n - 1}); do",
-            '  mkdir -p "$TAU_RUN_DIR/nodes/$i"; rm -f "$TAU_RUN_DIR/nodes/$i/exit.json"',  # a retry's
+            # (a retry's exit.json removed)
+            '  mkdir -p "$TAU_RUN_DIR/nodes/$i"; rm -f "$TAU_RUN_DIR/nodes/$i/exit.json"',
             "  host=0; [ $i = 0 ] && host=1",
             f'  ( export TAU_NODE_RANK=$i; {node} 2>&1 | tee -a "$TAU_RUN_DIR/nodes/$i/driver.log" '
             '| sed -u "s/^/[node $i] /" | tee -a "$TAU_RUN_DIR/logs/driver.log"; '
-            'rc=${PIPESTATUS[0]}; printf \'{"exit_code": %s}\\n\' "$rc" > "$TAU_RUN_DIR/nodes/$i/exit.json"; '
+            'rc=${PIPESTATUS[0]}; printf \'{"exit_code": %s}\\n\' "$rc" > '
+            '"$TAU_RUN_DIR/nodes/$i/exit.json"; '
             "exit $rc ) &",
             "  pids+=($!)",
             "done",
@@ -210,7 +213,8 @@ def torchrun_local_script(m: Manifest, code_dir: str, python: str) -> str:
             "rc=0",
             f"for _ in $(seq 1 {n}); do",
             "  wait -n; s=$?",
-            '  if [ $s -eq 127 ] && ! grep -qx 127 <<< "$(codes)"; then break; fi  # none left to wait for',
+            '  if [ $s -eq 127 ] && ! grep -qx 127 <<< "$(codes)"; then break; fi  # none left to '
+            "wait for",
             "  if [ $s -ne 0 ]; then rc=$s; trap '' TERM; kill -TERM 0 2>/dev/null; break; fi",
             "done",
             "wait",
@@ -532,8 +536,8 @@ def render_job(
     if m.runtime.pip:
         pip = " ".join(shlex.quote(p) for p in m.runtime.pip)
         script = (
-            f"python -m pip install --quiet --no-cache-dir {pip} || python -m pip install --quiet --user {pip}\n"
-            + script
+            f"python -m pip install --quiet --no-cache-dir {pip} || python -m pip install --quiet "
+            f"--user {pip}\n" + script
         )
     container = {
         "name": "main",

@@ -74,13 +74,15 @@ def _pick_workspace(m: Manifest, snap: ProfileSnapshot, override: str | None) ->
         ws = snap.workspace(name)
         if ws is None:
             raise ResolutionError(
-                f"policy.workspace={name!r} is not a workspace of cluster {snap.cluster!r}; known: {known}"
+                f"policy.workspace={name!r} is not a workspace of cluster {snap.cluster!r}; known: "
+                f"{known}"
             )
     elif len(snap.workspaces) == 1:
         ws = snap.workspaces[0]
     elif not snap.workspaces:
         raise ResolutionError(
-            f"cluster {snap.cluster!r} publishes no workspaces; a run needs one for its namespace and /data",
+            f"cluster {snap.cluster!r} publishes no workspaces; a run needs one for its namespace "
+            "and /data",
             hint="ask the platform team to add a workspace to the stack",
         )
     else:
@@ -144,7 +146,8 @@ def _misfits(m: Manifest, kind: WorkloadKind, p: WorkloadProfile) -> list[str]:
         else:
             unit = "GPU" if p.gpusPerWorker == 1 else "GPUs"
             out.append(
-                f"compute.gpus={c.gpus} exceeds profile {p.name}: nodes have {p.gpusPerWorker} {unit}"
+                f"compute.gpus={c.gpus} exceeds profile {p.name}: nodes have {p.gpusPerWorker} "
+                f"{unit}"
             )
     if p.maxWorkers is not None and m.nodes > p.maxWorkers:
         what = "nodes" if m.launcher == "torchrun" else "workers"
@@ -184,11 +187,13 @@ def _pick_profile(
         if p is None:
             known = ", ".join(_describe(q) for q in snap.profiles) or "(none)"
             raise ResolutionError(
-                f"policy.profile={name!r} is not offered by cluster {snap.cluster!r}; available: {known}"
+                f"policy.profile={name!r} is not offered by cluster {snap.cluster!r}; available: "
+                f"{known}"
             )
         if not p.applies_to(ws.name):
             raise ResolutionError(
-                f"profile {p.name} is not available to workspace {ws.name!r}; it serves: {', '.join(p.workspaces)}"
+                f"profile {p.name} is not available to workspace {ws.name!r}; it serves: "
+                f"{', '.join(p.workspaces)}"
             )
         misfits = _misfits(m, kind, p)
         if misfits:
@@ -211,7 +216,8 @@ def _pick_profile(
     if len(fitting) > 1:
         raise ResolutionError(
             "several profiles fit this run: " + ", ".join(_describe(p) for p in fitting),
-            hint=f"choose one with policy.profile (e.g. `policy: {{profile: {fitting[0].name}}}`) or --profile",
+            hint=f"choose one with policy.profile (e.g. `policy: {{profile: {fitting[0].name}}}`) "
+            "or --profile",
         )
     what = f"{m.compute.gpus} GPU(s) per worker" if wants_gpu else "CPU only"
     if not same_kind:
@@ -245,7 +251,8 @@ def resolve(
     if m.policy.priority and m.policy.priority not in p.priorityClasses:
         allowed = ", ".join(p.priorityClasses) or "(none: the profile fixes the priority)"
         raise ResolutionError(
-            f"policy.priority={m.policy.priority!r} is not offered by profile {p.name}; allowed: {allowed}"
+            f"policy.priority={m.policy.priority!r} is not offered by profile {p.name}; allowed: "
+            f"{allowed}"
         )
     image = m.image_ref or p.image or (C.DEFAULT_GPU_IMAGE if m.compute.gpus > 0 else None)
     if image is None:

@@ -432,7 +432,8 @@ def progressing(o: Observations) -> Signal:
     t0 = datetime.fromisoformat(started.replace("Z", "+00:00")).timestamp()
     quiet = o.now - (last or t0)
     if quiet > rec.stall_after_seconds:
-        why = f"stalled: no metric or log line for {ago(quiet)} (limit {ago(rec.stall_after_seconds)})"
+        limit = ago(rec.stall_after_seconds)
+        why = f"stalled: no metric or log line for {ago(quiet)} (limit {limit})"
         return Signal(
             name=name,
             state=SignalState.false,

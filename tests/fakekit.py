@@ -95,7 +95,8 @@ def cluster_objects(ids: list[str], first_waits: bool = False) -> dict[str, list
                     "type": "QuotaReserved",
                     "status": "False",
                     "reason": "Pending",
-                    "message": "insufficient unused quota for nvidia.com/gpu in flavor a100x1, 1 more needed",
+                    "message": "insufficient unused quota for nvidia.com/gpu in flavor a100x1, 1 "
+                    "more needed",
                 }
             ]
         )

@@ -71,7 +71,8 @@ class Tau:
         return json.loads((self.run_dir(run_id) / "run.json").read_text())
 
     def explain(self, run_id: str) -> str:
-        """What a failed wait on a run shows: its record and the tails of its logs and the head's."""
+        """What a failed wait on a run shows: its record and the tails of its logs and the
+        head's."""
         rd = self.run_dir(run_id)
         parts = [f"run.json: {text(rd / 'run.json')[:2000]}"]
         for log in (

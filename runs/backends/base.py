@@ -171,7 +171,8 @@ class Watches(Protocol):
 
 @runtime_checkable
 class RecordsLineage(Protocol):
-    """Keeps the lineage of a resumed run where the backend keeps runs (e.g. the parent's TauRun)."""
+    """Keeps the lineage of a resumed run where the backend keeps runs (e.g. the parent's
+    TauRun)."""
 
     def record_child(self, parent: RunDir, child_id: str) -> None: ...
 

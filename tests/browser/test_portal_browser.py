@@ -172,7 +172,8 @@ def test_the_keyboard_reaches_the_skip_link_then_the_runs(portal: str, page: Any
     assert page.url.endswith("#main")
     labels = page.eval_on_selector_all(
         "main input:not([type=hidden]), main select",
-        "els => els.map(e => (e.labels && e.labels.length) || e.getAttribute('aria-label') ? 1 : 0)",
+        "els => els.map(e => (e.labels && e.labels.length) || "
+        "e.getAttribute('aria-label') ? 1 : 0)",
     )
     assert labels and all(labels)  # every control has a label
 

@@ -1,4 +1,5 @@
-"""Against a real kube-apiserver: CRDs install, rendered runs are accepted, wrong objects refused."""
+"""Against a real kube-apiserver: CRDs install, rendered runs are accepted, wrong objects
+refused."""
 
 from __future__ import annotations
 

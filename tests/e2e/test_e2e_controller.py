@@ -354,7 +354,8 @@ def test_a_gpu_fault_quarantines_its_node_and_clearing_releases_it(
 
 def test_faults_on_most_gpu_nodes_trip_the_breaker(sandbox: Path, gpu_project: Path) -> None:
     """5 GPU nodes, at most half may be quarantined at once: two faults are quarantined, the
-    third is held by the breaker. A run on the held node stays there, and says its GPU is unhealthy."""
+    third is held by the breaker. A run on the held node stays there, and says its GPU is
+    unhealthy."""
     run_id = submit(sandbox, gpu_project)
     bad: list[str] = []
     try:

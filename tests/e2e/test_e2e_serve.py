@@ -3,7 +3,8 @@ by Kueue, its replica pods on GPU nodes; a rollout that cannot fit beside the se
 refused with the numbers; scale to zero gives the queue its GPUs back; a blue/green rollback
 switches the stable Service to a new RayService and deletes the old (the controller does it,
 and records the TauService's status); delete removes everything;
-another workspace's researcher cannot touch it. (KWOK runs no containers: the sandbox's KubeRay reports
+another workspace's researcher cannot touch it. (KWOK runs no containers: the sandbox's KubeRay
+reports
 the Serve application as KubeRay would see it, and no request is ever answered.)"""
 
 from __future__ import annotations

@@ -61,7 +61,8 @@ def test_kill_9_of_the_shell_wrapper_stops_the_whole_run_before_it_is_sealed(
     if kind == "rayjob" and not have_ray():
         pytest.skip("Ray is not installed")
     folder = project(
-        f"schema_version: 1\nname: wrapper-{kind}\nrun: {{entrypoint: s.py, workload_kind: {kind}}}\n",
+        f"schema_version: 1\nname: wrapper-{kind}\nrun: {{entrypoint: s.py, workload_kind: "
+        f"{kind}}}\n",
         "s.py",
         PIDS_SCRIPT,
     )

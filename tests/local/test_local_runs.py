@@ -1,4 +1,5 @@
-"""The local backend end to end: examples run, evidence is complete and verifiable, faults are clean."""
+"""The local backend end to end: examples run, evidence is complete and verifiable, faults are
+clean."""
 
 from __future__ import annotations
 
@@ -97,7 +98,8 @@ def test_crashing_script_fails_with_exit_1_and_sealed_evidence(
     folder = project(
         "schema_version: 1\nname: crash\nrun: {entrypoint: boom.py, workload_kind: job}\n",
         "boom.py",
-        "import tau_run\ntau_run.log(1, loss=1.0)\nprint('about to fail', flush=True)\nraise SystemExit(3)\n",
+        "import tau_run\ntau_run.log(1, loss=1.0)\nprint('about to fail', flush=True)\nraise "
+        "SystemExit(3)\n",
     )
     res = tau("run", str(folder))
     assert res.returncode == 1
@@ -122,7 +124,8 @@ def test_max_retries_honoured(tau: Tau, project: Callable[[str, str, str], Path]
         "schema_version: 1\nname: flaky\nrun: {entrypoint: flaky.py, workload_kind: job}\n"
         "resilience: {max_retries: 2, retry_on: [Failed]}\n",
         "flaky.py",
-        "import os, sys\nattempt = int(os.environ['TAU_ATTEMPT'])\nprint('attempt', attempt, flush=True)\n"
+        "import os, sys\nattempt = int(os.environ['TAU_ATTEMPT'])\nprint('attempt', attempt, "
+        "flush=True)\n"
         "sys.exit(1 if attempt < 1 else 0)\n",
     )
     res = tau("run", str(folder))
@@ -163,7 +166,8 @@ def test_detach_then_status_logs_list_and_cancel(
     folder = project(
         "schema_version: 1\nname: sleeper\nrun: {entrypoint: s.py, workload_kind: job}\n",
         "s.py",
-        "import time, tau_run\nfor i in range(1, 600):\n    tau_run.log(i, x=float(i))\n    print('tick', i, flush=True)\n"
+        "import time, tau_run\nfor i in range(1, 600):\n    tau_run.log(i, x=float(i))\n    "
+        "print('tick', i, flush=True)\n"
         "    time.sleep(0.1)\n",
     )
     res = tau("run", str(folder), "-d")
@@ -269,7 +273,8 @@ def test_kill_9_of_the_supervisor_loses_no_evidence(
     folder = project(
         "schema_version: 1\nname: victim\nrun: {entrypoint: s.py, workload_kind: job}\n",
         "s.py",
-        "import time, tau_run\nfor i in range(1, 1000):\n    tau_run.log(i, x=1.0)\n    print('line', i, flush=True)\n"
+        "import time, tau_run\nfor i in range(1, 1000):\n    tau_run.log(i, x=1.0)\n    "
+        "print('line', i, flush=True)\n"
         "    time.sleep(0.05)\n",
     )
     run_id = tau("run", str(folder), "-d").stdout.strip()

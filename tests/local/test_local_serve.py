@@ -120,7 +120,8 @@ def test_scale_to_zero_and_the_first_request_is_answered(
         .read_text()
         .replace(
             "  replicas: 1\n",
-            "  autoscaling: {min_replicas: 0, max_replicas: 1, downscale_delay_s: 1, upscale_delay_s: 0}\n",
+            "  autoscaling: {min_replicas: 0, max_replicas: 1, downscale_delay_s: 1, "
+            "upscale_delay_s: 0}\n",
         )
     )
     (folder / "tau.yaml").write_text(text)

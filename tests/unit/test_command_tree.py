@@ -95,7 +95,7 @@ serve scale: --max --min --output --replicas -o
 serve status: --output --watch -o -w
 version:
 workspaces: --context --output -o
-"""
+"""  # noqa: E501 (data: its lines are what they are)
 
 
 def commands(cmd: Any = None, path: tuple[str, ...] = ()) -> dict[str, Any]:

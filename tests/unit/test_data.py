@@ -903,7 +903,8 @@ def test_two_registrations_of_one_tree_at_once_both_succeed(
     code = (
         "import sys; from pathlib import Path; from taugrid.data.store import FileStore;"
         "from taugrid.api.data import Created;"
-        "r = FileStore(Path(sys.argv[1]), Path(sys.argv[2])).register('dataset', 'same', Path(sys.argv[3]),"
+        "r = FileStore(Path(sys.argv[1]), Path(sys.argv[2]))"
+        ".register('dataset', 'same', Path(sys.argv[3]),"
         " Created(by='a', at='t', host='h')); print(r.record.version)"
     )
     procs = [
@@ -1061,4 +1062,4 @@ os.register_at_fork(before=before, after_in_parent=drain.set)
 v = FileStore(Path(sys.argv[1])).register("dataset", "d", Path(sys.argv[2]), Created(by="a", at="t", host="h"))
 real.write(v.record.version + "\\n"); real.flush()
 os._exit(0)
-"""
+"""  # noqa: E501 (data: its lines are what they are)

@@ -254,7 +254,8 @@ def test_a_preempted_run_is_told_which_run_took_its_quota_and_counts_an_attempt(
                 "type": "Preempted",
                 "status": "True",
                 "reason": "InClusterQueue",
-                "message": "Preempted to accommodate a workload (UID: uid-high, JobUID: j-1) due to prioritization in the ClusterQueue",
+                "message": "Preempted to accommodate a workload (UID: uid-high, JobUID: j-1) due "
+                "to prioritization in the ClusterQueue",
             },
             {"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": "waiting"},
         ],

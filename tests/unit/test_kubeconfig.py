@@ -18,7 +18,7 @@ current-context: dev
 clusters: [{name: c, cluster: {server: "https://127.0.0.1:6443"}}]
 users: [{name: u, user: {token: t}}]
 contexts: [{name: dev, context: {cluster: c, user: u}}, {name: other, context: {cluster: c, user: u}}]
-"""
+"""  # noqa: E501 (data: its lines are what they are)
 
 CASES = [
     ("", "is empty"),

@@ -61,15 +61,18 @@ def test_the_queue_is_named_when_known(queue: str | None) -> None:
         (
             "Preempted",
             "Preempted to accommodate a workload (run high-x1, workspace research, priority high) "
-            "due to prioritization in the ClusterQueue; preemptor path: /sandbox/tau-grants-gpu/gpu; "
+            "due to prioritization in the ClusterQueue; preemptor path: "
+            "/sandbox/tau-grants-gpu/gpu; "
             "preemptee path: /sandbox/tau-grants-gpu/gpu",
-            "preempted by run high-x1 (workspace research, priority high), for prioritization in the ClusterQueue",
+            "preempted by run high-x1 (workspace research, priority high), for prioritization in "
+            "the ClusterQueue",
         ),
         (
             "Preempted",
             "Preempted to accommodate a workload (a workload you cannot see: another workspace's) "
             "due to reclamation within the cohort",
-            "preempted by a workload you cannot see: another workspace's, for reclamation within the cohort",
+            "preempted by a workload you cannot see: another workspace's, for reclamation within "
+            "the cohort",
         ),
         (
             "PodsReadyTimeout",

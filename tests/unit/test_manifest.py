@@ -123,7 +123,8 @@ BAD = [
         "-2",
     ),
     (
-        "schema_version: 1\nname: x\nrun: {entrypoint: train.py}\ncompute: {cpus: 8, cpu_limit: 4}\n",
+        "schema_version: 1\nname: x\nrun: {entrypoint: train.py}\ncompute: {cpus: 8, cpu_limit: "
+        "4}\n",
         "compute.cpu_limit",
         "4",
     ),
@@ -138,12 +139,14 @@ BAD = [
         "at most 41",
     ),
     (
-        "schema_version: 1\nname: x\nrun: {entrypoint: train.py}\nruntime: {env: [{name: TAU_RUN_ID, value: x}]}\n",
+        "schema_version: 1\nname: x\nrun: {entrypoint: train.py}\nruntime: {env: [{name: "
+        "TAU_RUN_ID, value: x}]}\n",
         "runtime.env[0].name",
         "TAU_RUN_ID",
     ),
     (
-        "schema_version: 1\nname: x\nrun: {entrypoint: train.py}\nruntime: {env: {tau_data_dir: /x}}\n",
+        "schema_version: 1\nname: x\nrun: {entrypoint: train.py}\nruntime: {env: {tau_data_dir: "
+        "/x}}\n",
         "runtime.env.tau_data_dir",
         "tau_data_dir",
     ),
@@ -151,59 +154,70 @@ BAD = [
     ("name: x\nrun: {entrypoint: train.py}\n", "schema_version", "required"),
     # ray-train and ray-tune: a RayJob, a function, a sweep that parses
     (
-        "schema_version: 1\nname: x\nrun: {entrypoint: o.py, launcher: ray-tune, workload_kind: job}\n"
+        "schema_version: 1\nname: x\nrun: {entrypoint: o.py, launcher: ray-tune, workload_kind: "
+        "job}\n"
         "tune: {metric: loss, search_space: {lr: 0.1}}\n",
         "run.launcher",
         "runs on a RayJob",
     ),
     (
-        "schema_version: 1\nname: x\nrun: {entrypoint: o.py, launcher: ray-tune}\ntune: {search_space: {lr: 0.1}}\n",
+        "schema_version: 1\nname: x\nrun: {entrypoint: o.py, launcher: ray-tune}\ntune: "
+        "{search_space: {lr: 0.1}}\n",
         "tune.metric",
         "is required",
     ),
     (
-        "schema_version: 1\nname: x\nrun: {entrypoint: o.py, launcher: ray-tune}\ntune: {metric: loss}\n",
+        "schema_version: 1\nname: x\nrun: {entrypoint: o.py, launcher: ray-tune}\ntune: {metric: "
+        "loss}\n",
         "tune.search_space",
         "is required",
     ),
     (
-        "schema_version: 1\nname: x\nrun: {entrypoint: o.py, launcher: ray-tune}\ntune: {metric: loss, search_space: {lr: {normal: [0, 1]}}}\n",
+        "schema_version: 1\nname: x\nrun: {entrypoint: o.py, launcher: ray-tune}\ntune: {metric: "
+        "loss, search_space: {lr: {normal: [0, 1]}}}\n",
         "tune.search_space.lr",
         "'normal' is not a domain",
     ),
     (
-        "schema_version: 1\nname: x\nrun: {entrypoint: o.py, launcher: ray-tune}\ntune: {metric: loss, search_space: {lr: {loguniform: [0, 1]}}}\n",
+        "schema_version: 1\nname: x\nrun: {entrypoint: o.py, launcher: ray-tune}\ntune: {metric: "
+        "loss, search_space: {lr: {loguniform: [0, 1]}}}\n",
         "tune.search_space.lr",
         "above 0",
     ),
     (
-        "schema_version: 1\nname: x\nrun: {entrypoint: o.py, launcher: ray-tune}\ntune: {metric: loss, search_space: {lr: {uniform: [1, 0]}}}\n",
+        "schema_version: 1\nname: x\nrun: {entrypoint: o.py, launcher: ray-tune}\ntune: {metric: "
+        "loss, search_space: {lr: {uniform: [1, 0]}}}\n",
         "tune.search_space.lr",
         "lower bound",
     ),
     (
-        "schema_version: 1\nname: x\nrun: {entrypoint: o.py, launcher: ray-tune}\ntune: {metric: loss, search_space: {n: {randint: [1.5, 4]}}}\n",
+        "schema_version: 1\nname: x\nrun: {entrypoint: o.py, launcher: ray-tune}\ntune: {metric: "
+        "loss, search_space: {n: {randint: [1.5, 4]}}}\n",
         "tune.search_space.n",
         "2 integers",
     ),
     (
-        "schema_version: 1\nname: x\nrun: {entrypoint: o.py, launcher: ray-tune}\ntune: {metric: loss, num_samples: 0, search_space: {lr: 0.1}}\n",
+        "schema_version: 1\nname: x\nrun: {entrypoint: o.py, launcher: ray-tune}\ntune: {metric: "
+        "loss, num_samples: 0, search_space: {lr: 0.1}}\n",
         "tune.num_samples",
         "0",
     ),
     (
-        "schema_version: 1\nname: x\nrun: {entrypoint: o.py, launcher: ray-tune}\ntune: {metric: loss, mode: up, search_space: {lr: 0.1}}\n",
+        "schema_version: 1\nname: x\nrun: {entrypoint: o.py, launcher: ray-tune}\ntune: {metric: "
+        "loss, mode: up, search_space: {lr: 0.1}}\n",
         "tune.mode",
         "up",
     ),
     (
-        "schema_version: 1\nname: x\nrun: {entrypoint: o.py, launcher: ray-tune}\ntune: {metric: loss, scheduler: asha, max_t: 5, grace_period: 9, "
+        "schema_version: 1\nname: x\nrun: {entrypoint: o.py, launcher: ray-tune}\ntune: {metric: "
+        "loss, scheduler: asha, max_t: 5, grace_period: 9, "
         "search_space: {lr: 0.1}}\n",
         "tune.grace_period",
         "above tune.max_t=5",
     ),
     (
-        "schema_version: 1\nname: x\nrun: {entrypoint: o.py, launcher: ray-tune, function: 'my-fn'}\n"
+        "schema_version: 1\nname: x\nrun: {entrypoint: o.py, launcher: ray-tune, function: "
+        "'my-fn'}\n"
         "tune: {metric: loss, search_space: {lr: 0.1}}\n",
         "run.function",
         "a Python function name",
@@ -230,7 +244,8 @@ BAD = [
         "spark",
     ),
     (
-        "schema_version: 1\nname: x\nrun: {entrypoint: train.py, workload_kind: job}\ncompute: {workers: 3}\n",
+        "schema_version: 1\nname: x\nrun: {entrypoint: train.py, workload_kind: job}\ncompute: "
+        "{workers: 3}\n",
         "compute.workers",
         "3",
     ),
@@ -240,7 +255,8 @@ BAD = [
         "blank",
     ),
     (
-        "schema_version: 1\nname: x\nrun: {entrypoint: train.py}\nresilience: {max_retries: 1000}\n",
+        "schema_version: 1\nname: x\nrun: {entrypoint: train.py}\n"
+        "resilience: {max_retries: 1000}\n",
         "resilience.max_retries",
         "1000",
     ),
@@ -382,7 +398,8 @@ def test_json_errors_for_scripts(tmp_path: Path, capsys: pytest.CaptureFixture[s
 def test_line_numbers_in_messages(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     p = write(
         tmp_path,
-        "schema_version: 1\nname: x\nrun: {entrypoint: train.py}\ncompute:\n  gpus: 1\n  workers: -4\n",
+        "schema_version: 1\nname: x\nrun: {entrypoint: train.py}\ncompute:\n  gpus: 1\n  workers: "
+        "-4\n",
     )
     _, _, err = run_cli(capsys, "run", "validate", str(p))
     assert "compute.workers (line 6)" in err
@@ -393,7 +410,8 @@ def test_several_problems_reported_together(
 ) -> None:
     p = write(
         tmp_path,
-        "schema_version: 1\nname: x\nrun: {entrypoint: train.py}\ncompute: {gpus: -1, workers: -1}\n",
+        "schema_version: 1\nname: x\nrun: {entrypoint: train.py}\ncompute: {gpus: -1, workers: "
+        "-1}\n",
     )
     _, _, err = run_cli(capsys, "run", "validate", str(p))
     assert "2 problems" in err and "compute.gpus" in err and "compute.workers" in err

@@ -128,7 +128,7 @@ script = next(i for i, a in enumerate(args) if not a.startswith("--"))
 print("torchrun", " ".join(args[:script]), flush=True)
 sys.argv = args[script:]
 runpy.run_path(sys.argv[0], run_name="__main__")
-'''
+'''  # noqa: E501 (data: its lines are what they are)
 
 
 def torchrun_project(tmp: Path, body: str, nodes: int = 2) -> list[dict[str, Any]]:

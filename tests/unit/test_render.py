@@ -299,7 +299,8 @@ def test_longest_allowed_name_renders_within_47(tmp_path: Path) -> None:
     name = "a" * max_name_length("tau")
     (tmp_path / "train.py").write_text("print('hi')\n")
     (tmp_path / "tau.yaml").write_text(
-        f"schema_version: 1\nname: {name}\nresource_naming: {{prefix: tau}}\nrun: {{entrypoint: train.py}}\n"
+        f"schema_version: 1\nname: {name}\nresource_naming: {{prefix: tau}}\nrun: {{entrypoint: "
+        "train.py}\n"
         "compute: {gpus: 1}\n"
     )
     loaded = load.load_manifest(tmp_path)

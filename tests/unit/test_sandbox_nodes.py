@@ -1,4 +1,5 @@
-"""How many real nodes the sandbox starts (infra/sandbox.real_nodes_wanted), without starting one."""
+"""How many real nodes the sandbox starts (infra/sandbox.real_nodes_wanted), without starting
+one."""
 
 from __future__ import annotations
 

@@ -370,7 +370,8 @@ def test_status_during_a_rollout_counts_the_new_replicas_and_the_traffic() -> No
             {
                 "status": "DEPLOYING",
                 "running": 0,
-                "message": "Deployment has 1 replicas that have taken more than 30s to be scheduled",
+                "message": "Deployment has 1 replicas that have taken more than 30s to be "
+                "scheduled",
             },
             None,
             "Deploying",
@@ -746,13 +747,15 @@ def test_invoke_sends_json_only_when_it_is_json(tmp_path: Path) -> None:
     ("message", "want"),
     [
         (
-            "Deploying app 'iris' failed with exception:\nray::ServeReplica:iris:Classifier.initialize_and_get_metadata()\n"
+            "Deploying app 'iris' failed with "
+            "exception:\nray::ServeReplica:iris:Classifier.initialize_and_get_metadata()\n"
             'Traceback (most recent call last):\n  File "serve_app.py", line 9, in __init__\n'
             "FileNotFoundError: [Errno 2] No such file or directory: 'missing.json'\n",
             "FileNotFoundError: [Errno 2] No such file or directory: 'missing.json'",
         ),
         (
-            "The deployment failed to start 3 times in a row.\nray.exceptions.RayTaskError(ValueError): boom\n"
+            "The deployment failed to start 3 times in a "
+            "row.\nray.exceptions.RayTaskError(ValueError): boom\n"
             "ValueError: bad weights",
             "ValueError: bad weights",
         ),

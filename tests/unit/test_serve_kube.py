@@ -329,7 +329,8 @@ def test_the_controller_keeps_a_canary_s_serving_generation_and_reads_the_canary
                     "type": "QuotaReserved",
                     "status": "False",
                     "reason": "Pending",
-                    "message": "couldn't assign flavors to pod set workers: insufficient unused quota for "
+                    "message": "couldn't assign flavors to pod set workers: insufficient unused "
+                    "quota for "
                     "nvidia.com/gpu in flavor a100x1, 1 more needed",
                 }
             ],

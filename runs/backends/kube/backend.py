@@ -543,7 +543,8 @@ class KubeBackend(Connected, Template):
         tolerate: bool = False,
     ) -> dict[tuple[str, str | None], list[dict[str, Any]] | None]:
         """The LISTs concurrently (each is a round trip; ("TauCluster", None) is a GET of the
-        TauCluster and ("TauRun/ID", ns) one of a TauRun, each as a list of at most one). None: forbidden (nodes, the TauCluster) or not
+        TauCluster and ("TauRun/ID", ns) one of a TauRun, each as a list of at most one). None:
+        forbidden (nodes, the TauCluster) or not
         served (Kueue's Workloads); every other failure is the command's error."""
         from concurrent.futures import ThreadPoolExecutor
 
@@ -732,7 +733,8 @@ class KubeBackend(Connected, Template):
         except TauError as e:
             if n == 0 and not follow and self._ended(run):
                 _say(
-                    f"the log of pod {pod} is not available from the cluster ({_log_note(e.message)})"
+                    f"the log of pod {pod} is not available from the cluster "
+                    f"({_log_note(e.message)})"
                 )
                 return self._read_volume(rec, pvc_path, out)
             raise TauError(

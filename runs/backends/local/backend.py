@@ -350,7 +350,10 @@ def _warnings(
             say(f"warning: {msg}; tau does not install them locally ({hint})")
     missing_secrets = [n for n in m.runtime.env_from_secret if n not in os.environ]
     if missing_secrets:
-        msg = f"{', '.join(missing_secrets)} come from Kubernetes Secrets on a cluster; set them in your environment to pass them locally"
+        msg = (
+            f"{', '.join(missing_secrets)} come from Kubernetes Secrets on a cluster; set them "
+            "in your environment to pass them locally"
+        )
         warnings.append(msg)
         say(f"warning: {msg}")
     return warnings

@@ -7,7 +7,8 @@ which it does last, after the evidence record; if tau refuses the run instead, i
 job and this process never runs anything.
 
 The run's environment travels in the plan, not in the job's runtime_env (a standby job was
-submitted before the run existed). So that Ray tasks and actors of the run see the same environment as on a
+submitted before the run existed). So that Ray tasks and actors of the run see the same environment
+as on a
 cluster, it is also added to the job config that Ray hands the driver. Secrets come in the
 runtime_env (never on disk). Stdlib only: this runs on every attempt's critical path.
 
