@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-SRC    := api runs cli components infra policies controller kube client data portal serve runlib
+SRC    := api runs cli components infra sandbox policies controller kube client data portal serve runlib
 # The install is redone when the locks, pyproject or the set of source files change (the
 # editable install links each file: a new module needs a new link).
 STAMP  := $(VENV)/.installed-$(shell { cat requirements/dev.lock requirements/nodeps.lock pyproject.toml; find $(SRC) -name '*.py' -o -name '*.yaml' | sort; } | sha256sum | cut -c1-12)
@@ -121,8 +121,8 @@ e2e: setup controlplane pulumi torch-env images
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	@mkdir -p .typecheck/taugrid && for d in api runs cli components infra policies controller kube client data portal serve host; do ln -sfn ../../$$d .typecheck/taugrid/$$d; done; for m in tau_run tau_evidence tau_launch tau_inputs tau_ray tau_files; do ln -sfn ../runlib/$$m.py .typecheck/$$m.py; done
-	$(BIN)/mypy -p taugrid.api -p taugrid.runs -p taugrid.cli -p taugrid.components -p taugrid.infra -p taugrid.policies -p taugrid.controller -p taugrid.kube -p taugrid.client -p taugrid.data -p taugrid.portal -p taugrid.serve -p taugrid.host
+	@mkdir -p .typecheck/taugrid && for d in api runs cli components infra sandbox policies controller kube client data portal serve host; do ln -sfn ../../$$d .typecheck/taugrid/$$d; done; for m in tau_run tau_evidence tau_launch tau_inputs tau_ray tau_files; do ln -sfn ../runlib/$$m.py .typecheck/$$m.py; done
+	$(BIN)/mypy -p taugrid.api -p taugrid.runs -p taugrid.cli -p taugrid.components -p taugrid.infra -p taugrid.policies -p taugrid.controller -p taugrid.kube -p taugrid.client -p taugrid.data -p taugrid.portal -p taugrid.serve -p taugrid.host -p taugrid.sandbox
 	PYTHONPATH=.typecheck $(BIN)/lint-imports --no-cache
 
 fmt: setup

@@ -237,7 +237,7 @@ def rss_mb(pid: int) -> float:
 
 
 def main() -> int:
-    from taugrid.infra.controlplane import binaries_dir
+    from taugrid.sandbox.controlplane import binaries_dir
 
     if binaries_dir() is None:
         print("control plane not built (make controlplane): controller budgets not measured")
@@ -251,7 +251,7 @@ def main() -> int:
         )
         try:
             os.environ["TAU_HOME"] = home
-            from taugrid.infra.sandbox import State, sandbox_dir
+            from taugrid.sandbox.cluster import State, sandbox_dir
 
             state = State.read()
             assert state is not None

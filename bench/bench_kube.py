@@ -85,7 +85,7 @@ def sandbox_cli() -> tuple[float, float, float, float, float] | None:
     written by the controller), status of a run queued for quota on a quiet cluster (computed
     by the client: its place and what it waits for); and of the libraries' floor (_floor_kube),
     measured between them."""
-    from taugrid.infra.controlplane import binaries_dir
+    from taugrid.sandbox.controlplane import binaries_dir
 
     if binaries_dir() is None:
         return None

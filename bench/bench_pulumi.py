@@ -33,7 +33,7 @@ def median(args: list[str], env: dict[str, str], n: int = 3) -> float:
 def main() -> int:
     from taugrid.api.errors import TauError
     from taugrid.infra import engine
-    from taugrid.infra.controlplane import binaries_dir
+    from taugrid.sandbox.controlplane import binaries_dir
 
     env = {**os.environ}
     plan = median(["platform", "plan", "--stack", "prod"], env)

@@ -37,8 +37,8 @@ with tau_run.checkpoint(1) as d:
 
 
 def why_not() -> str | None:
-    from taugrid.infra import realnodes
-    from taugrid.infra.controlplane import binaries_dir
+    from taugrid.sandbox import realnodes
+    from taugrid.sandbox.controlplane import binaries_dir
 
     bins = binaries_dir()
     if bins is None or not (bins / "kubelet").is_file():

@@ -423,7 +423,7 @@ def run(
     )
     res = Result(runs, nodes, {"sandbox_up_s": round(time.perf_counter() - t, 1)})
     from taugrid.client import runs as client
-    from taugrid.infra.sandbox import State, sandbox_dir
+    from taugrid.sandbox.cluster import State, sandbox_dir
 
     state = State.read()
     assert state is not None
@@ -761,7 +761,7 @@ def main(argv: list[str] | None = None) -> int:
         for m in check(res):
             print(f"OVER: {m}")
         return 0
-    from taugrid.infra.controlplane import binaries_dir
+    from taugrid.sandbox.controlplane import binaries_dir
 
     if binaries_dir() is None:
         print("control plane not built (make controlplane): fleet scale not measured")

@@ -66,7 +66,7 @@ def sandbox_up(
     ] = None,
 ) -> None:
     """Start the sandbox (idempotent) and install the stack's platform objects."""
-    from taugrid.infra import sandbox
+    from taugrid.sandbox import cluster as sandbox
 
     state, started = sandbox.up(
         say, stack, stacks_dir, platform=not no_platform, real_nodes=real_nodes
@@ -81,7 +81,7 @@ def sandbox_up(
 @app.command("down")
 def sandbox_down() -> None:
     """Stop every process the sandbox started and remove its state."""
-    from taugrid.infra import sandbox
+    from taugrid.sandbox import cluster as sandbox
 
     if sandbox.down(say) is None:
         out("the sandbox was not up")
@@ -90,7 +90,7 @@ def sandbox_down() -> None:
 @app.command("status")
 def sandbox_status(output: JsonOpt = ReportFormat.text) -> None:
     """Each component of the sandbox, and whether it runs."""
-    from taugrid.infra import sandbox
+    from taugrid.sandbox import cluster as sandbox
 
     state = sandbox.State.read()
     if state is None:
@@ -142,6 +142,6 @@ def sandbox_kubeconfig(
 ) -> None:
     """Print the path of a kubeconfig for the sandbox (export KUBECONFIG=$(tau sandbox
     kubeconfig))."""
-    from taugrid.infra import sandbox
+    from taugrid.sandbox import cluster as sandbox
 
     out(str(sandbox.kubeconfig(as_)))

@@ -83,6 +83,15 @@ KINDS: dict[str, Kind] = {
         ),
         Kind(C.GROUP, C.VERSION, "TauQuotaRequest", "quotarequests", True, TAUGRID),
         Kind("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims"),
+        Kind("", "v1", "PersistentVolume", "persistentvolumes", namespaced=False),
+        Kind("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices"),
+        Kind(
+            "apiextensions.k8s.io",
+            "v1",
+            "CustomResourceDefinition",
+            "customresourcedefinitions",
+            namespaced=False,
+        ),
         Kind("kueue.x-k8s.io", "v1beta2", "ClusterQueue", "clusterqueues", False, "Kueue"),
         Kind("kueue.x-k8s.io", "v1beta2", "Cohort", "cohorts", False, "Kueue"),
         Kind("kueue.x-k8s.io", "v1beta2", "ResourceFlavor", "resourceflavors", False, "Kueue"),
@@ -279,6 +288,13 @@ def _without_http2() -> None:
             sys.modules.setdefault(name, None)  # type: ignore[arg-type]
 
 
+# Kubernetes' own groups: lightkube's module of each (its typed classes)
+BUILT_IN = {
+    "": "core",
+    "batch": "batch",
+    "apiextensions.k8s.io": "apiextensions",
+    "discovery.k8s.io": "discovery",
+}
 _RESOURCES: dict[Kind, Any] = {}
 _RESOURCES_LOCK = threading.Lock()
 
@@ -288,11 +304,11 @@ def _resource(kind: Kind) -> Any:
     custom resources."""
     with _RESOURCES_LOCK:
         if kind not in _RESOURCES:
-            if kind.group in ("", "batch"):
+            if kind.group in BUILT_IN:
                 import importlib
 
-                module = "core_v1" if kind.group == "" else "batch_v1"
-                res = getattr(importlib.import_module(f"lightkube.resources.{module}"), kind.kind)
+                module = f"lightkube.resources.{BUILT_IN[kind.group]}_{kind.version}"
+                res = getattr(importlib.import_module(module), kind.kind)
             else:
                 from lightkube.generic_resource import (
                     create_global_resource,
@@ -308,7 +324,12 @@ def _resource(kind: Kind) -> Any:
 class Kube:
     """A connection to one cluster (a kubeconfig context)."""
 
-    def __init__(self, context: str | None = None, in_cluster: bool = False) -> None:
+    def __init__(
+        self,
+        context: str | None = None,
+        in_cluster: bool = False,
+        kubeconfig: str | Path | None = None,
+    ) -> None:
         _without_http2()
         try:
             import httpx2
@@ -320,7 +341,7 @@ class Kube:
         from taugrid.kube.kubeconfig import HINT, kubeconfig_path, load
 
         context = context or os.environ.get(CONTEXT_ENV) or None
-        path = str(kubeconfig_path())
+        path = str(kubeconfig if kubeconfig is not None else kubeconfig_path())
         try:
             if in_cluster:  # a pod's service account (the controller's Deployment)
                 config = KubeConfig.from_service_account()
@@ -401,6 +422,28 @@ class Kube:
         with self.errors("apply", kind, ns):
             got = self.client.apply(  # type: ignore[call-overload]
                 res.from_dict(obj), namespace=ns, force=True, field_manager=manager
+            )
+        return dict(got.to_dict())
+
+    def apply_any(self, obj: dict[str, Any], manager: str = FIELD_MANAGER) -> dict[str, Any]:
+        """Server-side apply of an object of any kind the cluster serves (a built-in kind, or
+        one of its CRDs): what sets a cluster up (the sandbox) applies, beyond tau's kinds."""
+        from lightkube import codecs
+        from lightkube.core.exceptions import LoadResourceError
+        from lightkube.generic_resource import load_in_cluster_generic_resources
+
+        try:
+            res = codecs.from_dict(obj)
+        except LoadResourceError:  # a custom kind: the cluster's CRDs say what it is
+            load_in_cluster_generic_resources(self.client)
+            res = codecs.from_dict(obj)
+        api_version, kind_name = obj["apiVersion"], obj["kind"]
+        group, _, version = api_version.rpartition("/")
+        kind = KINDS.get(kind_name) or Kind(group, version, kind_name, kind_name.lower() + "s")
+        ns = obj.get("metadata", {}).get("namespace")
+        with self.errors("apply", kind, ns):
+            got = self.client.apply(  # type: ignore[call-overload]
+                res, namespace=ns, force=True, field_manager=manager
             )
         return dict(got.to_dict())
 

@@ -13,7 +13,7 @@ from datakit import store  # noqa: F401  (a registry test on the file store and 
 from localkit import example_copy, project, tau  # noqa: F401  (fixtures for test_local_*.py)
 
 if TYPE_CHECKING:
-    from taugrid.infra.controlplane import ControlPlane
+    from taugrid.sandbox.controlplane import ControlPlane
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -59,7 +59,7 @@ CALLERS_OWN = (
 def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """`tau sandbox up` in its own TAU_HOME for the session (the e2e suite's cluster for
     everything that goes through the CLI); `down` at the end."""
-    from taugrid.infra.controlplane import binaries_dir
+    from taugrid.sandbox.controlplane import binaries_dir
 
     if binaries_dir() is None:
         pytest.skip("the control plane is not built: `make e2e` builds it")
@@ -80,7 +80,7 @@ def upstream_crds() -> Path:
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[ControlPlane]:
     """A real control plane on 127.0.0.1 for the whole session (skips when not built)."""
-    from taugrid.infra.controlplane import binaries_dir, running
+    from taugrid.sandbox.controlplane import binaries_dir, running
 
     if binaries_dir() is None:
         pytest.skip("the control plane is not built: `make e2e` builds it (or `make controlplane`)")
@@ -91,10 +91,13 @@ def cluster() -> Iterator[ControlPlane]:
 @pytest.fixture(scope="session")
 def cluster_crds(cluster: ControlPlane) -> Any:
     """The cluster with the upstream Kueue/KubeRay CRDs and TauGrid's installed (once)."""
-    from kubekit import install_crds
+    from kubekit import dynamic
+
+    from taugrid.sandbox.controlplane import install_crds
 
     if not UPSTREAM_CRDS.is_dir():
         pytest.skip(f"{UPSTREAM_CRDS} is absent: the upstream CRDs live in ../shared")
-    dyn = cluster.dynamic()
-    install_crds(dyn, UPSTREAM_CRDS)
+    install_crds(cluster.kube(), UPSTREAM_CRDS)
+    dyn = dynamic(cluster)
+    dyn.resources.invalidate_cache()
     return dyn

@@ -5,15 +5,33 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from taugrid.infra.controlplane import apply as _apply
-from taugrid.infra.controlplane import install_crds, wait_established  # noqa: F401
-
 FIELD_MANAGER = "taugrid-e2e"
+
+
+def api_client(cp: Any, who: str = "admin") -> Any:
+    """The `kubernetes` package's client as `who` (the tests' second opinion: the product
+    talks through its own, lightkube)."""
+    from kubernetes import config
+
+    return config.new_client_from_config(config_file=str(cp.identities[who].kubeconfig))
+
+
+def dynamic(cp: Any, who: str = "admin") -> Any:
+    from kubernetes.dynamic import DynamicClient
+
+    return DynamicClient(api_client(cp, who))
 
 
 def apply(dyn: Any, obj: dict[str, Any], dry_run: bool = False) -> Any:
     """Server-side apply one object (the way tau submits)."""
-    return _apply(dyn, obj, dry_run, FIELD_MANAGER)
+    res = dyn.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
+    kwargs: dict[str, Any] = {"field_manager": FIELD_MANAGER, "force_conflicts": True}
+    if dry_run:
+        kwargs["dry_run"] = "All"
+    ns = obj.get("metadata", {}).get("namespace")
+    if res.namespaced and ns:
+        return res.server_side_apply(body=obj, namespace=ns, **kwargs)
+    return res.server_side_apply(body=obj, **kwargs)
 
 
 def error_message(exc: BaseException) -> str:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 from conftest import EXAMPLE_DIRS, PROFILES
-from kubekit import apply, error_message
+from kubekit import api_client, apply, error_message
 
 from taugrid.api import naming
 from taugrid.runs import codebundle, load, render, resolve
@@ -38,9 +38,9 @@ def rendered(folder: Path) -> list[dict[str, Any]]:
 def test_api_server_reports_the_built_version(cluster: Any) -> None:
     from kubernetes import client
 
-    from taugrid.infra.controlplane import versions
+    from taugrid.sandbox.controlplane import versions
 
-    info = client.VersionApi(cluster.api_client()).get_code()
+    info = client.VersionApi(api_client(cluster)).get_code()
     assert info.git_version == versions()["kubernetes"]
 
 

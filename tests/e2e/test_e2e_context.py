@@ -56,7 +56,7 @@ def test_the_admin_looks_at_and_cancels_a_researchers_run(sandbox: Path, tmp_pat
 def test_a_same_named_run_on_another_cluster_is_refused(
     sandbox: Path, tmp_path: Path, cluster: Any, cluster_crds: Any
 ) -> None:
-    from taugrid.infra.controlplane import apply
+    from kubekit import apply
 
     researcher = kube_env(sandbox)
     project = tmp_path / "q"

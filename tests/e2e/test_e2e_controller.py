@@ -199,8 +199,8 @@ def test_a_grant_and_a_pulumi_style_apply_of_the_base_quota_never_conflict(sandb
     With a real grant in place, re-applying the declared objects with a changed base quota (no
     force: a conflict would be an error) leaves the grant alone."""
     from taugrid.components import manifests as M
-    from taugrid.infra.sandbox import PACKAGED_STACKS
     from taugrid.infra.stackfile import validated
+    from taugrid.sandbox.cluster import PACKAGED_STACKS
 
     dyn = admin(sandbox)
     cohorts = dyn.resources.get(api_version="kueue.x-k8s.io/v1beta2", kind="Cohort")

@@ -291,7 +291,7 @@ def test_bad_config_exits_2_before_anything_is_sent(sandbox: Path, gpu_project: 
 
 def test_a_cluster_without_the_platform_says_so(tmp_path: Path) -> None:
     """A bare API server (no TauGrid CRDs): exit 4 naming what is not installed."""
-    from taugrid.infra.controlplane import running
+    from taugrid.sandbox.controlplane import running
 
     with running(with_controllers=False) as cp:
         res = tau(tmp_path / "home", "profiles", env={"KUBECONFIG": str(cp.admin.kubeconfig)})
@@ -306,7 +306,7 @@ def test_the_readme_quickstart_succeeds_on_the_sandbox_without_a_name_lookup(
     RayCluster, the sandbox's Ray job ends, and tau says so and seals the record (it ran for
     ever before: KubeRay polled a Ray dashboard that does not exist). No sandbox process looked
     up a host name (KubeRay resolved `*.svc.cluster.local` through the host's resolver)."""
-    from taugrid.infra.controlplane import name_lookups
+    from taugrid.sandbox.controlplane import name_lookups
 
     res = tau(sandbox, "run", str(EXAMPLES / "quickstart"), env=kube_env(sandbox), timeout=180)
     assert res.returncode == 0, res.stderr

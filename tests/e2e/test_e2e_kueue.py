@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 from conftest import EXAMPLES
-from kubekit import apply, wait_until
+from kubekit import api_client, apply, wait_until
 
 from taugrid.api import constants as C
 from taugrid.api.platform import SYSTEM_NAMESPACE, parse_platform, profile_snapshot
@@ -146,7 +146,7 @@ def test_kueue_admits_a_rendered_run_which_then_completes(
     assert wl.status.admission.clusterQueue == "kqcpu"
     from kubernetes import client
 
-    batch = client.BatchV1Api(cluster.api_client())
+    batch = client.BatchV1Api(api_client(cluster))
     job = wait(
         lambda: (
             (j := batch.read_namespaced_job("batch-score-kq001", "kq")).spec.suspend is False and j
@@ -184,7 +184,7 @@ def test_run_over_quota_waits_with_kueues_reason(cluster: Any, kueue: Any, tmp_p
     assert "couldn't assign flavors" in reason or "insufficient" in reason.lower()
     from kubernetes import client
 
-    job = client.BatchV1Api(cluster.api_client()).read_namespaced_job("batch-score-kq002", "kq")
+    job = client.BatchV1Api(api_client(cluster)).read_namespaced_job("batch-score-kq002", "kq")
     assert job.spec.suspend is True
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 from conftest import EXAMPLES, PROFILES
-from kubekit import apply, wait_until
+from kubekit import api_client, apply, dynamic, wait_until
 
 from taugrid.api import constants as C
 from taugrid.runs import codebundle, load, render, resolve
@@ -27,7 +27,7 @@ def nodes(cluster: Any) -> Any:
         pytest.skip("kube-scheduler is not built")
     from kubernetes import client
 
-    core = client.CoreV1Api(cluster.api_client())
+    core = client.CoreV1Api(api_client(cluster))
     cluster.add_fake_node(
         "gpu-a100-0",
         gpus=1,
@@ -45,7 +45,7 @@ def nodes(cluster: Any) -> Any:
             ),
             what=f"{name} Ready",
         )
-    apply(cluster.dynamic(), {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    apply(dynamic(cluster), {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
     return core
 
 
@@ -69,7 +69,7 @@ def test_gpu_nodes_are_ready_with_gpus(nodes: Any) -> None:
 
 
 def test_gpu_pod_lands_on_the_gpu_node_and_runs(cluster: Any, nodes: Any) -> None:
-    apply(cluster.dynamic(), _pod("trainer", gpus=1, tolerate=True))
+    apply(dynamic(cluster), _pod("trainer", gpus=1, tolerate=True))
     pod = wait(
         lambda: (p := nodes.read_namespaced_pod("trainer", NS)).status.phase == "Running" and p,
         what="Running",
@@ -78,7 +78,7 @@ def test_gpu_pod_lands_on_the_gpu_node_and_runs(cluster: Any, nodes: Any) -> Non
 
 
 def test_pod_without_toleration_is_not_scheduled_on_gpus(cluster: Any, nodes: Any) -> None:
-    apply(cluster.dynamic(), _pod("untolerated", gpus=1, tolerate=False))
+    apply(dynamic(cluster), _pod("untolerated", gpus=1, tolerate=False))
 
     def unschedulable() -> bool:
         p = nodes.read_namespaced_pod("untolerated", NS)
@@ -105,7 +105,7 @@ def test_rendered_job_runs_to_completion_once_admitted(cluster: Any, nodes: Any)
     pod_spec["nodeSelector"] = {C.LABEL_POOL: "cpu"}
     # The workspace's /data volume: a PVC bound to a pre-made PV (no provisioner, no kubelet).
     apply(
-        cluster.dynamic(),
+        dynamic(cluster),
         {
             "apiVersion": "v1",
             "kind": "PersistentVolume",
@@ -120,7 +120,7 @@ def test_rendered_job_runs_to_completion_once_admitted(cluster: Any, nodes: Any)
         },
     )
     apply(
-        cluster.dynamic(),
+        dynamic(cluster),
         {
             "apiVersion": "v1",
             "kind": "PersistentVolumeClaim",
@@ -133,11 +133,11 @@ def test_rendered_job_runs_to_completion_once_admitted(cluster: Any, nodes: Any)
             },
         },
     )
-    apply(cluster.dynamic(), cm)
-    apply(cluster.dynamic(), job)
+    apply(dynamic(cluster), cm)
+    apply(dynamic(cluster), job)
     from kubernetes import client
 
-    batch = client.BatchV1Api(cluster.api_client())
+    batch = client.BatchV1Api(api_client(cluster))
     assert not nodes.list_namespaced_pod(
         NS, label_selector=f"{C.LABEL_RUN_ID}=batch-score-kwok1"
     ).items

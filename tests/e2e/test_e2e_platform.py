@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 from conftest import EXAMPLES, ROOT
-from kubekit import apply, error_message
+from kubekit import apply, dynamic, error_message
 
 from taugrid.api.platform import SYSTEM_NAMESPACE, parse_platform, profile_snapshot
 from taugrid.api.profiles import ProfileSnapshot
@@ -98,7 +98,7 @@ def _allowed(cp: Any, who: str, obj: dict[str, Any]) -> bool:
     from kubernetes.client.exceptions import ApiException
 
     try:
-        apply(cp.dynamic(who), obj, dry_run=True)
+        apply(dynamic(cp, who), obj, dry_run=True)
         return True
     except ApiException as e:
         if e.status == 403:
@@ -149,14 +149,14 @@ def test_workspace_rbac_lets_members_work_in_their_namespace_only(
     # Reading: own TauWorkspace yes, another's no; the TauCluster profiles yes; Roles no.
     from kubernetes.client.exceptions import ApiException
 
-    tw = cluster.dynamic("alice@example.com").resources.get(
+    tw = dynamic(cluster, "alice@example.com").resources.get(
         api_version="tau.azure.com/v1alpha1", kind="TauWorkspace"
     )
     assert tw.get(name="llm", namespace=SYSTEM_NAMESPACE).spec.namespace == "llm"
     with pytest.raises(ApiException) as e:
         tw.get(name="research", namespace=SYSTEM_NAMESPACE)
     assert e.value.status == 403
-    tc = cluster.dynamic("bob").resources.get(
+    tc = dynamic(cluster, "bob").resources.get(
         api_version="tau.azure.com/v1alpha1", kind="TauCluster"
     )
     assert tc.get(name="cluster").spec.stack == "prod"

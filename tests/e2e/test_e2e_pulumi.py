@@ -33,7 +33,7 @@ def bare(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     `pulumi` does."""
     from taugrid.api.errors import TauError
     from taugrid.infra import engine
-    from taugrid.infra.controlplane import binaries_dir
+    from taugrid.sandbox.controlplane import binaries_dir
 
     if binaries_dir() is None:
         pytest.skip("the control plane is not built: `make e2e` builds it")

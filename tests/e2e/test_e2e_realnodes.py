@@ -24,8 +24,8 @@ from sandboxkit import admin, kube_env, sig, status, submit
 
 from taugrid.api import constants as C
 from taugrid.api import naming
-from taugrid.infra import realnodes
-from taugrid.infra.controlplane import binaries_dir
+from taugrid.sandbox import realnodes
+from taugrid.sandbox.controlplane import binaries_dir
 
 pytestmark = pytest.mark.e2e
 

@@ -15,7 +15,7 @@ from conftest import run_tau as tau
 from kubekit import wait_until
 
 from taugrid.host.procs import group_alive
-from taugrid.infra.controlplane import binaries_dir
+from taugrid.sandbox.controlplane import binaries_dir
 
 pytestmark = pytest.mark.e2e
 

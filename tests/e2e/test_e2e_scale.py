@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from taugrid.infra.controlplane import binaries_dir
+from taugrid.sandbox.controlplane import binaries_dir
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]

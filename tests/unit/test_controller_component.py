@@ -36,7 +36,7 @@ def test_prod_deploys_the_controller_with_its_rbac_and_peering() -> None:
 
 
 def test_the_sandbox_runs_it_out_of_cluster_instead() -> None:
-    from taugrid.infra.sandbox import PACKAGED_STACKS
+    from taugrid.sandbox.cluster import PACKAGED_STACKS
 
     cfg = validated("sandbox", PACKAGED_STACKS)
     assert cfg.components.controller.install == "external"

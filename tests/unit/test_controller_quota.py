@@ -188,8 +188,8 @@ def test_the_reconcilers_read_the_watched_objects_and_list_nothing() -> None:
     from taugrid.components import manifests as M
     from taugrid.controller.config import ControllerConfig
     from taugrid.controller.operator import PLATFORM_KINDS, Controller
-    from taugrid.infra.sandbox import stacks_dir_for, validated
     from taugrid.kube.fake import FakeKube
+    from taugrid.sandbox.cluster import stacks_dir_for, validated
 
     cfg = validated("sandbox", stacks_dir_for("sandbox", None))
     ws = next(o for o in M.workspace_objects(cfg, cfg.workspaces[0]) if o["kind"] == "TauWorkspace")

@@ -50,7 +50,7 @@ def one(items: list[Any]) -> Any:
 def test_the_stacks_exist() -> None:
     assert STACKS == ["ci", "dev", "prod", "sandbox", "staging"]
     # the sandbox stack ships with tau (for `tau sandbox up` anywhere); stacks/ links to it
-    from taugrid.infra.sandbox import PACKAGED_STACKS
+    from taugrid.sandbox.cluster import PACKAGED_STACKS
 
     assert (ROOT / "stacks" / "Pulumi.sandbox.yaml").resolve() == (
         PACKAGED_STACKS / "Pulumi.sandbox.yaml"

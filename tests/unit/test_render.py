@@ -540,8 +540,8 @@ def test_the_ray_head_is_sized_as_the_platform_says_and_a_bad_size_is_refused() 
 
     from taugrid.api.platform import derive_profiles
     from taugrid.api.profiles import HeadSize, ProfileSnapshot, profile_set_hash
-    from taugrid.infra.sandbox import SANDBOX_HEAD, for_real_nodes
     from taugrid.infra.stackfile import validated
+    from taugrid.sandbox.cluster import SANDBOX_HEAD, for_real_nodes
 
     folder = Path(EXAMPLE_DIRS[0]).parent / "quickstart"
     snap = load.load_snapshot(PROFILES)

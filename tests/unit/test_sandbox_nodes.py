@@ -1,4 +1,4 @@
-"""How many real nodes the sandbox starts (infra/sandbox.real_nodes_wanted), without starting
+"""How many real nodes the sandbox starts (sandbox/cluster.real_nodes_wanted), without starting
 one."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ def test_the_sandbox_has_one_real_node_by_default_where_the_machine_can_run_it(
 ) -> None:
     """Asked for nothing: one where it can run, else none and why (never an error); asked for
     explicitly: what was asked, or an error that names what is missing."""
-    from taugrid.infra import realnodes
-    from taugrid.infra.sandbox import real_nodes_wanted
+    from taugrid.sandbox import realnodes
+    from taugrid.sandbox.cluster import real_nodes_wanted
 
     cfg = platform(cpuPools=[{"name": "cpu", "vmSize": "Standard_D4s_v5", "maxCount": 2}])
     monkeypatch.setattr(realnodes, "can_run", lambda: None)

@@ -40,7 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from taugrid.infra import netns
+from taugrid.api.errors import TauError
+from taugrid.sandbox import netns
 
 RELAY_PORT = 6443  # the API server, on each node's own loopback
 SERVICE_CIDR = "10.0.0.0/24"  # the API server's --service-cluster-ip-range
@@ -406,7 +407,7 @@ def start_node(cp: Any, net: Network, node: NodeSpec, images: dict[str, str], sa
         [
             sys.executable,
             "-m",
-            "taugrid.infra.nodeproxy",
+            "taugrid.sandbox.nodeproxy",
             f"--netns={netns.NETNS_DIR / ns}",
             f"--relay-port={RELAY_PORT}",
             f"--api-port={cp.api_port}",
@@ -587,18 +588,15 @@ def stop_nodes(work: Path, net: Network | None) -> None:
 
 def wait_ready(cp: Any, names: list[str], timeout: float = 120.0) -> None:
     """Until each real node reports Ready (its kubelet registered and its runtime answers)."""
-    from kubernetes import client
-
-    core = client.CoreV1Api(cp.api_client())
+    kube = cp.kube()
     deadline = time.monotonic() + timeout
     waiting = set(names)
     while waiting and time.monotonic() < deadline:
         for n in list(waiting):
-            with contextlib.suppress(Exception):
-                node: Any = core.read_node(n)
-                if any(
-                    c.type == "Ready" and c.status == "True" for c in node.status.conditions or []
-                ):
+            with contextlib.suppress(TauError):
+                node = kube.get("Node", n) or {}
+                conditions = (node.get("status") or {}).get("conditions") or []
+                if any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
                     waiting.discard(n)
         if waiting:
             time.sleep(0.5)

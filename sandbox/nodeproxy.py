@@ -1,5 +1,5 @@
 """What a real node of the sandbox reaches on the host, served into its network namespace by one
-process of the host (`python -m taugrid.infra.nodeproxy`):
+process of the host (`python -m taugrid.sandbox.nodeproxy`):
 
 - the API server: the node's 127.0.0.1:RELAY_PORT is relayed to the host's API server on
   127.0.0.1 (its certificate names 127.0.0.1, so TLS is the API server's own, end to end); the
@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from taugrid.infra.netns import socket_in
+from taugrid.sandbox.netns import socket_in
 
 DOMAIN = "cluster.local."
 REFRESH_S = 0.5  # a name not known is looked up again at most this often
@@ -33,11 +33,9 @@ class Names:
     last list is older than REFRESH_S), so a Service made a moment ago resolves at once."""
 
     def __init__(self, kubeconfig: str) -> None:
-        from kubernetes import client, config
+        from taugrid.kube.client import Kube
 
-        api = config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
-        self.core = client.CoreV1Api(api)
-        self.disc = client.DiscoveryV1Api(self.core.api_client)
+        self.kube = Kube(kubeconfig=kubeconfig)
         self.lock = threading.Lock()
         self.table: dict[str, list[str]] = {}
         self.listed = 0.0
@@ -45,30 +43,29 @@ class Names:
     def _list(self) -> None:
         table: dict[str, list[str]] = {}
         headless: set[str] = set()
-        services: list[Any] = self.core.list_service_for_all_namespaces().items
-        for svc in services:
-            base = f"{svc.metadata.name}.{svc.metadata.namespace}.svc.{DOMAIN}"
-            ip = svc.spec.cluster_ip
+        for svc in self.kube.list("Service"):  # (every namespace)
+            md = svc["metadata"]
+            base = f"{md['name']}.{md['namespace']}.svc.{DOMAIN}"
+            ip = (svc.get("spec") or {}).get("clusterIP")
             if ip and ip != "None":
                 table[base] = [ip]
             else:
                 table[base] = []
                 headless.add(base)
-        slices: list[Any] = self.disc.list_endpoint_slice_for_all_namespaces().items
-        for sl in slices:
-            svc_name = (sl.metadata.labels or {}).get("kubernetes.io/service-name")
+        for sl in self.kube.list("EndpointSlice"):
+            md = sl["metadata"]
+            svc_name = (md.get("labels") or {}).get("kubernetes.io/service-name")
             if not svc_name:
                 continue
-            base = f"{svc_name}.{sl.metadata.namespace}.svc.{DOMAIN}"
-            for ep in sl.endpoints or []:
-                ready = ep.conditions is None or ep.conditions.ready is not False
-                if not ready:
+            base = f"{svc_name}.{md['namespace']}.svc.{DOMAIN}"
+            for ep in sl.get("endpoints") or []:
+                if (ep.get("conditions") or {}).get("ready") is False:
                     continue
-                for addr in ep.addresses or []:
+                for addr in ep.get("addresses") or []:
                     if base in headless:
                         table[base].append(addr)
-                    if ep.hostname:
-                        table.setdefault(f"{ep.hostname}.{base}", []).append(addr)
+                    if ep.get("hostname"):
+                        table.setdefault(f"{ep['hostname']}.{base}", []).append(addr)
         self.table, self.listed = table, time.monotonic()
 
     def lookup(self, name: str) -> list[str] | None:

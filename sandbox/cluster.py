@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from taugrid.api import constants as C
 from taugrid.api.errors import EXIT_PLATFORM, EXIT_USAGE, TauError, missing_extra
@@ -33,6 +33,9 @@ from taugrid.api.platform import (
 )
 from taugrid.api.profiles import HeadSize
 from taugrid.infra.stackfile import validated
+
+if TYPE_CHECKING:
+    from taugrid.kube.client import Kube
 
 STACK = "sandbox"
 Say = Callable[[str], None]
@@ -71,7 +74,7 @@ class State:
 def _need_clients() -> None:
     try:
         import cryptography  # noqa: F401
-        import kubernetes  # noqa: F401
+        import lightkube  # noqa: F401
     except ImportError as e:
         raise missing_extra("sandbox", f"the sandbox's libraries ({e.name})") from None
 
@@ -108,7 +111,7 @@ def healthy(state: State) -> bool:
     return all(r["running"] for r in component_status(state) if "pid" in r) and api_ready(state)
 
 
-PACKAGED_STACKS = Path(__file__).resolve().parent / "sandbox_stack"
+PACKAGED_STACKS = Path(__file__).resolve().parent / "stack"
 
 
 def stacks_dir_for(stack: str, stacks_dir: Path | None) -> Path:
@@ -137,7 +140,7 @@ DEFAULT_REAL_NODES = 1
 def real_nodes_wanted(asked: int | None, cfg: PlatformConfig) -> tuple[int, str | None]:
     """How many real nodes to start, and why none where the default could not be had. Asked
     for explicitly, a machine that cannot run them is an error; by default, a note."""
-    from taugrid.infra import realnodes
+    from taugrid.sandbox import realnodes
 
     if asked is not None and not 0 <= asked <= MAX_REAL_NODES:
         raise TauError(f"--real-nodes {asked}: 0 to {MAX_REAL_NODES}", exit_code=EXIT_USAGE)
@@ -172,7 +175,7 @@ def up(
     identities; the platform objects are then `tau platform up --stack sandbox`'s to create.
     `real_nodes` (default DEFAULT_REAL_NODES): the stack's first CPU pool as real
     nodes (kubelet, containerd, runc; realnodes.py) instead of KWOK's."""
-    from taugrid.infra.controlplane import NOT_BUILT, binaries_dir
+    from taugrid.sandbox.controlplane import NOT_BUILT, binaries_dir
 
     existing = State.read()
     if existing is not None:
@@ -196,8 +199,8 @@ def up(
     cfg = for_real_nodes(cfg) if n_real else without_real_nodes(cfg)
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    from taugrid.infra import realnodes
-    from taugrid.infra.controlplane import ControlPlane
+    from taugrid.sandbox import realnodes
+    from taugrid.sandbox.controlplane import ControlPlane
 
     cp = ControlPlane(bin_dir=bin_dir, work=work)
     t0 = time.monotonic()
@@ -236,7 +239,7 @@ def with_registries(cfg: PlatformConfig, work: Path) -> PlatformConfig:
 VOLUME_BOUND_TIMEOUT_S = 60.0  # a workspace's claim bound by the host-path provisioner
 
 
-def _registries_on_volumes(dyn: Any, cfg: PlatformConfig, work: Path, say: Say) -> PlatformConfig:
+def _registries_on_volumes(kube: Kube, cfg: PlatformConfig, work: Path, say: Say) -> PlatformConfig:
     """With real nodes, pods read a workspace's registry at /data/registry on its volume: each
     workspace that got a sandbox folder as its registry (`with_registries`) gets its volume's
     own `registry` folder instead (the host-path provisioner's folder, on this machine), so what
@@ -246,7 +249,7 @@ def _registries_on_volumes(dyn: Any, cfg: PlatformConfig, work: Path, say: Say) 
     workspaces = []
     for ws in cfg.workspaces:
         if ws.storage.registry == (work / "registries" / ws.name).as_uri():
-            path = _volume_path(dyn, ws.ns, naming.workspace_pvc(ws.name))
+            path = _volume_path(kube, ws.ns, naming.workspace_pvc(ws.name))
             folder = Path(path) / C.REGISTRY_SUBDIR
             folder.mkdir(parents=True, exist_ok=True)
             ws = ws.model_copy(
@@ -257,16 +260,14 @@ def _registries_on_volumes(dyn: Any, cfg: PlatformConfig, work: Path, say: Say) 
     return cfg.model_copy(update={"workspaces": workspaces})
 
 
-def _volume_path(dyn: Any, namespace: str, claim: str) -> str:
+def _volume_path(kube: Kube, namespace: str, claim: str) -> str:
     """The host folder of a claim's volume, once the provisioner has bound it."""
-    pvcs = dyn.resources.get(api_version="v1", kind="PersistentVolumeClaim")
-    pvs = dyn.resources.get(api_version="v1", kind="PersistentVolume")
     deadline = time.monotonic() + VOLUME_BOUND_TIMEOUT_S
     while True:
-        got = pvcs.get(name=claim, namespace=namespace).to_dict()
+        got = kube.get("PersistentVolumeClaim", claim, namespace) or {}
         volume = (got.get("spec") or {}).get("volumeName")
         if volume and (got.get("status") or {}).get("phase") == "Bound":
-            pv = pvs.get(name=volume).to_dict()
+            pv = kube.get("PersistentVolume", volume) or {}
             path = ((pv.get("spec") or {}).get("hostPath") or {}).get("path")
             if path:
                 return str(path)
@@ -287,7 +288,7 @@ def for_real_nodes(cfg: PlatformConfig) -> PlatformConfig:
     first), and a Ray head sized for this machine (the stack's own `rayHead` where it sets one):
     the default head asks for 2 cores, the whole of a 2-core machine."""
     from taugrid.api.profiles import ImageMirror
-    from taugrid.infra.realnodes import built_images
+    from taugrid.sandbox.realnodes import built_images
 
     update: dict[str, Any] = {}
     if "rayHead" not in cfg.model_fields_set:
@@ -323,9 +324,9 @@ SANDBOX_TORCH = ("pytorch/pytorch:*",)
 SANDBOX_HEAD = HeadSize(cpu="250m", memory="1Gi", cpuLimit="2", memoryLimit="4Gi")
 
 
-def _start_real_nodes(cp: Any, dyn: Any, pool: CpuPool, n: int, say: Say) -> list[str]:
-    from taugrid.infra import realnodes as R
-    from taugrid.infra.controlplane import apply
+def _start_real_nodes(cp: Any, kube: Kube, pool: CpuPool, n: int, say: Say) -> list[str]:
+    from taugrid.sandbox import realnodes as R
+    from taugrid.sandbox.controlplane import apply
 
     images = R.built_images()
     assert images is not None  # real_nodes_wanted checked
@@ -336,7 +337,7 @@ def _start_real_nodes(cp: Any, dyn: Any, pool: CpuPool, n: int, say: Say) -> lis
     )
     t0 = time.monotonic()
     for obj in R.node_rbac():
-        apply(dyn, obj)
+        apply(kube, obj)
     net = R.make_network(cp.work, n)
     R.save_network(cp.work, net)
     R.hold_sysctls(net.tag)
@@ -352,16 +353,16 @@ def _install(
     cp: Any, cfg: PlatformConfig, stack: str, say: Say, platform: bool, n_real: int = 0
 ) -> State:
     from taugrid.components import manifests as M
-    from taugrid.infra.controlplane import apply, crds_dir, install_crds
+    from taugrid.sandbox.controlplane import apply, crds_dir, install_crds
 
     skipped: dict[str, str] = {}
-    dyn = cp.dynamic()
+    kube = cp.kube()
     crds = crds_dir()
     groups = tuple(g for g in ("kueue", "kuberay") if crds is not None and (crds / g).is_dir())
     say(f"installing CRDs: {', '.join([*(['TauGrid'] if platform else []), *groups])}")
-    install_crds(dyn, crds or cp.work, groups, taugrid=platform)
+    install_crds(kube, crds or cp.work, groups, taugrid=platform)
     if platform:
-        apply(dyn, M.namespace(SYSTEM_NAMESPACE))
+        apply(kube, M.namespace(SYSTEM_NAMESPACE))
     if "kueue" in groups and cp.has_kueue:
         say("starting Kueue (out of cluster, webhooks on 127.0.0.1) ...")
         cp.start_kueue(C.LABEL_WORKSPACE, rayjobs="kuberay" in groups)
@@ -396,7 +397,7 @@ def _install(
             )
             nodes.append(name)
     say(f"{len(nodes)} KWOK nodes: {', '.join(nodes)}")
-    real = _start_real_nodes(cp, dyn, real_pool, n_real, say) if real_pool else []
+    real = _start_real_nodes(cp, kube, real_pool, n_real, say) if real_pool else []
     objects = _storage_classes(cfg)  # the cluster's storage, always
     if platform:
         objects += [
@@ -408,10 +409,10 @@ def _install(
         for ws in cfg.workspaces:
             objects += M.workspace_objects(cfg, ws)
     for obj in _ordered(objects):  # namespaces and volumes first
-        apply(dyn, obj)
+        apply(kube, obj)
     if platform and real:
-        cfg = _registries_on_volumes(dyn, cfg, cp.work, say)
-        apply(dyn, M.tau_cluster(cfg, stack))
+        cfg = _registries_on_volumes(kube, cfg, cp.work, say)
+        apply(kube, M.tau_cluster(cfg, stack))
     _alias_context(cp.admin.kubeconfig, cfg)
     identities = {"admin": str(cp.admin.kubeconfig)}
     members = [m for ws in cfg.workspaces for m in ws.members]
@@ -423,7 +424,7 @@ def _install(
             identities.setdefault(who, str(cp.add_identity(who, (m.name,)).kubeconfig))
     ctl = cfg.components.controller
     if platform and ctl.enabled:
-        _start_controller(cp, cfg, dyn, say)
+        _start_controller(cp, cfg, kube, say)
     elif ctl.enabled:
         skipped["controller"] = f"no platform objects yet (tau platform up --stack {stack})"
     if platform:
@@ -446,17 +447,17 @@ def _install(
     )
 
 
-def _start_controller(cp: Any, cfg: PlatformConfig, dyn: Any, say: Say) -> None:
+def _start_controller(cp: Any, cfg: PlatformConfig, kube: Kube, say: Say) -> None:
     """The controller out of cluster, as its ServiceAccount (a certificate with the account's
     user name) bound to the least-privilege ClusterRole the platform deploys it with: what it
     may do here is what it may do in a cluster."""
     import yaml
 
     from taugrid.components import manifests as M
-    from taugrid.infra.controlplane import apply
+    from taugrid.sandbox.controlplane import apply
 
     for obj in M.controller_rbac():
-        apply(dyn, obj)
+        apply(kube, obj)
     who = cp.add_identity(M.CONTROLLER, ("system:serviceaccounts",), user=M.CONTROLLER_USER)
     settings = cp.work / "controller.yaml"
     settings.write_text(
@@ -525,8 +526,8 @@ def _storage_classes(cfg: PlatformConfig) -> list[dict[str, Any]]:
 
 def down(say: Say) -> State | None:
     """Stop every process the sandbox started and remove its state. None: it was not up."""
-    from taugrid.infra import realnodes
-    from taugrid.infra.controlplane import stop_process_groups
+    from taugrid.sandbox import realnodes
+    from taugrid.sandbox.controlplane import stop_process_groups
 
     state = State.read()
     if state is None:
@@ -546,15 +547,13 @@ def _volume_dirs(state: State) -> list[Path]:
     """The folders the host-path provisioner made for the sandbox's volumes (under /tmp; its
     own deleter runs only when a claim is deleted)."""
     try:
-        from kubernetes import client, config
+        from taugrid.kube.client import Kube
 
-        api = config.new_client_from_config(  # type: ignore[no-untyped-call]
-            config_file=state.kubeconfigs["admin"]
-        )
-        items: list[Any] = client.CoreV1Api(api).list_persistent_volume(_request_timeout=5).items
+        kube = Kube(kubeconfig=state.kubeconfigs["admin"])
+        items = kube.list("PersistentVolume")
     except Exception:  # the API server is gone: nothing to ask it
         return []
-    paths = [pv.spec.host_path.path for pv in items if pv.spec and pv.spec.host_path]
+    paths = [str(((pv.get("spec") or {}).get("hostPath") or {}).get("path") or "") for pv in items]
     return [Path(p) for p in paths if p.startswith("/tmp/hostpath")]
 
 

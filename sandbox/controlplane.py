@@ -29,10 +29,13 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from taugrid.host.ports import free_port
 from taugrid.host.procs import group_alive
+
+if TYPE_CHECKING:
+    from taugrid.kube.client import Kube
 
 HOST = "127.0.0.1"
 CACHE_ROOT = Path(
@@ -570,8 +573,8 @@ class ControlPlane:
                 ],
             }
 
-        dyn = self.dynamic()
-        apply(dyn, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kueue-system"}})
+        kube = self.kube()
+        apply(kube, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kueue-system"}})
         env = {**os.environ, "KUBECONFIG": str(self.admin.kubeconfig)}
         # Kueue reads its metrics certificate from a fixed path: give it ours through a bind
         # mount in a private mount namespace (only an empty mount point is created on the host).
@@ -627,7 +630,7 @@ class ControlPlane:
             ("ValidatingWebhookConfiguration", validating),
         ):
             apply(
-                dyn,
+                kube,
                 {
                     "apiVersion": group,
                     "kind": kind,
@@ -710,7 +713,7 @@ class ControlPlane:
             "spec": {"taints": taints or []},
             "status": {"allocatable": capacity, "capacity": capacity},
         }
-        apply(self.dynamic(), node)
+        apply(self.kube(), node)
         return node
 
     def stop(self) -> None:
@@ -722,17 +725,11 @@ class ControlPlane:
         self.procs.clear()
 
     # --- clients -------------------------------------------------------------------------------
-    def api_client(self, who: str = "admin") -> Any:
-        from kubernetes import config
+    def kube(self, who: str = "admin") -> Kube:
+        """The project's Kubernetes client, as `who` (an identity's kubeconfig)."""
+        from taugrid.kube.client import Kube
 
-        return config.new_client_from_config(  # type: ignore[no-untyped-call]
-            config_file=str(self.identities[who].kubeconfig)
-        )
-
-    def dynamic(self, who: str = "admin") -> Any:
-        from kubernetes.dynamic import DynamicClient
-
-        return DynamicClient(self.api_client(who))  # type: ignore[no-untyped-call]
+        return Kube(kubeconfig=self.identities[who].kubeconfig)
 
 
 def stop_process_groups(pgids: list[int], grace_s: float = 5.0) -> None:
@@ -758,39 +755,32 @@ def stop_process_groups(pgids: list[int], grace_s: float = 5.0) -> None:
 FIELD_MANAGER = "taugrid-sandbox"
 
 
-def apply(
-    dyn: Any, obj: dict[str, Any], dry_run: bool = False, manager: str = FIELD_MANAGER
-) -> Any:
-    """Server-side apply one object."""
-    res = dyn.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
-    kwargs: dict[str, Any] = {"field_manager": manager, "force_conflicts": True}
-    if dry_run:
-        kwargs["dry_run"] = "All"
-    ns = obj.get("metadata", {}).get("namespace")
-    if res.namespaced and ns:
-        return res.server_side_apply(body=obj, namespace=ns, **kwargs)
-    return res.server_side_apply(body=obj, **kwargs)
+def apply(kube: Kube, obj: dict[str, Any], manager: str = FIELD_MANAGER) -> dict[str, Any]:
+    """Server-side apply one object of any kind the cluster serves."""
+    return kube.apply_any(obj, manager)
 
 
-def wait_established(dyn: Any, names: list[str], timeout: float = 60.0) -> None:
-    crds = dyn.resources.get(api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition")
+def wait_established(kube: Kube, names: list[str], timeout: float = 60.0) -> None:
+    """Until the API server serves each CRD (its Established condition)."""
     deadline = time.monotonic() + timeout
     pending = set(names)
     while pending and time.monotonic() < deadline:
         for name in list(pending):
-            obj = crds.get(name=name)
-            conds = {c["type"]: c["status"] for c in (obj.status.conditions or [])}
+            crd = kube.get("CustomResourceDefinition", name) or {}
+            conds = {
+                c.get("type"): c.get("status")
+                for c in (crd.get("status") or {}).get("conditions") or []
+            }
             if conds.get("Established") == "True":
                 pending.discard(name)
         if pending:
             time.sleep(0.1)
     if pending:
         raise RuntimeError(f"CRDs not established within {timeout}s: {sorted(pending)}")
-    dyn.resources.invalidate_cache()
 
 
 def install_crds(
-    dyn: Any, folder: Path, groups: tuple[str, ...] = ("kueue", "kuberay"), taugrid: bool = True
+    kube: Kube, folder: Path, groups: tuple[str, ...] = ("kueue", "kuberay"), taugrid: bool = True
 ) -> list[str]:
     """The upstream CRDs of `groups` (folder/<group>/*.yaml) and (unless not `taugrid`)
     TauGrid's, applied and established. Returns their names."""
@@ -806,9 +796,9 @@ def install_crds(
     ]
     names = []
     for crd in [*crds, *(render_crds() if taugrid else [])]:
-        apply(dyn, crd)
+        apply(kube, crd)
         names.append(crd["metadata"]["name"])
-    wait_established(dyn, names)
+    wait_established(kube, names)
     return names
 
 
