@@ -287,13 +287,10 @@ class ServiceTemplate(ABC):
         if kept is not None:
             sd.remove_revision_code(number)
             return kept, False
-        from taugrid.runs.provenance import submitter
-        from taugrid.serve.records import now
-
         return S.Revision(
             number=number,
             created_at=now(),
-            created_by=submitter(),
+            created_by=who(),
             config_hash=h,
             code_digest=digest,
             model=pin,
@@ -323,9 +320,6 @@ class ServiceTemplate(ABC):
         the target (a new revision's code is removed when that fails) -> recorded -> sent; a
         send that fails puts the record back. Under the service's lock. `strategy` None: the
         service's own."""
-        from taugrid.runs.provenance import submitter
-        from taugrid.serve.records import now
-
         how = strategy or rec.strategy
         try:
             ready = self.prepare_change(sd, rec, rev, how, say)
@@ -345,7 +339,7 @@ class ServiceTemplate(ABC):
             }
         )
         sd.write(moved)
-        sd.event(kind, message + ready.where, rev.number, submitter())
+        sd.event(kind, message + ready.where, rev.number, who())
         try:
             moved = self.send_change(sd, moved, rev, ready.plan, say)
         except BaseException:
@@ -388,9 +382,6 @@ class ServiceTemplate(ABC):
         """A canary beside the serving revision: its revision (refused when it is the serving
         one) checked against the target -> recorded -> sent (the record put back when that
         fails) -> given its share of the requests (`route_canary`)."""
-        from taugrid.runs.provenance import submitter
-        from taugrid.serve.records import now
-
         with sd.lock():
             rec = sd.read()
             no_canary(rec, "a canary")
@@ -414,7 +405,7 @@ class ServiceTemplate(ABC):
                     "revision": rev.number,
                     "percent": percent,
                     "started_at": now(),
-                    "by": submitter(),
+                    "by": who(),
                     **ready.fields,
                 }
             )
@@ -476,15 +467,12 @@ class ServiceTemplate(ABC):
         """Removed from the target -> recorded as deleted -> its folder moved aside (nothing is
         lost; the name is free again). Refused, with nothing changed, when the target still
         lists it after `timeout_s`."""
-        from taugrid.runs.provenance import submitter
-        from taugrid.serve.records import now
-
         with sd.lock():
             rec = sd.read()
             where = self.remove(rec, timeout_s, say)
             rec = rec.model_copy(update={"deleted_at": now()})
             sd.write(rec)
-            sd.event("delete", where, rec.serving, submitter())
+            sd.event("delete", where, rec.serving, who())
             sd.retire()
         return rec
 
@@ -553,6 +541,20 @@ def snapshot_code(folder: Path, dest: Path) -> str:
     shutil.rmtree(dest, ignore_errors=True)
     os.replace(tmp, dest)
     return bundle.digest
+
+
+def now() -> str:
+    """The time of a record's change (the records' own clock)."""
+    from taugrid.serve.records import now as recorded_now
+
+    return recorded_now()
+
+
+def who() -> str:
+    """Who makes a change (the runs' submitter)."""
+    from taugrid.runs.provenance import submitter
+
+    return submitter()
 
 
 def _short(pin: S.ModelPin | None) -> str:

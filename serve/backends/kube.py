@@ -34,6 +34,8 @@ from taugrid.serve.backends.base import (
     Say,
     ServiceTemplate,
     Started,
+    now,
+    who,
 )
 
 if TYPE_CHECKING:
@@ -270,18 +272,6 @@ def _scale_to_zero(rec: S.ServiceRecord) -> None:
     )
 
 
-def _now() -> str:
-    from taugrid.serve.records import now
-
-    return now()
-
-
-def _who() -> str:
-    from taugrid.runs.provenance import submitter
-
-    return submitter()
-
-
 class KubeServiceBackend(ServiceTemplate):
     name = "kube"
     poll_s = 1.0
@@ -439,7 +429,7 @@ class KubeServiceBackend(ServiceTemplate):
                 exit_code=EXIT_USAGE,
                 hint=f"tau serve scale {rec.name} --replicas N first, or a rollout",
             )
-        started = _now()
+        started = now()
         plan = CanaryPlan(
             stable_generation=rec.generation, stable_revision=rec.serving, percent=percent
         )
@@ -489,7 +479,7 @@ class KubeServiceBackend(ServiceTemplate):
                 {"spec": {"canary": None, "generation": rec.generation}},
                 FIELD_MANAGER,
             )
-            sd.event("canary-ended", why, back, _who())
+            sd.event("canary-ended", why, back, who())
             rec = rec.model_copy(update={"canary": None, "pending_generation": None})
             sd.write(rec)
             say(why)
@@ -583,7 +573,7 @@ class KubeServiceBackend(ServiceTemplate):
             f"revision {c.revision} takes every request (RayService "
             f"{rec.name}-{c.generation}); revision {rec.serving}'s RayService is deleted",
             c.revision,
-            _who(),
+            who(),
         )
         done = rec.model_copy(
             update={
@@ -592,7 +582,7 @@ class KubeServiceBackend(ServiceTemplate):
                 "canary": None,
                 "generation": c.generation,
                 "pending_generation": None,
-                "rollout_started_at": _now(),
+                "rollout_started_at": now(),
                 "rollout_done": True,
                 "strategy": "blue-green",
                 "scale": S.Scale(replicas=held),
@@ -643,7 +633,7 @@ class KubeServiceBackend(ServiceTemplate):
                 update={"scale": S.Scale(replicas=n), "pending_generation": pending}
             )
             sd.write(rec)
-            sd.event("scale", f"{rec.scale.describe()} (was {was})", rec.serving, _who())
+            sd.event("scale", f"{rec.scale.describe()} (was {was})", rec.serving, who())
         if n and pending is not None:
             say(f"a RayService of {n} replica(s) starts; the service moves to it when it serves")
             return rec, True

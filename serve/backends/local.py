@@ -29,6 +29,8 @@ from taugrid.serve.backends.base import (
     Say,
     ServiceTemplate,
     Started,
+    now,
+    who,
 )
 
 if TYPE_CHECKING:
@@ -121,18 +123,6 @@ def canary_scale(scale: S.Scale, percent: int) -> S.Scale:
     return S.Scale(replicas=max(1, -(-n * percent // 100)))
 
 
-def _who() -> str:
-    from taugrid.runs.provenance import submitter
-
-    return submitter()
-
-
-def _now() -> str:
-    from taugrid.serve.records import now
-
-    return now()
-
-
 class LocalServiceBackend(ServiceTemplate):
     name = "local"
     poll_s = 0.25
@@ -200,7 +190,7 @@ class LocalServiceBackend(ServiceTemplate):
             sd.event(
                 "failed", st.summary + (f"; replica log: {' | '.join(tail)}" if tail else ""), 1
             )
-            rec = sd.read().model_copy(update={"deleted_at": _now()})
+            rec = sd.read().model_copy(update={"deleted_at": now()})
             sd.write(rec)
             where = sd.retire()
         said = "".join(f"\n  replica: {line}" for line in tail)
@@ -385,7 +375,7 @@ class LocalServiceBackend(ServiceTemplate):
                     "canary": None,
                     "serving": back,
                     "rollout_done": settled,
-                    "rollout_started_at": rec.rollout_started_at if settled else _now(),
+                    "rollout_started_at": rec.rollout_started_at if settled else now(),
                     "previous": rec.previous if back == rec.serving else rec.serving,
                 }
             )
@@ -395,7 +385,7 @@ class LocalServiceBackend(ServiceTemplate):
             )
             ended = ended.model_copy(update={"endpoint": _endpoint(port, ended.route_prefix)})
             sd.write(ended)
-            sd.event("canary-ended", why, back, _who())
+            sd.event("canary-ended", why, back, who())
         say(why)
         return ended
 
@@ -418,7 +408,7 @@ class LocalServiceBackend(ServiceTemplate):
                     update={
                         "previous": rec.serving,
                         "serving": c.revision,
-                        "rollout_started_at": _now(),
+                        "rollout_started_at": now(),
                         "rollout_done": False,
                         "canary": c.model_copy(update={"promoting": True}),
                     }
@@ -428,7 +418,7 @@ class LocalServiceBackend(ServiceTemplate):
                     "promote",
                     f"revision {c.revision} takes all requests (was {c.percent}%)",
                     c.revision,
-                    _who(),
+                    who(),
                 )
             state = serve.state()
             split = ((state.get("applications") or {}).get(split_app(name)) or {}).get(
@@ -514,7 +504,7 @@ class LocalServiceBackend(ServiceTemplate):
                 )
             serve.apply_many(changes)  # first: a size Ray Serve refuses is never recorded
             sd.write(rec)
-            sd.event("scale", f"{new.describe()} (was {was})", rec.serving, _who())
+            sd.event("scale", f"{new.describe()} (was {was})", rec.serving, who())
         return rec, True
 
     # --- delete -------------------------------------------------------------------------------
