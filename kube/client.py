@@ -439,7 +439,7 @@ class Kube:
             res = codecs.from_dict(obj)
         api_version, kind_name = obj["apiVersion"], obj["kind"]
         group, _, version = api_version.rpartition("/")
-        kind = KINDS.get(kind_name) or Kind(group, version, kind_name, kind_name.lower() + "s")
+        kind = KINDS.get(kind_name) or Kind(group, version, kind_name, kind_name)  # (its words)
         ns = obj.get("metadata", {}).get("namespace")
         with self.errors("apply", kind, ns):
             got = self.client.apply(  # type: ignore[call-overload]

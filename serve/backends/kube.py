@@ -34,6 +34,7 @@ from taugrid.serve.backends.base import (
     Say,
     ServiceTemplate,
     Started,
+    no_canary,
     now,
     who,
 )
@@ -614,7 +615,6 @@ class KubeServiceBackend(ServiceTemplate):
     def scale(self, sd: ServiceDir, new: S.Scale, say: Say) -> tuple[S.ServiceRecord, bool]:
         """The serving revision at a new fixed size (Kueue admits fixed sizes: autoscaling
         bounds become their maximum); 0 replicas gives the queue its GPUs back."""
-        from taugrid.serve.backends.base import no_canary
         from taugrid.serve.kube import replicas_of
 
         no_canary(sd.read(), "a scale on a cluster")

@@ -278,7 +278,7 @@ class LocalServiceBackend(ServiceTemplate):
         """When the canary is ready, a split application takes the service's route and sends
         it its share of the requests (in one change of Ray Serve's config: no request finds the
         route empty). A canary or split that does not start is removed, and says why."""
-        from taugrid.serve.local import split_app, split_config, wait_until
+        from taugrid.serve.local import hidden_route, split_app, split_config, wait_until
 
         assert isinstance(plan, _Plan) and rec.canary is not None and plan.port is not None
         serve, name, percent = plan.serve, rec.name, rec.canary.percent
@@ -304,7 +304,7 @@ class LocalServiceBackend(ServiceTemplate):
                 split_app(name),
                 split_config(
                     name,
-                    _hidden(name, "split"),
+                    hidden_route(name, "split"),
                     plan.port,
                     rec.serving,
                     rev.number,
@@ -621,12 +621,6 @@ class LocalServiceBackend(ServiceTemplate):
 
 def _replica(f: Path) -> str:
     return f.stem.split("_")[-1]
-
-
-def _hidden(name: str, what: str) -> str:
-    from taugrid.serve.local import hidden_route
-
-    return hidden_route(name, what)
 
 
 def _refuse_foreign(serve: LocalServe, name: str, route: str) -> None:
