@@ -98,23 +98,9 @@ def register_model_from_run(
 
     rd = find(run, context=context)
     rec = rd.read_record()
-    if rec.target == "local":
-        ckpts, rows = rd.complete_checkpoints(rec.checkpoint_subdir), rd.metric_rows()
-        folder = rd.checkpoint_dir(rec.checkpoint_subdir)
-        if checkpoint in ("latest", "best"):
-            chosen, step = _checkpoint(rec, ckpts, rows, checkpoint)
-            path = folder / chosen
-        else:  # any folder of the run's (or an absolute path), complete or not
-            path = Path(checkpoint) if Path(checkpoint).is_absolute() else folder / checkpoint
-            if not path.exists():
-                raise TauError(
-                    f"checkpoint {checkpoint}: not found in run {rd.run_id}",
-                    exit_code=EXIT_USAGE,
-                    hint=f"complete ones: {', '.join(c['path'] for c in ckpts) or 'none'}",
-                )
-            chosen = path.name
-            step = next((c.get("step") for c in ckpts if c["path"] == chosen), None)
-        return default_store(registry).register(
+
+    def into(store: Any, path: Path, lineage: Lineage) -> Registered:
+        return store.register(  # type: ignore[no-any-return]
             "model",
             name,
             path,
@@ -122,9 +108,13 @@ def register_model_from_run(
             purpose=purpose,
             description=description,
             tags=tags,
-            lineage=_lineage(rec, chosen, rows, step),
+            lineage=lineage,
             progress=progress,
         )
+
+    if rec.target == "local":
+        path, chosen, step, rows = _local_checkpoint(rd, rec, checkpoint)
+        return into(default_store(registry), path, _lineage(rec, chosen, rows, step))
     from taugrid.client import runs
 
     made = runs.artifacts(run, context=context)
@@ -146,17 +136,7 @@ def register_model_from_run(
     tell = say or (lambda _m: None)
     if in_place is not None:
         tell(f"registering {rel} of {rec.run_id} where the run left it ({in_place})")
-        return store.register(
-            "model",
-            name,
-            in_place,
-            _created(rec.run_id),
-            purpose=purpose,
-            description=description,
-            tags=tags,
-            lineage=lineage,
-            progress=progress,
-        )
+        return into(store, in_place, lineage)
     import tempfile
 
     from taugrid.runs.paths import tau_home
@@ -175,17 +155,29 @@ def register_model_from_run(
             f"read {rel} of {rec.run_id} through the workspace's file server ({got.bytes} bytes "
             f"through this machine, checked against the run's manifest)"
         )
-        return store.register(
-            "model",
-            name,
-            Path(tmp) / rel,
-            _created(rec.run_id),
-            purpose=purpose,
-            description=description,
-            tags=tags,
-            lineage=lineage,
-            progress=progress,
+        return into(store, Path(tmp) / rel, lineage)
+
+
+def _local_checkpoint(
+    rd: Any, rec: Any, checkpoint: str
+) -> tuple[Path, str, int | None, list[dict[str, Any]]]:
+    """A local run's checkpoint: (its folder, its name, its step, the run's metric rows).
+    latest/best are chosen among complete checkpoints; a named folder may be any of the run's
+    (or an absolute path), complete or not."""
+    ckpts, rows = rd.complete_checkpoints(rec.checkpoint_subdir), rd.metric_rows()
+    folder = rd.checkpoint_dir(rec.checkpoint_subdir)
+    if checkpoint in ("latest", "best"):
+        chosen, step = _checkpoint(rec, ckpts, rows, checkpoint)
+        return folder / chosen, chosen, step, rows
+    path = Path(checkpoint) if Path(checkpoint).is_absolute() else folder / checkpoint
+    if not path.exists():
+        raise TauError(
+            f"checkpoint {checkpoint}: not found in run {rd.run_id}",
+            exit_code=EXIT_USAGE,
+            hint=f"complete ones: {', '.join(c['path'] for c in ckpts) or 'none'}",
         )
+    step = next((c.get("step") for c in ckpts if c["path"] == path.name), None)
+    return path, path.name, step, rows
 
 
 def _workspace_registry(rec: Any, context: str | None) -> str:

@@ -196,83 +196,101 @@ def pull(
     result.missing = sorted(p for p in digests if wanted(p) and p not in on_volume)
     if total:
         total(result.files, result.bytes)
-    lock = threading.Lock()
-    tell = progress or (lambda _n, _p: None)
+    copier = _Copier(source, dest, digests, result, progress or (lambda _n, _p: None), force)
+    dest.mkdir(parents=True, exist_ok=True)
+    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+        for done in [pool.submit(copier.one, f) for f in chosen]:
+            done.result()  # the first failure (a broken connection) is the pull's error
+    result.unverified.sort()
+    result.bad.sort()
+    result.edited.sort()
+    return result
 
-    def one(f: VolumeFile) -> None:
-        target = _safe(dest, f.path)
+
+@dataclass
+class _Copier:
+    """One pull's file copies, run in parallel: each file kept, resumed or fetched, and
+    checked against the manifest's digest; `result` counts under a lock."""
+
+    source: RecordSource
+    dest: Path
+    digests: dict[str, str]
+    result: Pulled
+    tell: Progress
+    force: bool
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def one(self, f: VolumeFile) -> None:
+        target = _safe(self.dest, f.path)
         if target is None:
-            with lock:
-                result.bad.append(f"{f.path} (not a path inside the record)")
+            with self.lock:
+                self.result.bad.append(f"{f.path} (not a path inside the record)")
             return
-        digest = digests.get(f.path)
-        if f.path == C.MANIFEST_FILENAME:
-            digest = None  # the manifest is the check itself
-        if target.is_file():
-            here = _sha256(target).hexdigest() if digest else None
-            same = here == digest if digest else target.stat().st_size == f.size
-            if same:
-                tell(f.size, f.path)
-                with lock:
-                    result.kept += 1
-                    result.verified += 1 if digest else 0
-                    if not digest and f.path != C.MANIFEST_FILENAME:
-                        result.unverified.append(f.path)
-                return
-            if not force and f.path != C.MANIFEST_FILENAME:
-                tell(f.size, f.path)
-                with lock:
-                    result.edited.append(f.path)
-                return
+        # the manifest is the check itself
+        digest = None if f.path == C.MANIFEST_FILENAME else self.digests.get(f.path)
+        if target.is_file() and self._settled_here(f, target, digest):
+            return
         target.parent.mkdir(parents=True, exist_ok=True)
         part = target.with_name(target.name + PART)
         offset = part.stat().st_size if part.is_file() else 0
         if offset > f.size:  # the file on the volume changed since: start again
             part.unlink()
             offset = 0
+        h = self._fetch(f, part, offset)
+        if offset:
+            with self.lock:
+                self.result.resumed += 1
+        if digest and h.hexdigest() != digest:
+            part.unlink()
+            with self.lock:
+                self.result.bad.append(f"{f.path} (its bytes are not what MANIFEST.sha256 says)")
+            return
+        os.replace(part, target)
+        with self.lock:
+            self.result.fetched += 1
+            if digest:
+                self.result.verified += 1
+            elif f.path != C.MANIFEST_FILENAME:
+                self.result.unverified.append(f.path)
+
+    def _settled_here(self, f: VolumeFile, target: Path, digest: str | None) -> bool:
+        """A file already here: kept when it matches (by digest, else by size), left alone and
+        named when it was edited here (unless `force`); False when it is to be fetched again."""
+        here = _sha256(target).hexdigest() if digest else None
+        same = here == digest if digest else target.stat().st_size == f.size
+        if same:
+            self.tell(f.size, f.path)
+            with self.lock:
+                self.result.kept += 1
+                self.result.verified += 1 if digest else 0
+                if not digest and f.path != C.MANIFEST_FILENAME:
+                    self.result.unverified.append(f.path)
+            return True
+        if not self.force and f.path != C.MANIFEST_FILENAME:
+            self.tell(f.size, f.path)
+            with self.lock:
+                self.result.edited.append(f.path)
+            return True
+        return False
+
+    def _fetch(self, f: VolumeFile, part: Path, offset: int) -> hashlib._Hash:
+        """`f` appended to `part` from `offset`; a connection that breaks: go on from what
+        arrived, ATTEMPTS times. The digest of the whole part file."""
         h = _sha256(part) if offset else hashlib.sha256()
         if offset:
-            tell(offset, f.path)
-        for attempt in range(1, ATTEMPTS + 1):  # a connection that breaks: go on from what arrived
+            self.tell(offset, f.path)
+        for attempt in range(1, ATTEMPTS + 1):
             try:
-                with (
-                    source.open(f.path, part.stat().st_size if part.exists() else 0) as (
-                        _size,
-                        chunks,
-                    ),
-                    part.open("ab") as out,
-                ):
+                start = part.stat().st_size if part.exists() else 0
+                with self.source.open(f.path, start) as (_size, chunks), part.open("ab") as out:
                     for chunk in chunks:
                         out.write(chunk)
                         h.update(chunk)
-                        tell(len(chunk), f.path)
+                        self.tell(len(chunk), f.path)
                 break
             except RecordMissing:
                 raise
             except TauError:
                 if attempt == ATTEMPTS:
                     raise
-        if offset:
-            with lock:
-                result.resumed += 1
-        if digest and h.hexdigest() != digest:
-            part.unlink()
-            with lock:
-                result.bad.append(f"{f.path} (its bytes are not what MANIFEST.sha256 says)")
-            return
-        os.replace(part, target)
-        with lock:
-            result.fetched += 1
-            if digest:
-                result.verified += 1
-            elif f.path != C.MANIFEST_FILENAME:
-                result.unverified.append(f.path)
-
-    dest.mkdir(parents=True, exist_ok=True)
-    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
-        for done in [pool.submit(one, f) for f in chosen]:
-            done.result()  # the first failure (a broken connection) is the pull's error
-    result.unverified.sort()
-    result.bad.sort()
-    result.edited.sort()
-    return result
+        return h

@@ -353,7 +353,17 @@ class ControlPlane:
         return ident
 
     def start(self) -> None:
+        """etcd, the API server, and (with controllers) the controller-manager, the scheduler
+        and KWOK, each waited for in turn."""
         self.pki = Pki(self.work / "pki")
+        etcd_client = self._start_etcd()
+        self._start_apiserver(etcd_client)
+        if not self.with_controllers:
+            return
+        self._start_controllers()
+        self._start_kwok()
+
+    def _start_etcd(self) -> int:
         etcd_client, etcd_peer = free_port(), free_port()
         self._spawn(
             "etcd",
@@ -372,12 +382,11 @@ class ControlPlane:
             ],
         )
         self._wait("etcd", lambda: _http_ok(f"http://{HOST}:{etcd_client}/health"))
+        return etcd_client
 
-        serving_cert, serving_key = self.pki.issue("apiserver", "kube-apiserver", server=True)
-        sa_pub, sa_priv = self.pki.rsa_pair("sa")
-        self.api_port = free_port()
-        # An audit log of the TauGrid controller's requests only (its API calls per minute are
-        # a budget: bench/bench_controller.py counts them here, watches included).
+    def _audit_policy(self) -> Path:
+        """An audit log of the TauGrid controller's requests only (its API calls per minute are
+        a budget: bench/bench_controller.py counts them here, watches included)."""
         from taugrid.api import constants as C
         from taugrid.components.manifests import CONTROLLER_USER
 
@@ -403,6 +412,14 @@ class ControlPlane:
                 }
             )
         )
+        return audit_policy
+
+    def _start_apiserver(self, etcd_client: int) -> None:
+        serving_cert, serving_key = self.pki.issue("apiserver", "kube-apiserver", server=True)
+        sa_pub, sa_priv = self.pki.rsa_pair("sa")
+        self._sa_signing_key = sa_priv  # the controller-manager signs tokens with it
+        self.api_port = free_port()
+        audit_policy = self._audit_policy()
         self._spawn(
             "kube-apiserver",
             [
@@ -438,8 +455,8 @@ class ControlPlane:
         ctx.load_cert_chain(str(admin_cert), str(admin_key))
         self._wait("kube-apiserver", lambda: _http_ok(f"{self.url}/readyz", ctx))
 
-        if not self.with_controllers:
-            return
+    def _start_controllers(self) -> None:
+        sa_priv = self._sa_signing_key
         for name, extra in (
             (
                 "kube-controller-manager",
@@ -477,6 +494,7 @@ class ControlPlane:
                 name, lambda p=port: _http_ok(f"https://{HOST}:{p}/healthz", _insecure_ctx())
             )
 
+    def _start_kwok(self) -> None:
         kwok = self.bin_dir / "kwok"
         stages = [
             p
@@ -523,11 +541,8 @@ class ControlPlane:
         import yaml as _yaml
 
         wh_port, health_port = free_port(), free_port()
-        cert_dir = self.work / "kueue-certs"
-        cert_dir.mkdir()
         crt, key = self.pki.issue("kueue-webhook", "kueue-webhook", server=True)
-        shutil.copy(crt, cert_dir / "tls.crt")
-        shutil.copy(key, cert_dir / "tls.key")
+        cert_dir = self._cert_dir("kueue-certs", crt, key)
         selector = {"matchExpressions": [{"key": namespace_label, "operator": "Exists"}]}
         config = {
             "apiVersion": "config.kueue.x-k8s.io/v1beta2",
@@ -549,20 +564,58 @@ class ControlPlane:
         }
         cfg_file = self.work / "kueue-config.yaml"
         cfg_file.write_text(_yaml.safe_dump(config))
+
+        kube = self.kube()
+        apply(kube, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kueue-system"}})
+        env = {**os.environ, "KUBECONFIG": str(self.admin.kubeconfig)}
+        # Kueue reads its metrics certificate from a fixed path: give it ours through a bind
+        # mount in a private mount namespace (only an empty mount point is created on the host).
+        metrics_dir = self._cert_dir("kueue-metrics-certs", crt, key)
+        Path(KUEUE_METRICS_CERTS).mkdir(parents=True, exist_ok=True)
+        script = (
+            f"mount --bind {metrics_dir} {KUEUE_METRICS_CERTS} && exec {self.bin_dir / 'kueue'} "
+            f"--config={cfg_file} --feature-gates=VisibilityOnDemand=false"
+        )
+        self._spawn(
+            "kueue", ["unshare", "--mount", "--propagation", "private", "sh", "-c", script], env
+        )
+        self._wait("kueue", lambda: _http_ok(f"http://{HOST}:{health_port}/readyz"))
+        self._register_kueue_webhooks(kube, wh_port, selector, rayjobs)
+
+    def _cert_dir(self, name: str, crt: Path, key: Path) -> Path:
+        """A directory holding `tls.crt` and `tls.key`, as Kueue expects its certificates."""
+        d = self.work / name
+        d.mkdir()
+        shutil.copy(crt, d / "tls.crt")
+        shutil.copy(key, d / "tls.key")
+        return d
+
+    def _register_kueue_webhooks(
+        self, kube: Kube, port: int, selector: dict[str, Any], rayjobs: bool
+    ) -> None:
+        """Kueue's mutating and validating webhooks for the kinds runs use, by loopback URL."""
         import base64
 
         ca = base64.b64encode(self.pki.ca_cert.read_bytes()).decode()
+        # (group, resource, Kueue's path stem, webhook name stem)
+        kinds = [("batch", "jobs", "batch-v1-job", "job")]
+        if rayjobs:
+            kinds += [
+                ("ray.io", "rayjobs", "ray-io-v1-rayjob", "rayjob"),
+                ("ray.io", "rayservices", "ray-io-v1-rayservice", "rayservice"),
+            ]
 
         def hook(
-            name: str, path: str, verbs: list[str], group: str = "batch", resource: str = "jobs"
+            prefix: str, verbs: list[str], group: str, resource: str, path: str, stem: str
         ) -> dict[str, Any]:
+            action = "mutate" if prefix == "m" else "validate"
             return {
-                "name": name,
+                "name": f"{prefix}{stem}.kb.io",
                 "admissionReviewVersions": ["v1"],
                 "sideEffects": "None",
                 "failurePolicy": "Fail",
                 "namespaceSelector": selector,
-                "clientConfig": {"url": f"https://{HOST}:{wh_port}{path}", "caBundle": ca},
+                "clientConfig": {"url": f"https://{HOST}:{port}/{action}-{path}", "caBundle": ca},
                 "rules": [
                     {
                         "apiGroups": [group],
@@ -573,69 +626,17 @@ class ControlPlane:
                 ],
             }
 
-        kube = self.kube()
-        apply(kube, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kueue-system"}})
-        env = {**os.environ, "KUBECONFIG": str(self.admin.kubeconfig)}
-        # Kueue reads its metrics certificate from a fixed path: give it ours through a bind
-        # mount in a private mount namespace (only an empty mount point is created on the host).
-        metrics_dir = self.work / "kueue-metrics-certs"
-        metrics_dir.mkdir()
-        shutil.copy(crt, metrics_dir / "tls.crt")
-        shutil.copy(key, metrics_dir / "tls.key")
-        Path(KUEUE_METRICS_CERTS).mkdir(parents=True, exist_ok=True)
-        script = (
-            f"mount --bind {metrics_dir} {KUEUE_METRICS_CERTS} && exec {self.bin_dir / 'kueue'} "
-            f"--config={cfg_file} --feature-gates=VisibilityOnDemand=false"
-        )
-        self._spawn(
-            "kueue", ["unshare", "--mount", "--propagation", "private", "sh", "-c", script], env
-        )
-        self._wait("kueue", lambda: _http_ok(f"http://{HOST}:{health_port}/readyz"))
-        mutating = [hook("mjob.kb.io", "/mutate-batch-v1-job", ["CREATE"])]
-        validating = [hook("vjob.kb.io", "/validate-batch-v1-job", ["CREATE", "UPDATE"])]
-        if rayjobs:
-            mutating.append(
-                hook("mrayjob.kb.io", "/mutate-ray-io-v1-rayjob", ["CREATE"], "ray.io", "rayjobs")
-            )
-            validating.append(
-                hook(
-                    "vrayjob.kb.io",
-                    "/validate-ray-io-v1-rayjob",
-                    ["CREATE", "UPDATE"],
-                    "ray.io",
-                    "rayjobs",
-                )
-            )
-            mutating.append(
-                hook(
-                    "mrayservice.kb.io",
-                    "/mutate-ray-io-v1-rayservice",
-                    ["CREATE"],
-                    "ray.io",
-                    "rayservices",
-                )
-            )
-            validating.append(
-                hook(
-                    "vrayservice.kb.io",
-                    "/validate-ray-io-v1-rayservice",
-                    ["CREATE", "UPDATE"],
-                    "ray.io",
-                    "rayservices",
-                )
-            )
-        group = "admissionregistration.k8s.io/v1"
-        for kind, hooks in (
-            ("MutatingWebhookConfiguration", mutating),
-            ("ValidatingWebhookConfiguration", validating),
+        for kind, prefix, verbs in (
+            ("MutatingWebhookConfiguration", "m", ["CREATE"]),
+            ("ValidatingWebhookConfiguration", "v", ["CREATE", "UPDATE"]),
         ):
             apply(
                 kube,
                 {
-                    "apiVersion": group,
+                    "apiVersion": "admissionregistration.k8s.io/v1",
                     "kind": kind,
                     "metadata": {"name": "kueue-loopback"},
-                    "webhooks": hooks,
+                    "webhooks": [hook(prefix, verbs, *k) for k in kinds],
                 },
             )
 

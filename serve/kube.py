@@ -208,41 +208,63 @@ def render(
     head["ports"].append({"containerPort": SERVE_PORT, "name": "serve"})  # KubeRay's Serve Service
     workers = cluster["workerGroupSpecs"][0]
     workers.update(replicas=replicas, minReplicas=replicas, maxReplicas=replicas)
-    pod = workers["template"]["spec"]
     if rev.model is not None:
-        pod["volumes"].append({"name": "model", "emptyDir": {}})
-        pod["containers"][0]["volumeMounts"].append(
-            {"name": "model", "mountPath": MODEL_DIR, "readOnly": True}
-        )
-        pinned = [
-            {
-                "kind": "model",
-                "name": rev.model.name,
-                "version": rev.model.version,
-                "path": rev.model.name,
-            }
-        ]
-        pod["initContainers"] = [
-            {
-                "name": "tau-model",
-                "image": r.image,
-                "command": ["python", f"{C.CODE_DIR}/tau_inputs.py"],
-                "env": [
-                    {"name": "TAU_INPUTS", "value": json.dumps(pinned, separators=(",", ":"))},
-                    {"name": "TAU_REGISTRY_DIR", "value": f"{C.DATA_DIR}/registry"},
-                    {"name": "TAU_INPUT_DIR", "value": MODEL_DIR},
-                ],
-                "resources": {
-                    "requests": {"cpu": "100m", "memory": "256Mi"},
-                    "limits": {"cpu": "1", "memory": "1Gi"},
-                },
-                "volumeMounts": [
-                    {"name": "data", "mountPath": C.DATA_DIR, "readOnly": True},
-                    {"name": "code", "mountPath": C.CODE_DIR, "readOnly": True},
-                    {"name": "model", "mountPath": MODEL_DIR},
-                ],
-            }
-        ]
+        _mount_model(r, rev.model, workers["template"]["spec"])
+    rayservice = _rayservice(r, service, route, rev, bundle, generation, canary, own, cluster)
+    owner = _tauservice(r, service, route, rev, replicas, strategy, generation, own)
+    return [owner, cm, rayservice, front_service(r.namespace, service, generation)]
+
+
+def _mount_model(r: Resolved, model: S.ModelPin, pod: dict[str, Any]) -> None:
+    """The pinned model, copied from the workspace's registry by an init container into an
+    emptyDir the Serve workers read at MODEL_DIR."""
+    pod["volumes"].append({"name": "model", "emptyDir": {}})
+    pod["containers"][0]["volumeMounts"].append(
+        {"name": "model", "mountPath": MODEL_DIR, "readOnly": True}
+    )
+    pinned = [
+        {
+            "kind": "model",
+            "name": model.name,
+            "version": model.version,
+            "path": model.name,
+        }
+    ]
+    pod["initContainers"] = [
+        {
+            "name": "tau-model",
+            "image": r.image,
+            "command": ["python", f"{C.CODE_DIR}/tau_inputs.py"],
+            "env": [
+                {"name": "TAU_INPUTS", "value": json.dumps(pinned, separators=(",", ":"))},
+                {"name": "TAU_REGISTRY_DIR", "value": f"{C.DATA_DIR}/registry"},
+                {"name": "TAU_INPUT_DIR", "value": MODEL_DIR},
+            ],
+            "resources": {
+                "requests": {"cpu": "100m", "memory": "256Mi"},
+                "limits": {"cpu": "1", "memory": "1Gi"},
+            },
+            "volumeMounts": [
+                {"name": "data", "mountPath": C.DATA_DIR, "readOnly": True},
+                {"name": "code", "mountPath": C.CODE_DIR, "readOnly": True},
+                {"name": "model", "mountPath": MODEL_DIR},
+            ],
+        }
+    ]
+
+
+def _rayservice(
+    r: Resolved,
+    service: str,
+    route: str,
+    rev: S.Revision,
+    bundle: CodeBundle,
+    generation: int,
+    canary: CanaryPlan | None,
+    own: dict[str, str],
+    cluster: dict[str, Any],
+) -> dict[str, Any]:
+    """One generation's RayService, queued in the workspace's Kueue queue."""
     rs_labels = {**own, C.KUEUE_QUEUE_LABEL: r.queue}
     if r.priority:
         rs_labels[C.KUEUE_PRIORITY_LABEL] = r.priority
@@ -251,7 +273,7 @@ def render(
         C.ANN_SUBMITTER: rev.created_by,
         C.ANN_CODE_DIGEST: bundle.digest,
     }
-    rayservice = {
+    return {
         "apiVersion": "ray.io/v1",
         "kind": "RayService",
         "metadata": {
@@ -270,6 +292,18 @@ def render(
         },
     }
 
+
+def _tauservice(
+    r: Resolved,
+    service: str,
+    route: str,
+    rev: S.Revision,
+    replicas: int,
+    strategy: str,
+    generation: int,
+    own: dict[str, str],
+) -> dict[str, Any]:
+    """The TauService written from its model (what the CRD's schema is made of)."""
     spec = TauServiceSpec(  # its model: what the CRD's schema is made of
         serviceName=service,
         workspace=r.workspace.name,
@@ -305,7 +339,7 @@ def render(
         },
         "spec": spec.model_dump(mode="json", exclude_unset=True),
     }
-    return [owner, cm, rayservice, front_service(r.namespace, service, generation)]
+    return owner
 
 
 def canary_spec(
