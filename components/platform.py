@@ -37,53 +37,11 @@ class Platform(pulumi.ComponentResource):
     ) -> None:
         super().__init__("taugrid:platform:Platform", name, None, opts)
         me = pulumi.ResourceOptions(parent=self)
-        pools: list[pulumi.Resource] = []
         self.kubeconfig = None
         if isinstance(cfg.cluster, AksClusterSpec):
-            azure_provider = azure.Provider("azure", location=cfg.cluster.location, opts=me)
-            self.aks = AksCluster("cluster", cfg.cluster, azure_provider, opts=me)
-            self.kubeconfig = self.aks.kubeconfig
-            for gp in cfg.gpuPools:
-                pools.append(
-                    GpuNodePool(
-                        gp.name,
-                        gp,
-                        gpu_driver(cfg, gp),
-                        self.aks.cluster,
-                        self.aks.resource_group.name,
-                        azure_provider,
-                        opts=me,
-                    )
-                )
-            for cp in cfg.cpuPools:
-                pools.append(
-                    CpuNodePool(
-                        cp.name,
-                        cp,
-                        self.aks.cluster,
-                        self.aks.resource_group.name,
-                        azure_provider,
-                        opts=me,
-                    )
-                )
-            provider = k8s.Provider(
-                "k8s", kubeconfig=self.kubeconfig, enable_server_side_apply=True, opts=me
-            )
+            provider, pools = self._aks(cfg, cfg.cluster, me)
         else:
-            assert isinstance(cfg.cluster, ExistingClusterSpec)
-            if cfg.cluster.kubeconfigSecret:
-                provider = k8s.Provider(
-                    "k8s", kubeconfig=kubeconfig_secret, enable_server_side_apply=True, opts=me
-                )
-                self.kubeconfig = (
-                    pulumi.Output.secret(kubeconfig_secret)
-                    if kubeconfig_secret is not None
-                    else None
-                )
-            else:
-                provider = k8s.Provider(
-                    "k8s", context=cfg.cluster.context, enable_server_side_apply=True, opts=me
-                )
+            provider, pools = self._existing(cfg.cluster, kubeconfig_secret, me), []
         self.provider = provider
 
         (self.system_ns,) = create_objects([namespace(SYSTEM_NAMESPACE)], self, provider)
@@ -135,3 +93,41 @@ class Platform(pulumi.ComponentResource):
         self.register_outputs(
             {"profiles": self.profile.profiles, "workspaces": [w.ns for w in cfg.workspaces]}
         )
+
+    def _aks(
+        self, cfg: PlatformConfig, cluster: AksClusterSpec, me: pulumi.ResourceOptions
+    ) -> tuple[k8s.Provider, list[pulumi.Resource]]:
+        """The AKS cluster and its GPU and CPU pools; a provider for what runs on it."""
+        azure_provider = azure.Provider("azure", location=cluster.location, opts=me)
+        self.aks = AksCluster("cluster", cluster, azure_provider, opts=me)
+        self.kubeconfig = self.aks.kubeconfig
+        rg = self.aks.resource_group.name
+        pools: list[pulumi.Resource] = [
+            GpuNodePool(
+                gp.name, gp, gpu_driver(cfg, gp), self.aks.cluster, rg, azure_provider, opts=me
+            )
+            for gp in cfg.gpuPools
+        ]
+        pools += [
+            CpuNodePool(cp.name, cp, self.aks.cluster, rg, azure_provider, opts=me)
+            for cp in cfg.cpuPools
+        ]
+        provider = k8s.Provider(
+            "k8s", kubeconfig=self.kubeconfig, enable_server_side_apply=True, opts=me
+        )
+        return provider, pools
+
+    def _existing(
+        self,
+        cluster: ExistingClusterSpec,
+        kubeconfig_secret: pulumi.Input[str] | None,
+        me: pulumi.ResourceOptions,
+    ) -> k8s.Provider:
+        """A provider for a cluster made elsewhere: by a kubeconfig secret, else a context."""
+        if cluster.kubeconfigSecret:
+            if kubeconfig_secret is not None:
+                self.kubeconfig = pulumi.Output.secret(kubeconfig_secret)
+            return k8s.Provider(
+                "k8s", kubeconfig=kubeconfig_secret, enable_server_side_apply=True, opts=me
+            )
+        return k8s.Provider("k8s", context=cluster.context, enable_server_side_apply=True, opts=me)

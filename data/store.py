@@ -1295,25 +1295,41 @@ def _name_chunks(
     if not source.is_dir():
         yield [(check_path(source.name), str(source.resolve()))]
         return
-    top = os.path.realpath(source)
-    buf: list[tuple[str, str]] = []
-    found = False
+    yield from _Walk(source, size, links).chunks()
 
-    def full() -> Iterator[list[tuple[str, str]]]:
-        nonlocal buf, found
-        while len(buf) >= size:
-            chunk, buf = buf[:size], buf[size:]
+
+class _Walk:
+    """One folder's walk for `_name_chunks`: the files found so far wait in `buf` until a
+    chunk is full."""
+
+    def __init__(self, source: Path, size: int, links: dict[str, str] | None) -> None:
+        self.source, self.size, self.links = source, size, links
+        self.top = os.path.realpath(source)
+        self.buf: list[tuple[str, str]] = []
+        self.found = False
+
+    def chunks(self) -> Iterator[list[tuple[str, str]]]:
+        yield from self.walk(str(self.source), "", frozenset({self.top}))
+        if self.buf:
+            check_paths([r for r, _ in self.buf])
+            yield self.buf
+        elif not self.found:
+            raise TauError(f"{self.source}: no files to register", exit_code=EXIT_USAGE)
+
+    def full(self) -> Iterator[list[tuple[str, str]]]:
+        while len(self.buf) >= self.size:
+            chunk, self.buf = self.buf[: self.size], self.buf[self.size :]
             check_paths([r for r, _ in chunk])
-            found = True
+            self.found = True
             yield chunk
 
-    def followed(e: os.DirEntry[str], rel: str) -> tuple[str, bool]:
+    def followed(self, e: os.DirEntry[str], rel: str) -> tuple[str, bool]:
         """A link's target (inside the tree) and whether it is a folder; else refused."""
         target = os.path.realpath(e.path)
         said = os.readlink(e.path)
-        if os.path.commonpath([top, target]) != top:
+        if os.path.commonpath([self.top, target]) != self.top:
             raise TauError(
-                f"{source}/{rel}: a symbolic link to {said} ({target}), outside the "
+                f"{self.source}/{rel}: a symbolic link to {said} ({target}), outside the "
                 "folder registered",
                 exit_code=EXIT_USAGE,
                 hint="register a folder that holds the link's target too, or copy the "
@@ -1323,31 +1339,31 @@ def _name_chunks(
             st = os.stat(target)
         except OSError:
             raise TauError(
-                f"{source}/{rel}: a symbolic link to {said}, which does not exist",
+                f"{self.source}/{rel}: a symbolic link to {said}, which does not exist",
                 exit_code=EXIT_USAGE,
                 hint="remove the link, or restore its target",
             ) from None
-        if links is not None:
-            links[rel] = said
+        if self.links is not None:
+            self.links[rel] = said
         what = _kind_of(st.st_mode)
         if what is not None:
-            raise TauError(f"{source}/{rel}: a symbolic link to {what}", exit_code=EXIT_USAGE)
+            raise TauError(f"{self.source}/{rel}: a symbolic link to {what}", exit_code=EXIT_USAGE)
         return target, os.path.isdir(target)
 
-    def walk(folder: str, rel: str, chain: frozenset[str]) -> Iterator[list[tuple[str, str]]]:
-        """`chain`: the real folders from the top to this one (a link back into it: a loop)."""
-        nonlocal buf
+    def entries(self, folder: str, rel: str) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+        """A folder's (sub-folders as (name/, path), files as (relative path, path)), links
+        followed; anything else refused by name."""
         with os.scandir(folder) as it:
-            entries = list(it)
+            found = list(it)
         dirs: list[tuple[str, str]] = []
         files: list[tuple[str, str]] = []
-        for e in entries:
+        for e in found:
             if e.is_dir(follow_symlinks=False):
                 dirs.append((e.name + "/", e.path))
             elif e.is_file(follow_symlinks=False):
                 files.append((rel + e.name, e.path))
             elif e.is_symlink():
-                target, is_dir = followed(e, rel + e.name)
+                target, is_dir = self.followed(e, rel + e.name)
                 if is_dir:
                     dirs.append((e.name + "/", target))
                 else:
@@ -1355,35 +1371,33 @@ def _name_chunks(
             else:
                 what = _kind_of(e.stat(follow_symlinks=False).st_mode) or "not a regular file"
                 raise TauError(
-                    f"{source}/{rel}{e.name} is {what}: nothing of it can be stored",
+                    f"{self.source}/{rel}{e.name} is {what}: nothing of it can be stored",
                     exit_code=EXIT_USAGE,
                     hint="move it out of the folder, then register again",
                 )
+        return dirs, files
+
+    def walk(self, folder: str, rel: str, chain: frozenset[str]) -> Iterator[list[tuple[str, str]]]:
+        """`chain`: the real folders from the top to this one (a link back into it: a loop)."""
+        dirs, files = self.entries(folder, rel)
         if not dirs:  # the common case: a folder of files, taken in whole
             files.sort()
-            buf += files
-            yield from full()
+            self.buf += files
+            yield from self.full()
             return
         for key, path in sorted(dirs + [(r[len(rel) :], p) for r, p in files]):
             if key[-1] == "/":
                 real = os.path.realpath(path)
                 if real in chain:
                     raise TauError(
-                        f"{source}/{rel}{key[:-1]}: a symbolic link to a folder that "
+                        f"{self.source}/{rel}{key[:-1]}: a symbolic link to a folder that "
                         "holds it (a loop)",
                         exit_code=EXIT_USAGE,
                     )
-                yield from walk(path, rel + key, chain | {real})
+                yield from self.walk(path, rel + key, chain | {real})
             else:
-                buf.append((rel + key, path))
-                yield from full()
-
-    yield from walk(str(source), "", frozenset({top}))
-    if buf:
-        check_paths([r for r, _ in buf])
-        yield buf
-    elif not found:
-        raise TauError(f"{source}: no files to register", exit_code=EXIT_USAGE)
+                self.buf.append((rel + key, path))
+                yield from self.full()
 
 
 REGISTRY_ENV = "TAU_REGISTRY"

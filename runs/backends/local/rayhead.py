@@ -200,6 +200,8 @@ def ensure_head(num_gpus: int, say: Callable[[str], None] = lambda _m: None) -> 
 
 
 def _start(num_gpus: int, say: Callable[[str], None]) -> Head:
+    """`ray start --head` in its own session on loopback ports picked here, waited for stage
+    by stage (GCS, raylet, dashboard, job agent); a start that fails leaves no process."""
     cpus = max(2, os.cpu_count() or 2)
     ports = {
         "GCS": free_port(),
@@ -210,34 +212,9 @@ def _start(num_gpus: int, say: Callable[[str], None]) -> Head:
         "runtime env agent": free_port(),
         "metrics export": free_port(),
     }
-    gcs, dash, agent = ports["GCS"], ports["dashboard"], ports["dashboard agent"]
     temp_dir = _short_temp_dir()
     log = ray_dir() / "head.log"
-    cmd = [
-        ray_cli(),
-        "start",
-        "--head",
-        "--block",
-        f"--node-ip-address={HOST}",
-        f"--port={gcs}",
-        "--include-dashboard=true",
-        f"--dashboard-host={HOST}",
-        f"--dashboard-port={dash}",
-        f"--num-cpus={cpus}",
-        f"--num-gpus={num_gpus}",
-        f"--temp-dir={temp_dir}",
-        "--disable-usage-stats",
-        # the autoscaler's monitor: a one-node head of fixed size has nothing to scale (saves a
-        # process, ~0.5-0.9 CPU-seconds at start and ~90 MiB; measured in docs/local.md)
-        "--no-monitor",
-        # Ray's fixed default ports (10001, 52365, ...) would collide between two TAU_HOMEs.
-        f"--ray-client-server-port={ports['Ray client server']}",
-        f"--dashboard-agent-listen-port={agent}",
-        f"--dashboard-agent-grpc-port={ports['dashboard agent gRPC']}",
-        f"--runtime-env-agent-port={ports['runtime env agent']}",
-        f"--metrics-export-port={ports['metrics export']}",
-    ]
-    env = loopback_env()
+    cmd = _head_command(ports, cpus, num_gpus, temp_dir)
     limit = start_timeout()
     for name, port in ports.items():  # taken since it was picked: said now, not after Ray's retries
         if not port_free(port):
@@ -256,22 +233,21 @@ def _start(num_gpus: int, say: Callable[[str], None]) -> Head:
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            env=env,
+            env=loopback_env(),
             start_new_session=True,
         )
     head = Head(
         pid=proc.pid,
-        gcs_port=gcs,
-        dashboard_port=dash,
+        gcs_port=ports["GCS"],
+        dashboard_port=ports["dashboard"],
         temp_dir=temp_dir,
         started_at=time.time(),
         num_cpus=cpus,
         num_gpus=num_gpus,
-        agent_port=agent,
+        agent_port=ports["dashboard agent"],
     )
-
     stages: list[tuple[str, Callable[[], bool]]] = [
-        ("GCS", lambda: listens(gcs)),
+        ("GCS", lambda: listens(ports["GCS"])),
         (
             "raylet",
             lambda: _made_since(
@@ -279,16 +255,56 @@ def _start(num_gpus: int, say: Callable[[str], None]) -> Head:
             ),
         ),
         ("dashboard", lambda: healthy(head, timeout=2.0)),
-        ("job agent", lambda: listens(agent)),
+        ("job agent", lambda: listens(ports["dashboard agent"])),
     ]
-    watched: dict[str, int] = {}  # the head's servers seen up: one that dies fails the start
+    try:
+        await_stages(stages, limit, say, died=_death_watch(proc, log, at, ports, temp_dir))
+    except BaseException:
+        _terminate(proc.pid)
+        raise
+    write_atomic(_state_file(), json.dumps(asdict(head)).encode())
+    return head
+
+
+def _head_command(ports: dict[str, int], cpus: int, num_gpus: int, temp_dir: str) -> list[str]:
+    return [
+        ray_cli(),
+        "start",
+        "--head",
+        "--block",
+        f"--node-ip-address={HOST}",
+        f"--port={ports['GCS']}",
+        "--include-dashboard=true",
+        f"--dashboard-host={HOST}",
+        f"--dashboard-port={ports['dashboard']}",
+        f"--num-cpus={cpus}",
+        f"--num-gpus={num_gpus}",
+        f"--temp-dir={temp_dir}",
+        "--disable-usage-stats",
+        # the autoscaler's monitor: a one-node head of fixed size has nothing to scale (saves a
+        # process, ~0.5-0.9 CPU-seconds at start and ~90 MiB; measured in docs/local.md)
+        "--no-monitor",
+        # Ray's fixed default ports (10001, 52365, ...) would collide between two TAU_HOMEs.
+        f"--ray-client-server-port={ports['Ray client server']}",
+        f"--dashboard-agent-listen-port={ports['dashboard agent']}",
+        f"--dashboard-agent-grpc-port={ports['dashboard agent gRPC']}",
+        f"--runtime-env-agent-port={ports['runtime env agent']}",
+        f"--metrics-export-port={ports['metrics export']}",
+    ]
+
+
+def _death_watch(
+    proc: subprocess.Popen[bytes], log: Path, at: int, ports: dict[str, int], temp_dir: str
+) -> Callable[[], TauError | None]:
+    """A check for the start's `died`: the head gone, or any of its servers seen up since
+    gone (one that dies fails the start), as a TauError with the log's new lines."""
+    watched: dict[str, int] = {}
 
     def died() -> TauError | None:
         gone = _died(proc, log, at, ports)
         if gone is not None:
             return gone
-        seen = _group_processes(proc.pid)
-        for comm, pid in seen.items():
+        for comm, pid in _group_processes(proc.pid).items():
             watched.setdefault(comm, pid)
         lost = [f"{comm} (pid {pid})" for comm, pid in watched.items() if not pid_alive(pid)]
         if lost:
@@ -300,13 +316,7 @@ def _start(num_gpus: int, say: Callable[[str], None]) -> Head:
             )
         return None
 
-    try:
-        await_stages(stages, limit, say, died=died)
-    except BaseException:
-        _terminate(proc.pid)
-        raise
-    write_atomic(_state_file(), json.dumps(asdict(head)).encode())
-    return head
+    return died
 
 
 def await_stages(
