@@ -22,6 +22,7 @@ from taugrid.api.platform import (
     Member,
     PlatformConfig,
     PriorityClass,
+    WorkspaceFiles,
     WorkspaceSpec,
     derive_profiles,
     pool_taints,
@@ -48,6 +49,28 @@ def _meta(
 
 def namespace(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(name, labels=labels)}
+
+
+RBAC = "rbac.authorization.k8s.io/v1"
+
+
+def _binding(
+    meta: dict[str, Any], role_kind: str, role: str, subjects: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """A RoleBinding (`meta` has a namespace) or ClusterRoleBinding of `role` to `subjects`."""
+    return {
+        "apiVersion": RBAC,
+        "kind": "RoleBinding" if "namespace" in meta else "ClusterRoleBinding",
+        "metadata": meta,
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": role},
+        "subjects": subjects,
+    }
+
+
+def _role(meta: dict[str, Any], rules: list[dict[str, Any]]) -> dict[str, Any]:
+    """A Role (`meta` has a namespace) or ClusterRole of `rules`."""
+    kind = "Role" if "namespace" in meta else "ClusterRole"
+    return {"apiVersion": RBAC, "kind": kind, "metadata": meta, "rules": rules}
 
 
 # --- Kueue ----------------------------------------------------------------------------------------
@@ -430,37 +453,7 @@ def workspace_files(cfg: PlatformConfig, ws: WorkspaceSpec) -> list[dict[str, An
         "metadata": _meta(name, ns, labels),
         "data": sources,
     }
-    container = {
-        "name": "files",
-        "image": image,
-        "command": [
-            "python3",
-            "/opt/tau/tau_files.py",
-            "--root",
-            "/data",
-            "--port",
-            str(naming.FILES_PORT),
-        ],
-        "env": [
-            {"name": "PYTHONPATH", "value": "/opt/tau"},
-            {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
-        ],
-        "ports": [{"name": "http", "containerPort": naming.FILES_PORT}],
-        "readinessProbe": {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 10},
-        "resources": {
-            "requests": {"cpu": spec.cpu, "memory": format_memory(parse_memory(spec.memory) // 2)},
-            "limits": {"memory": spec.memory},
-        },
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "capabilities": {"drop": ["ALL"]},
-        },
-        "volumeMounts": [
-            {"name": "data", "mountPath": "/data", "readOnly": True},
-            {"name": "code", "mountPath": "/opt/tau", "readOnly": True},
-        ],
-    }
+    container = _files_container(spec, image)
     deployment = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -507,6 +500,42 @@ def workspace_files(cfg: PlatformConfig, ws: WorkspaceSpec) -> list[dict[str, An
     return [code, deployment, service]
 
 
+def _files_container(spec: WorkspaceFiles, image: str) -> dict[str, Any]:
+    """The file server's container: runlib's tau_files.py over the read-only volume, as an
+    unprivileged process with a read-only root."""
+    return {
+        "name": "files",
+        "image": image,
+        "command": [
+            "python3",
+            "/opt/tau/tau_files.py",
+            "--root",
+            "/data",
+            "--port",
+            str(naming.FILES_PORT),
+        ],
+        "env": [
+            {"name": "PYTHONPATH", "value": "/opt/tau"},
+            {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
+        ],
+        "ports": [{"name": "http", "containerPort": naming.FILES_PORT}],
+        "readinessProbe": {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 10},
+        "resources": {
+            "requests": {"cpu": spec.cpu, "memory": format_memory(parse_memory(spec.memory) // 2)},
+            "limits": {"memory": spec.memory},
+        },
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+        "volumeMounts": [
+            {"name": "data", "mountPath": "/data", "readOnly": True},
+            {"name": "code", "mountPath": "/opt/tau", "readOnly": True},
+        ],
+    }
+
+
 def _digest(data: dict[str, str]) -> str:
     import hashlib
 
@@ -536,89 +565,76 @@ def workspace_objects(cfg: PlatformConfig, ws: WorkspaceSpec) -> list[dict[str, 
             "kind": "ServiceAccount",
             "metadata": _meta(naming.RUN_SERVICE_ACCOUNT, ns, labels),
         },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "Role",
-            "metadata": _meta(RESEARCHER_ROLE, ns, labels),
-            "rules": RESEARCHER_RULES,
-        },
+        _role(_meta(RESEARCHER_ROLE, ns, labels), RESEARCHER_RULES),
         {
             "apiVersion": "v1",
             "kind": "PersistentVolumeClaim",
             "metadata": _meta(naming.workspace_pvc(ws.name), ns, labels),
             "spec": pvc_spec,
         },
-        {
-            "apiVersion": C.API_VERSION,
-            "kind": "TauWorkspace",
-            "metadata": _meta(ws.name, SYSTEM_NAMESPACE, labels),
-            "spec": {
-                "namespace": ns,
-                "members": [m.model_dump(mode="json", exclude_none=True) for m in ws.members],
-                "localQueues": list(ws.queues),
-                "profiles": [p.name for p in derive_profiles(cfg) if p.applies_to(ws.name)],
-                "storage": {
-                    "pvc": naming.workspace_pvc(ws.name),
-                    "size": ws.storage.size,
-                    **(
-                        {"storageClass": ws.storage.storageClass} if ws.storage.storageClass else {}
-                    ),
-                },
-                "serviceAccount": naming.RUN_SERVICE_ACCOUNT,
-            },
-        },
+        _tau_workspace(cfg, ws, labels),
         *workspace_files(cfg, ws),
     ]
     if subjects:
-        objs += [
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "RoleBinding",
-                "metadata": _meta(RESEARCHER_ROLE, ns, labels),
-                "roleRef": {
-                    "apiGroup": "rbac.authorization.k8s.io",
-                    "kind": "Role",
-                    "name": RESEARCHER_ROLE,
-                },
-                "subjects": subjects,
-            },
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "Role",
-                "metadata": _meta(f"tau-workspace-{ws.name}", SYSTEM_NAMESPACE, labels),
-                "rules": [
-                    {
-                        "apiGroups": [C.GROUP],
-                        "resources": ["workspaces"],
-                        "resourceNames": [ws.name],
-                        "verbs": ["get", "watch"],
-                    }
-                ],
-            },
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "RoleBinding",
-                "metadata": _meta(f"tau-workspace-{ws.name}", SYSTEM_NAMESPACE, labels),
-                "roleRef": {
-                    "apiGroup": "rbac.authorization.k8s.io",
-                    "kind": "Role",
-                    "name": f"tau-workspace-{ws.name}",
-                },
-                "subjects": subjects,
-            },
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "ClusterRoleBinding",
-                "metadata": _meta(f"{RESEARCHER_READ_CLUSTERROLE}-{ws.name}", labels=labels),
-                "roleRef": {
-                    "apiGroup": "rbac.authorization.k8s.io",
-                    "kind": "ClusterRole",
-                    "name": RESEARCHER_READ_CLUSTERROLE,
-                },
-                "subjects": subjects,
-            },
-        ]
+        objs += _member_rbac(ws, subjects, labels)
     return objs
+
+
+def _member_rbac(
+    ws: WorkspaceSpec, subjects: list[dict[str, Any]], labels: dict[str, str]
+) -> list[dict[str, Any]]:
+    """What a workspace's members may do: the researcher Role in its namespace, a read of
+    their TauWorkspace (by name) and the cluster-wide reads status needs."""
+    return [
+        _binding(_meta(RESEARCHER_ROLE, ws.ns, labels), "Role", RESEARCHER_ROLE, subjects),
+        _role(
+            _meta(f"tau-workspace-{ws.name}", SYSTEM_NAMESPACE, labels),
+            [
+                {
+                    "apiGroups": [C.GROUP],
+                    "resources": ["workspaces"],
+                    "resourceNames": [ws.name],
+                    "verbs": ["get", "watch"],
+                }
+            ],
+        ),
+        _binding(
+            _meta(f"tau-workspace-{ws.name}", SYSTEM_NAMESPACE, labels),
+            "Role",
+            f"tau-workspace-{ws.name}",
+            subjects,
+        ),
+        _binding(
+            _meta(f"{RESEARCHER_READ_CLUSTERROLE}-{ws.name}", labels=labels),
+            "ClusterRole",
+            RESEARCHER_READ_CLUSTERROLE,
+            subjects,
+        ),
+    ]
+
+
+def _tau_workspace(
+    cfg: PlatformConfig, ws: WorkspaceSpec, labels: dict[str, str]
+) -> dict[str, Any]:
+    """The TauWorkspace: what tau reads of a workspace (members, queues, profiles, storage)."""
+    ns = ws.ns
+    return {
+        "apiVersion": C.API_VERSION,
+        "kind": "TauWorkspace",
+        "metadata": _meta(ws.name, SYSTEM_NAMESPACE, labels),
+        "spec": {
+            "namespace": ns,
+            "members": [m.model_dump(mode="json", exclude_none=True) for m in ws.members],
+            "localQueues": list(ws.queues),
+            "profiles": [p.name for p in derive_profiles(cfg) if p.applies_to(ws.name)],
+            "storage": {
+                "pvc": naming.workspace_pvc(ws.name),
+                "size": ws.storage.size,
+                **({"storageClass": ws.storage.storageClass} if ws.storage.storageClass else {}),
+            },
+            "serviceAccount": naming.RUN_SERVICE_ACCOUNT,
+        },
+    }
 
 
 # --- quota approval and the controller ---------------------------------------------------------
@@ -662,17 +678,12 @@ def quota_approver_objects(cfg: PlatformConfig) -> list[dict[str, Any]]:
     }
     if not cfg.admins:
         return [role]
-    binding = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRoleBinding",
-        "metadata": _meta(QUOTA_APPROVER_CLUSTERROLE),
-        "roleRef": {
-            "apiGroup": "rbac.authorization.k8s.io",
-            "kind": "ClusterRole",
-            "name": QUOTA_APPROVER_CLUSTERROLE,
-        },
-        "subjects": _binding_subjects(cfg.admins, SYSTEM_NAMESPACE),
-    }
+    binding = _binding(
+        _meta(QUOTA_APPROVER_CLUSTERROLE),
+        "ClusterRole",
+        QUOTA_APPROVER_CLUSTERROLE,
+        _binding_subjects(cfg.admins, SYSTEM_NAMESPACE),
+    )
     return [role, binding]
 
 
@@ -750,25 +761,13 @@ def controller_rbac() -> list[dict[str, Any]]:
             "kind": "ServiceAccount",
             "metadata": _meta(CONTROLLER, SYSTEM_NAMESPACE),
         },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRole",
-            "metadata": _meta(CONTROLLER),
-            "rules": CONTROLLER_RULES,
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": _meta(CONTROLLER),
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": CONTROLLER,
-            },
-            "subjects": [
-                {"kind": "ServiceAccount", "name": CONTROLLER, "namespace": SYSTEM_NAMESPACE}
-            ],
-        },
+        _role(_meta(CONTROLLER), CONTROLLER_RULES),
+        _binding(
+            _meta(CONTROLLER),
+            "ClusterRole",
+            CONTROLLER,
+            [{"kind": "ServiceAccount", "name": CONTROLLER, "namespace": SYSTEM_NAMESPACE}],
+        ),
     ]
 
 
