@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from taugrid.api import constants as C
@@ -273,49 +274,8 @@ def run_facts(
     recorded: TauRunStatus | None = None,
     workloads_by_uid: Mapping[str, dict[str, Any]] | None = None,
 ) -> ClusterFacts:
-    finished = message = None
-    suspended = None
-    started = ended = None
-    retries = 0
-    if workload is not None:
-        spec, status = workload.get("spec") or {}, workload.get("status") or {}
-        suspended = spec.get("suspend")
-        started = status.get("startTime")
-        ended = status.get("completionTime") or status.get("endTime")
-        if rec.workload_kind == "rayjob":
-            js, ds = status.get("jobStatus"), status.get("jobDeploymentStatus")
-            if js == "SUCCEEDED" or (ds == "Complete" and js in (None, "SUCCEEDED")):
-                finished = "Succeeded"
-            elif js in ("FAILED", "STOPPED") or ds == "Failed":
-                finished = "Failed"
-            message = status.get("message") or (f"RayJob {ds}" if ds else None)
-        else:
-            conds = {
-                c["type"]: c for c in status.get("conditions") or [] if c.get("status") == "True"
-            }
-            # each failed pod was followed by another attempt, but the one that failed the Job
-            failed_pods = int(status.get("failed") or 0)
-            retries = max(failed_pods - 1, 0) if "Failed" in conds else failed_pods
-            if "Complete" in conds:
-                finished, message = "Succeeded", "the Job completed"
-            elif "Failed" in conds:
-                finished = "Failed"
-                message = (
-                    f"{conds['Failed'].get('reason', '')}: {conds['Failed'].get('message', '')}"
-                )
-    kueue_conds = None
-    cq = queue = None
-    if kw is not None:
-        kueue_conds = [
-            {k: str(v) for k, v in c.items()}
-            for c in (kw.get("status") or {}).get("conditions") or []
-        ]
-        for c in kueue_conds:  # "which run took the quota", not Kueue's UIDs
-            if workloads_by_uid is not None and c.get("type") in ("Preempted", "Evicted"):
-                c["message"] = name_preemptor(c.get("message", ""), workloads_by_uid)
-        retries += kueue_retries(kw)
-        cq = ((kw.get("status") or {}).get("admission") or {}).get("clusterQueue")
-        queue = (kw.get("spec") or {}).get("queueName")
+    w = _workload_facts(rec, workload)
+    kueue_conds, cq, queue, kueue_retried = _kueue_facts(kw, workloads_by_uid)
     position = position_note = None
     if kw is not None and not admitted(kw):
         position, position_note = _position(kw, ns, pending or {})
@@ -328,7 +288,93 @@ def run_facts(
     names = {rec.run_id, *(p["metadata"]["name"] for p in pods)}
     if kw is not None:
         names.add(kw["metadata"]["name"])
-    warnings = sorted(
+    return ClusterFacts(
+        taurun=taurun,
+        workload=workload is not None,
+        suspended=w.suspended,
+        finished=w.finished,
+        started_at=w.started,
+        finished_at=w.ended,
+        workload_message=w.message,
+        kueue=kueue_conds,
+        cluster_queue=cq,
+        queue=queue,
+        position=position,
+        position_note=position_note,
+        pods=facts,
+        warnings=_warnings(names, events),
+        node_problems=nodes,
+        nodes_visible=nodes_visible,
+        recorded=recorded,
+        retries=w.retries + kueue_retried,
+    )
+
+
+@dataclass
+class _WorkloadFacts:
+    suspended: bool | None = None
+    started: str | None = None
+    ended: str | None = None
+    finished: str | None = None  # Succeeded / Failed, as the Job or RayJob says
+    message: str | None = None
+    retries: int = 0
+
+
+def _workload_facts(rec: RunRecord, workload: dict[str, Any] | None) -> _WorkloadFacts:
+    """What the run's Job or RayJob says: suspended, start and end, how it finished and why,
+    and (a Job) how many pods failed before another attempt."""
+    out = _WorkloadFacts()
+    if workload is None:
+        return out
+    spec, status = workload.get("spec") or {}, workload.get("status") or {}
+    out.suspended = spec.get("suspend")
+    started = status.get("startTime")
+    ended = status.get("completionTime") or status.get("endTime")
+    out.started = str(started) if started else None
+    out.ended = str(ended) if ended else None
+    if rec.workload_kind == "rayjob":
+        js, ds = status.get("jobStatus"), status.get("jobDeploymentStatus")
+        if js == "SUCCEEDED" or (ds == "Complete" and js in (None, "SUCCEEDED")):
+            out.finished = "Succeeded"
+        elif js in ("FAILED", "STOPPED") or ds == "Failed":
+            out.finished = "Failed"
+        out.message = status.get("message") or (f"RayJob {ds}" if ds else None)
+        return out
+    conds = {c["type"]: c for c in status.get("conditions") or [] if c.get("status") == "True"}
+    # each failed pod was followed by another attempt, but the one that failed the Job
+    failed_pods = int(status.get("failed") or 0)
+    out.retries = max(failed_pods - 1, 0) if "Failed" in conds else failed_pods
+    if "Complete" in conds:
+        out.finished, out.message = "Succeeded", "the Job completed"
+    elif "Failed" in conds:
+        out.finished = "Failed"
+        out.message = f"{conds['Failed'].get('reason', '')}: {conds['Failed'].get('message', '')}"
+    return out
+
+
+def _kueue_facts(
+    kw: dict[str, Any] | None, workloads_by_uid: Mapping[str, dict[str, Any]] | None
+) -> tuple[list[dict[str, str]] | None, str | None, str | None, int]:
+    """Kueue's Workload: its conditions (a preemptor named by its run, not its UID), the
+    ClusterQueue that admitted it, its LocalQueue, and its evictions as retries."""
+    if kw is None:
+        return None, None, None, 0
+    conds = [
+        {k: str(v) for k, v in c.items()} for c in (kw.get("status") or {}).get("conditions") or []
+    ]
+    for c in conds:  # "which run took the quota", not Kueue's UIDs
+        if workloads_by_uid is not None and c.get("type") in ("Preempted", "Evicted"):
+            c["message"] = name_preemptor(c.get("message", ""), workloads_by_uid)
+    cq = ((kw.get("status") or {}).get("admission") or {}).get("clusterQueue")
+    queue = (kw.get("spec") or {}).get("queueName")
+    return conds, cq, queue, kueue_retries(kw)
+
+
+def _warnings(
+    names: set[str], events: dict[str, list[dict[str, Any]]]
+) -> list[tuple[str, str, str]]:
+    """The Warning events of the run's objects, oldest first: (reason, message, time)."""
+    return sorted(
         (
             (
                 e.get("reason") or "",
@@ -340,26 +386,6 @@ def run_facts(
             if e.get("type") == "Warning"
         ),
         key=lambda w: w[2],
-    )
-    return ClusterFacts(
-        taurun=taurun,
-        workload=workload is not None,
-        suspended=suspended,
-        finished=finished,
-        started_at=str(started) if started else None,
-        finished_at=str(ended) if ended else None,
-        workload_message=message,
-        kueue=kueue_conds,
-        cluster_queue=cq,
-        queue=queue,
-        position=position,
-        position_note=position_note,
-        pods=facts,
-        warnings=warnings,
-        node_problems=nodes,
-        nodes_visible=nodes_visible,
-        recorded=recorded,
-        retries=retries,
     )
 
 

@@ -514,43 +514,15 @@ class KubeServiceBackend(ServiceTemplate):
         fewer replicas than the service's size, a generation at full size follows (the Service
         moves to it when it serves). So a promote never needs more quota than the canary had.
         The caller writes the returned record (under the service's lock)."""
-        import yaml
-
         from taugrid.kube.client import FIELD_MANAGER
         from taugrid.serve.kube import generation_name, object_name, replicas_of
-        from taugrid.serve.local import wait_until
 
         c = rec.canary
         assert c is not None and c.generation
         ks = _serve(rec.context)
-        rs = ks.kube.get("RayService", generation_name(rec.name, c.generation), rec.namespace)
-        if rs is None:
-            raise TauError(
-                f"the canary's RayService {generation_name(rec.name, c.generation)} is "
-                f"gone from namespace {rec.namespace}",
-                exit_code=EXIT_PLATFORM,
-                hint=f"tau serve rollback {rec.name} (ends the canary)",
-            )
-        if not c.routed:
-            raise TauError(
-                f"the canary of revision {c.revision} does not take requests yet",
-                exit_code=EXIT_USAGE,
-                hint=f"tau serve status {rec.name} --watch",
-            )
-        cfg = yaml.safe_load(rs["spec"]["serveConfigV2"])
-        for app in cfg.get("applications") or []:
-            if app.get("name") == S.split_app(rec.name):
-                app["deployments"] = [S.split_deployment(100)]
-        ks.kube.merge_patch(
-            "RayService",
-            generation_name(rec.name, c.generation),
-            rec.namespace,
-            {"spec": {"serveConfigV2": yaml.safe_dump(cfg, sort_keys=False)}},
-            FIELD_MANAGER,
-        )
+        held = _canary_takes_all(ks, rec, c)
+        full = replicas_of(rec.scale)
         rev = rec.revision(c.revision)
-        groups = rs["spec"]["rayClusterConfig"].get("workerGroupSpecs") or [{}]
-        held, full = int(groups[0].get("replicas") or 0), replicas_of(rec.scale)
         ks.kube.merge_patch(
             "TauService",
             object_name(rec.name),
@@ -592,15 +564,33 @@ class KubeServiceBackend(ServiceTemplate):
         if held >= full:
             return done
         sd.write(done)  # (what is true now, if the full size cannot follow)
-        wait_until(lambda: rec.generation not in ks.generations(rec), 60, 0.5)
+        return self._grow(sd, ks, rec, done, held, full, say)
+
+    def _grow(
+        self,
+        sd: ServiceDir,
+        ks: KubeServe,
+        before: S.ServiceRecord,
+        done: S.ServiceRecord,
+        held: int,
+        full: int,
+        say: Say,
+    ) -> S.ServiceRecord:
+        """After a promote of a canary smaller than the service: a generation at full size,
+        once the old generation is gone (its quota back); a refusal says the service serves,
+        at the canary's size."""
+        from taugrid.serve.local import wait_until
+
+        wait_until(lambda: before.generation not in ks.generations(before), 60, 0.5)
+        rev = done.revision(done.serving)
         try:
             pending = _new_generation(sd, done, rev, full, "blue-green", say)
         except TauError as e:
             raise TauError(
-                f"revision {c.revision} serves every request on its canary's {held} "
+                f"revision {rev.number} serves every request on its canary's {held} "
                 f"replica(s); its full size does not follow: {e.message}",
                 exit_code=e.exit_code,
-                hint=f"tau serve scale {rec.name} --replicas "
+                hint=f"tau serve scale {before.name} --replicas "
                 f"{full} when there is room" + (f"; {e.hint}" if e.hint else ""),
             ) from None
         return done.model_copy(
@@ -779,3 +769,40 @@ if TYPE_CHECKING:  # the template's steps make a whole backend
     from taugrid.serve.backends.base import ServiceBackend
 
     _whole: ServiceBackend = KubeServiceBackend()
+
+
+def _canary_takes_all(ks: KubeServe, rec: S.ServiceRecord, c: S.Canary) -> int:
+    """The canary's split set to 100% in place (its RayService's serve config patched); the
+    canary's replicas. Refused when its RayService is gone or it takes no requests yet."""
+    import yaml
+
+    from taugrid.kube.client import FIELD_MANAGER
+    from taugrid.serve.kube import generation_name
+
+    name = generation_name(rec.name, c.generation or 0)
+    rs = ks.kube.get("RayService", name, rec.namespace)
+    if rs is None:
+        raise TauError(
+            f"the canary's RayService {name} is gone from namespace {rec.namespace}",
+            exit_code=EXIT_PLATFORM,
+            hint=f"tau serve rollback {rec.name} (ends the canary)",
+        )
+    if not c.routed:
+        raise TauError(
+            f"the canary of revision {c.revision} does not take requests yet",
+            exit_code=EXIT_USAGE,
+            hint=f"tau serve status {rec.name} --watch",
+        )
+    cfg = yaml.safe_load(rs["spec"]["serveConfigV2"])
+    for app in cfg.get("applications") or []:
+        if app.get("name") == S.split_app(rec.name):
+            app["deployments"] = [S.split_deployment(100)]
+    ks.kube.merge_patch(
+        "RayService",
+        name,
+        rec.namespace,
+        {"spec": {"serveConfigV2": yaml.safe_dump(cfg, sort_keys=False)}},
+        FIELD_MANAGER,
+    )
+    groups = rs["spec"]["rayClusterConfig"].get("workerGroupSpecs") or [{}]
+    return int(groups[0].get("replicas") or 0)
