@@ -267,84 +267,23 @@ class LocalServe:
             raise TauError("the local Ray head is not running", exit_code=EXIT_PLATFORM)
         with serve_lock():
             state = self.state()
-            port = port_running = self.port_of(state)
-            if port is not None and want_port is not None and want_port != port:
-                raise TauError(
-                    f"--port {want_port}: local services share Ray Serve's proxy, which listens "
-                    f"on {HOST}:{port}",
-                    exit_code=EXIT_USAGE,
-                    hint="omit --port (each service has its own route prefix on that port)",
-                )
-            if port is None:
-                port = want_port or free_port()
-                if not port_free(port):
-                    raise TauError(
-                        f"port {port} on {HOST} is in use",
-                        exit_code=EXIT_PLATFORM,
-                        hint="pick another --port, or omit it for a free one",
-                    )
-            http = state.get("http_options") or {}
-            running = http.get("request_timeout_s") if port is not None else None
-            if running is None:
-                proxy_timeout = timeout_s or DEFAULT_REQUEST_TIMEOUT_S
-            else:
-                proxy_timeout = float(running)
-                if timeout_s is not None and timeout_s != proxy_timeout:
-                    self.say(
-                        f"note: local services share one Ray Serve proxy, whose request timeout "
-                        f"is {proxy_timeout:g}s (set when it started); this service's "
-                        f"request_timeout_s {timeout_s:g}s holds on a cluster; to change it here: "
-                        "tau local stop, then deploy again"
-                    )
+            port_running = self.port_of(state)
+            port = self._port(port_running, want_port)
             known = state.get("applications") or {}
             before = {n: (known.get(n) or {}).get("last_deployed_time_s") for n in changes}
-            apps = []
-            for other, doc in known.items():
-                if other in changes:
-                    continue
-                if doc.get("source") != "declarative" or not doc.get("deployed_app_config"):
-                    raise TauError(
-                        f"Ray Serve on the local head runs {other!r}, deployed from Python "
-                        "(serve.run): its declarative API cannot keep it while changing another",
-                        exit_code=EXIT_PLATFORM,
-                        hint="serve shutdown, or deploy it with a config",
-                    )
-                apps.append(doc["deployed_app_config"])
-            apps += [app for app in changes.values() if app is not None]
             doc = {
                 "proxy_location": "HeadOnly",
-                "http_options": {"host": HOST, "port": port, "request_timeout_s": proxy_timeout},
-                "applications": apps,
+                "http_options": {
+                    "host": HOST,
+                    "port": port,
+                    "request_timeout_s": self._proxy_timeout(state, timeout_s),
+                },
+                "applications": [
+                    *_kept(known, changes),
+                    *(app for app in changes.values() if app is not None),
+                ],
             }
-            starting = port_running is None
-            if starting:
-                self.say("the local Ray head: starting Ray Serve's controller and proxy")
-            t0 = time.monotonic()
-            try:
-                # the first change starts Ray Serve's controller: slow on a busy machine;
-                # the declarative config is idempotent, so a try that timed out is made again
-                rayhead.patient_http(
-                    "PUT",
-                    self._url(),
-                    doc,
-                    try_s=60.0,
-                    alive=self._alive,
-                    say=self.say,
-                    what="Ray Serve's controller",
-                )
-            except urllib.error.HTTPError as e:
-                detail = e.read().decode(errors="replace").strip().splitlines()
-                raise TauError(
-                    "Ray Serve refused the change: " + " ".join(detail[:6]), exit_code=EXIT_PLATFORM
-                ) from None
-            except OSError as e:
-                raise TauError(
-                    f"Ray Serve did not take the change: {e}", exit_code=EXIT_PLATFORM
-                ) from None
-            if starting:
-                self.say(
-                    f"the local Ray head: Ray Serve's controller up ({time.monotonic() - t0:.1f}s)"
-                )
+            self._put(doc, starting=port_running is None)
             put = [n for n, app in changes.items() if app is not None]
             # taken once Ray Serve reports the new deploys (not the old state)
             wait_until(
@@ -353,6 +292,75 @@ class LocalServe:
                 0.1,
             )
         return port
+
+    @staticmethod
+    def _port(running: int | None, want: int | None) -> int:
+        """The proxy's port: the running proxy's (a different --port refused), else the one
+        asked for, else a free one."""
+        if running is not None:
+            if want is not None and want != running:
+                raise TauError(
+                    f"--port {want}: local services share Ray Serve's proxy, which listens "
+                    f"on {HOST}:{running}",
+                    exit_code=EXIT_USAGE,
+                    hint="omit --port (each service has its own route prefix on that port)",
+                )
+            return running
+        port = want or free_port()
+        if not port_free(port):
+            raise TauError(
+                f"port {port} on {HOST} is in use",
+                exit_code=EXIT_PLATFORM,
+                hint="pick another --port, or omit it for a free one",
+            )
+        return port
+
+    def _proxy_timeout(self, state: dict[str, Any], timeout_s: float | None) -> float:
+        """The proxy's request timeout: a running proxy keeps its own (said when the service
+        asks for another), a starting one takes the service's."""
+        running = (state.get("http_options") or {}).get("request_timeout_s")
+        if running is None:
+            return timeout_s or DEFAULT_REQUEST_TIMEOUT_S
+        proxy_timeout = float(running)
+        if timeout_s is not None and timeout_s != proxy_timeout:
+            self.say(
+                f"note: local services share one Ray Serve proxy, whose request timeout "
+                f"is {proxy_timeout:g}s (set when it started); this service's "
+                f"request_timeout_s {timeout_s:g}s holds on a cluster; to change it here: "
+                "tau local stop, then deploy again"
+            )
+        return proxy_timeout
+
+    def _put(self, doc: dict[str, Any], starting: bool) -> None:
+        """The whole declarative config PUT to Ray Serve; the first change starts its
+        controller: slow on a busy machine, and the config is idempotent, so a try that timed
+        out is made again."""
+        if starting:
+            self.say("the local Ray head: starting Ray Serve's controller and proxy")
+        t0 = time.monotonic()
+        try:
+            rayhead.patient_http(
+                "PUT",
+                self._url(),
+                doc,
+                try_s=60.0,
+                alive=self._alive,
+                say=self.say,
+                what="Ray Serve's controller",
+            )
+        except urllib.error.HTTPError as e:
+            detail = e.read().decode(errors="replace").strip().splitlines()
+            raise TauError(
+                "Ray Serve refused the change: " + " ".join(detail[:6]), exit_code=EXIT_PLATFORM
+            ) from None
+        except OSError as e:
+            raise TauError(
+                f"Ray Serve did not take the change: {e}", exit_code=EXIT_PLATFORM
+            ) from None
+        if starting:
+            self.say(
+                f"the local Ray head: Ray Serve's controller up ({time.monotonic() - t0:.1f}s)"
+            )
 
     def _deployed_at(self, name: str) -> float | None:
         app = (self.state().get("applications") or {}).get(name) or {}
@@ -471,3 +479,23 @@ def wait_until(check: Any, timeout_s: float, poll_s: float = 0.25) -> bool:
         if time.monotonic() >= deadline:
             return False
         time.sleep(poll_s)
+
+
+def _kept(
+    known: dict[str, Any], changes: Mapping[str, dict[str, Any] | None]
+) -> list[dict[str, Any]]:
+    """The configs of the applications a change leaves alone (the declarative API replaces
+    the whole set); one deployed from Python cannot be kept, and is said."""
+    apps = []
+    for other, doc in known.items():
+        if other in changes:
+            continue
+        if doc.get("source") != "declarative" or not doc.get("deployed_app_config"):
+            raise TauError(
+                f"Ray Serve on the local head runs {other!r}, deployed from Python "
+                "(serve.run): its declarative API cannot keep it while changing another",
+                exit_code=EXIT_PLATFORM,
+                hint="serve shutdown, or deploy it with a config",
+            )
+        apps.append(doc["deployed_app_config"])
+    return apps
