@@ -164,9 +164,18 @@ class Recorder:
             tau_run.log(self.ended, **point)
 
 
+def _scheduler(tune_cfg: dict[str, Any]) -> Any:
+    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
+
+    if tune_cfg.get("scheduler") == "asha":
+        return ASHAScheduler(
+            max_t=int(tune_cfg.get("max_t", 100)), grace_period=int(tune_cfg.get("grace_period", 1))
+        )
+    return FIFOScheduler()  # type: ignore[no-untyped-call]
+
+
 def run_tune(fn: Any, run_dir: Path, tune_cfg: dict[str, Any]) -> int:
     from ray import tune
-    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
 
     metric, mode = tune_cfg["metric"], tune_cfg.get("mode", "min")
     # a trial that does not report the metric is recorded, and the sweep says so at its end
@@ -192,13 +201,6 @@ def run_tune(fn: Any, run_dir: Path, tune_cfg: dict[str, Any]) -> int:
         ) -> None:
             recorder.trial_ended(trial, "ERROR")
 
-    scheduler: Any
-    if tune_cfg.get("scheduler") == "asha":
-        scheduler = ASHAScheduler(
-            max_t=int(tune_cfg.get("max_t", 100)), grace_period=int(tune_cfg.get("grace_period", 1))
-        )
-    else:
-        scheduler = FIFOScheduler()  # type: ignore[no-untyped-call]
     trainable = tune.with_resources(fn, {"cpu": 1, "gpu": gpus}) if gpus else fn
     tuner = tune.Tuner(
         trainable,
@@ -208,13 +210,19 @@ def run_tune(fn: Any, run_dir: Path, tune_cfg: dict[str, Any]) -> int:
             mode=mode,
             num_samples=int(tune_cfg.get("num_samples", 1)),
             max_concurrent_trials=tune_cfg.get("max_concurrent") or workers,
-            scheduler=scheduler,
+            scheduler=_scheduler(tune_cfg),
         ),
         run_config=tune.RunConfig(
             storage_path=str(run_dir / "tune"), name="sweep", callbacks=[Record()], verbose=1
         ),
     )
     results = tuner.fit()
+    return _tune_summary(run_dir, recorder, metric, mode, results.num_errors)
+
+
+def _tune_summary(run_dir: Path, recorder: Recorder, metric: str, mode: str, errors: int) -> int:
+    """outputs/tune.json: the best trial (its value, config, checkpoint), or why there is
+    none (no trial reported the metric: exit EXIT_NO_METRIC, said in one sentence)."""
     out = Path(os.environ.get("TAU_OUTPUT_DIR") or run_dir / "outputs")
     out.mkdir(parents=True, exist_ok=True)
     if recorder.best is None:
@@ -238,11 +246,11 @@ def run_tune(fn: Any, run_dir: Path, tune_cfg: dict[str, Any]) -> int:
         print(msg, file=sys.stderr, flush=True)
         return EXIT_NO_METRIC
     row = recorder.best_row  # the best value each trial reported, as recorded when it ended
-    summary = {
+    summary: dict[str, Any] = {
         "metric": metric,
         "mode": mode,
         "trials": recorder.ended,
-        "errors": results.num_errors,
+        "errors": errors,
         "best": {
             "value": row["value"],
             "config": row["config"],
@@ -272,43 +280,8 @@ def run_train(fn: Any, run_dir: Path, args: list[str]) -> int:
         use_gpu=gpus > 0,
         resources_per_worker={"GPU": gpus} if gpus else {"CPU": 1},
     )
-    import importlib.util
-
-    import ray.train
-
-    v2 = bool(getattr(ray.train, "is_v2_enabled", lambda: False)())  # Ray Train's current API
-    trainer_cls: Any
-    if importlib.util.find_spec("torch") is not None:  # a process group for DDP on the workers
-        from ray.train.torch import TorchTrainer
-
-        trainer_cls = TorchTrainer
-    elif v2:
-        from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
-
-        trainer_cls = DataParallelTrainer
-    else:
-        from ray.train.data_parallel_trainer import DataParallelTrainer as Former
-
-        trainer_cls = Former
-    callbacks: list[Any] = []
-    if v2:  # rank 0's reports, as they come, into the run's metrics
-        metrics_file = os.environ.get("TAU_METRICS_FILE", "")
-
-        class Report(ray.train.UserCallback):
-            def __init__(self) -> None:
-                self.step = 0
-
-            def after_report(
-                self, run_context: Any, metrics: list[dict[str, Any]], checkpoint: Any
-            ) -> None:
-                self.step += 1
-                first = metrics[0] if metrics else {}
-                numbers = {k: v for k, v in first.items() if isinstance(v, int | float)}
-                if numbers and metrics_file:
-                    os.environ["TAU_METRICS_FILE"] = metrics_file  # (this runs in Ray's controller)
-                    tau_run.log(self.step, **numbers)
-
-        callbacks.append(Report())
+    trainer_cls, v2 = _trainer_class()
+    callbacks: list[Any] = [_report_callback()] if v2 else []
     trainer = trainer_cls(
         fn,
         train_loop_config={"args": args},
@@ -335,6 +308,52 @@ def run_train(fn: Any, run_dir: Path, args: list[str]) -> int:
         tau_run.log(step, **{k: v for k, v in metrics.items() if k != "training_iteration"})
     print(f"tau_ray: trained on {workers} worker(s); final metrics: {metrics}", flush=True)
     return 0
+
+
+def _trainer_class() -> tuple[Any, bool]:
+    """Ray Train's trainer (Torch's where torch is installed: a process group for DDP on the
+    workers), and whether Ray Train's current API (v2) is on."""
+    import importlib.util
+
+    import ray.train
+
+    v2 = bool(getattr(ray.train, "is_v2_enabled", lambda: False)())
+    if importlib.util.find_spec("torch") is not None:
+        from ray.train.torch import TorchTrainer
+
+        return TorchTrainer, v2
+    if v2:
+        from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
+
+        return DataParallelTrainer, v2
+    from ray.train.data_parallel_trainer import DataParallelTrainer as Former
+
+    return Former, v2
+
+
+def _report_callback() -> Any:
+    """(Ray Train v2) rank 0's reports, as they come, into the run's metrics."""
+    import ray.train
+
+    import tau_run
+
+    metrics_file = os.environ.get("TAU_METRICS_FILE", "")
+
+    class Report(ray.train.UserCallback):
+        def __init__(self) -> None:
+            self.step = 0
+
+        def after_report(
+            self, run_context: Any, metrics: list[dict[str, Any]], checkpoint: Any
+        ) -> None:
+            self.step += 1
+            first = metrics[0] if metrics else {}
+            numbers = {k: v for k, v in first.items() if isinstance(v, int | float)}
+            if numbers and metrics_file:
+                os.environ["TAU_METRICS_FILE"] = metrics_file  # (this runs in Ray's controller)
+                tau_run.log(self.step, **numbers)
+
+    return Report()
 
 
 def main(argv: list[str]) -> int:

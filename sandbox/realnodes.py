@@ -378,22 +378,7 @@ def start_node(cp: Any, net: Network, node: NodeSpec, images: dict[str, str], sa
     for sub in ("cni", "pod-logs", "kubelet", "containerd"):
         (d / sub).mkdir(parents=True, exist_ok=True)
     (d / "resolv.conf").write_text("")
-    ns = net.node_ns(i)
-    netns.ip("netns", "add", ns)
-    netns.ip("link", "set", "lo", "up", netns=ns)
-    peer = f"{net.host_if}n{i}"
-    netns.ip("link", "add", peer, "type", "veth", "peer", "name", "eth0", "netns", ns)
-    netns.ip("link", "set", peer, "netns", net.ns)
-    netns.ip("link", "set", peer, "master", "br0", "up", netns=net.ns)
-    netns.ip("addr", "add", f"{net.node_ip(i)}/24", "dev", "eth0", netns=ns)
-    netns.ip("link", "set", "eth0", "up", netns=ns)
-    for j in range(net.nodes):
-        if j != i:
-            netns.ip("route", "add", net.pod_cidr(j), "via", net.node_ip(j), netns=ns)
-    subprocess.run(
-        ["ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv4.ip_forward=1"], check=True
-    )  # the node's own setting (each namespace has one)
-    netns.ip("route", "add", net.pod_cidr(i), "via", net.node_ip(i), "dev", net.host_if)
+    ns = _wire(net, i)
     (d / "cni" / "10-tau.conflist").write_text(json.dumps(_cni(net, i, d), indent=1))
     (d / "containerd.toml").write_text(_containerd_toml(d, images["pause_ref"]))
 
@@ -416,24 +401,13 @@ def start_node(cp: Any, net: Network, node: NodeSpec, images: dict[str, str], sa
         ],
     )
 
-    cp._spawn(
-        f"containerd-{node.name}",
-        _in_node(net, i, "containerd", f"--config={d / 'containerd.toml'}"),
-    )
-    sock = d / "containerd.sock"
-    cp._wait(f"containerd-{node.name}", sock.exists)
-    # torch: built with the torch environment (make torch-env, then make images), for torchrun
-    for key in (
-        "pause",
-        "runtime",
-        *(("torch",) if Path(images.get("torch", "")).is_file() else ()),
-    ):
-        say(f"{node.name}: importing the {key} image ...")
-        subprocess.run(
-            ["ctr", f"--address={sock}", "-n", "k8s.io", "image", "import", images[key]],
-            check=True,
-            capture_output=True,
-        )
+    _start_containerd(cp, net, node, images, say)
+    _start_kubelet(cp, net, node, node_kc, proxy_kc)
+
+
+def _start_kubelet(cp: Any, net: Network, node: NodeSpec, node_kc: Path, proxy_kc: Path) -> None:
+    """The node's kubelet (in its cgroups, labelled type=real) and kube-proxy."""
+    i, d = node.index, node_dir(net, node.index)
     make_cgroups(net.tag, i)
     (d / "kubelet.yaml").write_text(json.dumps(_kubelet_config(net, node, d, cp.pki.ca_cert)))
     labels = ",".join(f"{k}={v}" for k, v in {**node.labels, "type": "real"}.items())
@@ -459,6 +433,54 @@ def start_node(cp: Any, net: Network, node: NodeSpec, images: dict[str, str], sa
             net, i, str(cp.bin_dir / "kube-proxy"), f"--config={d / 'kube-proxy.yaml'}", "--v=1"
         ),
     )
+
+
+def _wire(net: Network, i: int) -> str:
+    """Node `i`'s network namespace: a veth onto the sandbox's bridge, its address, routes to
+    the other nodes' pod ranges through them, and the host's route to its own pod range.
+    Returns the namespace's name."""
+    ns = net.node_ns(i)
+    netns.ip("netns", "add", ns)
+    netns.ip("link", "set", "lo", "up", netns=ns)
+    peer = f"{net.host_if}n{i}"
+    netns.ip("link", "add", peer, "type", "veth", "peer", "name", "eth0", "netns", ns)
+    netns.ip("link", "set", peer, "netns", net.ns)
+    netns.ip("link", "set", peer, "master", "br0", "up", netns=net.ns)
+    netns.ip("addr", "add", f"{net.node_ip(i)}/24", "dev", "eth0", netns=ns)
+    netns.ip("link", "set", "eth0", "up", netns=ns)
+    for j in range(net.nodes):
+        if j != i:
+            netns.ip("route", "add", net.pod_cidr(j), "via", net.node_ip(j), netns=ns)
+    subprocess.run(
+        ["ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv4.ip_forward=1"], check=True
+    )  # the node's own setting (each namespace has one)
+    netns.ip("route", "add", net.pod_cidr(i), "via", net.node_ip(i), "dev", net.host_if)
+    return ns
+
+
+def _start_containerd(
+    cp: Any, net: Network, node: NodeSpec, images: dict[str, str], say: Say
+) -> None:
+    """The node's containerd, and the sandbox's images imported into it (torch: built with
+    the torch environment (make torch-env, then make images), for torchrun)."""
+    i, d = node.index, node_dir(net, node.index)
+    cp._spawn(
+        f"containerd-{node.name}",
+        _in_node(net, i, "containerd", f"--config={d / 'containerd.toml'}"),
+    )
+    sock = d / "containerd.sock"
+    cp._wait(f"containerd-{node.name}", sock.exists)
+    for key in (
+        "pause",
+        "runtime",
+        *(("torch",) if Path(images.get("torch", "")).is_file() else ()),
+    ):
+        say(f"{node.name}: importing the {key} image ...")
+        subprocess.run(
+            ["ctr", f"--address={sock}", "-n", "k8s.io", "image", "import", images[key]],
+            check=True,
+            capture_output=True,
+        )
 
 
 def node_rbac() -> list[dict[str, Any]]:

@@ -550,24 +550,10 @@ class KubeServe(Connected):
         )
 
         def running(g: int | None) -> int:
-            return sum(
-                1
-                for p in pods
-                if (p["metadata"].get("labels") or {}).get(C.LABEL_SERVICE_GENERATION) == str(g)
-                and (p["metadata"].get("labels") or {}).get("ray.io/group") == GROUP
-                and (p.get("status") or {}).get("phase") == "Running"
-            )
+            return _running(pods, g)
 
         def kueue(rs: dict[str, Any] | None) -> tuple[bool | None, str]:
-            if rs is None:
-                return None, ""
-            return self._admission(rs, workloads, rec.workspace)
-
-        def replicas(rs: dict[str, Any] | None) -> int:
-            groups = ((rs or {}).get("spec") or {}).get("rayClusterConfig", {}).get(
-                "workerGroupSpecs"
-            ) or [{}]
-            return int(groups[0].get("replicas") or 0)
+            return (None, "") if rs is None else self._admission(rs, workloads, rec.workspace)
 
         simulated = self._simulated(pods)
         if serving is None and pending is None:  # scaled to zero: nothing holds GPUs
@@ -592,28 +578,26 @@ class KubeServe(Connected):
             p_admitted, p_waiting = kueue(pending)
             if p_admitted is False:
                 waiting = f"the new RayService waits: {p_waiting}"
-        canary = split = None
+        canary = None
         if canary_rs is not None and rec.canary is not None:
             c_admitted, c_waiting = kueue(canary_rs)
-            c_ready = self.ready(canary_rs)
             canary = Observed(
                 head_up=True,
                 exists=True,
-                status="RUNNING" if c_ready else "DEPLOYING",
+                status="RUNNING" if self.ready(canary_rs) else "DEPLOYING",
                 revision=rec.canary.revision,
-                wanted=replicas(canary_rs),
+                wanted=_replicas(canary_rs),
                 running=running(rec.canary.generation),
                 admitted=c_admitted,
                 waiting=c_waiting,
                 simulated=simulated,
             )
-            split = "RUNNING" if c_ready else "DEPLOYING"
         return Observed(
             head_up=True,
             exists=True,
             status=status,
             revision=int(revision) if revision.isdigit() else None,
-            wanted=replicas(main),
+            wanted=_replicas(main),
             running=running(rec.generation if serving else rec.pending_generation),
             admitted=admitted,
             waiting=waiting,
@@ -621,7 +605,7 @@ class KubeServe(Connected):
             upgrading=pending is not None and serving is not None,
             new_running=new_running,
             canary=canary,
-            split=split or "",
+            split=canary.status if canary else "",
         )
 
     def _admission(
@@ -802,3 +786,21 @@ def status_body(tauservice: dict[str, Any], st: S.ServiceStatus, now: str) -> di
         "metadata": {"name": md["name"], "namespace": md["namespace"]},
         "status": {**new, "observedAt": now, "timeline": timeline[-30:]},
     }
+
+
+def _running(pods: list[dict[str, Any]], generation: int | None) -> int:
+    """A generation's Serve workers that run."""
+    return sum(
+        1
+        for p in pods
+        if (p["metadata"].get("labels") or {}).get(C.LABEL_SERVICE_GENERATION) == str(generation)
+        and (p["metadata"].get("labels") or {}).get("ray.io/group") == GROUP
+        and (p.get("status") or {}).get("phase") == "Running"
+    )
+
+
+def _replicas(rs: dict[str, Any] | None) -> int:
+    """The Serve workers a RayService asks for."""
+    spec = (rs or {}).get("spec") or {}
+    groups = spec.get("rayClusterConfig", {}).get("workerGroupSpecs") or [{}]
+    return int(groups[0].get("replicas") or 0)

@@ -90,33 +90,9 @@ def compute(
     replicas = S.Replicas(
         ready=obs.running, wanted=obs.wanted, starting=obs.starting, new_ready=new_ready
     )
-    rollout = None
-    c = rec.canary
-    if c is not None:
-        co = obs.canary
-        stable = rec.previous if c.promoting and rec.previous is not None else rec.serving
-        share = 100 if c.promoting else (c.percent if c.routed else 0)
-        running = co.running if co is not None else 0
-        replicas = replicas.model_copy(update={"new_ready": running})
-        rollout = {
-            "from": stable,
-            "to": c.revision,
-            "strategy": "canary",
-            "step": c.percent,
-            "new_ready": running,
-            "wanted": co.wanted if co is not None else 0,
-            "traffic": {str(c.revision): share, str(stable): 100 - share},
-        }
-    elif rec.previous is not None and not rec.rollout_done:
-        share = 0 if not obs.running else round(100 * (new_ready or 0) / obs.running)
-        rollout = {
-            "from": rec.previous,
-            "to": rec.serving,
-            "strategy": rec.strategy,
-            "new_ready": new_ready or 0,
-            "wanted": obs.wanted,
-            "traffic": {str(rec.serving): share, str(rec.previous): 100 - share},
-        }
+    rollout = _rollout(rec, obs, new_ready)
+    if rec.canary is not None:  # the canary's replicas are the new ones
+        replicas = replicas.model_copy(update={"new_ready": rollout["new_ready"] if rollout else 0})
     phase, summary, healthy = _phase(rec, obs, answered, probe_status, replicas)
     return S.ServiceStatus(
         name=rec.name,
@@ -137,6 +113,42 @@ def compute(
     )
 
 
+SIMULATED = (
+    "; the sandbox's nodes are simulated: no container runs there, so no request is ever answered"
+)
+
+
+def _rollout(rec: S.ServiceRecord, obs: Observed, new_ready: int | None) -> dict[str, Any] | None:
+    """A change under way: a canary (its share of requests) or a rollout of the serving
+    revision over the previous one (the share its ready replicas take)."""
+    c = rec.canary
+    if c is not None:
+        co = obs.canary
+        stable = rec.previous if c.promoting and rec.previous is not None else rec.serving
+        share = 100 if c.promoting else (c.percent if c.routed else 0)
+        running = co.running if co is not None else 0
+        return {
+            "from": stable,
+            "to": c.revision,
+            "strategy": "canary",
+            "step": c.percent,
+            "new_ready": running,
+            "wanted": co.wanted if co is not None else 0,
+            "traffic": {str(c.revision): share, str(stable): 100 - share},
+        }
+    if rec.previous is not None and not rec.rollout_done:
+        share = 0 if not obs.running else round(100 * (new_ready or 0) / obs.running)
+        return {
+            "from": rec.previous,
+            "to": rec.serving,
+            "strategy": rec.strategy,
+            "new_ready": new_ready or 0,
+            "wanted": obs.wanted,
+            "traffic": {str(rec.serving): share, str(rec.previous): 100 - share},
+        }
+    return None
+
+
 def _phase(
     rec: S.ServiceRecord,
     obs: Observed,
@@ -144,6 +156,44 @@ def _phase(
     probe_status: int | None,
     replicas: S.Replicas,
 ) -> tuple[S.Phase, str, bool]:
+    n, name = rec.serving, rec.name
+    missing = _missing(rec, obs)
+    if missing is not None:
+        return missing
+    ready = f"{replicas.ready}/{replicas.wanted} replicas ready"
+    if obs.status == "DEPLOY_FAILED":
+        first = [cause(obs.message)]
+        undo = (
+            f"; `tau serve rollback {name}` returns to revision {rec.previous}"
+            if rec.previous
+            else ""
+        )
+        return "Failed", f"revision {n} failed to deploy: {first[0][:300]}{undo}", False
+    if obs.status == "UNHEALTHY":
+        return "Unhealthy", f"revision {n} is unhealthy ({ready}): {obs.message[:200]}", False
+    if rec.canary is not None:
+        return _canary_phase(rec, obs, answered, probe_status, ready)
+    if obs.status in ("DEPLOYING", "NOT_STARTED") or obs.revision != n:
+        return _starting(rec, obs, replicas, ready)
+    if obs.status == "DELETING":
+        return "Deleted", "being removed", False
+    if obs.wanted == 0 and obs.running == 0:
+        return _idle(rec)
+    where = f" on {rec.endpoint}" if rec.endpoint else ""
+    note = SIMULATED if obs.simulated else ""
+    if answered is False:
+        code = f"HTTP {probe_status}" if probe_status else "no answer"
+        return (
+            "Unhealthy",
+            f"revision {n} runs ({ready}) but its readiness request got {code}{where}",
+            False,
+        )
+    return "Ready", f"serving revision {n}{where}: {ready}{note}", True
+
+
+def _missing(rec: S.ServiceRecord, obs: Observed) -> tuple[S.Phase, str, bool] | None:
+    """The phases of a service that does not serve because something is not there: deleted,
+    its head down, its revision gone from the target, or not admitted by Kueue."""
     n, name = rec.serving, rec.name
     back = f"`tau serve rollout {name}` puts revision {n} back"
     if rec.deleted_at:
@@ -161,72 +211,52 @@ def _phase(
     if obs.admitted is False:
         why = obs.waiting or "it waits in its queue"
         return "Waiting", f"Kueue has not admitted revision {n}: {why}", False
-    ready = f"{replicas.ready}/{replicas.wanted} replicas ready"
-    if obs.status == "DEPLOY_FAILED":
-        first = [cause(obs.message)]
-        undo = (
-            f"; `tau serve rollback {name}` returns to revision {rec.previous}"
-            if rec.previous
-            else ""
-        )
-        return "Failed", f"revision {n} failed to deploy: {first[0][:300]}{undo}", False
-    if obs.status == "UNHEALTHY":
-        return "Unhealthy", f"revision {n} is unhealthy ({ready}): {obs.message[:200]}", False
-    if rec.canary is not None:
-        return _canary_phase(rec, obs, answered, probe_status, ready)
-    if obs.status in ("DEPLOYING", "NOT_STARTED") or obs.revision != n:
-        rolling = rec.previous is not None and not rec.rollout_done
-        if obs.wanted == 0 and obs.running == 0 and obs.starting == 0:  # (not counted yet)
-            return (
-                "Updating" if rolling else "Deploying",
-                f"Ray Serve is taking revision {n}'s config",
-                False,
-            )
-        if rolling:
-            new = replicas.new_ready or 0
-            return (
-                "Updating",
-                f"rolling out revision {n} ({rec.strategy}) over revision "
-                f"{rec.previous}: {new} new replica(s) ready, {ready}",
-                True,
-            )
-        why = f" ({obs.message.strip().splitlines()[0][:300]})" if obs.message.strip() else ""
-        return "Deploying", f"starting revision {n}: {ready}{why}", obs.running > 0
-    if obs.status == "DELETING":
-        return "Deleted", "being removed", False
-    if obs.wanted == 0 and obs.running == 0:
-        if rec.target == "kube":
-            return (
-                "ScaledToZero",
-                f"scaled to zero: no RayService holds GPUs (they are back in "
-                f"the queue); `tau serve scale {name} --replicas N` starts revision {n} again",
-                True,
-            )
-        if rec.scale.autoscaling is not None:
-            return (
-                "ScaledToZero",
-                f"revision {n} is scaled to zero while idle: the next request "
-                "starts a replica (it waits, it is not dropped)",
-                True,
-            )
-        return "Ready", f"revision {n} has 0 replicas (tau serve scale {name} --replicas N)", True
-    where = f" on {rec.endpoint}" if rec.endpoint else ""
-    note = (
-        (
-            "; the sandbox's nodes are simulated: no container runs there, so no request is "
-            "ever answered"
-        )
-        if obs.simulated
-        else ""
-    )
-    if answered is False:
-        code = f"HTTP {probe_status}" if probe_status else "no answer"
+    return None
+
+
+def _starting(
+    rec: S.ServiceRecord, obs: Observed, replicas: S.Replicas, ready: str
+) -> tuple[S.Phase, str, bool]:
+    """A revision on its way: its config being taken, a rollout over the previous one, or a
+    first deploy starting its replicas."""
+    n = rec.serving
+    rolling = rec.previous is not None and not rec.rollout_done
+    if obs.wanted == 0 and obs.running == 0 and obs.starting == 0:  # (not counted yet)
         return (
-            "Unhealthy",
-            f"revision {n} runs ({ready}) but its readiness request got {code}{where}",
+            "Updating" if rolling else "Deploying",
+            f"Ray Serve is taking revision {n}'s config",
             False,
         )
-    return "Ready", f"serving revision {n}{where}: {ready}{note}", True
+    if rolling:
+        new = replicas.new_ready or 0
+        return (
+            "Updating",
+            f"rolling out revision {n} ({rec.strategy}) over revision "
+            f"{rec.previous}: {new} new replica(s) ready, {ready}",
+            True,
+        )
+    why = f" ({obs.message.strip().splitlines()[0][:300]})" if obs.message.strip() else ""
+    return "Deploying", f"starting revision {n}: {ready}{why}", obs.running > 0
+
+
+def _idle(rec: S.ServiceRecord) -> tuple[S.Phase, str, bool]:
+    """No replica wanted nor running: scaled to zero on a cluster or while idle, else none."""
+    n, name = rec.serving, rec.name
+    if rec.target == "kube":
+        return (
+            "ScaledToZero",
+            f"scaled to zero: no RayService holds GPUs (they are back in "
+            f"the queue); `tau serve scale {name} --replicas N` starts revision {n} again",
+            True,
+        )
+    if rec.scale.autoscaling is not None:
+        return (
+            "ScaledToZero",
+            f"revision {n} is scaled to zero while idle: the next request "
+            "starts a replica (it waits, it is not dropped)",
+            True,
+        )
+    return "Ready", f"revision {n} has 0 replicas (tau serve scale {name} --replicas N)", True
 
 
 def _canary_phase(
@@ -284,14 +314,7 @@ def _canary_phase(
             f"canary of revision {c.revision}: the readiness request got {code}",
             False,
         )
-    note = (
-        (
-            "; the sandbox's nodes are simulated: no container runs there, so no request is "
-            "ever answered"
-        )
-        if obs.simulated
-        else ""
-    )
+    note = SIMULATED if obs.simulated else ""
     return (
         "Canary",
         f"canary: revision {c.revision} takes {c.percent}% of requests ({cready}), "
