@@ -278,15 +278,16 @@ class LocalServiceBackend(ServiceTemplate):
         """When the canary is ready, a split application takes the service's route and sends
         it its share of the requests (in one change of Ray Serve's config: no request finds the
         route empty). A canary or split that does not start is removed, and says why."""
-        from taugrid.serve.local import hidden_route, split_app, split_config, wait_until
+        from taugrid.serve.local import wait_until
 
         assert isinstance(plan, _Plan) and rec.canary is not None and plan.port is not None
-        serve, name, percent = plan.serve, rec.name, rec.canary.percent
+        serve, name = plan.serve, rec.name
         say(f"starting canary revision {rev.number} beside revision {rec.serving}")
+        settled = ("RUNNING", "DEPLOY_FAILED", "UNHEALTHY")
 
         def canary_up() -> bool:
             co = serve.observe(name).canary
-            return co is not None and co.status in ("RUNNING", "DEPLOY_FAILED", "UNHEALTHY")
+            return co is not None and co.status in settled
 
         wait_until(canary_up, timeout_s, 0.25)
         co = serve.observe(name).canary
@@ -299,7 +300,26 @@ class LocalServiceBackend(ServiceTemplate):
                 exit_code=EXIT_RUN_FAILED,
                 hint=f"why: tau serve logs {name}",
             )
-        with sd.lock():  # the split, first on its own hidden route, then given the service's
+        self._start_split(sd, rec, rev, plan, timeout_s, say)
+        self._give_route(sd, rev, plan)
+        say(f"canary revision {rev.number} takes {rec.canary.percent}% of {name}'s requests")
+
+    def _start_split(
+        self,
+        sd: ServiceDir,
+        rec: S.ServiceRecord,
+        rev: S.Revision,
+        plan: _Plan,
+        timeout_s: float,
+        say: Say,
+    ) -> None:
+        """The split application, on its own hidden route until it runs; one that does not
+        start ends the canary and says why."""
+        from taugrid.serve.local import hidden_route, split_app, split_config, wait_until
+
+        assert rec.canary is not None and plan.port is not None
+        serve, name = plan.serve, rec.name
+        with sd.lock():
             serve.apply(
                 split_app(name),
                 split_config(
@@ -308,7 +328,7 @@ class LocalServiceBackend(ServiceTemplate):
                     plan.port,
                     rec.serving,
                     rev.number,
-                    percent,
+                    rec.canary.percent,
                     rec.route_prefix,
                 ),
             )
@@ -323,12 +343,21 @@ class LocalServiceBackend(ServiceTemplate):
                 f"Ray head ({why}); revision {rec.serving} keeps all requests",
                 exit_code=EXIT_PLATFORM,
             )
+
+    def _give_route(self, sd: ServiceDir, rev: S.Revision, plan: _Plan) -> None:
+        """The service's route to the split, and its own application off it, in one change of
+        Ray Serve's config (no request finds the route empty); recorded as routed."""
+        from taugrid.serve.local import split_app, split_config
+
+        assert plan.port is not None
         with sd.lock():
             rec = sd.read()
             assert rec.canary is not None
-            c = rec.canary.model_copy(update={"routed": True})
-            routed = rec.model_copy(update={"canary": c})
-            serve.apply_many(
+            percent, name = rec.canary.percent, rec.name
+            routed = rec.model_copy(
+                update={"canary": rec.canary.model_copy(update={"routed": True})}
+            )
+            plan.serve.apply_many(
                 {
                     name: _config(
                         sd, routed, rec.current, _shape(sd, rec.current), rec.scale, rec.strategy
@@ -351,7 +380,6 @@ class LocalServiceBackend(ServiceTemplate):
                 f"revision {rec.serving} {100 - percent}%",
                 rev.number,
             )
-        say(f"canary revision {rev.number} takes {percent}% of {name}'s requests")
 
     def end_canary(self, sd: ServiceDir, back: int, why: str, say: Say) -> None:
         self._end_canary(sd, self._serve(say), why, say, keep=back)
@@ -394,41 +422,16 @@ class LocalServiceBackend(ServiceTemplate):
         service's own application moved to the canary's revision behind it, then the route
         given back to the service's application and the canary and split removed. Interrupted,
         `promote` again finishes it; `rollback` returns to the revision before."""
-        from taugrid.serve.local import split_app, wait_until
+        from taugrid.serve.local import wait_until
 
         name = sd.name
         serve = self._serve(say)
         with sd.lock():
-            rec = sd.read()
+            rec = self._promoting(sd)
             c = rec.canary
-            if c is None:
-                raise TauError(f"the canary of {name} ended meanwhile", exit_code=EXIT_USAGE)
-            if not c.promoting:
-                rec = rec.model_copy(
-                    update={
-                        "previous": rec.serving,
-                        "serving": c.revision,
-                        "rollout_started_at": now(),
-                        "rollout_done": False,
-                        "canary": c.model_copy(update={"promoting": True}),
-                    }
-                )
-                sd.write(rec)
-                sd.event(
-                    "promote",
-                    f"revision {c.revision} takes all requests (was {c.percent}%)",
-                    c.revision,
-                    who(),
-                )
-            state = serve.state()
-            split = ((state.get("applications") or {}).get(split_app(name)) or {}).get(
-                "deployed_app_config"
-            )
-            if c.routed and split:  # every request to the canary at once (a reconfigure)
-                split = json.loads(json.dumps(split))
-                for d in split.get("deployments") or []:
-                    d["user_config"] = {"canary_percent": 100}
-                serve.apply(split_app(name), split)
+            assert c is not None
+            if c.routed:  # every request to the canary at once (a reconfigure)
+                _split_all(serve, name)
             rev = rec.current
             shape = _shape(sd, rev)
             serve.apply(name, _config(sd, rec, rev, shape, rec.scale, "rolling"))
@@ -465,6 +468,34 @@ class LocalServiceBackend(ServiceTemplate):
                 update={"endpoint": _endpoint(port, rec.route_prefix), "strategy": "rolling"}
             )
             sd.write(done)
+
+    @staticmethod
+    def _promoting(sd: ServiceDir) -> S.ServiceRecord:
+        """The record with its canary promoting (the canary's revision serving, the one before
+        it previous); recorded once, so a promote again finds it as it was left."""
+        rec = sd.read()
+        c = rec.canary
+        if c is None:
+            raise TauError(f"the canary of {sd.name} ended meanwhile", exit_code=EXIT_USAGE)
+        if c.promoting:
+            return rec
+        rec = rec.model_copy(
+            update={
+                "previous": rec.serving,
+                "serving": c.revision,
+                "rollout_started_at": now(),
+                "rollout_done": False,
+                "canary": c.model_copy(update={"promoting": True}),
+            }
+        )
+        sd.write(rec)
+        sd.event(
+            "promote",
+            f"revision {c.revision} takes all requests (was {c.percent}%)",
+            c.revision,
+            who(),
+        )
+        return rec
 
     # --- scale --------------------------------------------------------------------------------
     def scale(self, sd: ServiceDir, new: S.Scale, say: Say) -> tuple[S.ServiceRecord, bool]:
@@ -691,3 +722,19 @@ if TYPE_CHECKING:  # the template's steps make a whole backend
     from taugrid.serve.backends.base import ServiceBackend
 
     _whole: ServiceBackend = LocalServiceBackend()
+
+
+def _split_all(serve: LocalServe, name: str) -> None:
+    """The running split's share set to 100% for the canary (its user config: no restart)."""
+    from taugrid.serve.local import split_app
+
+    state = serve.state()
+    split = ((state.get("applications") or {}).get(split_app(name)) or {}).get(
+        "deployed_app_config"
+    )
+    if not split:
+        return
+    split = json.loads(json.dumps(split))
+    for d in split.get("deployments") or []:
+        d["user_config"] = {"canary_percent": 100}
+    serve.apply(split_app(name), split)
