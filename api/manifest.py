@@ -721,20 +721,7 @@ def launcher_fits(m: Manifest) -> Iterator[Issue]:
         )
     yield from _ray_launcher_issues(m)
     if m.launcher != "torchrun":
-        if m.run.nproc_per_node or m.execution.processes_per_node:
-            yield Issue(
-                "run.nproc_per_node",
-                m.run.nproc_per_node or m.execution.processes_per_node,
-                "is torchrun's: processes per node need run.launcher: torchrun",
-                "run: {launcher: torchrun, nproc_per_node: 4}",
-            )
-        if m.execution.nodes is not None and m.execution.nodes > 1:
-            yield Issue(
-                "execution.nodes",
-                m.execution.nodes,
-                "is torchrun's: more than one node needs run.launcher: torchrun",
-                "run: {launcher: torchrun}\ncompute: {workers: 4}",
-            )
+        yield from _torchrun_fields_elsewhere(m)
         return
     if m.workload_kind() == "rayjob":
         yield Issue(
@@ -760,6 +747,24 @@ def launcher_fits(m: Manifest) -> Iterator[Issue]:
         )
 
 
+def _torchrun_fields_elsewhere(m: Manifest) -> Iterator[Issue]:
+    """Processes per node or more than one node under a launcher that is not torchrun."""
+    if m.run.nproc_per_node or m.execution.processes_per_node:
+        yield Issue(
+            "run.nproc_per_node",
+            m.run.nproc_per_node or m.execution.processes_per_node,
+            "is torchrun's: processes per node need run.launcher: torchrun",
+            "run: {launcher: torchrun, nproc_per_node: 4}",
+        )
+    if m.execution.nodes is not None and m.execution.nodes > 1:
+        yield Issue(
+            "execution.nodes",
+            m.execution.nodes,
+            "is torchrun's: more than one node needs run.launcher: torchrun",
+            "run: {launcher: torchrun}\ncompute: {workers: 4}",
+        )
+
+
 def _ray_launcher_issues(m: Manifest) -> Iterator[Issue]:
     """ray-train and ray-tune: a RayJob, a function of a .py entrypoint, and for a sweep a
     metric and a search space that parses."""
@@ -768,21 +773,7 @@ def _ray_launcher_issues(m: Manifest) -> Iterator[Issue]:
         v is not None for v in (e.metric, e.mode, e.num_samples, e.max_concurrent_trials, e.configs)
     )
     if m.launcher not in RAY_LAUNCHERS:
-        if m.run.function:
-            yield Issue(
-                "run.function",
-                m.run.function,
-                "is the function Ray Train or Ray Tune calls: it needs run.launcher: "
-                "ray-train or ray-tune",
-                "run: {launcher: ray-tune, function: objective}",
-            )
-        if tune_set:
-            yield Issue(
-                "tune",
-                None,
-                "is a Ray Tune sweep: it needs run.launcher: ray-tune",
-                "run: {launcher: ray-tune}",
-            )
+        yield from _ray_fields_elsewhere(m, tune_set)
         return
     if m.workload_kind() != "rayjob":
         yield Issue(
@@ -815,6 +806,30 @@ def _ray_launcher_issues(m: Manifest) -> Iterator[Issue]:
                 "run: {launcher: ray-tune}",
             )
         return
+    yield from _sweep_issues(m)
+
+
+def _ray_fields_elsewhere(m: Manifest, tune_set: bool) -> Iterator[Issue]:
+    """run.function or a sweep's fields under a launcher that is not Ray's."""
+    if m.run.function:
+        yield Issue(
+            "run.function",
+            m.run.function,
+            "is the function Ray Train or Ray Tune calls: it needs run.launcher: "
+            "ray-train or ray-tune",
+            "run: {launcher: ray-tune, function: objective}",
+        )
+    if tune_set:
+        yield Issue(
+            "tune",
+            None,
+            "is a Ray Tune sweep: it needs run.launcher: ray-tune",
+            "run: {launcher: ray-tune}",
+        )
+
+
+def _sweep_issues(m: Manifest) -> Iterator[Issue]:
+    """ray-tune: a metric, a search space whose every domain parses, ASHA's bounds in order."""
     t = m.sweep()
     if not t.metric:
         yield Issue(

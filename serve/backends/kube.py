@@ -165,7 +165,7 @@ def _plan_generation(
     Service moves to it once it serves (`advance`). With `canary`, the generation runs `rev`
     and the split beside the serving generation, which is kept."""
     from taugrid.runs.load import load_manifest
-    from taugrid.serve.kube import canary_spec, render, upgrade_gpus
+    from taugrid.serve.kube import canary_spec, render
 
     ks = _serve(rec.context)
     source = Path(rev.source)
@@ -197,6 +197,24 @@ def _plan_generation(
     owner, cm, rayservice, _front = objects  # the Service moves when the new one serves
     if canary is not None:
         canary_spec(owner, rec.current, canary, rev, g, now)
+    _check_room(ks, rec, rev, r, rayservice, replicas, canary is not None)
+    return _Generation(g, [owner, cm, rayservice], r, rev.model, rec.context)
+
+
+def _check_room(
+    ks: KubeServe,
+    rec: S.ServiceRecord,
+    rev: S.Revision,
+    r: Resolved,
+    rayservice: dict[str, Any],
+    replicas: int,
+    canary: bool,
+) -> None:
+    """Refused before anything is sent: a RayService its queue could never admit, or one
+    whose GPUs the queue has not free now beside the serving generation (said with the room
+    a quota request or a scale to zero would make)."""
+    from taugrid.serve.kube import upgrade_gpus
+
     never, cq, room = ks.queue_room(r, [rayservice])
     if never is not None:
         raise TauError(
@@ -206,7 +224,7 @@ def _plan_generation(
         )
     need = upgrade_gpus(replicas, r.gpus)
     free = _gpus_free(room, r.profile.flavor, r.gpu_resource)
-    if need and free is not None and need > free and canary is not None:
+    if need and free is not None and need > free and canary:
         raise TauError(
             f"the canary of revision {rev.number} needs {need} GPU(s) ({replicas} replica(s) x "
             f"{r.gpus}) beside revision {rec.serving}'s, which keeps serving; queue {cq} has "
@@ -235,7 +253,6 @@ def _plan_generation(
             f"room: `tau serve scale {rec.name} --replicas 0` stops it first (nothing answers "
             "until the new one serves)",
         )
-    return _Generation(g, [owner, cm, rayservice], r, rev.model, rec.context)
 
 
 def _new_generation(
