@@ -29,6 +29,7 @@ from taugrid.api.errors import EXIT_RUN_FAILED, EXIT_USAGE, TauError
 from taugrid.serve.backends.base import Answer
 
 if TYPE_CHECKING:
+    from taugrid.serve.backends.base import ServiceBackend
     from taugrid.serve.records import ServiceDir
 
 __all__ = ["Answer"]  # (what `invoke` returns)
@@ -269,30 +270,7 @@ def rollout(
     if chosen == "canary":
         backend.canary(sd, spec, source, pin, percent, timeout_s, say)
         return _await_canary(name, timeout_s, say) if wait else status(name, probe=False)
-    with sd.lock():
-        rec = sd.read()
-        rev, new = backend.revision(sd, rec, spec, source, pin, "rollout")
-        unchanged = None
-        if rev.number == rec.serving:
-            unchanged = backend.restore(sd, rec, say)
-        else:
-            if not new:
-                say(
-                    f"revision {rev.number} has this config and model: rolling out "
-                    f"revision {rev.number}"
-                )
-            again = " again (the same config and model)" if not new else ""
-            short = rev.model.short if rev.model else "no model"
-            backend.change(
-                sd,
-                rec,
-                rev,
-                new=new,
-                kind="rollout",
-                message=f"revision {rev.number}{again} ({short}) over revision {rec.serving}",
-                strategy=chosen,
-                say=say,
-            )
+    rec, rev, unchanged = _change(sd, backend, spec, source, pin, chosen, say)
     if unchanged:
         say(f"no change: revision {rec.serving} already runs this config and model")
         return status(name)
@@ -304,6 +282,43 @@ def rollout(
     if backend.undo_failed_rollout:
         return _finish_rollout(name, rev.number, timeout_s, say)
     return _await(name, rev.number, timeout_s, say)
+
+
+def _change(
+    sd: ServiceDir,
+    backend: ServiceBackend,
+    spec: S.ServiceSpec,
+    source: Path,
+    pin: S.ModelPin | None,
+    chosen: str,
+    say: Say,
+) -> tuple[S.ServiceRecord, S.Revision, bool | None]:
+    """A rollout's change, under the service's lock: (the record before, the revision, and
+    whether the serving revision was already there (True) or put back (False); None: a new
+    revision rolls out over the serving one)."""
+    with sd.lock():
+        rec = sd.read()
+        rev, new = backend.revision(sd, rec, spec, source, pin, "rollout")
+        if rev.number == rec.serving:
+            return rec, rev, backend.restore(sd, rec, say)
+        if not new:
+            say(
+                f"revision {rev.number} has this config and model: rolling out "
+                f"revision {rev.number}"
+            )
+        again = " again (the same config and model)" if not new else ""
+        short = rev.model.short if rev.model else "no model"
+        backend.change(
+            sd,
+            rec,
+            rev,
+            new=new,
+            kind="rollout",
+            message=f"revision {rev.number}{again} ({short}) over revision {rec.serving}",
+            strategy=chosen,
+            say=say,
+        )
+        return rec, rev, None
 
 
 def _percent(chosen: str, step: int | None, spec: S.ServiceSpec) -> int:

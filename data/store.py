@@ -599,28 +599,7 @@ class Store:
                 exit_code=EXIT_USAGE,
                 hint=f"name a folder (it is made if missing), e.g. {dest}.d",
             )
-        edited: list[str] = []
-        same: set[str] = set()
-        for f in record.files:  # first: what is there already, before anything is written
-            out = dest / check_path(f.path)
-            for parent in [*reversed(out.relative_to(dest).parents)][1:]:
-                if (dest / parent).exists() and not (dest / parent).is_dir():
-                    raise TauError(
-                        f"{dest / parent} is a file where the version has a folder",
-                        exit_code=EXIT_USAGE,
-                        hint="move it away, or pull into another folder",
-                    )
-            if out.is_dir():
-                raise TauError(
-                    f"{out} is a folder where the version has a file",
-                    exit_code=EXIT_USAGE,
-                    hint="move it away, or pull into another folder",
-                )
-            if out.is_file():
-                if out.stat().st_size == f.size and tau_inputs._sha256(out) == f.sha256:
-                    same.add(f.path)
-                else:
-                    edited.append(f.path)
+        same, edited = _already_there(record, dest)
         if edited and not force:
             listed = ", ".join(edited[:5]) + (
                 f" and {len(edited) - 5} more" if len(edited) > 5 else ""
@@ -1278,6 +1257,35 @@ def check_source(source: Path) -> None:
     what = _kind_of(st.st_mode)
     if what is not None:
         raise TauError(f"{source} is {what}: register a file or a folder", exit_code=EXIT_USAGE)
+
+
+def _already_there(record: VersionRecord, dest: Path) -> tuple[set[str], list[str]]:
+    """Before anything is written: the version's files already in `dest` with its bytes, and
+    those with other bytes (a local edit); a file where the version has a folder (or the
+    other way round) is refused."""
+    edited: list[str] = []
+    same: set[str] = set()
+    for f in record.files:  # first: what is there already, before anything is written
+        out = dest / check_path(f.path)
+        for parent in [*reversed(out.relative_to(dest).parents)][1:]:
+            if (dest / parent).exists() and not (dest / parent).is_dir():
+                raise TauError(
+                    f"{dest / parent} is a file where the version has a folder",
+                    exit_code=EXIT_USAGE,
+                    hint="move it away, or pull into another folder",
+                )
+        if out.is_dir():
+            raise TauError(
+                f"{out} is a folder where the version has a file",
+                exit_code=EXIT_USAGE,
+                hint="move it away, or pull into another folder",
+            )
+        if out.is_file():
+            if out.stat().st_size == f.size and tau_inputs._sha256(out) == f.sha256:
+                same.add(f.path)
+            else:
+                edited.append(f.path)
+    return same, edited
 
 
 def _name_chunks(
