@@ -142,29 +142,7 @@ def _one(
         why = f"denied by {d.by}" + (f": {d.note}" if d.note else "")
         return _with(base, st, "Denied", why)
     if st.phase == "Active" and st.activeSince and _approved(r):
-        since = parse_time(st.activeSince)
-        assert since is not None
-        ends = since + duration(r.spec.duration)
-        if now >= ends:
-            return _with(
-                base,
-                st,
-                "Expired",
-                f"expired at {iso(ends)}; the quota is back to base",
-                activeSince=st.activeSince,
-                expiresAt=iso(ends),
-                granted=0,
-            )
-        granted, note = _grant(r, rooms, used)
-        return _with(
-            base,
-            st,
-            "Active",
-            note,
-            activeSince=st.activeSince,
-            expiresAt=iso(ends),
-            granted=_number(granted),
-        )
+        return _active(r, base, rooms, used, now)
     if d is None:
         return _with(
             base, st, "Pending", r.problem or "waiting for a platform admin: tau quota approve"
@@ -189,6 +167,41 @@ def _one(
         "Active",
         note,
         activeSince=iso(now),
+        expiresAt=iso(ends),
+        granted=_number(granted),
+    )
+
+
+def _active(
+    r: Request,
+    base: TauQuotaRequestStatus,
+    rooms: Mapping[Target, Room],
+    used: dict[Target, Decimal],
+    now: datetime,
+) -> TauQuotaRequestStatus:
+    """An active grant: expired at its end, else what of it fits now."""
+    st = r.status
+    assert st.activeSince is not None
+    since = parse_time(st.activeSince)
+    assert since is not None
+    ends = since + duration(r.spec.duration)
+    if now >= ends:
+        return _with(
+            base,
+            st,
+            "Expired",
+            f"expired at {iso(ends)}; the quota is back to base",
+            activeSince=st.activeSince,
+            expiresAt=iso(ends),
+            granted=0,
+        )
+    granted, note = _grant(r, rooms, used)
+    return _with(
+        base,
+        st,
+        "Active",
+        note,
+        activeSince=st.activeSince,
         expiresAt=iso(ends),
         granted=_number(granted),
     )

@@ -146,19 +146,8 @@ def main(argv: list[str]) -> int:
         if sub:
             (run_dir / sub).mkdir(parents=True, exist_ok=True)
     attempt = _attempt()
-    resume = os.environ.get("TAU_RESUME_FROM", "")
-    if resume.endswith("/" + NEWEST):
-        found = _newest(Path(resume[: -len(NEWEST) - 1]))
-        if found is None:
-            print(
-                f"tau_launch: no complete checkpoint in {resume[: -len(NEWEST) - 1]} to resume "
-                "from",
-                file=sys.stderr,
-                flush=True,
-            )
-            return 3
-        os.environ["TAU_RESUME_FROM"] = str(found)
-        print(f"tau_launch: resuming from {found}", flush=True)
+    if not _resume_from_newest():
+        return 3
     import tau_inputs
 
     failed = tau_inputs.lay_out(dict(os.environ), run_dir / "logs" / "driver.log", "tau_launch")
@@ -171,20 +160,7 @@ def main(argv: list[str]) -> int:
     )
     rc = _run_teed(argv, run_dir / "logs" / "driver.log", echo)
     if node is not None:  # node 0 of several: the run ends when every node has
-        (run_dir / "nodes" / "0").mkdir(parents=True, exist_ok=True)
-        _write_exit(run_dir / "nodes" / "0", rc)
-        others = _wait_for_nodes(run_dir, int(env.get("TAU_NODES") or 1))
-        failed = [(i + 1, c) for i, c in enumerate(others) if c != 0]
-        if failed and rc == 0:
-            rc = 1
-        if failed:
-            print(
-                "tau_launch: "
-                + ", ".join(
-                    f"node {i} {'never ended' if c == -1 else f'exit code {c}'}" for i, c in failed
-                ),
-                flush=True,
-            )
+        rc = _with_other_nodes(run_dir, rc, int(env.get("TAU_NODES") or 1))
     phase = "Succeeded" if rc == 0 else "Failed"
     ended = tau_evidence.now_iso()
     reason = "exit code 0" if rc == 0 else f"exit code {rc}"
@@ -200,6 +176,45 @@ def main(argv: list[str]) -> int:
     )
     _record(run_dir, {"phase": phase, "reason": reason, "exit_code": rc, "finished_at": ended})
     tau_evidence.seal(run_dir)
+    return rc
+
+
+def _resume_from_newest() -> bool:
+    """TAU_RESUME_FROM ending in /NEWEST: the newest complete checkpoint of that folder
+    (False, said, when it has none)."""
+    resume = os.environ.get("TAU_RESUME_FROM", "")
+    if resume.endswith("/" + NEWEST):
+        found = _newest(Path(resume[: -len(NEWEST) - 1]))
+        if found is None:
+            print(
+                f"tau_launch: no complete checkpoint in {resume[: -len(NEWEST) - 1]} to resume "
+                "from",
+                file=sys.stderr,
+                flush=True,
+            )
+            return False
+        os.environ["TAU_RESUME_FROM"] = str(found)
+        print(f"tau_launch: resuming from {found}", flush=True)
+    return True
+
+
+def _with_other_nodes(run_dir: Path, rc: int, nodes: int) -> int:
+    """Node 0's exit code once every other node has ended: 1 when one failed or never ended
+    (each named)."""
+    (run_dir / "nodes" / "0").mkdir(parents=True, exist_ok=True)
+    _write_exit(run_dir / "nodes" / "0", rc)
+    others = _wait_for_nodes(run_dir, nodes)
+    failed = [(i + 1, c) for i, c in enumerate(others) if c != 0]
+    if failed and rc == 0:
+        rc = 1
+    if failed:
+        print(
+            "tau_launch: "
+            + ", ".join(
+                f"node {i} {'never ended' if c == -1 else f'exit code {c}'}" for i, c in failed
+            ),
+            flush=True,
+        )
     return rc
 
 

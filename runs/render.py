@@ -431,10 +431,25 @@ def ray_cluster_spec(
 ) -> dict[str, Any]:
     """A RayCluster spec (a RayJob's `rayClusterSpec`, a RayService's `rayClusterConfig`): a
     CPU-only head and one worker group of `r.workers` pods of the resolved size."""
-    head_volumes, head_mounts = _volumes(r, meta, code, 2 * 2**30)
-    worker_shm = min(DSHM_MAX, r.worker.memory_request // 2)
-    worker_volumes, worker_mounts = _volumes(r, meta, code, max(worker_shm, 64 * 2**20))
-    head_container = {
+    return {
+        "rayVersion": ray_version(r.named_image or r.image),
+        "enableInTreeAutoscaling": False,  # (Kueue admits fixed sizes only)
+        "headGroupSpec": _head_group(r, meta, code, env, pod_labels),
+        "workerGroupSpecs": [_worker_group(r, meta, code, env, pod_labels, group)],
+    }
+
+
+def _head_group(
+    r: Resolved,
+    meta: RunMeta,
+    code: dict[str, Any],
+    env: list[dict[str, Any]],
+    pod_labels: dict[str, str],
+) -> dict[str, Any]:
+    """The head: no CPU nor GPU for Ray's tasks (it schedules them), on the profile's head
+    nodes."""
+    volumes, mounts = _volumes(r, meta, code, 2 * 2**30)
+    container = {
         "name": "ray-head",
         "image": r.image,
         "env": env,
@@ -444,56 +459,51 @@ def ray_cluster_spec(
             {"containerPort": 8265, "name": "dashboard"},
             {"containerPort": 10001, "name": "client"},
         ],
-        "volumeMounts": head_mounts,
+        "volumeMounts": mounts,
     }
-    worker_container = {
+    tolerations = [t.to_k8s() for t in r.profile.headTolerations]
+    return {
+        "rayStartParams": {"num-cpus": "0", "num-gpus": "0", "dashboard-host": "0.0.0.0"},
+        "template": {
+            "metadata": {"labels": dict(pod_labels)},
+            "spec": _pod_spec(
+                r, [container], volumes, r.profile.headNodeSelector, tolerations, None
+            ),
+        },
+    }
+
+
+def _worker_group(
+    r: Resolved,
+    meta: RunMeta,
+    code: dict[str, Any],
+    env: list[dict[str, Any]],
+    pod_labels: dict[str, str],
+    group: str,
+) -> dict[str, Any]:
+    """`r.workers` workers of the resolved size, fixed (Kueue admits fixed sizes)."""
+    shm = min(DSHM_MAX, r.worker.memory_request // 2)
+    volumes, mounts = _volumes(r, meta, code, max(shm, 64 * 2**20))
+    container = {
         "name": "ray-worker",
         "image": r.image,
         "env": _copy_env(env),
         "resources": _gpu_resources(r, r.worker.resources()),
-        "volumeMounts": worker_mounts,
+        "volumeMounts": mounts,
     }
-    head_tolerations = [t.to_k8s() for t in r.profile.headTolerations]
-    worker_tolerations = [t.to_k8s() for t in r.profile.tolerations]
+    tolerations = [t.to_k8s() for t in r.profile.tolerations]
     num_cpus = max(1, int(r.worker.cpu_request))
     return {
-        "rayVersion": ray_version(r.named_image or r.image),
-        "enableInTreeAutoscaling": False,  # (Kueue admits fixed sizes only)
-        "headGroupSpec": {
-            "rayStartParams": {"num-cpus": "0", "num-gpus": "0", "dashboard-host": "0.0.0.0"},
-            "template": {
-                "metadata": {"labels": dict(pod_labels)},
-                "spec": _pod_spec(
-                    r,
-                    [head_container],
-                    head_volumes,
-                    r.profile.headNodeSelector,
-                    head_tolerations,
-                    None,
-                ),
-            },
+        "groupName": group,
+        "replicas": r.workers,
+        "minReplicas": r.workers,
+        "maxReplicas": r.workers,
+        "numOfHosts": 1,
+        "rayStartParams": {"num-cpus": str(num_cpus), "num-gpus": str(r.gpus)},
+        "template": {
+            "metadata": {"labels": dict(pod_labels)},
+            "spec": _pod_spec(r, [container], volumes, r.profile.nodeSelector, tolerations, None),
         },
-        "workerGroupSpecs": [
-            {
-                "groupName": group,
-                "replicas": r.workers,
-                "minReplicas": r.workers,
-                "maxReplicas": r.workers,
-                "numOfHosts": 1,
-                "rayStartParams": {"num-cpus": str(num_cpus), "num-gpus": str(r.gpus)},
-                "template": {
-                    "metadata": {"labels": dict(pod_labels)},
-                    "spec": _pod_spec(
-                        r,
-                        [worker_container],
-                        worker_volumes,
-                        r.profile.nodeSelector,
-                        worker_tolerations,
-                        None,
-                    ),
-                },
-            }
-        ],
     }
 
 

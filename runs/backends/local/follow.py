@@ -71,19 +71,28 @@ def follow(
                     )
             return rec.phase
         if rec.local.supervisor_pid and not pid_alive(rec.local.supervisor_pid):
-            rec = rd.read_record()
-            if rec.phase not in TERMINAL:
-                drain()
-                left = procs.run_processes(rd.run_id, rec.local.process_group)
-                if left:  # the truth: it still runs, unwatched
-                    err.write(
-                        f"the run's supervisor is gone (killed?), but {len(left)} process(es) of "
-                        f"the run still run: `tau run attach {rd.run_id}` re-attaches it, "
-                        f"`tau run cancel {rd.run_id}` stops it\n"
-                    )
-                    return rec.phase
-                err.write("the run's supervisor is gone without recording an end (killed?)\n")
-                return Phase.Failed
+            gone = _supervisor_gone(rd, err, drain)
+            if gone is not None:
+                return gone
         if on_tick:
             on_tick()
         time.sleep(LOG_POLL_S)
+
+
+def _supervisor_gone(rd: RunDir, err: TextIO, drain: Callable[[], None]) -> Phase | None:
+    """The run's supervisor died: the run's phase if it still runs unwatched (said, with how
+    to re-attach), Failed if it ended without a record; None if it recorded an end meanwhile."""
+    rec = rd.read_record()
+    if rec.phase not in TERMINAL:
+        drain()
+        left = procs.run_processes(rd.run_id, rec.local.process_group)
+        if left:  # the truth: it still runs, unwatched
+            err.write(
+                f"the run's supervisor is gone (killed?), but {len(left)} process(es) of "
+                f"the run still run: `tau run attach {rd.run_id}` re-attaches it, "
+                f"`tau run cancel {rd.run_id}` stops it\n"
+            )
+            return rec.phase
+        err.write("the run's supervisor is gone without recording an end (killed?)\n")
+        return Phase.Failed
+    return None
