@@ -24,7 +24,7 @@ from taugrid.api.data import (
     short,
 )
 from taugrid.api.errors import EXIT_PLATFORM, EXIT_RUN_FAILED, EXIT_USAGE, TauError
-from taugrid.data.store import Collected, Copied, Progress, Registered, default_store
+from taugrid.data.store import Collected, Copied, Progress, Registered, Store, default_store
 from taugrid.data.store import registry_url as registry_url
 
 
@@ -99,8 +99,8 @@ def register_model_from_run(
     rd = find(run, context=context)
     rec = rd.read_record()
 
-    def into(store: Any, path: Path, lineage: Lineage) -> Registered:
-        return store.register(  # type: ignore[no-any-return]
+    def into(store: Store, path: Path, lineage: Lineage) -> Registered:
+        return store.register(
             "model",
             name,
             path,
@@ -115,6 +115,22 @@ def register_model_from_run(
     if rec.target == "local":
         path, chosen, step, rows = _local_checkpoint(rd, rec, checkpoint)
         return into(default_store(registry), path, _lineage(rec, chosen, rows, step))
+    store = default_store(registry) if registry or not into_workspace else None
+    return _from_cluster_run(rec, run, checkpoint, store, context, say or (lambda _m: None), into)
+
+
+def _from_cluster_run(
+    rec: Any,
+    run: str,
+    checkpoint: str,
+    store: Store | None,
+    context: str | None,
+    tell: Callable[[str], None],
+    into: Callable[[Store, Path, Lineage], Registered],
+) -> Registered:
+    """A cluster run's checkpoint, chosen from its artifacts and metrics, registered in
+    `store` (None: the workspace's registry) where the run left it when this machine reaches
+    the volume's folder, else read through the workspace's file server and checked."""
     from taugrid.client import runs
 
     made = runs.artifacts(run, context=context)
@@ -124,16 +140,13 @@ def register_model_from_run(
         )
     own = [r for r in runs.metrics(run, context=context) if r.get("run_id") == rec.run_id]
     chosen, step = _checkpoint(rec, made.checkpoints, own, checkpoint)
-    if registry or not into_workspace:
-        store = default_store(registry)
-    else:  # the workspace's own, declared by its platform: made on first use, as a run's inputs
+    if store is None:  # the workspace's own, declared by its platform: made on first use
         from taugrid.data.store import open_store
 
         store = open_store(_workspace_registry(rec, context), create=True)
     lineage = _lineage(rec, chosen, own, step)
     rel = f"{rec.checkpoint_subdir.strip('/')}/{chosen}"
     in_place = _on_the_volume(store.url, rec.run_id, rel)
-    tell = say or (lambda _m: None)
     if in_place is not None:
         tell(f"registering {rel} of {rec.run_id} where the run left it ({in_place})")
         return into(store, in_place, lineage)

@@ -119,6 +119,8 @@ def _task(names: list[tuple[str, str]]) -> Batch:
     """One task in a worker: each file of `names` ((relative path, path)) opened (never through
     a symlink), stat'ed, looked up in the stat cache, read, hashed and appended to this worker's
     pack unless the store or this worker has its bytes."""
+    # Long because: the per-file loop is the hot path of registering many small files (the
+    # budget in DESIGN.md); its state lives in locals bound once, not in calls per file.
     w = _W
     assert w is not None
     out = Batch()

@@ -990,6 +990,9 @@ class FileStore(Store):
         """Small files are read, hashed and packed by worker processes (data/pack.py); large
         ones become blobs of their own here (streamed: flat memory at any size). Until every
         file has been stat'ed (by the workers) the total is an estimate."""
+        # Long because: one loop over the workers' batches keeps the bookkeeping of a
+        # registration that may be cut at any point (packs published, the stat cache journaled,
+        # what was written kept); its pieces share that state.
         names: list[tuple[str, str]] = []  # as the walk finds them (in the paths' order)
 
         def found() -> Iterator[list[tuple[str, str]]]:

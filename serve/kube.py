@@ -549,23 +549,12 @@ class KubeServe(Connected):
             gens.get(rec.canary.generation) if rec.canary and rec.canary.generation else None
         )
 
-        def running(g: int | None) -> int:
-            return _running(pods, g)
-
         def kueue(rs: dict[str, Any] | None) -> tuple[bool | None, str]:
             return (None, "") if rs is None else self._admission(rs, workloads, rec.workspace)
 
         simulated = self._simulated(pods)
         if serving is None and pending is None:  # scaled to zero: nothing holds GPUs
-            return Observed(
-                head_up=True,
-                exists=True,
-                status="RUNNING",
-                revision=rec.serving,
-                wanted=0,
-                running=0,
-                simulated=simulated,
-            )
+            return Observed(True, True, "RUNNING", revision=rec.serving, simulated=simulated)
         main = serving or pending
         assert main is not None
         admitted, waiting = kueue(main)
@@ -574,31 +563,18 @@ class KubeServe(Connected):
         new_running = None
         if serving is not None and pending is not None:
             status = "DEPLOYING"  # a new generation starts beside the serving one
-            new_running = running(rec.pending_generation)
+            new_running = _running(pods, rec.pending_generation)
             p_admitted, p_waiting = kueue(pending)
             if p_admitted is False:
                 waiting = f"the new RayService waits: {p_waiting}"
-        canary = None
-        if canary_rs is not None and rec.canary is not None:
-            c_admitted, c_waiting = kueue(canary_rs)
-            canary = Observed(
-                head_up=True,
-                exists=True,
-                status="RUNNING" if self.ready(canary_rs) else "DEPLOYING",
-                revision=rec.canary.revision,
-                wanted=_replicas(canary_rs),
-                running=running(rec.canary.generation),
-                admitted=c_admitted,
-                waiting=c_waiting,
-                simulated=simulated,
-            )
+        canary = self._canary_observed(rec, canary_rs, pods, workloads, simulated)
         return Observed(
             head_up=True,
             exists=True,
             status=status,
             revision=int(revision) if revision.isdigit() else None,
             wanted=_replicas(main),
-            running=running(rec.generation if serving else rec.pending_generation),
+            running=_running(pods, rec.generation if serving else rec.pending_generation),
             admitted=admitted,
             waiting=waiting,
             simulated=simulated,
@@ -606,6 +582,30 @@ class KubeServe(Connected):
             new_running=new_running,
             canary=canary,
             split=canary.status if canary else "",
+        )
+
+    def _canary_observed(
+        self,
+        rec: S.ServiceRecord,
+        rs: dict[str, Any] | None,
+        pods: list[dict[str, Any]],
+        workloads: list[dict[str, Any]],
+        simulated: bool,
+    ) -> Observed | None:
+        """The canary's generation, as the serving one is observed."""
+        if rs is None or rec.canary is None:
+            return None
+        admitted, waiting = self._admission(rs, workloads, rec.workspace)
+        return Observed(
+            head_up=True,
+            exists=True,
+            status="RUNNING" if self.ready(rs) else "DEPLOYING",
+            revision=rec.canary.revision,
+            wanted=_replicas(rs),
+            running=_running(pods, rec.canary.generation),
+            admitted=admitted,
+            waiting=waiting,
+            simulated=simulated,
         )
 
     def _admission(
