@@ -103,7 +103,16 @@ def run_validate(
     if output is ReportFormat.json:
         out(dump_json(summary))
         return
-    kind = summary["workload_kind"]
+    out(_valid_line(got))
+    note = bundle.left_out_summary()
+    if note:
+        say(f"note: {note}")
+
+
+def _valid_line(got: Any) -> str:
+    """A valid tau.yaml in words: its shape, where it would be placed, its pinned inputs."""
+    loaded, m, placed = got.loaded, got.loaded.manifest, got.placed
+    kind = m.workload_kind()
     what = (
         f"{m.compute.workers} worker(s) x {m.compute.gpus} GPU"
         if m.compute.gpus
@@ -119,10 +128,7 @@ def run_validate(
         )
     for inp in got.inputs:
         line += f"\n    input: {inp.kind} {inp.name}@{inp.version[:19]} ({inp.ref})"
-    out(line)
-    note = bundle.left_out_summary()
-    if note:
-        say(f"note: {note}")
+    return line
 
 
 @app.command("render")
@@ -443,7 +449,7 @@ def run_pull(
     """Copy a run's record (or only the kinds named) from where it ran: a cluster run's from its
     workspace volume, from any machine, after its pods are gone. Every file is checked against
     the sealed MANIFEST.sha256; a pull cut off resumes; exit 1 if a file does not match."""
-    from taugrid.cli.output import human_size, progress_bar
+    from taugrid.cli.output import progress_bar
     from taugrid.client import runs
 
     kinds = [
@@ -473,26 +479,34 @@ def run_pull(
     if output is ReportFormat.json:
         out(dump_json({**dataclasses.asdict(got), "ok": got.ok}))
     else:
-        check = (
-            f"{got.verified} verified against MANIFEST.sha256"
-            if got.sealed
-            else "not verified: the run has not sealed its record yet (it still runs, or it was "
-            "stopped before it could); complete checkpoints are final, the rest may grow"
-        )
-        out(
-            f"{got.run_id}: {got.files} file(s), {human_size(got.bytes)} from {got.source} in "
-            f"{got.to} ({got.fetched} "
-            f"fetched{f', {got.resumed} of them resumed' if got.resumed else ''}, "
-            f"{got.kept} already here); {check}"
-        )
-        for path in got.edited:
-            say(f"kept your copy of {path}: it differs from the run's (--force replaces it)")
-        for path in got.missing:
-            say(f"missing on the volume: {path} (MANIFEST.sha256 lists it)")
-        for path in got.bad:
-            say(f"not kept: {path}")
+        _say_pulled(got)
     if not got.ok:
         raise typer.Exit(EXIT_RUN_FAILED)
+
+
+def _say_pulled(got: Any) -> None:
+    """A pull in words: what came, from where, how it was checked, and each file kept, missing
+    or refused."""
+    from taugrid.cli.output import human_size
+
+    check = (
+        f"{got.verified} verified against MANIFEST.sha256"
+        if got.sealed
+        else "not verified: the run has not sealed its record yet (it still runs, or it was "
+        "stopped before it could); complete checkpoints are final, the rest may grow"
+    )
+    out(
+        f"{got.run_id}: {got.files} file(s), {human_size(got.bytes)} from {got.source} in "
+        f"{got.to} ({got.fetched} "
+        f"fetched{f', {got.resumed} of them resumed' if got.resumed else ''}, "
+        f"{got.kept} already here); {check}"
+    )
+    for path in got.edited:
+        say(f"kept your copy of {path}: it differs from the run's (--force replaces it)")
+    for path in got.missing:
+        say(f"missing on the volume: {path} (MANIFEST.sha256 lists it)")
+    for path in got.bad:
+        say(f"not kept: {path}")
 
 
 @app.command("gc")
