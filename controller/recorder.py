@@ -17,7 +17,7 @@ from taugrid.api import constants as C
 from taugrid.api.crds import TauRunStatus
 from taugrid.api.evidence import RunRecord
 from taugrid.api.kubetime import k8s_time
-from taugrid.api.observations import Observations
+from taugrid.api.observations import ClusterFacts, Observations
 from taugrid.api.vocabulary import TERMINAL, Phase, TerminationReason, TimelineEntry
 from taugrid.controller.timeline import condense
 from taugrid.kube.facts import name_preemptor, record_from_taurun, recorded_status, run_facts
@@ -56,22 +56,7 @@ def compute_status(
     if old.phase in TERMINAL:
         return old  # ended: what it ended with stays (its objects go, one by one, after that)
     rec = record_of(objs.taurun)
-    ns = rec.handle.namespace  # type: ignore[union-attr]
-    by_name: dict[str, list[dict[str, Any]]] = {}
-    for e in objs.events:
-        by_name.setdefault((e.get("involvedObject") or {}).get("name") or "", []).append(e)
-    facts = run_facts(
-        rec,
-        True,
-        objs.workload,
-        objs.kueue,
-        objs.pods,
-        by_name,
-        dict(node_problems),
-        True,
-        ns,
-        workloads_by_uid=objs.workloads_by_uid,
-    )
+    facts = _facts(rec, objs, node_problems)
     st = compute(
         Observations(record=rec, history=[], now=now.timestamp(), owner_alive=None, cluster=facts)
     )
@@ -87,14 +72,7 @@ def compute_status(
         observed_timeline(objs, phase, summary, now, old.phase, node_problems, problem_since or {})
     )
     if st.attempt > old.attempt:  # the cluster (or TauGrid) tried again: each retry, with why
-        why = failure_reason(objs, node_problems, nodes)
-        entries.append(
-            TimelineEntry(
-                at=k8s_time(now),
-                reason="Retrying",
-                message=f"attempt {st.attempt}" + (f" after {why}" if why else ""),
-            )
-        )
+        entries.append(_retrying(objs, node_problems, nodes, st.attempt, now))
     return TauRunStatus(
         phase=phase,
         attempt=st.attempt,
@@ -110,6 +88,44 @@ def compute_status(
         signals=st.signals,
         timeline=condense(old.timeline, entries),
         conditions=old.conditions,
+    )
+
+
+def _facts(
+    rec: RunRecord, objs: RunObjects, node_problems: Mapping[str, list[str]]
+) -> ClusterFacts:
+    """What the cluster shows of the run: its objects and their events, by object name."""
+    ns = rec.handle.namespace  # type: ignore[union-attr]
+    by_name: dict[str, list[dict[str, Any]]] = {}
+    for e in objs.events:
+        by_name.setdefault((e.get("involvedObject") or {}).get("name") or "", []).append(e)
+    return run_facts(
+        rec,
+        True,
+        objs.workload,
+        objs.kueue,
+        objs.pods,
+        by_name,
+        dict(node_problems),
+        True,
+        ns,
+        workloads_by_uid=objs.workloads_by_uid,
+    )
+
+
+def _retrying(
+    objs: RunObjects,
+    node_problems: Mapping[str, list[str]],
+    nodes: list[str],
+    attempt: int,
+    now: datetime,
+) -> TimelineEntry:
+    """A retry on the timeline, with why the attempt before it failed."""
+    why = failure_reason(objs, node_problems, nodes)
+    return TimelineEntry(
+        at=k8s_time(now),
+        reason="Retrying",
+        message=f"attempt {attempt}" + (f" after {why}" if why else ""),
     )
 
 

@@ -140,32 +140,10 @@ def decide(nodes: Iterable[NodeView], cfg: RemediationConfig, now: datetime) -> 
     for n in gpu_nodes:
         bad = faults(n, cfg)
         if n.ours:
-            if bad:
-                out.decisions.append(Decision(n.name, Action.keep, "still faulty", bad))
-                continue
-            since = _clear_since(n, cfg)
-            if since is None:
-                out.decisions.append(
-                    Decision(
-                        n.name,
-                        Action.keep,
-                        "clear since now",
-                        mark_clear=True,
-                        wait_s=cfg.clear_after_seconds,
-                    )
-                )
-                continue
-            waited = now - since
-            if waited >= timedelta(seconds=cfg.clear_after_seconds):
-                out.decisions.append(
-                    Decision(n.name, Action.release, f"clear for {int(waited.total_seconds())}s")
-                )
+            d = _quarantined(n, bad, cfg, now)
+            out.decisions.append(d)
+            if d.action is Action.release:
                 quarantined -= 1
-            else:
-                left = cfg.clear_after_seconds - waited.total_seconds()
-                out.decisions.append(
-                    Decision(n.name, Action.keep, f"clear; released in {int(left)}s", wait_s=left)
-                )
             continue
         if not bad:
             out.decisions.append(Decision(n.name, Action.none, "healthy"))
@@ -194,6 +172,24 @@ def decide(nodes: Iterable[NodeView], cfg: RemediationConfig, now: datetime) -> 
             )
     out.quarantined = quarantined
     return out
+
+
+def _quarantined(
+    n: NodeView, bad: tuple[str, ...], cfg: RemediationConfig, now: datetime
+) -> Decision:
+    """A node we quarantined: kept while faulty, released once clear for long enough."""
+    if bad:
+        return Decision(n.name, Action.keep, "still faulty", bad)
+    since = _clear_since(n, cfg)
+    if since is None:
+        return Decision(
+            n.name, Action.keep, "clear since now", mark_clear=True, wait_s=cfg.clear_after_seconds
+        )
+    waited = now - since
+    if waited >= timedelta(seconds=cfg.clear_after_seconds):
+        return Decision(n.name, Action.release, f"clear for {int(waited.total_seconds())}s")
+    left = cfg.clear_after_seconds - waited.total_seconds()
+    return Decision(n.name, Action.keep, f"clear; released in {int(left)}s", wait_s=left)
 
 
 def _fault_time(n: NodeView, cfg: RemediationConfig) -> str:
