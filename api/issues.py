@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from taugrid.api.errors import ConfigError
 
@@ -159,7 +160,7 @@ def issues_from_validation(
     for loc, path, e in errors:
         if path in seen:
             continue
-        kind, ctx = e["type"], e.get("ctx") or {}
+        kind = e["type"]
         if kind in _CONTAINER_KINDS and any(
             d != path and (d.startswith(path + ".") or d.startswith(path + "[")) for d in deeper
         ):
@@ -180,29 +181,34 @@ def issues_from_validation(
             )
             continue
         if kind == "missing":
-            msg = "is required"
             value = None
-        elif kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
-            field_model = _model_at(root, loc[:-1])
-            lo = hi = None
-            if field_model is not None:
-                for m in field_model.model_fields[str(loc[-1])].metadata:
-                    lo = getattr(m, "ge", lo)
-                    hi = getattr(m, "le", hi)
-            rng = f"{lo if lo is not None else '...'}..{hi if hi is not None else '...'}"
-            msg = f"is out of range: want {rng}"
-        elif kind == "literal_error":
-            msg = f"must be one of: {ctx.get('expected', '')}".replace("'", "")
-        elif kind in _TYPE_WORDS:
-            msg = _TYPE_WORDS[kind] + (f", got {type(value).__name__}" if value is not None else "")
-        elif kind == "value_error":
-            msg = str(ctx.get("error", e["msg"]))
-        elif kind == "union_tag_invalid" or kind.startswith("union"):
-            msg = e["msg"]
-        else:
-            msg = e["msg"][0].lower() + e["msg"][1:]
-        out.append(Issue(path, value, msg, example))
+        out.append(Issue(path, value, _message(root, loc, e, value), example))
     return out
+
+
+def _message(root: type[BaseModel], loc: list[Any], e: ErrorDetails, value: Any) -> str:
+    """One pydantic error in TauGrid's words: what is wrong with the value at `loc`."""
+    kind, ctx = e["type"], e.get("ctx") or {}
+    if kind == "missing":
+        return "is required"
+    if kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
+        field_model = _model_at(root, loc[:-1])
+        lo = hi = None
+        if field_model is not None:
+            for m in field_model.model_fields[str(loc[-1])].metadata:
+                lo = getattr(m, "ge", lo)
+                hi = getattr(m, "le", hi)
+        rng = f"{lo if lo is not None else '...'}..{hi if hi is not None else '...'}"
+        return f"is out of range: want {rng}"
+    if kind == "literal_error":
+        return f"must be one of: {ctx.get('expected', '')}".replace("'", "")
+    if kind in _TYPE_WORDS:
+        return _TYPE_WORDS[kind] + (f", got {type(value).__name__}" if value is not None else "")
+    if kind == "value_error":
+        return str(ctx.get("error", e["msg"]))
+    if kind == "union_tag_invalid" or kind.startswith("union"):
+        return e["msg"]
+    return e["msg"][0].lower() + e["msg"][1:]
 
 
 def line_of(text: str, path: str) -> int | None:

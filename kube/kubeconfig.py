@@ -4,6 +4,7 @@ in words (exit 4), never a parser's exception."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,6 +60,12 @@ def load(path: Path, context: str | None) -> tuple[str, dict[str, Any]]:
             f"is not a kubeconfig (a YAML mapping with clusters, users and contexts; "
             f"this file holds a {type(doc).__name__})"
         )
+    return _check_context(doc, context, bad), doc
+
+
+def _check_context(doc: dict[str, Any], context: str | None, bad: Callable[[str], TauError]) -> str:
+    """The context to use (`context`, else the current one), checked: it exists, its cluster
+    exists and has a server, its user (if any) exists."""
     contexts = doc.get("contexts") or []
     if not isinstance(contexts, list) or not _names(contexts):
         raise bad("has no contexts")
@@ -96,7 +103,7 @@ def load(path: Path, context: str | None) -> tuple[str, dict[str, Any]]:
             f"context {name!r} names user {user!r}, which is not in its users "
             f"({', '.join(_names(users)) or 'none'})"
         )
-    return str(name), doc
+    return str(name)
 
 
 def contexts(path: Path | None = None) -> tuple[list[str], str | None] | None:
