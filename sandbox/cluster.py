@@ -352,6 +352,8 @@ def _start_real_nodes(cp: Any, kube: Kube, pool: CpuPool, n: int, say: Say) -> l
 def _install(
     cp: Any, cfg: PlatformConfig, stack: str, say: Say, platform: bool, n_real: int = 0
 ) -> State:
+    """The sandbox's cluster made whole: CRDs, operators, KWOK and real nodes, the storage,
+    the platform's objects (with `platform`), identities and the controller."""
     from taugrid.components import manifests as M
     from taugrid.sandbox.controlplane import apply, crds_dir, install_crds
 
@@ -363,65 +365,21 @@ def _install(
     install_crds(kube, crds or cp.work, groups, taugrid=platform)
     if platform:
         apply(kube, M.namespace(SYSTEM_NAMESPACE))
-    if "kueue" in groups and cp.has_kueue:
-        say("starting Kueue (out of cluster, webhooks on 127.0.0.1) ...")
-        cp.start_kueue(C.LABEL_WORKSPACE, rayjobs="kuberay" in groups)
-    else:
-        skipped["kueue"] = (
-            "not built (make controlplane)"
-            if "kueue" not in groups or not (cp.bin_dir / "kueue").is_file()
-            else "needs root and `unshare` (its metrics certificate path is fixed)"
-        )
-    if cp.has_kuberay and "kuberay" in groups:
-        say("starting the KubeRay operator (out of cluster) ...")
-        cp.start_kuberay()
-    else:
-        skipped["kuberay"] = "not built (make controlplane)"
-    nodes = []
+    skipped.update(_start_operators(cp, groups, say))
     real_pool = cfg.cpuPools[0] if n_real and cfg.cpuPools else None
-    pools: list[GpuPool | CpuPool] = [*cfg.gpuPools, *cfg.cpuPools]
-    for pool in pools:
-        if pool is real_pool:
-            continue
-        size = pool.node_allocatable()
-        gpus = (pool.gpus() or 0) if isinstance(pool, GpuPool) else 0
-        for i in range(max(pool.maxCount, 1)):
-            name = f"{pool.name}-{i}"
-            cp.add_fake_node(
-                name,
-                gpus=gpus,
-                labels=pool_labels(pool),
-                taints=[t.model_dump(mode="json", exclude_none=True) for t in pool_taints(pool)],
-                cpu=str(size.cpu) if size else "8",
-                memory=str(size.memory) if size else "32Gi",
-            )
-            nodes.append(name)
+    nodes = _fake_nodes(cp, cfg, real_pool)
     say(f"{len(nodes)} KWOK nodes: {', '.join(nodes)}")
     real = _start_real_nodes(cp, kube, real_pool, n_real, say) if real_pool else []
     objects = _storage_classes(cfg)  # the cluster's storage, always
     if platform:
-        objects += [
-            *M.kueue_objects(cfg),
-            M.tau_cluster(cfg, stack),
-            M.researcher_read_clusterrole(),
-            *M.quota_approver_objects(cfg),
-        ]
-        for ws in cfg.workspaces:
-            objects += M.workspace_objects(cfg, ws)
+        objects += _platform_objects(cfg, stack)
     for obj in _ordered(objects):  # namespaces and volumes first
         apply(kube, obj)
     if platform and real:
         cfg = _registries_on_volumes(kube, cfg, cp.work, say)
         apply(kube, M.tau_cluster(cfg, stack))
     _alias_context(cp.admin.kubeconfig, cfg)
-    identities = {"admin": str(cp.admin.kubeconfig)}
-    members = [m for ws in cfg.workspaces for m in ws.members]
-    for m in [*members, *(cfg.admins if platform else [])]:
-        if m.kind == "User":
-            identities.setdefault(m.name, str(cp.add_identity(m.name).kubeconfig))
-        elif m.kind == "Group":
-            who = f"{m.name}-member"
-            identities.setdefault(who, str(cp.add_identity(who, (m.name,)).kubeconfig))
+    identities = _identities(cp, cfg, platform)
     ctl = cfg.components.controller
     if platform and ctl.enabled:
         _start_controller(cp, cfg, kube, say)
@@ -445,6 +403,81 @@ def _install(
         skipped=skipped,
         platform=platform,
     )
+
+
+def _platform_objects(cfg: PlatformConfig, stack: str) -> list[dict[str, Any]]:
+    """What the platform program applies, as plain objects: queues, the cluster's profile,
+    the shared RBAC and every workspace."""
+    from taugrid.components import manifests as M
+
+    objects = [
+        *M.kueue_objects(cfg),
+        M.tau_cluster(cfg, stack),
+        M.researcher_read_clusterrole(),
+        *M.quota_approver_objects(cfg),
+    ]
+    for ws in cfg.workspaces:
+        objects += M.workspace_objects(cfg, ws)
+    return objects
+
+
+def _start_operators(cp: Any, groups: tuple[str, ...], say: Say) -> dict[str, str]:
+    """Kueue and the KubeRay operator, out of cluster, where their CRDs and binaries are;
+    what was not started, with why."""
+    out: dict[str, str] = {}
+    if "kueue" in groups and cp.has_kueue:
+        say("starting Kueue (out of cluster, webhooks on 127.0.0.1) ...")
+        cp.start_kueue(C.LABEL_WORKSPACE, rayjobs="kuberay" in groups)
+    else:
+        out["kueue"] = (
+            "not built (make controlplane)"
+            if "kueue" not in groups or not (cp.bin_dir / "kueue").is_file()
+            else "needs root and `unshare` (its metrics certificate path is fixed)"
+        )
+    if cp.has_kuberay and "kuberay" in groups:
+        say("starting the KubeRay operator (out of cluster) ...")
+        cp.start_kuberay()
+    else:
+        out["kuberay"] = "not built (make controlplane)"
+    return out
+
+
+def _fake_nodes(cp: Any, cfg: PlatformConfig, real_pool: CpuPool | None) -> list[str]:
+    """A KWOK node for each node a pool may have (the real nodes' pool left out), of the
+    pool's allocatable size, labels and taints."""
+    nodes = []
+    pools: list[GpuPool | CpuPool] = [*cfg.gpuPools, *cfg.cpuPools]
+    for pool in pools:
+        if pool is real_pool:
+            continue
+        size = pool.node_allocatable()
+        gpus = (pool.gpus() or 0) if isinstance(pool, GpuPool) else 0
+        for i in range(max(pool.maxCount, 1)):
+            name = f"{pool.name}-{i}"
+            cp.add_fake_node(
+                name,
+                gpus=gpus,
+                labels=pool_labels(pool),
+                taints=[t.model_dump(mode="json", exclude_none=True) for t in pool_taints(pool)],
+                cpu=str(size.cpu) if size else "8",
+                memory=str(size.memory) if size else "32Gi",
+            )
+            nodes.append(name)
+    return nodes
+
+
+def _identities(cp: Any, cfg: PlatformConfig, platform: bool) -> dict[str, str]:
+    """A kubeconfig for the admin, each workspace member (a group's: one member of it) and
+    each platform admin."""
+    identities = {"admin": str(cp.admin.kubeconfig)}
+    members = [m for ws in cfg.workspaces for m in ws.members]
+    for m in [*members, *(cfg.admins if platform else [])]:
+        if m.kind == "User":
+            identities.setdefault(m.name, str(cp.add_identity(m.name).kubeconfig))
+        elif m.kind == "Group":
+            who = f"{m.name}-member"
+            identities.setdefault(who, str(cp.add_identity(who, (m.name,)).kubeconfig))
+    return identities
 
 
 def _start_controller(cp: Any, cfg: PlatformConfig, kube: Kube, say: Say) -> None:
