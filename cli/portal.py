@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import ipaddress
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from taugrid.cli.options import ContextOpt
 from taugrid.cli.output import say
+
+if TYPE_CHECKING:
+    import socket
 
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
@@ -37,7 +40,6 @@ def portal(
     """Runs, their status, metrics and live logs in a browser, as you (your TAU_HOME and your
     kubeconfig identity): on this machine only unless --host says otherwise."""
     import secrets
-    import socket
 
     from taugrid.api.errors import EXIT_USAGE, TauError, missing_extra
 
@@ -50,17 +52,7 @@ def portal(
     if not 0 <= port <= 65535:
         raise TauError(f"--port {port}: a port is 0-65535", exit_code=EXIT_USAGE)
     token = None if _loopback(host) else secrets.token_urlsafe(24)
-    try:  # bind first: a port in use is a clear error, not uvicorn's traceback
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-    except OSError as e:
-        raise TauError(
-            f"cannot listen on {host}:{port}: {e.strerror}",
-            exit_code=EXIT_USAGE,
-            hint="choose another --port (or --port 0 for any free one)",
-        ) from None
+    sock = _bind(host, port)
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{bound}/" + (f"?token={token}" if token else "")
@@ -77,6 +69,27 @@ def portal(
     app = create_app(Settings(token=token, context=context, allowed_hosts=hosts))
     config = uvicorn.Config(app, log_level="warning", access_log=False)
     uvicorn.Server(config).run(sockets=[sock])
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """The portal's socket, bound first: a port in use is a clear error, not uvicorn's
+    traceback."""
+    import socket
+
+    from taugrid.api.errors import EXIT_USAGE, TauError
+
+    try:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as e:
+        raise TauError(
+            f"cannot listen on {host}:{port}: {e.strerror}",
+            exit_code=EXIT_USAGE,
+            hint="choose another --port (or --port 0 for any free one)",
+        ) from None
+    return sock
 
 
 def _allowed(host: str, extra: list[str]) -> tuple[str, ...]:

@@ -400,29 +400,7 @@ class ServiceTemplate(ABC):
                 if new:
                     sd.remove_revision_code(rev.number)
                 raise
-            canary = S.Canary.model_validate(
-                {
-                    "revision": rev.number,
-                    "percent": percent,
-                    "started_at": now(),
-                    "by": who(),
-                    **ready.fields,
-                }
-            )
-            with_canary = rec.model_copy(
-                update={
-                    "revisions": [*rec.revisions, rev] if new else rec.revisions,
-                    "canary": canary,
-                }
-            )
-            sd.write(with_canary)
-            sd.event(
-                "canary",
-                f"revision {rev.number} ({_short(rev.model)}) beside revision {rec.serving}, "
-                f"for {percent}% of the requests{ready.where}",
-                rev.number,
-                canary.by,
-            )
+            with_canary = _record_canary(sd, rec, rev, new, percent, ready)
             try:
                 self.send_canary(sd, with_canary, rev, ready.plan, say)
             except BaseException:
@@ -588,3 +566,38 @@ def get(target: str) -> ServiceBackend:
 def for_record(rec: S.ServiceRecord) -> ServiceBackend:
     """The backend that serves a recorded service."""
     return get(rec.target)
+
+
+def _record_canary(
+    sd: ServiceDir,
+    rec: S.ServiceRecord,
+    rev: S.Revision,
+    new: bool,
+    percent: int,
+    ready: Started,
+) -> S.ServiceRecord:
+    """The canary written into the service's record (and its event), before it is sent."""
+    canary = S.Canary.model_validate(
+        {
+            "revision": rev.number,
+            "percent": percent,
+            "started_at": now(),
+            "by": who(),
+            **ready.fields,
+        }
+    )
+    with_canary = rec.model_copy(
+        update={
+            "revisions": [*rec.revisions, rev] if new else rec.revisions,
+            "canary": canary,
+        }
+    )
+    sd.write(with_canary)
+    sd.event(
+        "canary",
+        f"revision {rev.number} ({_short(rev.model)}) beside revision {rec.serving}, "
+        f"for {percent}% of the requests{ready.where}",
+        rev.number,
+        canary.by,
+    )
+    return with_canary
