@@ -644,21 +644,13 @@ class Artifacts:
 
 
 def artifacts(run: str, *, context: str | None = None, limit: int = 200) -> Artifacts:
+    """A run's checkpoints (complete ones), outputs (the first `limit`) and the runs that
+    resumed it; a cluster run's read off its workspace volume (`note` says why not)."""
     import json
 
     rd = find(run, context=context)
     rec = rd.read_record()
-    children = []
-    try:
-        for line in (rd.path / "lineage.jsonl").read_text(encoding="utf-8").splitlines():
-            try:
-                child = json.loads(line).get("resumed_by")
-            except (ValueError, AttributeError):
-                continue
-            if isinstance(child, str):
-                children.append(child)
-    except FileNotFoundError:
-        pass
+    children = _resumed_by(rd)
     if rec.target == "local":
         out_dir = rd.path / rec.output_subdir
         files = (
@@ -705,6 +697,24 @@ def artifacts(run: str, *, context: str | None = None, limit: int = 200) -> Arti
         max(0, len(files) - limit),
         children,
     )
+
+
+def _resumed_by(rd: RunDir) -> list[str]:
+    """The runs that resumed this one, from its lineage."""
+    import json
+
+    children = []
+    try:
+        for line in (rd.path / "lineage.jsonl").read_text(encoding="utf-8").splitlines():
+            try:
+                child = json.loads(line).get("resumed_by")
+            except (ValueError, AttributeError):
+                continue
+            if isinstance(child, str):
+                children.append(child)
+    except FileNotFoundError:
+        pass
+    return children
 
 
 def metrics(run: str, *, context: str | None = None) -> list[dict[str, Any]]:

@@ -453,8 +453,32 @@ def workspace_files(cfg: PlatformConfig, ws: WorkspaceSpec) -> list[dict[str, An
         "metadata": _meta(name, ns, labels),
         "data": sources,
     }
-    container = _files_container(spec, image)
-    deployment = {
+    deployment = _files_deployment(ws, spec, labels, _files_container(spec, image), sources)
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(name, ns, labels),
+        "spec": {
+            "selector": labels,
+            # unnamed: the proxy's path then names no port, and RBAC's resourceNames is the
+            # Service's name alone (a named port must be asked for as tau-files:http)
+            "ports": [{"port": naming.FILES_PORT, "targetPort": "http"}],
+        },
+    }
+    return [code, deployment, service]
+
+
+def _files_deployment(
+    ws: WorkspaceSpec,
+    spec: WorkspaceFiles,
+    labels: dict[str, str],
+    container: dict[str, Any],
+    sources: dict[str, str],
+) -> dict[str, Any]:
+    """One file server pod, no service account token, the volume read-only; a new code
+    ConfigMap rolls it."""
+    name, ns = naming.FILES_SERVICE, ws.ns
+    return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": _meta(name, ns, labels),
@@ -486,18 +510,6 @@ def workspace_files(cfg: PlatformConfig, ws: WorkspaceSpec) -> list[dict[str, An
             },
         },
     }
-    service = {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": _meta(name, ns, labels),
-        "spec": {
-            "selector": labels,
-            # unnamed: the proxy's path then names no port, and RBAC's resourceNames is the
-            # Service's name alone (a named port must be asked for as tau-files:http)
-            "ports": [{"port": naming.FILES_PORT, "targetPort": "http"}],
-        },
-    }
-    return [code, deployment, service]
 
 
 def _files_container(spec: WorkspaceFiles, image: str) -> dict[str, Any]:

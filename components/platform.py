@@ -46,23 +46,8 @@ class Platform(pulumi.ComponentResource):
 
         (self.system_ns,) = create_objects([namespace(SYSTEM_NAMESPACE)], self, provider)
         self.crds = TauGridCrds("taugrid-crds", provider, opts=me)
+        self._node_components(cfg, provider, pools, me)
         c = cfg.components
-        gpu_stack: list[pulumi.Resource] = []
-        if c.gpuOperator.enabled and cfg.gpuPools:
-            self.gpu_operator = HelmComponent(
-                HELM["gpuOperator"], cfg, provider, depends_on=pools, opts=me
-            )
-            gpu_stack.append(self.gpu_operator)
-        if c.dcgmExporter.enabled and cfg.gpuPools:
-            self.dcgm = HelmComponent(
-                HELM["dcgmExporter"], cfg, provider, depends_on=[*pools, *gpu_stack], opts=me
-            )
-        if c.nodeProblemDetector.enabled:
-            self.npd = HelmComponent(
-                HELM["nodeProblemDetector"], cfg, provider, depends_on=pools, opts=me
-            )
-        if c.kuberay.enabled:
-            self.kuberay = HelmComponent(HELM["kuberay"], cfg, provider, depends_on=pools, opts=me)
         queue_deps: list[pulumi.Resource] = []
         if c.kueue.enabled:
             self.kueue = Kueue(cfg, provider, depends_on=pools, opts=me)
@@ -93,6 +78,33 @@ class Platform(pulumi.ComponentResource):
         self.register_outputs(
             {"profiles": self.profile.profiles, "workspaces": [w.ns for w in cfg.workspaces]}
         )
+
+    def _node_components(
+        self,
+        cfg: PlatformConfig,
+        provider: k8s.Provider,
+        pools: list[pulumi.Resource],
+        me: pulumi.ResourceOptions,
+    ) -> None:
+        """The charts that run on the nodes: the GPU Operator, DCGM's exporter after it (GPU
+        pools only), Node Problem Detector and the KubeRay operator."""
+        c = cfg.components
+        gpu_stack: list[pulumi.Resource] = []
+        if c.gpuOperator.enabled and cfg.gpuPools:
+            self.gpu_operator = HelmComponent(
+                HELM["gpuOperator"], cfg, provider, depends_on=pools, opts=me
+            )
+            gpu_stack.append(self.gpu_operator)
+        if c.dcgmExporter.enabled and cfg.gpuPools:
+            self.dcgm = HelmComponent(
+                HELM["dcgmExporter"], cfg, provider, depends_on=[*pools, *gpu_stack], opts=me
+            )
+        if c.nodeProblemDetector.enabled:
+            self.npd = HelmComponent(
+                HELM["nodeProblemDetector"], cfg, provider, depends_on=pools, opts=me
+            )
+        if c.kuberay.enabled:
+            self.kuberay = HelmComponent(HELM["kuberay"], cfg, provider, depends_on=pools, opts=me)
 
     def _aks(
         self, cfg: PlatformConfig, cluster: AksClusterSpec, me: pulumi.ResourceOptions

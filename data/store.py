@@ -40,7 +40,7 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -624,25 +624,14 @@ class Store:
                     exit_code=EXIT_RUN_FAILED,
                     hint=hint,
                 )
-            h = hashlib.sha256()
-            part = out.with_name(f".{out.name}.tau-pull")
-            try:
-                with part.open("wb") as o:
-                    for chunk in chunks:
-                        h.update(chunk)
-                        o.write(chunk)
-                        done += len(chunk)
-                        if progress:
-                            progress(done, record.size)
-                if h.hexdigest() != f.sha256:
-                    raise TauError(
-                        f"{record.name}@{record.short}: {f.path} changed in the store",
-                        exit_code=EXIT_RUN_FAILED,
-                        hint=hint,
-                    )
-                os.replace(part, out)
-            finally:
-                part.unlink(missing_ok=True)
+            wrote = _write_checked(chunks, out, f.sha256, done, record.size, progress)
+            if wrote is None:
+                raise TauError(
+                    f"{record.name}@{record.short}: {f.path} changed in the store",
+                    exit_code=EXIT_RUN_FAILED,
+                    hint=hint,
+                )
+            done = wrote
         return Pulled(len(record.files) - len(same), len(same), len(edited) if force else 0)
 
     def repair(
@@ -1260,6 +1249,35 @@ def check_source(source: Path) -> None:
     what = _kind_of(st.st_mode)
     if what is not None:
         raise TauError(f"{source} is {what}: register a file or a folder", exit_code=EXIT_USAGE)
+
+
+def _write_checked(
+    chunks: Iterable[bytes],
+    out: Path,
+    sha256: str,
+    done: int,
+    total: int,
+    progress: Progress | None,
+) -> int | None:
+    """A file written whole from its blob's chunks: beside `out`, checked against its
+    sha256, then put in place; the bytes done so far, or None (nothing left) when it does not
+    match."""
+    h = hashlib.sha256()
+    part = out.with_name(f".{out.name}.tau-pull")
+    try:
+        with part.open("wb") as o:
+            for chunk in chunks:
+                h.update(chunk)
+                o.write(chunk)
+                done += len(chunk)
+                if progress:
+                    progress(done, total)
+        if h.hexdigest() != sha256:
+            return None
+        os.replace(part, out)
+    finally:
+        part.unlink(missing_ok=True)
+    return done
 
 
 def _already_there(record: VersionRecord, dest: Path) -> tuple[set[str], list[str]]:

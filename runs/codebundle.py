@@ -248,6 +248,19 @@ def _rules(root: Path, names: list[str]) -> tuple[GitIgnoreSpec, list[str]] | No
     return GitIgnoreSpec.from_lines([p for p, _ in rules]), [r for _, r in rules]
 
 
+def _within(root: Path, files: list[tuple[str, bytes]], limit: int) -> None:
+    """Refused when the code is over what a run carries, naming the largest files."""
+    total = sum(len(b) for _, b in files)
+    if total > limit:
+        biggest = sorted(files, key=lambda f: -len(f[1]))[:5]
+        shown = ", ".join(f"{rel} ({len(data) // 1024} KiB)" for rel, data in biggest)
+        raise TauError(
+            f"{root}: the code is {total // 1024} KiB, over the {limit // 1024} KiB a run carries "
+            f"(in a ConfigMap); largest: {shown}",
+            hint="move data and weights under /data (TAU_DATA_DIR), or list them in .tauignore",
+        )
+
+
 def collect(
     root: Path, limit: int = C.CODE_BUNDLE_LIMIT_BYTES, include_helper: bool = True
 ) -> CodeBundle:
@@ -295,15 +308,7 @@ def collect(
             if os.path.isfile(path):
                 with open(path, "rb") as f:
                     files.append((rel, f.read()))
-    total = sum(len(b) for _, b in files)
-    if total > limit:
-        biggest = sorted(files, key=lambda f: -len(f[1]))[:5]
-        shown = ", ".join(f"{rel} ({len(data) // 1024} KiB)" for rel, data in biggest)
-        raise TauError(
-            f"{root}: the code is {total // 1024} KiB, over the {limit // 1024} KiB a run carries "
-            f"(in a ConfigMap); largest: {shown}",
-            hint="move data and weights under /data (TAU_DATA_DIR), or list them in .tauignore",
-        )
+    _within(root, files, limit)
     if include_helper:
         have = {rel for rel, _ in files}
         files += [

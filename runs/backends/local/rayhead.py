@@ -216,14 +216,7 @@ def _start(num_gpus: int, say: Callable[[str], None]) -> Head:
     log = ray_dir() / "head.log"
     cmd = _head_command(ports, cpus, num_gpus, temp_dir)
     limit = start_timeout()
-    for name, port in ports.items():  # taken since it was picked: said now, not after Ray's retries
-        if not port_free(port):
-            raise TauError(
-                f"the local Ray head cannot start: its {name} port {port} on {HOST} is "
-                "taken by another process",
-                exit_code=EXIT_PLATFORM,
-                hint="try again (tau picks new ports each time)",
-            )
+    _ports_still_free(ports)
     say(f"starting a local Ray head on {HOST} (first run only; `tau local stop` stops it)")
     log.parent.mkdir(parents=True, exist_ok=True)
     at = log.stat().st_size if log.exists() else 0  # this start's lines: after here
@@ -264,6 +257,18 @@ def _start(num_gpus: int, say: Callable[[str], None]) -> Head:
         raise
     write_atomic(_state_file(), json.dumps(asdict(head)).encode())
     return head
+
+
+def _ports_still_free(ports: dict[str, int]) -> None:
+    """A port taken since it was picked: said now, not after Ray's retries."""
+    for name, port in ports.items():
+        if not port_free(port):
+            raise TauError(
+                f"the local Ray head cannot start: its {name} port {port} on {HOST} is "
+                "taken by another process",
+                exit_code=EXIT_PLATFORM,
+                hint="try again (tau picks new ports each time)",
+            )
 
 
 def _head_command(ports: dict[str, int], cpus: int, num_gpus: int, temp_dir: str) -> list[str]:
