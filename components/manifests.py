@@ -838,32 +838,7 @@ def controller_deployment(cfg: PlatformConfig) -> list[dict[str, Any]]:
         "metadata": _meta(CONTROLLER, SYSTEM_NAMESPACE),
         "data": {"controller.yaml": json.dumps(settings, indent=2, sort_keys=True)},
     }
-    container = {
-        "name": "controller",
-        "image": f"{spec.image}:{cfg.components.version('controller')}",
-        "args": [
-            "--in-cluster",
-            "--config=/etc/taugrid/controller.yaml",
-            f"--liveness=http://0.0.0.0:{CONTROLLER_PORT}/healthz",
-        ],
-        "ports": [{"name": "health", "containerPort": CONTROLLER_PORT}],
-        "livenessProbe": {
-            "httpGet": {"path": "/healthz", "port": "health"},
-            "initialDelaySeconds": 30,
-            "periodSeconds": 30,
-        },
-        "resources": {
-            "requests": {"cpu": "100m", "memory": format_memory(parse_memory(spec.memory) // 2)},
-            "limits": {"cpu": "1", "memory": spec.memory},
-        },
-        "securityContext": {
-            "runAsNonRoot": True,
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "capabilities": {"drop": ["ALL"]},
-        },
-        "volumeMounts": [{"name": "config", "mountPath": "/etc/taugrid", "readOnly": True}],
-    }
+    container = _controller_container(cfg)
     deployment = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -890,6 +865,37 @@ def controller_deployment(cfg: PlatformConfig) -> list[dict[str, Any]]:
         },
     }
     return [config, deployment]
+
+
+def _controller_container(cfg: PlatformConfig) -> dict[str, Any]:
+    """The controller: its settings mounted, a liveness endpoint, unprivileged, read-only."""
+    spec = cfg.components.controller
+    return {
+        "name": "controller",
+        "image": f"{spec.image}:{cfg.components.version('controller')}",
+        "args": [
+            "--in-cluster",
+            "--config=/etc/taugrid/controller.yaml",
+            f"--liveness=http://0.0.0.0:{CONTROLLER_PORT}/healthz",
+        ],
+        "ports": [{"name": "health", "containerPort": CONTROLLER_PORT}],
+        "livenessProbe": {
+            "httpGet": {"path": "/healthz", "port": "health"},
+            "initialDelaySeconds": 30,
+            "periodSeconds": 30,
+        },
+        "resources": {
+            "requests": {"cpu": "100m", "memory": format_memory(parse_memory(spec.memory) // 2)},
+            "limits": {"cpu": "1", "memory": spec.memory},
+        },
+        "securityContext": {
+            "runAsNonRoot": True,
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+        "volumeMounts": [{"name": "config", "mountPath": "/etc/taugrid", "readOnly": True}],
+    }
 
 
 def controller_objects(cfg: PlatformConfig) -> list[dict[str, Any]]:

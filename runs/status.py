@@ -180,6 +180,13 @@ def _admitted_cluster(c: ClusterFacts) -> Signal:
     if c.kueue is None:
         why = "no Kueue Workload yet" + ("" if c.workload else " (the workload is not there)")
         return Signal(name=name, state=SignalState.pending, reason=why, evidence=ev)
+    return _waiting_for_admission(c, adm)
+
+
+def _waiting_for_admission(c: ClusterFacts, adm: dict[str, str] | None) -> Signal:
+    """Not admitted: Kueue's reason in TauGrid's words (never admissible: false; else pending,
+    with the place in the queue)."""
+    name, ev = SignalName.Admitted, "Kueue Workload"
     qr = _cond(c, "QuotaReserved")
     raw = (qr or adm or {}).get("message") or (qr or adm or {}).get("reason") or "waiting"
     since = (qr or {}).get("lastTransitionTime")
@@ -279,32 +286,9 @@ def _waiting_words(p: PodFact) -> str:
 
 def _scheduled_cluster(c: ClusterFacts) -> Signal:
     name, ev = SignalName.Scheduled, "pods, events"
-    for p in c.pods:
-        lost = node_lost(c.node_problems.get(p.node) or []) if p.node else None
-        if lost:
-            return Signal(
-                name=name,
-                state=SignalState.false,
-                since=p.since,
-                reason=f"{p.name} is on node {p.node}, which is {lost}",
-                evidence="pods, nodes",
-            )
-        if p.unschedulable:
-            return Signal(
-                name=name,
-                state=SignalState.false,
-                since=p.since,
-                reason=f"not scheduled: {p.name}: {p.unschedulable}",
-                evidence=ev,
-            )
-        if p.waiting:
-            return Signal(
-                name=name,
-                state=SignalState.false,
-                since=p.since,
-                reason=_waiting_words(p),
-                evidence=ev,
-            )
+    stuck = _pod_not_placed(c)
+    if stuck is not None:
+        return stuck
     settled = bool(c.pods) and all(p.phase in ("Running", "Succeeded") for p in c.pods)
     for reason, message, ts in reversed(c.warnings):  # newest first; old ones may be over
         if settled:
@@ -338,6 +322,39 @@ def _scheduled_cluster(c: ClusterFacts) -> Signal:
     if not _true(c, "Admitted"):
         return Signal(name=name, state=SignalState.pending, reason="not admitted yet", evidence=ev)
     return Signal(name=name, state=SignalState.pending, reason="waiting for pods", evidence=ev)
+
+
+def _pod_not_placed(c: ClusterFacts) -> Signal | None:
+    """The first pod that is not where it should be: on a lost node, unschedulable, or
+    waiting (an image, a volume)."""
+    name, ev = SignalName.Scheduled, "pods, events"
+    for p in c.pods:
+        lost = node_lost(c.node_problems.get(p.node) or []) if p.node else None
+        if lost:
+            return Signal(
+                name=name,
+                state=SignalState.false,
+                since=p.since,
+                reason=f"{p.name} is on node {p.node}, which is {lost}",
+                evidence="pods, nodes",
+            )
+        if p.unschedulable:
+            return Signal(
+                name=name,
+                state=SignalState.false,
+                since=p.since,
+                reason=f"not scheduled: {p.name}: {p.unschedulable}",
+                evidence=ev,
+            )
+        if p.waiting:
+            return Signal(
+                name=name,
+                state=SignalState.false,
+                since=p.since,
+                reason=_waiting_words(p),
+                evidence=ev,
+            )
+    return None
 
 
 def gpu_healthy(o: Observations) -> Signal:

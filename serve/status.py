@@ -285,21 +285,9 @@ def _canary_phase(
             )
         return "Updating", f"canary revision {c.revision} is being deployed", True
     cready = f"{co.running}/{co.wanted} replicas ready"
-    if co.status == "DEPLOY_FAILED":
-        first = [cause(co.message)]
-        return (
-            "Unhealthy",
-            f"canary revision {c.revision} failed to deploy: {first[0][:300]}; {end}",
-            False,
-        )
-    if co.admitted is False:
-        why = co.waiting or "it waits in its queue"
-        return (
-            "Waiting",
-            f"Kueue has not admitted canary revision {c.revision}: {why}; "
-            f"revision {stable} takes all requests",
-            True,
-        )
+    held = _canary_held(rec, co, stable, end)
+    if held is not None:
+        return held
     if not c.routed or co.status != "RUNNING" or (obs.split and obs.split != "RUNNING"):
         return (
             "Updating",
@@ -322,6 +310,30 @@ def _canary_phase(
         f"revision {c.revision} all, {end}{note}",
         True,
     )
+
+
+def _canary_held(
+    rec: S.ServiceRecord, co: Observed, stable: int, end: str
+) -> tuple[S.Phase, str, bool] | None:
+    """A canary that failed to deploy, or waits for Kueue (the stable revision serves)."""
+    c = rec.canary
+    assert c is not None
+    if co.status == "DEPLOY_FAILED":
+        first = [cause(co.message)]
+        return (
+            "Unhealthy",
+            f"canary revision {c.revision} failed to deploy: {first[0][:300]}; {end}",
+            False,
+        )
+    if co.admitted is False:
+        why = co.waiting or "it waits in its queue"
+        return (
+            "Waiting",
+            f"Kueue has not admitted canary revision {c.revision}: {why}; "
+            f"revision {stable} takes all requests",
+            True,
+        )
+    return None
 
 
 _EXCEPTION = re.compile(r"^\s*(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b.*")

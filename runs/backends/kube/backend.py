@@ -399,24 +399,7 @@ class KubeBackend(Connected, Template):
         by_ns: dict[str, list[RunRecord]] = {}
         for rec in records:
             by_ns.setdefault(_handle(rec).namespace, []).append(rec)
-        # A few runs of a namespace: a GET each (what one run's status costs does not grow
-        # with the namespace's runs); more: one LIST of the namespace's TauRuns.
-        first: dict[tuple[str, str | None], dict[str, str] | None] = {}
-        for ns, recs in by_ns.items():
-            if len(recs) <= GET_EACH_UP_TO:
-                first.update({(f"TauRun/{r.run_id}", ns): None for r in recs})
-            else:
-                first[("TauRun", ns)] = None
-        first[("TauCluster", None)] = None
-        lists = self._list_all(first)
-        beat = heartbeat_of(next(iter(lists.pop(("TauCluster", None)) or []), None))
-        got: dict[str, list[dict[str, Any]]] = {}
-        for (kind, where), items in list(lists.items()):
-            if kind.startswith("TauRun/"):
-                del lists[(kind, where)]
-                got.setdefault(str(where), []).extend(items or [])
-        for where, items in got.items():
-            lists[("TauRun", where)] = items
+        lists, beat = self._tauruns_and_heartbeat(by_ns)
         facts: dict[str, ClusterFacts] = {}
         for ns, recs in by_ns.items():
             tauruns = {o["metadata"]["name"]: o for o in lists[("TauRun", ns)] or []}
@@ -450,6 +433,31 @@ class KubeBackend(Connected, Template):
         if len(seen) > PROGRESS_UP_TO:  # a listing: the cluster's facts only
             return seen
         return self._with_progress(seen)
+
+    def _tauruns_and_heartbeat(
+        self, by_ns: dict[str, list[RunRecord]]
+    ) -> tuple[dict[tuple[str, str | None], list[dict[str, Any]] | None], str | None]:
+        """The runs' TauRuns (as ("TauRun", namespace) lists) and the controller's heartbeat,
+        read at once."""
+        # A few runs of a namespace: a GET each (what one run's status costs does not grow
+        # with the namespace's runs); more: one LIST of the namespace's TauRuns.
+        first: dict[tuple[str, str | None], dict[str, str] | None] = {}
+        for ns, recs in by_ns.items():
+            if len(recs) <= GET_EACH_UP_TO:
+                first.update({(f"TauRun/{r.run_id}", ns): None for r in recs})
+            else:
+                first[("TauRun", ns)] = None
+        first[("TauCluster", None)] = None
+        lists = self._list_all(first)
+        beat = heartbeat_of(next(iter(lists.pop(("TauCluster", None)) or []), None))
+        got: dict[str, list[dict[str, Any]]] = {}
+        for (kind, where), items in list(lists.items()):
+            if kind.startswith("TauRun/"):
+                del lists[(kind, where)]
+                got.setdefault(str(where), []).extend(items or [])
+        for where, items in got.items():
+            lists[("TauRun", where)] = items
+        return lists, beat
 
     def _with_progress(self, seen: list[Observations]) -> list[Observations]:
         """Runs that run or ended: their progress from their record on the workspace volume

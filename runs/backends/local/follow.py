@@ -53,22 +53,14 @@ def follow(
             continue
         next_state = time.monotonic() + STATE_POLL_S
         if transitions:
-            hist = rd.read_history()
-            for ev in hist[seen:]:
-                note = f" ({ev.reason})" if ev.reason else ""
-                err.write(f"[{ev.phase.lower()}]{note}\n")
-                err.flush()
-            seen = len(hist)
+            seen = _transitions(rd, seen, err)
         rec = rd.read_record()
         if rec.phase in TERMINAL:
             drain()  # what the driver wrote between the last read and its end
             if pending:
                 out.write(pending.decode("utf-8", "replace") + "\n")
             if transitions:
-                for ev in rd.read_history()[seen:]:
-                    err.write(
-                        f"[{ev.phase.lower()}]" + (f" ({ev.reason})" if ev.reason else "") + "\n"
-                    )
+                _transitions(rd, seen, err)
             return rec.phase
         if rec.local.supervisor_pid and not pid_alive(rec.local.supervisor_pid):
             gone = _supervisor_gone(rd, err, drain)
@@ -77,6 +69,16 @@ def follow(
         if on_tick:
             on_tick()
         time.sleep(LOG_POLL_S)
+
+
+def _transitions(rd: RunDir, seen: int, err: TextIO) -> int:
+    """The history's events after the first `seen`, one line each; how many there are now."""
+    hist = rd.read_history()
+    for ev in hist[seen:]:
+        note = f" ({ev.reason})" if ev.reason else ""
+        err.write(f"[{ev.phase.lower()}]{note}\n")
+        err.flush()
+    return len(hist)
 
 
 def _supervisor_gone(rd: RunDir, err: TextIO, drain: Callable[[], None]) -> Phase | None:
