@@ -38,6 +38,8 @@ def wait(cond: Any, timeout: float = 60.0, step: float = 0.01) -> float:
 
 
 def approve_latency(dyn: Any, n: int = 7) -> list[float]:
+    # Long because: a benchmark reads top to bottom as the scenario it measures (set
+    # up, load, measure, report); its steps are used only here.
     reqs = dyn.resources.get(api_version="tau.azure.com/v1alpha1", kind="TauQuotaRequest")
     cohorts = dyn.resources.get(api_version="kueue.x-k8s.io/v1beta2", kind="Cohort")
 
@@ -237,6 +239,8 @@ def rss_mb(pid: int) -> float:
 
 
 def main() -> int:
+    # Long because: a benchmark reads top to bottom as the scenario it measures (set
+    # up, load, measure, report); its steps are used only here.
     from taugrid.sandbox.controlplane import binaries_dir
 
     if binaries_dir() is None:

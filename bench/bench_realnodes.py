@@ -65,6 +65,8 @@ def until_done(kenv: dict[str, str], project: Path) -> float | None:
 
 
 def main() -> int:
+    # Long because: a benchmark reads top to bottom as the scenario it measures (set
+    # up, load, measure, report); its steps are used only here.
     why = why_not()
     if why is not None:
         print(f"bench_realnodes: skipped: {why}")

@@ -52,6 +52,8 @@ HEARTBEAT = "patch clusters/status"
 def stack(nodes: int) -> dict[str, Any]:
     """A sandbox-shaped stack with `nodes` KWOK nodes: half one-GPU, a tenth two-GPU, the rest
     CPU; the gpu queue's quota is the GPU pools' capacity, the cpu queue's the CPU pool's."""
+    # Long because: a benchmark reads top to bottom as the scenario it measures (set
+    # up, load, measure, report); its steps are used only here.
     from taugrid.api.platform import CpuPool, GpuPool
 
     n1, n2 = max(1, nodes // 2), max(1, nodes // 10)
@@ -396,6 +398,8 @@ def run(
     restart_s: float = RESTART_S,
     list_at: int = 0,
 ) -> Result:
+    # Long because: a benchmark reads top to bottom as the scenario it measures (set
+    # up, load, measure, report); its steps are used only here.
     home = Path(os.environ["TAU_HOME"])
     stacks = home / "stacks"
     stacks.mkdir()
@@ -720,6 +724,8 @@ def median_of(docs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Long because: a benchmark reads top to bottom as the scenario it measures (set
+    # up, load, measure, report); its steps are used only here.
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=1000)
     ap.add_argument("--nodes", type=int, default=100)

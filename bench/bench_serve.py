@@ -93,6 +93,8 @@ def p(values: list[float], q: float) -> float:
 
 
 def main() -> int:
+    # Long because: a benchmark reads top to bottom as the scenario it measures (set
+    # up, load, measure, report); its steps are used only here.
     ap = argparse.ArgumentParser()
     ap.add_argument("--requests", type=int, default=200, help="sequential requests per round")
     ap.add_argument("--seconds", type=float, default=4.0, help="throughput window per round")
