@@ -78,7 +78,7 @@ def main() -> int:
         out["first_vs_sha256sum"] = statistics.median(r[0] for r in rounds)
         # 1,000 datasets (one small file each), then a cold `list`
         from taugrid.api.data import Created
-        from taugrid.data.store import FileStore
+        from taugrid.data.filestore import FileStore
 
         store = FileStore(home / "data" / "registry", None)
         one = Path(tmp) / "one"

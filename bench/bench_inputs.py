@@ -58,7 +58,7 @@ def main() -> None:
     import tau_inputs
 
     from taugrid.api.data import Created
-    from taugrid.data.store import FileStore
+    from taugrid.data.filestore import FileStore
 
     base = Path(tempfile.mkdtemp(prefix="tau-bench-inputs-", dir=args.dir))
     try:

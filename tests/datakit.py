@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from taugrid.api.data import Created
-from taugrid.data.store import FileStore, Store, open_store
+from taugrid.data.filestore import FileStore
+from taugrid.data.store import Store, open_store
 
 WHO = Created(by="alice@lab", at="2026-12-01T12:00:00Z", host="lab")
 

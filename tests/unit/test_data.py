@@ -30,7 +30,8 @@ from taugrid.api.data import (
     parse_tags,
 )
 from taugrid.api.errors import TauError
-from taugrid.data.store import Conflict, FileStore, Store, open_store
+from taugrid.data.filestore import FileStore
+from taugrid.data.store import Conflict, Store, open_store
 from taugrid.host.ports import free_port
 
 
@@ -99,12 +100,12 @@ def test_the_version_is_the_digest_of_the_sorted_file_list() -> None:
 def test_the_walk_finds_files_in_the_order_of_their_paths(tmp_path: Path) -> None:
     """Folder names sort as if followed by '/': a folder `a` comes after a file `a-b` and
     before `a0`, as their paths do; chunks of any size give the same order."""
-    from taugrid.data import store
+    from taugrid.data import files
 
     rels = ["a/x", "a-b", "a.txt", "a0", "ab/c", "a b", "a/y/z", "a/y-1", "B", "é/1", "z"]
     src = tree(tmp_path / "src", {r: r.encode() for r in rels})
     for size in (1, 3, 1024):
-        chunks = list(store._name_chunks(src, size))
+        chunks = list(files.name_chunks(src, size))
         assert all(0 < len(c) <= size for c in chunks)
         assert [r for c in chunks for r, _ in c] == sorted(rels)
 
@@ -873,11 +874,11 @@ def test_an_unreadable_file_is_named_and_nothing_is_registered(
 ) -> None:
     """A file gone between the listing and its reading (here: listed, never there), with enough
     files that the workers read them: exit 2 naming it, no version, no half-written pack."""
-    from taugrid.data import pack, store
+    from taugrid.data import files, filestore, pack
 
     src = tmp_path / "src"
     many_small(src, pack.PARALLEL_FROM)
-    real = store._names(src)
+    real = files.list_names(src)
 
     def with_ghost(
         source: Path, size: int = 1024, links: dict[str, str] | None = None
@@ -886,7 +887,7 @@ def test_an_unreadable_file_is_named_and_nothing_is_registered(
         for k in range(0, len(names), size):
             yield names[k : k + size]
 
-    monkeypatch.setattr(store, "_name_chunks", with_ghost)
+    monkeypatch.setattr(filestore, "name_chunks", with_ghost)
     with pytest.raises(TauError, match=r"ghost\.txt: No such file") as e:
         fstore.register("dataset", "g", src, WHO)
     assert e.value.exit_code == 2
@@ -901,7 +902,7 @@ def test_two_registrations_of_one_tree_at_once_both_succeed(
 
     files = many_small(tmp_path / "src", pack.PARALLEL_FROM + 100)
     code = (
-        "import sys; from pathlib import Path; from taugrid.data.store import FileStore;"
+        "import sys; from pathlib import Path; from taugrid.data.filestore import FileStore;"
         "from taugrid.api.data import Created;"
         "r = FileStore(Path(sys.argv[1]), Path(sys.argv[2]))"
         ".register('dataset', 'same', Path(sys.argv[3]),"
@@ -939,9 +940,9 @@ def test_kill_9_while_packing_keeps_the_packs_already_closed(
 
     files = many_small(tmp_path / "src", 4 * pack.PARALLEL_FROM)
     code = (
-        "import sys, time; from pathlib import Path; from taugrid.data import pack, store;"
+        "import sys, time; from pathlib import Path; from taugrid.data import filestore, pack;"
         "from taugrid.api.data import Created; pack.PACK_ROLL = 1 << 16;"
-        "s = store.FileStore(Path(sys.argv[1]), Path(sys.argv[2]));"
+        "s = filestore.FileStore(Path(sys.argv[1]), Path(sys.argv[2]));"
         "s.register('dataset', 'k', Path(sys.argv[3]), Created(by='a', at='t', host='h'),"
         " progress=lambda d, t: (print(d, flush=True), time.sleep(0.2)))"
     )
@@ -980,7 +981,7 @@ def test_a_registry_that_cannot_be_written_says_so_and_leaves_no_version(
 ) -> None:
     """A full disk while packs are published: exit 4 naming the registry, no version listed;
     an unreadable source file (its name in the error) is exit 2."""
-    from taugrid.data import pack, store
+    from taugrid.data import filestore, pack
 
     src = tree(tmp_path / "src", {"a": b"A", "b": b"B"})
 
@@ -998,7 +999,7 @@ def test_a_registry_that_cannot_be_written_says_so_and_leaves_no_version(
     ) -> Iterator[list[tuple[str, str]]]:
         raise PermissionError(13, "Permission denied", str(source / "a"))  # root reads any file
 
-    monkeypatch.setattr(store, "_name_chunks", unreadable)
+    monkeypatch.setattr(filestore, "name_chunks", unreadable)
     with pytest.raises(TauError, match=r"cannot register .*a: Permission denied") as e:
         fstore.register("dataset", "full", src, WHO)
     assert e.value.exit_code == 2
@@ -1035,7 +1036,7 @@ FORK_WHILE_LOCKED = """
 import faulthandler, fcntl, io, os, sys, termios, threading
 from pathlib import Path
 faulthandler.dump_traceback_later(120, exit=True)  # a hang says where, and ends
-from taugrid.data.store import FileStore
+from taugrid.data.filestore import FileStore
 from taugrid.api.data import Created
 r, w = os.pipe()
 size = fcntl.fcntl(w, 1032)  # F_GETPIPE_SZ

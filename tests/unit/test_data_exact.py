@@ -16,7 +16,8 @@ from datakit import WHO, tree
 
 from taugrid.api.errors import TauError
 from taugrid.data import pack
-from taugrid.data.store import FileStore, Store
+from taugrid.data.filestore import FileStore
+from taugrid.data.store import Store
 
 BIG = 2 << 20  # a blob of its own (smaller files are packed)
 

@@ -225,7 +225,7 @@ def test_every_node_lays_out_its_inputs_before_its_code(tmp_path: Path, fake_tor
     data inputs, checked, in a copy of its own; a damaged one stops that node before its code."""
     from taugrid.api.data import Created
     from taugrid.api.vocabulary import ResolvedInput
-    from taugrid.data.store import FileStore
+    from taugrid.data.filestore import FileStore
 
     src = tmp_path / "src"
     src.mkdir()
