@@ -27,7 +27,7 @@ from taugrid.api.manifest import Autoscaling as Autoscaling
 from taugrid.api.manifest import Rollout as Rollout
 from taugrid.api.manifest import ServiceSpec as ServiceSpec
 from taugrid.api.manifest import Strategy as Strategy
-from taugrid.api.manifest import service_issues as service_issues
+from taugrid.api.manifest_rules import service_issues as service_issues
 
 SERVICE_NAME_LIMIT = 40  # RayService names: KubeRay derives longer names from them
 MODEL_ENV = "TAU_MODEL_DIR"  # where the app finds the model's files

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 from taugrid.api.documents import parse_yaml, validate_document
 from taugrid.api.errors import ConfigError, TauError
 from taugrid.api.issues import Issue, config_error
-from taugrid.api.manifest import EXAMPLES, Manifest, semantic_issues
+from taugrid.api.manifest import EXAMPLES, Manifest
+from taugrid.api.manifest_rules import semantic_issues
 from taugrid.runs.paths import DISCOVERY, find_manifest
 
 if TYPE_CHECKING:

@@ -11,7 +11,8 @@ from conftest import EXAMPLE_DIRS, ROOT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from taugrid.api.manifest import Manifest, semantic_issues
+from taugrid.api.manifest import Manifest
+from taugrid.api.manifest_rules import semantic_issues
 from taugrid.cli.app import main
 
 SEED = """\
