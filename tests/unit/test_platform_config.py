@@ -199,7 +199,8 @@ def test_bad_stack_files(
 
 
 def test_an_unknown_vm_size_is_one_problem_and_no_false_capacity_problem() -> None:
-    from taugrid.api.platform import PlatformConfig, invariants
+    from taugrid.api.platform import PlatformConfig
+    from taugrid.api.platform_rules import invariants
 
     cfg = PlatformConfig.model_validate(variant("gpuPools.0.vmSize", "Standard_NC24ads_A100_v5"))
     problems = invariants(cfg)
@@ -208,7 +209,8 @@ def test_an_unknown_vm_size_is_one_problem_and_no_false_capacity_problem() -> No
 
 
 def test_a_quota_above_capacity_says_how_to_fix_it() -> None:
-    from taugrid.api.platform import PlatformConfig, invariants
+    from taugrid.api.platform import PlatformConfig
+    from taugrid.api.platform_rules import invariants
 
     cfg = PlatformConfig.model_validate(
         variant("queues.clusterQueues.0.flavors.0.nominalQuota", {"nvidia.com/gpu": 3})
@@ -221,7 +223,8 @@ def test_a_quota_above_capacity_says_how_to_fix_it() -> None:
 def test_a_fleet_sized_quota_is_accepted_and_a_typo_sized_one_is_not() -> None:
     """A queue's quota is a fleet's: 50 A100 nodes are 1,100 cores and 10 TiB (the per-pod
     bounds, 1,024 cores and 64 TiB, refused them); a million and more cores is still a typo."""
-    from taugrid.api.platform import PlatformConfig, invariants
+    from taugrid.api.platform import PlatformConfig
+    from taugrid.api.platform_rules import invariants
 
     fleet = variant("gpuPools.0.maxCount", 50)
     fleet["queues"]["clusterQueues"][0]["flavors"][0]["nominalQuota"] = {  # type: ignore[index]
