@@ -22,7 +22,6 @@ import contextlib
 import heapq
 import itertools
 import logging
-import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -31,7 +30,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import kopf
-from kopf._cogs.aiokits import aiotoggles
 
 from taugrid.api import constants as C
 from taugrid.api.errors import TauError
@@ -40,6 +38,16 @@ from taugrid.controller import decide as D
 from taugrid.controller import platform_status as P
 from taugrid.controller import remediation as R
 from taugrid.controller.config import FIELD_MANAGER, PEERING, ControllerConfig
+from taugrid.controller.kopfkit import (
+    ByUid,
+    NoDiffBase,
+    first_of,
+    install_quiet_toggles,
+    install_slimmed_watches,
+    plain,
+    reacts_to_changes,
+    slim,
+)
 from taugrid.controller.recorder import RunObjects, compute_status, same
 from taugrid.kube.client import Kube
 from taugrid.kube.facts import node_problems, recorded_status
@@ -72,98 +80,6 @@ PLATFORM_KINDS: tuple[tuple[str, str, str | None, tuple[str, ...]], ...] = (
 
 def now_utc() -> datetime:
     return datetime.now(UTC)
-
-
-def _first(store: Any) -> dict[str, Any] | None:
-    for v in store or ():
-        return dict(v)
-    return None
-
-
-_DROP_META = ("managedFields", "ownerReferences")
-_WORKLOAD_SPEC = ("queueName", "priorityClassRef", "priorityClassName", "priority", "active")
-
-
-class ByUid(Mapping[str, dict[str, Any]]):
-    """A kopf index keyed by UID, read as a mapping UID -> object (no copy of the index)."""
-
-    def __init__(self, index: Any) -> None:
-        self._index = index
-
-    def __getitem__(self, uid: str) -> dict[str, Any]:
-        got = _first(self._index.get(uid))
-        if got is None:
-            raise KeyError(uid)
-        return got
-
-    def __iter__(self) -> Any:
-        return iter(self._index)
-
-    def __len__(self) -> int:
-        return len(self._index)
-
-
-def plain(body: Mapping[str, Any]) -> dict[str, Any]:
-    """An object as the API serves it, without its managed fields."""
-    meta = {k: v for k, v in dict(body.get("metadata") or {}).items() if k != "managedFields"}
-    return {**dict(body), "metadata": meta}
-
-
-def slim(body: Mapping[str, Any]) -> dict[str, Any]:
-    """What the controller keeps of an object: no managed fields, no pod spec but its node (and
-    its containers' memory limits), no Workload pod templates (with 1,000 runs those were most
-    of a restarted controller's memory)."""
-    meta = {k: v for k, v in dict(body.get("metadata") or {}).items() if k not in _DROP_META}
-    if body.get("kind") == "Workload" or body.get("metadata", {}).get("ownerReferences"):
-        meta["ownerReferences"] = [
-            {"kind": r.get("kind"), "name": r.get("name")}
-            for r in body["metadata"].get("ownerReferences") or []
-        ]
-    out: dict[str, Any] = {
-        "apiVersion": body.get("apiVersion"),
-        "kind": body.get("kind"),
-        "metadata": meta,
-        "status": dict(body.get("status") or {}),
-    }
-    spec = dict(body.get("spec") or {})
-    if body.get("kind") == "Pod":  # its node, and each container's memory limit (OOM's words)
-        limits = [
-            {"name": c.get("name"), "resources": {"limits": {"memory": m}}}
-            for c in spec.get("containers") or []
-            if (m := ((c.get("resources") or {}).get("limits") or {}).get("memory"))
-        ]
-        spec = {"nodeName": spec.get("nodeName"), **({"containers": limits} if limits else {})}
-    elif body.get("kind") in ("Job", "RayJob"):
-        spec = {"suspend": spec.get("suspend")}
-    elif body.get("kind") == "Workload":  # its queue and priority; not its pod templates
-        spec = {k: spec[k] for k in _WORKLOAD_SPEC if k in spec}
-    out["spec"] = spec
-    for k in (
-        "type",
-        "reason",
-        "message",
-        "count",
-        "firstTimestamp",
-        "lastTimestamp",
-        "eventTime",
-        "involvedObject",
-    ):
-        if k in body:
-            out[k] = body[k]
-    kept: dict[str, Any] = _interned(out)
-    return kept
-
-
-def _interned(value: Any) -> Any:
-    """The same value with every mapping key one shared string: each watch event is its own
-    JSON document, so each object had its own copy of every key ("metadata", each label's and
-    annotation's name, each status field). Measured on 1,300 TauRuns, 1,000 Jobs and 500
-    Workloads of the 10x run: ~30% of what the controller keeps of each object."""
-    if isinstance(value, Mapping):
-        return {sys.intern(k) if isinstance(k, str) else k: _interned(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_interned(v) for v in value]
-    return value
 
 
 def _uid(obj: Mapping[str, Any]) -> str | None:
@@ -253,111 +169,6 @@ class Turns:
                 turn.set_result(None)
                 return  # held, by the next
         self._held = False
-
-
-class NoDiffBase(kopf.DiffBaseStorage):
-    """kopf's "last handled" essence is for its change handlers (on.create/update/field), which
-    this controller has none of (it reacts to events and reads indexes). kopf builds it all the
-    same, a deep copy of every object of every event (Workloads carry whole pod templates):
-    this store builds nothing and keeps nothing."""
-
-    def build(self, *, body: Any, extra_fields: Any = None) -> Any:
-        return {}
-
-    def fetch(self, *, body: Any) -> None:
-        return None
-
-    def store(self, *, body: Any, patch: Any, essence: Any) -> None:
-        return None
-
-
-class QuietToggleSet(aiotoggles.ToggleSet):
-    """kopf's set of "not indexed yet" toggles, waking its waiters only when the set's own state
-    changes. At start, every object's worker indexes its object, drops its toggle and waits for
-    the whole set ("every object of every kind indexed") before its handlers run; kopf's set
-    wakes every waiter on every drop, and each re-checks: with 5,000 objects (1,000 runs' TauRuns,
-    workloads, pods and events) a restarted controller took minutes before its first handler, the
-    cost growing with the square of the objects. Same semantics, one wake-up per waiter."""
-
-    async def make_toggle(self, __val: bool = False, *, name: str | None = None) -> Any:
-        toggle = aiotoggles.Toggle(__val, name=name, condition=self._condition)
-        async with self._condition:
-            before = self.is_on()
-            self._toggles.add(toggle)
-            if self.is_on() != before:
-                self._condition.notify_all()
-        return toggle
-
-    async def drop_toggle(self, toggle: Any) -> None:
-        await self.drop_toggles((toggle,))
-
-    async def drop_toggles(self, toggles: Any) -> None:
-        async with self._condition:
-            before = self.is_on()
-            self._toggles.difference_update(toggles)
-            if self.is_on() != before:
-                self._condition.notify_all()
-
-
-# The kinds a run has many of: their objects are slimmed as they come off the watch.
-SLIMMED_KINDS = frozenset(
-    {
-        ("", "pods"),
-        ("", "events"),
-        ("batch", "jobs"),
-        ("ray.io", "rayjobs"),
-        ("kueue.x-k8s.io", "workloads"),
-        (C.GROUP, "runs"),
-    }
-)
-_OBJECT_EVENTS = (None, "ADDED", "MODIFIED", "DELETED")
-
-
-def slimmed_watch(watch: Callable[..., Any]) -> Callable[..., Any]:
-    """kopf's watch of a kind (its LIST, then its WATCH), with each object of a run's kinds
-    slimmed (`slim`) as it comes: kopf holds every object of every kind until all are indexed,
-    and with 1,000 runs the whole objects (managed fields, pod templates) were most of a
-    restarted controller's memory (280 MB). An ERROR event (kopf reads its code) and what is not
-    an object event pass as they are."""
-
-    async def watch_slimmed(*, resource: Any, **kw: Any) -> Any:
-        stream = watch(resource=resource, **kw)
-        slims = (resource.group, resource.plural) in SLIMMED_KINDS
-        try:
-            async for event in stream:
-                if (
-                    slims
-                    and isinstance(event, dict)
-                    and event.get("type") in _OBJECT_EVENTS
-                    and isinstance(event.get("object"), dict)
-                ):
-                    event = {**event, "object": slim(event["object"])}
-                yield event
-        finally:
-            await stream.aclose()
-
-    watch_slimmed.tau_slimmed = True  # type: ignore[attr-defined]
-    return watch_slimmed
-
-
-def install_slimmed_watches() -> None:
-    """kopf's queueing starts each kind's watch through the module attribute (checked by a
-    test against the installed kopf)."""
-    from kopf._cogs.clients import watching
-
-    if not getattr(watching.infinite_watch, "tau_slimmed", False):
-        watching.infinite_watch = slimmed_watch(watching.infinite_watch)
-
-
-def install_quiet_toggles() -> None:
-    """kopf makes its toggle sets by module attribute when the operator starts (checked by a
-    test against the installed kopf)."""
-    aiotoggles.ToggleSet = QuietToggleSet  # type: ignore[misc]
-
-
-def reacts_to_changes(registry: kopf.OperatorRegistry) -> bool:
-    """Whether any handler needs kopf's diff base (change or daemon handlers)."""
-    return bool(registry._changing.get_all_handlers() or registry._spawning.get_all_handlers())
 
 
 class Controller:
@@ -579,7 +390,7 @@ class Controller:
     def _objects(self, kind: str, namespace: str | None = None) -> list[dict[str, Any]]:
         out = []
         for (ns, _), store in self._indexes[kind].items():
-            got = _first(store)
+            got = first_of(store)
             if got is not None and (namespace is None or ns == namespace):
                 out.append(got)
         return out
@@ -647,16 +458,16 @@ class Controller:
         return None
 
     def objects(self, key: RunKey, kw: Mapping[str, Any]) -> RunObjects | None:
-        tr = _first(kw["taurun_idx"].get(key))
+        tr = first_of(kw["taurun_idx"].get(key))
         if tr is None:
             return None
         pods = [dict(p) for p in kw["pod_idx"].get(key, ())]
-        kueue = _first(kw["kueue_idx"].get(key))
+        kueue = first_of(kw["kueue_idx"].get(key))
         names = {key[1], *(p["metadata"]["name"] for p in pods)}
         if kueue:
             names.add(kueue["metadata"]["name"])
         events = [dict(e) for n in names for e in kw["event_idx"].get((key[0], n), ())]
-        workload = _first(kw["job_idx"].get(key)) or _first(kw["rayjob_idx"].get(key))
+        workload = first_of(kw["job_idx"].get(key)) or first_of(kw["rayjob_idx"].get(key))
         return RunObjects(
             taurun=tr,
             workload=workload,
@@ -692,10 +503,10 @@ class Controller:
     def _awaits_workload(self, key: RunKey, kw: Mapping[str, Any]) -> bool:
         """A run with no status yet whose Kueue Workload has not come: wait for it (up to
         FIRST_RECORD_WITHIN_S after the run was created)."""
-        tr = _first(kw["taurun_idx"].get(key))
+        tr = first_of(kw["taurun_idx"].get(key))
         if tr is None or key in self._written or recorded_status(tr) is not None:
             return False
-        if _first(kw["kueue_idx"].get(key)) is not None:
+        if first_of(kw["kueue_idx"].get(key)) is not None:
             return False
         created = parse_k8s_time(tr.get("metadata", {}).get("creationTimestamp"))
         if created is None:

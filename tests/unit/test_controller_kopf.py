@@ -14,6 +14,7 @@ kopf = pytest.importorskip("kopf")
 
 from kopf._cogs.aiokits import aiotoggles  # noqa: E402
 
+from taugrid.controller import kopfkit as KK  # noqa: E402
 from taugrid.controller import operator as OP  # noqa: E402
 from taugrid.controller.config import ControllerConfig  # noqa: E402
 from taugrid.kube.fake import FakeKube  # noqa: E402
@@ -56,7 +57,7 @@ def test_the_readiness_barrier_wakes_each_waiter_once_not_once_per_object() -> N
     """kopf's own set woke every waiter at every drop: the square of the objects (a restarted
     controller among 1,000 runs' ~5,000 objects took minutes before its first handler)."""
     n = 300
-    done, checks = _barrier_wakeups(OP.QuietToggleSet, n)
+    done, checks = _barrier_wakeups(KK.QuietToggleSet, n)
     assert done == n
     assert checks <= 5 * n  # a few checks per worker, however many objects
     _, kopf_checks = _barrier_wakeups(aiotoggles.ToggleSet, n)
@@ -65,7 +66,7 @@ def test_the_readiness_barrier_wakes_each_waiter_once_not_once_per_object() -> N
 
 def test_the_quiet_set_keeps_kopfs_semantics() -> None:
     async def main() -> None:
-        any_set = OP.QuietToggleSet(any)
+        any_set = KK.QuietToggleSet(any)
         assert not any_set.is_on()
         t = await any_set.make_toggle(False, name="peering missing")
         waiter = asyncio.create_task(any_set.wait_for(True))
@@ -84,8 +85,8 @@ def test_kopf_makes_its_toggle_sets_where_the_patch_reaches(monkeypatch: Any) ->
     from kopf._core.reactor import orchestration, running
 
     monkeypatch.setattr(aiotoggles, "ToggleSet", aiotoggles.ToggleSet)  # restored afterwards
-    OP.install_quiet_toggles()
-    assert aiotoggles.ToggleSet is OP.QuietToggleSet
+    KK.install_quiet_toggles()
+    assert aiotoggles.ToggleSet is KK.QuietToggleSet
     # kopf looks the class up on the module when the operator starts, so the patch applies
     assert "aiotoggles.ToggleSet(all)" in inspect.getsource(orchestration)
     assert "aiotoggles.ToggleSet(any)" in inspect.getsource(running)
@@ -97,8 +98,8 @@ def test_the_controller_settings_no_worker_bound_and_no_diff_base() -> None:
     ctl.configure(settings)
     # a bound on kopf's per-object workers deadlocks a restart with more objects than workers
     assert settings.queueing.worker_limit is None
-    assert not OP.reacts_to_changes(ctl.registry)
-    assert isinstance(settings.persistence.diffbase_storage, OP.NoDiffBase)
+    assert not KK.reacts_to_changes(ctl.registry)
+    assert isinstance(settings.persistence.diffbase_storage, KK.NoDiffBase)
     assert settings.persistence.diffbase_storage.build(body={"spec": {"big": 1}}) == {}
 
 
@@ -108,7 +109,7 @@ def test_a_registry_with_a_change_handler_keeps_kopfs_diff_base() -> None:
     @kopf.on.update("v1", "configmaps", registry=reg)
     def changed(**_: Any) -> None: ...
 
-    assert OP.reacts_to_changes(reg)
+    assert KK.reacts_to_changes(reg)
 
 
 def test_status_writes_are_paced_in_the_order_they_come() -> None:
@@ -220,7 +221,7 @@ def test_the_write_pace_is_the_configs() -> None:
 
 def _drain(watch: Any, resource: Any) -> list[Any]:
     async def main() -> list[Any]:
-        return [e async for e in OP.slimmed_watch(watch)(resource=resource, settings=None)]
+        return [e async for e in KK.slimmed_watch(watch)(resource=resource, settings=None)]
 
     return asyncio.run(main())
 
@@ -295,7 +296,7 @@ def test_what_the_controller_keeps_shares_its_keys_across_objects() -> None:
     a, b = json.loads(text), json.loads(text)
     la, lb = (next(iter(o["metadata"]["labels"])) for o in (a, b))
     assert la == lb and la is not lb  # what the JSON decoder gives
-    sa, sb = OP.slim(a), OP.slim(b)
+    sa, sb = KK.slim(a), KK.slim(b)
     assert sa == sb and sa["metadata"]["labels"] == a["metadata"]["labels"]
     for path in (("metadata", "labels"), ("status", "conditions", 0), ("metadata",)):
         x, y = sa, sb
@@ -309,8 +310,8 @@ def test_kopf_starts_its_watches_where_the_patch_reaches(monkeypatch: Any) -> No
     from kopf._core.reactor import queueing
 
     monkeypatch.setattr(watching, "infinite_watch", watching.infinite_watch)  # restored after
-    OP.install_slimmed_watches()
+    KK.install_slimmed_watches()
     first = watching.infinite_watch
-    OP.install_slimmed_watches()  # once only
+    KK.install_slimmed_watches()  # once only
     assert watching.infinite_watch is first and first.tau_slimmed  # type: ignore[attr-defined]
     assert "watching.infinite_watch(" in inspect.getsource(queueing)

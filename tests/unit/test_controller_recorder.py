@@ -639,7 +639,7 @@ def test_what_the_controller_keeps_of_a_workload_says_what_the_whole_one_says() 
     import pytest
 
     pytest.importorskip("kopf")
-    from taugrid.controller.operator import slim
+    from taugrid.controller.kopfkit import slim
 
     whole = {**kueue(), "kind": "Workload", "apiVersion": "kueue.x-k8s.io/v1beta2"}
     whole["spec"] = {
@@ -672,7 +672,7 @@ def test_what_the_controller_keeps_of_an_oomkilled_pod_names_its_memory_limit() 
     import pytest
 
     pytest.importorskip("kopf")
-    from taugrid.controller.operator import slim
+    from taugrid.controller.kopfkit import slim
 
     whole = {**pod(phase="Failed"), "kind": "Pod", "apiVersion": "v1"}
     whole["spec"]["containers"] = [
