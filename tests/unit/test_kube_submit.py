@@ -333,7 +333,7 @@ def test_an_ended_cluster_run_is_sealed_once_and_its_status_needs_no_cluster(
 
 
 def test_a_kubelet_that_serves_no_log_is_said_in_words() -> None:
-    from taugrid.runs.backends.kube.backend import _log_note
+    from taugrid.runs.backends.kube.reads import _log_note
 
     raw = (
         "get logs of pods in namespace research: 500 Internal Server Error: Get "
