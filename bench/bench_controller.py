@@ -151,7 +151,7 @@ LAST_WRITES: dict[str, int] = {}  # object -> the controller's writes in the las
 def calls_per_minute(audit: Path, seconds: float) -> tuple[float, dict[str, int]]:
     """The controller's requests in a quiet window of `seconds` (after SETTLE_S), per minute
     (distinct audit ids), and which they were; its writes per object go to LAST_WRITES."""
-    from taugrid.components.manifests import CONTROLLER_USER
+    from taugrid.components.controller_manifests import CONTROLLER_USER
 
     time.sleep(SETTLE_S)
     t0 = time.time()

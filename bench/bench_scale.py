@@ -180,7 +180,7 @@ def project(folder: Path, i: int, rng: random.Random, max_s: int) -> tuple[Path,
 def controller_requests(audit: Path, t0: float, t1: float) -> dict[str, Any]:
     """The controller's requests between t0 and t1 (unix s): count, per second, writes by verb
     and resource, and the most writes in any one second."""
-    from taugrid.components.manifests import CONTROLLER_USER
+    from taugrid.components.controller_manifests import CONTROLLER_USER
 
     ids: set[str] = set()
     writes: dict[str, int] = {}

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pulumi
 
 from taugrid.api.platform import PlatformConfig
+from taugrid.components.controller_manifests import controller_objects
 from taugrid.components.kube import create_objects
-from taugrid.components.manifests import controller_objects
 
 
 class TauController(pulumi.ComponentResource):

@@ -38,7 +38,7 @@ RESEARCHER_ROLE = "tau-researcher"
 RESEARCHER_READ_CLUSTERROLE = "tau-researcher-read"
 
 
-def _meta(
+def object_meta(
     name: str, namespace: str | None = None, labels: dict[str, str] | None = None
 ) -> dict[str, Any]:
     m: dict[str, Any] = {"name": name, "labels": {**PART_OF, **(labels or {})}}
@@ -48,13 +48,13 @@ def _meta(
 
 
 def namespace(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(name, labels=labels)}
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": object_meta(name, labels=labels)}
 
 
 RBAC = "rbac.authorization.k8s.io/v1"
 
 
-def _binding(
+def rbac_binding(
     meta: dict[str, Any], role_kind: str, role: str, subjects: list[dict[str, Any]]
 ) -> dict[str, Any]:
     """A RoleBinding (`meta` has a namespace) or ClusterRoleBinding of `role` to `subjects`."""
@@ -67,7 +67,7 @@ def _binding(
     }
 
 
-def _role(meta: dict[str, Any], rules: list[dict[str, Any]]) -> dict[str, Any]:
+def rbac_role(meta: dict[str, Any], rules: list[dict[str, Any]]) -> dict[str, Any]:
     """A Role (`meta` has a namespace) or ClusterRole of `rules`."""
     kind = "Role" if "namespace" in meta else "ClusterRole"
     return {"apiVersion": RBAC, "kind": kind, "metadata": meta, "rules": rules}
@@ -88,14 +88,14 @@ def resource_flavor(pool: GpuPool | CpuPool) -> dict[str, Any]:
     return {
         "apiVersion": KUEUE,
         "kind": "ResourceFlavor",
-        "metadata": _meta(pool.name),
+        "metadata": object_meta(pool.name),
         "spec": spec,
     }
 
 
 def cohort(name: str, parent: str | None = None) -> dict[str, Any]:
     spec = {"parentName": parent} if parent else {}
-    return {"apiVersion": KUEUE, "kind": "Cohort", "metadata": _meta(name), "spec": spec}
+    return {"apiVersion": KUEUE, "kind": "Cohort", "metadata": object_meta(name), "spec": spec}
 
 
 def grant_cohort(cfg: PlatformConfig, cq: ClusterQueueSpec) -> dict[str, Any]:
@@ -128,7 +128,7 @@ def cluster_queue(cfg: PlatformConfig, cq: ClusterQueueSpec) -> dict[str, Any]:
     return {
         "apiVersion": KUEUE,
         "kind": "ClusterQueue",
-        "metadata": _meta(cq.name),
+        "metadata": object_meta(cq.name),
         "spec": {
             # its grant cohort (child of the declared one): quota grants live there
             "cohortName": naming.grant_cohort(cq.name),
@@ -148,7 +148,7 @@ def workload_priority_class(p: PriorityClass) -> dict[str, Any]:
     return {
         "apiVersion": KUEUE,
         "kind": "WorkloadPriorityClass",
-        "metadata": _meta(p.name),
+        "metadata": object_meta(p.name),
         "value": p.value,
         "description": p.description,
     }
@@ -158,7 +158,7 @@ def local_queue(ws: WorkspaceSpec, queue: str) -> dict[str, Any]:
     return {
         "apiVersion": KUEUE,
         "kind": "LocalQueue",
-        "metadata": _meta(queue, ws.ns),
+        "metadata": object_meta(queue, ws.ns),
         "spec": {"clusterQueue": queue},
     }
 
@@ -325,7 +325,7 @@ def tau_cluster(cfg: PlatformConfig, stack: str) -> dict[str, Any]:
         "apiVersion": C.API_VERSION,
         "kind": "TauCluster",
         "metadata": {
-            **_meta("cluster"),
+            **object_meta("cluster"),
             "annotations": {C.ANN_PROFILE_SET_HASH: profile_set_hash(profiles)},
         },
         "spec": {
@@ -350,7 +350,7 @@ def researcher_read_clusterrole() -> dict[str, Any]:
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
-        "metadata": _meta(RESEARCHER_READ_CLUSTERROLE),
+        "metadata": object_meta(RESEARCHER_READ_CLUSTERROLE),
         "rules": [
             {"apiGroups": [C.GROUP], "resources": ["clusters"], "verbs": ["get", "list", "watch"]},
             {
@@ -450,14 +450,14 @@ def workspace_files(cfg: PlatformConfig, ws: WorkspaceSpec) -> list[dict[str, An
     code = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": _meta(name, ns, labels),
+        "metadata": object_meta(name, ns, labels),
         "data": sources,
     }
     deployment = _files_deployment(ws, spec, labels, _files_container(spec, image), sources)
     service = {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _meta(name, ns, labels),
+        "metadata": object_meta(name, ns, labels),
         "spec": {
             "selector": labels,
             # unnamed: the proxy's path then names no port, and RBAC's resourceNames is the
@@ -481,7 +481,7 @@ def _files_deployment(
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": _meta(name, ns, labels),
+        "metadata": object_meta(name, ns, labels),
         "spec": {
             "replicas": 1,
             "selector": {"matchLabels": labels},
@@ -575,13 +575,13 @@ def workspace_objects(cfg: PlatformConfig, ws: WorkspaceSpec) -> list[dict[str, 
         {
             "apiVersion": "v1",
             "kind": "ServiceAccount",
-            "metadata": _meta(naming.RUN_SERVICE_ACCOUNT, ns, labels),
+            "metadata": object_meta(naming.RUN_SERVICE_ACCOUNT, ns, labels),
         },
-        _role(_meta(RESEARCHER_ROLE, ns, labels), RESEARCHER_RULES),
+        rbac_role(object_meta(RESEARCHER_ROLE, ns, labels), RESEARCHER_RULES),
         {
             "apiVersion": "v1",
             "kind": "PersistentVolumeClaim",
-            "metadata": _meta(naming.workspace_pvc(ws.name), ns, labels),
+            "metadata": object_meta(naming.workspace_pvc(ws.name), ns, labels),
             "spec": pvc_spec,
         },
         _tau_workspace(cfg, ws, labels),
@@ -598,9 +598,11 @@ def _member_rbac(
     """What a workspace's members may do: the researcher Role in its namespace, a read of
     their TauWorkspace (by name) and the cluster-wide reads status needs."""
     return [
-        _binding(_meta(RESEARCHER_ROLE, ws.ns, labels), "Role", RESEARCHER_ROLE, subjects),
-        _role(
-            _meta(f"tau-workspace-{ws.name}", SYSTEM_NAMESPACE, labels),
+        rbac_binding(
+            object_meta(RESEARCHER_ROLE, ws.ns, labels), "Role", RESEARCHER_ROLE, subjects
+        ),
+        rbac_role(
+            object_meta(f"tau-workspace-{ws.name}", SYSTEM_NAMESPACE, labels),
             [
                 {
                     "apiGroups": [C.GROUP],
@@ -610,14 +612,14 @@ def _member_rbac(
                 }
             ],
         ),
-        _binding(
-            _meta(f"tau-workspace-{ws.name}", SYSTEM_NAMESPACE, labels),
+        rbac_binding(
+            object_meta(f"tau-workspace-{ws.name}", SYSTEM_NAMESPACE, labels),
             "Role",
             f"tau-workspace-{ws.name}",
             subjects,
         ),
-        _binding(
-            _meta(f"{RESEARCHER_READ_CLUSTERROLE}-{ws.name}", labels=labels),
+        rbac_binding(
+            object_meta(f"{RESEARCHER_READ_CLUSTERROLE}-{ws.name}", labels=labels),
             "ClusterRole",
             RESEARCHER_READ_CLUSTERROLE,
             subjects,
@@ -633,7 +635,7 @@ def _tau_workspace(
     return {
         "apiVersion": C.API_VERSION,
         "kind": "TauWorkspace",
-        "metadata": _meta(ws.name, SYSTEM_NAMESPACE, labels),
+        "metadata": object_meta(ws.name, SYSTEM_NAMESPACE, labels),
         "spec": {
             "namespace": ns,
             "members": [m.model_dump(mode="json", exclude_none=True) for m in ws.members],
@@ -649,11 +651,8 @@ def _tau_workspace(
     }
 
 
-# --- quota approval and the controller ---------------------------------------------------------
+# --- quota approval ----------------------------------------------------------------------------
 QUOTA_APPROVER_CLUSTERROLE = "taugrid-quota-approver"
-CONTROLLER = "taugrid-controller"  # its ServiceAccount, ClusterRole, Deployment, peering
-CONTROLLER_USER = f"system:serviceaccount:{SYSTEM_NAMESPACE}:{CONTROLLER}"  # as RBAC sees it
-CONTROLLER_PORT = 8080
 
 
 def _binding_subjects(members: list[Member], namespace: str) -> list[dict[str, Any]]:
@@ -673,7 +672,7 @@ def quota_approver_objects(cfg: PlatformConfig) -> list[dict[str, Any]]:
     role = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
-        "metadata": _meta(QUOTA_APPROVER_CLUSTERROLE),
+        "metadata": object_meta(QUOTA_APPROVER_CLUSTERROLE),
         "rules": [
             {
                 "apiGroups": [C.GROUP],
@@ -690,213 +689,10 @@ def quota_approver_objects(cfg: PlatformConfig) -> list[dict[str, Any]]:
     }
     if not cfg.admins:
         return [role]
-    binding = _binding(
-        _meta(QUOTA_APPROVER_CLUSTERROLE),
+    binding = rbac_binding(
+        object_meta(QUOTA_APPROVER_CLUSTERROLE),
         "ClusterRole",
         QUOTA_APPROVER_CLUSTERROLE,
         _binding_subjects(cfg.admins, SYSTEM_NAMESPACE),
     )
     return [role, binding]
-
-
-# What the controller does, and nothing more: it reads what it watches, writes the status of
-# TauGrid's objects, the quota of grant cohorts, and cordons/taints of nodes.
-CONTROLLER_RULES: list[dict[str, Any]] = [
-    {
-        "apiGroups": [C.GROUP],
-        "resources": ["runs", "quotarequests", "workspaces", "clusters", "tauservices"],
-        "verbs": ["get", "list", "watch"],
-    },
-    {
-        "apiGroups": [C.GROUP],
-        "resources": [
-            "runs/status",
-            "quotarequests/status",
-            "workspaces/status",
-            "clusters/status",
-            "tauservices/status",
-        ],
-        "verbs": ["get", "patch"],
-    },
-    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch"]},
-    {"apiGroups": ["ray.io"], "resources": ["rayjobs"], "verbs": ["get", "list", "watch"]},
-    # services: a new generation that serves takes over (the Service's selector; the old
-    # RayService deleted), whether or not a `tau serve` command looks
-    {
-        "apiGroups": ["ray.io"],
-        "resources": ["rayservices"],
-        "verbs": ["get", "list", "watch", "delete"],
-    },
-    {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "patch"]},
-    {
-        "apiGroups": ["kueue.x-k8s.io"],
-        "resources": ["workloads", "clusterqueues", "localqueues", "resourceflavors"],
-        "verbs": ["get", "list", "watch"],
-    },
-    {
-        "apiGroups": ["kueue.x-k8s.io"],
-        "resources": ["cohorts"],
-        "verbs": ["get", "list", "watch", "create", "patch"],
-    },
-    {
-        "apiGroups": [""],
-        "resources": ["pods", "persistentvolumeclaims"],
-        "verbs": ["get", "list", "watch"],
-    },
-    # runs' pods leave a quarantined node through the Eviction API (PodDisruptionBudgets hold)
-    {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
-    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
-    {
-        "apiGroups": [""],
-        "resources": ["events"],
-        "verbs": ["get", "list", "watch", "create", "patch"],
-    },
-    {
-        "apiGroups": ["kopf.dev"],
-        "resources": ["clusterkopfpeerings"],
-        "verbs": ["get", "list", "watch", "patch"],
-    },
-    # kopf finds the kinds it watches among the cluster's CRDs (read-only)
-    {
-        "apiGroups": ["apiextensions.k8s.io"],
-        "resources": ["customresourcedefinitions"],
-        "verbs": ["get", "list", "watch"],
-    },
-]
-
-
-def controller_rbac() -> list[dict[str, Any]]:
-    """ServiceAccount, least-privilege ClusterRole and its binding."""
-    return [
-        {
-            "apiVersion": "v1",
-            "kind": "ServiceAccount",
-            "metadata": _meta(CONTROLLER, SYSTEM_NAMESPACE),
-        },
-        _role(_meta(CONTROLLER), CONTROLLER_RULES),
-        _binding(
-            _meta(CONTROLLER),
-            "ClusterRole",
-            CONTROLLER,
-            [{"kind": "ServiceAccount", "name": CONTROLLER, "namespace": SYSTEM_NAMESPACE}],
-        ),
-    ]
-
-
-def kopf_peering() -> list[dict[str, Any]]:
-    """kopf's peering CRD (cluster-scoped) and the controller's peering object: replicas see
-    each other there and only the one with the highest priority handles events."""
-    crd = {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": _meta("clusterkopfpeerings.kopf.dev"),
-        "spec": {
-            "group": "kopf.dev",
-            "scope": "Cluster",
-            "names": {
-                "kind": "ClusterKopfPeering",
-                "plural": "clusterkopfpeerings",
-                "singular": "clusterkopfpeering",
-            },
-            "versions": [
-                {
-                    "name": "v1",
-                    "served": True,
-                    "storage": True,
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "properties": {
-                                "status": {
-                                    "type": "object",
-                                    "x-kubernetes-preserve-unknown-fields": True,
-                                }
-                            },
-                            "x-kubernetes-preserve-unknown-fields": True,
-                        }
-                    },
-                }
-            ],
-        },
-    }
-    peering = {
-        "apiVersion": "kopf.dev/v1",
-        "kind": "ClusterKopfPeering",
-        "metadata": _meta(CONTROLLER),
-    }
-    return [crd, peering]
-
-
-def controller_deployment(cfg: PlatformConfig) -> list[dict[str, Any]]:
-    """Its settings (a ConfigMap) and the Deployment: image pinned with the other versions."""
-    spec = cfg.components.controller
-    settings = {"remediation": spec.remediation.model_dump(mode="json")}
-    labels = {"app.kubernetes.io/name": CONTROLLER}
-    config = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": _meta(CONTROLLER, SYSTEM_NAMESPACE),
-        "data": {"controller.yaml": json.dumps(settings, indent=2, sort_keys=True)},
-    }
-    container = _controller_container(cfg)
-    deployment = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": _meta(CONTROLLER, SYSTEM_NAMESPACE, labels),
-        "spec": {
-            "replicas": spec.replicas,
-            # never two active reconcilers during a rollout; peering covers a scale-up
-            "strategy": {"type": "Recreate"},
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": {**PART_OF, **labels}},
-                "spec": {
-                    "serviceAccountName": CONTROLLER,
-                    "containers": [container],
-                    "volumes": [{"name": "config", "configMap": {"name": CONTROLLER}}],
-                    # control plane work: keep it off GPU nodes (they are tainted anyway)
-                    "securityContext": {
-                        "runAsNonRoot": True,
-                        "runAsUser": 65532,
-                        "seccompProfile": {"type": "RuntimeDefault"},
-                    },
-                },
-            },
-        },
-    }
-    return [config, deployment]
-
-
-def _controller_container(cfg: PlatformConfig) -> dict[str, Any]:
-    """The controller: its settings mounted, a liveness endpoint, unprivileged, read-only."""
-    spec = cfg.components.controller
-    return {
-        "name": "controller",
-        "image": f"{spec.image}:{cfg.components.version('controller')}",
-        "args": [
-            "--in-cluster",
-            "--config=/etc/taugrid/controller.yaml",
-            f"--liveness=http://0.0.0.0:{CONTROLLER_PORT}/healthz",
-        ],
-        "ports": [{"name": "health", "containerPort": CONTROLLER_PORT}],
-        "livenessProbe": {
-            "httpGet": {"path": "/healthz", "port": "health"},
-            "initialDelaySeconds": 30,
-            "periodSeconds": 30,
-        },
-        "resources": {
-            "requests": {"cpu": "100m", "memory": format_memory(parse_memory(spec.memory) // 2)},
-            "limits": {"cpu": "1", "memory": spec.memory},
-        },
-        "securityContext": {
-            "runAsNonRoot": True,
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "capabilities": {"drop": ["ALL"]},
-        },
-        "volumeMounts": [{"name": "config", "mountPath": "/etc/taugrid", "readOnly": True}],
-    }
-
-
-def controller_objects(cfg: PlatformConfig) -> list[dict[str, Any]]:
-    return [*controller_rbac(), *kopf_peering(), *controller_deployment(cfg)]

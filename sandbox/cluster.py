@@ -486,12 +486,12 @@ def _start_controller(cp: Any, cfg: PlatformConfig, kube: Kube, say: Say) -> Non
     may do here is what it may do in a cluster."""
     import yaml
 
-    from taugrid.components import manifests as M
+    from taugrid.components import controller_manifests as CM
     from taugrid.sandbox.controlplane import apply
 
-    for obj in M.controller_rbac():
+    for obj in CM.controller_rbac():
         apply(kube, obj)
-    who = cp.add_identity(M.CONTROLLER, ("system:serviceaccounts",), user=M.CONTROLLER_USER)
+    who = cp.add_identity(CM.CONTROLLER, ("system:serviceaccounts",), user=CM.CONTROLLER_USER)
     settings = cp.work / "controller.yaml"
     settings.write_text(
         yaml.safe_dump(

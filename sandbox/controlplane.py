@@ -388,7 +388,7 @@ class ControlPlane:
         """An audit log of the TauGrid controller's requests only (its API calls per minute are
         a budget: bench/bench_controller.py counts them here, watches included)."""
         from taugrid.api import constants as C
-        from taugrid.components.manifests import CONTROLLER_USER
+        from taugrid.components.controller_manifests import CONTROLLER_USER
 
         audit_policy = self.work / "audit-policy.json"
         audit_policy.write_text(

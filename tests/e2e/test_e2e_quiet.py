@@ -14,7 +14,7 @@ from conftest import run_tau as tau
 from kubekit import wait_until
 from sandboxkit import admin, gpu_rayjob, kube_env, status, submit
 
-from taugrid.components.manifests import CONTROLLER_USER
+from taugrid.components.controller_manifests import CONTROLLER_USER
 
 pytestmark = pytest.mark.e2e
 SETTLE_S = 15.0  # what the last change set off is over by then

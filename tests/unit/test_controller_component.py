@@ -16,6 +16,7 @@ from taugrid.api.platform import CONTROLLER_VERSION, version_lock
 from taugrid.infra.stackfile import validated
 
 pytest.importorskip("pulumi", reason="the platform extra (pulumi) is not installed")
+from taugrid.components import controller_manifests as CM
 from taugrid.components import manifests as M
 from taugrid.infra import plan
 
@@ -29,7 +30,7 @@ def test_prod_deploys_the_controller_with_its_rbac_and_peering() -> None:
     kinds = {
         (r.inputs.get("kind"), (r.inputs.get("metadata") or {}).get("name")) for r in inv.resources
     }
-    for obj in M.controller_objects(prod()):
+    for obj in CM.controller_objects(prod()):
         assert (obj["kind"], obj["metadata"]["name"]) in kinds
     comps = [r for r in inv.resources if r.type == "taugrid:platform:TauController"]
     assert len(comps) == 1
@@ -45,7 +46,7 @@ def test_the_sandbox_runs_it_out_of_cluster_instead() -> None:
 
 
 def test_objects_are_valid_kubernetes() -> None:
-    for obj in M.controller_objects(prod()):
+    for obj in CM.controller_objects(prod()):
         if obj["kind"] == "ClusterKopfPeering":
             continue  # its schema is the CRD beside it (preserves unknown fields)
         assert k8s_errors(obj) == [], obj["kind"]
@@ -55,13 +56,13 @@ def test_objects_are_valid_kubernetes() -> None:
 
 def test_the_image_is_pinned_and_promoted_with_the_other_versions() -> None:
     cfg = prod()
-    dep = next(o for o in M.controller_deployment(cfg) if o["kind"] == "Deployment")
+    dep = next(o for o in CM.controller_deployment(cfg) if o["kind"] == "Deployment")
     (container,) = dep["spec"]["template"]["spec"]["containers"]
     assert container["image"].endswith(f":{CONTROLLER_VERSION}")
     assert version_lock(cfg)["components.controller.version"] == CONTROLLER_VERSION
     assert dep["spec"]["strategy"]["type"] == "Recreate"  # never two reconcilers in a rollout
     assert "--in-cluster" in container["args"]
-    assert dep["spec"]["template"]["spec"]["serviceAccountName"] == M.CONTROLLER
+    assert dep["spec"]["template"]["spec"]["serviceAccountName"] == CM.CONTROLLER
 
 
 def test_its_memory_is_the_stacks_and_too_little_is_refused() -> None:
@@ -74,7 +75,7 @@ def test_its_memory_is_the_stacks_and_too_little_is_refused() -> None:
     cfg = base.model_copy(
         update={"components": base.components.model_copy(update={"controller": ctl})}
     )
-    dep = next(o for o in M.controller_deployment(cfg) if o["kind"] == "Deployment")
+    dep = next(o for o in CM.controller_deployment(cfg) if o["kind"] == "Deployment")
     (container,) = dep["spec"]["template"]["spec"]["containers"]
     assert container["resources"]["limits"]["memory"] == "1536Mi"
     assert container["resources"]["requests"]["memory"] == "768Mi"
@@ -88,14 +89,14 @@ def test_its_settings_are_the_stacks_remediation_config() -> None:
     from taugrid.controller.config import ControllerConfig
 
     cfg = prod()
-    cm = next(o for o in M.controller_deployment(cfg) if o["kind"] == "ConfigMap")
+    cm = next(o for o in CM.controller_deployment(cfg) if o["kind"] == "ConfigMap")
     settings = ControllerConfig.model_validate(yaml.safe_load(cm["data"]["controller.yaml"]))
     assert settings.remediation == cfg.components.controller.remediation
 
 
 def _rules() -> dict[tuple[str, str], set[str]]:
     out: dict[tuple[str, str], set[str]] = {}
-    for r in M.CONTROLLER_RULES:
+    for r in CM.CONTROLLER_RULES:
         for g in r["apiGroups"]:
             for res in r["resources"]:
                 out.setdefault((g, res), set()).update(r["verbs"])
@@ -145,7 +146,7 @@ def test_only_platform_admins_may_decide_on_quota() -> None:
 
 
 def test_the_peering_crd_is_structural(tmp_path: Path) -> None:
-    crd, peering = M.kopf_peering()
+    crd, peering = CM.kopf_peering()
     path = tmp_path / "crd.yaml"
     path.write_text(yaml.safe_dump(crd))
     assert crd_errors(peering, path, "v1") == []

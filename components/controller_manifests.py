@@ -1,0 +1,223 @@
+"""The TauGrid controller's objects: its ServiceAccount and least-privilege RBAC, kopf's
+peering, its settings and its Deployment (the image pinned with the other versions)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from taugrid.api import constants as C
+from taugrid.api.platform import SYSTEM_NAMESPACE, PlatformConfig
+from taugrid.api.quantity import format_memory, parse_memory
+from taugrid.components.manifests import PART_OF, object_meta, rbac_binding, rbac_role
+
+CONTROLLER = "taugrid-controller"  # its ServiceAccount, ClusterRole, Deployment, peering
+
+
+CONTROLLER_USER = f"system:serviceaccount:{SYSTEM_NAMESPACE}:{CONTROLLER}"  # as RBAC sees it
+
+
+CONTROLLER_PORT = 8080
+
+
+# What the controller does, and nothing more: it reads what it watches, writes the status of
+# TauGrid's objects, the quota of grant cohorts, and cordons/taints of nodes.
+CONTROLLER_RULES: list[dict[str, Any]] = [
+    {
+        "apiGroups": [C.GROUP],
+        "resources": ["runs", "quotarequests", "workspaces", "clusters", "tauservices"],
+        "verbs": ["get", "list", "watch"],
+    },
+    {
+        "apiGroups": [C.GROUP],
+        "resources": [
+            "runs/status",
+            "quotarequests/status",
+            "workspaces/status",
+            "clusters/status",
+            "tauservices/status",
+        ],
+        "verbs": ["get", "patch"],
+    },
+    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": ["ray.io"], "resources": ["rayjobs"], "verbs": ["get", "list", "watch"]},
+    # services: a new generation that serves takes over (the Service's selector; the old
+    # RayService deleted), whether or not a `tau serve` command looks
+    {
+        "apiGroups": ["ray.io"],
+        "resources": ["rayservices"],
+        "verbs": ["get", "list", "watch", "delete"],
+    },
+    {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "patch"]},
+    {
+        "apiGroups": ["kueue.x-k8s.io"],
+        "resources": ["workloads", "clusterqueues", "localqueues", "resourceflavors"],
+        "verbs": ["get", "list", "watch"],
+    },
+    {
+        "apiGroups": ["kueue.x-k8s.io"],
+        "resources": ["cohorts"],
+        "verbs": ["get", "list", "watch", "create", "patch"],
+    },
+    {
+        "apiGroups": [""],
+        "resources": ["pods", "persistentvolumeclaims"],
+        "verbs": ["get", "list", "watch"],
+    },
+    # runs' pods leave a quarantined node through the Eviction API (PodDisruptionBudgets hold)
+    {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
+    {
+        "apiGroups": [""],
+        "resources": ["events"],
+        "verbs": ["get", "list", "watch", "create", "patch"],
+    },
+    {
+        "apiGroups": ["kopf.dev"],
+        "resources": ["clusterkopfpeerings"],
+        "verbs": ["get", "list", "watch", "patch"],
+    },
+    # kopf finds the kinds it watches among the cluster's CRDs (read-only)
+    {
+        "apiGroups": ["apiextensions.k8s.io"],
+        "resources": ["customresourcedefinitions"],
+        "verbs": ["get", "list", "watch"],
+    },
+]
+
+
+def controller_rbac() -> list[dict[str, Any]]:
+    """ServiceAccount, least-privilege ClusterRole and its binding."""
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": object_meta(CONTROLLER, SYSTEM_NAMESPACE),
+        },
+        rbac_role(object_meta(CONTROLLER), CONTROLLER_RULES),
+        rbac_binding(
+            object_meta(CONTROLLER),
+            "ClusterRole",
+            CONTROLLER,
+            [{"kind": "ServiceAccount", "name": CONTROLLER, "namespace": SYSTEM_NAMESPACE}],
+        ),
+    ]
+
+
+def kopf_peering() -> list[dict[str, Any]]:
+    """kopf's peering CRD (cluster-scoped) and the controller's peering object: replicas see
+    each other there and only the one with the highest priority handles events."""
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": object_meta("clusterkopfpeerings.kopf.dev"),
+        "spec": {
+            "group": "kopf.dev",
+            "scope": "Cluster",
+            "names": {
+                "kind": "ClusterKopfPeering",
+                "plural": "clusterkopfpeerings",
+                "singular": "clusterkopfpeering",
+            },
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "properties": {
+                                "status": {
+                                    "type": "object",
+                                    "x-kubernetes-preserve-unknown-fields": True,
+                                }
+                            },
+                            "x-kubernetes-preserve-unknown-fields": True,
+                        }
+                    },
+                }
+            ],
+        },
+    }
+    peering = {
+        "apiVersion": "kopf.dev/v1",
+        "kind": "ClusterKopfPeering",
+        "metadata": object_meta(CONTROLLER),
+    }
+    return [crd, peering]
+
+
+def controller_deployment(cfg: PlatformConfig) -> list[dict[str, Any]]:
+    """Its settings (a ConfigMap) and the Deployment: image pinned with the other versions."""
+    spec = cfg.components.controller
+    settings = {"remediation": spec.remediation.model_dump(mode="json")}
+    labels = {"app.kubernetes.io/name": CONTROLLER}
+    config = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": object_meta(CONTROLLER, SYSTEM_NAMESPACE),
+        "data": {"controller.yaml": json.dumps(settings, indent=2, sort_keys=True)},
+    }
+    container = _controller_container(cfg)
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": object_meta(CONTROLLER, SYSTEM_NAMESPACE, labels),
+        "spec": {
+            "replicas": spec.replicas,
+            # never two active reconcilers during a rollout; peering covers a scale-up
+            "strategy": {"type": "Recreate"},
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": {**PART_OF, **labels}},
+                "spec": {
+                    "serviceAccountName": CONTROLLER,
+                    "containers": [container],
+                    "volumes": [{"name": "config", "configMap": {"name": CONTROLLER}}],
+                    # control plane work: keep it off GPU nodes (they are tainted anyway)
+                    "securityContext": {
+                        "runAsNonRoot": True,
+                        "runAsUser": 65532,
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
+                },
+            },
+        },
+    }
+    return [config, deployment]
+
+
+def _controller_container(cfg: PlatformConfig) -> dict[str, Any]:
+    """The controller: its settings mounted, a liveness endpoint, unprivileged, read-only."""
+    spec = cfg.components.controller
+    return {
+        "name": "controller",
+        "image": f"{spec.image}:{cfg.components.version('controller')}",
+        "args": [
+            "--in-cluster",
+            "--config=/etc/taugrid/controller.yaml",
+            f"--liveness=http://0.0.0.0:{CONTROLLER_PORT}/healthz",
+        ],
+        "ports": [{"name": "health", "containerPort": CONTROLLER_PORT}],
+        "livenessProbe": {
+            "httpGet": {"path": "/healthz", "port": "health"},
+            "initialDelaySeconds": 30,
+            "periodSeconds": 30,
+        },
+        "resources": {
+            "requests": {"cpu": "100m", "memory": format_memory(parse_memory(spec.memory) // 2)},
+            "limits": {"cpu": "1", "memory": spec.memory},
+        },
+        "securityContext": {
+            "runAsNonRoot": True,
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+        "volumeMounts": [{"name": "config", "mountPath": "/etc/taugrid", "readOnly": True}],
+    }
+
+
+def controller_objects(cfg: PlatformConfig) -> list[dict[str, Any]]:
+    return [*controller_rbac(), *kopf_peering(), *controller_deployment(cfg)]
