@@ -13,8 +13,6 @@ runs in its own session, so it outlives the command that started it (the sandbox
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
-import ipaddress
 import json
 import os
 import re
@@ -33,79 +31,18 @@ from typing import TYPE_CHECKING, Any
 
 from taugrid.host.ports import free_port
 from taugrid.host.procs import group_alive
+from taugrid.sandbox.kwokstages import sandbox_stages
+from taugrid.sandbox.pki import HOST, Pki
 
 if TYPE_CHECKING:
     from taugrid.kube.client import Kube
 
-HOST = "127.0.0.1"
 CACHE_ROOT = Path(
     os.environ.get("TAUGRID_CP_CACHE") or Path.home() / ".cache" / "taugrid" / "controlplane"
 )
 READY_TIMEOUT_S = 90.0
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 KUEUE_METRICS_CERTS = "/etc/kueue/metrics/certs"
-
-
-# What a sandbox pod of a Job does, from its container's env (the same words as the sandbox Ray
-# job's): it runs SANDBOX_RUN_SECONDS (0: ends at once, as KWOK's stock stage), then succeeds,
-# or fails with exit code 1 if SANDBOX_RESULT=FAILED. Pods of other owners: KWOK's stock stages.
-_ENV = '[.spec.containers.[] | (.env // []) | .[] | select(.name == "{name}") | .value]'
-_JOB_POD = [
-    {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"},
-    {"key": ".status.phase", "operator": "In", "values": ["Running"]},
-    {"key": ".metadata.ownerReferences.[].kind", "operator": "In", "values": ["Job"]},
-]
-_ENDED = """{{{{ $now := Now }}}}
-containerStatuses:
-{{{{ range .spec.containers }}}}
-- name: {{{{ .name | Quote }}}}
-  image: {{{{ .image | Quote }}}}
-  ready: false
-  started: false
-  restartCount: 0
-  state:
-    terminated: {{exitCode: {code}, reason: {reason}, startedAt: {{{{ $now | Quote }}}}, finishedAt: {{{{ $now | Quote }}}}}}
-{{{{ end }}}}
-phase: {phase}
-"""  # noqa: E501 (data: its lines are what they are)
-
-
-def sandbox_stages() -> list[dict[str, Any]]:
-    """KWOK Stages for the pods of Jobs: run for a while, then succeed or fail (see above)."""
-    result = _ENV.format(name="SANDBOX_RESULT") + " | .[]"
-    delay = {
-        "durationMilliseconds": 0,
-        "durationFrom": {
-            "jq": {
-                "expression": _ENV.format(name="SANDBOX_RUN_SECONDS")
-                + ' | (first // "0") | tostring + "s"'
-            }
-        },
-    }
-
-    def stage(name: str, outcome: str, phase: str, code: int, reason: str) -> dict[str, Any]:
-        op = "In" if outcome == "FAILED" else "NotIn"
-        return {
-            "apiVersion": "kwok.x-k8s.io/v1alpha1",
-            "kind": "Stage",
-            "metadata": {"name": name},
-            "spec": {
-                "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
-                "selector": {
-                    "matchExpressions": [
-                        *_JOB_POD,
-                        {"key": result, "operator": op, "values": ["FAILED"]},
-                    ]
-                },
-                "delay": delay,
-                "next": {"statusTemplate": _ENDED.format(phase=phase, code=code, reason=reason)},
-            },
-        }
-
-    return [
-        stage("tau-job-pod-succeeds", "", "Succeeded", 0, "Completed"),
-        stage("tau-job-pod-fails", "FAILED", "Failed", 1, "Error"),
-    ]
 
 
 def name_lookups(work: Path) -> dict[str, list[str]]:
@@ -143,121 +80,6 @@ def versions() -> dict[str, str]:
         return {}
     data: dict[str, str] = json.loads((d.parent / "versions.json").read_text())
     return data
-
-
-# --- certificates -----------------------------------------------------------------------------
-@dataclass
-class Pki:
-    dir: Path
-    ca_cert: Path = field(init=False)
-    ca_key: Path = field(init=False)
-
-    def __post_init__(self) -> None:
-        from cryptography import x509
-        from cryptography.hazmat.primitives.asymmetric import ec
-        from cryptography.x509.oid import NameOID
-
-        self.dir.mkdir(parents=True, exist_ok=True)
-        key = ec.generate_private_key(ec.SECP256R1())
-        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "taugrid-e2e-ca")])
-        now = dt.datetime.now(dt.UTC)
-        cert = (
-            x509.CertificateBuilder()
-            .subject_name(name)
-            .issuer_name(name)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(minutes=5))
-            .not_valid_after(now + dt.timedelta(days=1))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .add_extension(
-                x509.KeyUsage(False, False, False, False, False, True, True, False, False),
-                critical=True,
-            )
-            .sign(key, _sha256())
-        )
-        self._ca = (cert, key)
-        self.ca_cert = self._write_cert("ca", cert)
-        self.ca_key = self._write_key("ca", key)
-
-    def _write_cert(self, stem: str, cert: Any) -> Path:
-        from cryptography.hazmat.primitives import serialization
-
-        p = self.dir / f"{stem}.crt"
-        p.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-        return p
-
-    def _write_key(self, stem: str, key: Any) -> Path:
-        from cryptography.hazmat.primitives import serialization
-
-        p = self.dir / f"{stem}.key"
-        p.write_bytes(
-            key.private_bytes(
-                serialization.Encoding.PEM,
-                serialization.PrivateFormat.PKCS8,
-                serialization.NoEncryption(),
-            )
-        )
-        p.chmod(0o600)
-        return p
-
-    def issue(
-        self, stem: str, cn: str, orgs: tuple[str, ...] = (), server: bool = False
-    ) -> tuple[Path, Path]:
-        from cryptography import x509
-        from cryptography.hazmat.primitives.asymmetric import ec
-        from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
-        ca_cert, ca_key = self._ca
-        key = ec.generate_private_key(ec.SECP256R1())
-        attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in orgs]
-        attrs.append(x509.NameAttribute(NameOID.COMMON_NAME, cn))
-        now = dt.datetime.now(dt.UTC)
-        builder = (
-            x509.CertificateBuilder()
-            .subject_name(x509.Name(attrs))
-            .issuer_name(ca_cert.subject)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(minutes=5))
-            .not_valid_after(now + dt.timedelta(days=1))
-            .add_extension(
-                x509.ExtendedKeyUsage(
-                    [ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH]
-                ),
-                critical=False,
-            )
-        )
-        if server:
-            builder = builder.add_extension(
-                x509.SubjectAlternativeName(
-                    [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address(HOST))]
-                ),
-                critical=False,
-            )
-        cert = builder.sign(ca_key, _sha256())
-        return self._write_cert(stem, cert), self._write_key(stem, key)
-
-    def rsa_pair(self, stem: str) -> tuple[Path, Path]:
-        """A key pair for signing service-account tokens."""
-        from cryptography.hazmat.primitives import serialization
-        from cryptography.hazmat.primitives.asymmetric import rsa
-
-        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        priv = self._write_key(stem, key)
-        pub = self.dir / f"{stem}.pub"
-        pub.write_bytes(
-            key.public_key().public_bytes(
-                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-            )
-        )
-        return pub, priv
-
-
-def _sha256() -> Any:
-    from cryptography.hazmat.primitives import hashes
-
-    return hashes.SHA256()
 
 
 # --- the cluster -------------------------------------------------------------------------------
