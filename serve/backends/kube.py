@@ -41,7 +41,8 @@ from taugrid.serve.backends.base import (
 
 if TYPE_CHECKING:
     from taugrid.runs.resolve import Resolved
-    from taugrid.serve.kube import CanaryPlan, KubeServe
+    from taugrid.serve.kube import KubeServe
+    from taugrid.serve.kuberender import CanaryPlan
     from taugrid.serve.records import ServiceDir
     from taugrid.serve.status import Observed
 
@@ -63,7 +64,7 @@ def model_registry(
 ) -> str | None:
     """The registry a new cluster service's model is registered into: its workspace's (made
     on first use, as a run's inputs'), or None when the workspace declares none."""
-    from taugrid.serve.kube import replicas_of
+    from taugrid.serve.kuberender import replicas_of
 
     r = _serve(context).resolve(m, spec, replicas_of(S.scale_of(spec)), workspace, profile)
     return _made(r.workspace.registry)
@@ -129,7 +130,7 @@ def ingress_of(code_dir: Path, spec: S.ServiceSpec, say: Say) -> str | None:
 
 def endpoint(name: str, namespace: str, route: str) -> str:
     """Where the service answers inside the cluster (its stable Service)."""
-    from taugrid.serve.kube import SERVE_PORT, object_name
+    from taugrid.serve.kuberender import SERVE_PORT, object_name
 
     return f"http://{object_name(name)}.{namespace}.svc:{SERVE_PORT}{route}"
 
@@ -165,7 +166,7 @@ def _plan_generation(
     Service moves to it once it serves (`advance`). With `canary`, the generation runs `rev`
     and the split beside the serving generation, which is kept."""
     from taugrid.runs.load import load_manifest
-    from taugrid.serve.kube import canary_spec, render
+    from taugrid.serve.kuberender import canary_spec, render
 
     ks = _serve(rec.context)
     source = Path(rev.source)
@@ -213,7 +214,7 @@ def _check_room(
     """Refused before anything is sent: a RayService its queue could never admit, or one
     whose GPUs the queue has not free now beside the serving generation (said with the room
     a quota request or a scale to zero would make)."""
-    from taugrid.serve.kube import upgrade_gpus
+    from taugrid.serve.kuberender import upgrade_gpus
 
     never, cq, room = ks.queue_room(r, [rayservice])
     if never is not None:
@@ -309,7 +310,7 @@ class KubeServiceBackend(ServiceTemplate):
     def new_registry(self, manifest: Any, spec: S.ServiceSpec, placement: Placement) -> str | None:
         """A new service's workspace registry (made on first use, as a run's inputs'), or None
         when the workspace declares none."""
-        from taugrid.serve.kube import replicas_of
+        from taugrid.serve.kuberender import replicas_of
 
         r = _serve(placement.context).resolve(
             manifest,
@@ -330,7 +331,7 @@ class KubeServiceBackend(ServiceTemplate):
     def prepare_first(self, sd: ServiceDir, new: NewService, rev: S.Revision, say: Say) -> Started:
         """Placed (workspace, profile, queue) and checked against the queue; the model version
         published into the workspace's registry."""
-        from taugrid.serve.kube import render, replicas_of
+        from taugrid.serve.kuberender import render, replicas_of
 
         p = new.placement
         ks = _serve(p.context)
@@ -385,7 +386,7 @@ class KubeServiceBackend(ServiceTemplate):
             return False
         rec = sd.read()
         try:
-            from taugrid.serve.kube import object_name
+            from taugrid.serve.kuberender import object_name
 
             found = _serve(rec.context).kube.get("TauService", object_name(rec.name), rec.namespace)
             return found is not None
@@ -398,7 +399,7 @@ class KubeServiceBackend(ServiceTemplate):
     ) -> Started:
         """A new generation's RayService beside the serving one (checked against the queue's
         room first); scaled to zero, the revision starts with the next scale up."""
-        from taugrid.serve.kube import replicas_of
+        from taugrid.serve.kuberender import replicas_of
 
         replicas = replicas_of(rec.scale)
         g = _plan_generation(sd, rec, rev, replicas, strategy) if replicas else None
@@ -437,7 +438,7 @@ class KubeServiceBackend(ServiceTemplate):
     ) -> Started:
         """Its own RayService: its share of the replicas (at least one) and the split, beside
         the serving one, checked against the queue's room first."""
-        from taugrid.serve.kube import CanaryPlan, replicas_of
+        from taugrid.serve.kuberender import CanaryPlan, replicas_of
 
         n = replicas_of(rec.scale)
         if n == 0:
@@ -484,7 +485,7 @@ class KubeServiceBackend(ServiceTemplate):
         RayService deleted: Kueue gets its quota back), the TauService without it. `back` other
         than the serving revision is a rollback after it (a new generation)."""
         from taugrid.kube.client import FIELD_MANAGER
-        from taugrid.serve.kube import object_name
+        from taugrid.serve.kuberender import object_name
 
         with sd.lock():
             rec = sd.read()
@@ -532,7 +533,7 @@ class KubeServiceBackend(ServiceTemplate):
         moves to it when it serves). So a promote never needs more quota than the canary had.
         The caller writes the returned record (under the service's lock)."""
         from taugrid.kube.client import FIELD_MANAGER
-        from taugrid.serve.kube import generation_name, object_name, replicas_of
+        from taugrid.serve.kuberender import generation_name, object_name, replicas_of
 
         c = rec.canary
         assert c is not None and c.generation
@@ -622,7 +623,7 @@ class KubeServiceBackend(ServiceTemplate):
     def scale(self, sd: ServiceDir, new: S.Scale, say: Say) -> tuple[S.ServiceRecord, bool]:
         """The serving revision at a new fixed size (Kueue admits fixed sizes: autoscaling
         bounds become their maximum); 0 replicas gives the queue its GPUs back."""
-        from taugrid.serve.kube import replicas_of
+        from taugrid.serve.kuberender import replicas_of
 
         no_canary(sd.read(), "a scale on a cluster")
         n = replicas_of(new)
@@ -721,7 +722,7 @@ class KubeServiceBackend(ServiceTemplate):
         user's own credentials (a member of the workspace may proxy to its Services)."""
         from urllib.parse import urlsplit
 
-        from taugrid.serve.kube import object_name
+        from taugrid.serve.kuberender import object_name
 
         if not rec.endpoint or not rec.namespace:
             raise TauError(
@@ -765,7 +766,7 @@ class KubeServiceBackend(ServiceTemplate):
         self, rec: S.ServiceRecord, out: TextIO, *, follow: bool, poll_s: float, tail: int | None
     ) -> None:
         """The replica pods' logs (the worker group's containers)."""
-        from taugrid.serve.kube import GROUP
+        from taugrid.serve.kuberender import GROUP
 
         ks = _serve(rec.context)
         pods = ks.kube.list(
@@ -794,7 +795,7 @@ def _canary_takes_all(ks: KubeServe, rec: S.ServiceRecord, c: S.Canary) -> int:
     import yaml
 
     from taugrid.kube.client import FIELD_MANAGER
-    from taugrid.serve.kube import generation_name
+    from taugrid.serve.kuberender import generation_name
 
     name = generation_name(rec.name, c.generation or 0)
     rs = ks.kube.get("RayService", name, rec.namespace)

@@ -19,6 +19,7 @@ from taugrid.api.crds import render_crds
 from taugrid.api.errors import TauError
 from taugrid.runs import codebundle, load, resolve
 from taugrid.serve import kube as K
+from taugrid.serve import kuberender as KR
 
 PIN = S.ModelPin(ref="iris@prod", name="iris", version="sha256:" + "c" * 64)
 
@@ -41,7 +42,7 @@ def rendered(replicas: int = 2, **service: Any) -> tuple[resolve.Resolved, list[
     spec = loaded.manifest.service
     assert spec is not None
     spec = spec.model_copy(update=service)
-    m = K.placement(loaded.manifest, spec, replicas)
+    m = KR.placement(loaded.manifest, spec, replicas)
     r = resolve.resolve(
         m,
         load.load_snapshot(PROFILES),
@@ -49,7 +50,7 @@ def rendered(replicas: int = 2, **service: Any) -> tuple[resolve.Resolved, list[
         profile="cpu" if spec.gpus == 0 else None,
     )
     bundle = codebundle.collect(loaded.folder)
-    return r, K.render(r, "iris", "/iris", revision(spec), bundle, replicas, "rolling", 3)
+    return r, KR.render(r, "iris", "/iris", revision(spec), bundle, replicas, "rolling", 3)
 
 
 def test_the_objects_validate_against_kuberay_kubernetes_and_taugrid_schemas(
@@ -84,7 +85,7 @@ def test_kueue_can_admit_it_and_the_queue_and_labels_are_the_workspace_s() -> No
         assert C.LABEL_RUN_ID not in tpl["metadata"]["labels"]  # not a run's pod
     assert cm["metadata"]["labels"][C.LABEL_SERVICE] == "iris"
     head = cluster["headGroupSpec"]["template"]["spec"]["containers"][0]
-    assert {"containerPort": K.SERVE_PORT, "name": "serve"} in head["ports"]  # KubeRay needs it
+    assert {"containerPort": KR.SERVE_PORT, "name": "serve"} in head["ports"]  # KubeRay needs it
     assert owner["spec"]["replicas"] == 3 and owner["spec"]["modelVersion"] == PIN.version
     # one RayService per generation, never changed in place; the stable Service selects the
     # serving generation's head
@@ -110,7 +111,7 @@ def test_the_workers_lay_out_the_pinned_model_before_ray_starts() -> None:
     assert json.loads(env["TAU_INPUTS"]) == [
         {"kind": "model", "name": "iris", "version": PIN.version, "path": "iris"}
     ]
-    assert env["TAU_REGISTRY_DIR"] == "/data/registry" and env["TAU_INPUT_DIR"] == K.MODEL_DIR
+    assert env["TAU_REGISTRY_DIR"] == "/data/registry" and env["TAU_INPUT_DIR"] == KR.MODEL_DIR
     worker_env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
     assert worker_env["TAU_MODEL_DIR"] == "/model/iris"
     assert worker_env["TAU_MODEL_VERSION"] == PIN.version
@@ -137,12 +138,12 @@ def test_gpus_per_replica_are_placed_by_the_profiles() -> None:
 
 
 def test_scale_to_zero_and_autoscaling_become_fixed_sizes() -> None:
-    assert K.replicas_of(S.Scale(replicas=0)) == 0
-    assert K.replicas_of(S.Scale()) == 1
-    assert K.replicas_of(S.Scale(autoscaling=S.Autoscaling(min_replicas=0, max_replicas=3))) == 3
+    assert KR.replicas_of(S.Scale(replicas=0)) == 0
+    assert KR.replicas_of(S.Scale()) == 1
+    assert KR.replicas_of(S.Scale(autoscaling=S.Autoscaling(min_replicas=0, max_replicas=3))) == 3
     _, (_, _, rs, _) = rendered(replicas=0)
     assert rs["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]["replicas"] == 0
-    assert K.upgrade_gpus(2, 4) == 8
+    assert KR.upgrade_gpus(2, 4) == 8
 
 
 def tauservice(status: dict[str, Any] | None = None, generation: int = 2) -> dict[str, Any]:
@@ -218,10 +219,10 @@ def canary_rendered(percent: int = 20) -> tuple[resolve.Resolved, list[dict[str,
     loaded = load.load_manifest(EXAMPLES / "serve-model", purpose="service")
     spec = loaded.manifest.service
     assert spec is not None
-    m = K.placement(loaded.manifest, spec, 1)
+    m = KR.placement(loaded.manifest, spec, 1)
     r = resolve.resolve(m, load.load_snapshot(PROFILES), workspace="research", profile="cpu")
-    plan = K.CanaryPlan(stable_generation=4, stable_revision=2, percent=percent)
-    objects = K.render(
+    plan = KR.CanaryPlan(stable_generation=4, stable_revision=2, percent=percent)
+    objects = KR.render(
         r,
         "iris",
         "/iris",
@@ -232,7 +233,9 @@ def canary_rendered(percent: int = 20) -> tuple[resolve.Resolved, list[dict[str,
         5,
         plan,
     )
-    K.canary_spec(objects[0], revision(spec, 2), plan, revision(spec, 3), 5, "2026-12-02T00:00:00Z")
+    KR.canary_spec(
+        objects[0], revision(spec, 2), plan, revision(spec, 3), 5, "2026-12-02T00:00:00Z"
+    )
     return r, objects
 
 
@@ -252,10 +255,10 @@ def test_a_canary_generation_runs_the_revision_and_the_split_and_validates(
     assert apps["iris.canary"]["route_prefix"] == S.hidden_route("iris", "canary")
     args = apps["iris.split"]["args"]
     assert (
-        args["canary_url"] == f"http://127.0.0.1:{K.SERVE_PORT}{S.hidden_route('iris', 'canary')}"
+        args["canary_url"] == f"http://127.0.0.1:{KR.SERVE_PORT}{S.hidden_route('iris', 'canary')}"
     )
     # the serving revision answers on its own RayService's Serve Service (KubeRay names it)
-    assert args["stable_url"] == f"http://iris-4-serve-svc.{r.namespace}.svc:{K.SERVE_PORT}/iris"
+    assert args["stable_url"] == f"http://iris-4-serve-svc.{r.namespace}.svc:{KR.SERVE_PORT}/iris"
     assert (args["stable_revision"], args["canary_revision"]) == (2, 3)
     assert apps["iris.split"]["deployments"] == [
         {"name": "Split", "user_config": {"canary_percent": 20}}
@@ -380,9 +383,9 @@ def test_a_cluster_service_bounds_its_requests_at_the_ingress_it_was_found_to_ha
     done here leaves Ray Serve's defaults rather than naming a deployment that may not exist."""
     spec = S.ServiceSpec(import_path="serve_app:app", max_ongoing_requests=7, max_queued_requests=3)
     found = revision(spec).model_copy(update={"ingress": "Classifier"})
-    app = K.serve_config("iris", "/iris", found)["applications"][0]
+    app = KR.serve_config("iris", "/iris", found)["applications"][0]
     assert app["deployments"] == [
         {"name": "Classifier", "max_ongoing_requests": 7, "max_queued_requests": 3}
     ]
-    unknown = K.serve_config("iris", "/iris", revision(spec))["applications"][0]
+    unknown = KR.serve_config("iris", "/iris", revision(spec))["applications"][0]
     assert "deployments" not in unknown
