@@ -18,8 +18,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -38,25 +36,22 @@ from taugrid.serve.backends.base import (
     now,
     who,
 )
+from taugrid.serve.backends.generations import (
+    canary_takes_all,
+    code_bundle,
+    kube_serve,
+    made_registry,
+    new_generation,
+    plan_generation,
+    publish_model,
+    scale_to_zero,
+    send_generation,
+)
 
 if TYPE_CHECKING:
-    from taugrid.runs.resolve import Resolved
     from taugrid.serve.kube import KubeServe
-    from taugrid.serve.kuberender import CanaryPlan
     from taugrid.serve.records import ServiceDir
     from taugrid.serve.status import Observed
-
-
-def _serve(context: str | None) -> KubeServe:
-    from taugrid.serve.kube import KubeServe
-
-    return KubeServe(context)
-
-
-def _bundle(folder: Path) -> Any:
-    from taugrid.runs.codebundle import collect
-
-    return collect(folder)  # with tau_inputs.py: the workers' init container runs it
 
 
 def model_registry(
@@ -66,50 +61,13 @@ def model_registry(
     on first use, as a run's inputs'), or None when the workspace declares none."""
     from taugrid.serve.kuberender import replicas_of
 
-    r = _serve(context).resolve(m, spec, replicas_of(S.scale_of(spec)), workspace, profile)
-    return _made(r.workspace.registry)
+    r = kube_serve(context).resolve(m, spec, replicas_of(S.scale_of(spec)), workspace, profile)
+    return made_registry(r.workspace.registry)
 
 
 def record_registry(rec: S.ServiceRecord) -> str | None:
     """The registry a cluster service's next revision's model is registered into."""
-    return _made(_serve(rec.context).discovery.workspace(rec.workspace).registry)
-
-
-def _made(url: str | None) -> str | None:
-    if not url:
-        return None
-    from taugrid.data.store import open_store
-
-    return open_store(url, create=True).url
-
-
-def _publish(r: Resolved, pin: S.ModelPin | None, say: Say) -> None:
-    """The model version into the workspace's registry, before anything is sent."""
-    if pin is None:
-        return
-    from taugrid.api.vocabulary import ResolvedInput
-    from taugrid.runs.prepare import publish
-
-    publish(
-        r.workspace,
-        [
-            ResolvedInput(
-                kind="model", name=pin.name, version=pin.version, path=pin.name, ref=pin.ref
-            )
-        ],
-        say,
-    )
-
-
-def _gpus_free(
-    room: dict[tuple[str, str], Decimal] | None, flavor: str, resource: str
-) -> int | None:
-    """The GPUs the queue could still admit in the profile's flavor (its pods go nowhere else)."""
-    if room is None:
-        return None
-    return int(
-        sum((q for (f, res), q in room.items() if res == resource and f == flavor), Decimal(0))
-    )
+    return made_registry(kube_serve(rec.context).discovery.workspace(rec.workspace).registry)
 
 
 def ingress_of(code_dir: Path, spec: S.ServiceSpec, say: Say) -> str | None:
@@ -135,162 +93,6 @@ def endpoint(name: str, namespace: str, route: str) -> str:
     return f"http://{object_name(name)}.{namespace}.svc:{SERVE_PORT}{route}"
 
 
-@dataclass(frozen=True)
-class _Generation:
-    """A generation ready to send: its objects (the TauService first), where it goes and the
-    model version to publish there first."""
-
-    number: int
-    objects: list[dict[str, Any]]
-    resolved: Resolved
-    pin: S.ModelPin | None
-    context: str | None
-
-
-def _send(g: _Generation, say: Say, *, create: bool = False) -> None:
-    _publish(g.resolved, g.pin, say)
-    _serve(g.context).send(g.objects, create=create)
-
-
-def _plan_generation(
-    sd: ServiceDir,
-    rec: S.ServiceRecord,
-    rev: S.Revision,
-    replicas: int,
-    strategy: str,
-    canary: CanaryPlan | None = None,
-    now: str = "",
-) -> _Generation:
-    """A change as the next generation's RayService (beside the serving one), refused first
-    when the queue could never admit it, or has no room for it now; nothing is sent. The stable
-    Service moves to it once it serves (`advance`). With `canary`, the generation runs `rev`
-    and the split beside the serving generation, which is kept."""
-    from taugrid.runs.load import load_manifest
-    from taugrid.serve.kuberender import canary_spec, render
-
-    ks = _serve(rec.context)
-    source = Path(rev.source)
-    if not source.is_file():
-        raise TauError(
-            f"revision {rev.number}'s tau.yaml is gone ({rev.source})",
-            exit_code=EXIT_USAGE,
-            hint=f"roll out from a tau.yaml: tau serve rollout {rec.name} FILE",
-        )
-    m = load_manifest(source, purpose="service").manifest
-    r = ks.resolve(m, rev.spec, replicas, rec.workspace, rec.profile)
-    g = 1 + max(
-        rec.generation,
-        rec.pending_generation or 0,
-        ks.highest_generation(rec),
-        (rec.canary.generation or 0) if rec.canary else 0,
-    )
-    objects = render(
-        r,
-        rec.name,
-        rec.route_prefix,
-        rev,
-        _bundle(sd.code_dir(rev.number)),
-        replicas,
-        strategy,
-        g,
-        canary,
-    )
-    owner, cm, rayservice, _front = objects  # the Service moves when the new one serves
-    if canary is not None:
-        canary_spec(owner, rec.current, canary, rev, g, now)
-    _check_room(ks, rec, rev, r, rayservice, replicas, canary is not None)
-    return _Generation(g, [owner, cm, rayservice], r, rev.model, rec.context)
-
-
-def _check_room(
-    ks: KubeServe,
-    rec: S.ServiceRecord,
-    rev: S.Revision,
-    r: Resolved,
-    rayservice: dict[str, Any],
-    replicas: int,
-    canary: bool,
-) -> None:
-    """Refused before anything is sent: a RayService its queue could never admit, or one
-    whose GPUs the queue has not free now beside the serving generation (said with the room
-    a quota request or a scale to zero would make)."""
-    from taugrid.serve.kuberender import upgrade_gpus
-
-    never, cq, room = ks.queue_room(r, [rayservice])
-    if never is not None:
-        raise TauError(
-            f"revision {rev.number} is not sent: {never}",
-            exit_code=EXIT_NOT_ADMITTED,
-            hint=f"tau quota request --workspace {r.workspace.name}",
-        )
-    need = upgrade_gpus(replicas, r.gpus)
-    free = _gpus_free(room, r.profile.flavor, r.gpu_resource)
-    if need and free is not None and need > free and canary:
-        raise TauError(
-            f"the canary of revision {rev.number} needs {need} GPU(s) ({replicas} replica(s) x "
-            f"{r.gpus}) beside revision {rec.serving}'s, which keeps serving; queue {cq} has "
-            f"{free} free",
-            exit_code=EXIT_NOT_ADMITTED,
-            hint=f"tau quota request --gpus {need - free} --workspace {r.workspace.name}; or "
-            f"--strategy blue-green once there is room (it needs revision {rec.serving}'s size "
-            "beside it for a moment)"
-            + ("; or a smaller --step (fewer canary replicas)" if replicas > 1 else ""),
-        )
-    if need and free is not None and need > free:
-        held = rec.scale.replicas or 0
-        beside = (
-            (
-                f" beside revision {rec.serving}'s ({held} replica(s) x {r.gpus} GPU(s) keep "
-                "serving until it answers)"
-            )
-            if held
-            else ""
-        )
-        raise TauError(
-            f"revision {rev.number} needs {need} GPU(s) for its new RayService{beside}; queue "
-            f"{cq} has {free} free",
-            exit_code=EXIT_NOT_ADMITTED,
-            hint=f"tau quota request --gpus {need - free} --workspace {r.workspace.name}; or make "
-            f"room: `tau serve scale {rec.name} --replicas 0` stops it first (nothing answers "
-            "until the new one serves)",
-        )
-
-
-def _new_generation(
-    sd: ServiceDir,
-    rec: S.ServiceRecord,
-    rev: S.Revision,
-    replicas: int,
-    strategy: str,
-    say: Say,
-) -> int:
-    """A generation planned and sent at once (a new size, a promoted canary's full size)."""
-    g = _plan_generation(sd, rec, rev, replicas, strategy)
-    _send(g, say)
-    return g.number
-
-
-def _scale_to_zero(rec: S.ServiceRecord) -> None:
-    """Every RayService of the service deleted (the TauService and the Service stay); returns
-    once the cluster no longer lists them."""
-    from taugrid.serve.local import wait_until
-
-    ks = _serve(rec.context)
-    ks.drop(rec)
-    wait_until(
-        lambda: (
-            not any(
-                True
-                for _ in ks.kube.list(
-                    "RayService", rec.namespace, labels={C.LABEL_SERVICE: rec.name}
-                )
-            )
-        ),
-        60,
-        0.5,
-    )
-
-
 class KubeServiceBackend(ServiceTemplate):
     name = "kube"
     poll_s = 1.0
@@ -312,17 +114,17 @@ class KubeServiceBackend(ServiceTemplate):
         when the workspace declares none."""
         from taugrid.serve.kuberender import replicas_of
 
-        r = _serve(placement.context).resolve(
+        r = kube_serve(placement.context).resolve(
             manifest,
             spec,
             replicas_of(S.scale_of(spec)),
             placement.workspace,
             placement.profile,
         )
-        return _made(r.workspace.registry)
+        return made_registry(r.workspace.registry)
 
     def registry(self, rec: S.ServiceRecord) -> str | None:
-        return _made(_serve(rec.context).discovery.workspace(rec.workspace).registry)
+        return made_registry(kube_serve(rec.context).discovery.workspace(rec.workspace).registry)
 
     def ingress(self, code_dir: Path, spec: S.ServiceSpec, say: Say) -> str | None:
         return ingress_of(code_dir, spec, say)
@@ -334,7 +136,7 @@ class KubeServiceBackend(ServiceTemplate):
         from taugrid.serve.kuberender import render, replicas_of
 
         p = new.placement
-        ks = _serve(p.context)
+        ks = kube_serve(p.context)
         replicas = replicas_of(S.scale_of(new.spec))
         r = ks.resolve(new.manifest, new.spec, replicas, p.workspace, p.profile)
         objects = render(
@@ -342,7 +144,7 @@ class KubeServiceBackend(ServiceTemplate):
             sd.name,
             new.route,
             rev,
-            _bundle(new.source.parent),
+            code_bundle(new.source.parent),
             replicas,
             new.spec.rollout.strategy,
             1,
@@ -355,7 +157,7 @@ class KubeServiceBackend(ServiceTemplate):
                 hint=f"tau quota request --workspace {r.workspace.name}, or fewer "
                 "replicas or GPUs in service",
             )
-        _publish(r, new.pin, say)
+        publish_model(r, new.pin, say)
         return Started(
             fields={
                 "endpoint": endpoint(sd.name, r.namespace, new.route),
@@ -374,7 +176,7 @@ class KubeServiceBackend(ServiceTemplate):
         self, sd: ServiceDir, rec: S.ServiceRecord, plan: Any, say: Say
     ) -> S.ServiceRecord:
         objects, queue = plan
-        _serve(rec.context).send(objects, create=True)
+        kube_serve(rec.context).send(objects, create=True)
         say(
             f"sent revision 1 of {sd.name} to namespace {rec.namespace} (queue {queue}); Kueue "
             "admits it when there is quota"
@@ -388,7 +190,9 @@ class KubeServiceBackend(ServiceTemplate):
         try:
             from taugrid.serve.kuberender import object_name
 
-            found = _serve(rec.context).kube.get("TauService", object_name(rec.name), rec.namespace)
+            found = kube_serve(rec.context).kube.get(
+                "TauService", object_name(rec.name), rec.namespace
+            )
             return found is not None
         except TauError:
             return True  # unknown: keep the record, so nothing sent is forgotten
@@ -402,7 +206,7 @@ class KubeServiceBackend(ServiceTemplate):
         from taugrid.serve.kuberender import replicas_of
 
         replicas = replicas_of(rec.scale)
-        g = _plan_generation(sd, rec, rev, replicas, strategy) if replicas else None
+        g = plan_generation(sd, rec, rev, replicas, strategy) if replicas else None
         return Started(
             fields={
                 "pending_generation": g.number if g else None,
@@ -416,7 +220,7 @@ class KubeServiceBackend(ServiceTemplate):
         self, sd: ServiceDir, rec: S.ServiceRecord, rev: S.Revision, plan: Any, say: Say
     ) -> S.ServiceRecord:
         if plan is not None:
-            _send(plan, say)
+            send_generation(plan, say)
             say(
                 f"a RayService of revision {rev.number} starts beside the serving one; the "
                 "service moves to it when it serves"
@@ -453,7 +257,7 @@ class KubeServiceBackend(ServiceTemplate):
             stable_generation=rec.generation, stable_revision=rec.serving, percent=percent
         )
         replicas = max(1, -(-n * percent // 100))
-        g = _plan_generation(sd, rec, rev, replicas, "canary", canary=plan, now=started)
+        g = plan_generation(sd, rec, rev, replicas, "canary", canary=plan, now=started)
         return Started(
             fields={"generation": g.number, "started_at": started},
             where=f": RayService {sd.name}-{g.number}",
@@ -463,7 +267,7 @@ class KubeServiceBackend(ServiceTemplate):
     def send_canary(
         self, sd: ServiceDir, rec: S.ServiceRecord, rev: S.Revision, plan: Any, say: Say
     ) -> None:
-        _send(plan, say)
+        send_generation(plan, say)
 
     def route_canary(
         self,
@@ -489,7 +293,7 @@ class KubeServiceBackend(ServiceTemplate):
 
         with sd.lock():
             rec = sd.read()
-            ks = _serve(rec.context)
+            ks = kube_serve(rec.context)
             ks.switch(rec, rec.generation)
             ks.kube.merge_patch(
                 "TauService",
@@ -537,8 +341,8 @@ class KubeServiceBackend(ServiceTemplate):
 
         c = rec.canary
         assert c is not None and c.generation
-        ks = _serve(rec.context)
-        held = _canary_takes_all(ks, rec, c)
+        ks = kube_serve(rec.context)
+        held = canary_takes_all(ks, rec, c)
         full = replicas_of(rec.scale)
         rev = rec.revision(c.revision)
         ks.kube.merge_patch(
@@ -602,7 +406,7 @@ class KubeServiceBackend(ServiceTemplate):
         wait_until(lambda: before.generation not in ks.generations(before), 60, 0.5)
         rev = done.revision(done.serving)
         try:
-            pending = _new_generation(sd, done, rev, full, "blue-green", say)
+            pending = new_generation(sd, done, rev, full, "blue-green", say)
         except TauError as e:
             raise TauError(
                 f"revision {rev.number} serves every request on its canary's {held} "
@@ -632,10 +436,10 @@ class KubeServiceBackend(ServiceTemplate):
         with sd.lock():
             rec = sd.read()
             if n == 0:
-                _scale_to_zero(rec)
+                scale_to_zero(rec)
                 pending = None
             else:
-                pending = _new_generation(sd, rec, rec.current, n, rec.strategy, say)
+                pending = new_generation(sd, rec, rec.current, n, rec.strategy, say)
             was = rec.scale.describe()
             rec = rec.model_copy(
                 update={"scale": S.Scale(replicas=n), "pending_generation": pending}
@@ -653,7 +457,7 @@ class KubeServiceBackend(ServiceTemplate):
         they held) is gone."""
         from taugrid.serve.local import wait_until
 
-        ks = _serve(rec.context)
+        ks = kube_serve(rec.context)
         ks.remove(rec)
         if not wait_until(lambda: ks.gone(rec), timeout_s, 0.5):
             raise TauError(
@@ -666,7 +470,7 @@ class KubeServiceBackend(ServiceTemplate):
 
     # --- looking ------------------------------------------------------------------------------
     def observe(self, recs: Sequence[S.ServiceRecord]) -> list[Observed]:
-        return [_serve(r.context).observe(r) for r in recs]
+        return [kube_serve(r.context).observe(r) for r in recs]
 
     def advance(self, sd: ServiceDir, rec: S.ServiceRecord) -> S.ServiceRecord | None:
         """A pending generation that serves takes over: the stable Service moves to it and
@@ -685,7 +489,7 @@ class KubeServiceBackend(ServiceTemplate):
     def _advance(self, sd: ServiceDir, rec: S.ServiceRecord) -> S.ServiceRecord:
         c = rec.canary
         if c is not None and not c.routed and c.generation:
-            ks = _serve(rec.context)
+            ks = kube_serve(rec.context)
             ks.switch_if_ready(rec, c.generation, keep=rec.generation)
             if ks.serving_generation(rec) != c.generation:
                 return rec
@@ -699,7 +503,7 @@ class KubeServiceBackend(ServiceTemplate):
             return rec.model_copy(update={"canary": c.model_copy(update={"routed": True})})
         if not rec.pending_generation:
             return rec
-        ks = _serve(rec.context)
+        ks = kube_serve(rec.context)
         ks.switch_if_ready(rec, rec.pending_generation)
         if ks.serving_generation(rec) != rec.pending_generation:
             return rec
@@ -731,7 +535,7 @@ class KubeServiceBackend(ServiceTemplate):
                 hint=f"tau serve status {rec.name}",
             )
         route = urlsplit(rec.endpoint).path.rstrip("/")
-        ks = _serve(rec.context)
+        ks = kube_serve(rec.context)
         if ks.observe(rec).simulated:
             raise TauError(
                 f"{rec.name} runs on simulated nodes (KWOK): no container runs there, so "
@@ -768,7 +572,7 @@ class KubeServiceBackend(ServiceTemplate):
         """The replica pods' logs (the worker group's containers)."""
         from taugrid.serve.kuberender import GROUP
 
-        ks = _serve(rec.context)
+        ks = kube_serve(rec.context)
         pods = ks.kube.list(
             "Pod", rec.namespace, labels={C.LABEL_SERVICE: rec.name, "ray.io/group": GROUP}
         )
@@ -787,40 +591,3 @@ if TYPE_CHECKING:  # the template's steps make a whole backend
     from taugrid.serve.backends.base import ServiceBackend
 
     _whole: ServiceBackend = KubeServiceBackend()
-
-
-def _canary_takes_all(ks: KubeServe, rec: S.ServiceRecord, c: S.Canary) -> int:
-    """The canary's split set to 100% in place (its RayService's serve config patched); the
-    canary's replicas. Refused when its RayService is gone or it takes no requests yet."""
-    import yaml
-
-    from taugrid.kube.client import FIELD_MANAGER
-    from taugrid.serve.kuberender import generation_name
-
-    name = generation_name(rec.name, c.generation or 0)
-    rs = ks.kube.get("RayService", name, rec.namespace)
-    if rs is None:
-        raise TauError(
-            f"the canary's RayService {name} is gone from namespace {rec.namespace}",
-            exit_code=EXIT_PLATFORM,
-            hint=f"tau serve rollback {rec.name} (ends the canary)",
-        )
-    if not c.routed:
-        raise TauError(
-            f"the canary of revision {c.revision} does not take requests yet",
-            exit_code=EXIT_USAGE,
-            hint=f"tau serve status {rec.name} --watch",
-        )
-    cfg = yaml.safe_load(rs["spec"]["serveConfigV2"])
-    for app in cfg.get("applications") or []:
-        if app.get("name") == S.split_app(rec.name):
-            app["deployments"] = [S.split_deployment(100)]
-    ks.kube.merge_patch(
-        "RayService",
-        name,
-        rec.namespace,
-        {"spec": {"serveConfigV2": yaml.safe_dump(cfg, sort_keys=False)}},
-        FIELD_MANAGER,
-    )
-    groups = rs["spec"]["rayClusterConfig"].get("workerGroupSpecs") or [{}]
-    return int(groups[0].get("replicas") or 0)

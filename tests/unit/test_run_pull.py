@@ -373,7 +373,8 @@ def test_a_cluster_service_from_a_cluster_run_reads_nothing_through_this_machine
     from taugrid.api import serve as S
     from taugrid.api.profiles import WorkspaceRef
     from taugrid.client import serve
-    from taugrid.serve.backends.kube import _made, _publish
+    from taugrid.serve.backends.generations import made_registry as _made
+    from taugrid.serve.backends.generations import publish_model as _publish
 
     seal(volume)
     ws_registry = (volume / "registry").as_uri()
