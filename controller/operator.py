@@ -19,12 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import heapq
-import itertools
 import logging
 import threading
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -49,6 +46,7 @@ from taugrid.controller.kopfkit import (
     slim,
 )
 from taugrid.controller.recorder import RunObjects, compute_status, same
+from taugrid.controller.turns import Turns
 from taugrid.kube.client import Kube
 from taugrid.kube.facts import node_problems, recorded_status
 
@@ -108,67 +106,6 @@ def _fleeting(pod: Mapping[str, Any]) -> bool:
 
 def _run_key(kw: Mapping[str, Any]) -> RunKey:
     return (str(kw["namespace"]), str(kw["labels"][C.LABEL_RUN_ID]))
-
-
-class Turns:
-    """Run status writes one at a time, their starts at least 1/rate seconds apart: no second
-    holds more than `rate` of them. A write waits for its turn (`wait`, `done`; or `take`), then
-    its moment
-    (`pace`: only a turn that writes spends one); the urgent ones (what is gone a second later:
-    a pod about to go, a GPU fault under the run) get their turn before the others, and each
-    kind in the order it came. Urgent writes spend the same budget (the bound holds); they only
-    do not queue behind a backlog (a restart's catch-up, a burst's ends)."""
-
-    def __init__(
-        self,
-        rate: float,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-    ) -> None:
-        self.gap, self.clock, self.sleep = 1.0 / rate, clock, sleep
-        self._next = float("-inf")  # the earliest start of the next write
-        self._held = False
-        self._waiting: list[tuple[int, int, asyncio.Future[None]]] = []  # a heap: urgent first
-        self._order = itertools.count()
-
-    @contextlib.asynccontextmanager
-    async def take(self, urgent: bool = False) -> AsyncIterator[None]:
-        await self.wait(urgent)
-        try:
-            yield
-        finally:
-            self.done()
-
-    async def pace(self) -> None:
-        """Wait for the next write's moment (the turn's holder, before it writes)."""
-        start = max(self.clock(), self._next)
-        self._next = start + self.gap
-        wait = start - self.clock()
-        if wait > 0:
-            await self.sleep(wait)
-
-    async def wait(self, urgent: bool = False) -> None:
-        """Until it is the caller's turn (then `done` when its write is)."""
-        if not self._held:
-            self._held = True
-            return
-        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        heapq.heappush(self._waiting, (0 if urgent else 1, next(self._order), turn))
-        try:
-            await turn
-        except asyncio.CancelledError:
-            if turn.done() and not turn.cancelled():  # handed the turn as it was cancelled
-                self.done()
-            raise
-
-    def done(self) -> None:
-        """The turn to the first waiter still waiting (a cancelled one's future is done)."""
-        while self._waiting:
-            turn = heapq.heappop(self._waiting)[2]
-            if not turn.done():
-                turn.set_result(None)
-                return  # held, by the next
-        self._held = False
 
 
 class Controller:

@@ -17,6 +17,7 @@ from kopf._cogs.aiokits import aiotoggles  # noqa: E402
 from taugrid.controller import kopfkit as KK  # noqa: E402
 from taugrid.controller import operator as OP  # noqa: E402
 from taugrid.controller.config import ControllerConfig  # noqa: E402
+from taugrid.controller.turns import Turns  # noqa: E402
 from taugrid.kube.fake import FakeKube  # noqa: E402
 
 
@@ -119,7 +120,7 @@ def test_status_writes_are_paced_in_the_order_they_come() -> None:
     async def sleep(s: float) -> None:
         slept.append(round(s, 6))
 
-    turns = OP.Turns(20.0, clock=lambda: clock[0], sleep=sleep)
+    turns = Turns(20.0, clock=lambda: clock[0], sleep=sleep)
 
     async def main() -> None:
         for _ in range(5):  # five at the same instant: each waits one gap more
@@ -142,7 +143,7 @@ def _turn_order(urgent: list[bool], cancel: set[int] = frozenset()) -> list[int]
     async def no_sleep(_: float) -> None:
         return None
 
-    turns = OP.Turns(1000.0, sleep=no_sleep)
+    turns = Turns(1000.0, sleep=no_sleep)
 
     async def write(i: int, u: bool) -> None:
         async with turns.take(urgent=u):
@@ -190,7 +191,7 @@ def test_a_write_handed_its_turn_as_it_is_cancelled_passes_it_on() -> None:
     async def no_sleep(_: float) -> None:
         return None
 
-    turns = OP.Turns(1000.0, sleep=no_sleep)
+    turns = Turns(1000.0, sleep=no_sleep)
     got: list[str] = []
 
     async def write(name: str) -> None:

@@ -712,6 +712,7 @@ def test_a_run_waits_for_its_turn_once_however_often_it_changes_meanwhile() -> N
     pytest.importorskip("kopf")
     from taugrid.controller import operator as OP
     from taugrid.controller.config import ControllerConfig
+    from taugrid.controller.turns import Turns
     from taugrid.kube.fake import FakeKube
 
     fake = FakeKube({"TauRun": [taurun()]})
@@ -722,7 +723,7 @@ def test_a_run_waits_for_its_turn_once_however_often_it_changes_meanwhile() -> N
     async def no_sleep(_: float) -> None:
         return None
 
-    ctl.turns = OP.Turns(20.0, sleep=no_sleep)
+    ctl.turns = Turns(20.0, sleep=no_sleep)
     key = ("research", "kq-abc12")
 
     async def main() -> tuple[int, int, bool]:
