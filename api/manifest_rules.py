@@ -200,14 +200,17 @@ def _ray_launcher_issues(m: Manifest) -> Iterator[Issue]:
         )
     if m.launcher == "ray-train":
         if tune_set:
-            yield Issue(
-                "tune",
-                None,
-                "is a Ray Tune sweep: it needs run.launcher: ray-tune",
-                "run: {launcher: ray-tune}",
-            )
+            yield _TUNE_NEEDS_RAY_TUNE
         return
     yield from _sweep_issues(m)
+
+
+_TUNE_NEEDS_RAY_TUNE = Issue(
+    "tune",
+    None,
+    "is a Ray Tune sweep: it needs run.launcher: ray-tune",
+    "run: {launcher: ray-tune}",
+)
 
 
 def _ray_fields_elsewhere(m: Manifest, tune_set: bool) -> Iterator[Issue]:
@@ -221,12 +224,7 @@ def _ray_fields_elsewhere(m: Manifest, tune_set: bool) -> Iterator[Issue]:
             "run: {launcher: ray-tune, function: objective}",
         )
     if tune_set:
-        yield Issue(
-            "tune",
-            None,
-            "is a Ray Tune sweep: it needs run.launcher: ray-tune",
-            "run: {launcher: ray-tune}",
-        )
+        yield _TUNE_NEEDS_RAY_TUNE
 
 
 def _sweep_issues(m: Manifest) -> Iterator[Issue]:
