@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from taugrid.api import constants as C
 from taugrid.api.defaults import new_list
+from taugrid.api.gpuhealth import PoolDeclaration
 from taugrid.api.profiles import ImageMirror, WorkloadProfile, WorkspaceRef
 from taugrid.api.vocabulary import Phase, ResolvedInput, Signal, TerminationReason, TimelineEntry
 
@@ -61,6 +62,11 @@ class TauClusterSpec(_Model):
     imageMirrors: list[ImageMirror] = Field(
         default_factory=new_list,
         description="Images a run names, run as others (the first match): a registry mirror",
+    )
+    pools: list[PoolDeclaration] = Field(
+        default_factory=new_list,
+        description="What each GPU pool's nodes should be: what `tau cluster validate` checks",
+        json_schema_extra=_list_map("name"),
     )
 
 

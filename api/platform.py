@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from taugrid.api import constants as C
 from taugrid.api import naming
 from taugrid.api.defaults import new_list
+from taugrid.api.gpuhealth import PoolDeclaration
 from taugrid.api.issues import Issue
 from taugrid.api.profiles import (
     HeadSize,
@@ -599,6 +600,22 @@ def gpu_driver(cfg: PlatformConfig, pool: GpuPool) -> Literal["install", "none"]
         return pool.gpuDriver
     op = cfg.components.gpuOperator
     return "none" if op.enabled and op.installDriver else "install"
+
+
+def pool_declarations(cfg: PlatformConfig) -> list[PoolDeclaration]:
+    """What each GPU pool's nodes should be, as the cluster is told (`TauCluster.spec.pools`)."""
+    return [
+        PoolDeclaration(
+            name=gp.name,
+            vmSize=gp.vmSize,
+            gpusPerNode=gp.gpus() or 0,
+            gpuClass=gp.gpu_class(),
+            migProfile=gp.migProfile,
+            gpuOperator=cfg.components.gpuOperator.enabled,
+            driverByOperator=gpu_driver(cfg, gp) == "none",
+        )
+        for gp in cfg.gpuPools
+    ]
 
 
 def workspace_names_for_queue(cfg: PlatformConfig, queue: str) -> list[str]:

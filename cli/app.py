@@ -43,7 +43,7 @@ AUDIENCES: dict[str, list[str]] = {
         "local",
         "portal",
     ],
-    "Platform admins": ["platform", "controller", "crds"],
+    "Platform admins": ["platform", "cluster", "controller", "crds"],
     "Development": ["sandbox", "version"],
 }
 
@@ -60,6 +60,7 @@ GROUPS: dict[str, typer.Typer] = {
     "quota": quota.app,
     "controller": controller.app,
     "serve": serve.app,
+    "cluster": cluster.app,
 }
 
 

@@ -1,11 +1,15 @@
-"""`tau profiles` and `tau workspaces`: what a cluster offers you (read from the cluster)."""
+"""`tau profiles` and `tau workspaces`: what a cluster offers you (read from the cluster); and
+`tau cluster nodes | validate nodes`: the GPU nodes, checked against the platform's declaration
+(platform admins)."""
 
 from __future__ import annotations
+
+from typing import Annotated
 
 import typer
 
 from taugrid.cli.options import ContextOpt, JsonOpt, ReportFormat
-from taugrid.cli.output import dump_json, out
+from taugrid.cli.output import dump_json, out, say
 
 
 def profiles(context: ContextOpt = None, output: JsonOpt = ReportFormat.text) -> None:
@@ -78,3 +82,98 @@ def workspaces(context: ContextOpt = None, output: JsonOpt = ReportFormat.text) 
             f"{r['name']}{mark}: namespace {r['namespace']}, /data {r['pvc']}, profiles "
             f"{', '.join(r['profiles'])}"
         )
+
+
+app = typer.Typer(
+    no_args_is_help=True,
+    help="Platform admins: the cluster's GPU nodes, and checks of them against the platform's "
+    "declaration.",
+)
+validate_app = typer.Typer(
+    no_args_is_help=True, help="Check the cluster against the platform's declaration."
+)
+app.add_typer(validate_app, name="validate")
+PoolOpt = Annotated[
+    str | None, typer.Option("--pool", help="Only this GPU pool's nodes (as the stack names it)")
+]
+
+
+@app.command("nodes")
+def nodes(
+    pool: PoolOpt = None, context: ContextOpt = None, output: JsonOpt = ReportFormat.text
+) -> None:
+    """GPU nodes by pool: ready, GPUs, the controller's quarantine, and their last validation."""
+    import dataclasses
+
+    from taugrid.cli.output import columns
+    from taugrid.client import cluster
+
+    rows = [r for r in cluster.gpu_nodes(context) if pool is None or r.pool == pool]
+    if output is ReportFormat.json:
+        out(
+            dump_json(
+                [
+                    {**dataclasses.asdict(r), "verdicts": [v.model_dump() for v in r.verdicts]}
+                    for r in rows
+                ]
+            )
+        )
+        return
+    if not rows:
+        out("no GPU nodes" + (f" in pool {pool}" if pool else ""))
+        return
+    lines = []
+    for r in rows:
+        last = r.verdicts[-1] if r.verdicts else None
+        checked = (
+            "never"
+            if last is None
+            else f"{'passed' if last.passed else 'FAILED ' + ','.join(last.failed)} {last.at}"
+        )
+        state = "quarantined" if r.quarantined else ("ready" if r.ready else "NotReady")
+        lines.append((r.name, r.pool or "-", r.gpu_class or "-", str(r.gpus), state, checked))
+    out(columns(("NODE", "POOL", "GPU", "GPUS", "STATE", "LAST VALIDATION"), lines))
+    for r in rows:
+        for p in r.recent:
+            out(f"  {r.name}: {p}")
+
+
+@validate_app.command("nodes")
+def validate_nodes(
+    pool: PoolOpt = None,
+    keep: Annotated[
+        bool,
+        typer.Option("--keep/--no-keep", help="Keep each verdict in the node's history"),
+    ] = True,
+    context: ContextOpt = None,
+    output: JsonOpt = ReportFormat.text,
+) -> None:
+    """Check each node of the declared GPU pools against its pool: Ready, GPUs allocatable, the
+    GPU product and driver the GPU Operator labels, MIG layout, GPU fault conditions, recent
+    XIDs, quarantine. One line per failed check with the fix; exit 1 if any node fails."""
+    from taugrid.client import cluster
+
+    got = cluster.validate_nodes(context, pool=pool, keep=keep)
+    if output is ReportFormat.json:
+        out(dump_json(got.doc()))
+    else:
+        for v in got.verdicts:
+            if v.passed:
+                out(f"ok    {v.node} ({v.pool}): {len(v.findings)} checks passed")
+                continue
+            for f in v.failed():
+                out(f"FAIL  {v.node} ({v.pool}) {f.check}: {f.message}")
+                out(f"      fix: {f.fix}")
+        for name, why in got.unchecked.items():
+            out(f"skip  {name}: {why}")
+        for note in got.notes:
+            say(f"note: {note}")
+        failed = sum(1 for v in got.verdicts if not v.passed)
+        out(
+            f"{len(got.verdicts)} node(s) checked, {failed} failed"
+            + ("; verdicts kept on the nodes" if got.kept else "")
+        )
+        if not got.verdicts:
+            say("no node of a declared GPU pool to check")
+    if not got.passed:
+        raise typer.Exit(1)

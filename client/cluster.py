@@ -5,7 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from taugrid.api import constants as C
+
 if TYPE_CHECKING:
+    from taugrid.api.gpuhealth import NodeVerdict
     from taugrid.api.profiles import WorkloadProfile, WorkspaceRef
     from taugrid.kube.discovery import Discovery
     from taugrid.kube.fleet import NodeRow, PendingRow, QueueRow
@@ -118,3 +121,102 @@ def health(context: str | None = None) -> list[dict[str, Any]]:
     RemediationHeld (the circuit breaker that caps how many GPU nodes are quarantined at once)."""
     status = discovery(context).tau_cluster().get("status") or {}
     return [dict(c) for c in status.get("conditions") or []]
+
+
+@dataclass(frozen=True)
+class NodesReport:
+    """A validation of GPU nodes: each checked node's verdict, the nodes no declared GPU pool
+    holds (with why they were not checked), and whether the verdicts were kept on the nodes."""
+
+    verdicts: list[NodeVerdict]
+    unchecked: dict[str, str]
+    kept: bool
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return all(v.passed for v in self.verdicts)
+
+    def doc(self) -> dict[str, Any]:
+        return {
+            "passed": self.passed,
+            "nodes": [{**v.model_dump(mode="json"), "passed": v.passed} for v in self.verdicts],
+            "unchecked": self.unchecked,
+            "kept": self.kept,
+            "notes": self.notes,
+        }
+
+
+def validate_nodes(
+    context: str | None = None, pool: str | None = None, keep: bool = True
+) -> NodesReport:
+    """The passive tier on every node of the declared GPU pools (`pool`: one of them): each
+    node against its pool's declaration (`api.gpuhealth.check_node`). With `keep`, each verdict
+    is added to the node's history (an annotation; a platform admin's right: without it the
+    report says so and nothing is kept)."""
+    import time
+
+    from taugrid.api import gpuhealth as G
+    from taugrid.api.crds import TauClusterSpec, read_spec
+    from taugrid.api.errors import EXIT_USAGE, TauError
+    from taugrid.api.kubetime import k8s_time
+    from taugrid.kube.client import FIELD_MANAGER, Forbidden
+
+    disc = discovery(context)
+    declared = {p.name: p for p in read_spec(TauClusterSpec, disc.tau_cluster()).pools}
+    if pool is not None and pool not in declared:
+        raise TauError(
+            f"--pool {pool}: the cluster's platform declares no GPU pool {pool!r}",
+            exit_code=EXIT_USAGE,
+            hint=f"GPU pools: {', '.join(sorted(declared)) or 'none'}",
+        )
+    kube = disc.kube
+    nodes = kube.list("Node")
+    notes: list[str] = []
+    xids = _xid_events(kube, notes)
+    now, at = time.time(), k8s_time()
+    verdicts, unchecked = [], {}
+    for node in sorted(nodes, key=lambda n: n["metadata"]["name"]):
+        name, belongs = node["metadata"]["name"], G.pool_of(node)
+        if belongs in declared and (pool is None or belongs == pool):
+            verdicts.append(G.check_node(node, declared[belongs], now, xids.get(name, []), at))
+        elif pool is None and C.GPU_RESOURCE in ((node.get("status") or {}).get("capacity") or {}):
+            unchecked[name] = f"has GPUs but is in no declared GPU pool (pool label: {belongs})"
+    kept = False
+    if keep and verdicts:
+        by_name = {n["metadata"]["name"]: n for n in nodes}
+        try:
+            for v in verdicts:
+                body = {
+                    "metadata": {
+                        "annotations": {G.VALIDATION_ANNOTATION: G.with_verdict(by_name[v.node], v)}
+                    }
+                }
+                kube.merge_patch("Node", v.node, None, body, FIELD_MANAGER)
+            kept = True
+        except Forbidden:
+            notes.append("verdicts not kept: you may not annotate nodes (a platform admin may)")
+    return NodesReport(verdicts, unchecked, kept, notes)
+
+
+def _xid_events(kube: Any, notes: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """NPD's XID events by node (NPD records a node's events in namespace default), each with
+    its time as epoch seconds under "at"; an unreadable list is a note, not an error."""
+    from taugrid.api import gpuhealth as G
+    from taugrid.api.errors import TauError
+    from taugrid.api.kubetime import parse_k8s_time
+
+    try:
+        events = kube.list("Event", "default", fields={"reason": G.XID_EVENT_REASON})
+    except TauError as err:
+        notes.append(f"XID events not read ({err.message}): only the XID condition was checked")
+        return {}
+    out: dict[str, list[dict[str, Any]]] = {}
+    for e in events:
+        when = parse_k8s_time(
+            e.get("lastTimestamp") or e.get("eventTime") or e["metadata"].get("creationTimestamp")
+        )
+        node = (e.get("involvedObject") or {}).get("name")
+        if node and when is not None:
+            out.setdefault(node, []).append({**e, "at": when.timestamp()})
+    return out

@@ -25,6 +25,7 @@ from taugrid.api.platform import (
     WorkspaceFiles,
     WorkspaceSpec,
     derive_profiles,
+    pool_declarations,
     pool_taints,
     workspace_refs,
 )
@@ -341,6 +342,7 @@ def tau_cluster(cfg: PlatformConfig, stack: str) -> dict[str, Any]:
                 if cfg.imageMirrors
                 else {}
             ),
+            "pools": [p.model_dump(mode="json", exclude_none=True) for p in pool_declarations(cfg)],
         },
     }
 

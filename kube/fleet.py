@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from taugrid.api import constants as C
+from taugrid.api.gpuhealth import VerdictSummary, history_of
 from taugrid.kube.facts import node_problems
 
 
@@ -87,6 +88,7 @@ class NodeRow:
     problems: list[str] = field(default_factory=list)
     quarantine: str | None = None  # the fault that quarantined it, and since when
     recent: list[str] = field(default_factory=list)  # GPU faults now, or cleared in the last day
+    verdicts: list[VerdictSummary] = field(default_factory=list)  # validations kept, oldest first
 
 
 RECENT_S = 24 * 3600
@@ -144,6 +146,7 @@ def gpu_node_rows(nodes: list[dict[str, Any]], now: float | None = None) -> list
                     else None
                 ),
                 recent=_recent_faults(n, now),
+                verdicts=history_of(n),
             )
         )
     return sorted(rows, key=lambda r: (r.pool or "", r.name))

@@ -13,6 +13,8 @@ import typer
 from taugrid.cli.app import AUDIENCES, app, deprecated_spellings
 
 TREE = """
+cluster nodes: --context --output --pool -o
+cluster validate nodes: --context --keep --no-keep --output --pool -o
 controller run: --config --context --dry-run --standalone
 crds: --output -o
 data dataset alias get: --output --registry -o

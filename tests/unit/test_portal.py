@@ -263,6 +263,15 @@ def cluster_objects() -> dict[str, list[dict[str, Any]]]:
             "requestedBy": "alice",
         },
     }
+    def validated(n: dict[str, Any]) -> dict[str, Any]:
+        """Two verdicts kept on the node by `tau cluster validate nodes`: a failed, a passed."""
+        kept = [
+            {"at": "2026-12-02T09:00:00Z", "passed": False, "failed": {"gpus": "7 of the 8"}},
+            {"at": "2026-12-02T10:00:00Z", "passed": True, "failed": {}},
+        ]
+        n["metadata"]["annotations"]["tau.azure.com/validation"] = json.dumps(kept)
+        return n
+
     held = {
         "type": "RemediationHeld",
         "status": "True",
@@ -287,7 +296,7 @@ def cluster_objects() -> dict[str, list[dict[str, Any]]]:
         "Node": [
             node("a100x1-0", cleared=k8s_time()),
             node("a100x1-1", quarantined=True, fault=True),
-            node("a100x1-2", cleared="2026-01-01T00:00:00Z"),
+            validated(node("a100x1-2", cleared="2026-01-01T00:00:00Z")),
             {"metadata": {"name": "cpu-0", "labels": {}}, "status": {}},
         ],
         "TauQuotaRequest": [request],
@@ -379,6 +388,8 @@ def test_the_nodes_page_shows_pools_health_and_quarantine(web: TestClient, clust
     assert "XIDErrors cleared at" in fine  # a fault that cleared within the day
     old = next(ln for ln in res.text.split("<tr") if 'data-node="a100x1-2"' in ln)
     assert "cleared" not in old  # long ago: not recent
+    assert "passed (2026-12-02T10:00:00Z)" in old and 'title="2 kept"' in old  # the last of 2
+    assert ">never<" in fine  # never validated
     breaker = next(ln for ln in res.text.split("<tr") if 'data-condition="RemediationHeld"' in ln)
     assert "CircuitBreaker" in breaker and "at most 1 of 2 GPU nodes" in breaker
 
