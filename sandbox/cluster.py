@@ -457,13 +457,47 @@ def _fake_nodes(cp: Any, cfg: PlatformConfig, real_pool: CpuPool | None) -> list
             cp.add_fake_node(
                 name,
                 gpus=gpus,
-                labels=pool_labels(pool),
+                labels={**pool_labels(pool), **gpu_operator_labels(pool)},
                 taints=[t.model_dump(mode="json", exclude_none=True) for t in pool_taints(pool)],
                 cpu=str(size.cpu) if size else "8",
                 memory=str(size.memory) if size else "32Gi",
             )
             nodes.append(name)
     return nodes
+
+
+# What the GPU Operator's feature discovery would label a simulated GPU node with, by GPU family
+# (the product names its labels carry on Azure's VM sizes).
+SIMULATED_PRODUCTS = {
+    "a100": "NVIDIA-A100-SXM4-{gb}GB",
+    "h100": "NVIDIA-H100-{gb}GB-HBM3",
+    "h200": "NVIDIA-H200",
+    "a10": "NVIDIA-A10",
+    "t4": "Tesla-T4",
+}
+SIMULATED_DRIVER = "550"
+
+
+def gpu_operator_labels(pool: GpuPool | CpuPool) -> dict[str, str]:
+    """A simulated GPU node's labels as the GPU Operator sets them (product, count, driver), so
+    `tau cluster validate nodes` sees it as a real one; none for a CPU pool or an unknown class."""
+    from taugrid.api import gpuhealth as G
+
+    cls = pool.gpu_class() if isinstance(pool, GpuPool) else None
+    if not cls or not isinstance(pool, GpuPool):
+        return {}
+    import re
+
+    family = re.match(r"[a-z]+\d+", cls)
+    memory = re.search(r"(\d+)gb", cls)
+    product = SIMULATED_PRODUCTS.get(family.group(0)) if family else None
+    if product is None:
+        return {}
+    return {
+        G.GFD_PRODUCT: product.format(gb=memory.group(1) if memory else "80"),
+        G.GFD_COUNT: str(pool.gpus() or 0),
+        G.GFD_DRIVER_MAJOR: SIMULATED_DRIVER,
+    }
 
 
 def _identities(cp: Any, cfg: PlatformConfig, platform: bool) -> dict[str, str]:

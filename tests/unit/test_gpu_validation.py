@@ -294,3 +294,22 @@ def test_tau_cluster_nodes_shows_the_last_validation(
     assert main(["cluster", "nodes", "-o", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert [len(r["verdicts"]) for r in doc] == [1, 1]
+
+
+def test_the_sandboxs_simulated_gpu_nodes_are_labelled_as_their_class() -> None:
+    """Every GPU VM size the platform knows: the sandbox's simulated GPU Operator labels name a
+    product the check accepts for the size's class (so a fresh sandbox validates clean)."""
+    from taugrid.api.platform import VM_SIZES, GpuPool
+    from taugrid.sandbox.cluster import gpu_operator_labels
+
+    for vm, (_, _, gpus, cls) in VM_SIZES.items():
+        pool = GpuPool(name="p", vmSize=vm, maxCount=1)
+        labels = gpu_operator_labels(pool)
+        if not gpus:
+            continue
+        assert cls and G.product_matches(labels[G.GFD_PRODUCT], cls), (vm, labels)
+        assert labels[G.GFD_COUNT] == str(gpus)
+    # a class of its own naming (the sandbox's a100x2 pool)
+    own = GpuPool(name="p", vmSize="Standard_NC48ads_A100_v4", gpuClass="a100-80gb-2x", maxCount=1)
+    assert gpu_operator_labels(own)[G.GFD_PRODUCT] == "NVIDIA-A100-SXM4-80GB"
+    assert G.product_matches("NVIDIA-A100-SXM4-80GB", "a100-80gb-2x")
