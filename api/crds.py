@@ -53,6 +53,11 @@ class TauClusterSpec(_Model):
     components: dict[str, str] = Field(
         default_factory=dict, description="Installed component -> version"
     )
+    installedBy: dict[str, str] = Field(
+        default_factory=dict,
+        description="Component -> helm (its own release), external (outside the stack), or the "
+        "component whose release brings it",
+    )
     defaultWorkspace: str | None = Field(None, description="Workspace of runs that name none")
     workspaces: list[WorkspaceRef] = Field(
         default_factory=new_list,

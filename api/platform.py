@@ -45,6 +45,7 @@ class Chart(BaseModel):
     repo: str | None  # None: `chart` is an oci:// reference
     version: str
     namespace: str
+    release: str  # the Helm release's name (what `tau cluster validate installation` looks for)
 
 
 CHARTS: dict[str, Chart] = {
@@ -53,30 +54,35 @@ CHARTS: dict[str, Chart] = {
         repo="https://helm.ngc.nvidia.com/nvidia",
         version="v26.7.0",
         namespace="gpu-operator",
+        release="gpu-operator",
     ),
     "dcgmExporter": Chart(
         chart="dcgm-exporter",
         repo="https://nvidia.github.io/dcgm-exporter/helm-charts",
         version="4.8.2",
         namespace="gpu-operator",
+        release="dcgm-exporter",
     ),
     "nodeProblemDetector": Chart(
         chart="oci://ghcr.io/deliveryhero/helm-charts/node-problem-detector",
         repo=None,
         version="2.4.1",
         namespace="node-problem-detector",
+        release="node-problem-detector",
     ),
     "kueue": Chart(
         chart="oci://registry.k8s.io/kueue/charts/kueue",
         repo=None,
         version="0.19.2",
         namespace="kueue-system",
+        release="kueue",
     ),
     "kuberay": Chart(
         chart="kuberay-operator",
         repo="https://ray-project.github.io/kuberay-helm/",
         version="1.7.0",
         namespace="kuberay-system",
+        release="kuberay-operator",
     ),
 }
 CONTROLLER_VERSION = "0.1.0"  # the image tag of controller/Dockerfile (taugrid's version)

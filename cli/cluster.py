@@ -177,3 +177,27 @@ def validate_nodes(
             say("no node of a declared GPU pool to check")
     if not got.passed:
         raise typer.Exit(1)
+
+
+@validate_app.command("installation")
+def validate_installation(context: ContextOpt = None, output: JsonOpt = ReportFormat.text) -> None:
+    """Read-only: the Kubernetes version, TauGrid's and each component's CRDs, each component's
+    Helm release at the version the stack's lock says and its workloads Ready, the queues and
+    flavors as declared, the controller's heartbeat, NPD and DCGM's exporter on every GPU node.
+    One line per finding with the fix; exit 1 if any fails."""
+    from taugrid.client import cluster
+
+    got = cluster.validate_installation(context)
+    if output is ReportFormat.json:
+        out(dump_json(got.doc()))
+    else:
+        out(f"installation of {got.server}:")
+        for f in got.findings:
+            mark = {"ok": "ok  ", "failed": "FAIL", "skipped": "skip"}[f.state]
+            out(f"{mark}  {f.item}: {f.message}")
+            if f.fix and f.state == "failed":
+                out(f"      fix: {f.fix}")
+        bad = sum(1 for f in got.findings if f.state == "failed")
+        out(f"{len(got.findings)} finding(s), {bad} failed")
+    if not got.passed:
+        raise typer.Exit(1)

@@ -9,6 +9,7 @@ from taugrid.api import constants as C
 
 if TYPE_CHECKING:
     from taugrid.api.gpuhealth import NodeVerdict
+    from taugrid.api.installation import Finding as InstallFinding
     from taugrid.api.profiles import WorkloadProfile, WorkspaceRef
     from taugrid.kube.discovery import Discovery
     from taugrid.kube.fleet import NodeRow, PendingRow, QueueRow
@@ -220,3 +221,93 @@ def _xid_events(kube: Any, notes: list[str]) -> dict[str, list[dict[str, Any]]]:
         if node and when is not None:
             out.setdefault(node, []).append({**e, "at": when.timestamp()})
     return out
+
+
+@dataclass(frozen=True)
+class InstallationReport:
+    """The cluster's installation against its declaration: one finding per item."""
+
+    server: str
+    findings: list[InstallFinding]
+
+    @property
+    def passed(self) -> bool:
+        return all(f.state != "failed" for f in self.findings)
+
+    def doc(self) -> dict[str, Any]:
+        return {
+            "server": self.server,
+            "passed": self.passed,
+            "findings": [f.model_dump(mode="json") for f in self.findings],
+        }
+
+
+def validate_installation(context: str | None = None) -> InstallationReport:
+    """Read-only: what the cluster shows against what its TauCluster declares (see
+    `api.installation`). What this identity may not read is a failed finding that says so."""
+    import time
+
+    from taugrid.api import installation as I
+    from taugrid.api.errors import TauError
+    from taugrid.api.platform import CHARTS
+
+    kube = discovery(context).kube
+    denied: list[InstallFinding] = []
+
+    def read(what: str, fn: Any, *args: Any, **kw: Any) -> Any:
+        try:
+            return fn(*args, **kw)
+        except TauError as e:
+            denied.append(
+                I.Finding(
+                    item=f"read {what}",
+                    state="failed",
+                    message=e.message,
+                    fix="run it as a platform admin (it reads cluster-wide objects)",
+                )
+            )
+            return []
+
+    tc = read("the TauCluster", kube.get, "TauCluster", "cluster") or None
+    spec = (tc or {}).get("spec") or {}
+    helm = [n for n, how in (spec.get("installedBy") or {}).items() if how == "helm"]
+    nodes = read("nodes", kube.list, "Node")
+    seen = I.Seen(
+        version=read("the version", kube.server_version) or "?",
+        tau_cluster=tc,
+        crds=read("CRDs", kube.list, "CustomResourceDefinition"),
+        releases={
+            n: read(
+                f"{n}'s release",
+                kube.list,
+                "Secret",
+                CHARTS[n].namespace,
+                labels={"owner": "helm", "name": CHARTS[n].release},
+            )
+            for n in helm
+            if n in CHARTS
+        },
+        workloads={
+            n: [
+                *read(f"{n}'s Deployments", kube.list, "Deployment", CHARTS[n].namespace),
+                *read(f"{n}'s DaemonSets", kube.list, "DaemonSet", CHARTS[n].namespace),
+            ]
+            for n in helm
+            if n in CHARTS
+        },
+        agents={
+            n: read(f"{n}'s pods", kube.list, "Pod", CHARTS[n].namespace)
+            for n in ("nodeProblemDetector", "dcgmExporter")
+            if n in (spec.get("components") or {})
+        },
+        cluster_queues=read("ClusterQueues", kube.list, "ClusterQueue"),
+        flavors=read("ResourceFlavors", kube.list, "ResourceFlavor"),
+        local_queues=read("LocalQueues", kube.list, "LocalQueue"),
+        gpu_nodes=sorted(
+            n["metadata"]["name"]
+            for n in nodes
+            if C.GPU_RESOURCE in ((n.get("status") or {}).get("capacity") or {})
+        ),
+        now=time.time(),
+    )
+    return InstallationReport(kube.server, [*denied, *I.check(seen)])

@@ -33,10 +33,14 @@ def _always(cfg: PlatformConfig) -> bool:
 class HelmSpec:
     key: str  # components.<key> in the stack config, and CHARTS[key]
     type_name: str  # taugrid:platform:<type_name>
-    release: str  # the Helm release (and component) name
     values: Values
     outputs: Values = _nothing
     installs: Callable[[PlatformConfig], bool] = field(default=_always)  # else: no release
+
+    @property
+    def release(self) -> str:
+        """The Helm release (and component) name."""
+        return CHARTS[self.key].release
 
 
 HELM: dict[str, HelmSpec] = {
@@ -45,7 +49,6 @@ HELM: dict[str, HelmSpec] = {
         HelmSpec(
             "gpuOperator",
             "GpuOperator",
-            "gpu-operator",
             M.gpu_operator_values,
             lambda cfg: {"installDriver": cfg.components.gpuOperator.installDriver},
         ),
@@ -53,7 +56,6 @@ HELM: dict[str, HelmSpec] = {
         HelmSpec(
             "dcgmExporter",
             "DcgmExporter",
-            "dcgm-exporter",
             M.dcgm_exporter_values,
             lambda cfg: {"source": cfg.components.dcgmExporter.source},
             installs=lambda cfg: cfg.components.dcgmExporter.source == "standalone",
@@ -61,18 +63,16 @@ HELM: dict[str, HelmSpec] = {
         HelmSpec(
             "nodeProblemDetector",
             "NodeProblemDetector",
-            "node-problem-detector",
             M.npd_values,
             lambda cfg: {"condition": C.XID_CONDITION},
         ),
         HelmSpec(
             "kueue",
             "Kueue",
-            "kueue",
             M.kueue_values,
             lambda cfg: {"clusterQueues": [q.name for q in cfg.queues.clusterQueues]},
         ),
-        HelmSpec("kuberay", "KubeRayOperator", "kuberay-operator", M.kuberay_values),
+        HelmSpec("kuberay", "KubeRayOperator", M.kuberay_values),
     )
 }
 

@@ -333,6 +333,7 @@ def tau_cluster(cfg: PlatformConfig, stack: str) -> dict[str, Any]:
             "stack": stack,
             "workloadProfiles": [p.model_dump(mode="json", exclude_none=True) for p in profiles],
             "components": versions,
+            "installedBy": {name: installed_by(cfg, name) for name in versions},
             **({"defaultWorkspace": cfg.defaultWorkspace} if cfg.defaultWorkspace else {}),
             "workspaces": [
                 w.model_dump(mode="json", exclude_none=True) for w in workspace_refs(cfg)
@@ -345,6 +346,17 @@ def tau_cluster(cfg: PlatformConfig, stack: str) -> dict[str, Any]:
             "pools": [p.model_dump(mode="json", exclude_none=True) for p in pool_declarations(cfg)],
         },
     }
+
+
+def installed_by(cfg: PlatformConfig, name: str) -> str:
+    """How an enabled component is installed: helm (a release of its own), external, or by
+    another component's release (DCGM's exporter from the GPU Operator)."""
+    comp = getattr(cfg.components, name)
+    if comp.install == "external":
+        return "external"
+    if name == "dcgmExporter" and cfg.components.dcgmExporter.source == "operator":
+        return "gpuOperator"
+    return "helm"
 
 
 def researcher_read_clusterrole() -> dict[str, Any]:

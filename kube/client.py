@@ -47,6 +47,9 @@ KINDS: dict[str, Kind] = {
     for k in (
         Kind("", "v1", "ConfigMap", "configmaps"),
         Kind("", "v1", "Pod", "pods"),
+        Kind("", "v1", "Secret", "secrets"),
+        Kind("apps", "v1", "Deployment", "deployments"),
+        Kind("apps", "v1", "DaemonSet", "daemonsets"),
         Kind("", "v1", "Event", "events"),
         Kind("", "v1", "Service", "services"),
         Kind("", "v1", "Node", "nodes", namespaced=False),
@@ -147,6 +150,8 @@ class KubeAPI(Protocol):
     def pending(self, namespace: str, queue: str) -> builtins.list[dict[str, Any]] | str: ...
 
     def whoami(self) -> str: ...
+
+    def server_version(self) -> str: ...
 
     def can(self, verb: str, kind_name: str, namespace: str) -> bool: ...
 
@@ -292,6 +297,7 @@ def _without_http2() -> None:
 BUILT_IN = {
     "": "core",
     "batch": "batch",
+    "apps": "apps",
     "apiextensions.k8s.io": "apiextensions",
     "discovery.k8s.io": "discovery",
 }
@@ -705,6 +711,21 @@ class Kube:
         if resp.status_code == 404:
             return False
         return True if resp.status_code == 200 else None
+
+    def server_version(self) -> str:
+        """The API server's Kubernetes version (GET /version: its gitVersion, e.g. v1.36.0)."""
+        import httpx2
+
+        http = self.client._client._client
+        try:
+            res = http.get("/version")
+            res.raise_for_status()
+            return str(res.json().get("gitVersion") or "?")
+        except (httpx2.HTTPError, ValueError, AttributeError) as e:
+            raise TauError(
+                f"the Kubernetes API at {self.server} did not say its version ({e})",
+                exit_code=EXIT_PLATFORM,
+            ) from None
 
     def whoami(self) -> str:
         """The user as the API server sees them (SelfSubjectReview), else the kubeconfig's."""

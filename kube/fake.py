@@ -202,6 +202,11 @@ class FakeKube:
             return NOT_SERVED
         return copy.deepcopy(self.pending_items.get((namespace, queue), []))
 
+    version = "v1.36.0"  # what server_version answers (a test may set another)
+
+    def server_version(self) -> str:
+        return self.version
+
     def whoami(self) -> str:
         return self.user
 

@@ -14,6 +14,7 @@ from taugrid.cli.app import AUDIENCES, app, deprecated_spellings
 
 TREE = """
 cluster nodes: --context --output --pool -o
+cluster validate installation: --context --output -o
 cluster validate nodes: --context --keep --no-keep --output --pool -o
 controller run: --config --context --dry-run --standalone
 crds: --output -o
