@@ -24,9 +24,7 @@ def set_gpus(home: Path, node: str, gpus: str) -> None:
     """The node's allocatable GPUs, as a device plugin that holds some back reports them."""
     api = admin(home).resources.get(api_version="v1", kind="Node")
     body = {"status": {"allocatable": {"nvidia.com/gpu": gpus}}}
-    api.patch(
-        name=node, body=body, subresource="status", content_type="application/merge-patch+json"
-    )
+    api.status.patch(name=node, body=body, content_type="application/merge-patch+json")
 
 
 def test_gpu_nodes_validate_clean_then_a_lost_gpu_is_named_and_kept(sandbox: Path) -> None:
