@@ -68,6 +68,11 @@ GPU_FAULT_CONDITIONS: Final = (
     "GPUUnhealthy",
 )
 GPU_UNHEALTHY_TAINT: Final = f"{GROUP}/gpu-unhealthy"  # the controller's quarantine taint
+# A GPU node carries this from its registration (its pool's node taints), and again when it is
+# released from quarantine, until the controller's validation against its pool passes and lifts
+# it: no work lands on a node before it is proven. Not a flavor taint: nothing tolerates it but
+# the GPU Operator's and NPD's agents, which must run there to prove it.
+VALIDATING_TAINT: Final = f"{GROUP}/validating"
 QUARANTINE_REASON_LABEL: Final = f"{GROUP}/quarantine-reason"  # the fault that quarantined it
 QUARANTINED_AT_ANNOTATION: Final = f"{GROUP}/quarantined-at"  # when (a time is not a label value)
 

@@ -36,7 +36,9 @@ MIG_SLICES = {"MIG1g": 7, "MIG2g": 3, "MIG3g": 2, "MIG4g": 1, "MIG7g": 1}
 _FAMILY = re.compile(r"^([a-z]+\d+)")
 _MEMORY = re.compile(r"(\d+)GB\b")
 
-Check = Literal["ready", "gpus", "product", "driver", "mig", "conditions", "xid", "quarantine"]
+Check = Literal[
+    "pool", "ready", "gpus", "product", "driver", "mig", "conditions", "xid", "quarantine"
+]
 CHECKS: tuple[Check, ...] = (
     "ready",
     "gpus",

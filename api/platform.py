@@ -324,6 +324,11 @@ class RemediationConfig(_Model):
         600, ge=0, description="How long conditions must stay clear before a release"
     )
     dry_run: bool = Field(False, description="Decide and report, change no node")
+    validate_on_release: bool = Field(
+        True,
+        description="A released node gets the validating taint until its validation against its "
+        "pool passes (the controller lifts it); false: released straight to work",
+    )
     evict_runs: bool = Field(
         True,
         description="Evict TauGrid runs' pods from a quarantined node (they get DisruptionTarget:"
@@ -583,6 +588,15 @@ def pool_taints(pool: GpuPool | CpuPool) -> list[Taint]:
     """Taints TauGrid sets on the pool (AKS adds the spot taint itself on spot pools)."""
     taints = [GPU_TAINT] if isinstance(pool, GpuPool) else []
     return [*taints, *pool.taints]
+
+
+VALIDATING = Taint(key=C.VALIDATING_TAINT, value="passive", effect="NoSchedule")
+
+
+def registration_taints(pool: GpuPool | CpuPool) -> list[Taint]:
+    """Taints a pool's nodes register with and the controller lifts (not the flavor's: a
+    workload never tolerates them): a GPU node is validated before it takes work."""
+    return [VALIDATING] if isinstance(pool, GpuPool) else []
 
 
 def pool_tolerations(pool: GpuPool | CpuPool) -> list[Toleration]:

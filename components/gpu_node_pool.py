@@ -11,7 +11,13 @@ from typing import Any
 import pulumi
 import pulumi_azure_native.containerservice as CS
 
-from taugrid.api.platform import CpuPool, GpuPool, pool_labels, pool_taints
+from taugrid.api.platform import (
+    CpuPool,
+    GpuPool,
+    pool_labels,
+    pool_taints,
+    registration_taints,
+)
 
 
 def _agent_pool(
@@ -50,7 +56,7 @@ def _agent_pool(
         enable_auto_scaling=True,
         availability_zones=pool.zones or None,
         node_labels=pool_labels(pool),
-        node_taints=[t.render() for t in pool_taints(pool)],
+        node_taints=[t.render() for t in [*pool_taints(pool), *registration_taints(pool)]],
         os_disk_size_gb=pool.osDiskSizeGB,
         opts=pulumi.ResourceOptions(parent=component, provider=provider),
         **extra,

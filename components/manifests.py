@@ -227,6 +227,9 @@ def gpu_operator_values(cfg: PlatformConfig) -> dict[str, Any]:
                     "value": SPOT_TAINT.value,
                     "effect": "NoSchedule",
                 },
+                # a node being validated: its driver, device plugin, feature discovery and
+                # exporter are what prove it
+                {"key": C.VALIDATING_TAINT, "operator": "Exists", "effect": "NoSchedule"},
             ]
         },
         "node-feature-discovery": {

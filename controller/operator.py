@@ -29,11 +29,13 @@ from typing import Any
 import kopf
 
 from taugrid.api import constants as C
+from taugrid.api import gpuhealth as G
 from taugrid.api.errors import TauError
 from taugrid.api.kubetime import k8s_time, parse_k8s_time
 from taugrid.controller import decide as D
 from taugrid.controller import platform_status as P
 from taugrid.controller import remediation as R
+from taugrid.controller import validation as V
 from taugrid.controller.config import FIELD_MANAGER, PEERING, ControllerConfig
 from taugrid.controller.kopfkit import (
     ByUid,
@@ -67,7 +69,7 @@ FIRST_RECORD_WITHIN_S = 5.0
 PLATFORM_KINDS: tuple[tuple[str, str, str | None, tuple[str, ...]], ...] = (
     (C.GROUP, C.VERSION, "quotarequests", ("quota",)),
     (C.GROUP, C.VERSION, "workspaces", ("platform", "quota")),
-    (C.GROUP, C.VERSION, "clusters", ("platform", "quota")),
+    (C.GROUP, C.VERSION, "clusters", ("platform", "quota", "remediation")),
     ("kueue.x-k8s.io", "v1beta2", "clusterqueues", ("platform", "quota")),
     ("kueue.x-k8s.io", "v1beta2", "localqueues", ("platform", "quota")),
     ("kueue.x-k8s.io", "v1beta2", "cohorts", ("quota",)),
@@ -560,7 +562,7 @@ class Controller:
 
     def _quarantine_relevant(self, body: Mapping[str, Any]) -> bool:
         view = R.node_view(body)
-        return view.ours or bool(R.faults(view, self.cfg.remediation))
+        return view.ours or bool(R.faults(view, self.cfg.remediation)) or V.validating(body)
 
     def _capacity_signature(self) -> tuple[Any, ...]:
         return tuple(
@@ -592,7 +594,7 @@ class Controller:
                     "%squarantine %s: %s", "[dry-run] " if cfg.dry_run else "", d.node, d.why
                 )
             elif d.action == R.Action.release:
-                patch = R.release_patch(node)
+                patch = R.release_patch(node, validate=cfg.validate_on_release)
                 log.warning("%srelease %s: %s", "[dry-run] " if cfg.dry_run else "", d.node, d.why)
             elif d.action == R.Action.keep and d.mark_clear:
                 patch = R.clear_seen_patch(now)
@@ -607,6 +609,7 @@ class Controller:
             self.nodes[d.node] = slim(got)
             if d.action == R.Action.quarantine and cfg.evict_runs:
                 await self.evict_runs(d.node)
+        await self.validate_nodes(now)
         before = self.breaker
         self.breaker = verdicts
         if before is None or (
@@ -617,6 +620,33 @@ class Controller:
         ) != (verdicts.breaker_open, verdicts.limit, verdicts.gpu_nodes, verdicts.quarantined):
             self.wake("platform")
         return soonest
+
+    async def validate_nodes(self, now: datetime) -> None:
+        """Each node with the validating taint against its pool (`validation.py`): the taint
+        lifted when it passes, the verdict kept on the node when it changed."""
+        tc = self._object("clusters", self.cfg.cluster_object) if self._indexes else None
+        if tc is None:  # no declaration read yet: nothing to judge a node by (the next pass)
+            return
+        pools = {
+            p.get("name"): G.PoolDeclaration.model_validate(p)
+            for p in ((tc or {}).get("spec") or {}).get("pools") or []
+        }
+        for v in V.decide(self.nodes, pools, now):
+            if v.verdict.passed:
+                log.warning("validated %s: %d checks passed", v.node, len(v.verdict.findings))
+            elif v.patch is not None:
+                said = "; ".join(f"{f.check}: {f.message}" for f in v.verdict.failed())
+                log.warning("validation of %s failed (kept from work): %s", v.node, said)
+            if v.patch is None or self.cfg.remediation.dry_run:
+                continue
+            try:
+                got = await self._io(
+                    self.kube.merge_patch, "Node", v.node, None, v.patch, FIELD_MANAGER
+                )
+            except TauError as e:  # changed meanwhile (a 409): the next pass sees it as it is
+                log.warning("validation of %s not written: %s", v.node, e.message)
+                continue
+            self.nodes[v.node] = slim(got)
 
     async def evict_runs(self, node: str) -> None:
         """Evict the TauGrid runs' pods from a quarantined node (other pods are not ours)."""

@@ -231,9 +231,13 @@ def quarantine_patch(node: NodeView, d: Decision, now: datetime) -> dict[str, An
     }
 
 
-def release_patch(node: NodeView) -> dict[str, Any]:
-    """Undo only what quarantine did (a node someone else had cordoned stays cordoned)."""
-    spec: dict[str, Any] = {"taints": _others(node) or None}
+def release_patch(node: NodeView, validate: bool = False) -> dict[str, Any]:
+    """Undo only what quarantine did (a node someone else had cordoned stays cordoned). With
+    `validate`, the node gets the validating taint in place of the quarantine's: no work lands
+    on it until its validation passes (`validation.py` lifts it)."""
+    again = [{"key": C.VALIDATING_TAINT, "value": "released", "effect": "NoSchedule"}]
+    kept = [t for t in _others(node) if t.get("key") != C.VALIDATING_TAINT]
+    spec: dict[str, Any] = {"taints": [*kept, *(again if validate else [])] or None}
     if node.annotations.get(ANN_WAS_CORDONED) != "true":
         spec["unschedulable"] = None
     return {

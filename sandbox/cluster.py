@@ -30,6 +30,7 @@ from taugrid.api.platform import (
     WorkspaceFiles,
     pool_labels,
     pool_taints,
+    registration_taints,
 )
 from taugrid.api.profiles import HeadSize
 from taugrid.infra.stackfile import validated
@@ -367,7 +368,10 @@ def _install(
         apply(kube, M.namespace(SYSTEM_NAMESPACE))
     skipped.update(_start_operators(cp, groups, say))
     real_pool = cfg.cpuPools[0] if n_real and cfg.cpuPools else None
-    nodes = _fake_nodes(cp, cfg, real_pool)
+    # GPU nodes register as on AKS, with the validating taint: the controller lifts it once a
+    # node passes (without a controller, nothing would: then none)
+    validated = platform and cfg.components.controller.enabled
+    nodes = _fake_nodes(cp, cfg, real_pool, validated)
     say(f"{len(nodes)} KWOK nodes: {', '.join(nodes)}")
     real = _start_real_nodes(cp, kube, real_pool, n_real, say) if real_pool else []
     objects = _storage_classes(cfg)  # the cluster's storage, always
@@ -442,9 +446,11 @@ def _start_operators(cp: Any, groups: tuple[str, ...], say: Say) -> dict[str, st
     return out
 
 
-def _fake_nodes(cp: Any, cfg: PlatformConfig, real_pool: CpuPool | None) -> list[str]:
+def _fake_nodes(
+    cp: Any, cfg: PlatformConfig, real_pool: CpuPool | None, validated: bool = False
+) -> list[str]:
     """A KWOK node for each node a pool may have (the real nodes' pool left out), of the
-    pool's allocatable size, labels and taints."""
+    pool's allocatable size, labels and taints (with `validated`, its registration taints)."""
     nodes = []
     pools: list[GpuPool | CpuPool] = [*cfg.gpuPools, *cfg.cpuPools]
     for pool in pools:
@@ -458,7 +464,10 @@ def _fake_nodes(cp: Any, cfg: PlatformConfig, real_pool: CpuPool | None) -> list
                 name,
                 gpus=gpus,
                 labels={**pool_labels(pool), **gpu_operator_labels(pool)},
-                taints=[t.model_dump(mode="json", exclude_none=True) for t in pool_taints(pool)],
+                taints=[
+                    t.model_dump(mode="json", exclude_none=True)
+                    for t in [*pool_taints(pool), *(registration_taints(pool) if validated else [])]
+                ],
                 cpu=str(size.cpu) if size else "8",
                 memory=str(size.memory) if size else "32Gi",
             )

@@ -163,6 +163,12 @@ def test_release_undoes_only_what_quarantine_did() -> None:
     )
     p2 = R.release_patch(theirs)
     assert "unschedulable" not in p2["spec"] and p2["spec"]["taints"] is None
+    # validated before it takes work again: the validating taint in place of the quarantine's
+    p3 = R.release_patch(mine, validate=True)
+    assert p3["spec"]["taints"] == [
+        {"key": "sku", "value": "gpu", "effect": "NoSchedule"},
+        {"key": C.VALIDATING_TAINT, "value": "released", "effect": "NoSchedule"},
+    ]
 
 
 def test_label_values_are_valid() -> None:

@@ -263,6 +263,7 @@ def cluster_objects() -> dict[str, list[dict[str, Any]]]:
             "requestedBy": "alice",
         },
     }
+
     def validated(n: dict[str, Any]) -> dict[str, Any]:
         """Two verdicts kept on the node by `tau cluster validate nodes`: a failed, a passed."""
         kept = [
