@@ -130,7 +130,13 @@ def nodes(
             if last is None
             else f"{'passed' if last.passed else 'FAILED ' + ','.join(last.failed)} {last.at}"
         )
-        state = "quarantined" if r.quarantined else ("ready" if r.ready else "NotReady")
+        state = (
+            "quarantined"
+            if r.quarantined
+            else "validating"
+            if r.validating
+            else ("ready" if r.ready else "NotReady")
+        )
         lines.append((r.name, r.pool or "-", r.gpu_class or "-", str(r.gpus), state, checked))
     out(columns(("NODE", "POOL", "GPU", "GPUS", "STATE", "LAST VALIDATION"), lines))
     for r in rows:

@@ -89,6 +89,7 @@ class NodeRow:
     quarantine: str | None = None  # the fault that quarantined it, and since when
     recent: list[str] = field(default_factory=list)  # GPU faults now, or cleared in the last day
     verdicts: list[VerdictSummary] = field(default_factory=list)  # validations kept, oldest first
+    validating: bool = False  # kept from work until its validation passes (the taint)
 
 
 RECENT_S = 24 * 3600
@@ -147,6 +148,7 @@ def gpu_node_rows(nodes: list[dict[str, Any]], now: float | None = None) -> list
                 ),
                 recent=_recent_faults(n, now),
                 verdicts=history_of(n),
+                validating=any(t.get("key") == C.VALIDATING_TAINT for t in taints),
             )
         )
     return sorted(rows, key=lambda r: (r.pool or "", r.name))

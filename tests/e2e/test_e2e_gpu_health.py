@@ -53,3 +53,77 @@ def test_gpu_nodes_validate_clean_then_a_lost_gpu_is_named_and_kept(sandbox: Pat
         set_gpus(sandbox, NODE, "2")
     res = tau(sandbox, "cluster", "validate", "nodes", "--pool", "a100x2", "--no-keep", env=env)
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+def new_gpu_node(name: str, gpus: str) -> dict[str, object]:
+    """A GPU node of pool a100x2 as it registers: the pool's taints and the validating one, the
+    GPU Operator's labels, `gpus` allocatable (2 declared)."""
+    from taugrid.api import constants as C
+    from taugrid.api import gpuhealth as G
+
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {"kwok.x-k8s.io/node": "fake"},
+            "labels": {
+                C.LABEL_POOL: "a100x2",
+                C.LABEL_GPU_CLASS: "a100-80gb-2x",
+                G.GFD_PRODUCT: "NVIDIA-A100-SXM4-80GB",
+                G.GFD_COUNT: "2",
+                "type": "kwok",
+            },
+        },
+        "spec": {
+            "taints": [
+                {"key": C.GPU_TAINT_KEY, "value": C.GPU_TAINT_VALUE, "effect": "NoSchedule"},
+                {"key": C.VALIDATING_TAINT, "value": "passive", "effect": "NoSchedule"},
+            ]
+        },
+        "status": {
+            "capacity": {"cpu": "44", "memory": "396Gi", "pods": "110", "nvidia.com/gpu": "2"},
+            "allocatable": {"cpu": "44", "memory": "396Gi", "pods": "110", "nvidia.com/gpu": gpus},
+        },
+    }
+
+
+def test_a_new_node_is_validated_before_it_takes_work(sandbox: Path) -> None:
+    """The controller lifts the validating taint of a node that passes; one that registers 1 of
+    its 2 GPUs is named (its kept verdict) and keeps the taint: no work lands on it."""
+    from kubekit import wait_until
+
+    from taugrid.api import constants as C
+    from taugrid.api import gpuhealth as G
+
+    api = admin(sandbox).resources.get(api_version="v1", kind="Node")
+
+    def taints(name: str) -> list[str]:
+        return [t.key for t in api.get(name=name).spec.taints or []]
+
+    # the sandbox's own GPU nodes registered the same way: all lifted by now
+    wait_until(
+        lambda: all(
+            C.VALIDATING_TAINT not in [t.key for t in n.spec.taints or []] for n in api.get().items
+        ),
+        60,
+        "the sandbox's GPU nodes validated",
+    )
+    good, short = "a100x2-new-ok", "a100x2-new-short"
+    try:
+        api.create(body=new_gpu_node(good, "2"))
+        api.create(body=new_gpu_node(short, "1"))
+        wait_until(lambda: C.VALIDATING_TAINT not in taints(good), 60, "the good node lifted")
+
+        def named() -> list[G.VerdictSummary]:
+            return G.history_of(api.get(name=short).to_dict())
+
+        kept = wait_until(named, 60, "the short node's failed verdict")
+        assert not kept[-1].passed and "1 of the 2 GPUs" in kept[-1].failed["gpus"]
+        assert C.VALIDATING_TAINT in taints(short)  # kept from work
+        shown = tau(sandbox, "cluster", "nodes", "--pool", "a100x2", env=as_admin(sandbox))
+        row = next(ln for ln in shown.stdout.splitlines() if ln.startswith(short))
+        assert "validating" in row and "FAILED gpus" in row, shown.stdout
+    finally:
+        for n in (good, short):
+            api.delete(name=n)

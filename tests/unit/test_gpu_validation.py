@@ -313,3 +313,14 @@ def test_the_sandboxs_simulated_gpu_nodes_are_labelled_as_their_class() -> None:
     own = GpuPool(name="p", vmSize="Standard_NC48ads_A100_v4", gpuClass="a100-80gb-2x", maxCount=1)
     assert gpu_operator_labels(own)[G.GFD_PRODUCT] == "NVIDIA-A100-SXM4-80GB"
     assert G.product_matches("NVIDIA-A100-SXM4-80GB", "a100-80gb-2x")
+
+
+def test_a_node_kept_from_work_reads_validating(
+    fake: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    taint = {"key": C.VALIDATING_TAINT, "value": "passive", "effect": "NoSchedule"}
+    held = {"key": C.GPU_UNHEALTHY_TAINT, "value": "XIDErrors", "effect": "NoSchedule"}
+    fake(objects([gpu_node(taints=[taint]), gpu_node("a100x8-1", taints=[taint, held])]))
+    assert main(["cluster", "nodes"]) == 0
+    rows = {ln.split()[0]: ln.split()[4] for ln in capsys.readouterr().out.splitlines()[1:]}
+    assert rows == {"a100x8-0": "validating", "a100x8-1": "quarantined"}
