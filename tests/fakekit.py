@@ -150,3 +150,19 @@ def observe_with(
     if pending is not None:
         fake.pending_items = {("research", "gpu"): pending}
     return fake, KubeBackend(kube=fake).observe(dirs)
+
+
+def cluster_api(monkeypatch: Any) -> Any:
+    """`taugrid.client.cluster` answered by a fake: returns `make(objects) -> FakeKube`, each
+    call the cluster the next call of the API reads."""
+    from taugrid.client import cluster
+    from taugrid.kube.discovery import Discovery
+
+    box: dict[str, FakeKube] = {}
+
+    def make(objs: Any) -> FakeKube:
+        box["kube"] = FakeKube(objs)
+        return box["kube"]
+
+    monkeypatch.setattr(cluster, "discovery", lambda context=None: Discovery(box["kube"]))
+    return make

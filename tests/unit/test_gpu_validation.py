@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 import pytest
+from fakekit import cluster_api
 
 from taugrid.api import constants as C
 from taugrid.api import gpuhealth as G
@@ -198,18 +199,7 @@ def objects(nodes: list[dict[str, Any]], events: list[dict[str, Any]] | None = N
 
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> Any:
-    from taugrid.client import cluster
-    from taugrid.kube.discovery import Discovery
-    from taugrid.kube.fake import FakeKube
-
-    box: dict[str, Any] = {}
-
-    def make(objs: Any) -> FakeKube:
-        box["kube"] = FakeKube(objs)
-        return box["kube"]
-
-    monkeypatch.setattr(cluster, "discovery", lambda context=None: Discovery(box["kube"]))
-    return make
+    return cluster_api(monkeypatch)
 
 
 def xid_event(node: str, at: str, msg: str = "NVRM: Xid (PCI:0000:00:1e): 48, DBE") -> Any:

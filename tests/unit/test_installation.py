@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 import pytest
+from fakekit import cluster_api
 
 from taugrid.api import constants as C
 from taugrid.api import installation as I
@@ -122,18 +123,7 @@ def world(**change: Any) -> dict[str, list[Any]]:
 
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> Any:
-    from taugrid.client import cluster
-    from taugrid.kube.discovery import Discovery
-    from taugrid.kube.fake import FakeKube
-
-    box: dict[str, Any] = {}
-
-    def make(objs: Any) -> FakeKube:
-        box["kube"] = FakeKube(objs)
-        return box["kube"]
-
-    monkeypatch.setattr(cluster, "discovery", lambda context=None: Discovery(box["kube"]))
-    return make
+    return cluster_api(monkeypatch)
 
 
 def findings(fake: Any, objs: Any) -> dict[str, Any]:
