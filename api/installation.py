@@ -22,6 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from taugrid.api import constants as C
+from taugrid.api.defaults import new_list
 from taugrid.api.platform import CHARTS
 
 MIN_KUBERNETES = (1, 30)  # Kueue 0.19 and KubeRay 1.7 need at least this
@@ -56,14 +57,14 @@ class Seen:
 
     version: str
     tau_cluster: Mapping[str, Any] | None
-    crds: list[Mapping[str, Any]] = field(default_factory=list)
+    crds: list[Mapping[str, Any]] = field(default_factory=new_list)
     releases: dict[str, list[Mapping[str, Any]]] = field(default_factory=dict)  # by component
     workloads: dict[str, list[Mapping[str, Any]]] = field(default_factory=dict)  # by component
     agents: dict[str, list[Mapping[str, Any]]] = field(default_factory=dict)  # pods, by component
-    cluster_queues: list[Mapping[str, Any]] = field(default_factory=list)
-    flavors: list[Mapping[str, Any]] = field(default_factory=list)
-    local_queues: list[Mapping[str, Any]] = field(default_factory=list)
-    gpu_nodes: list[str] = field(default_factory=list)
+    cluster_queues: list[Mapping[str, Any]] = field(default_factory=new_list)
+    flavors: list[Mapping[str, Any]] = field(default_factory=new_list)
+    local_queues: list[Mapping[str, Any]] = field(default_factory=new_list)
+    gpu_nodes: list[str] = field(default_factory=new_list)
     now: float = 0.0
 
 

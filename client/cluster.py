@@ -10,6 +10,7 @@ from taugrid.api import constants as C
 if TYPE_CHECKING:
     from taugrid.api.gpuhealth import NodeVerdict
     from taugrid.api.installation import Finding as InstallFinding
+    from taugrid.api.installation import Seen as InstallSeen
     from taugrid.api.profiles import WorkloadProfile, WorkspaceRef
     from taugrid.kube.discovery import Discovery
     from taugrid.kube.fleet import NodeRow, PendingRow, QueueRow
@@ -161,7 +162,6 @@ def validate_nodes(
     from taugrid.api.crds import TauClusterSpec, read_spec
     from taugrid.api.errors import EXIT_USAGE, TauError
     from taugrid.api.kubetime import k8s_time
-    from taugrid.kube.client import FIELD_MANAGER, Forbidden
 
     disc = discovery(context)
     declared = {p.name: p for p in read_spec(TauClusterSpec, disc.tau_cluster()).pools}
@@ -185,19 +185,31 @@ def validate_nodes(
             unchecked[name] = f"has GPUs but is in no declared GPU pool (pool label: {belongs})"
     kept = False
     if keep and verdicts:
-        by_name = {n["metadata"]["name"]: n for n in nodes}
+        kept = _keep(kube, nodes, verdicts, notes)
+    return NodesReport(verdicts, unchecked, kept, notes)
+
+
+def _keep(kube: Any, nodes: list[Any], verdicts: list[NodeVerdict], notes: list[str]) -> bool:
+    """Each verdict added to its node's history; a node deleted meanwhile is said, not fatal."""
+    from taugrid.api import gpuhealth as G
+    from taugrid.api.errors import TauError
+    from taugrid.kube.client import FIELD_MANAGER, Forbidden
+
+    by_name = {n["metadata"]["name"]: n for n in nodes}
+    for v in verdicts:
+        body = {
+            "metadata": {
+                "annotations": {G.VALIDATION_ANNOTATION: G.with_verdict(by_name[v.node], v)}
+            }
+        }
         try:
-            for v in verdicts:
-                body = {
-                    "metadata": {
-                        "annotations": {G.VALIDATION_ANNOTATION: G.with_verdict(by_name[v.node], v)}
-                    }
-                }
-                kube.merge_patch("Node", v.node, None, body, FIELD_MANAGER)
-            kept = True
+            kube.merge_patch("Node", v.node, None, body, FIELD_MANAGER)
         except Forbidden:
             notes.append("verdicts not kept: you may not annotate nodes (a platform admin may)")
-    return NodesReport(verdicts, unchecked, kept, notes)
+            return False
+        except TauError as e:
+            notes.append(f"{v.node}: its verdict not kept (the node went meanwhile? {e.message})")
+    return True
 
 
 def _xid_events(kube: Any, notes: list[str]) -> dict[str, list[dict[str, Any]]]:
@@ -245,11 +257,8 @@ class InstallationReport:
 def validate_installation(context: str | None = None) -> InstallationReport:
     """Read-only: what the cluster shows against what its TauCluster declares (see
     `api.installation`). What this identity may not read is a failed finding that says so."""
-    import time
-
     from taugrid.api import installation as I
     from taugrid.api.errors import TauError
-    from taugrid.api.platform import CHARTS
 
     kube = discovery(context).kube
     denied: list[InstallFinding] = []
@@ -267,6 +276,19 @@ def validate_installation(context: str | None = None) -> InstallationReport:
                 )
             )
             return []
+
+    seen = _installation_seen(kube, read)
+    return InstallationReport(kube.server, [*denied, *I.check(seen)])
+
+
+def _installation_seen(kube: Any, read: Any) -> InstallSeen:
+    """What `validate_installation` reads, once each: the TauCluster, the CRDs, each Helm
+    component's release Secrets and workloads, the node agents' pods, Kueue's queues and
+    flavors, and which nodes have GPUs."""
+    import time
+
+    from taugrid.api import installation as I
+    from taugrid.api.platform import CHARTS
 
     tc = read("the TauCluster", kube.get, "TauCluster", "cluster") or None
     spec = (tc or {}).get("spec") or {}
@@ -310,4 +332,4 @@ def validate_installation(context: str | None = None) -> InstallationReport:
         ),
         now=time.time(),
     )
-    return InstallationReport(kube.server, [*denied, *I.check(seen)])
+    return seen

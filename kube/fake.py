@@ -132,7 +132,12 @@ class FakeKube:
     ) -> dict[str, Any]:
         self._check("patch", kind_name, namespace)
         key = (kind_name, namespace, name)
-        cur = self.objects.get(key, {"metadata": {"name": name, "namespace": namespace}})
+        cur = self.objects.get(key)
+        if cur is None:  # as the API server answers: 404, nothing made
+            raise TauError(
+                f"patch {KINDS[kind_name].plural}: 404 Not Found: {name!r} not found",
+                exit_code=4,
+            )
         return copy.deepcopy(self.put(kind_name, _merge(cur, patch)))
 
     def evict(self, pod: str, namespace: str) -> bool:

@@ -227,8 +227,9 @@ def main(argv: list[str] | None = None) -> int:
     # SIGTERM ends it at once: as its container's first process it would otherwise ignore it,
     # and a pod being replaced (a drain, a rollout) would wait out its whole grace period
     signal.signal(signal.SIGTERM, _interrupt)
-    print(f"tau_files: serving {args.root} read-only on {args.bind}:{args.port}", flush=True)
+    # (said inside: a SIGTERM sent as soon as it is read must find the interrupt caught)
     with contextlib.suppress(KeyboardInterrupt):
+        print(f"tau_files: serving {args.root} read-only on {args.bind}:{args.port}", flush=True)
         server.serve_forever()
     server.server_close()
     return 0

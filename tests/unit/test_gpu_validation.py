@@ -314,3 +314,22 @@ def test_a_node_kept_from_work_reads_validating(
     assert main(["cluster", "nodes"]) == 0
     rows = {ln.split()[0]: ln.split()[4] for ln in capsys.readouterr().out.splitlines()[1:]}
     assert rows == {"a100x8-0": "validating", "a100x8-1": "quarantined"}
+
+
+def test_a_node_deleted_while_it_is_validated_is_said_not_fatal(fake: Any) -> None:
+    from taugrid.client import cluster
+
+    kube = fake(objects([gpu_node(), gpu_node("a100x8-1")]))
+    real = kube.list
+
+    def listed_then_gone(kind: str, *a: Any, **kw: Any) -> Any:
+        got = real(kind, *a, **kw)
+        if kind == "Node":
+            kube.delete("Node", "a100x8-1", None)  # deleted between the read and the write
+        return got
+
+    kube.list = listed_then_gone  # type: ignore[method-assign]
+    got = cluster.validate_nodes()
+    assert [v.node for v in got.verdicts] == ["a100x8-0", "a100x8-1"] and got.kept
+    assert any("a100x8-1: its verdict not kept" in n for n in got.notes)
+    assert len(G.history_of(kube.get("Node", "a100x8-0"))) == 1

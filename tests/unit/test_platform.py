@@ -82,7 +82,8 @@ def test_prod_pools_vm_sizes_taints_labels_driver() -> None:
     h100 = pools["h100x8"]
     assert h100["vmSize"] == "Standard_ND96isr_H100_v5"
     assert (h100["minCount"], h100["maxCount"], h100["enableAutoScaling"]) == (0, 4, True)
-    assert h100["nodeTaints"] == ["sku=gpu:NoSchedule"]
+    # a GPU node registers kept from work until the controller has validated it
+    assert h100["nodeTaints"] == ["sku=gpu:NoSchedule", f"{C.VALIDATING_TAINT}=passive:NoSchedule"]
     assert h100["nodeLabels"] == {C.LABEL_POOL: "h100x8", C.LABEL_GPU_CLASS: "h100-80gb"}
     assert h100["gpuProfile"] == {"driver": "None"}  # the GPU Operator installs the driver
     assert pools["a100x1"]["availabilityZones"] == ["1", "2", "3"]

@@ -144,6 +144,8 @@ def test_dry_run_decides_but_touches_no_node(dry_run: bool) -> None:
             },
         },
     }
+    for body in ctl.nodes.values():  # the cluster has them too (a patch of a node it has not: 404)
+        fake.put("Node", body)
     asyncio.run(ctl.reconcile_nodes())
     assert ctl.breaker is not None and [
         d.node for d in ctl.breaker.by_action(ctl.breaker.decisions[0].action.__class__.quarantine)
