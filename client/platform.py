@@ -63,7 +63,7 @@ def diff(
     never moves). Both with promotion's warning."""
     from dataclasses import asdict
 
-    from taugrid.api.platform import with_lock
+    from taugrid.api.versionlock import with_lock
     from taugrid.infra import promote
     from taugrid.infra.stackfile import find_stacks_dir, validated
 

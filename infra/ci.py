@@ -19,15 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from taugrid.api.errors import EXIT_PLATFORM, EXIT_USAGE, TauError
-from taugrid.api.platform import (
-    AksClusterSpec,
-    PlatformConfig,
-    lock_hash,
-    validate_platform,
-    version_lock,
-    with_lock,
-)
+from taugrid.api.platform import AksClusterSpec, PlatformConfig, validate_platform
 from taugrid.api.quantity import QuantityError, duration
+from taugrid.api.versionlock import lock_hash, version_lock, with_lock
 from taugrid.infra.engine import Engine, Outcome
 from taugrid.infra.stackfile import find_stacks_dir, validated
 

@@ -1,6 +1,6 @@
 """Promotion: one stack's tested version lock onto the next stack's file, and the record of tests.
 
-The version lock is every setting marked promotable (`api.platform.version_lock`: component
+The version lock is every setting marked promotable (`api.versionlock.version_lock`: component
 versions, the AKS Kubernetes version); pools, queues and workspaces belong to one cluster and
 never move. A lock may be promoted only after it was verified: `tau platform ci down ID
 --passed` records that the lock a CI cluster ran passed the pipeline's tests, in
@@ -18,13 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from taugrid.api.errors import EXIT_USAGE, TauError
-from taugrid.api.platform import (
-    CONFIG_KEY,
-    PlatformConfig,
-    lock_hash,
-    version_lock,
-    with_lock,
-)
+from taugrid.api.platform import CONFIG_KEY, PlatformConfig
+from taugrid.api.versionlock import lock_hash, version_lock, with_lock
 from taugrid.infra.stackfile import find_stacks_dir, validated
 
 VERIFIED_DIR = "verified"

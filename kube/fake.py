@@ -20,7 +20,8 @@ from typing import Any
 
 from taugrid.api.errors import TauError
 from taugrid.api.kubetime import k8s_time
-from taugrid.kube.client import FIELD_MANAGER, KINDS, Forbidden, Reply
+from taugrid.kube.client import FIELD_MANAGER, Forbidden, Reply
+from taugrid.kube.kinds import KINDS
 
 NOT_SERVED = "Kueue's visibility API (pendingworkloads) is not served here"
 

@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from taugrid.api.errors import TauError
-from taugrid.api.platform import version_lock
+from taugrid.api.versionlock import version_lock
 from taugrid.infra.stackfile import validated
 
 pytest.importorskip("pulumi", reason="the platform extra (pulumi) is not installed")

@@ -12,7 +12,8 @@ import yaml
 from conftest import ROOT
 from k8s_schemas import crd_errors, k8s_errors
 
-from taugrid.api.platform import CONTROLLER_VERSION, version_lock
+from taugrid.api.platform import CONTROLLER_VERSION
+from taugrid.api.versionlock import version_lock
 from taugrid.infra.stackfile import validated
 
 pytest.importorskip("pulumi", reason="the platform extra (pulumi) is not installed")

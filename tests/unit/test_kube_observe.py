@@ -206,7 +206,8 @@ def test_an_image_that_cannot_be_pulled_is_named_on_its_node() -> None:
 def test_a_403_from_an_unserved_visibility_api_says_it_is_not_served() -> None:
     """RBAC answers before the API exists: a 403 is told apart by discovery."""
     pytest.importorskip("lightkube")
-    from taugrid.kube.client import KINDS, Forbidden, Kube
+    from taugrid.kube.client import Forbidden, Kube
+    from taugrid.kube.kinds import KINDS
 
     kube = Kube.__new__(Kube)
 

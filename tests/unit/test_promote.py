@@ -12,7 +12,7 @@ from conftest import ROOT
 from conftest import run_tau as tau
 
 pytest.importorskip("pulumi", reason="the platform extra (pulumi) is not installed")
-from taugrid.api.platform import lock_hash, version_lock
+from taugrid.api.versionlock import lock_hash, version_lock
 from taugrid.infra.promote import record_verified
 from taugrid.infra.stackfile import validated
 
