@@ -42,13 +42,19 @@ def test_gpu_nodes_validate_clean_then_a_lost_gpu_is_named_and_kept(sandbox: Pat
         assert "fix: cordon and drain" in res.stdout
         shown = tau(sandbox, "cluster", "nodes", "--pool", "a100x2", env=env)
         assert shown.returncode == 0 and "FAILED gpus" in shown.stdout, shown.stdout
+
+        def verdicts() -> list[bool]:
+            kept = json.loads(tau(sandbox, "cluster", "nodes", "-o", "json", env=env).stdout)
+            row = next(r for r in kept if r["name"] == NODE)
+            return [v["passed"] for v in row["verdicts"]]
+
+        before = verdicts()  # (the controller's own, from the node's registration, may lead)
+        assert before[-2:] == [True, False]  # the clean run's, then the lost GPU's
         mine = tau(
             sandbox, "cluster", "validate", "nodes", "--pool", "a100x2", env=kube_env(sandbox)
         )
         assert mine.returncode == 1 and "you may not annotate nodes" in mine.stderr, mine.stderr
-        kept = json.loads(tau(sandbox, "cluster", "nodes", "-o", "json", env=env).stdout)
-        row = next(r for r in kept if r["name"] == NODE)
-        assert [v["passed"] for v in row["verdicts"]] == [True, False]  # the researcher's: not
+        assert verdicts() == before  # the researcher's: not kept
     finally:
         set_gpus(sandbox, NODE, "2")
     res = tau(sandbox, "cluster", "validate", "nodes", "--pool", "a100x2", "--no-keep", env=env)
