@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from taugrid.api import constants as C
 from taugrid.api.defaults import new_list
 from taugrid.api.gpuhealth import PoolDeclaration
+from taugrid.api.gpuuse import GpuUseStatus
 from taugrid.api.profiles import ImageMirror, WorkloadProfile, WorkspaceRef
 from taugrid.api.vocabulary import Phase, ResolvedInput, Signal, TerminationReason, TimelineEntry
 
@@ -229,6 +230,9 @@ class TauRunStatus(_Model):
     timeline: list[TimelineEntry] = Field(default_factory=new_list)
     conditions: list[Condition] = Field(
         default_factory=new_list, json_schema_extra=_CONDITIONS_LIST
+    )
+    gpuUse: GpuUseStatus | None = Field(
+        None, description="Its GPUs' use now, from DCGM (the controller reads it while it runs)"
     )
 
 

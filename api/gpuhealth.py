@@ -10,6 +10,7 @@ when no check fails (a check that could not be made is `skipped`, with why).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
@@ -18,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from taugrid.api import constants as C
 from taugrid.api.defaults import new_list
+from taugrid.api.gpuuse import DCGM_ANNOTATION
 
 # Labels NVIDIA's GPU feature discovery (GFD) and MIG manager set on a GPU node.
 GFD_PRODUCT = "nvidia.com/gpu.product"  # e.g. NVIDIA-A100-SXM4-80GB, Tesla-T4
@@ -37,7 +39,7 @@ _FAMILY = re.compile(r"^([a-z]+\d+)")
 _MEMORY = re.compile(r"(\d+)GB\b")
 
 Check = Literal[
-    "pool", "ready", "gpus", "product", "driver", "mig", "conditions", "xid", "quarantine"
+    "pool", "ready", "gpus", "product", "driver", "mig", "conditions", "xid", "dcgm", "quarantine"
 ]
 CHECKS: tuple[Check, ...] = (
     "ready",
@@ -47,6 +49,7 @@ CHECKS: tuple[Check, ...] = (
     "mig",
     "conditions",
     "xid",
+    "dcgm",
     "quarantine",
 )
 
@@ -120,6 +123,7 @@ def check_node(
         _mig(status.get("allocatable") or {}, labels, pool),
         _conditions(conds),
         _xid(conds, xid_events, now),
+        _dcgm(meta.get("annotations") or {}, pool),
         _quarantine((node.get("spec") or {}).get("taints") or []),
     ]
     return NodeVerdict(node=name, pool=pool.name, checkedAt=checked_at, findings=findings)
@@ -317,6 +321,44 @@ def _xid(
         "controller quarantines the node",
         count=str(len(recent)),
     )
+
+
+def _dcgm(annotations: Mapping[str, str], pool: PoolDeclaration) -> Finding:
+    """The controller's last reading of the node's DCGM exporter (kept on the node)."""
+    raw = annotations.get(DCGM_ANNOTATION)
+    try:
+        got = json.loads(raw) if raw else None
+    except ValueError:
+        got = None
+    if not isinstance(got, dict):
+        return _skip(
+            "dcgm",
+            "the controller has not read its DCGM exporter yet (a new node, or gpuUse is off)",
+        )
+    at = str(got.get("at") or "")
+    fix = (
+        "the DCGM exporter pod on the node (the GPU Operator's namespace): its logs, and that "
+        "the controller can reach its port 9400"
+    )
+    if got.get("error"):
+        return _fail("dcgm", str(got["error"]), fix, read=at)
+    seen = int(got.get("gpus") or 0)
+    if pool.gpusPerNode and seen < pool.gpusPerNode:
+        return _fail(
+            "dcgm",
+            f"DCGM sees {seen} of the {pool.gpusPerNode} GPUs the pool declares",
+            "a GPU fell off the bus or its driver failed: reboot the node, or replace the VM",
+            read=at,
+        )
+    xids = [int(x) for x in got.get("xid") or []]
+    if xids:
+        return _fail(
+            "dcgm",
+            f"DCGM reports XID {', '.join(map(str, xids))} as a GPU's last error",
+            "look the XID up in NVIDIA's XID catalog; reset the GPU or reboot the node",
+            read=at,
+        )
+    return _ok("dcgm", f"DCGM sees {seen} GPU(s), no XID", read=at)
 
 
 def _quarantine(taints: Iterable[Mapping[str, Any]]) -> Finding:

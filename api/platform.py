@@ -16,6 +16,7 @@ from taugrid.api import constants as C
 from taugrid.api import naming
 from taugrid.api.defaults import new_list
 from taugrid.api.gpuhealth import PoolDeclaration
+from taugrid.api.gpuuse import GpuUseConfig
 from taugrid.api.issues import Issue
 from taugrid.api.profiles import (
     HeadSize,
@@ -351,6 +352,7 @@ class ControllerSpec(ComponentBase):
         1, ge=1, le=5, description="Peers; kopf peering keeps one handling events"
     )
     remediation: RemediationConfig = Field(default_factory=RemediationConfig)
+    gpuUse: GpuUseConfig = Field(default_factory=GpuUseConfig)
     memory: str = Field(
         "512Mi",
         description="The controller's memory limit (it requests half). It holds what it watches "

@@ -145,3 +145,76 @@ def sandbox_kubeconfig(
     from taugrid.sandbox import cluster as sandbox
 
     out(str(sandbox.kubeconfig(as_)))
+
+
+@app.command("gpu")
+def sandbox_gpu(
+    node: Annotated[
+        str, typer.Argument(help="A simulated GPU node (tau sandbox status lists them)")
+    ],
+    idle: Annotated[
+        bool | None,
+        typer.Option(
+            "--idle/--busy",
+            show_default=False,
+            help="Its pods' GPUs report ~1% SM activity (a run holding GPUs, doing nothing)",
+        ),
+    ] = None,
+    missing: Annotated[
+        int | None,
+        typer.Option(
+            "--missing",
+            min=0,
+            show_default=False,
+            help="Register that many GPUs fewer (capacity and exporter alike); 0 restores",
+        ),
+    ] = None,
+    xid: Annotated[
+        int | None,
+        typer.Option(
+            "--xid",
+            min=0,
+            show_default=False,
+            help="An XID fault on GPU 0 (the exporter's last XID and NPD's GPUXidError "
+            "condition); 0 clears it",
+        ),
+    ] = None,
+    down: Annotated[
+        bool | None,
+        typer.Option("--down/--up", show_default=False, help="Its exporter stops answering"),
+    ] = None,
+    garbage: Annotated[
+        bool | None,
+        typer.Option(
+            "--garbage/--sane", show_default=False, help="Its exporter answers not its format"
+        ),
+    ] = None,
+    reset: Annotated[bool, typer.Option("--reset", help="Every knob back to normal")] = False,
+    output: JsonOpt = ReportFormat.text,
+) -> None:
+    """Turn a simulated GPU node's knobs: its simulated DCGM exporter (and what the cluster shows
+    of the node) then says so. With no knob: what is turned now."""
+    from taugrid.api.kubetime import k8s_time
+    from taugrid.sandbox import cluster as sandbox
+    from taugrid.sandbox import dcgmsim
+
+    changes: dict[str, Any] = {
+        k: v
+        for k, v in {
+            "idle": idle,
+            "missing": missing,
+            "xid": xid,
+            "down": down,
+            "garbage": garbage,
+        }.items()
+        if v is not None
+    }
+    if reset:
+        changes = {"idle": None, "missing": 0, "xid": 0, "down": None, "garbage": None}
+    kube = sandbox.admin_kube()
+    knobs = dcgmsim.set_knobs(kube, node, changes, k8s_time())
+    if output is ReportFormat.json:
+        out(dump_json({"node": node, "knobs": knobs}))
+    else:
+        said = ", ".join(f"{k}={v}" for k, v in knobs.items()) or "none (a healthy, busy node)"
+        out(f"{node}: knobs {said}")

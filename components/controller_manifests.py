@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from taugrid.api import constants as C
-from taugrid.api.platform import SYSTEM_NAMESPACE, PlatformConfig
+from taugrid.api.platform import CHARTS, SYSTEM_NAMESPACE, PlatformConfig
 from taugrid.api.quantity import format_memory, parse_memory
 from taugrid.components.manifests import PART_OF, object_meta, rbac_binding, rbac_role
 
@@ -67,6 +67,10 @@ CONTROLLER_RULES: list[dict[str, Any]] = [
     # runs' pods leave a quarantined node through the Eviction API (PodDisruptionBudgets hold)
     {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
+    # GPU use: DCGM's exporters are found through their Service's EndpointSlices (pod IPs and
+    # nodes, nothing else); an idle run is requeued by deactivating its Kueue Workload
+    {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["get", "list"]},
+    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["patch"]},
     {
         "apiGroups": [""],
         "resources": ["events"],
@@ -148,10 +152,38 @@ def kopf_peering() -> list[dict[str, Any]]:
     return [crd, peering]
 
 
+DCGM_PORT = 9400  # the exporter's port, in both charts
+OPERATOR_DCGM_SERVICE = "nvidia-dcgm-exporter"  # the GPU Operator's exporter Service
+
+
+def controller_settings(cfg: PlatformConfig, exporter_url: str | None = None) -> dict[str, Any]:
+    """The controller's settings file (controller/config.py reads it) from the stack: its
+    remediation and GPU-use settings, and where DCGM's exporters answer (the chart that installs
+    them; `exporter_url`: a URL per node instead, with `{node}`, as in the sandbox)."""
+    spec = cfg.components.controller
+    dcgm = cfg.components.dcgmExporter
+    standalone = dcgm.source == "standalone"
+    chart = CHARTS["dcgmExporter" if standalone else "gpuOperator"]
+    exporters: dict[str, Any] = {
+        "namespace": chart.namespace,
+        "service": chart.release if standalone else OPERATOR_DCGM_SERVICE,
+        "port": DCGM_PORT,
+    }
+    if exporter_url:
+        exporters["url"] = exporter_url
+    gpu_use = spec.gpuUse.model_dump(mode="json")
+    gpu_use["enabled"] = gpu_use["enabled"] and dcgm.enabled
+    return {
+        "remediation": spec.remediation.model_dump(mode="json"),
+        "gpuUse": gpu_use,
+        "exporters": exporters,
+    }
+
+
 def controller_deployment(cfg: PlatformConfig) -> list[dict[str, Any]]:
     """Its settings (a ConfigMap) and the Deployment: image pinned with the other versions."""
     spec = cfg.components.controller
-    settings = {"remediation": spec.remediation.model_dump(mode="json")}
+    settings = controller_settings(cfg)
     labels = {"app.kubernetes.io/name": CONTROLLER}
     config = {
         "apiVersion": "v1",

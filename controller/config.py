@@ -9,16 +9,34 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from taugrid.api.errors import EXIT_USAGE, TauError
+from taugrid.api.gpuuse import GpuUseConfig
 from taugrid.api.platform import SYSTEM_NAMESPACE, RemediationConfig
 
 FIELD_MANAGER = "taugrid-controller"
 PEERING = "taugrid-controller"
 
 
+class Exporters(BaseModel):
+    """Where DCGM's exporters answer: the pods behind a Service (found through its
+    EndpointSlices, each with the node it runs on), or a URL per node (`url`, with `{node}`:
+    the sandbox's simulated exporters on loopback, which no EndpointSlice may name)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    namespace: str = Field("gpu-operator", min_length=1)
+    service: str = Field("nvidia-dcgm-exporter", min_length=1)
+    port: int = Field(9400, ge=1, le=65535)
+    path: str = Field("/metrics", pattern=r"^/")
+    url: str | None = Field(None, pattern=r"^https?://.*\{node\}")
+    timeout_s: float = Field(3.0, gt=0, le=30)
+
+
 class ControllerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     remediation: RemediationConfig = Field(default_factory=RemediationConfig)
+    gpuUse: GpuUseConfig = Field(default_factory=GpuUseConfig)
+    exporters: Exporters = Field(default_factory=Exporters)
     system_namespace: str = Field(SYSTEM_NAMESPACE, description="Where TauWorkspaces live")
     cluster_object: str = Field("cluster", description="The TauCluster's name")
     status_writes_per_s: float = Field(

@@ -14,8 +14,9 @@ output is not TauGrid's to guess at.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 SM_ACTIVE = "DCGM_FI_PROF_SM_ACTIVE"
 GR_ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
@@ -23,6 +24,7 @@ GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"  # percent; a coarse fallback where profiling 
 FB_USED = "DCGM_FI_DEV_FB_USED"  # MiB
 POWER = "DCGM_FI_DEV_POWER_USAGE"  # W
 XID = "DCGM_FI_DEV_XID_ERRORS"  # the last XID seen (0: none)
+R = TypeVar("R", bound=Hashable)
 FIELDS = (SM_ACTIVE, GR_ENGINE_ACTIVE, GPU_UTIL, FB_USED, POWER, XID)
 
 
@@ -53,23 +55,26 @@ class Gpu:
 
 
 def parse(text: str, node: str) -> list[Gpu]:
-    """The GPUs in one exporter's answer (the node it runs on: its Hostname label, else
-    `node`). Only the fields above are kept; other metrics are skipped."""
+    """The GPUs in one exporter's answer, the exporter of `node` (the node it was found on: its
+    own Hostname label is the pod's host name in some versions, and was renamed `hostname` in
+    others). Only the fields above are kept: other lines are dropped before parsing, which is
+    most of the cost (an 8-GPU node prints ~40 fields a GPU)."""
     from prometheus_client.parser import text_string_to_metric_families
 
+    if not isinstance(text, str) or ("\x00" in text):
+        raise ExpositionError("not DCGM exporter's text format (binary)")
+    kept = "\n".join(line for line in text.splitlines() if _wanted(line))
     gpus: dict[str, Gpu] = {}
     try:
-        for family in text_string_to_metric_families(text):
+        for family in text_string_to_metric_families(kept + "\n"):
             for s in family.samples:
-                if s.name not in FIELDS:
-                    continue
                 idx = s.labels.get("gpu")
-                if idx is None:
+                if s.name not in FIELDS or idx is None:
                     continue
                 g = gpus.setdefault(
                     idx,
                     Gpu(
-                        node=s.labels.get("Hostname") or node,
+                        node=node,
                         index=idx,
                         uuid=s.labels.get("UUID", ""),
                         model=s.labels.get("modelName", ""),
@@ -78,9 +83,19 @@ def parse(text: str, node: str) -> list[Gpu]:
                 if s.labels.get("pod"):
                     g.namespace, g.pod = s.labels.get("namespace"), s.labels["pod"]
                 g.values[s.name] = float(s.value)
-    except (ValueError, TypeError, IndexError) as e:
+    except (ValueError, TypeError, IndexError, KeyError) as e:
         raise ExpositionError(f"not DCGM exporter's text format ({e})") from None
+    if not gpus and text.strip() and not text.lstrip().startswith(("#", "DCGM_")):
+        raise ExpositionError("not DCGM exporter's text format (no DCGM field in it)")
     return [gpus[k] for k in sorted(gpus, key=_index)]
+
+
+def _wanted(line: str) -> bool:
+    """A sample of one of FIELDS, or its HELP/TYPE line."""
+    if line.startswith("#"):
+        parts = line.split(None, 3)
+        return len(parts) >= 3 and parts[1] in ("HELP", "TYPE") and parts[2] in FIELDS
+    return line.startswith(FIELDS)
 
 
 def _index(k: str) -> tuple[int, str]:
@@ -100,11 +115,11 @@ class GpuUse:
 
 
 def per_run(
-    gpus: Iterable[Gpu], run_of: Mapping[tuple[str, str], str]
-) -> tuple[dict[str, GpuUse], list[Gpu]]:
+    gpus: Iterable[Gpu], run_of: Mapping[tuple[str, str], R]
+) -> tuple[dict[R, GpuUse], list[Gpu]]:
     """Each run's use, joined through the pod that holds each GPU (`run_of`: (namespace, pod)
     -> run id); and the GPUs held by a pod that is no run's (or by none), for the caller to say."""
-    held: dict[str, list[Gpu]] = {}
+    held: dict[R, list[Gpu]] = {}
     strays = []
     for g in gpus:
         run = run_of.get((g.namespace or "", g.pod or "")) if g.pod else None
@@ -133,9 +148,9 @@ class IdleWatch:
 
     threshold: float = 0.05
     window_s: float = 1800.0
-    quiet_since: dict[str, float] = field(default_factory=dict)
+    quiet_since: dict[Hashable, float] = field(default_factory=dict)
 
-    def observe(self, use: Mapping[str, GpuUse], now: float) -> dict[str, float]:
+    def observe(self, use: Mapping[Any, GpuUse], now: float) -> dict[Any, float]:
         """The runs idle now, each with when its quiet began."""
         for run in list(self.quiet_since):
             if run not in use:

@@ -37,6 +37,7 @@ from taugrid.controller import platform_status as P
 from taugrid.controller import remediation as R
 from taugrid.controller import validation as V
 from taugrid.controller.config import FIELD_MANAGER, PEERING, ControllerConfig
+from taugrid.controller.gpuwatch import GpuWatch
 from taugrid.controller.kopfkit import (
     ByUid,
     NoDiffBase,
@@ -66,6 +67,16 @@ FIRST_RECORD_WITHIN_S = 5.0
 # submissions) reaches the API server as a steady trickle. (Paced starts alone were not enough:
 # writes queued behind a slow answer completed together, 26 in one second.)
 # The objects the quota and platform reconcilers read (and which of them a change wakes)
+RUN_INDEXES = (
+    "taurun_idx",
+    "job_idx",
+    "rayjob_idx",
+    "kueue_idx",
+    "kueue_uid_idx",
+    "pod_idx",
+    "node_runs_idx",
+    "event_idx",
+)
 PLATFORM_KINDS: tuple[tuple[str, str, str | None, tuple[str, ...]], ...] = (
     (C.GROUP, C.VERSION, "quotarequests", ("quota",)),
     (C.GROUP, C.VERSION, "workspaces", ("platform", "quota")),
@@ -128,11 +139,20 @@ class Controller:
         self._tasks: list[asyncio.Task[None]] = []
         self._capacity_sig: tuple[Any, ...] = ()
         self.breaker: R.Verdicts | None = None
+        self._run_kw: Mapping[str, Any] | None = None  # kopf's indexes of runs' objects (live)
+        self.gpu = GpuWatch(self)
         self.registry = self._build()
 
     # --- I/O (in a thread: lightkube is synchronous) ---------------------------------------
     async def _io(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.to_thread(fn, *args)
+
+    def run_indexes(self) -> Mapping[str, Any] | None:
+        return self._run_kw
+
+    async def record_soon(self, key: RunKey) -> None:
+        if self._run_kw is not None:
+            await self.record_now(key, self._run_kw)
 
     def wake(self, worker: str) -> None:
         ev = self._wake.get(worker)
@@ -172,6 +192,7 @@ class Controller:
         async def cleanup(**_: Any) -> None:
             for t in [*me._tasks, *me._due.values(), *me._due_services.values()]:
                 t.cancel()
+            await me.gpu.close()
 
     def _wire_indexes(self, reg: kopf.OperatorRegistry) -> None:
         """The indexes of a run's objects, by run (and Workloads by UID, pods by node)."""
@@ -317,6 +338,8 @@ class Controller:
     def _hold_indexes(self, kw: Mapping[str, Any]) -> None:
         """kopf calls a handler only once every index is filled: from the first call on, the
         reconcilers read the platform's objects from them (live views, no copies)."""
+        if self._run_kw is None:
+            self._run_kw = {k: kw[k] for k in RUN_INDEXES}
         if not self._indexes:
             self._indexes = {
                 kind: kw[f"all_{kind}"]
@@ -365,6 +388,7 @@ class Controller:
             ("remediation", self.reconcile_nodes),
             ("platform", self.reconcile_platform),
             ("heartbeat", self.heartbeat),
+            *((("gpuuse", self.gpu),) if self.cfg.gpuUse.enabled else ()),
         ):
             self._wake[name] = asyncio.Event()
             self._wake[name].set()  # once at start
@@ -514,7 +538,9 @@ class Controller:
             self._written.pop(key, None)
             return None
         objs = replace(objs, taurun=self._freshest(key, objs.taurun))
-        new = compute_status(objs, self.problems, self.clock(), self.problem_since)
+        new = compute_status(
+            objs, self.problems, self.clock(), self.problem_since, self.gpu.use_of(key)
+        )
         old = recorded_status(objs.taurun)
         if old is not None and same(old, new):
             return None

@@ -16,9 +16,18 @@ from typing import Any
 from taugrid.api import constants as C
 from taugrid.api.crds import TauRunStatus
 from taugrid.api.evidence import RunRecord
+from taugrid.api.gpuuse import DCGM_EVIDENCE, GpuUseStatus, describe
 from taugrid.api.kubetime import k8s_time
 from taugrid.api.observations import ClusterFacts, Observations
-from taugrid.api.vocabulary import TERMINAL, Phase, TerminationReason, TimelineEntry
+from taugrid.api.vocabulary import (
+    TERMINAL,
+    Phase,
+    Signal,
+    SignalName,
+    SignalState,
+    TerminationReason,
+    TimelineEntry,
+)
 from taugrid.controller.timeline import condense
 from taugrid.kube.facts import name_preemptor, record_from_taurun, recorded_status, run_facts
 from taugrid.runs.status import compute
@@ -50,8 +59,10 @@ def compute_status(
     node_problems: Mapping[str, list[str]],
     now: datetime,
     problem_since: Mapping[str, str] | None = None,
+    gpu_use: GpuUseStatus | None = None,
 ) -> TauRunStatus:
-    """TauRun.status for the run now (`observedAt` is `now`)."""
+    """TauRun.status for the run now (`observedAt` is `now`; `gpu_use`: its GPUs as DCGM
+    reports them, kept while it runs)."""
     old = recorded_status(dict(objs.taurun)) or TauRunStatus()
     if old.phase in TERMINAL:
         return old  # ended: what it ended with stays (its objects go, one by one, after that)
@@ -73,6 +84,14 @@ def compute_status(
     )
     if st.attempt > old.attempt:  # the cluster (or TauGrid) tried again: each retry, with why
         entries.append(_retrying(objs, node_problems, nodes, st.attempt, now))
+    use = gpu_use if phase == Phase.Running else None
+    signals = st.signals
+    if use is not None and use.idleSince:
+        signals = [idle_signal(use) if s.name == SignalName.Progressing else s for s in signals]
+        if not (old.gpuUse and old.gpuUse.idleSince):
+            entries.append(
+                TimelineEntry(at=use.idleSince, reason="GPUsIdle", message=describe(use))
+            )
     return TauRunStatus(
         phase=phase,
         attempt=st.attempt,
@@ -85,9 +104,23 @@ def compute_status(
         summary=summary,
         nodes=nodes,
         observedAt=k8s_time(now),
-        signals=st.signals,
+        signals=signals,
         timeline=condense(old.timeline, entries),
         conditions=old.conditions,
+        gpuUse=use,
+    )
+
+
+def idle_signal(use: GpuUseStatus) -> Signal:
+    """Progressing, from its GPUs: allocated, and idle for the window."""
+    sm = "unknown" if use.smActive is None else f"{use.smActive:.0%}"
+    return Signal(
+        name=SignalName.Progressing,
+        state=SignalState.false,
+        since=use.idleSince,
+        reason=f"allocated but idle: its {use.gpus} GPU(s) at {sm} SM activity since "
+        f"{use.idleSince}",
+        evidence=DCGM_EVIDENCE,
     )
 
 

@@ -535,12 +535,9 @@ def _start_controller(cp: Any, cfg: PlatformConfig, kube: Kube, say: Say) -> Non
     for obj in CM.controller_rbac():
         apply(kube, obj)
     who = cp.add_identity(CM.CONTROLLER, ("system:serviceaccounts",), user=CM.CONTROLLER_USER)
+    say("starting the simulated DCGM exporter of the GPU nodes ...")
     settings = cp.work / "controller.yaml"
-    settings.write_text(
-        yaml.safe_dump(
-            {"remediation": cfg.components.controller.remediation.model_dump(mode="json")}
-        )
-    )
+    settings.write_text(yaml.safe_dump(CM.controller_settings(cfg, cp.start_dcgm_sim())))
     say("starting the TauGrid controller (out of cluster) ...")
     cp.start_controller(who.kubeconfig, settings)
 
@@ -643,3 +640,10 @@ def kubeconfig(who: str = "admin") -> Path:
         known = ", ".join(["researcher", *state.kubeconfigs])
         raise TauError(f"no sandbox identity {who!r}; identities: {known}", exit_code=EXIT_USAGE)
     return Path(state.kubeconfigs[who])
+
+
+def admin_kube() -> Kube:
+    """The project's client as the sandbox's admin (its knobs: `tau sandbox gpu`)."""
+    from taugrid.kube.client import Kube
+
+    return Kube(kubeconfig=kubeconfig("admin"))

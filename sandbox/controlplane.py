@@ -98,6 +98,7 @@ class ControlPlane:
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     identities: dict[str, Identity] = field(default_factory=dict)
     api_port: int = 0
+    dcgm_url: str = ""  # the simulated DCGM exporter's URL per node, once started
 
     @property
     def url(self) -> str:
@@ -507,6 +508,31 @@ class ControlPlane:
             env=env,
         )
         self._wait("controller", lambda: _http_ok(f"http://{HOST}:{port}/healthz"))
+
+    def start_dcgm_sim(self) -> str:
+        """The simulated DCGM exporter of every KWOK GPU node (`dcgmsim.py`), on one loopback
+        port; returns its URL per node (with `{node}`), for the controller's settings."""
+        import sys
+
+        from taugrid.sandbox.dcgmsim import URL_TEMPLATE
+
+        if "dcgm-sim" in self.procs:
+            return self.dcgm_url
+        port = free_port()
+        self._spawn(
+            "dcgm-sim",
+            [
+                sys.executable,
+                "-m",
+                "taugrid.sandbox.dcgmsim",
+                f"--kubeconfig={self.admin.kubeconfig}",
+                f"--port={port}",
+            ],
+            env=dict(os.environ),
+        )
+        self._wait("dcgm-sim", lambda: _http_ok(f"http://{HOST}:{port}/healthz"))
+        self.dcgm_url = URL_TEMPLATE.format(port=port)
+        return self.dcgm_url
 
     @property
     def has_kwok(self) -> bool:

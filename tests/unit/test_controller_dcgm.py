@@ -33,7 +33,7 @@ DCGM_FI_DEV_SM_CLOCK{gpu="0",UUID="GPU-8d8a41a1-6d5f-4c3e-9a11-000000000000"} 14
 
 
 def test_the_exporters_text_is_read_per_gpu_with_the_pod_that_holds_it() -> None:
-    g0, g1 = D.parse(EXPOSITION, "ignored")
+    g0, g1 = D.parse(EXPOSITION, "a100x2-0")
     assert (g0.node, g0.index, g0.namespace, g0.pod) == ("a100x2-0", "0", "team", "r1-worker-0")
     assert g0.model == "NVIDIA A100-SXM4-80GB" and g0.uuid.endswith("000")
     assert g0.values[D.FB_USED] == 40960 and g0.values[D.POWER] == 312.5
@@ -50,7 +50,7 @@ def test_busy_is_sm_activity_not_the_0_100_utilisation() -> None:
 
 
 def test_use_is_joined_to_runs_and_a_gpu_of_no_run_is_set_apart() -> None:
-    gpus = D.parse(EXPOSITION, "n")
+    gpus = D.parse(EXPOSITION, "a100x2-0")
     use, strays = D.per_run(gpus, {("team", "r1-worker-0"): "r1"})
     assert set(use) == {"r1"} and [g.index for g in strays] == ["1"]
     u = use["r1"]
