@@ -49,6 +49,18 @@ class GpuUseConfig(_Model):
     )
 
 
+HISTORY_KEEP = 48  # the changes kept (the portal plots them; a steady run adds none)
+
+
+class GpuSample(_Model):
+    """One change of a run's GPU use: from `at` on, these values."""
+
+    at: str = Field(json_schema_extra={"format": "date-time"})
+    smActive: float | None = Field(None, ge=0, le=1)
+    fbUsedMiB: int = Field(0, ge=0)
+    powerW: int = Field(0, ge=0)
+
+
 class GpuUseStatus(_Model):
     """TauRun.status.gpuUse: the GPUs the run's pods hold now, as DCGM reports them."""
 
@@ -68,6 +80,19 @@ class GpuUseStatus(_Model):
         description="Under the idle threshold since then (None: busy, or not yet a window)",
     )
     unread: str | None = Field(None, description="Why some of its GPUs were not read")
+    history: list[GpuSample] = Field(
+        default_factory=new_list,
+        max_length=HISTORY_KEEP,
+        description="Its last changes, oldest first (each from its `at` on)",
+    )
+
+    def sampled(self) -> GpuUseStatus:
+        """This status with its own values as the newest history point."""
+        point = GpuSample(
+            at=self.since, smActive=self.smActive, fbUsedMiB=self.fbUsedMiB, powerW=self.powerW
+        )
+        kept = [h for h in self.history if h.at < self.since][-(HISTORY_KEEP - 1) :]
+        return self.model_copy(update={"history": [*kept, point]})
 
 
 def rounded(

@@ -12,6 +12,7 @@ from typing import Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field
 
 from taugrid.api.defaults import new_list
+from taugrid.api.gpuuse import GpuUseStatus
 
 
 class Phase(StrEnum):
@@ -154,3 +155,4 @@ class RunStatus(_Model):
         default_factory=new_list
     )  # cluster runs: the controller's
     inputs: list[ResolvedInput] = Field(default_factory=new_list)  # data it reads, by exact version
+    gpu_use: GpuUseStatus | None = None  # cluster runs: its GPUs as DCGM reports them (running)

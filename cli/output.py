@@ -115,6 +115,10 @@ def print_status(st: RunStatus) -> None:
     if st.latest_metrics:
         facts.append(metrics_line(st.latest_metrics))
     lines.append("  " + "; ".join(facts))
+    if st.gpu_use is not None and st.phase == "Running":
+        from taugrid.api.gpuuse import describe
+
+        lines.append(f"  GPUs: {describe(st.gpu_use)} (DCGM, since {st.gpu_use.since[11:19]})")
     if st.last_error:
         lines.append(f"  last error: {st.last_error}")
     rows = [

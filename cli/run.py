@@ -315,6 +315,10 @@ def run_list(
     if not rows:
         out("no runs yet (tau run FILE starts one)")
         return
+    from taugrid.api.gpuuse import short
+
+    # a GPU column where some running run has its GPUs read
+    gpu = any(r.get("gpu_use") and r["phase"] == "Running" for r in rows)
     lines = []
     for r in rows:
         step = "" if r["last_step"] is None else str(r["last_step"])
@@ -327,11 +331,13 @@ def run_list(
                 duration(r["duration_s"]),
                 step,
                 metrics_line(r["latest_metrics"], 2),
+                *((short(r.get("gpu_use")) if r["phase"] == "Running" else "",) if gpu else ()),
                 r["created_at"][:19],
                 note or "",
             )
         )
-    out(columns(("RUN", "KIND", "PHASE", "DURATION", "STEP", "METRICS", "CREATED", "NOTE"), lines))
+    head = ("RUN", "KIND", "PHASE", "DURATION", "STEP", "METRICS", *(("GPU",) if gpu else ()))
+    out(columns((*head, "CREATED", "NOTE"), lines))
 
 
 @app.command("cancel")

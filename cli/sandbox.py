@@ -147,48 +147,41 @@ def sandbox_kubeconfig(
     out(str(sandbox.kubeconfig(as_)))
 
 
+def _knob(flag: str, why: str, count: bool = False) -> Any:
+    """A knob of `tau sandbox gpu`: unset unless given."""
+    if count:
+        return typer.Option(flag, min=0, show_default=False, help=why)
+    return typer.Option(flag, show_default=False, help=why)
+
+
+IdleKnob = Annotated[
+    bool | None,
+    _knob("--idle/--busy", "Its pods' GPUs report ~1% SM activity (held, doing nothing)"),
+]
+MissingKnob = Annotated[
+    int | None,
+    _knob("--missing", "Register that many GPUs fewer (capacity and exporter); 0 restores", True),
+]
+XidKnob = Annotated[
+    int | None,
+    _knob(
+        "--xid",
+        "An XID fault on GPU 0 (the exporter's last XID and NPD's GPUXidError); 0 clears it",
+        True,
+    ),
+]
+DownKnob = Annotated[bool | None, _knob("--down/--up", "Its exporter stops answering")]
+GarbageKnob = Annotated[bool | None, _knob("--garbage/--sane", "Its exporter answers garbage")]
+
+
 @app.command("gpu")
 def sandbox_gpu(
-    node: Annotated[
-        str, typer.Argument(help="A simulated GPU node (tau sandbox status lists them)")
-    ],
-    idle: Annotated[
-        bool | None,
-        typer.Option(
-            "--idle/--busy",
-            show_default=False,
-            help="Its pods' GPUs report ~1% SM activity (a run holding GPUs, doing nothing)",
-        ),
-    ] = None,
-    missing: Annotated[
-        int | None,
-        typer.Option(
-            "--missing",
-            min=0,
-            show_default=False,
-            help="Register that many GPUs fewer (capacity and exporter alike); 0 restores",
-        ),
-    ] = None,
-    xid: Annotated[
-        int | None,
-        typer.Option(
-            "--xid",
-            min=0,
-            show_default=False,
-            help="An XID fault on GPU 0 (the exporter's last XID and NPD's GPUXidError "
-            "condition); 0 clears it",
-        ),
-    ] = None,
-    down: Annotated[
-        bool | None,
-        typer.Option("--down/--up", show_default=False, help="Its exporter stops answering"),
-    ] = None,
-    garbage: Annotated[
-        bool | None,
-        typer.Option(
-            "--garbage/--sane", show_default=False, help="Its exporter answers not its format"
-        ),
-    ] = None,
+    node: Annotated[str, typer.Argument(help="A simulated GPU node (tau sandbox status)")],
+    idle: IdleKnob = None,
+    missing: MissingKnob = None,
+    xid: XidKnob = None,
+    down: DownKnob = None,
+    garbage: GarbageKnob = None,
     reset: Annotated[bool, typer.Option("--reset", help="Every knob back to normal")] = False,
     output: JsonOpt = ReportFormat.text,
 ) -> None:
@@ -198,21 +191,11 @@ def sandbox_gpu(
     from taugrid.sandbox import cluster as sandbox
     from taugrid.sandbox import dcgmsim
 
-    changes: dict[str, Any] = {
-        k: v
-        for k, v in {
-            "idle": idle,
-            "missing": missing,
-            "xid": xid,
-            "down": down,
-            "garbage": garbage,
-        }.items()
-        if v is not None
-    }
+    given = {"idle": idle, "missing": missing, "xid": xid, "down": down, "garbage": garbage}
+    changes: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
     if reset:
         changes = {"idle": None, "missing": 0, "xid": 0, "down": None, "garbage": None}
-    kube = sandbox.admin_kube()
-    knobs = dcgmsim.set_knobs(kube, node, changes, k8s_time())
+    knobs = dcgmsim.set_knobs(sandbox.admin_kube(), node, changes, k8s_time())
     if output is ReportFormat.json:
         out(dump_json({"node": node, "knobs": knobs}))
     else:

@@ -166,8 +166,10 @@ class UseTracker:
         readings: Iterable[Reading],
         pods_by_run: Mapping[RunKey, Iterable[Mapping[str, Any]]],
         now: datetime,
+        recorded: Mapping[RunKey, U.GpuUseStatus] | None = None,
     ) -> dict[RunKey, U.GpuUseStatus]:
-        """The runs whose status changed this pass, each with its new `gpuUse`."""
+        """The runs whose status changed this pass, each with its new `gpuUse` (`recorded`:
+        what the runs' statuses hold, so a restarted controller writes nothing that holds)."""
         readings = list(readings)
         gpus = [g for r in readings for g in r.gpus]
         failed = {r.node: r.error for r in readings if r.error}
@@ -191,10 +193,12 @@ class UseTracker:
                 k8s_time(datetime.fromtimestamp(quiet, now.tzinfo)) if quiet else None
             )
             values["unread"] = "; ".join(f"{n}: {failed[n]}" for n in unread) if unread else None
-            old = self.now_of.get(key)
-            if old is not None and old.model_dump(exclude={"since"}) == values:
+            old = self.now_of.get(key) or (recorded or {}).get(key)
+            if old is not None and old.model_dump(exclude={"since", "history"}) == values:
+                self.now_of[key] = old
                 continue
-            self.now_of[key] = changed[key] = U.GpuUseStatus(**values, since=k8s_time(now))
+            new = U.GpuUseStatus(**values, since=k8s_time(now), history=old.history if old else [])
+            self.now_of[key] = changed[key] = new.sampled()
         for key in set(self.now_of) - set(nodes_of_runs(pods_by_run)):
             del self.now_of[key]  # not running any more: its status says so, not its GPUs
         return changed

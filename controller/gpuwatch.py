@@ -71,7 +71,7 @@ class GpuWatch:
         now = h.clock()
         await self._annotate(readings, now)
         pods = {key: [dict(p) for p in got] for key, got in kw["pod_idx"].items()}
-        changed = self.tracker.update(readings, pods, now)
+        changed = self.tracker.update(readings, pods, now, _recorded(kw["taurun_idx"]))
         await asyncio.gather(*(h.record_soon(key) for key in changed))
         await self._idle_policy(kw, now)
         return every
@@ -203,6 +203,19 @@ class GpuWatch:
             await h._io(h.kube.create, body, FIELD_MANAGER)
         except TauError as e:  # said already (the same name), or the namespace is going
             log.info("event %s not posted: %s", body["metadata"]["name"], e.message)
+
+
+def _recorded(taurun_idx: Mapping[RunKey, Any]) -> dict[RunKey, U.GpuUseStatus]:
+    """The GPU use the runs' statuses hold (what a restarted controller starts from)."""
+    out = {}
+    for key, store in taurun_idx.items():
+        got = ((_first(store) or {}).get("status") or {}).get("gpuUse")
+        if got:
+            try:
+                out[key] = U.GpuUseStatus.model_validate(got)
+            except ValueError:
+                continue  # written by another version: started again
+    return out
 
 
 def _first(store: Any) -> dict[str, Any] | None:

@@ -84,9 +84,10 @@ def compute_status(
     )
     if st.attempt > old.attempt:  # the cluster (or TauGrid) tried again: each retry, with why
         entries.append(_retrying(objs, node_problems, nodes, st.attempt, now))
-    use = gpu_use if phase == Phase.Running else None
+    # kept after it runs: its last use and its history (the portal plots it)
+    use = (gpu_use if phase == Phase.Running else None) or old.gpuUse
     signals = st.signals
-    if use is not None and use.idleSince:
+    if use is not None and use.idleSince and phase == Phase.Running:
         signals = [idle_signal(use) if s.name == SignalName.Progressing else s for s in signals]
         if not (old.gpuUse and old.gpuUse.idleSince):
             entries.append(

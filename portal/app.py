@@ -18,6 +18,7 @@ import io
 import re
 import secrets
 import threading
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,8 +40,9 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from taugrid.api.errors import EXIT_PLATFORM, EXIT_USAGE, TauError
+from taugrid.api.gpuuse import describe
 from taugrid.api.vocabulary import TERMINAL, RunStatus
-from taugrid.portal.charts import Series, downsample, svg
+from taugrid.portal.charts import Series, downsample, gpu_series, svg
 
 HERE = Path(__file__).resolve().parent
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
@@ -175,12 +177,20 @@ async def run(request: Request) -> Response:
         run_in_threadpool(_models_from, run_id),
     )
     charts = [svg([Series(run_id, pts)], name) for name, pts in _series(rows).items()]
+    use = st.gpu_use
+    until = time.time() if st.phase == "Running" else None
+    gpu_charts = [
+        svg([Series(run_id, pts)], f"{name}, by minute (DCGM)")
+        for name, pts in gpu_series(use.history if use else [], until).items()
+    ]
     return page(
         request,
         "run.html",
         st=st,
         rec=rec,
         charts=charts,
+        gpu_charts=gpu_charts,
+        gpu_line=describe(use) if use else "",
         log=log,
         made=made,
         models=models,

@@ -100,3 +100,28 @@ def svg(series: Sequence[Series], title: str, width: int = 720, height: int = 26
 
 def _num(v: float) -> str:
     return f"{v:.4g}"
+
+
+def gpu_series(history: Sequence[object], until: float | None = None) -> dict[str, list[Point]]:
+    """A run's GPU use changes (`GpuSample`s: at, smActive, powerW, fbUsedMiB) as step series
+    over minutes since the first, each value held until the next change (or `until`, epoch s)."""
+    from datetime import datetime
+
+    pts: list[tuple[float, dict[str, float]]] = []
+    for h in history:
+        at = datetime.fromisoformat(str(getattr(h, "at", "")).replace("Z", "+00:00")).timestamp()
+        sm = getattr(h, "smActive", None)
+        values = {"GPU power (W)": float(getattr(h, "powerW", 0))}
+        values["GPU memory used (GiB)"] = float(getattr(h, "fbUsedMiB", 0)) / 1024
+        if sm is not None:
+            values["GPU SM active (%)"] = float(sm) * 100
+        pts.append((at, values))
+    if not pts:
+        return {}
+    t0 = pts[0][0]
+    ends = [t for t, _ in pts[1:]] + [max(until or pts[-1][0], pts[-1][0])]
+    out: dict[str, list[Point]] = {}
+    for (t, values), end in zip(pts, ends, strict=True):
+        for name, v in values.items():
+            out.setdefault(name, []).extend([((t - t0) / 60, v), ((end - t0) / 60, v)])
+    return {k: out[k] for k in sorted(out, key=lambda k: ("SM" not in k, k))}

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 
 from taugrid.api import constants as C
 from taugrid.api.evidence import HistoryEvent
+from taugrid.api.gpuuse import DCGM_EVIDENCE
 from taugrid.api.kueuewords import evicted, explain, without_noise
 from taugrid.api.observations import ClusterFacts, Observations, PodFact
 from taugrid.api.vocabulary import (
@@ -630,7 +631,8 @@ def _recorded(o: Observations) -> RunStatus | None:
         evidence = ENDED if r.phase in TERMINAL else RECORDED
     if c.progress is not None or c.progress_note:  # the run's record on the volume, read now
         read = {SignalName.Progressing: progressing(o), SignalName.ArtifactSaved: artifact_saved(o)}
-        signals = [read.get(s.name, s) for s in signals]
+        # "allocated but idle" (its GPUs, for the window) outranks a heartbeat in its output
+        signals = [s if s.evidence == DCGM_EVIDENCE else read.get(s.name, s) for s in signals]
     return RunStatus(
         last_step=o.last_step,
         latest_metrics=o.latest_metrics,
@@ -653,6 +655,7 @@ def _recorded(o: Observations) -> RunStatus | None:
         timeline=r.timeline,
         exit_code=rec.exit_code,
         inputs=rec.inputs,
+        gpu_use=r.gpuUse,
     )
 
 

@@ -83,6 +83,7 @@ run submit: --context --detach --dry-run --output --profile --profiles --python 
 run validate: --output --profile --profiles --workspace -o -p
 run verify: --context
 sandbox down:
+sandbox gpu: --busy --down --garbage --idle --missing --output --reset --sane --up --xid -o
 sandbox kubeconfig: --as
 sandbox status: --output -o
 sandbox up: --no-platform --real-nodes --stack --stacks-dir -s

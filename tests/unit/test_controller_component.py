@@ -109,7 +109,8 @@ def test_the_controllers_role_is_least_privilege() -> None:
     writes = {"create", "update", "patch", "delete", "deletecollection"}
     writable = {k for k, verbs in rules.items() if verbs & writes}
     # it writes only: status of TauGrid's objects, grant cohorts, node cordons/taints, events,
-    # and a service's switch to its new generation (the Service's selector, the old RayService)
+    # a service's switch to its new generation (the Service's selector, the old RayService),
+    # and an idle run's Workload deactivated (gpuUse.idleAction: requeue)
     assert writable == {
         ("tau.azure.com", "runs/status"),
         ("tau.azure.com", "quotarequests/status"),
@@ -123,7 +124,10 @@ def test_the_controllers_role_is_least_privilege() -> None:
         ("kopf.dev", "clusterkopfpeerings"),
         ("ray.io", "rayservices"),
         ("", "services"),
+        ("kueue.x-k8s.io", "workloads"),
     }
+    assert rules[("kueue.x-k8s.io", "workloads")] == {"get", "list", "watch", "patch"}
+    assert rules[("discovery.k8s.io", "endpointslices")] == {"get", "list"}  # the exporters
     deleting = {k for k, verbs in rules.items() if "delete" in verbs}
     assert deleting == {("ray.io", "rayservices")}  # a service's previous generation only
     assert "create" not in rules[("", "services")]

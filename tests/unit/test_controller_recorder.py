@@ -8,6 +8,8 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from runkit import job, kueue, pod, taurun
+
 from taugrid.api.crds import TauRunStatus
 from taugrid.api.evidence import KubeHandle, RunRecord
 from taugrid.api.manifest import Resilience
@@ -113,89 +115,6 @@ def test_condensing_again_with_the_same_observations_changes_nothing(
     once = condense(old, new, limit)
     assert condense(once, new, limit) == once
     assert len(once) <= max(limit, len(old) + len(new))
-
-
-def taurun(status: dict[str, Any] | None = None, gpus: int = 1) -> dict[str, Any]:
-    return {
-        "metadata": {
-            "name": "kq-abc12",
-            "namespace": "research",
-            "creationTimestamp": "2026-12-01T12:00:00Z",
-        },
-        "spec": {
-            "runId": "kq-abc12",
-            "runName": "kq",
-            "workspace": "research",
-            "profile": "a100x1",
-            "workloadKind": "job",
-            "configHash": "h",
-            "gpusPerWorker": gpus,
-            "manifest": {"resilience": {"max_retries": 2, "retry_on": ["NodeFailure"]}},
-        },
-        **({"status": status} if status else {}),
-    }
-
-
-def job(failed: bool = False, done: bool = False) -> dict[str, Any]:
-    conds = (
-        [
-            {
-                "type": "Failed",
-                "status": "True",
-                "reason": "BackoffLimitExceeded",
-                "message": "pod failed",
-            }
-        ]
-        if failed
-        else []
-    )
-    conds += [{"type": "Complete", "status": "True"}] if done else []
-    return {
-        "metadata": {"name": "kq-abc12"},
-        "spec": {"suspend": False},
-        "status": {"startTime": "2026-12-01T12:00:05Z", "conditions": conds},
-    }
-
-
-def kueue() -> dict[str, Any]:
-    return {
-        "metadata": {"name": "job-kq-abc12-x"},
-        "spec": {"queueName": "gpu"},
-        "status": {
-            "admission": {"clusterQueue": "gpu"},
-            "conditions": [
-                {
-                    "type": "QuotaReserved",
-                    "status": "True",
-                    "lastTransitionTime": "2026-12-01T12:00:02Z",
-                    "message": "Quota reserved",
-                },
-                {
-                    "type": "Admitted",
-                    "status": "True",
-                    "lastTransitionTime": "2026-12-01T12:00:03Z",
-                    "message": "admitted",
-                },
-            ],
-        },
-    }
-
-
-def pod(node: str = "a100x1-0", phase: str = "Running") -> dict[str, Any]:
-    return {
-        "metadata": {"name": "kq-abc12-p", "labels": {"tau.azure.com/run-id": "kq-abc12"}},
-        "spec": {"nodeName": node},
-        "status": {
-            "phase": phase,
-            "conditions": [
-                {
-                    "type": "PodScheduled",
-                    "status": "True",
-                    "lastTransitionTime": "2026-12-01T12:00:04Z",
-                }
-            ],
-        },
-    }
 
 
 def indexes(taurun_obj: dict[str, Any], workload: dict[str, Any] | None = None) -> dict[str, Any]:

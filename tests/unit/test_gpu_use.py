@@ -16,6 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from runkit import job, kueue, pod, taurun
 
 from taugrid.api import gpuhealth as G
 from taugrid.api import gpuuse as U
@@ -228,8 +229,6 @@ def test_a_run_that_stops_running_is_forgotten_and_one_holding_no_gpu_is_not_rep
 
 # --- what a run's status says -----------------------------------------------------------------
 def _running_objs(status: dict[str, Any] | None = None) -> REC.RunObjects:
-    from tests.unit.test_controller_recorder import job, kueue, pod, taurun
-
     return REC.RunObjects(taurun=taurun(status), workload=job(), kueue=kueue(), pods=[pod()])
 
 
@@ -272,8 +271,6 @@ def test_a_running_runs_status_carries_its_gpu_use_and_says_when_it_is_idle() ->
 
 
 def test_a_run_not_running_keeps_no_gpu_use() -> None:
-    from tests.unit.test_controller_recorder import kueue, taurun
-
     pending = REC.RunObjects(taurun=taurun(), workload=None, kueue=kueue(), pods=[])
     assert REC.compute_status(pending, {}, T0, gpu_use=use()).gpuUse is None
 
@@ -376,8 +373,6 @@ def exporter() -> Iterator[tuple[str, dict[str, Any]]]:
 
 
 def _world(url: str, action: str) -> tuple[Host, FakeKube]:
-    from tests.unit.test_controller_recorder import taurun
-
     pods = [run_pod("p1", "g-0", gpus=2)]
     kube = FakeKube(
         {
@@ -526,3 +521,138 @@ def test_the_simulated_exporters_knobs_turn_the_node_and_are_refused_where_they_
         SIM.set_knobs(kube, "cpu-0", {"idle": True}, "t")
     with pytest.raises(TauError, match="no node"):
         SIM.set_knobs(kube, "nope", {"idle": True}, "t")
+
+
+# --- its history, a restart, the end ----------------------------------------------------------
+def _one_gpu(sm: float) -> GU.Reading:
+    g = D.Gpu("g-0", "0", namespace="research", pod="p1", values={D.SM_ACTIVE: sm})
+    return GU.Reading("g-0", gpus=(g,))
+
+
+def test_each_change_joins_the_history_which_keeps_the_last_ones() -> None:
+    pods = {KEY: [run_pod("p1", "g-0")]}
+    t = tracker()
+    for i in range(U.HISTORY_KEEP + 5):
+        t.update([_one_gpu(0.1 + 0.8 * (i % 2))], pods, T0 + timedelta(seconds=15 * i))
+    h = t.now_of[KEY].history
+    assert len(h) == U.HISTORY_KEEP and h[-1].at == t.now_of[KEY].since
+    assert [p.smActive for p in h[-2:]] == [0.9, 0.1] and h[0].at < h[-1].at
+
+
+def test_a_restarted_controller_starts_from_the_recorded_use_and_writes_nothing_that_holds() -> (
+    None
+):
+    pods = {KEY: [run_pod("p1", "g-0")]}
+    before = tracker()
+    recorded = before.update([_one_gpu(0.7)], pods, T0)[KEY]
+    after = tracker()  # a new process: nothing in memory
+    later = T0 + timedelta(minutes=5)
+    assert after.update([_one_gpu(0.7)], pods, later, {KEY: recorded}) == {}
+    moved = after.update([_one_gpu(0.2)], pods, later, {KEY: recorded})[KEY]
+    assert [p.smActive for p in moved.history] == [0.7, 0.2]  # the history goes on
+
+
+def test_an_ended_run_keeps_its_last_gpu_use_and_history() -> None:
+    now = datetime(2026, 12, 1, 12, 0, 30, tzinfo=UTC)
+    running = REC.compute_status(_running_objs(), {}, now, gpu_use=use().sampled())
+    done = REC.RunObjects(
+        taurun=taurun(running.model_dump(mode="json")),
+        workload=job(done=True),
+        kueue=kueue(),
+        pods=[pod(phase="Succeeded")],
+    )
+    st = REC.compute_status(done, {}, now, gpu_use=None)
+    assert st.phase == Phase.Succeeded and st.gpuUse == running.gpuUse
+    assert st.gpuUse is not None and len(st.gpuUse.history) == 1
+
+
+# --- where a researcher sees it ---------------------------------------------------------------
+def _status(phase: Phase, gpu: U.GpuUseStatus | None) -> Any:
+    from taugrid.api.vocabulary import RunStatus
+
+    return RunStatus(
+        run_id="kq-abc12",
+        name="kq",
+        phase=phase,
+        target="kube",
+        workload_kind="job",
+        attempt=1,
+        created_at="2026-12-01T12:00:00Z",
+        finished_at=None,
+        signals=[],
+        summary="running",
+        gpu_use=gpu,
+    )
+
+
+def test_run_status_shows_a_running_runs_gpus_and_not_an_ended_ones(capsys: Any) -> None:
+    from taugrid.cli.output import print_status
+
+    print_status(_status(Phase.Running, use()))
+    assert (
+        "GPUs: 8 GPUs, SM 60% active, 71 GiB used, 2.5 kW (DCGM, since 12:00:10)"
+        in capsys.readouterr().out
+    )
+    print_status(_status(Phase.Succeeded, use()))
+    assert "GPUs:" not in capsys.readouterr().out
+
+
+def test_run_list_has_a_gpu_column_only_when_a_running_run_has_its_gpus_read(
+    capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from taugrid.cli.app import main
+    from taugrid.client import runs
+
+    rows = [_status(Phase.Running, use("2026-12-01T11:30:00Z")), _status(Phase.Succeeded, use())]
+    rows[1] = rows[1].model_copy(update={"run_id": "kq-def34"})
+    monkeypatch.setattr(runs, "cluster_runs", lambda **_: rows)
+    assert main(["run", "list", "--cluster"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "GPU" in lines[0].split()
+    assert "8×idle" in lines[1] and "8×" not in lines[2]
+    monkeypatch.setattr(runs, "cluster_runs", lambda **_: [_status(Phase.Running, None)])
+    assert main(["run", "list", "--cluster"]) == 0
+    assert "GPU" not in capsys.readouterr().out.splitlines()[0].split()
+    assert main(["run", "list", "--cluster", "-o", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["gpu_use"] is None
+
+
+def test_gpu_history_is_plotted_as_steps_held_until_the_next_change() -> None:
+    from taugrid.portal.charts import gpu_series
+
+    h = [
+        U.GpuSample(at="2026-12-01T12:00:00Z", smActive=0.6, fbUsedMiB=2048, powerW=300),
+        U.GpuSample(at="2026-12-01T12:10:00Z", smActive=0.0, fbUsedMiB=2048, powerW=60),
+    ]
+    until = datetime(2026, 12, 1, 12, 30, tzinfo=UTC).timestamp()
+    got = gpu_series(h, until)
+    assert next(iter(got)) == "GPU SM active (%)"
+    assert got["GPU SM active (%)"] == [(0.0, 60.0), (10.0, 60.0), (10.0, 0.0), (30.0, 0.0)]
+    assert got["GPU memory used (GiB)"][0] == (0.0, 2.0)
+    assert gpu_series([]) == {}
+    unknown = [U.GpuSample(at="2026-12-01T12:00:00Z", smActive=None)]
+    assert "GPU SM active (%)" not in gpu_series(unknown)
+
+
+def test_the_portals_run_page_plots_gpu_use_beside_the_metrics(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("starlette", reason="the portal extra is not installed")
+    from portalkit import make_run
+    from starlette.testclient import TestClient
+
+    from taugrid.portal import app as A
+
+    monkeypatch.setenv("TAU_HOME", str(tmp_path))
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))
+    make_run(tmp_path, "train-aaaaa", metrics=10)
+    real = A._status
+    gpu = use().model_copy(
+        update={"history": [U.GpuSample(at="2026-12-01T12:00:10Z", smActive=0.6, powerW=2480)]}
+    )
+    monkeypatch.setattr(A, "_status", lambda *a: real(*a).model_copy(update={"gpu_use": gpu}))
+    web = TestClient(A.create_app(A.Settings(poll_s=0.01)), base_url="http://127.0.0.1")
+    text = web.get("/runs/train-aaaaa").text
+    assert "GPU use" in text and "8 GPUs, SM 60% active" in text
+    assert "(the last reading while it ran)" in text  # the made run has ended
+    assert 'aria-label="GPU SM active (%), by minute (DCGM)"' in text
