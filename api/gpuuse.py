@@ -39,7 +39,7 @@ class GpuUseConfig(_Model):
         description="SM activity (0..1, DCGM_FI_PROF_SM_ACTIVE) under which a run's GPUs are idle",
     )
     idleAfterSeconds: int = Field(
-        1800, ge=60, description="How long a run's GPUs stay idle before it is 'allocated but idle'"
+        1800, ge=30, description="How long a run's GPUs stay idle before it is 'allocated but idle'"
     )
     idleAction: IdleAction = Field(
         "none",

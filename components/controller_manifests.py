@@ -172,7 +172,8 @@ def controller_settings(cfg: PlatformConfig, exporter_url: str | None = None) ->
     if exporter_url:
         exporters["url"] = exporter_url
     gpu_use = spec.gpuUse.model_dump(mode="json")
-    gpu_use["enabled"] = gpu_use["enabled"] and dcgm.enabled
+    # no exporter installed, none given: nothing to read
+    gpu_use["enabled"] = gpu_use["enabled"] and (dcgm.enabled or exporter_url is not None)
     return {
         "remediation": spec.remediation.model_dump(mode="json"),
         "gpuUse": gpu_use,

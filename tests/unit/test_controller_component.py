@@ -165,3 +165,34 @@ def test_the_dockerfile_builds_the_controller_from_this_package() -> None:
         if line.startswith("COPY "):
             src = line.split()[1]
             assert (ROOT / src).exists(), f"COPY {src}: not in the repository"
+
+
+def test_the_controllers_settings_say_where_dcgms_exporters_answer() -> None:
+    from taugrid.controller.config import ControllerConfig
+
+    cfg = prod()
+    got = ControllerConfig.model_validate(CM.controller_settings(cfg))
+    assert (got.exporters.namespace, got.exporters.service, got.exporters.port) == (
+        "gpu-operator",
+        "nvidia-dcgm-exporter",
+        9400,
+    )
+    assert got.gpuUse == cfg.components.controller.gpuUse and got.exporters.url is None
+
+    def with_dcgm(**over: Any) -> Any:
+        dcgm = cfg.components.dcgmExporter.model_copy(update=over)
+        return cfg.model_copy(
+            update={"components": cfg.components.model_copy(update={"dcgmExporter": dcgm})}
+        )
+
+    standalone = with_dcgm(source="standalone")
+    assert CM.controller_settings(standalone)["exporters"]["service"] == "dcgm-exporter"
+    none = with_dcgm(enabled=False)
+    assert CM.controller_settings(none)["gpuUse"]["enabled"] is False  # nothing to read
+    # the sandbox: no exporter installed, its simulated ones at a URL per node
+    url = "http://127.0.0.1:9/nodes/{node}/metrics"
+    sim = ControllerConfig.model_validate(CM.controller_settings(none, url))
+    assert sim.gpuUse.enabled and sim.exporters.url == url
+    # the Deployment's ConfigMap holds the same settings
+    (config_map,) = [o for o in CM.controller_deployment(cfg) if o["kind"] == "ConfigMap"]
+    assert yaml.safe_load(config_map["data"]["controller.yaml"]) == CM.controller_settings(cfg)
