@@ -31,9 +31,9 @@ def knob(home: Path, node: str, *args: str) -> dict[str, Any]:
 def worker_node(home: Path, run_id: str) -> str:
     pods = admin(home).resources.get(api_version="v1", kind="Pod")
     for p in pods.get(namespace="research", label_selector=C.LABEL_RUN_ID).items:
-        if (p.metadata.labels or {}).get(C.LABEL_RUN_ID) == run_id and "worker" in p.metadata.name:
-            if p.spec.nodeName:
-                return str(p.spec.nodeName)
+        mine = (p.metadata.labels or {}).get(C.LABEL_RUN_ID) == run_id
+        if mine and "worker" in p.metadata.name and p.spec.nodeName:
+            return str(p.spec.nodeName)
     return ""
 
 
