@@ -39,7 +39,18 @@ _FAMILY = re.compile(r"^([a-z]+\d+)")
 _MEMORY = re.compile(r"(\d+)GB\b")
 
 Check = Literal[
-    "pool", "ready", "gpus", "product", "driver", "mig", "conditions", "xid", "dcgm", "quarantine"
+    "pool",
+    "ready",
+    "gpus",
+    "product",
+    "driver",
+    "mig",
+    "conditions",
+    "xid",
+    "dcgm",
+    "quarantine",
+    "dcgm-diag",  # the active tier (api/gpuactive.py)
+    "nccl",
 ]
 CHECKS: tuple[Check, ...] = (
     "ready",
@@ -70,6 +81,11 @@ class PoolDeclaration(_Model):
     # unless AKS installs it, its driver) or nothing TauGrid can check
     gpuOperator: bool = True
     driverByOperator: bool = True
+    # the active tier (api/gpuactive.py): whether the controller runs it before lifting the
+    # validating taint, the DCGM diagnostics' level, the NCCL bus bandwidth floor (GB/s)
+    active: bool = False
+    diagLevel: int = Field(2, ge=1, le=4)
+    ncclFloorGBps: float | None = Field(None, gt=0)
 
 
 class Finding(_Model):

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from taugrid.api import constants as C
 from taugrid.api import naming
 from taugrid.api.defaults import new_list
+from taugrid.api.gpuactive import PoolValidation, nccl_floor
 from taugrid.api.gpuhealth import PoolDeclaration
 from taugrid.api.gpuuse import GpuUseConfig
 from taugrid.api.issues import Issue
@@ -253,6 +254,7 @@ class GpuPool(PoolBase):
         None,
         description="AKS driver install; default: none when the GPU Operator installs the driver",
     )
+    validation: PoolValidation = Field(default_factory=PoolValidation)
 
     @field_validator("migProfile")
     @classmethod
@@ -634,6 +636,9 @@ def pool_declarations(cfg: PlatformConfig) -> list[PoolDeclaration]:
             migProfile=gp.migProfile,
             gpuOperator=cfg.components.gpuOperator.enabled,
             driverByOperator=gpu_driver(cfg, gp) == "none",
+            active=gp.validation.active,
+            diagLevel=gp.validation.diagLevel,
+            ncclFloorGBps=nccl_floor(gp.vmSize, gp.validation.ncclFloorGBps),
         )
         for gp in cfg.gpuPools
     ]

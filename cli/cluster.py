@@ -151,15 +151,30 @@ def validate_nodes(
         bool,
         typer.Option("--keep/--no-keep", help="Keep each verdict in the node's history"),
     ] = True,
+    active: Annotated[
+        bool,
+        typer.Option(
+            "--active",
+            help="Also DCGM's diagnostics and an NCCL all-reduce on each idle node, as Jobs "
+            "Kueue admits through the validation queue (it borrows only unused quota)",
+        ),
+    ] = False,
+    timeout: Annotated[
+        int,
+        typer.Option("--timeout", min=30, help="--active: seconds to wait for the checks"),
+    ] = 900,
     context: ContextOpt = None,
     output: JsonOpt = ReportFormat.text,
 ) -> None:
     """Check each node of the declared GPU pools against its pool: Ready, GPUs allocatable, the
     GPU product and driver the GPU Operator labels, MIG layout, GPU fault conditions, recent
-    XIDs, quarantine. One line per failed check with the fix; exit 1 if any node fails."""
+    XIDs, DCGM's reading, quarantine (and with --active, DCGM diagnostics and NCCL bandwidth).
+    One line per failed check with the fix; exit 1 if any node fails."""
     from taugrid.client import cluster
 
-    got = cluster.validate_nodes(context, pool=pool, keep=keep)
+    got = cluster.validate_nodes(
+        context, pool=pool, keep=keep, active=active, timeout_s=timeout, say=say
+    )
     if output is ReportFormat.json:
         out(dump_json(got.doc()))
     else:

@@ -172,6 +172,13 @@ XidKnob = Annotated[
 ]
 DownKnob = Annotated[bool | None, _knob("--down/--up", "Its exporter stops answering")]
 GarbageKnob = Annotated[bool | None, _knob("--garbage/--sane", "Its exporter answers garbage")]
+DiagKnob = Annotated[
+    bool | None, _knob("--diag-fail/--diag-pass", "DCGM's diagnostics fail on it (--active)")
+]
+NcclKnob = Annotated[
+    float | None,
+    _knob("--nccl-gbps", "The bus bandwidth its NCCL all-reduce reaches (--active); 0 resets"),
+]
 
 
 @app.command("gpu")
@@ -182,6 +189,8 @@ def sandbox_gpu(
     xid: XidKnob = None,
     down: DownKnob = None,
     garbage: GarbageKnob = None,
+    diag_fail: DiagKnob = None,
+    nccl_gbps: NcclKnob = None,
     reset: Annotated[bool, typer.Option("--reset", help="Every knob back to normal")] = False,
     output: JsonOpt = ReportFormat.text,
 ) -> None:
@@ -191,10 +200,18 @@ def sandbox_gpu(
     from taugrid.sandbox import cluster as sandbox
     from taugrid.sandbox import dcgmsim
 
-    given = {"idle": idle, "missing": missing, "xid": xid, "down": down, "garbage": garbage}
+    given = {
+        "idle": idle,
+        "missing": missing,
+        "xid": xid,
+        "down": down,
+        "garbage": garbage,
+        "diag_fail": diag_fail,
+        "nccl_gbps": nccl_gbps,
+    }
     changes: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
     if reset:
-        changes = {"idle": None, "missing": 0, "xid": 0, "down": None, "garbage": None}
+        changes = {k: None for k in given} | {"missing": 0, "xid": 0}
     knobs = dcgmsim.set_knobs(sandbox.admin_kube(), node, changes, k8s_time())
     if output is ReportFormat.json:
         out(dump_json({"node": node, "knobs": knobs}))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -150,12 +151,18 @@ class NodesReport:
 
 
 def validate_nodes(
-    context: str | None = None, pool: str | None = None, keep: bool = True
+    context: str | None = None,
+    pool: str | None = None,
+    keep: bool = True,
+    active: bool = False,
+    timeout_s: float = 900,
+    say: Callable[[str], None] | None = None,
 ) -> NodesReport:
     """The passive tier on every node of the declared GPU pools (`pool`: one of them): each
-    node against its pool's declaration (`api.gpuhealth.check_node`). With `keep`, each verdict
-    is added to the node's history (an annotation; a platform admin's right: without it the
-    report says so and nothing is kept)."""
+    node against its pool's declaration (`api.gpuhealth.check_node`); with `active`, the active
+    tier on the idle ones too (`client.activecheck`). With `keep`, each verdict is added to the
+    node's history (an annotation; a platform admin's right: without it the report says so and
+    nothing is kept)."""
     import time
 
     from taugrid.api import gpuhealth as G
@@ -183,6 +190,17 @@ def validate_nodes(
             verdicts.append(G.check_node(node, declared[belongs], now, xids.get(name, []), at))
         elif pool is None and C.GPU_RESOURCE in ((node.get("status") or {}).get("capacity") or {}):
             unchecked[name] = f"has GPUs but is in no declared GPU pool (pool label: {belongs})"
+    if active and verdicts:
+        from taugrid.client import activecheck
+
+        targets = [(v.node, declared[str(v.pool)]) for v in verdicts]
+        found = activecheck.run(kube, targets, timeout_s, say or (lambda _: None))
+        verdicts = [
+            v.model_copy(
+                update={"findings": [*v.findings, *found.get(v.node, [])], "tier": "active"}
+            )
+            for v in verdicts
+        ]
     kept = False
     if keep and verdicts:
         kept = _keep(kube, nodes, verdicts, notes)

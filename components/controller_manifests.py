@@ -7,9 +7,17 @@ import json
 from typing import Any
 
 from taugrid.api import constants as C
+from taugrid.api import gpuactive as A
 from taugrid.api.platform import CHARTS, SYSTEM_NAMESPACE, PlatformConfig
 from taugrid.api.quantity import format_memory, parse_memory
-from taugrid.components.manifests import PART_OF, object_meta, rbac_binding, rbac_role
+from taugrid.components.manifests import (
+    KUEUE,
+    PART_OF,
+    namespace,
+    object_meta,
+    rbac_binding,
+    rbac_role,
+)
 
 CONTROLLER = "taugrid-controller"  # its ServiceAccount, ClusterRole, Deployment, peering
 
@@ -254,3 +262,53 @@ def _controller_container(cfg: PlatformConfig) -> dict[str, Any]:
 
 def controller_objects(cfg: PlatformConfig) -> list[dict[str, Any]]:
     return [*controller_rbac(), *kopf_peering(), *controller_deployment(cfg)]
+
+
+def validation_objects(cfg: PlatformConfig) -> list[dict[str, Any]]:
+    """Where the active tier's check Jobs run (api/gpuactive.py): their namespace (labelled as a
+    workspace's, so Kueue manages its Jobs), a ClusterQueue in the declared cohort with no quota
+    of its own on any GPU pool (it borrows only what the teams leave unused, and never
+    preempts), its LocalQueue, and the controller's right to run and read the Jobs there."""
+    if not cfg.gpuPools:
+        return []
+    ns = A.VALIDATION_NAMESPACE
+    covered = ["cpu", "memory", C.GPU_RESOURCE]
+    flavors = [
+        {"name": p.name, "resources": [{"name": r, "nominalQuota": "0"} for r in covered]}
+        for p in cfg.gpuPools
+    ]
+    cq = {
+        "apiVersion": KUEUE,
+        "kind": "ClusterQueue",
+        "metadata": object_meta(A.VALIDATION_CLUSTER_QUEUE),
+        "spec": {
+            "cohortName": cfg.queues.cohort,
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
+            "queueingStrategy": "BestEffortFIFO",
+            "preemption": {"withinClusterQueue": "Never", "reclaimWithinCohort": "Never"},
+            "resourceGroups": [{"coveredResources": covered, "flavors": flavors}],
+        },
+    }
+    lq = {
+        "apiVersion": KUEUE,
+        "kind": "LocalQueue",
+        "metadata": object_meta(A.VALIDATION_QUEUE, ns),
+        "spec": {"clusterQueue": A.VALIDATION_CLUSTER_QUEUE},
+    }
+    rules = [
+        {
+            "apiGroups": ["batch"],
+            "resources": ["jobs"],
+            "verbs": ["get", "list", "create", "delete"],
+        },
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
+        {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["get", "list"]},
+    ]
+    who = [{"kind": "ServiceAccount", "name": CONTROLLER, "namespace": SYSTEM_NAMESPACE}]
+    return [
+        namespace(ns, {C.LABEL_WORKSPACE: ns}),
+        cq,
+        lq,
+        rbac_role(object_meta(CONTROLLER, ns), rules),
+        rbac_binding(object_meta(CONTROLLER, ns), "Role", CONTROLLER, who),
+    ]

@@ -15,6 +15,7 @@ import pulumi
 
 from taugrid.api import constants as C
 from taugrid.api.platform import CHARTS, ComponentBase, PlatformConfig
+from taugrid.components import controller_manifests as CM
 from taugrid.components import manifests as M
 from taugrid.components.kube import config_group, helm_release
 
@@ -125,7 +126,7 @@ class Kueue(HelmComponent):
         # The release waits for the controller (and so its webhooks) before these are created.
         self.objects = config_group(
             "kueue-queues",
-            M.kueue_objects(cfg),
+            [*M.kueue_objects(cfg), *CM.validation_objects(cfg)],
             self,
             provider,
             depends_on=[self.release] if self.release is not None else [],

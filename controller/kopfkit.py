@@ -212,3 +212,30 @@ def install_quiet_toggles() -> None:
 def reacts_to_changes(registry: kopf.OperatorRegistry) -> bool:
     """Whether any handler needs kopf's diff base (change or daemon handlers)."""
     return bool(registry._changing.get_all_handlers() or registry._spawning.get_all_handlers())
+
+
+def connection_info(kube: Any) -> kopf.ConnectionInfo:
+    """kopf's connection: the same kubeconfig context (or service account) as our client."""
+    cfg = kube.config
+    cl = cfg.cluster
+    from lightkube.config.models import User
+
+    user = cfg.user or User()
+    token = user.token
+    if token is None and getattr(user, "token_file", None):
+        with open(str(user.token_file)) as f:
+            token = f.read().strip()
+    return kopf.ConnectionInfo(
+        server=str(cl.server),
+        ca_path=cl.certificate_auth,
+        ca_data=cl.certificate_auth_data,
+        insecure=cl.insecure or None,
+        certificate_path=user.client_cert,
+        certificate_data=user.client_cert_data,
+        private_key_path=user.client_key,
+        private_key_data=user.client_key_data,
+        token=token,
+        username=user.username,
+        password=user.password,
+        default_namespace=cfg.namespace,
+    )

@@ -36,11 +36,13 @@ from taugrid.controller import decide as D
 from taugrid.controller import platform_status as P
 from taugrid.controller import remediation as R
 from taugrid.controller import validation as V
+from taugrid.controller.activetier import ActiveTier
 from taugrid.controller.config import FIELD_MANAGER, PEERING, ControllerConfig
 from taugrid.controller.gpuwatch import GpuWatch
 from taugrid.controller.kopfkit import (
     ByUid,
     NoDiffBase,
+    connection_info,
     first_of,
     install_quiet_toggles,
     install_slimmed_watches,
@@ -141,6 +143,7 @@ class Controller:
         self.breaker: R.Verdicts | None = None
         self._run_kw: Mapping[str, Any] | None = None  # kopf's indexes of runs' objects (live)
         self.gpu = GpuWatch(self)
+        self.active = ActiveTier(kube, self._io)
         self.registry = self._build()
 
     # --- I/O (in a thread: lightkube is synchronous) ---------------------------------------
@@ -658,6 +661,12 @@ class Controller:
             for p in ((tc or {}).get("spec") or {}).get("pools") or []
         }
         for v in V.decide(self.nodes, pools, now):
+            pool = pools.get(v.verdict.pool or "")
+            if v.verdict.passed and pool is not None and pool.active:  # the active tier next
+                found = await self.active.step(self.nodes[v.node], pool, now)
+                if found is None:
+                    continue  # its checks run (or it waits to be tried again): taint kept
+                v = V.with_active(self.nodes[v.node], v.verdict, found)
             if v.verdict.passed:
                 log.warning("validated %s: %d checks passed", v.node, len(v.verdict.findings))
             elif v.patch is not None:
@@ -741,33 +750,6 @@ class Controller:
                 log.info("%s", w.note)
             fn = self.kube.apply if w.verb == "apply" else self.kube.apply_status
             await self._io(fn, w.body, FIELD_MANAGER)
-
-
-def connection_info(kube: Kube) -> kopf.ConnectionInfo:
-    """kopf's connection: the same kubeconfig context (or service account) as our client."""
-    cfg = kube.config
-    cl = cfg.cluster
-    from lightkube.config.models import User
-
-    user = cfg.user or User()
-    token = user.token
-    if token is None and getattr(user, "token_file", None):
-        with open(str(user.token_file)) as f:
-            token = f.read().strip()
-    return kopf.ConnectionInfo(
-        server=str(cl.server),
-        ca_path=cl.certificate_auth,
-        ca_data=cl.certificate_auth_data,
-        insecure=cl.insecure or None,
-        certificate_path=user.client_cert,
-        certificate_data=user.client_cert_data,
-        private_key_path=user.client_key,
-        private_key_data=user.client_key_data,
-        token=token,
-        username=user.username,
-        password=user.password,
-        default_namespace=cfg.namespace,
-    )
 
 
 def run(

@@ -56,6 +56,14 @@ def decide(
     return out
 
 
+def with_active(
+    node: Mapping[str, Any], verdict: G.NodeVerdict, found: list[G.Finding]
+) -> Validated:
+    """The passive verdict joined by the active tier's findings, and what to write."""
+    whole = verdict.model_copy(update={"findings": [*verdict.findings, *found], "tier": "active"})
+    return Validated(whole.node, whole, _patch(node, whole))
+
+
 def _no_pool(name: str, pool: str | None, at: str) -> G.NodeVerdict:
     finding = G.Finding(
         check="pool",

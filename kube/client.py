@@ -43,7 +43,13 @@ class KubeAPI(Protocol):
     def apply_status(self, obj: dict[str, Any], manager: str) -> dict[str, Any]: ...
 
     def merge_patch(
-        self, kind_name: str, name: str, namespace: str | None, patch: dict[str, Any], manager: str
+        self,
+        kind_name: str,
+        name: str,
+        namespace: str | None,
+        patch: dict[str, Any],
+        manager: str,
+        status: bool = False,
     ) -> dict[str, Any]: ...
 
     def evict(self, pod: str, namespace: str) -> bool: ...
@@ -407,15 +413,23 @@ class Kube:
         return dict(got.to_dict())
 
     def merge_patch(
-        self, kind_name: str, name: str, namespace: str | None, patch: dict[str, Any], manager: str
+        self,
+        kind_name: str,
+        name: str,
+        namespace: str | None,
+        patch: dict[str, Any],
+        manager: str,
+        status: bool = False,
     ) -> dict[str, Any]:
-        """A JSON merge patch (a resourceVersion in it makes it conditional: 409 if stale)."""
+        """A JSON merge patch (a resourceVersion in it makes it conditional: 409 if stale); with
+        `status`, of the status subresource."""
         from lightkube.types import PatchType
 
         kind = KINDS[kind_name]
         with self.errors("patch", kind, namespace):
+            res = _resource(kind)
             got = self.client.patch(
-                _resource(kind),
+                res.Status if status else res,
                 name,
                 patch,
                 namespace=namespace,

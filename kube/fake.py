@@ -129,7 +129,13 @@ class FakeKube:
         return copy.deepcopy(self.put(kind, cur))
 
     def merge_patch(
-        self, kind_name: str, name: str, namespace: str | None, patch: dict[str, Any], manager: str
+        self,
+        kind_name: str,
+        name: str,
+        namespace: str | None,
+        patch: dict[str, Any],
+        manager: str,
+        status: bool = False,
     ) -> dict[str, Any]:
         self._check("patch", kind_name, namespace)
         key = (kind_name, namespace, name)

@@ -412,10 +412,12 @@ def _install(
 def _platform_objects(cfg: PlatformConfig, stack: str) -> list[dict[str, Any]]:
     """What the platform program applies, as plain objects: queues, the cluster's profile,
     the shared RBAC and every workspace."""
+    from taugrid.components import controller_manifests as CM
     from taugrid.components import manifests as M
 
     objects = [
         *M.kueue_objects(cfg),
+        *CM.validation_objects(cfg),
         M.tau_cluster(cfg, stack),
         M.researcher_read_clusterrole(),
         *M.quota_approver_objects(cfg),

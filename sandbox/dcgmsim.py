@@ -15,7 +15,13 @@ Knobs (`tau sandbox gpu NODE ...`), kept in the node's `SIM_ANNOTATION` (JSON):
 - `missing`: that many GPUs fewer registered (capacity and exporter alike: "7 of 8");
 - `xid`: the last XID on GPU 0 (and NPD's GPUXidError condition, set by the knob);
 - `down`: the exporter does not answer (the connection is closed);
-- `garbage`: it answers something that is not its format.
+- `garbage`: it answers something that is not its format;
+- `diag_fail`: DCGM's diagnostics fail on it (the active tier);
+- `nccl_gbps`: the bus bandwidth its all-reduce reaches (default `HEALTHY_NCCL_GBPS`).
+
+It also plays the node agent for the active tier's check pods (api/gpuactive.py) on KWOK's
+nodes, which KWOK leaves running (`kwokstages.py`): each ends as its real container would, its
+result in its termination message, from the node's knobs.
 """
 
 from __future__ import annotations
@@ -31,7 +37,9 @@ from taugrid.api import constants as C
 from taugrid.api import gpuhealth as G
 
 SIM_ANNOTATION = "sandbox.tau.azure.com/dcgm"
-KNOBS = ("idle", "missing", "xid", "down", "garbage")
+KNOBS = ("idle", "missing", "xid", "down", "garbage", "diag_fail", "nccl_gbps")
+HEALTHY_NCCL_GBPS = 150.0
+AGENT_POLL_S = 1.0
 DRIVER = "550.90.07"
 URL_TEMPLATE = "http://127.0.0.1:{port}/nodes/{{node}}/metrics"
 
@@ -238,10 +246,71 @@ def _xid_event(node: str, xid: int, now: str) -> dict[str, Any]:
     }
 
 
+def check_result(pod: dict[str, Any], node: dict[str, Any] | None) -> tuple[int, str]:
+    """What a check pod's container would end with on `node`: exit code, termination message."""
+    from taugrid.api import gpuactive as A
+
+    knobs = knobs_of(node or {})
+    check = ((pod.get("metadata") or {}).get("labels") or {}).get(A.LABEL_CHECK)
+    if check == "nccl":
+        return 0, json.dumps({"busbw_gbps": float(knobs.get("nccl_gbps") or HEALTHY_NCCL_GBPS)})
+    if knobs.get("diag_fail"):
+        detail = "Memory: Fail - GPU 0: DCGM_FR_FAULTY_MEMORY (simulated)"
+        return 226, json.dumps({"passed": False, "detail": detail})
+    return 0, json.dumps({"passed": True, "detail": ""})
+
+
+def finish_checks(kube: Any) -> int:
+    """End the running check pods as their containers would; how many were ended."""
+    from taugrid.api import gpuactive as A
+
+    ended = 0
+    for pod in kube.list("Pod", A.VALIDATION_NAMESPACE):
+        meta, st = pod["metadata"], pod.get("status") or {}
+        if st.get("phase") != "Running" or meta.get("deletionTimestamp"):
+            continue
+        node = kube.get("Node", (pod.get("spec") or {}).get("nodeName") or "")
+        code, message = check_result(pod, node)
+        now = meta.get("creationTimestamp")
+        term = {"exitCode": code, "reason": "Completed" if code == 0 else "Error"}
+        statuses = [
+            {
+                "name": c["name"],
+                "image": c["image"],
+                "ready": False,
+                "started": False,
+                "restartCount": 0,
+                "state": {
+                    "terminated": {**term, "message": message, "startedAt": now, "finishedAt": now}
+                },
+            }
+            for c in (pod.get("spec") or {}).get("containers") or []
+        ]
+        patch = {
+            "status": {
+                "phase": "Succeeded" if code == 0 else "Failed",
+                "containerStatuses": statuses,
+            }
+        }
+        kube.merge_patch("Pod", meta["name"], meta["namespace"], patch, "tau-sandbox-agent", True)
+        ended += 1
+    return ended
+
+
+def _agent(kube: Any, stop: threading.Event) -> None:
+    while not stop.wait(AGENT_POLL_S):
+        try:
+            finish_checks(kube)
+        except Exception:  # the API server is going away with the sandbox: try again, or stop
+            continue
+
+
 def serve(kubeconfig: str, port: int, ready: threading.Event | None = None) -> None:
     from taugrid.kube.client import Kube
 
-    handler = type("Handler", (_Handler,), {"kube": Kube(kubeconfig=kubeconfig)})
+    kube = Kube(kubeconfig=kubeconfig)
+    threading.Thread(target=_agent, args=(kube, threading.Event()), daemon=True).start()
+    handler = type("Handler", (_Handler,), {"kube": kube})
     server = ThreadingHTTPServer(("127.0.0.1", port), handler)
     server.daemon_threads = True
     if ready is not None:

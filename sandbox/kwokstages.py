@@ -13,6 +13,8 @@ _ENV = '[.spec.containers.[] | (.env // []) | .[] | select(.name == "{name}") | 
 
 _JOB_POD = [
     {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"},
+    # the active tier's check pods end as the sandbox's node agent says (sandbox/dcgmsim.py)
+    {"key": '.metadata.labels["tau.azure.com/validation-check"]', "operator": "DoesNotExist"},
     {"key": ".status.phase", "operator": "In", "values": ["Running"]},
     {"key": ".metadata.ownerReferences.[].kind", "operator": "In", "values": ["Job"]},
 ]

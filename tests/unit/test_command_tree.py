@@ -15,7 +15,7 @@ from taugrid.cli.app import AUDIENCES, app, deprecated_spellings
 TREE = """
 cluster nodes: --context --output --pool -o
 cluster validate installation: --context --output -o
-cluster validate nodes: --context --keep --no-keep --output --pool -o
+cluster validate nodes: --active --context --keep --no-keep --output --pool --timeout -o
 controller run: --config --context --dry-run --standalone
 crds: --output -o
 data dataset alias get: --output --registry -o
@@ -83,7 +83,7 @@ run submit: --context --detach --dry-run --output --profile --profiles --python 
 run validate: --output --profile --profiles --workspace -o -p
 run verify: --context
 sandbox down:
-sandbox gpu: --busy --down --garbage --idle --missing --output --reset --sane --up --xid -o
+sandbox gpu: --busy --diag-fail --diag-pass --down --garbage --idle --missing --nccl-gbps --output --reset --sane --up --xid -o
 sandbox kubeconfig: --as
 sandbox status: --output -o
 sandbox up: --no-platform --real-nodes --stack --stacks-dir -s

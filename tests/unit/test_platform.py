@@ -472,7 +472,8 @@ def test_external_components_have_no_release_but_their_objects() -> None:
     is reachable there), but the queues that need Kueue are still declared."""
     inv = inventory("sandbox")
     assert of_type(inv, "helm.sh/v3:Release") == []
-    assert {o["metadata"]["name"] for o in k8s_kind(inv, "ClusterQueue")} == {"gpu", "cpu"}
+    queues = {o["metadata"]["name"] for o in k8s_kind(inv, "ClusterQueue")}
+    assert queues == {"gpu", "cpu", "tau-validation"}  # the teams' and the validation queue
     assert one(of_type(inv, "taugrid:platform:Kueue"))
     cfg = validated("sandbox")
     assert cfg.components.kueue.install == "external"
