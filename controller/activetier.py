@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from taugrid.api import gpuactive as A
@@ -36,10 +36,10 @@ class ActiveTier:
         or while a failed node waits to be tried again."""
         name = node["metadata"]["name"]
         ns = A.VALIDATION_NAMESPACE
+        if self.retry_in(node, now) is not None:
+            return None
         jobs = await self.io(self.kube.list, "Job", ns, {A.LABEL_NODE: name})
         if not jobs:
-            if self._recently_failed(node, now):
-                return None
             await self._start(name, pool, now)
             return None
         pods = await self.io(self.kube.list, "Pod", ns, {A.LABEL_NODE: name})
@@ -64,12 +64,15 @@ class ActiveTier:
             out.append(A.finding("nccl", "skipped", A.not_run("nccl", name, 1, {})))
         return out
 
-    def _recently_failed(self, node: dict[str, Any], now: datetime) -> bool:
+    def retry_in(self, node: dict[str, Any], now: datetime) -> float | None:
+        """Seconds until a node whose active checks failed last is tried again (None: now; a
+        failure of the passive tier is no reason to wait)."""
         kept = G.history_of(node)
-        if not kept or kept[-1].passed:
-            return False
+        if not kept or kept[-1].passed or kept[-1].tier != "active":
+            return None
         last = parse_k8s_time(kept[-1].at)
-        return last is not None and now - last < timedelta(seconds=RETRY_S)
+        left = RETRY_S - (now - last).total_seconds() if last is not None else 0.0
+        return left if left > 0 else None
 
     async def _start(self, name: str, pool: G.PoolDeclaration, now: datetime) -> None:
         stamp = k8s_time(now).replace(":", "").replace("-", "").lower()[-7:-1]

@@ -69,6 +69,7 @@ FIRST_RECORD_WITHIN_S = 5.0
 # submissions) reaches the API server as a steady trickle. (Paced starts alone were not enough:
 # writes queued behind a slow answer completed together, 26 in one second.)
 # The objects the quota and platform reconcilers read (and which of them a change wakes)
+ACTIVE_POLL_S = 5.0  # how often a node's active checks are looked at while they run
 RUN_INDEXES = (
     "taurun_idx",
     "job_idx",
@@ -638,7 +639,9 @@ class Controller:
             self.nodes[d.node] = slim(got)
             if d.action == R.Action.quarantine and cfg.evict_runs:
                 await self.evict_runs(d.node)
-        await self.validate_nodes(now)
+        again = await self.validate_nodes(now)  # active checks under way: look again soon
+        if again is not None:
+            soonest = again if soonest is None else min(soonest, again)
         before = self.breaker
         self.breaker = verdicts
         if before is None or (
@@ -650,12 +653,14 @@ class Controller:
             self.wake("platform")
         return soonest
 
-    async def validate_nodes(self, now: datetime) -> None:
+    async def validate_nodes(self, now: datetime) -> float | None:
         """Each node with the validating taint against its pool (`validation.py`): the taint
-        lifted when it passes, the verdict kept on the node when it changed."""
+        lifted when it passes, the verdict kept on the node when it changed. Returns when to
+        look again while a node's active checks run (or it waits to be tried again)."""
         tc = self._object("clusters", self.cfg.cluster_object) if self._indexes else None
         if tc is None:  # no declaration read yet: nothing to judge a node by (the next pass)
-            return
+            return None
+        again: float | None = None
         pools = {
             p.get("name"): G.PoolDeclaration.model_validate(p)
             for p in ((tc or {}).get("spec") or {}).get("pools") or []
@@ -663,9 +668,12 @@ class Controller:
         for v in V.decide(self.nodes, pools, now):
             pool = pools.get(v.verdict.pool or "")
             if v.verdict.passed and pool is not None and pool.active:  # the active tier next
-                found = await self.active.step(self.nodes[v.node], pool, now)
-                if found is None:
-                    continue  # its checks run (or it waits to be tried again): taint kept
+                node = self.nodes[v.node]
+                wait = self.active.retry_in(node, now) or ACTIVE_POLL_S
+                found = await self.active.step(node, pool, now)
+                if found is None:  # its checks run (or it waits to be tried again): taint kept
+                    again = wait if again is None else min(again, wait)
+                    continue
                 v = V.with_active(self.nodes[v.node], v.verdict, found)
             if v.verdict.passed:
                 log.warning("validated %s: %d checks passed", v.node, len(v.verdict.findings))

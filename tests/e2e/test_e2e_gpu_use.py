@@ -102,7 +102,7 @@ def test_a_runs_gpu_use_is_read_idle_is_said_and_a_silent_exporter_is_named(
 
 
 def test_a_node_registering_a_gpu_short_is_named_by_validation(sandbox: Path) -> None:
-    node = "a100x2-1"
+    node = "a100x2-0"  # the sandbox's one 2-GPU node
     env = {"KUBECONFIG": tau(sandbox, "sandbox", "kubeconfig").stdout.strip()}
     try:
         assert knob(sandbox, node, "--missing", "1") == {"missing": 1}

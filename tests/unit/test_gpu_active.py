@@ -349,10 +349,13 @@ def test_the_controller_gives_up_on_a_check_never_admitted_and_waits_before_tryi
     ]
     assert "tries again in 10 minutes" in (found[0].fix or "")
     # its failed verdict kept: no new Jobs until RETRY_S after it
-    verdict = G.NodeVerdict(
-        node="a100x1-0", pool="a100x1", checkedAt="2026-12-01T12:01:01Z", findings=found
-    )
+    at = "2026-12-01T12:01:01Z"
+    passive = G.NodeVerdict(node="a100x1-0", pool="a100x1", checkedAt=at, findings=found)
+    node["metadata"]["annotations"][G.VALIDATION_ANNOTATION] = G.with_verdict(node, passive)
+    assert tier.retry_in(node, T0 + timedelta(seconds=120)) is None  # a passive failure: no wait
+    verdict = passive.model_copy(update={"tier": "active"})
     node["metadata"]["annotations"][G.VALIDATION_ANNOTATION] = G.with_verdict(node, verdict)
+    assert tier.retry_in(node, T0 + timedelta(seconds=120)) == pytest.approx(RETRY_S - 59)
     assert _step(tier, node, POOL1, T0 + timedelta(seconds=120)) is None
     assert kube.list("Job", A.VALIDATION_NAMESPACE) == []
     assert _step(tier, node, POOL1, T0 + timedelta(seconds=61 + RETRY_S + 1)) is None
