@@ -511,6 +511,11 @@ def _structural(node: Any, defs: dict[str, Any]) -> Any:
         if key == "const":
             out["enum"] = [value]
             continue
+        if key in ("exclusiveMinimum", "exclusiveMaximum") and not isinstance(value, bool):
+            # JSON Schema's number (pydantic's `gt`/`lt`) is OpenAPI v3's bound plus a flag
+            out["minimum" if key == "exclusiveMinimum" else "maximum"] = value
+            out[key] = True
+            continue
         if key == "properties":
             out["properties"] = {k: _structural(v, defs) for k, v in value.items()}
             continue

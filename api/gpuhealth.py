@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -52,17 +52,9 @@ Check = Literal[
     "dcgm-diag",  # the active tier (api/gpuactive.py)
     "nccl",
 ]
-CHECKS: tuple[Check, ...] = (
-    "ready",
-    "gpus",
-    "product",
-    "driver",
-    "mig",
-    "conditions",
-    "xid",
-    "dcgm",
-    "quarantine",
-)
+# the passive tier's checks, in the order a verdict lists them ("pool" is said only when a node
+# is in no declared pool; the active tier's are api/gpuactive.py's)
+CHECKS: tuple[Check, ...] = get_args(Check)[1:-2]
 
 
 class _Model(BaseModel):

@@ -20,12 +20,28 @@ K8S_VERSION = "1.36"
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
+def as_json_schema(node: Any) -> Any:
+    """An OpenAPI v3 schema as JSON Schema (draft 7): an exclusive bound is a flag beside its
+    `minimum`/`maximum` in the one, the bound itself in the other."""
+    if isinstance(node, list):
+        return [as_json_schema(n) for n in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: as_json_schema(v) for k, v in node.items()}
+    for flag, bound in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
+        if out.get(flag) is True and bound in out:
+            out[flag] = out.pop(bound)
+        elif out.get(flag) is False:
+            del out[flag]
+    return out
+
+
 def _strict(node: Any) -> Any:
     if isinstance(node, list):
         return [_strict(n) for n in node]
     if not isinstance(node, dict):
         return node
-    out = {k: _strict(v) for k, v in node.items()}
+    out = {k: _strict(v) for k, v in as_json_schema(node).items()}
     if (
         "properties" in out
         and "additionalProperties" not in out

@@ -63,3 +63,41 @@ def cpu_job(folder: Path, name: str, env: dict[str, str] | None = None, extra: s
         f"runtime: {{image: python:3.12-slim, env: {json.dumps(env or {})}}}\n{extra}"
     )
     return folder
+
+
+def new_gpu_node(name: str, gpus: str = "2", knobs: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A GPU node of pool a100x2 as it registers: the pool's taints and the validating one, the
+    GPU Operator's labels, `gpus` allocatable (2 declared), and the sandbox's GPU knobs."""
+    from taugrid.api import constants as C
+    from taugrid.api import gpuhealth as G
+    from taugrid.sandbox.dcgmsim import SIM_ANNOTATION
+
+    annotations = {"kwok.x-k8s.io/node": "fake"}
+    if knobs:
+        annotations[SIM_ANNOTATION] = json.dumps(knobs)
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": annotations,
+            "labels": {
+                C.LABEL_POOL: "a100x2",
+                C.LABEL_GPU_CLASS: "a100-80gb-2x",
+                G.GFD_PRODUCT: "NVIDIA-A100-SXM4-80GB",
+                G.GFD_COUNT: "2",
+                "kubernetes.io/hostname": name,
+                "type": "kwok",
+            },
+        },
+        "spec": {
+            "taints": [
+                {"key": C.GPU_TAINT_KEY, "value": C.GPU_TAINT_VALUE, "effect": "NoSchedule"},
+                {"key": C.VALIDATING_TAINT, "value": "passive", "effect": "NoSchedule"},
+            ]
+        },
+        "status": {
+            "capacity": {"cpu": "44", "memory": "396Gi", "pods": "110", "nvidia.com/gpu": "2"},
+            "allocatable": {"cpu": "44", "memory": "396Gi", "pods": "110", "nvidia.com/gpu": gpus},
+        },
+    }

@@ -14,12 +14,11 @@ from typing import Any
 import pytest
 from conftest import run_tau as tau
 from kubekit import wait_until
-from sandboxkit import admin
+from sandboxkit import admin, new_gpu_node
 
 from taugrid.api import constants as C
 from taugrid.api import gpuactive as A
 from taugrid.api import gpuhealth as G
-from taugrid.sandbox import dcgmsim as SIM
 
 pytestmark = pytest.mark.e2e
 NODE = "a100x2-0"
@@ -75,38 +74,6 @@ def _set_active(home: Path, active: bool) -> None:
     )
 
 
-def new_node(name: str, knobs: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "annotations": {
-                "kwok.x-k8s.io/node": "fake",
-                **({SIM.SIM_ANNOTATION: json.dumps(knobs)} if knobs else {}),
-            },
-            "labels": {
-                C.LABEL_POOL: "a100x2",
-                C.LABEL_GPU_CLASS: "a100-80gb-2x",
-                G.GFD_PRODUCT: "NVIDIA-A100-SXM4-80GB",
-                G.GFD_COUNT: "2",
-                "kubernetes.io/hostname": name,
-                "type": "kwok",
-            },
-        },
-        "spec": {
-            "taints": [
-                {"key": C.GPU_TAINT_KEY, "value": C.GPU_TAINT_VALUE, "effect": "NoSchedule"},
-                {"key": C.VALIDATING_TAINT, "value": "passive", "effect": "NoSchedule"},
-            ]
-        },
-        "status": {
-            "capacity": {"cpu": "44", "memory": "396Gi", "pods": "110", "nvidia.com/gpu": "2"},
-            "allocatable": {"cpu": "44", "memory": "396Gi", "pods": "110", "nvidia.com/gpu": "2"},
-        },
-    }
-
-
 def test_a_pool_that_asks_for_it_gets_the_active_tier_before_its_taint_is_lifted(
     sandbox: Path,
 ) -> None:
@@ -121,8 +88,8 @@ def test_a_pool_that_asks_for_it_gets_the_active_tier_before_its_taint_is_lifted
     good, bad = "a100x2-act-ok", "a100x2-act-bad"
     _set_active(sandbox, True)
     try:
-        api.create(body=new_node(good))
-        api.create(body=new_node(bad, {"diag_fail": True}))
+        api.create(body=new_gpu_node(good))
+        api.create(body=new_gpu_node(bad, knobs={"diag_fail": True}))
         wait_until(lambda: C.VALIDATING_TAINT not in taints(good), 120, "the good node lifted")
         last = kept(good)[-1]
         assert last.passed and last.tier == "active"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_tau as tau
-from sandboxkit import admin, kube_env
+from sandboxkit import admin, kube_env, new_gpu_node
 
 pytestmark = pytest.mark.e2e
 NODE = "a100x2-0"  # the sandbox's 2-GPU node
@@ -59,39 +59,6 @@ def test_gpu_nodes_validate_clean_then_a_lost_gpu_is_named_and_kept(sandbox: Pat
         set_gpus(sandbox, NODE, "2")
     res = tau(sandbox, "cluster", "validate", "nodes", "--pool", "a100x2", "--no-keep", env=env)
     assert res.returncode == 0, res.stdout + res.stderr
-
-
-def new_gpu_node(name: str, gpus: str) -> dict[str, object]:
-    """A GPU node of pool a100x2 as it registers: the pool's taints and the validating one, the
-    GPU Operator's labels, `gpus` allocatable (2 declared)."""
-    from taugrid.api import constants as C
-    from taugrid.api import gpuhealth as G
-
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "annotations": {"kwok.x-k8s.io/node": "fake"},
-            "labels": {
-                C.LABEL_POOL: "a100x2",
-                C.LABEL_GPU_CLASS: "a100-80gb-2x",
-                G.GFD_PRODUCT: "NVIDIA-A100-SXM4-80GB",
-                G.GFD_COUNT: "2",
-                "type": "kwok",
-            },
-        },
-        "spec": {
-            "taints": [
-                {"key": C.GPU_TAINT_KEY, "value": C.GPU_TAINT_VALUE, "effect": "NoSchedule"},
-                {"key": C.VALIDATING_TAINT, "value": "passive", "effect": "NoSchedule"},
-            ]
-        },
-        "status": {
-            "capacity": {"cpu": "44", "memory": "396Gi", "pods": "110", "nvidia.com/gpu": "2"},
-            "allocatable": {"cpu": "44", "memory": "396Gi", "pods": "110", "nvidia.com/gpu": gpus},
-        },
-    }
 
 
 def test_a_new_node_is_validated_before_it_takes_work(sandbox: Path) -> None:

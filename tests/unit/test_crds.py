@@ -8,7 +8,7 @@ from typing import Any
 import jsonschema
 import pytest
 from conftest import PROFILES
-from k8s_schemas import k8s_errors
+from k8s_schemas import as_json_schema, k8s_errors
 
 from taugrid.api.crds import CRD_TYPES, render_crds
 from taugrid.runs import load
@@ -58,6 +58,9 @@ def structural_problems(node: Any, path: str = "") -> list[str]:
         out.append(f"{path}: missing type")
     if node.get("additionalProperties") is False:
         out.append(f"{path}: additionalProperties: false is not allowed")
+    for bound in ("exclusiveMinimum", "exclusiveMaximum"):  # OpenAPI v3: a flag, not a number
+        if bound in node and not isinstance(node[bound], bool):
+            out.append(f"{path}: {bound} must be true or false (the API server refuses a number)")
     if "properties" in node and "additionalProperties" in node:
         out.append(f"{path}: properties and additionalProperties together")
     if node.get("type") == "array" and not isinstance(node.get("items"), dict):
@@ -122,6 +125,7 @@ def test_structural_checker_catches_violations() -> None:
     )
     assert structural_problems({"type": "object", "additionalProperties": False})
     assert structural_problems({"type": "array"})
+    assert structural_problems({"type": "number", "exclusiveMinimum": 0})  # pydantic's `gt=0`
     assert structural_problems(
         {"type": "object", "properties": {"x": {"type": "string", "title": "X"}}}
     )
@@ -169,7 +173,9 @@ def test_objects_built_from_models_validate_against_generated_schema(
         "status": {"signals": [{"name": "Admitted", "state": "pending"}]},
     }
     schemas = {
-        c["spec"]["names"]["kind"]: c["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+        c["spec"]["names"]["kind"]: as_json_schema(
+            c["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+        )
         for c in crds
     }
     jsonschema.validate(cluster, schemas["TauCluster"])
