@@ -109,6 +109,7 @@ def _collect(
         )
         if state in ("ok", "failed"):
             out.setdefault(node, []).append(A.finding(check, state, message, ev))
+            kube.delete("Job", name, ns)  # read: nothing left behind (its pod goes with it)
             del pending[name]
             ended += 1
     return ended

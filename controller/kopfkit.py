@@ -68,10 +68,17 @@ def slim(body: Mapping[str, Any]) -> dict[str, Any]:
     }
     spec = dict(body.get("spec") or {})
     if body.get("kind") == "Pod":  # its node, and each container's memory limit (OOM's words)
+        # and GPUs (whose GPUs DCGM reports)
         limits = [
-            {"name": c.get("name"), "resources": {"limits": {"memory": m}}}
+            {"name": c.get("name"), "resources": {"limits": kept}}
             for c in spec.get("containers") or []
-            if (m := ((c.get("resources") or {}).get("limits") or {}).get("memory"))
+            if (
+                kept := {
+                    k: v
+                    for k, v in ((c.get("resources") or {}).get("limits") or {}).items()
+                    if k in ("memory", C.GPU_RESOURCE)
+                }
+            )
         ]
         spec = {"nodeName": spec.get("nodeName"), **({"containers": limits} if limits else {})}
     elif body.get("kind") in ("Job", "RayJob"):

@@ -14,6 +14,7 @@ kopf = pytest.importorskip("kopf")
 
 from kopf._cogs.aiokits import aiotoggles  # noqa: E402
 
+from taugrid.api import constants as C  # noqa: E402
 from taugrid.controller import kopfkit as KK  # noqa: E402
 from taugrid.controller import operator as OP  # noqa: E402
 from taugrid.controller.config import ControllerConfig  # noqa: E402
@@ -316,3 +317,33 @@ def test_kopf_starts_its_watches_where_the_patch_reaches(monkeypatch: Any) -> No
     KK.install_slimmed_watches()  # once only
     assert watching.infinite_watch is first and first.tau_slimmed  # type: ignore[attr-defined]
     assert "watching.infinite_watch(" in inspect.getsource(queueing)
+
+
+def test_a_slimmed_pod_keeps_its_node_and_its_containers_memory_and_gpu_limits() -> None:
+    # the recorder names the memory limit an OOM went over; GPU use joins DCGM's GPUs to the
+    # runs whose pods ask for GPUs: both read these from the controller's slimmed pods
+    pod = {
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "n", "managedFields": [{"manager": "x"}]},
+        "spec": {
+            "nodeName": "g-0",
+            "containers": [
+                {
+                    "name": "w",
+                    "image": "i",
+                    "env": [{"name": "A", "value": "1"}],
+                    "resources": {"limits": {"memory": "8Gi", "cpu": "4", C.GPU_RESOURCE: 2}},
+                },
+                {"name": "sidecar", "resources": {"limits": {"cpu": "1"}}},
+            ],
+        },
+        "status": {"phase": "Running"},
+    }
+    got = KK.slim(pod)
+    assert got["spec"] == {
+        "nodeName": "g-0",
+        "containers": [
+            {"name": "w", "resources": {"limits": {"memory": "8Gi", C.GPU_RESOURCE: 2}}}
+        ],
+    }
+    assert "managedFields" not in got["metadata"]

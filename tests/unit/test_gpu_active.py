@@ -289,6 +289,7 @@ def test_active_checks_run_on_idle_nodes_and_say_what_they_found() -> None:
     assert "4.0 GB/s, under the pool's floor 10.0" in bad["nccl"].message and bad["nccl"].fix
     assert "held by research/r-worker" in got["a100x2-2"][0].message
     assert said and said[0].startswith("active checks: 5 Job(s)")
+    assert kube.list("Job", A.VALIDATION_NAMESPACE) == []  # each deleted once read
 
 
 def test_a_check_never_admitted_fails_with_kueues_reason_and_its_job_is_deleted() -> None:
