@@ -456,6 +456,11 @@ CRD_TYPES: tuple[CrdType, ...] = (
             ("Reason", "string", ".status.terminationReason"),
             ("Summary", "string", ".status.summary"),
             ("Observed", "string", ".status.observedAt"),
+            # its GPU use (the list's GPU column: "8×65%", "8×idle")
+            ("GPU-Count", "integer", ".status.gpuUse.gpus"),
+            ("SM-Active", "number", ".status.gpuUse.smActive"),
+            ("GPU-Since", "string", ".status.gpuUse.since"),
+            ("GPU-Idle-Since", "string", ".status.gpuUse.idleSince"),
         ),
     ),
     CrdType(

@@ -656,3 +656,17 @@ def test_the_portals_run_page_plots_gpu_use_beside_the_metrics(
     assert "GPU use" in text and "8 GPUs, SM 60% active" in text
     assert "(the last reading while it ran)" in text  # the made run has ended
     assert 'aria-label="GPU SM active (%), by minute (DCGM)"' in text
+
+
+def test_a_runs_gpu_use_comes_through_the_thin_listing_of_run_list() -> None:
+    from taugrid.api.crds import TauRunStatus, read_status
+
+    st = {
+        "phase": "Running",
+        "gpuUse": use("2026-12-01T11:30:00Z").sampled().model_dump(mode="json"),
+    }
+    kube = FakeKube({"TauRun": [taurun(st)]})
+    (thin,) = kube.list_columns("TauRun", "research")
+    got, why = read_status(TauRunStatus, thin["status"])
+    assert why is None and got is not None and got.gpuUse is not None
+    assert U.short(got.gpuUse) == "8×idle" and got.gpuUse.history == []  # only its columns
