@@ -70,10 +70,10 @@ def slim(body: Mapping[str, Any]) -> dict[str, Any]:
     if body.get("kind") == "Pod":  # its node, and each container's memory limit (OOM's words)
         # and GPUs (whose GPUs DCGM reports)
         limits = [
-            {"name": c.get("name"), "resources": {"limits": kept}}
+            {"name": c.get("name"), "resources": {"limits": only}}
             for c in spec.get("containers") or []
             if (
-                kept := {
+                only := {
                     k: v
                     for k, v in ((c.get("resources") or {}).get("limits") or {}).items()
                     if k in ("memory", C.GPU_RESOURCE)

@@ -690,6 +690,7 @@ class Controller:
                 log.warning("validation of %s not written: %s", v.node, e.message)
                 continue
             self.nodes[v.node] = slim(got)
+        return again
 
     async def evict_runs(self, node: str) -> None:
         """Evict the TauGrid runs' pods from a quarantined node (other pods are not ours)."""
