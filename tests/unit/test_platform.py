@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from conftest import EXAMPLES, ROOT
-from k8s_schemas import crd_errors
+from k8s_schemas import as_json_schema, crd_errors
 
 from taugrid.api import constants as C
 from taugrid.api.crds import render_crds
@@ -294,7 +294,9 @@ def test_tau_objects_validate_against_generated_crds() -> None:
     import jsonschema
 
     schemas = {
-        c["spec"]["names"]["kind"]: c["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+        c["spec"]["names"]["kind"]: as_json_schema(
+            c["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+        )
         for c in render_crds()
     }
     inv = inventory("prod")
