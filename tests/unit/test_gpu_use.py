@@ -670,3 +670,16 @@ def test_a_runs_gpu_use_comes_through_the_thin_listing_of_run_list() -> None:
     got, why = read_status(TauRunStatus, thin["status"])
     assert why is None and got is not None and got.gpuUse is not None
     assert U.short(got.gpuUse) == "8×idle" and got.gpuUse.history == []  # only its columns
+
+
+def test_a_node_deleted_during_a_pass_costs_its_reading_not_the_pass(exporter: Any) -> None:
+    url, answers = exporter
+    host, kube = _world(url, "none")
+    for n in ("g-0", "g-1", "g-2"):
+        answers[n] = sim_text(host.nodes[n], host.kw["pod_idx"][KEY] if n == "g-0" else [])
+    kube.delete("Node", "g-1", None)  # gone from the cluster, still in the controller's view
+    watch = GpuWatch(host)  # type: ignore[arg-type]
+    asyncio.run(_one(watch))
+    assert host.recorded == [KEY]  # the run's use is still recorded
+    kept = kube.get("Node", "g-2")["metadata"]["annotations"][U.DCGM_ANNOTATION]
+    assert json.loads(kept)["gpus"] == 2 and kube.get("Node", "g-1") is None
