@@ -188,8 +188,12 @@ def test_up_creates_the_platform_and_a_second_up_changes_nothing(
     crds = names(bare, "apiextensions.k8s.io/v1", "CustomResourceDefinition")
     assert {"runs.tau.azure.com", "clusters.tau.azure.com", "workspaces.tau.azure.com"} <= crds
     assert names(bare, "tau.azure.com/v1alpha1", "TauCluster", "taugrid-system") == {"cluster"}
-    assert names(bare, "kueue.x-k8s.io/v1beta2", "ClusterQueue") == {"gpu", "cpu"}
+    # the teams' queues, and the active tier's validation queue (no quota of its own)
+    assert names(bare, "kueue.x-k8s.io/v1beta2", "ClusterQueue") == {"gpu", "cpu", "tau-validation"}
     assert names(bare, "kueue.x-k8s.io/v1beta2", "LocalQueue", "research") == {"gpu", "cpu"}
+    assert names(bare, "kueue.x-k8s.io/v1beta2", "LocalQueue", "taugrid-validation") == {
+        "validation"
+    }
 
     again = platform(bare, "up", "--yes")
     assert again["changes"]["same"] == first["changes"]["create"]
