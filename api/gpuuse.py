@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from taugrid.api.constants import GPU_RESOURCE
 from taugrid.api.defaults import new_list
 
 IdleAction = Literal["none", "warn", "requeue"]
@@ -93,6 +94,17 @@ class GpuUseStatus(_Model):
         )
         kept = [h for h in self.history if h.at < self.since][-(HISTORY_KEEP - 1) :]
         return self.model_copy(update={"history": [*kept, point]})
+
+
+def container_gpus(container: Mapping[str, Any]) -> int:
+    """The GPUs a container's limits ask for (0: none, or not a whole number)."""
+    raw = str(((container.get("resources") or {}).get("limits") or {}).get(GPU_RESOURCE, "0"))
+    return int(raw) if raw.isdigit() else 0
+
+
+def pod_gpus(pod: Mapping[str, Any]) -> int:
+    """The GPUs a pod's containers ask for."""
+    return sum(container_gpus(c) for c in (pod.get("spec") or {}).get("containers") or [])
 
 
 def rounded(

@@ -12,9 +12,9 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from taugrid.api import constants as C
 from taugrid.api import gpuactive as A
 from taugrid.api.gpuhealth import Finding, PoolDeclaration
+from taugrid.api.gpuuse import pod_gpus
 
 POLL_S = 2.0
 Say = Callable[[str], None]
@@ -33,11 +33,8 @@ def holders(pods: Iterable[Mapping[str, Any]]) -> dict[str, list[str]]:
             or meta.get("namespace") == A.VALIDATION_NAMESPACE
         ):
             continue
-        for c in spec.get("containers") or []:
-            limits = (c.get("resources") or {}).get("limits") or {}
-            if str(limits.get(C.GPU_RESOURCE, "0")) not in ("0", ""):
-                out.setdefault(str(node), []).append(f"{meta.get('namespace')}/{meta.get('name')}")
-                break
+        if pod_gpus(p):
+            out.setdefault(str(node), []).append(f"{meta.get('namespace')}/{meta.get('name')}")
     return out
 
 

@@ -135,17 +135,9 @@ def nodes_of_runs(
     for key, pods in pods_by_run.items():
         for p in pods:
             node = (p.get("spec") or {}).get("nodeName")
-            if node and (p.get("status") or {}).get("phase") == "Running" and _asks_gpus(p):
+            if node and (p.get("status") or {}).get("phase") == "Running" and U.pod_gpus(p):
                 out.setdefault(key, set()).add(str(node))
     return out
-
-
-def _asks_gpus(pod: Mapping[str, Any]) -> bool:
-    for c in (pod.get("spec") or {}).get("containers") or []:
-        limits = (c.get("resources") or {}).get("limits") or {}
-        if str(limits.get(C.GPU_RESOURCE, "0")) not in ("0", ""):
-            return True
-    return False
 
 
 @dataclass

@@ -35,6 +35,7 @@ from typing import Any
 
 from taugrid.api import constants as C
 from taugrid.api import gpuhealth as G
+from taugrid.api.gpuuse import container_gpus
 
 SIM_ANNOTATION = "sandbox.tau.azure.com/dcgm"
 KNOBS = ("idle", "missing", "xid", "down", "garbage", "diag_fail", "nccl_gbps")
@@ -79,8 +80,7 @@ def holders(pods: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
     live.sort(key=lambda p: (p["metadata"].get("creationTimestamp") or "", p["metadata"]["name"]))
     for p in live:
         for c in (p.get("spec") or {}).get("containers") or []:
-            limits = (c.get("resources") or {}).get("limits") or {}
-            n = int(str(limits.get(C.GPU_RESOURCE, "0")) or 0)
+            n = container_gpus(c)
             out += [(p["metadata"]["namespace"], p["metadata"]["name"], c["name"])] * n
     return out
 
