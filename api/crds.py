@@ -21,6 +21,7 @@ from taugrid.api.defaults import new_list
 from taugrid.api.gpuhealth import PoolDeclaration
 from taugrid.api.gpuuse import GpuUseStatus
 from taugrid.api.profiles import ImageMirror, WorkloadProfile, WorkspaceRef
+from taugrid.api.teams import Prices, TeamRef
 from taugrid.api.vocabulary import Phase, ResolvedInput, Signal, TerminationReason, TimelineEntry
 
 
@@ -74,6 +75,12 @@ class TauClusterSpec(_Model):
         description="What each GPU pool's nodes should be: what `tau cluster validate` checks",
         json_schema_extra=_list_map("name"),
     )
+    teams: list[TeamRef] = Field(
+        default_factory=new_list,
+        description="Teams: their weights, queues and workspaces (`tau usage`, `tau quota status`)",
+        json_schema_extra=_list_map("name"),
+    )
+    prices: Prices | None = Field(None, description="Price of a node-hour per VM size")
 
 
 class ProfileCapacity(_Model):

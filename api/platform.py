@@ -32,6 +32,7 @@ from taugrid.api.quantity import (
     QuantityError,
     parse_memory,
 )
+from taugrid.api.teams import FairSharingSpec, Prices, Team, TeamRef
 
 CONFIG_KEY = "taugrid:platform"
 SYSTEM_NAMESPACE = "taugrid-system"
@@ -416,6 +417,10 @@ class ClusterQueueSpec(_Model):
 class Queues(_Model):
     cohort: str = "taugrid"
     clusterQueues: list[ClusterQueueSpec] = Field(default_factory=new_list)
+    fairSharing: FairSharingSpec = Field(
+        default_factory=lambda: FairSharingSpec(),
+        description="How Kueue shares between teams (used when teams are declared)",
+    )
 
     _v = field_validator("cohort")(_dns)
 
@@ -500,6 +505,7 @@ class WorkspaceSpec(_Model):
     members: list[Member] = Field(default_factory=new_list)
     queues: list[str] = Field(min_length=1, description="ClusterQueues this workspace submits to")
     storage: WorkspaceStorage = Field(default_factory=WorkspaceStorage)
+    team: str | None = Field(None, description="The team it belongs to (teams[].name)")
 
     _v = field_validator("name")(_dns)
 
@@ -542,6 +548,13 @@ class PlatformConfig(_Model):
     priorityClasses: list[PriorityClass] = Field(default_factory=_default_priorities)
     defaultPriority: str | None = "normal"
     workspaces: list[WorkspaceSpec] = Field(default_factory=new_list)
+    teams: list[Team] = Field(
+        default_factory=new_list,
+        description="Teams: each owns ClusterQueues and shares the cohort by its weight",
+    )
+    prices: Prices | None = Field(
+        None, description="Price of a node-hour per VM size: what `tau usage` costs runs at"
+    )
     profiles: list[WorkloadProfile] | None = Field(
         None, description="Explicit profiles; default: derived"
     )
@@ -571,6 +584,9 @@ class PlatformConfig(_Model):
 
     def cluster_queue(self, name: str) -> ClusterQueueSpec | None:
         return next((q for q in self.queues.clusterQueues if q.name == name), None)
+
+    def team_of_queue(self, name: str) -> Team | None:
+        return next((t for t in self.teams if name in t.owned()), None)
 
 
 # --- derived: pools -> node labels/taints -> profiles ---------------------------------------------
@@ -716,8 +732,21 @@ def workspace_refs(cfg: PlatformConfig) -> list[WorkspaceRef]:
             pvc=naming.workspace_pvc(w.name),
             serviceAccount=naming.RUN_SERVICE_ACCOUNT,
             registry=w.storage.registry,
+            team=w.team,
         )
         for w in cfg.workspaces
+    ]
+
+
+def team_refs(cfg: PlatformConfig) -> list[TeamRef]:
+    return [
+        TeamRef(
+            name=t.name,
+            weight=t.weight,
+            queues=t.owned(),
+            workspaces=[w.name for w in cfg.workspaces if w.team == t.name],
+        )
+        for t in cfg.teams
     ]
 
 

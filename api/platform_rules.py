@@ -379,6 +379,68 @@ def default_priority_exists(cfg: PlatformConfig) -> Iterator[Issue]:
         )
 
 
+def teams_are_sound(cfg: PlatformConfig) -> Iterator[Issue]:
+    """Team names unique; each team's queues are ClusterQueues that no other team owns, and it
+    has at least one workspace; a workspace's team is a declared one."""
+    qnames = {cq.name for cq in cfg.queues.clusterQueues}
+    names = [t.name for t in cfg.teams]
+    owner: dict[str, str] = {}
+    for ti, team in enumerate(cfg.teams):
+        if names.index(team.name) != ti:
+            yield Issue(f"teams[{ti}].name", team.name, "is used by another team", None)
+        for qi, qn in enumerate(team.owned()):
+            path = f"teams[{ti}].queues[{qi}]" if team.queues else f"teams[{ti}].queues"
+            if qn not in qnames:
+                yield Issue(
+                    path,
+                    qn if team.queues else [],
+                    f"team {team.name} owns no ClusterQueue {qn}: name its queues "
+                    f"(known: {', '.join(sorted(qnames)) or '(none)'}), or declare a ClusterQueue "
+                    f"named {team.name}",
+                    f"teams: [{{name: {team.name}, weight: 2, queues: [gpu]}}]",
+                )
+            elif qn in owner:
+                yield Issue(
+                    path,
+                    qn,
+                    f"ClusterQueue {qn} is owned by team {owner[qn]} already: a queue is one "
+                    "team's quota",
+                    None,
+                )
+            owner.setdefault(qn, team.name)
+        if not any(w.team == team.name for w in cfg.workspaces):
+            yield Issue(
+                f"teams[{ti}]",
+                team.name,
+                f"team {team.name} has no workspaces: add `team: {team.name}` to the workspaces "
+                "of its people, or remove the team",
+                f"workspaces: [{{name: vision, team: {team.name}, queues: [gpu]}}]",
+            )
+    for wi, ws in enumerate(cfg.workspaces):
+        if ws.team is not None and ws.team not in names:
+            yield Issue(
+                f"workspaces[{wi}].team",
+                ws.team,
+                f"is not a team; known: {', '.join(names) or '(none: declare teams first)'}",
+                f"teams: [{{name: {ws.team}, weight: 1}}]",
+            )
+
+
+def prices_cover_the_pools(cfg: PlatformConfig) -> Iterator[Issue]:
+    """With a price table, every pool's VM size has a price (else its runs would cost 0)."""
+    if cfg.prices is None:
+        return
+    for key, i, pool in _pools(cfg):
+        if pool.vmSize not in cfg.prices.perNodeHour:
+            yield Issue(
+                f"{key}[{i}].vmSize",
+                pool.vmSize,
+                f"pool {pool.name}'s VM size has no price in prices.perNodeHour: add it (the "
+                "price of one node for one hour), or `tau usage` could not cost its runs",
+                f"prices: {{currency: USD, perNodeHour: {{{pool.vmSize}: 3.67}}}}",
+            )
+
+
 RULES: list[Rule] = [
     default_workspace_exists,
     pool_names_unique,
@@ -400,6 +462,8 @@ RULES: list[Rule] = [
     workspace_names_unique,
     workspace_queues_exist,
     default_priority_exists,
+    teams_are_sound,
+    prices_cover_the_pools,
 ]
 
 

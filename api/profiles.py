@@ -168,6 +168,7 @@ class WorkspaceRef(_Model):
         description="The data registry its runs read at /data/registry, as reached from "
         "outside (az://... or file://...): a run's inputs are copied there at submit",
     )
+    team: str | None = Field(None, description="The team it belongs to")
 
     @field_validator("name", "namespace", "pvc")
     @classmethod

@@ -27,6 +27,7 @@ from taugrid.api.platform import (
     derive_profiles,
     pool_declarations,
     pool_taints,
+    team_refs,
     workspace_refs,
 )
 from taugrid.api.profiles import profile_set_hash
@@ -100,8 +101,32 @@ def cohort(name: str, parent: str | None = None) -> dict[str, Any]:
 
 
 def grant_cohort(cfg: PlatformConfig, cq: ClusterQueueSpec) -> dict[str, Any]:
-    """The queue's grant cohort: Pulumi owns its parent; the controller its quota (grants)."""
-    return cohort(naming.grant_cohort(cq.name), cq.cohort or cfg.queues.cohort)
+    """The queue's grant cohort: Pulumi owns its parent (and its team's weight there: it is the
+    member of the declared cohort); the controller its quota (grants)."""
+    obj = cohort(naming.grant_cohort(cq.name), cq.cohort or cfg.queues.cohort)
+    obj["spec"].update(fair_sharing(cfg, cq))
+    return obj
+
+
+def fair_sharing(cfg: PlatformConfig, cq: ClusterQueueSpec) -> dict[str, Any]:
+    """The team's weight on its queue (and its grant cohort); none for a queue of no team."""
+    team = cfg.team_of_queue(cq.name)
+    return {"fairSharing": {"weight": canonical(team.weight)}} if team else {}
+
+
+def kueue_fair_sharing(cfg: PlatformConfig) -> dict[str, Any]:
+    """Kueue's configuration for teams (empty without teams): fair sharing between the cohort's
+    members by weight, admission fair sharing between a queue's LocalQueues by decayed usage."""
+    if not cfg.teams:
+        return {}
+    fs = cfg.queues.fairSharing
+    return {
+        "fairSharing": {"preemptionStrategies": list(fs.preemption)},
+        "admissionFairSharing": {
+            "usageHalfLifeTime": fs.usageHalfLife,
+            "usageSamplingInterval": fs.usageSamplingInterval,
+        },
+    }
 
 
 def cluster_queue(cfg: PlatformConfig, cq: ClusterQueueSpec) -> dict[str, Any]:
@@ -141,6 +166,13 @@ def cluster_queue(cfg: PlatformConfig, cq: ClusterQueueSpec) -> dict[str, Any]:
                 "borrowWithinCohort": {"policy": p.borrowWithinCohort},
             },
             "resourceGroups": [{"coveredResources": covered, "flavors": flavors}],
+            **fair_sharing(cfg, cq),
+            # with teams, a queue's workspaces are admitted by their decayed past usage
+            **(
+                {"admissionScope": {"admissionMode": "UsageBasedAdmissionFairSharing"}}
+                if cfg.teams
+                else {}
+            ),
         },
     }
 
@@ -194,6 +226,7 @@ def kueue_values(cfg: PlatformConfig) -> dict[str, Any]:
         "integrations": {
             "frameworks": ["batch/job", "ray.io/rayjob", "ray.io/raycluster", "ray.io/rayservice"]
         },
+        **kueue_fair_sharing(cfg),
     }
     return {
         "managerConfig": {"controllerManagerConfigYaml": json.dumps(manager, indent=2)},
@@ -347,6 +380,8 @@ def tau_cluster(cfg: PlatformConfig, stack: str) -> dict[str, Any]:
                 else {}
             ),
             "pools": [p.model_dump(mode="json", exclude_none=True) for p in pool_declarations(cfg)],
+            **({"teams": [t.model_dump(mode="json") for t in team_refs(cfg)]} if cfg.teams else {}),
+            **({"prices": cfg.prices.model_dump(mode="json")} if cfg.prices else {}),
         },
     }
 

@@ -30,6 +30,7 @@ MANAGED_CLUSTER = "azure-native:containerservice:ManagedCluster"
 HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 TAU_CLUSTER = "kubernetes:tau.azure.com/v1alpha1:TauCluster"
 CLUSTER_QUEUE = "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue"
+COHORT = "kubernetes:kueue.x-k8s.io/v1beta2:Cohort"
 GPU = "nvidia.com/gpu"
 PROD_STACKS = ("prod", "production")
 EXACT_VERSION = re.compile(r"^v?\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.-]+)?$")
@@ -189,6 +190,42 @@ def quotas_within_capacity(resources: Iterable[Resource]) -> list[str]:
     ]
 
 
+_WEIGHT = re.compile(r"^[0-9]+(\.[0-9]+)?m?$")
+
+
+def weights_are_positive(r: Resource) -> list[str]:
+    """A ClusterQueue's or Cohort's fair-sharing weight is a quantity > 0 (Kueue takes 0: that
+    queue would never get a share of what others leave unused), and a TauCluster's teams have
+    positive weights and every workspace's team is one of them."""
+    if r.type in (CLUSTER_QUEUE, COHORT):
+        weight = ((r.props.get("spec") or {}).get("fairSharing") or {}).get("weight")
+        if weight is None:
+            return []
+        text = str(weight)
+        if not _WEIGHT.match(text) or float(text.rstrip("m") or 0) == 0:
+            kind = "ClusterQueue" if r.type == CLUSTER_QUEUE else "Cohort"
+            name = (r.props.get("metadata") or {}).get("name") or r.name
+            return [f"{kind} {name}: fair-sharing weight {weight!r}: use a number > 0, e.g. 1"]
+        return []
+    if r.type != TAU_CLUSTER:
+        return []
+    spec = r.props.get("spec") or {}
+    teams = {str(t.get("name")): t.get("weight") for t in spec.get("teams") or []}
+    out = [
+        f"team {name}: weight {w!r}: use a number > 0, e.g. 1"
+        for name, w in teams.items()
+        if isinstance(w, bool) or not isinstance(w, int | float) or w <= 0
+    ]
+    for ws in spec.get("workspaces") or []:
+        team = ws.get("team")
+        if team is not None and team not in teams:
+            out.append(
+                f"workspace {ws.get('name')}: team {team} is not declared (known: "
+                f"{', '.join(sorted(teams)) or 'none'}): declare it under teams"
+            )
+    return out
+
+
 # --- as CrossGuard policies ------------------------------------------------------------------
 def _resource(args: Any) -> Resource:
     return Resource(args.resource_type, dict(args.props or {}), args.urn, args.name)
@@ -234,6 +271,12 @@ POLICIES: list[Any] = [
         name="quotas-are-quantities",
         description="Every quota and limit of a ClusterQueue is a quantity >= 0 (whole GPUs)",
         validate=_per_resource(quotas_are_quantities),
+        enforcement_level=MANDATORY,
+    ),
+    ResourceValidationPolicy(
+        name="fair-sharing-weights",
+        description="Fair-sharing weights are > 0 and every workspace's team is declared",
+        validate=_per_resource(weights_are_positive),
         enforcement_level=MANDATORY,
     ),
     StackValidationPolicy(

@@ -366,7 +366,7 @@ def _install(
     install_crds(kube, crds or cp.work, groups, taugrid=platform)
     if platform:
         apply(kube, M.namespace(SYSTEM_NAMESPACE))
-    skipped.update(_start_operators(cp, groups, say))
+    skipped.update(_start_operators(cp, groups, say, M.kueue_fair_sharing(cfg)))
     real_pool = cfg.cpuPools[0] if n_real and cfg.cpuPools else None
     # GPU nodes register as on AKS, with the validating taint: the controller lifts it once a
     # node passes (without a controller, nothing would: then none)
@@ -427,13 +427,15 @@ def _platform_objects(cfg: PlatformConfig, stack: str) -> list[dict[str, Any]]:
     return objects
 
 
-def _start_operators(cp: Any, groups: tuple[str, ...], say: Say) -> dict[str, str]:
-    """Kueue and the KubeRay operator, out of cluster, where their CRDs and binaries are;
-    what was not started, with why."""
+def _start_operators(
+    cp: Any, groups: tuple[str, ...], say: Say, kueue_config: dict[str, Any]
+) -> dict[str, str]:
+    """Kueue (with the stack's fair sharing) and the KubeRay operator, out of cluster, where
+    their CRDs and binaries are; what was not started, with why."""
     out: dict[str, str] = {}
     if "kueue" in groups and cp.has_kueue:
         say("starting Kueue (out of cluster, webhooks on 127.0.0.1) ...")
-        cp.start_kueue(C.LABEL_WORKSPACE, rayjobs="kuberay" in groups)
+        cp.start_kueue(C.LABEL_WORKSPACE, rayjobs="kuberay" in groups, extra=kueue_config)
     else:
         out["kueue"] = (
             "not built (make controlplane)"

@@ -352,8 +352,11 @@ class ControlPlane:
             and shutil.which("unshare") is not None
         )
 
-    def start_kueue(self, namespace_label: str, rayjobs: bool = False) -> None:
-        """Kueue out of cluster: webhooks served on 127.0.0.1 and registered by loopback URL.
+    def start_kueue(
+        self, namespace_label: str, rayjobs: bool = False, extra: dict[str, Any] | None = None
+    ) -> None:
+        """Kueue out of cluster: webhooks served on 127.0.0.1 and registered by loopback URL;
+        `extra`: more of its configuration (the stack's fair sharing).
 
         Its CRDs must be installed first. Only the webhooks of the integrations runs use are
         registered: batch/v1 Jobs, and with `rayjobs` KubeRay's RayJobs and RayServices (its CRDs
@@ -384,6 +387,7 @@ class ControlPlane:
                     *(["ray.io/rayjob", "ray.io/rayservice"] if rayjobs else []),
                 ]
             },
+            **(extra or {}),
         }
         cfg_file = self.work / "kueue-config.yaml"
         cfg_file.write_text(_yaml.safe_dump(config))

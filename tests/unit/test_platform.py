@@ -175,7 +175,8 @@ def test_kueue_quotas_and_flavors() -> None:
     # declared cohort, so borrowing between queues works as declared
     assert research["cohortName"] == "tau-grants-research"
     cohorts = {o["metadata"]["name"]: o["spec"] for o in k8s_kind(inv, "Cohort")}
-    assert cohorts["tau-grants-research"] == {"parentName": "prod"}
+    # the grant cohort is its team's member of the declared cohort: the team's weight is there
+    assert cohorts["tau-grants-research"] == {"parentName": "prod", "fairSharing": {"weight": "1"}}
     assert cohorts["prod"] == {}
     assert "resourceGroups" not in cohorts["tau-grants-llm"]  # the controller's field
     group = one(research["resourceGroups"])

@@ -61,6 +61,7 @@ def test_every_policy_is_mandatory() -> None:
         "spot-pools-tolerated",
         "quotas-within-capacity",
         "quotas-are-quantities",
+        "fair-sharing-weights",
     }
     assert all(p.enforcement_level == pack.EnforcementLevel.MANDATORY for p in pack.POLICIES)
 
@@ -156,3 +157,24 @@ def test_negative_or_fractional_gpu_quotas_are_refused(stack: str, field: str, v
     gpu[field] = value
     (v,) = violations("quotas-are-quantities", rs)
     assert cq.name in v and value in v and "whole GPUs" in v
+
+
+@pytest.mark.parametrize("weight", ["0", "-1", "high", "0m"])
+def test_a_queue_or_cohort_weight_of_zero_or_garbage_is_refused(weight: str) -> None:
+    rs = resources("prod")
+    find(rs, pack.CLUSTER_QUEUE, "clusterqueue-llm").props["spec"]["fairSharing"] = {
+        "weight": weight
+    }
+    find(rs, pack.COHORT, "cohort-tau-grants-llm").props["spec"]["fairSharing"] = {"weight": weight}
+    got = violations("fair-sharing-weights", rs)
+    assert len(got) == 2 and all(repr(weight) in v and "> 0" in v for v in got)
+
+
+def test_a_taucluster_with_a_bad_team_weight_or_an_unknown_team_is_refused() -> None:
+    rs = resources("prod")
+    spec = find(rs, pack.TAU_CLUSTER).props["spec"]
+    spec["teams"][0]["weight"] = 0
+    spec["workspaces"][0]["team"] = "nobody"
+    got = violations("fair-sharing-weights", rs)
+    assert any("team llm: weight 0" in v for v in got)
+    assert any("team nobody is not declared" in v for v in got)
