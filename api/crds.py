@@ -22,6 +22,7 @@ from taugrid.api.gpuhealth import PoolDeclaration
 from taugrid.api.gpuuse import GpuUseStatus
 from taugrid.api.profiles import ImageMirror, WorkloadProfile, WorkspaceRef
 from taugrid.api.teams import Prices, TeamRef
+from taugrid.api.usage import UsageRow
 from taugrid.api.vocabulary import Phase, ResolvedInput, Signal, TerminationReason, TimelineEntry
 
 
@@ -296,6 +297,20 @@ class TauServiceStatus(_Model):
     )
 
 
+# --- TauUsage ------------------------------------------------------------------------------
+class TauUsageSpec(_Model):
+    """A part of a workspace's usage ledger: the rows of the runs created in one month whose id
+    falls in one bucket (api/usage.py). Written by the controller only; readers of the
+    workspace read it (`tau usage`)."""
+
+    month: str = Field(pattern=r"^[0-9]{4}-[0-9]{2}$")
+    runs: dict[str, UsageRow] = Field(default_factory=dict, description="Run id -> its row")
+
+
+class TauUsageStatus(_Model):
+    pass
+
+
 # --- generator -------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class CrdType:
@@ -469,6 +484,16 @@ CRD_TYPES: tuple[CrdType, ...] = (
             ("GPU-Since", "string", ".status.gpuUse.since"),
             ("GPU-Idle-Since", "string", ".status.gpuUse.idleSince"),
         ),
+    ),
+    CrdType(
+        "TauUsage",
+        "usages",
+        "usage",
+        ("tu",),
+        "Namespaced",
+        TauUsageSpec,
+        TauUsageStatus,
+        (("Month", "string", ".spec.month"),),
     ),
     CrdType(
         "TauService",

@@ -29,8 +29,10 @@ CONTROLLER_PORT = 8080
 
 
 # What the controller does, and nothing more: it reads what it watches, writes the status of
-# TauGrid's objects, the quota of grant cohorts, and cordons/taints of nodes.
+# TauGrid's objects, the quota of grant cohorts, cordons/taints of nodes, and the usage ledger.
 CONTROLLER_RULES: list[dict[str, Any]] = [
+    # the usage ledger (api/usage.py): rows that outlive the runs, written by no one else
+    {"apiGroups": [C.GROUP], "resources": ["usages"], "verbs": ["get", "list", "create", "patch"]},
     {
         "apiGroups": [C.GROUP],
         "resources": ["runs", "quotarequests", "workspaces", "clusters", "tauservices"],

@@ -454,6 +454,8 @@ RESEARCHER_RULES: list[dict[str, Any]] = [
         "verbs": ["create", "get", "list", "watch", "patch", "update", "delete"],
     },
     {"apiGroups": [C.GROUP], "resources": ["runs/status"], "verbs": ["get", "patch", "update"]},
+    # the workspace's usage ledger: read, never written (the controller keeps it; `tau usage`)
+    {"apiGroups": [C.GROUP], "resources": ["usages"], "verbs": ["get", "list"]},
     # the workspace's Services through the API server: its volume's file server (tau run pull,
     # metrics, progress) and its model services (tau serve invoke); members may run pods that
     # reach them anyway, so this opens nothing new to them
@@ -720,7 +722,8 @@ def _binding_subjects(members: list[Member], namespace: str) -> list[dict[str, A
 
 
 def quota_approver_objects(cfg: PlatformConfig) -> list[dict[str, Any]]:
-    """Deciding on quota requests = writing their status subresource: only platform admins."""
+    """Deciding on quota requests = writing their status subresource, and reading every
+    workspace's usage: only platform admins."""
     role = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
@@ -737,6 +740,8 @@ def quota_approver_objects(cfg: PlatformConfig) -> list[dict[str, Any]]:
                 "verbs": ["get", "patch", "update"],
             },
             {"apiGroups": [C.GROUP], "resources": ["clusters"], "verbs": ["get", "list", "watch"]},
+            # `tau usage` cluster-wide: every workspace's ledger
+            {"apiGroups": [C.GROUP], "resources": ["usages"], "verbs": ["get", "list"]},
         ],
     }
     if not cfg.admins:

@@ -68,6 +68,7 @@ KINDS: dict[str, Kind] = {
             component="TauGrid's CRDs (the platform)",
         ),
         Kind(C.GROUP, C.VERSION, "TauQuotaRequest", "quotarequests", True, TAUGRID),
+        Kind(C.GROUP, C.VERSION, "TauUsage", "usages", True, TAUGRID),
         Kind("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims"),
         Kind("", "v1", "PersistentVolume", "persistentvolumes", namespaced=False),
         Kind("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices"),

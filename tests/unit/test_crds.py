@@ -86,9 +86,16 @@ def crds() -> list[dict[str, Any]]:
     return render_crds()
 
 
-def test_five_crds_with_names_and_short_names(crds: list[dict[str, Any]]) -> None:
+def test_six_crds_with_names_and_short_names(crds: list[dict[str, Any]]) -> None:
     by_kind = {c["spec"]["names"]["kind"]: c for c in crds}
-    assert set(by_kind) == {"TauCluster", "TauWorkspace", "TauQuotaRequest", "TauRun", "TauService"}
+    assert set(by_kind) == {
+        "TauCluster",
+        "TauWorkspace",
+        "TauQuotaRequest",
+        "TauRun",
+        "TauService",
+        "TauUsage",
+    }
     assert by_kind["TauCluster"]["spec"]["scope"] == "Cluster"
     assert by_kind["TauRun"]["spec"]["scope"] == "Namespaced"
     shorts = {k: c["spec"]["names"]["shortNames"] for k, c in by_kind.items()}
@@ -98,13 +105,15 @@ def test_five_crds_with_names_and_short_names(crds: list[dict[str, Any]]) -> Non
         "TauQuotaRequest": ["tqr"],
         "TauRun": ["tr"],
         "TauService": ["tsvc"],
+        "TauUsage": ["tu"],
     }
     for c in crds:
         assert c["metadata"]["name"] == f"{c['spec']['names']['plural']}.tau.azure.com"
         (v,) = c["spec"]["versions"]
         assert v["name"] == "v1alpha1" and v["served"] and v["storage"]
         assert v["subresources"] == {"status": {}}
-        assert any(col["jsonPath"] == ".status.phase" for col in v["additionalPrinterColumns"])
+        if c["spec"]["names"]["kind"] != "TauUsage":  # a ledger has no phase
+            assert any(col["jsonPath"] == ".status.phase" for col in v["additionalPrinterColumns"])
 
 
 @pytest.mark.parametrize("idx", range(len(CRD_TYPES)), ids=[t.kind for t in CRD_TYPES])

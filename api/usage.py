@@ -1,0 +1,354 @@
+"""Who used what (the contract and its arithmetic, no I/O): the usage ledger's rows, how one row
+follows a run's Kueue Workload, and `tau usage`'s report over rows.
+
+The ledger outlives the runs: the controller keeps one row per run in TauUsage objects in the
+run's workspace namespace (`usage-YYYY-MM-B`, B one of LEDGER_BUCKETS by the run id), written when
+the row changes (admitted, evicted, ended), never deleted with the TauRun. A row is about 400
+bytes: 10,000 runs are about 4 MB in etcd, in 16 objects a month per workspace.
+
+Admitted time is Kueue's: from a Workload's Admitted condition to its Finished condition (or to
+its eviction); a run admitted twice (preempted, then admitted again) has two intervals, and the
+first's GPU-hours are lost to preemption. Busy GPU-hours are admitted GPU-hours weighted by the
+SM activity DCGM reported (when the run's GPU use was read).
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import math
+import re
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from taugrid.api.defaults import new_list
+from taugrid.api.kubetime import k8s_time, parse_k8s_time
+
+LEDGER_BUCKETS = 16
+LEDGER_LABEL = "tau.azure.com/usage-month"
+PREEMPTED = "Preempted"
+FINISHED = "Finished"
+GPU = "nvidia.com/gpu"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True, defer_build=True)
+
+
+class Interval(_Model):
+    """One admission: [start, end) of Kueue's quota, and why it ended."""
+
+    start: str = Field(json_schema_extra={"format": "date-time"})
+    end: str | None = Field(None, json_schema_extra={"format": "date-time"})
+    why: str | None = Field(None, description="Finished, Preempted, or Kueue's eviction reason")
+
+
+class UsageRow(_Model):
+    """One run in the ledger."""
+
+    run: str = Field(description="The run id")
+    name: str = ""
+    workspace: str
+    user: str | None = None
+    profile: str | None = None
+    experiment: str | None = None
+    queue: str | None = Field(None, description="The ClusterQueue that admitted it")
+    flavor: str | None = Field(None, description="The pool (ResourceFlavor) of its GPUs or CPUs")
+    gpus: int = Field(0, ge=0, description="GPUs its admission holds")
+    cpus: float = Field(0, ge=0, description="CPU cores its admission holds")
+    created: str = Field(json_schema_extra={"format": "date-time"})
+    admitted: list[Interval] = Field(default_factory=new_list)
+    ended: str | None = Field(None, json_schema_extra={"format": "date-time"})
+    phase: str | None = None
+    busyGpuSeconds: float = Field(0, ge=0, description="GPU-seconds weighted by SM activity")
+    busyAt: str | None = Field(None, description="Until when busyGpuSeconds is counted")
+    busySm: float | None = Field(None, description="The SM activity last read (0..1)")
+
+
+def ledger_name(run_id: str, created: str) -> str:
+    """The TauUsage object a run's row lives in: by its creation month and a bucket of its id
+    (so one object stays far below etcd's 1.5 MB at 60,000 runs a month per workspace)."""
+    bucket = int(hashlib.sha256(run_id.encode()).hexdigest(), 16) % LEDGER_BUCKETS
+    return f"usage-{created[:7]}-{bucket:02d}"
+
+
+# --- following one run -----------------------------------------------------------------------
+def _condition(wl: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
+    for c in (wl.get("status") or {}).get("conditions") or []:
+        if c.get("type") == kind and c.get("status") == "True":
+            return dict(c)
+    return None
+
+
+def admission_of(wl: Mapping[str, Any]) -> tuple[str | None, str | None, int, float]:
+    """(queue, flavor, GPUs, CPU cores) of a Workload's current admission (Nones and 0s without
+    one). The flavor is the GPUs' pool, or the CPUs' when it holds no GPU."""
+    from taugrid.api.quantity import parse_cpu
+
+    adm = (wl.get("status") or {}).get("admission") or {}
+    gpus, cpus, flavor, cpu_flavor = 0, 0.0, None, None
+    for ps in adm.get("podSetAssignments") or []:
+        usage = ps.get("resourceUsage") or {}
+        flavors = ps.get("flavors") or {}
+        if GPU in usage:
+            gpus += int(float(str(usage[GPU])))
+            flavor = flavor or flavors.get(GPU)
+        if "cpu" in usage:
+            cpus += float(parse_cpu(str(usage["cpu"])))
+            cpu_flavor = cpu_flavor or flavors.get("cpu")
+    return adm.get("clusterQueue"), flavor or cpu_flavor, gpus, cpus
+
+
+def _busy_until(row: UsageRow, until: str, gpus: int) -> dict[str, Any]:
+    """busyGpuSeconds carried forward to `until` at the last SM activity read."""
+    if row.busySm is None or row.busyAt is None or until <= row.busyAt:
+        return {}
+    secs = _seconds(row.busyAt, until)
+    return {"busyGpuSeconds": round(row.busyGpuSeconds + row.busySm * gpus * secs, 1)}
+
+
+def _seconds(a: str, b: str) -> float:
+    ta, tb = parse_k8s_time(a), parse_k8s_time(b)
+    return max(0.0, (tb - ta).total_seconds()) if ta and tb else 0.0
+
+
+def advance(
+    row: UsageRow,
+    workload: Mapping[str, Any] | None,
+    phase: str | None,
+    ended: str | None,
+    sm_active: float | None,
+    sm_since: str | None,
+    now: datetime,
+) -> UsageRow:
+    """The row after one look at the run: its Workload (Kueue's admission, eviction, finish),
+    its phase and end, and its GPUs' SM activity (since when). Idempotent: the same look again
+    gives the same row, so the ledger is written only when something changed."""
+    upd: dict[str, Any] = {}
+    wl = workload or {}
+    admitted = _condition(wl, "Admitted")
+    evicted = _condition(wl, "Evicted")
+    finished = _condition(wl, FINISHED)
+    intervals = list(row.admitted)
+    open_ = intervals[-1] if intervals and intervals[-1].end is None else None
+    queue, flavor, gpus, cpus = admission_of(wl)
+    if queue:
+        upd.update(queue=queue, flavor=flavor, gpus=gpus, cpus=round(cpus, 3))
+    if admitted and not finished:
+        start = str(admitted.get("lastTransitionTime") or k8s_time(now))
+        if open_ is None and (not intervals or (intervals[-1].end or "") <= start):
+            intervals.append(Interval(start=start))
+            open_ = intervals[-1]
+    end_at: str | None = None
+    why: str | None = None
+    if open_ is not None:
+        if finished:
+            end_at, why = (
+                str(finished.get("lastTransitionTime") or ended or k8s_time(now)),
+                FINISHED,
+            )
+        elif not admitted:
+            if evicted:
+                end_at = str(evicted.get("lastTransitionTime") or k8s_time(now))
+                why = str(evicted.get("reason") or "Evicted")
+            else:
+                end_at, why = ended or k8s_time(now), FINISHED if ended else "Ended"
+    if open_ is not None and end_at is not None:
+        end_at = max(end_at, open_.start)
+        # GPU use counts to the end of the admission, at the last activity read
+        row = row.model_copy(update=_busy_until(row, end_at, row.gpus or gpus))
+        intervals[-1] = Interval(start=open_.start, end=end_at, why=why)
+        upd["busyAt"] = end_at
+    if sm_active is not None and sm_since is not None and (intervals and intervals[-1].end is None):
+        at = max(sm_since, intervals[-1].start)
+        if row.busyAt is None or at > row.busyAt:
+            row = row.model_copy(update=_busy_until(row, at, row.gpus or gpus))
+            upd.update(busyAt=at, busySm=round(sm_active, 3))
+    upd["admitted"] = intervals
+    if ended and phase:
+        upd.update(ended=ended, phase=phase)
+    elif phase:
+        upd["phase"] = phase
+    return row.model_copy(update=upd)
+
+
+# --- the report -----------------------------------------------------------------------------
+By = Literal["workspace", "team", "user", "profile", "experiment", "queue"]
+BY: tuple[str, ...] = ("workspace", "team", "user", "profile", "experiment", "queue")
+_SINCE = re.compile(r"^([0-9]+)([hdw])$")
+
+
+def parse_since(text: str, now: datetime) -> datetime:
+    """`--since`: 30d, 12h, 2w, or a date/time (2026-11-01, 2026-11-01T08:00:00Z); ValueError
+    with the forms when unreadable or in the future."""
+    t = text.strip()
+    m = _SINCE.match(t)
+    if m:
+        n, unit = int(m[1]), m[2]
+        start = now - timedelta(hours=n) * {"h": 1, "d": 24, "w": 168}[unit]
+    else:
+        try:
+            start = datetime.fromisoformat(t.replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError(
+                f"--since {text!r} is not a time: use 30d, 12h, 2w or a date like 2026-11-01"
+            ) from None
+        if start.tzinfo is None:
+            start = start.replace(tzinfo=UTC)
+    if start > now:
+        raise ValueError(f"--since {text!r} is in the future ({start:%Y-%m-%d %H:%M} UTC)")
+    return start
+
+
+class PoolPrice(_Model):
+    """What one pool's node-hour costs, and what it holds (to price a GPU or a core of it)."""
+
+    vmSize: str
+    perNodeHour: float
+    gpusPerNode: int = 0
+    cpusPerNode: int = 1
+
+
+class UsageReport(_Model):
+    """One row of `tau usage` (one group)."""
+
+    group: str
+    runs: int
+    gpuHours: float = Field(description="GPU-hours admitted (admission to end)")
+    cpuHours: float
+    busyGpuHours: float | None = Field(None, description="GPU-hours busy (SM activity)")
+    lostGpuHours: float = Field(0, description="GPU-hours of admissions ended by preemption")
+    preemptions: int = 0
+    waitP50s: float | None = Field(None, description="Queue wait p50 (creation to admission)")
+    waitP95s: float | None = None
+    cost: float | None = None
+    currency: str | None = None
+
+
+def _clip(iv: Interval, start: datetime, end: datetime) -> float:
+    a = parse_k8s_time(iv.start)
+    b = parse_k8s_time(iv.end) if iv.end else end
+    if a is None or b is None:
+        return 0.0
+    return max(0.0, (min(b, end) - max(a, start)).total_seconds())
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def busy_seconds(row: UsageRow, until: datetime) -> float:
+    """Its busy GPU-seconds, an open admission counted on to `until` at the last reading."""
+    extra = 0.0
+    if row.admitted and row.admitted[-1].end is None and row.busySm is not None and row.busyAt:
+        at = parse_k8s_time(row.busyAt)
+        if at is not None and until > at:
+            extra = row.busySm * row.gpus * (until - at).total_seconds()
+    return row.busyGpuSeconds + extra
+
+
+def _pct(xs: list[float], p: float) -> float | None:
+    if not xs:
+        return None
+    s = sorted(xs)
+    k = max(0, math.ceil(p * len(s)) - 1)
+    return round(s[k], 1)
+
+
+def group_key(row: UsageRow, by: str, teams: Mapping[str, str]) -> str:
+    if by == "team":
+        return teams.get(row.workspace, "(no team)")
+    value = getattr(row, by, None)
+    return str(value) if value else "(none)"
+
+
+def report(
+    rows: Iterable[UsageRow],
+    by: str,
+    start: datetime,
+    end: datetime,
+    teams: Mapping[str, str],
+    prices: Mapping[str, PoolPrice] | None = None,
+    currency: str | None = None,
+) -> list[UsageReport]:
+    """`tau usage`: per group, what its runs' admissions held within [start, end). A run counts
+    where its admissions overlap the window (an open admission up to `end`)."""
+    acc: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        secs = [_clip(iv, start, end) for iv in row.admitted]
+        created = parse_k8s_time(row.created)
+        inside = created is not None and start <= created < end
+        if not any(secs) and not inside:
+            continue
+        g = acc.setdefault(
+            group_key(row, by, teams),
+            {"runs": 0, "gpu": 0.0, "cpu": 0.0, "busy": 0.0, "busy_known": False, "lost": 0.0,
+             "preempt": 0, "waits": [], "cost": 0.0},
+        )  # fmt: skip
+        g["runs"] += 1
+        total = sum(secs)
+        g["gpu"] += row.gpus * total / 3600
+        g["cpu"] += row.cpus * total / 3600
+        if row.busySm is not None or row.busyGpuSeconds:
+            g["busy_known"] = True
+            # busy GPU-seconds cover all its admissions: the window's part of them
+            whole = sum(_clip(iv, _EPOCH, end) for iv in row.admitted)
+            g["busy"] += busy_seconds(row, end) * (total / whole if whole else 0.0) / 3600
+        for iv, s in zip(row.admitted, secs, strict=True):
+            if iv.why == PREEMPTED:
+                g["preempt"] += 1
+                g["lost"] += row.gpus * s / 3600
+        if row.admitted and inside:
+            g["waits"].append(_seconds(row.created, row.admitted[0].start))
+        if prices is not None and row.flavor in prices:
+            p = prices[row.flavor]
+            per_gpu = p.perNodeHour / p.gpusPerNode if p.gpusPerNode else None
+            if per_gpu is not None and row.gpus:
+                g["cost"] += per_gpu * row.gpus * total / 3600
+            else:
+                g["cost"] += p.perNodeHour / max(1, p.cpusPerNode) * row.cpus * total / 3600
+    return [
+        UsageReport(
+            group=k,
+            runs=g["runs"],
+            gpuHours=round(g["gpu"], 4),
+            cpuHours=round(g["cpu"], 4),
+            busyGpuHours=round(g["busy"], 4) if g["busy_known"] else None,
+            lostGpuHours=round(g["lost"], 4),
+            preemptions=g["preempt"],
+            waitP50s=_pct(g["waits"], 0.5),
+            waitP95s=_pct(g["waits"], 0.95),
+            cost=round(g["cost"], 2) if prices is not None else None,
+            currency=currency if prices is not None else None,
+        )
+        for k, g in sorted(acc.items(), key=lambda kv: (-kv[1]["gpu"], kv[0]))
+    ]
+
+
+def idle_quota_hours(
+    nominal_gpus: Mapping[str, int], rows: Iterable[UsageRow], start: datetime, end: datetime
+) -> dict[str, float]:
+    """Per ClusterQueue: its nominal GPUs x the window's hours, less the GPU-hours its runs held
+    (never below 0: what it lent or borrowed is the cohort's, not idle)."""
+    held: dict[str, float] = {}
+    for row in rows:
+        if row.queue:
+            secs = sum(_clip(iv, start, end) for iv in row.admitted)
+            held[row.queue] = held.get(row.queue, 0.0) + row.gpus * secs / 3600
+    hours = (end - start).total_seconds() / 3600
+    return {q: round(max(0.0, n * hours - held.get(q, 0.0)), 4) for q, n in nominal_gpus.items()}
+
+
+CSV_FIELDS = tuple(UsageReport.model_fields)
+
+
+def as_csv(rows: Iterable[UsageReport]) -> str:
+    out = io.StringIO()
+    w = csv.DictWriter(out, fieldnames=CSV_FIELDS, lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: "" if v is None else v for k, v in r.model_dump().items()})
+    return out.getvalue()
