@@ -52,6 +52,7 @@ from taugrid.controller.kopfkit import (
 )
 from taugrid.controller.recorder import RunObjects, compute_status, same
 from taugrid.controller.turns import Turns
+from taugrid.controller.usage import UsageLedger
 from taugrid.kube.client import Kube
 from taugrid.kube.facts import node_problems, recorded_status
 
@@ -145,6 +146,7 @@ class Controller:
         self._run_kw: Mapping[str, Any] | None = None  # kopf's indexes of runs' objects (live)
         self.gpu = GpuWatch(self)
         self.active = ActiveTier(kube, self._io)
+        self.usage = UsageLedger(kube, lambda: self.wake("usage"))
         self.registry = self._build()
 
     # --- I/O (in a thread: lightkube is synchronous) ---------------------------------------
@@ -190,6 +192,10 @@ class Controller:
         @kopf.on.startup(registry=reg)
         async def startup(**kw: Any) -> None:
             me.configure(kw["settings"])
+            try:  # the ledger as kept before a restart (a platform without it: no ledger)
+                await me._io(me.usage.load)
+            except Exception as e:
+                log.warning("usage ledger not read (%s): no usage is recorded", e)
             me.start_workers()
 
         @kopf.on.cleanup(registry=reg)
@@ -392,6 +398,7 @@ class Controller:
             ("remediation", self.reconcile_nodes),
             ("platform", self.reconcile_platform),
             ("heartbeat", self.heartbeat),
+            ("usage", lambda: self.usage.flush(self._io)),
             *((("gpuuse", self.gpu),) if self.cfg.gpuUse.enabled else ()),
         ):
             self._wake[name] = asyncio.Event()
@@ -545,6 +552,7 @@ class Controller:
         new = compute_status(
             objs, self.problems, self.clock(), self.problem_since, self.gpu.use_of(key)
         )
+        self.usage.note(key, objs.taurun, objs.kueue, new, self.clock())
         old = recorded_status(objs.taurun)
         if old is not None and same(old, new):
             return None
