@@ -146,7 +146,7 @@ def test_the_window_clips_admissions_and_open_ones_count_to_its_end() -> None:
     by_user = {r.group: r for r in report(rows, "user", T0 + timedelta(minutes=30),
                                           T0 + timedelta(minutes=120), {})}  # fmt: skip
     # a: 30 min x 2; b: 20 (preempted part) + 30 min x 2
-    assert by_user["ana"].gpuHours == pytest.approx(2 * 0.5 + 2 * (20 + 30) / 60)
+    assert by_user["ana"].gpuHours == pytest.approx(2 * 0.5 + 2 * (20 + 30) / 60, rel=1e-4)
     assert by_user["(none)"].gpuHours == pytest.approx(4 * 20 / 60, rel=1e-4)
     assert by_user["ana"].cost is None
 
