@@ -21,7 +21,7 @@ from taugrid.api.defaults import new_list
 from taugrid.api.gpuhealth import PoolDeclaration
 from taugrid.api.gpuuse import GpuUseStatus
 from taugrid.api.profiles import ImageMirror, WorkloadProfile, WorkspaceRef
-from taugrid.api.teams import Prices, TeamRef
+from taugrid.api.teams import PriceTable, TeamRef
 from taugrid.api.usage import UsageRow
 from taugrid.api.vocabulary import Phase, ResolvedInput, Signal, TerminationReason, TimelineEntry
 
@@ -81,7 +81,9 @@ class TauClusterSpec(_Model):
         description="Teams: their weights, queues and workspaces (`tau usage`, `tau quota status`)",
         json_schema_extra=_list_map("name"),
     )
-    prices: Prices | None = Field(None, description="Price of a node-hour per VM size")
+    prices: PriceTable | None = Field(
+        None, description="Price of a node-hour per pool (from the stack's per-VM-size table)"
+    )
 
 
 class ProfileCapacity(_Model):

@@ -32,7 +32,7 @@ from taugrid.api.quantity import (
     QuantityError,
     parse_memory,
 )
-from taugrid.api.teams import FairSharingSpec, Prices, Team, TeamRef
+from taugrid.api.teams import FairSharingSpec, PoolPrice, Prices, PriceTable, Team, TeamRef
 
 CONFIG_KEY = "taugrid:platform"
 SYSTEM_NAMESPACE = "taugrid-system"
@@ -736,6 +736,26 @@ def workspace_refs(cfg: PlatformConfig) -> list[WorkspaceRef]:
         )
         for w in cfg.workspaces
     ]
+
+
+def price_table(cfg: PlatformConfig) -> PriceTable | None:
+    """The stack's prices per pool: what a GPU or a core of each pool costs an hour."""
+    if cfg.prices is None:
+        return None
+    pools: dict[str, PoolPrice] = {}
+    for pool in [*cfg.gpuPools, *cfg.cpuPools]:
+        price = cfg.prices.perNodeHour.get(pool.vmSize)
+        size = VM_SIZES.get(pool.vmSize)
+        if price is None:
+            continue
+        gpus = (pool.gpus() or 0) if isinstance(pool, GpuPool) else 0
+        pools[pool.name] = PoolPrice(
+            vmSize=pool.vmSize,
+            perNodeHour=price,
+            gpusPerNode=gpus,
+            cpusPerNode=max(1, size[0]) if size else 1,
+        )
+    return PriceTable(currency=cfg.prices.currency, pools=pools)
 
 
 def team_refs(cfg: PlatformConfig) -> list[TeamRef]:

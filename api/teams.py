@@ -132,6 +132,22 @@ class Prices(_Model):
         return v
 
 
+class PoolPrice(_Model):
+    """What one pool's node-hour costs, and what a node holds (to price a GPU or a core)."""
+
+    vmSize: str
+    perNodeHour: float = Field(ge=0)
+    gpusPerNode: int = Field(0, ge=0)
+    cpusPerNode: int = Field(1, ge=1)
+
+
+class PriceTable(_Model):
+    """Prices as the cluster is told (`TauCluster.spec.prices`): per pool (ResourceFlavor)."""
+
+    currency: str = "USD"
+    pools: dict[str, PoolPrice] = Field(default_factory=dict)
+
+
 class TeamRef(_Model):
     """A team as the cluster is told (`TauCluster.spec.teams`): what `tau usage` and `tau quota
     status` read to group workspaces and queues."""

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from taugrid.api.defaults import new_list
 from taugrid.api.kubetime import k8s_time, parse_k8s_time
+from taugrid.api.teams import PoolPrice
 
 LEDGER_BUCKETS = 16
 LEDGER_LABEL = "tau.azure.com/usage-month"
@@ -202,15 +203,6 @@ def parse_since(text: str, now: datetime) -> datetime:
     if start > now:
         raise ValueError(f"--since {text!r} is in the future ({start:%Y-%m-%d %H:%M} UTC)")
     return start
-
-
-class PoolPrice(_Model):
-    """What one pool's node-hour costs, and what it holds (to price a GPU or a core of it)."""
-
-    vmSize: str
-    perNodeHour: float
-    gpusPerNode: int = 0
-    cpusPerNode: int = 1
 
 
 class UsageReport(_Model):

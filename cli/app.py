@@ -25,6 +25,7 @@ from taugrid.cli import (
     run,
     sandbox,
     serve,
+    usage,
 )
 from taugrid.cli.lazy import lazy_group
 from taugrid.cli.options import RenderFormat, RenderOutOpt
@@ -40,6 +41,7 @@ AUDIENCES: dict[str, list[str]] = {
         "workspaces",
         "profiles",
         "quota",
+        "usage",
         "local",
         "portal",
     ],
@@ -123,6 +125,7 @@ app = typer.Typer(
 app.command("profiles")(cluster.profiles)
 app.command("portal")(portal.portal)
 app.command("workspaces")(cluster.workspaces)
+app.command("usage")(usage.usage)
 app.command("logs", help="Print a run's log (-f: follow it); the same as `tau run logs`.")(
     run.run_logs
 )

@@ -1,5 +1,6 @@
 """`tau quota request | list | approve | deny`: more GPUs for a while, decided by the platform
-team (taugrid.client.quota; the controller applies grants)."""
+team (taugrid.client.quota; the controller applies grants); `tau quota status`: each team's
+share of the cohort now (taugrid.client.usage)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from taugrid.cli.output import dump_json, out
 
 app = typer.Typer(
     no_args_is_help=True,
-    help="Quota for a while: request and list (researchers), approve and deny (platform admins).",
+    help="Quota: teams' shares now (status); quota for a while: request and list "
+    "(researchers), approve and deny (platform admins).",
 )
 
 RefArg = Annotated[str, typer.Argument(help="The request's name (or namespace/name)")]
@@ -41,6 +43,64 @@ def request(
         f"request {r['name']} (pending a platform admin's decision)\n"
         f"  follow it: tau quota list --workspace {r['workspace']}"
     )
+
+
+@app.command("status")
+def status(
+    team: Annotated[str | None, typer.Option("--team", help="Only this team")] = None,
+    context: ContextOpt = None,
+    output: JsonOpt = ReportFormat.text,
+) -> None:
+    """Each team's GPUs now: nominal quota, in use, borrowed, lent, Kueue's weighted share,
+    and who is starved (runs pending, and why) versus borrowing."""
+    from taugrid.client import usage
+
+    rows = usage.quota_status(team, context=context)
+    if output is ReportFormat.json:
+        out(dump_json([r.doc() for r in rows]))
+        return
+    if not rows:
+        out("no queues")
+        return
+    from taugrid.cli.output import columns
+
+    def n(v: float) -> str:
+        return f"{v:g}"
+
+    out(
+        columns(
+            (
+                "TEAM",
+                "WEIGHT",
+                "QUEUES",
+                "GPUS",
+                "USED",
+                "BORROWED",
+                "LENT",
+                "SHARE",
+                "PENDING",
+                "STATE",
+            ),
+            [
+                (
+                    r.team,
+                    "-" if r.weight is None else f"{r.weight:g}",
+                    ",".join(r.queues),
+                    n(r.nominal),
+                    n(r.used),
+                    n(r.borrowed),
+                    n(r.lent),
+                    "-" if r.weighted_share is None else str(r.weighted_share),
+                    str(r.pending),
+                    r.state,
+                )
+                for r in rows
+            ],
+        )
+    )
+    for r in rows:
+        if r.state == "starved" and r.why:
+            out(f"{r.team} is starved: {r.why}")
 
 
 @app.command("list")

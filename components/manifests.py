@@ -27,6 +27,7 @@ from taugrid.api.platform import (
     derive_profiles,
     pool_declarations,
     pool_taints,
+    price_table,
     team_refs,
     workspace_refs,
 )
@@ -381,7 +382,7 @@ def tau_cluster(cfg: PlatformConfig, stack: str) -> dict[str, Any]:
             ),
             "pools": [p.model_dump(mode="json", exclude_none=True) for p in pool_declarations(cfg)],
             **({"teams": [t.model_dump(mode="json") for t in team_refs(cfg)]} if cfg.teams else {}),
-            **({"prices": cfg.prices.model_dump(mode="json")} if cfg.prices else {}),
+            **({"prices": prices.model_dump(mode="json")} if (prices := price_table(cfg)) else {}),
         },
     }
 
