@@ -35,7 +35,9 @@ from taugrid.api.quantity import (
 def _q(v: Quantity, resource: str) -> Decimal:
     """One quantity parser for every quota field: memory and storage as memory, cpu as cores,
     any other resource (GPUs, MIG slices, ...) as a whole number >= 0. QuantityError says why,
-    with an example."""
+    with an example. A quota of 0 is a quota (a team's queue that only borrows)."""
+    if not isinstance(v, bool) and re.fullmatch(r"0+(\.0+)?(m|[KMGTPE]i?)?", str(v).strip()):
+        return Decimal(0)
     if resource == "memory" or resource.endswith("storage"):
         return Decimal(parse_memory(v, most=MAX_QUOTA_MEMORY_BYTES))
     if resource == "cpu":

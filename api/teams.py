@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from taugrid.api import naming
+from taugrid.api.defaults import new_list
 
 
 class _Model(BaseModel):
@@ -60,7 +61,7 @@ class Team(_Model):
         "free get shares in proportion to their weights (e.g. 2 and 1)",
     )
     queues: list[str] = Field(
-        default_factory=list,
+        default_factory=new_list,
         description="The ClusterQueues the team owns (its quota); default: the one named like "
         "the team",
     )
@@ -154,5 +155,5 @@ class TeamRef(_Model):
 
     name: str
     weight: float = 1
-    queues: list[str] = Field(default_factory=list)
-    workspaces: list[str] = Field(default_factory=list)
+    queues: list[str] = Field(default_factory=new_list)
+    workspaces: list[str] = Field(default_factory=new_list)

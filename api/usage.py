@@ -20,6 +20,7 @@ import io
 import math
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
@@ -257,6 +258,65 @@ def group_key(row: UsageRow, by: str, teams: Mapping[str, str]) -> str:
     return str(value) if value else "(none)"
 
 
+@dataclass
+class _Group:
+    runs: int = 0
+    gpu: float = 0.0
+    cpu: float = 0.0
+    busy: float = 0.0
+    busy_known: bool = False
+    lost: float = 0.0
+    preempt: int = 0
+    cost: float = 0.0
+    waits: list[float] = field(default_factory=new_list)
+
+    def add(
+        self,
+        row: UsageRow,
+        secs: list[float],
+        end: datetime,
+        inside: bool,
+        prices: Mapping[str, PoolPrice] | None,
+    ) -> None:
+        """One run's admissions (`secs`: each one's seconds inside the window)."""
+        self.runs += 1
+        total = sum(secs)
+        self.gpu += row.gpus * total / 3600
+        self.cpu += row.cpus * total / 3600
+        if row.busySm is not None or row.busyGpuSeconds:
+            self.busy_known = True
+            # busy GPU-seconds cover all its admissions: the window's part of them
+            whole = sum(_clip(iv, _EPOCH, end) for iv in row.admitted)
+            self.busy += busy_seconds(row, end) * (total / whole if whole else 0.0) / 3600
+        for iv, s in zip(row.admitted, secs, strict=True):
+            if iv.why == PREEMPTED:
+                self.preempt += 1
+                self.lost += row.gpus * s / 3600
+        if row.admitted and inside:
+            self.waits.append(_seconds(row.created, row.admitted[0].start))
+        p = prices.get(row.flavor) if prices is not None and row.flavor else None
+        if p is not None:
+            if p.gpusPerNode and row.gpus:
+                self.cost += p.perNodeHour / p.gpusPerNode * row.gpus * total / 3600
+            else:
+                self.cost += p.perNodeHour / max(1, p.cpusPerNode) * row.cpus * total / 3600
+
+    def report(self, group: str, currency: str | None, priced: bool) -> UsageReport:
+        return UsageReport(
+            group=group,
+            runs=self.runs,
+            gpuHours=round(self.gpu, 4),
+            cpuHours=round(self.cpu, 4),
+            busyGpuHours=round(self.busy, 4) if self.busy_known else None,
+            lostGpuHours=round(self.lost, 4),
+            preemptions=self.preempt,
+            waitP50s=_pct(self.waits, 0.5),
+            waitP95s=_pct(self.waits, 0.95),
+            cost=round(self.cost, 2) if priced else None,
+            currency=currency if priced else None,
+        )
+
+
 def report(
     rows: Iterable[UsageRow],
     by: str,
@@ -267,57 +327,17 @@ def report(
     currency: str | None = None,
 ) -> list[UsageReport]:
     """`tau usage`: per group, what its runs' admissions held within [start, end). A run counts
-    where its admissions overlap the window (an open admission up to `end`)."""
-    acc: dict[str, dict[str, Any]] = {}
+    where its admissions overlap the window (an open admission up to `end`) or it was created
+    in it (its queue wait); groups by GPU-hours, most first."""
+    acc: dict[str, _Group] = {}
     for row in rows:
         secs = [_clip(iv, start, end) for iv in row.admitted]
         created = parse_k8s_time(row.created)
         inside = created is not None and start <= created < end
-        if not any(secs) and not inside:
-            continue
-        g = acc.setdefault(
-            group_key(row, by, teams),
-            {"runs": 0, "gpu": 0.0, "cpu": 0.0, "busy": 0.0, "busy_known": False, "lost": 0.0,
-             "preempt": 0, "waits": [], "cost": 0.0},
-        )  # fmt: skip
-        g["runs"] += 1
-        total = sum(secs)
-        g["gpu"] += row.gpus * total / 3600
-        g["cpu"] += row.cpus * total / 3600
-        if row.busySm is not None or row.busyGpuSeconds:
-            g["busy_known"] = True
-            # busy GPU-seconds cover all its admissions: the window's part of them
-            whole = sum(_clip(iv, _EPOCH, end) for iv in row.admitted)
-            g["busy"] += busy_seconds(row, end) * (total / whole if whole else 0.0) / 3600
-        for iv, s in zip(row.admitted, secs, strict=True):
-            if iv.why == PREEMPTED:
-                g["preempt"] += 1
-                g["lost"] += row.gpus * s / 3600
-        if row.admitted and inside:
-            g["waits"].append(_seconds(row.created, row.admitted[0].start))
-        if prices is not None and row.flavor in prices:
-            p = prices[row.flavor]
-            per_gpu = p.perNodeHour / p.gpusPerNode if p.gpusPerNode else None
-            if per_gpu is not None and row.gpus:
-                g["cost"] += per_gpu * row.gpus * total / 3600
-            else:
-                g["cost"] += p.perNodeHour / max(1, p.cpusPerNode) * row.cpus * total / 3600
-    return [
-        UsageReport(
-            group=k,
-            runs=g["runs"],
-            gpuHours=round(g["gpu"], 4),
-            cpuHours=round(g["cpu"], 4),
-            busyGpuHours=round(g["busy"], 4) if g["busy_known"] else None,
-            lostGpuHours=round(g["lost"], 4),
-            preemptions=g["preempt"],
-            waitP50s=_pct(g["waits"], 0.5),
-            waitP95s=_pct(g["waits"], 0.95),
-            cost=round(g["cost"], 2) if prices is not None else None,
-            currency=currency if prices is not None else None,
-        )
-        for k, g in sorted(acc.items(), key=lambda kv: (-kv[1]["gpu"], kv[0]))
-    ]
+        if any(secs) or inside:
+            acc.setdefault(group_key(row, by, teams), _Group()).add(row, secs, end, inside, prices)
+    ordered = sorted(acc.items(), key=lambda kv: (-kv[1].gpu, kv[0]))
+    return [g.report(k, currency, prices is not None) for k, g in ordered]
 
 
 def idle_quota_hours(

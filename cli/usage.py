@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -64,6 +64,10 @@ def usage(
 
         out(as_csv(got.rows).rstrip("\n"))
         return
+    _table(got, by.value)
+
+
+def _table(got: Any, by: str) -> None:
     from taugrid.cli.output import columns
 
     scope = "all workspaces" if got.scope == "cluster" else ", ".join(got.workspaces)
@@ -75,7 +79,7 @@ def usage(
         out(
             columns(
                 (
-                    by.value.upper(),
+                    by.upper(),
                     "RUNS",
                     "GPU-H",
                     "BUSY GPU-H",

@@ -16,7 +16,7 @@ from taugrid.client.cluster import discovery
 if TYPE_CHECKING:
     from taugrid.api.teams import PriceTable, TeamRef
     from taugrid.api.usage import UsageReport, UsageRow
-    from taugrid.kube.client import Kube
+    from taugrid.kube.client import KubeAPI
     from taugrid.kube.shares import TeamShare
 
 
@@ -92,7 +92,7 @@ class Usage:
         }
 
 
-def _ledger_rows(kube: Kube, namespace: str | None) -> list[UsageRow]:
+def _ledger_rows(kube: KubeAPI, namespace: str | None) -> list[UsageRow]:
     from taugrid.api.usage import UsageRow
 
     rows = []
@@ -106,7 +106,7 @@ def _ledger_rows(kube: Kube, namespace: str | None) -> list[UsageRow]:
 
 
 def _read_ledgers(
-    kube: Kube, spaces: dict[str, str], workspace: str | None
+    kube: KubeAPI, spaces: dict[str, str], workspace: str | None
 ) -> tuple[list[UsageRow], str, list[str]]:
     """(rows, scope, workspaces read): one workspace (Forbidden if not readable), else the whole
     cluster when one may list it, else every workspace one may read."""
@@ -146,7 +146,7 @@ def _read_ledgers(
     return rows, "workspaces", read
 
 
-def _nominal_gpus(kube: Kube) -> dict[str, int]:
+def _nominal_gpus(kube: KubeAPI) -> dict[str, int]:
     from taugrid.api import constants as C
     from taugrid.api.gpuactive import VALIDATION_CLUSTER_QUEUE
 

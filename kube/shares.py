@@ -85,6 +85,69 @@ def _first_pending_reason(workloads: list[dict[str, Any]]) -> str:
     return ""
 
 
+@dataclass(frozen=True)
+class _Cohort:
+    """The cohort's numbers every team's row reads: each queue's (nominal, used, borrowed), its
+    unused quota, and the weighted share Kueue reports on each cohort."""
+
+    numbers: dict[str, tuple[float, float, float]]
+    unused: dict[str, float]
+    borrowed: float
+    cohort_share: dict[str, Any]
+
+    def lent(self, queues: list[str]) -> float:
+        """What others borrow, drawn from each queue's unused quota in proportion to it."""
+        mine = sum(self.unused[q] for q in queues)
+        every = sum(self.unused.values())
+        return min(mine, self.borrowed * mine / every) if every else 0.0
+
+
+def _state(pending: int, used: float, borrowed: float) -> str:
+    if pending and not borrowed:
+        return "starved"  # runs wait while it holds no more than its own quota
+    if borrowed:
+        return "borrowing"
+    return "within quota" if used else "idle"
+
+
+def _row(
+    team: str,
+    ref: TeamRef | None,
+    cqs: list[dict[str, Any]],
+    co: _Cohort,
+    workloads_of: dict[str, list[dict[str, Any]]],
+) -> TeamShare:
+    names = [cq["metadata"]["name"] for cq in cqs]
+    used = sum(co.numbers[q][1] for q in names)
+    borrowed = sum(co.numbers[q][2] for q in names)
+    shares = [
+        s
+        for cq in cqs
+        for s in (
+            ((cq.get("status") or {}).get("fairSharing") or {}).get("weightedShare"),
+            co.cohort_share.get((cq.get("spec") or {}).get("cohortName") or ""),
+        )
+        if s is not None
+    ]
+    pending = sum(int((cq.get("status") or {}).get("pendingWorkloads") or 0) for cq in cqs)
+    wls = [w for ws in (ref.workspaces if ref else []) for w in workloads_of.get(ws, [])]
+    return TeamShare(
+        team=team,
+        weight=ref.weight if ref else None,
+        queues=names,
+        workspaces=list(ref.workspaces) if ref else [],
+        nominal=sum(co.numbers[q][0] for q in names),
+        used=used,
+        borrowed=borrowed,
+        lent=round(co.lent(names), 3),
+        weighted_share=max(shares) if shares else None,
+        pending=pending,
+        admitted=sum(int((cq.get("status") or {}).get("admittedWorkloads") or 0) for cq in cqs),
+        state=_state(pending, used, borrowed),
+        why=_first_pending_reason(wls) if pending else "",
+    )
+
+
 def team_shares(
     teams: list[TeamRef],
     cluster_queues: list[dict[str, Any]],
@@ -94,75 +157,28 @@ def team_shares(
 ) -> list[TeamShare]:
     """Each team's share now; queues no team owns are one more row, `(no team)` (the validation
     queue left out: it only borrows what is unused, for minutes). `workloads_of`: the Workloads
-    of each readable workspace namespace (for why a starved team waits)."""
+    of each readable workspace (for why a starved team waits)."""
     owner = {q: t.name for t in teams for q in t.queues}
     by_team: dict[str, list[dict[str, Any]]] = {t.name: [] for t in teams}
     for cq in cluster_queues:
         name = cq["metadata"]["name"]
-        if name == VALIDATION_CLUSTER_QUEUE:
-            continue
-        by_team.setdefault(owner.get(name, NO_TEAM), []).append(cq)
+        if name != VALIDATION_CLUSTER_QUEUE:
+            by_team.setdefault(owner.get(name, NO_TEAM), []).append(cq)
     numbers = {
         cq["metadata"]["name"]: _queue_numbers(cq, resource)
         for cqs in by_team.values()
         for cq in cqs
     }
-    total_borrowed = sum(b for _, _, b in numbers.values())
-    unused = {q: max(0.0, n - (u - b)) for q, (n, u, b) in numbers.items()}
-    all_unused = sum(unused.values())
-    cohort_share = {
-        c["metadata"]["name"]: ((c.get("status") or {}).get("fairSharing") or {}).get(
-            "weightedShare"
-        )
-        for c in cohorts
-    }
+    co = _Cohort(
+        numbers=numbers,
+        unused={q: max(0.0, n - (u - b)) for q, (n, u, b) in numbers.items()},
+        borrowed=sum(b for _, _, b in numbers.values()),
+        cohort_share={
+            c["metadata"]["name"]: ((c.get("status") or {}).get("fairSharing") or {}).get(
+                "weightedShare"
+            )
+            for c in cohorts
+        },
+    )
     refs = {t.name: t for t in teams}
-    out = []
-    for team, cqs in by_team.items():
-        ref = refs.get(team)
-        names = [cq["metadata"]["name"] for cq in cqs]
-        nominal = sum(numbers[q][0] for q in names)
-        used = sum(numbers[q][1] for q in names)
-        borrowed = sum(numbers[q][2] for q in names)
-        # what others borrow, drawn from the unused quota of each in proportion to it
-        mine = sum(unused[q] for q in names)
-        lent = min(mine, total_borrowed * mine / all_unused) if all_unused else 0.0
-        shares = [
-            s
-            for cq in cqs
-            for s in (
-                ((cq.get("status") or {}).get("fairSharing") or {}).get("weightedShare"),
-                cohort_share.get(((cq.get("spec") or {}).get("cohortName")) or ""),
-            )
-            if s is not None
-        ]
-        pending = sum(int((cq.get("status") or {}).get("pendingWorkloads") or 0) for cq in cqs)
-        admitted = sum(int((cq.get("status") or {}).get("admittedWorkloads") or 0) for cq in cqs)
-        if pending and not borrowed:
-            state = "starved"  # runs wait while it holds no more than its own quota
-        elif borrowed:
-            state = "borrowing"
-        else:
-            state = "within quota" if used else "idle"
-        why = ""
-        if pending:
-            wls = [w for ws in (ref.workspaces if ref else []) for w in workloads_of.get(ws, [])]
-            why = _first_pending_reason(wls)
-        out.append(
-            TeamShare(
-                team=team,
-                weight=ref.weight if ref else None,
-                queues=names,
-                workspaces=list(ref.workspaces) if ref else [],
-                nominal=nominal,
-                used=used,
-                borrowed=borrowed,
-                lent=round(max(0.0, lent), 3),
-                weighted_share=max(shares) if shares else None,
-                pending=pending,
-                admitted=admitted,
-                state=state,
-                why=why,
-            )
-        )
-    return out
+    return [_row(team, refs.get(team), cqs, co, workloads_of) for team, cqs in by_team.items()]

@@ -68,6 +68,7 @@ quota approve: --context --note --output --workspace -o
 quota deny: --context --note --output --workspace -o
 quota list: --all --context --output --workspace -A -o
 quota request: --context --for --gpus --output --profile --reason --workspace -o
+quota status: --context --output --team -o
 run attach: --context --detach -d
 run cancel: --context
 run gc: --output -o
@@ -97,6 +98,7 @@ serve rollback: --no-wait --output --to -o
 serve rollout: --checkpoint --from-run --model --no-wait --output --step --strategy -o
 serve scale: --max --min --output --replicas -o
 serve status: --output --watch -o -w
+usage: --by --context --output --since --team --workspace -o
 version:
 workspaces: --context --output -o
 """  # noqa: E501 (data: its lines are what they are)
@@ -175,6 +177,8 @@ OFFLINE = {
         "quota list",
         "quota approve",
         "quota deny",
+        "quota status",
+        "usage",
         "controller run",
     ],
 )

@@ -476,7 +476,8 @@ def test_external_components_have_no_release_but_their_objects() -> None:
     inv = inventory("sandbox")
     assert of_type(inv, "helm.sh/v3:Release") == []
     queues = {o["metadata"]["name"] for o in k8s_kind(inv, "ClusterQueue")}
-    assert queues == {"gpu", "cpu", "tau-validation"}  # the teams' and the validation queue
+    # the shared queues, the spare one the teams borrow from, the teams', and the validation one
+    assert queues == {"gpu", "cpu", "spare", "vision", "nlp", "speech", "tau-validation"}
     assert one(of_type(inv, "taugrid:platform:Kueue"))
     cfg = validated("sandbox")
     assert cfg.components.kueue.install == "external"
