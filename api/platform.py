@@ -677,13 +677,19 @@ def derive_profiles(cfg: PlatformConfig) -> list[WorkloadProfile]:
             fq.pool for fq in cq.flavors if not gpu_queue or isinstance(cfg.pool(fq.pool), GpuPool)
         ]
 
+    # a queue no workspace submits to (one that only lends) gets no profile
+    queues = [
+        cq
+        for cq in cfg.queues.clusterQueues
+        if not cfg.workspaces or workspace_names_for_queue(cfg, cq.name)
+    ]
     pool_queue_count: dict[str, int] = {}
-    for cq in cfg.queues.clusterQueues:
+    for cq in queues:
         for name in serving(cq):
             pool_queue_count[name] = pool_queue_count.get(name, 0) + 1
     prios = [p.name for p in cfg.priorityClasses]
     out: list[WorkloadProfile] = []
-    for cq in cfg.queues.clusterQueues:
+    for cq in queues:
         for pool_name in serving(cq):
             pool = cfg.pool(pool_name)
             if pool is None:

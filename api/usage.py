@@ -351,7 +351,11 @@ def idle_quota_hours(
             secs = sum(_clip(iv, start, end) for iv in row.admitted)
             held[row.queue] = held.get(row.queue, 0.0) + row.gpus * secs / 3600
     hours = (end - start).total_seconds() / 3600
-    return {q: round(max(0.0, n * hours - held.get(q, 0.0)), 4) for q, n in nominal_gpus.items()}
+    return {
+        q: round(max(0.0, n * hours - held.get(q, 0.0)), 4)
+        for q, n in nominal_gpus.items()
+        if n > 0  # a queue with no GPUs of its own has none idle
+    }
 
 
 CSV_FIELDS = tuple(UsageReport.model_fields)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from taugrid.client.cluster import discovery
+from taugrid.client import cluster
 
 if TYPE_CHECKING:
     from taugrid.api.teams import PriceTable, TeamRef
@@ -41,7 +41,7 @@ def quota_status(team: str | None = None, *, context: str | None = None) -> list
     from taugrid.kube.client import Forbidden
     from taugrid.kube.shares import team_shares
 
-    disc = discovery(context)
+    disc = cluster.discovery(context)
     tc = disc.tau_cluster()
     teams = _teams(tc)
     if team is not None and team not in {t.name for t in teams}:
@@ -191,7 +191,7 @@ def usage(
         start = parse_since(since, end)
     except ValueError as e:
         raise TauError(str(e), exit_code=EXIT_USAGE) from None
-    disc = discovery(context)
+    disc = cluster.discovery(context)
     tc = disc.tau_cluster()
     teams = _teams(tc)
     if team is not None and team not in {t.name for t in teams}:
