@@ -83,8 +83,8 @@ def objects() -> dict[str, list[dict[str, Any]]]:
     waiting = {
         "metadata": {"name": "wl-1", "namespace": "nlp", "creationTimestamp": at(0.1)},
         "status": {"conditions": [{"type": "QuotaReserved", "status": "False",
-                   "message": "couldn't assign flavors to pod set main: insufficient unused quota for "
-                   "nvidia.com/gpu in flavor t4x1, 1 more needed"}]},
+                   "message": "couldn't assign flavors to pod set main: insufficient unused "
+                   "quota for nvidia.com/gpu in flavor t4x1, 1 more needed"}]},
     }  # fmt: skip
     return {
         "TauCluster": [tc],
@@ -94,13 +94,13 @@ def objects() -> dict[str, list[dict[str, Any]]]:
                 [row("v1", "vision", "carol", 2, 5, 3), row("v2", "vision", "carol", 1, 2, None)],
             ),
             *ledger("nlp", [row("n1", "nlp", "dan", 1, 6, 4)]),
-        ],  # fmt: skip
+        ],
         "ClusterQueue": [
             cq("vision", 0, 4, 4),
             cq("nlp", 0, 0, 0, pending=2),
             cq("spare", 6, 0, 0),
             cq("tau-validation", 0, 0, 0),
-        ],  # fmt: skip
+        ],
         "Cohort": [],
         "Workload": [waiting],
     }
