@@ -15,8 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from taugrid.api import constants as C
 from taugrid.api import naming
 from taugrid.api.defaults import new_list
-from taugrid.api.gpuactive import PoolValidation, nccl_floor
-from taugrid.api.gpuhealth import PoolDeclaration
+from taugrid.api.gpuactive import PoolValidation
 from taugrid.api.gpuuse import GpuUseConfig
 from taugrid.api.issues import Issue
 from taugrid.api.profiles import (
@@ -25,14 +24,12 @@ from taugrid.api.profiles import (
     Toleration,
     WorkerSize,
     WorkloadProfile,
-    WorkspaceRef,
-    profile_set_hash,
 )
 from taugrid.api.quantity import (
     QuantityError,
     parse_memory,
 )
-from taugrid.api.teams import FairSharingSpec, PoolPrice, Prices, PriceTable, Team, TeamRef
+from taugrid.api.teams import FairSharingSpec, Prices, Team
 
 CONFIG_KEY = "taugrid:platform"
 SYSTEM_NAMESPACE = "taugrid-system"
@@ -641,27 +638,18 @@ def gpu_driver(cfg: PlatformConfig, pool: GpuPool) -> Literal["install", "none"]
     return "none" if op.enabled and op.installDriver else "install"
 
 
-def pool_declarations(cfg: PlatformConfig) -> list[PoolDeclaration]:
-    """What each GPU pool's nodes should be, as the cluster is told (`TauCluster.spec.pools`)."""
-    return [
-        PoolDeclaration(
-            name=gp.name,
-            vmSize=gp.vmSize,
-            gpusPerNode=gp.gpus() or 0,
-            gpuClass=gp.gpu_class(),
-            migProfile=gp.migProfile,
-            gpuOperator=cfg.components.gpuOperator.enabled,
-            driverByOperator=gpu_driver(cfg, gp) == "none",
-            active=gp.validation.active,
-            diagLevel=gp.validation.diagLevel,
-            ncclFloorGBps=nccl_floor(gp.vmSize, gp.validation.ncclFloorGBps),
-        )
-        for gp in cfg.gpuPools
-    ]
-
-
 def workspace_names_for_queue(cfg: PlatformConfig, queue: str) -> list[str]:
     return [w.name for w in cfg.workspaces if queue in w.queues]
+
+
+def profile_queues(cfg: PlatformConfig) -> list[ClusterQueueSpec]:
+    """The queues that get profiles: a queue no workspace submits to (one that only lends, as
+    the teams' spare queue) gets none."""
+    return [
+        cq
+        for cq in cfg.queues.clusterQueues
+        if not cfg.workspaces or workspace_names_for_queue(cfg, cq.name)
+    ]
 
 
 def derive_profiles(cfg: PlatformConfig) -> list[WorkloadProfile]:
@@ -677,12 +665,7 @@ def derive_profiles(cfg: PlatformConfig) -> list[WorkloadProfile]:
             fq.pool for fq in cq.flavors if not gpu_queue or isinstance(cfg.pool(fq.pool), GpuPool)
         ]
 
-    # a queue no workspace submits to (one that only lends) gets no profile
-    queues = [
-        cq
-        for cq in cfg.queues.clusterQueues
-        if not cfg.workspaces or workspace_names_for_queue(cfg, cq.name)
-    ]
+    queues = profile_queues(cfg)
     pool_queue_count: dict[str, int] = {}
     for cq in queues:
         for name in serving(cq):
@@ -730,68 +713,8 @@ def derive_profiles(cfg: PlatformConfig) -> list[WorkloadProfile]:
     return out
 
 
-def workspace_refs(cfg: PlatformConfig) -> list[WorkspaceRef]:
-    return [
-        WorkspaceRef(
-            name=w.name,
-            namespace=w.ns,
-            pvc=naming.workspace_pvc(w.name),
-            serviceAccount=naming.RUN_SERVICE_ACCOUNT,
-            registry=w.storage.registry,
-            team=w.team,
-        )
-        for w in cfg.workspaces
-    ]
-
-
-def price_table(cfg: PlatformConfig) -> PriceTable | None:
-    """The stack's prices per pool: what a GPU or a core of each pool costs an hour."""
-    if cfg.prices is None:
-        return None
-    pools: dict[str, PoolPrice] = {}
-    for pool in [*cfg.gpuPools, *cfg.cpuPools]:
-        price = cfg.prices.perNodeHour.get(pool.vmSize)
-        size = VM_SIZES.get(pool.vmSize)
-        if price is None:
-            continue
-        gpus = (pool.gpus() or 0) if isinstance(pool, GpuPool) else 0
-        pools[pool.name] = PoolPrice(
-            vmSize=pool.vmSize,
-            perNodeHour=price,
-            gpusPerNode=gpus,
-            cpusPerNode=max(1, size[0]) if size else 1,
-        )
-    return PriceTable(currency=cfg.prices.currency, pools=pools)
-
-
-def team_refs(cfg: PlatformConfig) -> list[TeamRef]:
-    return [
-        TeamRef(
-            name=t.name,
-            weight=t.weight,
-            queues=t.owned(),
-            workspaces=[w.name for w in cfg.workspaces if w.team == t.name],
-        )
-        for t in cfg.teams
-    ]
-
-
 def parse_platform(data: Any) -> PlatformConfig:
     return PlatformConfig.model_validate(data)
-
-
-def profile_snapshot(cfg: PlatformConfig, stack: str) -> dict[str, Any]:
-    """What `tau run render --profiles` reads: the same data the TauCluster publishes."""
-    profiles = derive_profiles(cfg)
-    return {
-        "apiVersion": C.API_VERSION,
-        "kind": "TauWorkloadProfileSnapshot",
-        "cluster": stack,
-        "profileSetHash": profile_set_hash(profiles),
-        **({"defaultWorkspace": cfg.defaultWorkspace} if cfg.defaultWorkspace else {}),
-        "workspaces": [w.model_dump(mode="json", exclude_none=True) for w in workspace_refs(cfg)],
-        "profiles": [p.model_dump(mode="json", exclude_none=True) for p in profiles],
-    }
 
 
 # --- validation: schema and cross-component invariants, every problem at once -----------------

@@ -94,7 +94,7 @@ def diff(
 
 def snapshot(stack: str, stacks_dir: Path | None = None) -> dict[str, Any]:
     """The stack's workload profiles as a snapshot document (no Pulumi needed)."""
-    from taugrid.api.platform import profile_snapshot
+    from taugrid.api.published import profile_snapshot
     from taugrid.infra.stackfile import validated
 
     return profile_snapshot(validated(stack, stacks_dir), stack)

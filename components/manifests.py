@@ -25,13 +25,10 @@ from taugrid.api.platform import (
     WorkspaceFiles,
     WorkspaceSpec,
     derive_profiles,
-    pool_declarations,
     pool_taints,
-    price_table,
-    team_refs,
-    workspace_refs,
 )
 from taugrid.api.profiles import profile_set_hash
+from taugrid.api.published import pool_declarations, price_table, team_refs, workspace_refs
 from taugrid.api.quantity import canonical, format_memory, parse_memory
 
 KUEUE = "kueue.x-k8s.io/v1beta2"

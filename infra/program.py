@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pulumi
 
-from taugrid.api.platform import PlatformConfig, profile_snapshot, workspace_refs
+from taugrid.api.platform import PlatformConfig
+from taugrid.api.published import profile_snapshot, workspace_refs
 from taugrid.components.helm import HELM
 from taugrid.components.platform import Platform
 

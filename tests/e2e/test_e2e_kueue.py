@@ -16,8 +16,9 @@ from conftest import EXAMPLES
 from kubekit import api_client, apply, wait_until
 
 from taugrid.api import constants as C
-from taugrid.api.platform import SYSTEM_NAMESPACE, parse_platform, profile_snapshot
+from taugrid.api.platform import SYSTEM_NAMESPACE, parse_platform
 from taugrid.api.profiles import ProfileSnapshot
+from taugrid.api.published import profile_snapshot
 from taugrid.components import manifests
 from taugrid.runs import codebundle, load, render, resolve
 

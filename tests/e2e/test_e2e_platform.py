@@ -11,8 +11,9 @@ import yaml
 from conftest import EXAMPLES, ROOT
 from kubekit import apply, dynamic, error_message
 
-from taugrid.api.platform import SYSTEM_NAMESPACE, parse_platform, profile_snapshot
+from taugrid.api.platform import SYSTEM_NAMESPACE, parse_platform
 from taugrid.api.profiles import ProfileSnapshot
+from taugrid.api.published import profile_snapshot
 from taugrid.components import manifests
 from taugrid.runs import codebundle, load, render, resolve
 
