@@ -265,14 +265,16 @@ async def compare(request: Request) -> Response:
 
 async def queues(request: Request) -> Response:
     settings = _state(request).settings
-    rows, requests, waiting = await asyncio.gather(
+    rows, requests, waiting, teams = await asyncio.gather(
         run_in_threadpool(_queues, settings.context),
         run_in_threadpool(_quota_requests, settings.context),
         run_in_threadpool(_pending, settings.context),
+        run_in_threadpool(_teams, settings.context),
     )
     return page(
         request,
         "queues.html",
+        teams=teams,
         queues=rows,
         requests=requests[0],
         admin=requests[1],
@@ -626,6 +628,17 @@ def _queues(context: str | None) -> list[Any]:
     from taugrid.client import cluster
 
     return cluster.queues(context)
+
+
+def _teams(context: str | None) -> list[Any]:
+    """Each team's share now (`tau quota status`); none when the stack declares no teams."""
+    from taugrid.client import usage
+
+    try:
+        rows = usage.quota_status(context=context)
+    except TauError:  # the queues' table below says what cannot be read
+        return []
+    return rows if any(r.weight is not None for r in rows) else []
 
 
 def _pending(context: str | None) -> tuple[list[Any], list[str]]:

@@ -327,6 +327,21 @@ def test_the_queues_page_shows_quota_use_and_requests(web: TestClient, cluster: 
     assert "Approve…" in res.text  # an admin here (may list every namespace)
 
 
+def test_the_queues_page_shows_teams_shares_when_the_stack_declares_teams(
+    web: TestClient, cluster: Any
+) -> None:
+    assert 'class="teams"' not in web.get("/queues").text  # no teams: no table
+    tc = cluster.get("TauCluster", "cluster")
+    tc["spec"]["teams"] = [{"name": "research", "weight": 2, "queues": ["gpu"],
+                            "workspaces": ["research"]}]  # fmt: skip
+    cluster.put("TauCluster", tc)
+    text = web.get("/queues").text
+    row = next(ln for ln in text.split("<tr") if 'data-team="research"' in ln)
+    cells = [c.split(">", 1)[1].split("<")[0] for c in row.split("<td")[1:]]
+    # the gpu queue: 8 GPUs nominal, 10 in use, 2 borrowed, 3 pending (the fixture's numbers)
+    assert cells[:5] == ["2", "gpu", "8", "10", "2"] and cells[7].startswith("borrowing")
+
+
 def test_the_queues_page_lists_waiting_runs_in_kueues_order(web: TestClient, cluster: Any) -> None:
     assert "visibility API (pendingworkloads) is not served" in web.get("/queues").text
     second = {
