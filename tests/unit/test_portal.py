@@ -339,7 +339,8 @@ def test_the_queues_page_shows_teams_shares_when_the_stack_declares_teams(
     row = next(ln for ln in text.split("<tr") if 'data-team="research"' in ln)
     cells = [c.split(">", 1)[1].split("<")[0] for c in row.split("<td")[1:]]
     # the gpu queue: 8 GPUs nominal, 10 in use, 2 borrowed, 3 pending (the fixture's numbers)
-    assert cells[:5] == ["2", "gpu", "8", "10", "2"] and cells[7].startswith("borrowing")
+    assert cells[:5] == ["2", "gpu", "8", "10", "2"] and cells[7] == "3"
+    assert cells[8].startswith("borrowing")
 
 
 def test_the_queues_page_lists_waiting_runs_in_kueues_order(web: TestClient, cluster: Any) -> None:
