@@ -341,21 +341,39 @@ def report(
 
 
 def idle_quota_hours(
-    nominal_gpus: Mapping[str, int], rows: Iterable[UsageRow], start: datetime, end: datetime
+    nominal_gpus: Mapping[tuple[str, str], int],
+    rows: Iterable[UsageRow],
+    start: datetime,
+    end: datetime,
 ) -> dict[str, float]:
-    """Per ClusterQueue: its nominal GPUs x the window's hours, less the GPU-hours its runs held
-    (never below 0: what it lent or borrowed is the cohort's, not idle)."""
-    held: dict[str, float] = {}
-    for row in rows:
-        if row.queue:
-            secs = sum(_clip(iv, start, end) for iv in row.admitted)
-            held[row.queue] = held.get(row.queue, 0.0) + row.gpus * secs / 3600
+    """Per ClusterQueue: GPU-hours of its nominal quota that no run held in the window.
+
+    Per flavor (pool), a queue's unused quota is its nominal GPUs x the window's hours less what
+    its own runs held; what the cohort's queues borrowed on that flavor was drawn from the
+    unused quota of all, in proportion to it (Kueue does not say from whom: the same attribution
+    as `tau quota status`'s lent); what is left is idle. `nominal_gpus`: (queue, flavor) -> GPUs.
+    """
     hours = (end - start).total_seconds() / 3600
-    return {
-        q: round(max(0.0, n * hours - held.get(q, 0.0)), 4)
-        for q, n in nominal_gpus.items()
-        if n > 0  # a queue with no GPUs of its own has none idle
-    }
+    held: dict[tuple[str, str], float] = {}
+    for row in rows:
+        if row.queue and row.flavor and row.gpus:
+            secs = sum(_clip(iv, start, end) for iv in row.admitted)
+            key = (row.queue, row.flavor)
+            held[key] = held.get(key, 0.0) + row.gpus * secs / 3600
+    unused: dict[tuple[str, str], float] = {}
+    borrowed: dict[str, float] = {}
+    for key in {*nominal_gpus, *held}:
+        own = nominal_gpus.get(key, 0) * hours
+        unused[key] = max(0.0, own - held.get(key, 0.0))
+        borrowed[key[1]] = borrowed.get(key[1], 0.0) + max(0.0, held.get(key, 0.0) - own)
+    pool = {f: sum(u for (_, g), u in unused.items() if g == f) for f in borrowed}
+    idle: dict[str, float] = {}
+    for (queue, flavor), u in unused.items():
+        if nominal_gpus.get((queue, flavor), 0) <= 0:
+            continue  # a queue with no GPUs of its own on this flavor has none idle
+        lent = borrowed[flavor] * u / pool[flavor] if pool[flavor] else 0.0
+        idle[queue] = idle.get(queue, 0.0) + max(0.0, u - lent)
+    return {q: round(h, 4) for q, h in sorted(idle.items())}
 
 
 CSV_FIELDS = tuple(UsageReport.model_fields)

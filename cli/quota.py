@@ -99,8 +99,9 @@ def status(
         )
     )
     for r in rows:
-        if r.state == "starved" and r.why:
-            out(f"{r.team} is starved: {r.why}")
+        if r.pending and r.why:
+            what = "is starved" if r.state == "starved" else f"has {r.pending} waiting"
+            out(f"{r.team} {what}: {r.why}")
 
 
 @app.command("list")

@@ -146,25 +146,22 @@ def _read_ledgers(
     return rows, "workspaces", read
 
 
-def _nominal_gpus(kube: KubeAPI) -> dict[str, int]:
+def _nominal_gpus(kube: KubeAPI) -> dict[tuple[str, str], int]:
+    """(ClusterQueue, flavor) -> its nominal GPUs (the validation queue left out)."""
     from taugrid.api import constants as C
     from taugrid.api.gpuactive import VALIDATION_CLUSTER_QUEUE
 
-    out: dict[str, int] = {}
+    out: dict[tuple[str, str], int] = {}
     for cq in kube.list("ClusterQueue"):
         name = cq["metadata"]["name"]
         if name == VALIDATION_CLUSTER_QUEUE:
             continue
-        n = 0
         for g in (cq.get("spec") or {}).get("resourceGroups") or []:
             for f in g.get("flavors") or []:
                 for r in f.get("resources") or []:
-                    if (
-                        r.get("name") == C.GPU_RESOURCE
-                        and str(r.get("nominalQuota", "0")).isdigit()
-                    ):
-                        n += int(str(r["nominalQuota"]))
-        out[name] = n
+                    quota = str(r.get("nominalQuota", "0"))
+                    if r.get("name") == C.GPU_RESOURCE and quota.isdigit():
+                        out[(name, str(f.get("name")))] = int(quota)
     return out
 
 

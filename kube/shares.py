@@ -67,7 +67,7 @@ def _queue_numbers(cq: dict[str, Any], resource: str) -> tuple[float, float, flo
     return nominal, used, borrowed
 
 
-def _first_pending_reason(workloads: list[dict[str, Any]]) -> str:
+def _first_pending_reason(workloads: list[dict[str, Any]], queue: str | None) -> str:
     """Why the oldest pending Workload of the team's workspaces waits, in TauGrid's words."""
     pending = []
     for wl in workloads:
@@ -80,7 +80,7 @@ def _first_pending_reason(workloads: list[dict[str, Any]]) -> str:
         pending.append((wl["metadata"].get("creationTimestamp") or "", msg))
     for _, msg in sorted(pending):
         if msg:
-            words = explain(msg)
+            words = explain(msg, queue)
             return words.text if words else msg
     return ""
 
@@ -144,7 +144,7 @@ def _row(
         pending=pending,
         admitted=sum(int((cq.get("status") or {}).get("admittedWorkloads") or 0) for cq in cqs),
         state=_state(pending, used, borrowed),
-        why=_first_pending_reason(wls) if pending else "",
+        why=_first_pending_reason(wls, names[0] if len(names) == 1 else None) if pending else "",
     )
 
 

@@ -151,9 +151,17 @@ def test_the_window_clips_admissions_and_open_ones_count_to_its_end() -> None:
     assert by_user["ana"].cost is None
 
 
-def test_idle_quota_is_nominal_less_what_was_held() -> None:
-    idle = idle_quota_hours({"vision": 4, "nlp": 1}, rows_truth(), T0, T0 + timedelta(hours=3))
-    assert idle == {"vision": pytest.approx(12 - 5), "nlp": pytest.approx(3 - 2)}
+def test_idle_quota_is_nominal_less_what_anyone_held_of_it() -> None:
+    # 3 h: vision holds 5 GPU-hours on a100x1 with 4 GPUs of its own (12 h nominal: 7 unused);
+    # nlp holds 2 GPU-hours with none of its own (borrowed), the spare queue lends 2 GPUs (6 h)
+    nominal = {("vision", "a100x1"): 4, ("nlp", "a100x1"): 0, ("spare", "a100x1"): 2,
+               ("cpu", "cpu"): 0}  # fmt: skip
+    idle = idle_quota_hours(nominal, rows_truth(), T0, T0 + timedelta(hours=3))
+    # the 2 borrowed GPU-hours come from vision's 7 and spare's 6 unused, 7:6
+    assert idle == {
+        "vision": pytest.approx(7 - 2 * 7 / 13, abs=1e-3),
+        "spare": pytest.approx(6 - 2 * 6 / 13, abs=1e-3),
+    }
 
 
 def test_csv_has_a_header_and_a_line_per_group() -> None:
