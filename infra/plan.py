@@ -210,7 +210,9 @@ def summary(r: Resource) -> str:
     if r.type.startswith("kubernetes:") and "metadata" in r.inputs:
         meta = r.inputs.get("metadata") or {}
         ns = meta.get("namespace")
-        return f"{ns}/{meta.get('name')}" if ns else str(meta.get("name", ""))
+        name = f"{ns}/{meta.get('name')}" if ns else str(meta.get("name", ""))
+        weight = ((r.inputs.get("spec") or {}).get("fairSharing") or {}).get("weight")
+        return f"{name} weight={weight}" if weight is not None else name
     return ""
 
 
@@ -286,6 +288,9 @@ def format_inventory(inv: Inventory) -> list[str]:
     for r in inv.resources:
         lines.append(f"{r.type:<{width}}  {r.name:<{nwidth}}  {summary(r)}".rstrip())
     lines.append(f"profiles: {', '.join(inv.exports.get('profiles', []))}")
+    teams = inv.exports.get("teams") or {}
+    if teams:
+        lines.append("teams: " + ", ".join(f"{t} (weight {w:g})" for t, w in teams.items()))
     return lines
 
 

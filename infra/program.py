@@ -20,6 +20,8 @@ def build(
     pulumi.export("profiles", platform.profile.profiles)
     pulumi.export("workspaceNamespaces", {w.name: w.namespace for w in workspace_refs(cfg)})
     pulumi.export("profileSnapshot", profile_snapshot(cfg, stack))
+    if cfg.teams:
+        pulumi.export("teams", {t.name: t.weight for t in cfg.teams})
     # what this stack runs: a disabled component has no version here
     pulumi.export(
         "versions",

@@ -180,7 +180,9 @@ def test_plan_shows_the_weights_and_refuses_a_zero_weight(
         yaml.safe_dump({"config": {"taugrid:platform": with_teams()}})
     )
     assert main(["platform", "plan", "--stack", "ok", "--stacks-dir", str(tmp_path)]) == 0
-    capsys.readouterr()
+    out = capsys.readouterr().out
+    assert "teams: vision (weight 2), nlp (weight 1)" in out
+    assert " vision weight=2" in out and "tau-grants-nlp weight=1" in out
     bad = with_teams()
     bad["teams"][0]["weight"] = 0
     (tmp_path / "Pulumi.bad.yaml").write_text(yaml.safe_dump({"config": {"taugrid:platform": bad}}))
