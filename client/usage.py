@@ -20,10 +20,16 @@ if TYPE_CHECKING:
     from taugrid.kube.shares import TeamShare
 
 
-def _teams(tc: dict[str, Any]) -> list[TeamRef]:
+def _teams(tc: dict[str, Any], team: str | None = None) -> list[TeamRef]:
+    """The cluster's teams; `team`, when given, must be one of them (exit 2 naming them)."""
+    from taugrid.api.errors import EXIT_USAGE, TauError
     from taugrid.api.teams import TeamRef
 
-    return [TeamRef.model_validate(t) for t in (tc.get("spec") or {}).get("teams") or []]
+    teams = [TeamRef.model_validate(t) for t in (tc.get("spec") or {}).get("teams") or []]
+    if team is not None and team not in {t.name for t in teams}:
+        known = ", ".join(t.name for t in teams) or "none: the stack declares no teams"
+        raise TauError(f"no team {team!r} (known: {known})", exit_code=EXIT_USAGE)
+    return teams
 
 
 def _namespaces(tc: dict[str, Any]) -> dict[str, str]:
@@ -37,16 +43,12 @@ def _namespaces(tc: dict[str, Any]) -> dict[str, str]:
 def quota_status(team: str | None = None, *, context: str | None = None) -> list[TeamShare]:
     """Per team: GPUs nominal, in use, borrowed and lent, Kueue's weighted share, and whether
     it is starved (with why its first pending run waits) or borrowing."""
-    from taugrid.api.errors import EXIT_USAGE, TauError
     from taugrid.kube.client import Forbidden
     from taugrid.kube.shares import team_shares
 
     disc = cluster.discovery(context)
     tc = disc.tau_cluster()
-    teams = _teams(tc)
-    if team is not None and team not in {t.name for t in teams}:
-        known = ", ".join(t.name for t in teams) or "none: the stack declares no teams"
-        raise TauError(f"no team {team!r} (known: {known})", exit_code=EXIT_USAGE)
+    teams = _teams(tc, team)
     cqs = disc.kube.list("ClusterQueue")
     cohorts = disc.kube.list("Cohort")
     spaces = _namespaces(tc)
@@ -190,10 +192,7 @@ def usage(
         raise TauError(str(e), exit_code=EXIT_USAGE) from None
     disc = cluster.discovery(context)
     tc = disc.tau_cluster()
-    teams = _teams(tc)
-    if team is not None and team not in {t.name for t in teams}:
-        known = ", ".join(t.name for t in teams) or "none: the stack declares no teams"
-        raise TauError(f"no team {team!r} (known: {known})", exit_code=EXIT_USAGE)
+    teams = _teams(tc, team)
     team_of = {ws: t.name for t in teams for ws in t.workspaces}
     spaces = _namespaces(tc)
     if team is not None:

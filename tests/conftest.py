@@ -20,6 +20,19 @@ EXAMPLES = ROOT / "examples"
 PROFILES = EXAMPLES / "profiles.yaml"
 SHARED = ROOT.parent / "shared"
 UPSTREAM_CRDS = SHARED / "upstream-crds"
+
+# A small valid platform declaration (stack config) that tests vary
+SMALL_PLATFORM: dict[str, Any] = {
+    "cluster": {"provider": "aks", "name": "c", "location": "westus3", "kubernetesVersion": "1.36"},
+    "gpuPools": [{"name": "a100", "vmSize": "Standard_NC24ads_A100_v4", "maxCount": 2}],
+    "cpuPools": [{"name": "cpu", "vmSize": "Standard_D4s_v5", "maxCount": 2}],
+    "queues": {
+        "clusterQueues": [
+            {"name": "gpu", "flavors": [{"pool": "a100", "nominalQuota": {"nvidia.com/gpu": 2}}]},
+        ]
+    },
+    "workspaces": [{"name": "w", "queues": ["gpu"]}],
+}
 EXAMPLE_DIRS = sorted(p.parent for p in EXAMPLES.glob("*/tau.yaml"))
 TAU = str(Path(sys.executable).parent / "tau")
 

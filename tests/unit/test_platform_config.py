@@ -6,22 +6,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import SMALL_PLATFORM
 
 from taugrid.cli.app import main
 
 pytest.importorskip("pulumi", reason="the platform extra (pulumi) is not installed")
 
-GOOD: dict[str, object] = {
-    "cluster": {"provider": "aks", "name": "c", "location": "westus3", "kubernetesVersion": "1.36"},
-    "gpuPools": [{"name": "a100", "vmSize": "Standard_NC24ads_A100_v4", "maxCount": 2}],
-    "cpuPools": [{"name": "cpu", "vmSize": "Standard_D4s_v5", "maxCount": 2}],
-    "queues": {
-        "clusterQueues": [
-            {"name": "gpu", "flavors": [{"pool": "a100", "nominalQuota": {"nvidia.com/gpu": 2}}]},
-        ]
-    },
-    "workspaces": [{"name": "w", "queues": ["gpu"]}],
-}
+GOOD: dict[str, object] = SMALL_PLATFORM
 
 
 def variant(path: str, value: object) -> dict[str, object]:

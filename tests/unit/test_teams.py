@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
+from conftest import SMALL_PLATFORM
 
 from taugrid.api.platform import PlatformConfigError, validate_platform
 from taugrid.api.teams import duration_seconds
@@ -19,17 +20,7 @@ from taugrid.components import manifests as M
 
 pytest.importorskip("pulumi", reason="the platform extra (pulumi) is not installed")
 
-GOOD: dict[str, Any] = {
-    "cluster": {"provider": "aks", "name": "c", "location": "westus3", "kubernetesVersion": "1.36"},
-    "gpuPools": [{"name": "a100", "vmSize": "Standard_NC24ads_A100_v4", "maxCount": 2}],
-    "cpuPools": [{"name": "cpu", "vmSize": "Standard_D4s_v5", "maxCount": 2}],
-    "queues": {
-        "clusterQueues": [
-            {"name": "gpu", "flavors": [{"pool": "a100", "nominalQuota": {"nvidia.com/gpu": 2}}]},
-        ]
-    },
-    "workspaces": [{"name": "w", "queues": ["gpu"]}],
-}
+GOOD: dict[str, Any] = SMALL_PLATFORM
 
 
 def with_teams(**extra: Any) -> dict[str, Any]:
