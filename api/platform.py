@@ -18,6 +18,7 @@ from taugrid.api.defaults import new_list
 from taugrid.api.gpuactive import PoolValidation
 from taugrid.api.gpuuse import GpuUseConfig
 from taugrid.api.issues import Issue
+from taugrid.api.multicluster import MultiClusterSpec
 from taugrid.api.profiles import (
     HeadSize,
     ImageMirror,
@@ -551,6 +552,10 @@ class PlatformConfig(_Model):
     )
     prices: Prices | None = Field(
         None, description="Price of a node-hour per VM size: what `tau usage` costs runs at"
+    )
+    multiCluster: MultiClusterSpec = Field(
+        default_factory=lambda: MultiClusterSpec(),
+        description="This cluster's role in one queue across clusters (MultiKueue)",
     )
     profiles: list[WorkloadProfile] | None = Field(
         None, description="Explicit profiles; default: derived"

@@ -92,3 +92,21 @@ def profile_snapshot(cfg: PlatformConfig, stack: str) -> dict[str, Any]:
         "workspaces": [w.model_dump(mode="json", exclude_none=True) for w in workspace_refs(cfg)],
         "profiles": [p.model_dump(mode="json", exclude_none=True) for p in profiles],
     }
+
+
+def queue_signature(cfg: PlatformConfig) -> dict[str, dict[str, Any]]:
+    """What a cluster's queues are, to compare a MultiKueue manager's with a worker's: per
+    ClusterQueue, its cohort, its team's weight, and each (pool, resource) nominal quota."""
+    from taugrid.api.quantity import canonical
+
+    out: dict[str, dict[str, Any]] = {}
+    for cq in cfg.queues.clusterQueues:
+        team = cfg.team_of_queue(cq.name)
+        sig: dict[str, Any] = {"cohort": cq.cohort or cfg.queues.cohort}
+        if team is not None:
+            sig["weight"] = team.weight
+        for fq in cq.flavors:
+            for res, q in fq.nominalQuota.items():
+                sig[f"quota of {res} on {fq.pool}"] = canonical(q)
+        out[cq.name] = sig
+    return out

@@ -30,6 +30,7 @@ from taugrid.api.platform import (
 from taugrid.api.profiles import profile_set_hash
 from taugrid.api.published import pool_declarations, price_table, team_refs, workspace_refs
 from taugrid.api.quantity import canonical, format_memory, parse_memory
+from taugrid.components import multikueue as MK
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 PART_OF = {"app.kubernetes.io/part-of": "taugrid", "app.kubernetes.io/managed-by": "pulumi"}
@@ -112,6 +113,12 @@ def fair_sharing(cfg: PlatformConfig, cq: ClusterQueueSpec) -> dict[str, Any]:
     return {"fairSharing": {"weight": canonical(team.weight)}} if team else {}
 
 
+def kueue_settings(cfg: PlatformConfig) -> dict[str, Any]:
+    """What the stack adds to Kueue's configuration: fair sharing for teams, MultiKueue on a
+    manager (the sandbox's Kueue gets the same)."""
+    return {**kueue_fair_sharing(cfg), **MK.kueue_multikueue(cfg)}
+
+
 def kueue_fair_sharing(cfg: PlatformConfig) -> dict[str, Any]:
     """Kueue's configuration for teams (empty without teams): fair sharing between the cohort's
     members by weight, admission fair sharing between a queue's LocalQueues by decayed usage."""
@@ -165,6 +172,7 @@ def cluster_queue(cfg: PlatformConfig, cq: ClusterQueueSpec) -> dict[str, Any]:
             },
             "resourceGroups": [{"coveredResources": covered, "flavors": flavors}],
             **fair_sharing(cfg, cq),
+            **MK.admission_checks(cfg),
             # with teams, a queue's workspaces are admitted by their decayed past usage
             **(
                 {"admissionScope": {"admissionMode": "UsageBasedAdmissionFairSharing"}}
@@ -224,7 +232,7 @@ def kueue_values(cfg: PlatformConfig) -> dict[str, Any]:
         "integrations": {
             "frameworks": ["batch/job", "ray.io/rayjob", "ray.io/raycluster", "ray.io/rayservice"]
         },
-        **kueue_fair_sharing(cfg),
+        **kueue_settings(cfg),
     }
     return {
         "managerConfig": {"controllerManagerConfigYaml": json.dumps(manager, indent=2)},

@@ -366,7 +366,7 @@ def _install(
     install_crds(kube, crds or cp.work, groups, taugrid=platform)
     if platform:
         apply(kube, M.namespace(SYSTEM_NAMESPACE))
-    skipped.update(_start_operators(cp, groups, say, M.kueue_fair_sharing(cfg)))
+    skipped.update(_start_operators(cp, groups, say, M.kueue_settings(cfg)))
     real_pool = cfg.cpuPools[0] if n_real and cfg.cpuPools else None
     # GPU nodes register as on AKS, with the validating taint: the controller lifts it once a
     # node passes (without a controller, nothing would: then none)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import re
 from pathlib import Path
 from typing import Any
 
@@ -36,12 +37,18 @@ def as_json_schema(node: Any) -> Any:
     return out
 
 
+_GO_FLAGS = re.compile(r"^\^(\(\?[a-zA-Z]+\))")
+
+
 def _strict(node: Any) -> Any:
     if isinstance(node, list):
         return [_strict(n) for n in node]
     if not isinstance(node, dict):
         return node
     out = {k: _strict(v) for k, v in as_json_schema(node).items()}
+    if isinstance(out.get("pattern"), str):
+        # Go's regexp takes flags after `^` (`^(?i)[a-z]...`), Python's only first
+        out["pattern"] = _GO_FLAGS.sub(lambda m: m.group(1) + "^", out["pattern"])
     if (
         "properties" in out
         and "additionalProperties" not in out

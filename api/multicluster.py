@@ -1,0 +1,109 @@
+"""One queue across clusters (the contract, no I/O): a stack's role in MultiKueue, and what the
+manager and each worker must agree on.
+
+A `manager` cluster dispatches admitted workloads to its `workers` (Kueue's MultiKueue: a
+MultiKueueCluster per worker, from a kubeconfig Secret, in one MultiKueueConfig, checked by an
+AdmissionCheck on every ClusterQueue). A `worker` makes a ServiceAccount scoped to what
+MultiKueue does there and publishes a kubeconfig for it as a stack output. Both come from the
+same platform program, so their queues are the same declaration; `queue_signature` is what is
+compared before a worker is wired (the difference named, not a silent half-dispatch).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from taugrid.api import naming
+from taugrid.api.defaults import new_list
+from taugrid.api.teams import duration_seconds
+
+MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
+ADMISSION_CHECK = "taugrid-multikueue"
+MULTIKUEUE_CONFIG = "taugrid"
+WORKER_SERVICE_ACCOUNT = "taugrid-multikueue"
+KUBECONFIG_KEY = "kubeconfig"  # the key MultiKueue reads in a kubeconfig Secret
+KUBECONFIG_OUTPUT = "multikueueKubeconfig"  # the worker stack's output
+SIGNATURE_OUTPUT = "queueSignature"  # both stacks' output: what their queues are
+DISPATCHERS = {
+    "Incremental": "kueue.x-k8s.io/multikueue-dispatcher-incremental",
+    "AllAtOnce": "kueue.x-k8s.io/multikueue-dispatcher-all-at-once",
+}
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, defer_build=True)
+
+
+class WorkerRef(_Model):
+    name: str = Field(description="The worker's name here (its MultiKueueCluster)")
+    stack: str = Field(
+        min_length=1,
+        description="Its platform stack, as a Pulumi stack reference (org/project/stack, or a "
+        "stack of this project by name)",
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _dns(cls, v: str) -> str:
+        if not naming.is_dns_label(v):
+            raise ValueError("must be a DNS label: lowercase alphanumerics and '-', at most 63")
+        return v
+
+
+class MultiClusterSpec(_Model):
+    role: Literal["standalone", "manager", "worker"] = Field(
+        "standalone",
+        description="manager: dispatches admitted runs to its workers; worker: runs them",
+    )
+    workers: list[WorkerRef] = Field(default_factory=new_list, description="A manager's workers")
+    dispatcher: Literal["Incremental", "AllAtOnce"] = Field(
+        "Incremental",
+        description="Incremental: a few workers at a time, in order (not every cluster at "
+        "once); AllAtOnce: every worker, the first to admit wins",
+    )
+    workerLostTimeout: str = Field(
+        "15m", description="A worker unreachable this long: its workloads go to another"
+    )
+
+    @field_validator("workerLostTimeout")
+    @classmethod
+    def _duration(cls, v: str) -> str:
+        if duration_seconds(v) <= 0:
+            raise ValueError("must be longer than 0, e.g. 15m")
+        return v
+
+    @model_validator(mode="after")
+    def _workers(self) -> MultiClusterSpec:
+        if self.role == "manager" and not self.workers:
+            raise ValueError(
+                "a manager needs workers: workers: [{name: east, stack: org/taugrid/east}]"
+            )
+        if self.role != "manager" and self.workers:
+            raise ValueError(f"only a manager has workers (this stack is a {self.role})")
+        names = [w.name for w in self.workers]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"worker names are used twice: {', '.join(dup)}")
+        return self
+
+
+def queue_differences(manager: dict[str, Any], worker: dict[str, Any], name: str) -> list[str]:
+    """What differs between the manager's queues and a worker's (two `queue_signature`s), one
+    line each, naming the worker: empty when they match."""
+    out = []
+    for q in sorted(set(manager) | set(worker)):
+        if q not in worker:
+            out.append(f"worker {name} has no ClusterQueue {q}")
+        elif q not in manager:
+            out.append(f"worker {name} has ClusterQueue {q}, which the manager does not")
+        elif manager[q] != worker[q]:
+            m, w = manager[q], worker[q]
+            keys = sorted(k for k in set(m) | set(w) if m.get(k) != w.get(k))
+            for k in keys:
+                out.append(
+                    f"worker {name}: ClusterQueue {q} {k} is {w.get(k)!r}, the manager's "
+                    f"{m.get(k)!r}"
+                )
+    return out

@@ -1,0 +1,129 @@
+"""One queue across clusters, the declaration (#43, first part): a stack's role, a manager's
+MultiKueue objects and a worker's scoped ServiceAccount, each valid against Kueue's real CRDs;
+Kueue's configuration and the ClusterQueues' admission check on a manager only; a worker whose
+queues differ from the manager's is named with each difference; bad roles refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import SMALL_PLATFORM
+from k8s_schemas import crd_errors, k8s_errors
+
+from taugrid.api import multicluster as MC
+from taugrid.api.platform import PlatformConfigError, validate_platform
+from taugrid.api.published import queue_signature
+from taugrid.components import manifests as M
+from taugrid.components import multikueue as MK
+
+WORKERS = [{"name": "east", "stack": "org/taugrid/east"}, {"name": "west", "stack": "west"}]
+
+
+def stack(**multi: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = yaml.safe_load(yaml.safe_dump(SMALL_PLATFORM))
+    if multi:
+        doc["multiCluster"] = multi
+    return doc
+
+
+def test_a_managers_objects_are_valid_kueue_objects(upstream_crds: Path) -> None:
+    cfg = validate_platform(stack(role="manager", workers=WORKERS))
+    objs = MK.manager_objects(cfg, {"east": "kubeconfig-east", "west": "kubeconfig-west"})
+    kinds = [o["kind"] for o in objs]
+    assert kinds == ["Secret", "Secret", "MultiKueueCluster", "MultiKueueCluster",
+                     "MultiKueueConfig", "AdmissionCheck"]  # fmt: skip
+    files = {"MultiKueueCluster": "multikueueclusters", "MultiKueueConfig": "multikueueconfigs",
+             "AdmissionCheck": "admissionchecks", "ClusterQueue": "clusterqueues"}  # fmt: skip
+    cqs = [o for o in M.kueue_objects(cfg) if o["kind"] == "ClusterQueue"]
+    for o in [*objs, *cqs]:
+        if o["kind"] in files:
+            crd = upstream_crds / "kueue" / f"kueue.x-k8s.io_{files[o['kind']]}.yaml"
+            assert crd_errors(o, crd, "v1beta2") == [], o["metadata"]["name"]
+        else:
+            assert k8s_errors(o) == [], o["metadata"]["name"]
+    east = objs[2]["spec"]["clusterSource"]["kubeConfig"]
+    assert east == {"locationType": "Secret", "location": "multikueue-east"}
+    assert objs[0]["stringData"] == {"kubeconfig": "kubeconfig-east"}
+    assert objs[4]["spec"]["clusters"] == ["east", "west"]
+    # every queue admits through MultiKueue
+    assert all(
+        q["spec"]["admissionChecksStrategy"] == {"admissionChecks": [{"name": MC.ADMISSION_CHECK}]}
+        for q in cqs
+    )
+    conf = json.loads(M.kueue_values(cfg)["managerConfig"]["controllerManagerConfigYaml"])
+    assert conf["multiKueue"] == {
+        "dispatcherName": "kueue.x-k8s.io/multikueue-dispatcher-incremental",
+        "workerLostTimeout": "15m",
+    }
+
+
+def test_a_worker_gets_a_scoped_service_account_and_no_admission_check() -> None:
+    cfg = validate_platform(stack(role="worker"))
+    objs = MK.worker_objects(cfg)
+    assert [o["kind"] for o in objs] == ["ServiceAccount", "ClusterRole", "ClusterRoleBinding",
+                                         "Secret"]  # fmt: skip
+    assert all(k8s_errors(o) == [] for o in objs)
+    rules = {(g, r): set(x["verbs"]) for x in objs[1]["rules"] for g in x["apiGroups"]
+             for r in x["resources"]}  # fmt: skip
+    # what MultiKueue does there, nothing more: no pods, no secrets, no wildcard
+    assert {g for g, _ in rules} == {"batch", "ray.io", "kueue.x-k8s.io"}
+    assert not any("*" in r or "*" in v for (_, r), v in rules.items())
+    assert ("", "secrets") not in rules and ("", "pods") not in rules
+    assert objs[3]["type"] == "kubernetes.io/service-account-token"
+    (cq,) = [o for o in M.kueue_objects(cfg) if o["kind"] == "ClusterQueue"]
+    assert "admissionChecksStrategy" not in cq["spec"]
+    conf = json.loads(M.kueue_values(cfg)["managerConfig"]["controllerManagerConfigYaml"])
+    assert "multiKueue" not in conf
+    assert MK.worker_objects(validate_platform(stack())) == []  # standalone: nothing
+
+
+def test_a_worker_kubeconfig_has_only_a_token() -> None:
+    kc = yaml.safe_load(MK.worker_kubeconfig("east", "https://east:443", "Q0E=", "tok"))
+    assert kc["users"] == [{"name": MC.WORKER_SERVICE_ACCOUNT, "user": {"token": "tok"}}]
+    assert kc["clusters"][0]["cluster"] == {
+        "server": "https://east:443",
+        "certificate-authority-data": "Q0E=",
+    }
+    assert kc["current-context"] == "east"
+
+
+def test_queues_that_differ_are_named() -> None:
+    manager = queue_signature(validate_platform(stack()))
+    assert MC.queue_differences(manager, manager, "east") == []
+    other = stack()
+    other["queues"]["clusterQueues"][0]["flavors"][0]["nominalQuota"] = {"nvidia.com/gpu": 1}
+    other["queues"]["clusterQueues"].append(
+        {"name": "extra", "flavors": [{"pool": "cpu", "nominalQuota": {"cpu": 2}}]}
+    )
+    other["workspaces"][0]["queues"].append("extra")
+    worker = queue_signature(validate_platform(other))
+    diff = MC.queue_differences(manager, worker, "east")
+    assert diff == [
+        "worker east has ClusterQueue extra, which the manager does not",
+        "worker east: ClusterQueue gpu quota of nvidia.com/gpu on a100 is '1', the manager's '2'",
+    ]
+    assert (
+        MC.queue_differences(worker, manager, "east")[0] == "worker east has no ClusterQueue extra"
+    )
+
+
+@pytest.mark.parametrize(
+    ("multi", "needle"),
+    [
+        ({"role": "manager"}, "a manager needs workers"),
+        ({"role": "worker", "workers": WORKERS}, "only a manager has workers"),
+        ({"role": "leader"}, "multiCluster.role"),
+        ({"role": "manager", "workers": [WORKERS[0], WORKERS[0]]}, "used twice: east"),
+        ({"role": "manager", "workers": [{"name": "East_1", "stack": "s"}]}, "DNS label"),
+        ({"role": "manager", "workers": WORKERS, "workerLostTimeout": "0s"}, "longer than 0"),
+        ({"role": "manager", "workers": WORKERS, "dispatcher": "Random"}, "dispatcher"),
+    ],
+)
+def test_bad_roles_are_refused(multi: dict[str, Any], needle: str) -> None:
+    with pytest.raises(PlatformConfigError) as e:
+        validate_platform(stack(**multi))
+    assert needle in str(e.value)
