@@ -26,6 +26,9 @@ WORKER_SERVICE_ACCOUNT = "taugrid-multikueue"
 KUBECONFIG_KEY = "kubeconfig"  # the key MultiKueue reads in a kubeconfig Secret
 KUBECONFIG_OUTPUT = "multikueueKubeconfig"  # the worker stack's output
 SIGNATURE_OUTPUT = "queueSignature"  # both stacks' output: what their queues are
+# what a stack reference reads in the offline plan (no other stack can be read there): the
+# queues are compared at `up`
+OFFLINE = "offline: compared at up"
 DISPATCHERS = {
     "Incremental": "kueue.x-k8s.io/multikueue-dispatcher-incremental",
     "AllAtOnce": "kueue.x-k8s.io/multikueue-dispatcher-all-at-once",
@@ -66,6 +69,18 @@ class MultiClusterSpec(_Model):
     workerLostTimeout: str = Field(
         "15m", description="A worker unreachable this long: its workloads go to another"
     )
+    server: str | None = Field(
+        None,
+        description="A worker's API server as the manager reaches it (https://...); default: "
+        "the server of the kubeconfig this stack deploys with",
+    )
+
+    @field_validator("server")
+    @classmethod
+    def _server(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith("https://"):
+            raise ValueError("must be an https:// address, e.g. https://east.example.com:443")
+        return v
 
     @field_validator("workerLostTimeout")
     @classmethod
@@ -82,6 +97,8 @@ class MultiClusterSpec(_Model):
             )
         if self.role != "manager" and self.workers:
             raise ValueError(f"only a manager has workers (this stack is a {self.role})")
+        if self.role != "worker" and self.server:
+            raise ValueError("only a worker has a server for the manager to reach")
         names = [w.name for w in self.workers]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:

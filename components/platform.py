@@ -19,6 +19,7 @@ from taugrid.components.gpu_node_pool import CpuNodePool, GpuNodePool
 from taugrid.components.helm import HELM, HelmComponent, Kueue
 from taugrid.components.kube import create_objects
 from taugrid.components.manifests import namespace
+from taugrid.components.multicluster import MultiKueueManager, MultiKueueWorker, server_of
 from taugrid.components.tau_cluster_profile import TauClusterProfile
 from taugrid.components.taugrid_crds import TauGridCrds
 from taugrid.components.workspace import Workspace
@@ -52,6 +53,7 @@ class Platform(pulumi.ComponentResource):
         if c.kueue.enabled:
             self.kueue = Kueue(cfg, provider, depends_on=pools, opts=me)
             queue_deps.append(self.kueue)
+        self._multicluster(cfg, provider, queue_deps, me)
         self.profile = TauClusterProfile(
             "tau-cluster", cfg, stack, provider, depends_on=[self.crds, *queue_deps], opts=me
         )
@@ -78,6 +80,33 @@ class Platform(pulumi.ComponentResource):
         self.register_outputs(
             {"profiles": self.profile.profiles, "workspaces": [w.ns for w in cfg.workspaces]}
         )
+
+    def _multicluster(
+        self,
+        cfg: PlatformConfig,
+        provider: k8s.Provider,
+        queue_deps: list[pulumi.Resource],
+        me: pulumi.ResourceOptions,
+    ) -> None:
+        """MultiKueue: a manager wires its workers (their stacks read); a worker publishes the
+        kubeconfig the manager uses."""
+        self.multikueue_kubeconfig: pulumi.Output[str] | None = None
+        role = cfg.multiCluster.role
+        if role == "manager":
+            MultiKueueManager(cfg, provider, queue_deps, opts=me)
+        elif role == "worker":
+            server: pulumi.Input[str]
+            if cfg.multiCluster.server:
+                server = cfg.multiCluster.server
+            elif self.kubeconfig is not None:
+                server = self.kubeconfig.apply(server_of)
+            else:
+                raise ValueError(
+                    "a worker on a cluster reached by a kubeconfig context needs "
+                    "multiCluster.server (the address the manager reaches it at)"
+                )
+            worker = MultiKueueWorker(cfg, provider, server, queue_deps, opts=me)
+            self.multikueue_kubeconfig = worker.kubeconfig
 
     def _node_components(
         self,

@@ -67,6 +67,8 @@ def _whole_numbers(value: Any) -> Any:
 def _mocks(inv: Inventory) -> Any:
     import pulumi
 
+    from taugrid.api import multicluster as MC
+
     class Mocks(pulumi.runtime.Mocks):
         def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
             _current.resource = Resource(
@@ -79,6 +81,11 @@ def _mocks(inv: Inventory) -> Any:
                 state["name"] = args.inputs.get("resourceName", args.name)
             if args.typ == "azure-native:resources:ResourceGroup":
                 state["name"] = args.inputs.get("resourceGroupName", args.name)
+            if args.typ == "pulumi:pulumi:StackReference":  # another stack: not readable here
+                state["outputs"] = {
+                    MC.KUBECONFIG_OUTPUT: FAKE_KUBECONFIG,
+                    MC.SIGNATURE_OUTPUT: MC.OFFLINE,
+                }
             return f"{args.name}-id", state
 
         def call(self, args: pulumi.runtime.MockCallArgs) -> Any:

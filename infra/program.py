@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pulumi
 
+from taugrid.api import multicluster as MC
 from taugrid.api.platform import PlatformConfig
-from taugrid.api.published import profile_snapshot, workspace_refs
+from taugrid.api.published import profile_snapshot, queue_signature, workspace_refs
 from taugrid.components.helm import HELM
 from taugrid.components.platform import Platform
 
@@ -22,6 +23,10 @@ def build(
     pulumi.export("profileSnapshot", profile_snapshot(cfg, stack))
     if cfg.teams:
         pulumi.export("teams", {t.name: t.weight for t in cfg.teams})
+    # what a MultiKueue manager compares before it wires this cluster, and how it reaches it
+    pulumi.export(MC.SIGNATURE_OUTPUT, queue_signature(cfg))
+    if platform.multikueue_kubeconfig is not None:
+        pulumi.export(MC.KUBECONFIG_OUTPUT, platform.multikueue_kubeconfig)
     # what this stack runs: a disabled component has no version here
     pulumi.export(
         "versions",

@@ -127,3 +127,34 @@ def test_bad_roles_are_refused(multi: dict[str, Any], needle: str) -> None:
     with pytest.raises(PlatformConfigError) as e:
         validate_platform(stack(**multi))
     assert needle in str(e.value)
+
+
+def test_the_program_wires_a_manager_and_a_worker_offline() -> None:
+    from taugrid.infra import plan
+
+    inv = plan.evaluate("mgr", validate_platform(stack(role="manager", workers=WORKERS)))
+    names = {r.name for r in inv.resources}
+    assert {"multikueuecluster-east", "multikueuecluster-west", "admissioncheck-taugrid-multikueue",
+            "secret-kueue-system-multikueue-east"} <= names  # fmt: skip
+    assert "multikueueKubeconfig" not in inv.exports and "queueSignature" in inv.exports
+    inv = plan.evaluate("wrk", validate_platform(stack(role="worker")))
+    assert "clusterrole-taugrid-multikueue" in {r.name for r in inv.resources}
+    kc = yaml.safe_load(inv.exports["multikueueKubeconfig"])
+    assert kc["users"][0]["name"] == MC.WORKER_SERVICE_ACCOUNT
+    assert inv.exports["queueSignature"] == queue_signature(validate_platform(stack()))
+
+
+def test_a_worker_is_wired_only_when_its_queues_match() -> None:
+    import pulumi
+
+    from taugrid.components.multicluster import checked_kubeconfig
+
+    own = queue_signature(validate_platform(stack()))
+    east = MC.WorkerRef(name="east", stack="org/taugrid/east")
+    assert checked_kubeconfig([own, "KC"], east, own) == "KC"
+    assert checked_kubeconfig([MC.OFFLINE, "KC"], east, own) == "KC"  # the offline plan
+    other = {**own, "gpu": {**own["gpu"], "cohort": "elsewhere"}}
+    with pytest.raises(pulumi.RunError, match="ClusterQueue gpu cohort is 'elsewhere'"):
+        checked_kubeconfig([other, "KC"], east, own)
+    with pytest.raises(pulumi.RunError, match="has no multikueueKubeconfig output"):
+        checked_kubeconfig([None, None], east, own)
