@@ -83,6 +83,9 @@ class ClusterFacts:
     kueue: list[dict[str, str]] | None = None  # the Kueue Workload's conditions; None: none yet
     cluster_queue: str | None = None
     queue: str | None = None  # the LocalQueue
+    # MultiKueue (a manager's Workload): the worker that runs it, or those offered it so far
+    worker: str | None = None
+    nominated: list[str] = field(default_factory=new_list)
     position: int | None = None
     position_note: str | None = None  # why the position is unknown
     pods: list[PodFact] = field(default_factory=new_list)

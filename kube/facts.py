@@ -299,6 +299,8 @@ def run_facts(
         kueue=kueue_conds,
         cluster_queue=cq,
         queue=queue,
+        worker=((kw or {}).get("status") or {}).get("clusterName"),
+        nominated=list(((kw or {}).get("status") or {}).get("nominatedClusterNames") or []),
         position=position,
         position_note=position_note,
         pods=facts,

@@ -171,11 +171,21 @@ def _admitted_cluster(c: ClusterFacts) -> Signal:
     adm = _cond(c, "Admitted")
     if adm and adm.get("status") == "True":
         cq = f" to ClusterQueue {c.cluster_queue}" if c.cluster_queue else ""
+        on = f", running on worker cluster {c.worker} (MultiKueue)" if c.worker else ""
         return Signal(
             name=name,
             state=SignalState.true,
             since=adm.get("lastTransitionTime"),
-            reason=f"admitted{cq}",
+            reason=f"admitted{cq}{on}",
+            evidence=ev,
+        )
+    if c.nominated:
+        return Signal(
+            name=name,
+            state=SignalState.pending,
+            since=(_cond(c, "QuotaReserved") or {}).get("lastTransitionTime"),
+            reason=f"offered to worker clusters {', '.join(c.nominated)} (MultiKueue): the "
+            "first to admit it runs it",
             evidence=ev,
         )
     if c.kueue is None:

@@ -279,3 +279,47 @@ def test_a_preemptor_the_user_cannot_see_is_said_so() -> None:
         "due to prioritization"
     )
     assert name_preemptor("no uid here", {}) == "no uid here"
+
+
+# --- MultiKueue: which worker cluster runs a run, or which were offered it ---------------------
+@pytest.mark.parametrize(
+    ("kstatus", "state", "needle"),
+    [
+        (
+            {"conditions": [{"type": "Admitted", "status": "True"}], "clusterName": "east",
+             "admission": {"clusterQueue": "gpu"}},
+            "true",
+            "admitted to ClusterQueue gpu, running on worker cluster east (MultiKueue)",
+        ),
+        (
+            {"conditions": [{"type": "QuotaReserved", "status": "True"}],
+             "nominatedClusterNames": ["east", "west"]},
+            "pending",
+            "offered to worker clusters east, west (MultiKueue): the first to admit it runs it",
+        ),
+        (
+            {"conditions": [{"type": "Admitted", "status": "True"}]},
+            "true",
+            "admitted",
+        ),
+    ],
+)  # fmt: skip
+def test_the_admitting_worker_cluster_is_named(
+    kstatus: dict[str, Any], state: str, needle: str
+) -> None:
+    from taugrid.api.observations import Observations
+    from taugrid.kube.facts import run_facts
+
+    rec = record("multi-00001")
+    kw = {
+        "metadata": {"name": "job-multi-00001", "namespace": "research"},
+        "spec": {"queueName": "gpu"},
+        "status": kstatus,
+    }
+    wl = {"metadata": {"name": "multi-00001", "namespace": "research"}, "spec": {}, "status": {}}
+    facts = run_facts(rec, True, wl, kw, [], {}, {}, True, "research")
+    adm = status.admitted(Observations(record=rec, history=[], now=0.0, owner_alive=None,
+                                       cluster=facts))  # fmt: skip
+    assert adm.state == state and adm.reason.startswith(needle)
+    if not kstatus.get("clusterName") and not kstatus.get("nominatedClusterNames"):
+        assert "MultiKueue" not in adm.reason  # one cluster: nothing said of workers
