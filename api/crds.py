@@ -556,7 +556,8 @@ def _structural(node: Any, defs: dict[str, Any]) -> Any:
             out[key] = True
             continue
         if key == "properties":
-            out["properties"] = {k: _structural(v, defs) for k, v in value.items()}
+            if value:  # none: left out, as the API server stores it (else every apply differs)
+                out["properties"] = {k: _structural(v, defs) for k, v in value.items()}
             continue
         if key in ("items", "additionalProperties"):
             out[key] = _structural(value, defs)

@@ -20,7 +20,12 @@ from sandboxkit import admin, gpu_rayjob, kube_env, sig, status, submit
 from taugrid.api import constants as C
 
 pytestmark = pytest.mark.e2e
-GPU_NODES = ["a100x1-0", "a100x1-1", "a100x1-2", "a100x1-3", "a100x2-0"]
+# the sandbox's GPU nodes: four a100x1, one a100x2, and the teams' six t4x1
+GPU_NODES = [
+    *(f"a100x1-{i}" for i in range(4)),
+    "a100x2-0",
+    *(f"t4x1-{i}" for i in range(6)),
+]
 TAINT = C.GPU_UNHEALTHY_TAINT
 DECLARER = "taugrid-sandbox"  # the field manager the sandbox applies the stack's objects with
 
@@ -353,8 +358,8 @@ def test_a_gpu_fault_quarantines_its_node_and_clearing_releases_it(
 
 
 def test_faults_on_most_gpu_nodes_trip_the_breaker(sandbox: Path, gpu_project: Path) -> None:
-    """5 GPU nodes, at most half may be quarantined at once: two faults are quarantined, the
-    third is held by the breaker. A run on the held node stays there, and says its GPU is
+    """11 GPU nodes, at most half may be quarantined at once: five faults are quarantined, the
+    sixth is held by the breaker. A run on the held node stays there, and says its GPU is
     unhealthy."""
     run_id = submit(sandbox, gpu_project)
     bad: list[str] = []
@@ -362,14 +367,14 @@ def test_faults_on_most_gpu_nodes_trip_the_breaker(sandbox: Path, gpu_project: P
         wait_until(lambda: status(sandbox, run_id)["phase"] == "Running", what="the run to start")
         where = sig(status(sandbox, run_id), "Scheduled")["reason"]
         held = next(w.rstrip(",") for w in where.split() if w.startswith("a100x1-"))
-        first = [n for n in GPU_NODES if n != held][:2]
+        first = [n for n in GPU_NODES if n != held][: len(GPU_NODES) // 2]
         bad = [*first, held]
         for n in first:
             _set_condition(sandbox, n, "True")
         wait_until(
             lambda: all(_quarantined(_node(sandbox, n)) for n in first),
-            timeout=10,
-            what="two quarantines",
+            timeout=30,
+            what="five quarantines",
         )
         _set_condition(sandbox, held, "True")
         tc = admin(sandbox).resources.get(api_version="tau.azure.com/v1alpha1", kind="TauCluster")

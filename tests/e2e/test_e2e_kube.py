@@ -26,7 +26,9 @@ def gpu_project(tmp_path: Path) -> Path:
 def test_profiles_and_workspaces_come_from_the_cluster(sandbox: Path) -> None:
     res = tau(sandbox, "profiles", "-o", "json", env=kube_env(sandbox))
     assert res.returncode == 0, res.stderr
-    assert [p["name"] for p in json.loads(res.stdout)] == ["a100x1", "a100x2", "cpu"]
+    # the teams' t4x1 profiles too (one per team's queue): the researcher sees every profile
+    names = [p["name"] for p in json.loads(res.stdout)]
+    assert names == ["a100x1", "a100x2", "cpu", "t4x1-vision", "t4x1-nlp", "t4x1-speech"]
     # alice is a member of research only: she may use exactly that workspace
     ws = json.loads(tau(sandbox, "workspaces", "-o", "json", env=kube_env(sandbox, "alice")).stdout)
     assert [w["name"] for w in ws] == ["research"] and ws[0]["default"] is True
@@ -219,7 +221,8 @@ def test_an_untolerated_taint_shows_failedschedulings_reason(
         st = status(sandbox, run_id)
         assert sig(st, "Admitted")["state"] == "true"
         reason = sig(st, "Scheduled")["reason"]
-        assert "untolerated taint" in reason and "3 node(s)" in reason  # the scheduler's words
+        # the scheduler's words (how many nodes of each kind depends on the sandbox's pools)
+        assert "untolerated taint" in reason and "nodes are available" in reason
         assert st["summary"].startswith("starting, but not scheduled:")
     finally:
         for n in names:

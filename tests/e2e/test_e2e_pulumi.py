@@ -188,8 +188,11 @@ def test_up_creates_the_platform_and_a_second_up_changes_nothing(
     crds = names(bare, "apiextensions.k8s.io/v1", "CustomResourceDefinition")
     assert {"runs.tau.azure.com", "clusters.tau.azure.com", "workspaces.tau.azure.com"} <= crds
     assert names(bare, "tau.azure.com/v1alpha1", "TauCluster", "taugrid-system") == {"cluster"}
-    # the teams' queues, and the active tier's validation queue (no quota of its own)
-    assert names(bare, "kueue.x-k8s.io/v1beta2", "ClusterQueue") == {"gpu", "cpu", "tau-validation"}
+    # the shared queues, the teams' (and the spare one they borrow from), and the active
+    # tier's validation queue (no quota of its own)
+    assert names(bare, "kueue.x-k8s.io/v1beta2", "ClusterQueue") == {
+        "gpu", "cpu", "spare", "vision", "nlp", "speech", "tau-validation"
+    }  # fmt: skip
     assert names(bare, "kueue.x-k8s.io/v1beta2", "LocalQueue", "research") == {"gpu", "cpu"}
     assert names(bare, "kueue.x-k8s.io/v1beta2", "LocalQueue", "taugrid-validation") == {
         "validation"
@@ -203,7 +206,9 @@ def test_up_creates_the_platform_and_a_second_up_changes_nothing(
     # researchers use what Pulumi made: profiles from its TauCluster, a run through its queues
     env = {"KUBECONFIG": tau(bare, "sandbox", "kubeconfig", "--as", "researcher").stdout.strip()}
     profiles = json.loads(tau(bare, "profiles", "-o", "json", env=env).stdout)
-    assert [p["name"] for p in profiles] == ["a100x1", "a100x2", "cpu"]
+    assert [p["name"] for p in profiles] == [
+        "a100x1", "a100x2", "cpu", "t4x1-vision", "t4x1-nlp", "t4x1-speech"
+    ]  # fmt: skip
     (tmp_path / "s.py").write_text("print('done')\n")
     (tmp_path / "tau.yaml").write_text(
         "schema_version: 1\nname: pu\nrun: {entrypoint: s.py, workload_kind: job}\n"
