@@ -46,6 +46,7 @@ def test_status_lists_every_component_running(sandbox: Path) -> None:
         "a100x1-2",
         "a100x1-3",
         "a100x2-0",
+        *(f"t4x1-{i}" for i in range(6)),  # the teams' pool
         "cpu-0",
         "cpu-1",
     ]
