@@ -64,12 +64,23 @@ def rows(now: datetime) -> tuple[dict[str, list[dict[str, Any]]], float]:
             )
             / 3600
         )
-        out[ws].append({
-            "run": f"{ws}-{i:05d}", "name": "train", "workspace": ws, "user": f"u{i % 37}",
-            "profile": "t4x1", "queue": ws, "flavor": "t4x1", "gpus": gpus, "cpus": 3.0 * gpus,
-            "created": k8s_time(created), "admitted": admitted, "ended": k8s_time(end),
-            "phase": "Succeeded",
-        })  # fmt: skip
+        out[ws].append(
+            {
+                "run": f"{ws}-{i:05d}",
+                "name": "train",
+                "workspace": ws,
+                "user": f"u{i % 37}",
+                "profile": "t4x1",
+                "queue": ws,
+                "flavor": "t4x1",
+                "gpus": gpus,
+                "cpus": 3.0 * gpus,
+                "created": k8s_time(created),
+                "admitted": admitted,
+                "ended": k8s_time(end),
+                "phase": "Succeeded",
+            }
+        )
     return out, truth
 
 
@@ -84,11 +95,15 @@ def fill(kube: Any, by_ws: dict[str, list[dict[str, Any]]]) -> int:
         for r in items:
             name = ledger_name(r["run"], r["created"])
             month = r["created"][:7]
-            obj = objs.setdefault(name, {
-                "apiVersion": C.API_VERSION, "kind": "TauUsage",
-                "metadata": {"name": name, "namespace": ws, "labels": {LEDGER_LABEL: month}},
-                "spec": {"month": month, "runs": {}},
-            })  # fmt: skip
+            obj = objs.setdefault(
+                name,
+                {
+                    "apiVersion": C.API_VERSION,
+                    "kind": "TauUsage",
+                    "metadata": {"name": name, "namespace": ws, "labels": {LEDGER_LABEL: month}},
+                    "spec": {"month": month, "runs": {}},
+                },
+            )
             obj["spec"]["runs"][r["run"]] = r
         for obj in objs.values():
             kube.create(obj)
@@ -137,9 +152,11 @@ def main() -> int:
             tau(env, "sandbox", "down")
     off = abs(total - truth) / truth
     print(f"ledger of {RUNS:,} runs: {size / 1e6:.1f} MB of JSON in etcd ({fill_s:.1f} s to write)")
-    print(f"tau usage --by team over {doc['runs']:,} runs: {usage_s:.2f} s "
-          f"(budget {USAGE_BUDGET_S} s); GPU-hours {total:,.1f} vs truth {truth:,.1f} "
-          f"({off:.4%} off, budget 1%)")  # fmt: skip
+    print(
+        f"tau usage --by team over {doc['runs']:,} runs: {usage_s:.2f} s "
+        f"(budget {USAGE_BUDGET_S} s); GPU-hours {total:,.1f} vs truth {truth:,.1f} "
+        f"({off:.4%} off, budget 1%)"
+    )
     print(f"tau usage --by user (table): {user_s:.2f} s")
     print(f"tau quota status: {quota_s:.2f} s (budget {QUOTA_BUDGET_S} s)")
     ok = usage_s <= USAGE_BUDGET_S and quota_s <= QUOTA_BUDGET_S and off <= 0.01

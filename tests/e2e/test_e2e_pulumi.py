@@ -191,8 +191,14 @@ def test_up_creates_the_platform_and_a_second_up_changes_nothing(
     # the shared queues, the teams' (and the spare one they borrow from), and the active
     # tier's validation queue (no quota of its own)
     assert names(bare, "kueue.x-k8s.io/v1beta2", "ClusterQueue") == {
-        "gpu", "cpu", "spare", "vision", "nlp", "speech", "tau-validation"
-    }  # fmt: skip
+        "gpu",
+        "cpu",
+        "spare",
+        "vision",
+        "nlp",
+        "speech",
+        "tau-validation",
+    }
     assert names(bare, "kueue.x-k8s.io/v1beta2", "LocalQueue", "research") == {"gpu", "cpu"}
     assert names(bare, "kueue.x-k8s.io/v1beta2", "LocalQueue", "taugrid-validation") == {
         "validation"
@@ -207,8 +213,13 @@ def test_up_creates_the_platform_and_a_second_up_changes_nothing(
     env = {"KUBECONFIG": tau(bare, "sandbox", "kubeconfig", "--as", "researcher").stdout.strip()}
     profiles = json.loads(tau(bare, "profiles", "-o", "json", env=env).stdout)
     assert [p["name"] for p in profiles] == [
-        "a100x1", "a100x2", "cpu", "t4x1-vision", "t4x1-nlp", "t4x1-speech"
-    ]  # fmt: skip
+        "a100x1",
+        "a100x2",
+        "cpu",
+        "t4x1-vision",
+        "t4x1-nlp",
+        "t4x1-speech",
+    ]
     (tmp_path / "s.py").write_text("print('done')\n")
     (tmp_path / "tau.yaml").write_text(
         "schema_version: 1\nname: pu\nrun: {entrypoint: s.py, workload_kind: job}\n"

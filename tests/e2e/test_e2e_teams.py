@@ -101,30 +101,40 @@ def share_while_both_wait(home: Path, tmp_path: Path, runs: list[tuple[str, str]
     end = now()
     assert (end - start).total_seconds() > length, "the window is too short to measure"
     teams = {"vision": "vision", "nlp": "nlp"}
-    got = {r.group: r.gpuHours for r in report(ledger_rows(home, tuple(teams)), "team", start,
-                                               end, teams)}  # fmt: skip
+    got = {
+        r.group: r.gpuHours
+        for r in report(ledger_rows(home, tuple(teams)), "team", start, end, teams)
+    }
     return got["vision"] / got["nlp"]
 
 
 def late_team_admitted(home: Path, tmp_path: Path, runs: list[tuple[str, str]]) -> datetime:
     """Every GPU held by runs far from their end, then speech asks for one: it gets it."""
     cancel_all(home, runs)
-    wait_until(lambda: all(r["used"] == 0 for r in shares(home).values()), timeout=120,
-               what="the GPUs to be free")  # fmt: skip
+    wait_until(
+        lambda: all(r["used"] == 0 for r in shares(home).values()),
+        timeout=120,
+        what="the GPUs to be free",
+    )
     since = now()
     long = [("vision", job(tmp_path / "vl", "vision", 900))] * 5 + [
         ("nlp", job(tmp_path / "nl", "nlp", 900))
     ] * 3
     runs += submit_many(home, long)
-    wait_until(lambda: (s := shares(home))["vision"]["used"] + s["nlp"]["used"] == 6,
-               timeout=120, what="the long runs to hold all six GPUs")  # fmt: skip
+    wait_until(
+        lambda: (s := shares(home))["vision"]["used"] + s["nlp"]["used"] == 6,
+        timeout=120,
+        what="the long runs to hold all six GPUs",
+    )
     long_ids = {r for _, r in runs[-8:]}
     runs += submit_many(home, [("speech", job(tmp_path / "s", "speech", 20))])
-    wait_until(lambda: shares(home)["speech"]["used"] >= 1, timeout=240,
-               what="speech to get a GPU")  # fmt: skip
+    wait_until(lambda: shares(home)["speech"]["used"] >= 1, timeout=240, what="speech to get a GPU")
     # no long run had ended: the GPU came from a preemption, not from a run's end
-    ended = [r.run for r in ledger_rows(home, ("vision", "nlp"))
-             if r.run in long_ids and any(iv.why == "Finished" for iv in r.admitted)]  # fmt: skip
+    ended = [
+        r.run
+        for r in ledger_rows(home, ("vision", "nlp"))
+        if r.run in long_ids and any(iv.why == "Finished" for iv in r.admitted)
+    ]
     assert ended == []
     s = shares(home)
     assert s["vision"]["used"] + s["nlp"]["used"] == 5  # one of theirs gave way
@@ -147,8 +157,17 @@ def test_two_teams_share_by_weight_and_a_late_team_preempts(sandbox: Path, tmp_p
             ]
 
         wait_until(preempted, timeout=60, what="the preempted admission in the ledger")
-        res = tau(sandbox, "usage", "--by", "team", "--since", "1h", "-o", "json",
-                  env=kube_env(sandbox, "admin"))  # fmt: skip
+        res = tau(
+            sandbox,
+            "usage",
+            "--by",
+            "team",
+            "--since",
+            "1h",
+            "-o",
+            "json",
+            env=kube_env(sandbox, "admin"),
+        )
         usage = {r["group"]: r for r in json.loads(res.stdout)["rows"]}
         lost = usage["vision"]["lostGpuHours"] + usage["nlp"]["lostGpuHours"]
         assert usage["vision"]["preemptions"] + usage["nlp"]["preemptions"] >= 1 and lost > 0
@@ -196,21 +215,39 @@ def test_usage_reconciles_with_kueue_outlives_the_run_and_follows_rbac(
         return rows if done else {}
 
     rows = wait_until(ledger, timeout=60, what="the ledger to close the three admissions")
-    ledger_s = sum(sum((parse_k8s_time(iv.end) - parse_k8s_time(iv.start)).total_seconds()  # type: ignore[operator]
-                       for iv in rows[i].admitted) for i in ids)  # fmt: skip
+    ledger_s = sum(
+        sum(
+            (parse_k8s_time(iv.end) - parse_k8s_time(iv.start)).total_seconds()  # type: ignore[operator]
+            for iv in rows[i].admitted
+        )
+        for i in ids
+    )
     kueue_s = sum((f - a).total_seconds() for a, f in (truth[i] for i in ids))
     assert ledger_s == pytest.approx(kueue_s, rel=0.01)
     # the script's truth: each run ran its length; admission adds only the start-up before it
     for (_, rid), length in zip(runs, lengths, strict=True):
-        held = sum((parse_k8s_time(iv.end) - parse_k8s_time(iv.start)).total_seconds()  # type: ignore[operator]
-                   for iv in rows[rid].admitted)  # fmt: skip
+        held = sum(
+            (parse_k8s_time(iv.end) - parse_k8s_time(iv.start)).total_seconds()  # type: ignore[operator]
+            for iv in rows[rid].admitted
+        )
         assert length <= held < length + 10, (rid, length, held)
 
     # the TauRun deleted: the ledger keeps the run
     trs = admin(sandbox).resources.get(api_version="tau.azure.com/v1alpha1", kind="TauRun")
     trs.delete(name=ids[0], namespace="speech")
-    res = tau(sandbox, "usage", "--workspace", "speech", "--by", "user", "--since", "1h", "-o",
-              "json", env=kube_env(sandbox, "erin"))  # fmt: skip
+    res = tau(
+        sandbox,
+        "usage",
+        "--workspace",
+        "speech",
+        "--by",
+        "user",
+        "--since",
+        "1h",
+        "-o",
+        "json",
+        env=kube_env(sandbox, "erin"),
+    )
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
     (erin,) = [r for r in doc["rows"] if r["group"] == "erin"]

@@ -286,14 +286,19 @@ def test_a_preemptor_the_user_cannot_see_is_said_so() -> None:
     ("kstatus", "state", "needle"),
     [
         (
-            {"conditions": [{"type": "Admitted", "status": "True"}], "clusterName": "east",
-             "admission": {"clusterQueue": "gpu"}},
+            {
+                "conditions": [{"type": "Admitted", "status": "True"}],
+                "clusterName": "east",
+                "admission": {"clusterQueue": "gpu"},
+            },
             "true",
             "admitted to ClusterQueue gpu, running on worker cluster east (MultiKueue)",
         ),
         (
-            {"conditions": [{"type": "QuotaReserved", "status": "True"}],
-             "nominatedClusterNames": ["east", "west"]},
+            {
+                "conditions": [{"type": "QuotaReserved", "status": "True"}],
+                "nominatedClusterNames": ["east", "west"],
+            },
             "pending",
             "offered to worker clusters east, west (MultiKueue): the first to admit it runs it",
         ),
@@ -303,7 +308,7 @@ def test_a_preemptor_the_user_cannot_see_is_said_so() -> None:
             "admitted",
         ),
     ],
-)  # fmt: skip
+)
 def test_the_admitting_worker_cluster_is_named(
     kstatus: dict[str, Any], state: str, needle: str
 ) -> None:
@@ -318,8 +323,9 @@ def test_the_admitting_worker_cluster_is_named(
     }
     wl = {"metadata": {"name": "multi-00001", "namespace": "research"}, "spec": {}, "status": {}}
     facts = run_facts(rec, True, wl, kw, [], {}, {}, True, "research")
-    adm = status.admitted(Observations(record=rec, history=[], now=0.0, owner_alive=None,
-                                       cluster=facts))  # fmt: skip
+    adm = status.admitted(
+        Observations(record=rec, history=[], now=0.0, owner_alive=None, cluster=facts)
+    )
     assert adm.state == state and adm.reason.startswith(needle)
     if not kstatus.get("clusterName") and not kstatus.get("nominatedClusterNames"):
         assert "MultiKueue" not in adm.reason  # one cluster: nothing said of workers

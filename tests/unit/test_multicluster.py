@@ -34,10 +34,20 @@ def test_a_managers_objects_are_valid_kueue_objects(upstream_crds: Path) -> None
     cfg = validate_platform(stack(role="manager", workers=WORKERS))
     objs = MK.manager_objects(cfg, {"east": "kubeconfig-east", "west": "kubeconfig-west"})
     kinds = [o["kind"] for o in objs]
-    assert kinds == ["Secret", "Secret", "MultiKueueCluster", "MultiKueueCluster",
-                     "MultiKueueConfig", "AdmissionCheck"]  # fmt: skip
-    files = {"MultiKueueCluster": "multikueueclusters", "MultiKueueConfig": "multikueueconfigs",
-             "AdmissionCheck": "admissionchecks", "ClusterQueue": "clusterqueues"}  # fmt: skip
+    assert kinds == [
+        "Secret",
+        "Secret",
+        "MultiKueueCluster",
+        "MultiKueueCluster",
+        "MultiKueueConfig",
+        "AdmissionCheck",
+    ]
+    files = {
+        "MultiKueueCluster": "multikueueclusters",
+        "MultiKueueConfig": "multikueueconfigs",
+        "AdmissionCheck": "admissionchecks",
+        "ClusterQueue": "clusterqueues",
+    }
     cqs = [o for o in M.kueue_objects(cfg) if o["kind"] == "ClusterQueue"]
     for o in [*objs, *cqs]:
         if o["kind"] in files:
@@ -64,11 +74,19 @@ def test_a_managers_objects_are_valid_kueue_objects(upstream_crds: Path) -> None
 def test_a_worker_gets_a_scoped_service_account_and_no_admission_check() -> None:
     cfg = validate_platform(stack(role="worker"))
     objs = MK.worker_objects(cfg)
-    assert [o["kind"] for o in objs] == ["ServiceAccount", "ClusterRole", "ClusterRoleBinding",
-                                         "Secret"]  # fmt: skip
+    assert [o["kind"] for o in objs] == [
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Secret",
+    ]
     assert all(k8s_errors(o) == [] for o in objs)
-    rules = {(g, r): set(x["verbs"]) for x in objs[1]["rules"] for g in x["apiGroups"]
-             for r in x["resources"]}  # fmt: skip
+    rules = {
+        (g, r): set(x["verbs"])
+        for x in objs[1]["rules"]
+        for g in x["apiGroups"]
+        for r in x["resources"]
+    }
     # what MultiKueue does there, nothing more: no pods, no secrets, no wildcard
     assert {g for g, _ in rules} == {"batch", "ray.io", "kueue.x-k8s.io"}
     assert not any("*" in r or "*" in v for (_, r), v in rules.items())
@@ -134,8 +152,12 @@ def test_the_program_wires_a_manager_and_a_worker_offline() -> None:
 
     inv = plan.evaluate("mgr", validate_platform(stack(role="manager", workers=WORKERS)))
     names = {r.name for r in inv.resources}
-    assert {"multikueuecluster-east", "multikueuecluster-west", "admissioncheck-taugrid-multikueue",
-            "secret-kueue-system-multikueue-east"} <= names  # fmt: skip
+    assert {
+        "multikueuecluster-east",
+        "multikueuecluster-west",
+        "admissioncheck-taugrid-multikueue",
+        "secret-kueue-system-multikueue-east",
+    } <= names
     assert "multikueueKubeconfig" not in inv.exports and "queueSignature" in inv.exports
     inv = plan.evaluate("wrk", validate_platform(stack(role="worker")))
     assert "clusterrole-taugrid-multikueue" in {r.name for r in inv.resources}

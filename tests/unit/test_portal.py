@@ -332,8 +332,9 @@ def test_the_queues_page_shows_teams_shares_when_the_stack_declares_teams(
 ) -> None:
     assert 'class="teams"' not in web.get("/queues").text  # no teams: no table
     tc = cluster.get("TauCluster", "cluster")
-    tc["spec"]["teams"] = [{"name": "research", "weight": 2, "queues": ["gpu"],
-                            "workspaces": ["research"]}]  # fmt: skip
+    tc["spec"]["teams"] = [
+        {"name": "research", "weight": 2, "queues": ["gpu"], "workspaces": ["research"]}
+    ]
     cluster.put("TauCluster", tc)
     text = web.get("/queues").text
     row = next(ln for ln in text.split("<tr") if 'data-team="research"' in ln)

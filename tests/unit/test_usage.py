@@ -83,8 +83,18 @@ def test_a_preempted_admission_is_kept_beside_the_next() -> None:
     r = advance(r, workload(("Admitted", 50, "")), "Running", None, None, None, now)
     assert [iv.start for iv in r.admitted] == [at(5), at(50)] and r.admitted[1].end is None
     # a stale look at the eviction (Kueue has not cleared it yet) changes nothing
-    assert advance(r, workload(("Admitted", 50, ""), ("Evicted", 35, "Preempted")), "Running",
-                   None, None, None, now) == r  # fmt: skip
+    assert (
+        advance(
+            r,
+            workload(("Admitted", 50, ""), ("Evicted", 35, "Preempted")),
+            "Running",
+            None,
+            None,
+            None,
+            now,
+        )
+        == r
+    )
 
 
 def test_busy_gpu_seconds_follow_sm_activity_to_the_end() -> None:
@@ -102,20 +112,57 @@ def rows_truth() -> list[UsageRow]:
     """A hand-made month: vision ran 2x 1 h on 2 GPUs (one preempted after 30 min and run
     again), nlp 1x 2 h on 1 GPU waiting 10 min; a CPU run of 4 cores for 1 h."""
     return [
-        UsageRow(run="a", workspace="cv", user="ana", gpus=2, cpus=16, queue="vision",
-                 flavor="a100x1", created=at(0),
-                 admitted=[Interval(start=at(0), end=at(60), why="Finished")]),
-        UsageRow(run="b", workspace="cv", user="ana", gpus=2, cpus=16, queue="vision",
-                 flavor="a100x1", created=at(0),
-                 admitted=[Interval(start=at(20), end=at(50), why="Preempted"),
-                           Interval(start=at(90), end=at(150), why="Finished")]),
-        UsageRow(run="c", workspace="text", user="bo", gpus=1, cpus=8, queue="nlp",
-                 flavor="a100x1", created=at(0), busyGpuSeconds=3600, busySm=0.5,
-                 busyAt=at(130), admitted=[Interval(start=at(10), end=at(130), why="Finished")]),
-        UsageRow(run="d", workspace="text", user="bo", gpus=0, cpus=4, queue="cpu",
-                 flavor="cpu", created=at(0),
-                 admitted=[Interval(start=at(0), end=at(60), why="Finished")]),
-    ]  # fmt: skip
+        UsageRow(
+            run="a",
+            workspace="cv",
+            user="ana",
+            gpus=2,
+            cpus=16,
+            queue="vision",
+            flavor="a100x1",
+            created=at(0),
+            admitted=[Interval(start=at(0), end=at(60), why="Finished")],
+        ),
+        UsageRow(
+            run="b",
+            workspace="cv",
+            user="ana",
+            gpus=2,
+            cpus=16,
+            queue="vision",
+            flavor="a100x1",
+            created=at(0),
+            admitted=[
+                Interval(start=at(20), end=at(50), why="Preempted"),
+                Interval(start=at(90), end=at(150), why="Finished"),
+            ],
+        ),
+        UsageRow(
+            run="c",
+            workspace="text",
+            user="bo",
+            gpus=1,
+            cpus=8,
+            queue="nlp",
+            flavor="a100x1",
+            created=at(0),
+            busyGpuSeconds=3600,
+            busySm=0.5,
+            busyAt=at(130),
+            admitted=[Interval(start=at(10), end=at(130), why="Finished")],
+        ),
+        UsageRow(
+            run="d",
+            workspace="text",
+            user="bo",
+            gpus=0,
+            cpus=4,
+            queue="cpu",
+            flavor="cpu",
+            created=at(0),
+            admitted=[Interval(start=at(0), end=at(60), why="Finished")],
+        ),
+    ]
 
 
 PRICES = {
@@ -143,8 +190,10 @@ def test_the_report_adds_up_to_the_truth_per_team() -> None:
 
 def test_the_window_clips_admissions_and_open_ones_count_to_its_end() -> None:
     rows = [*rows_truth(), row0(gpus=4, admitted=[Interval(start=at(100))])]
-    by_user = {r.group: r for r in report(rows, "user", T0 + timedelta(minutes=30),
-                                          T0 + timedelta(minutes=120), {})}  # fmt: skip
+    by_user = {
+        r.group: r
+        for r in report(rows, "user", T0 + timedelta(minutes=30), T0 + timedelta(minutes=120), {})
+    }
     # a: 30 min x 2; b: 20 (preempted part) + 30 min x 2
     assert by_user["ana"].gpuHours == pytest.approx(2 * 0.5 + 2 * (20 + 30) / 60, rel=1e-4)
     assert by_user["(none)"].gpuHours == pytest.approx(4 * 20 / 60, rel=1e-4)
@@ -154,8 +203,12 @@ def test_the_window_clips_admissions_and_open_ones_count_to_its_end() -> None:
 def test_idle_quota_is_nominal_less_what_anyone_held_of_it() -> None:
     # 3 h: vision holds 5 GPU-hours on a100x1 with 4 GPUs of its own (12 h nominal: 7 unused);
     # nlp holds 2 GPU-hours with none of its own (borrowed), the spare queue lends 2 GPUs (6 h)
-    nominal = {("vision", "a100x1"): 4, ("nlp", "a100x1"): 0, ("spare", "a100x1"): 2,
-               ("cpu", "cpu"): 0}  # fmt: skip
+    nominal = {
+        ("vision", "a100x1"): 4,
+        ("nlp", "a100x1"): 0,
+        ("spare", "a100x1"): 2,
+        ("cpu", "cpu"): 0,
+    }
     idle = idle_quota_hours(nominal, rows_truth(), T0, T0 + timedelta(hours=3))
     # the 2 borrowed GPU-hours come from vision's 7 and spare's 6 unused, 7:6
     assert idle == {
@@ -197,11 +250,20 @@ async def direct(fn: Any, *a: Any) -> Any:
 
 def taurun(run: str = "r1") -> dict[str, Any]:
     return {
-        "metadata": {"name": run, "namespace": "cv", "creationTimestamp": at(0),
-                     "annotations": {"tau.azure.com/cluster-user": "ana"}},
-        "spec": {"runId": run, "runName": "train", "workspace": "cv", "profile": "a100x1",
-                 "manifest": {"experiment": {"name": "sweep"}}},
-    }  # fmt: skip
+        "metadata": {
+            "name": run,
+            "namespace": "cv",
+            "creationTimestamp": at(0),
+            "annotations": {"tau.azure.com/cluster-user": "ana"},
+        },
+        "spec": {
+            "runId": run,
+            "runName": "train",
+            "workspace": "cv",
+            "profile": "a100x1",
+            "manifest": {"experiment": {"name": "sweep"}},
+        },
+    }
 
 
 def test_the_controllers_ledger_survives_a_restart_and_the_taurun() -> None:

@@ -38,8 +38,17 @@ def ledger(ns: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def row(run: str, ws: str, user: str, gpus: int, start: float, end: float | None) -> dict[str, Any]:
     iv = {"start": at(start), **({"end": at(end), "why": "Finished"} if end is not None else {})}
-    return {"run": run, "workspace": ws, "user": user, "gpus": gpus, "cpus": 4.0,
-            "queue": ws, "flavor": "t4x1", "created": at(start), "admitted": [iv]}  # fmt: skip
+    return {
+        "run": run,
+        "workspace": ws,
+        "user": user,
+        "gpus": gpus,
+        "cpus": 4.0,
+        "queue": ws,
+        "flavor": "t4x1",
+        "created": at(start),
+        "admitted": [iv],
+    }
 
 
 def cq(name: str, nominal: int, used: int, borrowed: int, pending: int = 0) -> dict[str, Any]:
@@ -48,17 +57,29 @@ def cq(name: str, nominal: int, used: int, borrowed: int, pending: int = 0) -> d
         "spec": {
             "cohortName": f"tau-grants-{name}",
             "resourceGroups": [
-                {"flavors": [{"name": "t4x1", "resources": [
-                    {"name": "nvidia.com/gpu", "nominalQuota": str(nominal)}]}]}
+                {
+                    "flavors": [
+                        {
+                            "name": "t4x1",
+                            "resources": [{"name": "nvidia.com/gpu", "nominalQuota": str(nominal)}],
+                        }
+                    ]
+                }
             ],
         },
         "status": {
             "pendingWorkloads": pending,
-            "flavorsUsage": [{"name": "t4x1", "resources": [
-                {"name": "nvidia.com/gpu", "total": str(used), "borrowed": str(borrowed)}]}],
+            "flavorsUsage": [
+                {
+                    "name": "t4x1",
+                    "resources": [
+                        {"name": "nvidia.com/gpu", "total": str(used), "borrowed": str(borrowed)}
+                    ],
+                }
+            ],
             "fairSharing": {"weightedShare": borrowed * 100},
         },
-    }  # fmt: skip
+    }
 
 
 def objects() -> dict[str, list[dict[str, Any]]]:
@@ -75,17 +96,32 @@ def objects() -> dict[str, list[dict[str, Any]]]:
                 {"name": "vision", "weight": 2, "queues": ["vision"], "workspaces": ["vision"]},
                 {"name": "nlp", "weight": 1, "queues": ["nlp"], "workspaces": ["nlp"]},
             ],
-            "prices": {"currency": "EUR", "pools": {"t4x1": {
-                "vmSize": "Standard_NC4as_T4_v3", "perNodeHour": 0.5, "gpusPerNode": 1,
-                "cpusPerNode": 4}}},
+            "prices": {
+                "currency": "EUR",
+                "pools": {
+                    "t4x1": {
+                        "vmSize": "Standard_NC4as_T4_v3",
+                        "perNodeHour": 0.5,
+                        "gpusPerNode": 1,
+                        "cpusPerNode": 4,
+                    }
+                },
+            },
         },
-    }  # fmt: skip
+    }
     waiting = {
         "metadata": {"name": "wl-1", "namespace": "nlp", "creationTimestamp": at(0.1)},
-        "status": {"conditions": [{"type": "QuotaReserved", "status": "False",
-                   "message": "couldn't assign flavors to pod set main: insufficient unused "
-                   "quota for nvidia.com/gpu in flavor t4x1, 1 more needed"}]},
-    }  # fmt: skip
+        "status": {
+            "conditions": [
+                {
+                    "type": "QuotaReserved",
+                    "status": "False",
+                    "message": "couldn't assign flavors to pod set main: insufficient unused "
+                    "quota for nvidia.com/gpu in flavor t4x1, 1 more needed",
+                }
+            ]
+        },
+    }
     return {
         "TauCluster": [tc],
         "TauUsage": [
