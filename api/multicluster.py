@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from taugrid.api import naming
 from taugrid.api.defaults import new_list
-from taugrid.api.teams import duration_seconds
+from taugrid.api.quantity import go_duration_seconds
 
 MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
 ADMISSION_CHECK = "taugrid-multikueue"
@@ -47,12 +47,7 @@ class WorkerRef(_Model):
         "stack of this project by name)",
     )
 
-    @field_validator("name")
-    @classmethod
-    def _dns(cls, v: str) -> str:
-        if not naming.is_dns_label(v):
-            raise ValueError("must be a DNS label: lowercase alphanumerics and '-', at most 63")
-        return v
+    _n = field_validator("name")(naming.dns_label)
 
 
 class MultiClusterSpec(_Model):
@@ -85,7 +80,7 @@ class MultiClusterSpec(_Model):
     @field_validator("workerLostTimeout")
     @classmethod
     def _duration(cls, v: str) -> str:
-        if duration_seconds(v) <= 0:
+        if go_duration_seconds(v) <= 0:
             raise ValueError("must be longer than 0, e.g. 15m")
         return v
 

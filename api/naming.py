@@ -21,6 +21,13 @@ def is_dns_label(value: str, limit: int = C.K8S_NAME_LIMIT) -> bool:
     return bool(DNS_LABEL.match(value)) and len(value) <= limit
 
 
+def dns_label(v: str) -> str:
+    """A pydantic field validator: `v` when it is a DNS label, else why not."""
+    if not is_dns_label(v):
+        raise ValueError("must be a DNS label: lowercase alphanumerics and '-', at most 63")
+    return v
+
+
 def is_run_id(value: str) -> bool:
     return bool(DNS_1035.match(value)) and len(value) <= RUN_ID_LIMIT
 

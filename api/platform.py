@@ -129,12 +129,6 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, defer_build=True)
 
 
-def _dns(v: str) -> str:
-    if not naming.is_dns_label(v):
-        raise ValueError("must be a DNS label: lowercase alphanumerics and '-', at most 63")
-    return v
-
-
 # --- cluster -------------------------------------------------------------------------------------
 class SystemPool(_Model):
     vmSize: str = "Standard_D4s_v5"
@@ -173,7 +167,7 @@ class AksClusterSpec(_Model):
     apiServer: ApiServerSpec = Field(default_factory=ApiServerSpec)
     tags: dict[str, str] = Field(default_factory=dict)
 
-    _v = field_validator("name")(_dns)
+    _v = field_validator("name")(naming.dns_label)
 
 
 class ExistingClusterSpec(_Model):
@@ -186,7 +180,7 @@ class ExistingClusterSpec(_Model):
     )
     context: str | None = Field(None, description="A context of the default kubeconfig")
 
-    _v = field_validator("name")(_dns)
+    _v = field_validator("name")(naming.dns_label)
 
     @model_validator(mode="after")
     def _one(self) -> ExistingClusterSpec:
@@ -409,7 +403,7 @@ class ClusterQueueSpec(_Model):
     preemption: Preemption = Field(default_factory=Preemption)
     queueingStrategy: Literal["BestEffortFIFO", "StrictFIFO"] = "BestEffortFIFO"
 
-    _v = field_validator("name")(_dns)
+    _v = field_validator("name")(naming.dns_label)
 
 
 class Queues(_Model):
@@ -420,7 +414,7 @@ class Queues(_Model):
         description="How Kueue shares between teams (used when teams are declared)",
     )
 
-    _v = field_validator("cohort")(_dns)
+    _v = field_validator("cohort")(naming.dns_label)
 
 
 class PriorityClass(_Model):
@@ -428,7 +422,7 @@ class PriorityClass(_Model):
     value: int = Field(ge=-2147483648, le=1000000000)
     description: str = ""
 
-    _v = field_validator("name")(_dns)
+    _v = field_validator("name")(naming.dns_label)
 
 
 def _default_priorities() -> list[PriorityClass]:
@@ -505,7 +499,7 @@ class WorkspaceSpec(_Model):
     storage: WorkspaceStorage = Field(default_factory=WorkspaceStorage)
     team: str | None = Field(None, description="The team it belongs to (teams[].name)")
 
-    _v = field_validator("name")(_dns)
+    _v = field_validator("name")(naming.dns_label)
 
     @property
     def ns(self) -> str:

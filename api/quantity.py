@@ -278,3 +278,17 @@ def duration(text: str) -> timedelta:
             f"{text!r} is not a duration: write a whole number and s, m, h or d (30m, 48h, 7d)"
         )
     return timedelta(**{_DURATION_UNITS[m[2]]: int(m[1])})
+
+
+_GO_DURATION = re.compile(r"^([0-9]+h)?([0-9]+m)?([0-9]+s)?$")
+
+
+def go_duration_seconds(v: str) -> int:
+    """A Go duration as Kueue's configuration takes it ('168h', '5m', '1h30m', '0s': whole
+    hours, minutes, seconds) in seconds; ValueError says the form. `duration` above is tau's
+    own (one unit, days allowed, never 0)."""
+    m = _GO_DURATION.match(v.strip())
+    if not v.strip() or m is None:
+        raise ValueError(f"{v!r} is not a duration: use hours, minutes, seconds, e.g. 168h or 5m")
+    h, mi, s = (int(g[:-1]) if g else 0 for g in m.groups())
+    return h * 3600 + mi * 60 + s

@@ -12,13 +12,13 @@ its share of its nodes' price (GPUs of a GPU node; cores of a CPU node) x admitt
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from taugrid.api import naming
 from taugrid.api.defaults import new_list
+from taugrid.api.quantity import go_duration_seconds
 
 
 class _Model(BaseModel):
@@ -41,18 +41,6 @@ def positive_weight(v: Any) -> Any:
     return v
 
 
-_DURATION = re.compile(r"^([0-9]+h)?([0-9]+m)?([0-9]+s)?$")
-
-
-def duration_seconds(v: str) -> int:
-    """'168h', '5m', '1h30m' -> seconds (Kubernetes' metav1.Duration, whole units only)."""
-    m = _DURATION.match(v.strip())
-    if not v.strip() or m is None:
-        raise ValueError(f"{v!r} is not a duration: use hours, minutes, seconds, e.g. 168h or 5m")
-    h, mi, s = (int(g[:-1]) if g else 0 for g in m.groups())
-    return h * 3600 + mi * 60 + s
-
-
 class Team(_Model):
     name: str
     weight: float = Field(
@@ -67,13 +55,7 @@ class Team(_Model):
     )
     description: str = ""
 
-    @field_validator("name")
-    @classmethod
-    def _name(cls, v: str) -> str:
-        if not naming.is_dns_label(v):
-            raise ValueError("must be a DNS label: lowercase alphanumerics and '-', at most 63")
-        return v
-
+    _n = field_validator("name")(naming.dns_label)
     _w = field_validator("weight", mode="before")(positive_weight)
 
     def owned(self) -> list[str]:
@@ -98,7 +80,7 @@ class FairSharingSpec(_Model):
     @field_validator("usageHalfLife", "usageSamplingInterval")
     @classmethod
     def _duration(cls, v: str) -> str:
-        duration_seconds(v)
+        go_duration_seconds(v)
         return v
 
     @field_validator("preemption")

@@ -52,7 +52,15 @@ def quota_status(team: str | None = None, *, context: str | None = None) -> list
     cqs = disc.kube.list("ClusterQueue")
     cohorts = disc.kube.list("Cohort")
     spaces = _namespaces(tc)
-    pending_teams = {t.name for t in teams if team is None or t.name == team}
+    waiting = {
+        cq["metadata"]["name"]
+        for cq in cqs
+        if int((cq.get("status") or {}).get("pendingWorkloads") or 0) > 0
+    }
+    # why a team waits is read only for the teams asked about whose queues have runs waiting
+    pending_teams = {
+        t.name for t in teams if (team is None or t.name == team) and waiting & set(t.queues)
+    }
     workloads: dict[str, list[dict[str, Any]]] = {}
     for t in teams:
         if t.name not in pending_teams:
@@ -152,19 +160,15 @@ def _nominal_gpus(kube: KubeAPI) -> dict[tuple[str, str], int]:
     """(ClusterQueue, flavor) -> its nominal GPUs (the validation queue left out)."""
     from taugrid.api import constants as C
     from taugrid.api.gpuactive import VALIDATION_CLUSTER_QUEUE
+    from taugrid.kube.fleet import queue_rows
 
-    out: dict[tuple[str, str], int] = {}
-    for cq in kube.list("ClusterQueue"):
-        name = cq["metadata"]["name"]
-        if name == VALIDATION_CLUSTER_QUEUE:
-            continue
-        for g in (cq.get("spec") or {}).get("resourceGroups") or []:
-            for f in g.get("flavors") or []:
-                for r in f.get("resources") or []:
-                    quota = str(r.get("nominalQuota", "0"))
-                    if r.get("name") == C.GPU_RESOURCE and quota.isdigit():
-                        out[(name, str(f.get("name")))] = int(quota)
-    return out
+    return {
+        (row.name, q.flavor): int(q.nominal)
+        for row in queue_rows(kube.list("ClusterQueue"))
+        if row.name != VALIDATION_CLUSTER_QUEUE
+        for q in row.quota
+        if q.resource == C.GPU_RESOURCE and q.nominal.isdigit()
+    }
 
 
 def usage(

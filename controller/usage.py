@@ -77,7 +77,6 @@ class UsageLedger:
         """The run as one record pass sees it: its row advanced; kept to write if it changed."""
         if not self.loaded:
             return
-        ns = key[0]
         old = self.rows.get(key) or fresh_row(taurun)
         use = status.gpuUse
         ended = status.completionTime if status.phase in TERMINAL else None
@@ -91,7 +90,7 @@ class UsageLedger:
             now,
         )
         if self.rows.get(key) != new:
-            self.rows[(ns, key[1])] = new
+            self.rows[key] = new
             self.pending[key] = new
             self._wake()
 

@@ -10,13 +10,14 @@ what the cohort borrows, in proportion to the quota it leaves unused (said in do
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from taugrid.api import constants as C
 from taugrid.api.gpuactive import VALIDATION_CLUSTER_QUEUE
 from taugrid.api.kueuewords import explain
+from taugrid.api.quantity import parse_quantity
 from taugrid.api.teams import TeamRef
+from taugrid.kube.fleet import QueueRow, queue_rows
 
 NO_TEAM = "(no team)"
 
@@ -42,29 +43,14 @@ class TeamShare:
         return asdict(self)
 
 
-def _num(v: Any) -> float:
-    try:
-        return float(Decimal(str(v).rstrip("m")) / (1000 if str(v).endswith("m") else 1))
-    except (InvalidOperation, ValueError):
-        return 0.0
-
-
-def _queue_numbers(cq: dict[str, Any], resource: str) -> tuple[float, float, float]:
+def _queue_numbers(row: QueueRow, resource: str) -> tuple[float, float, float]:
     """(nominal, used, borrowed) of one resource over the queue's flavors."""
-    nominal = sum(
-        _num(r.get("nominalQuota", 0))
-        for g in (cq.get("spec") or {}).get("resourceGroups") or []
-        for f in g.get("flavors") or []
-        for r in f.get("resources") or []
-        if r.get("name") == resource
-    )
-    used = borrowed = 0.0
-    for f in (cq.get("status") or {}).get("flavorsUsage") or []:
-        for r in f.get("resources") or []:
-            if r.get("name") == resource:
-                used += _num(r.get("total", 0))
-                borrowed += _num(r.get("borrowed", 0))
-    return nominal, used, borrowed
+    quota = [q for q in row.quota if q.resource == resource]
+
+    def total(field: str) -> float:
+        return float(sum(parse_quantity(getattr(q, field)) for q in quota))
+
+    return total("nominal"), total("used"), total("borrowed")
 
 
 def _first_pending_reason(workloads: list[dict[str, Any]], queue: str | None) -> str:
@@ -165,9 +151,8 @@ def team_shares(
         if name != VALIDATION_CLUSTER_QUEUE:
             by_team.setdefault(owner.get(name, NO_TEAM), []).append(cq)
     numbers = {
-        cq["metadata"]["name"]: _queue_numbers(cq, resource)
-        for cqs in by_team.values()
-        for cq in cqs
+        row.name: _queue_numbers(row, resource)
+        for row in queue_rows([cq for cqs in by_team.values() for cq in cqs])
     }
     co = _Cohort(
         numbers=numbers,

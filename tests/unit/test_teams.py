@@ -14,7 +14,7 @@ import yaml
 from conftest import SMALL_PLATFORM
 
 from taugrid.api.platform import PlatformConfigError, validate_platform
-from taugrid.api.teams import duration_seconds
+from taugrid.api.quantity import go_duration_seconds
 from taugrid.cli.app import main
 from taugrid.components import manifests as M
 
@@ -157,11 +157,11 @@ def test_bad_fair_sharing_settings(fair: dict[str, Any], needle: str) -> None:
 
 
 def test_durations() -> None:
-    assert duration_seconds("168h") == 168 * 3600
-    assert duration_seconds("1h30m") == 5400
-    assert duration_seconds("45s") == 45
+    assert go_duration_seconds("168h") == 168 * 3600
+    assert go_duration_seconds("1h30m") == 5400
+    assert go_duration_seconds("45s") == 45
     with pytest.raises(ValueError, match="not a duration"):
-        duration_seconds("5 minutes")
+        go_duration_seconds("5 minutes")
 
 
 def test_plan_shows_the_weights_and_refuses_a_zero_weight(
