@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 import os
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -181,6 +182,29 @@ def retrying(inner: Any) -> Any:
 
 # the Table form of a LIST (printer columns only): `kubectl get`'s
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io, application/json"
+
+
+# What a kubelet writes INTO a log's body (HTTP 200) when the container or its log file is gone
+# (removed after its pod ended, garbage-collected): `kubectl logs` prints it as if the program had.
+_KUBELET_LOG_GONE = (
+    re.compile(r"unable to retrieve container logs for [a-z0-9.-]+://[0-9a-f]+\s*"),
+    re.compile(r"failed to try resolving symlinks in path \S+: .*no such file or directory\s*"),
+)
+
+
+def checked_log(lines: Iterator[str], pod: str) -> Iterator[str]:
+    """A container's log lines, or a TauError when the first is the kubelet saying the log is
+    gone: a caller that has a copy elsewhere then reads that, and nobody takes it for output."""
+    first = next(lines, None)
+    if first is None:
+        return
+    if any(p.fullmatch(first) for p in _KUBELET_LOG_GONE):
+        raise TauError(
+            f"the node no longer has the log of pod {pod} (the kubelet says: {first.strip()})",
+            exit_code=EXIT_PLATFORM,
+        )
+    yield first
+    yield from lines
 
 
 def objects_from_table(
@@ -543,7 +567,8 @@ class Kube:
         """A container's log, line by line (follow: until the container ends)."""
         kind = KINDS["Pod"]
         with self.errors("get logs of", kind, namespace):
-            yield from self.client.log(pod, namespace=namespace, container=container, follow=follow)
+            raw = self.client.log(pod, namespace=namespace, container=container, follow=follow)
+            yield from checked_log(iter(raw), pod)
 
     def watch(
         self, kind_name: str, namespace: str | None = None, labels: dict[str, str] | None = None

@@ -20,7 +20,7 @@ from typing import Any
 
 from taugrid.api.errors import TauError
 from taugrid.api.kubetime import k8s_time
-from taugrid.kube.client import FIELD_MANAGER, Forbidden, Reply
+from taugrid.kube.client import FIELD_MANAGER, Forbidden, Reply, checked_log
 from taugrid.kube.kinds import KINDS
 
 NOT_SERVED = "Kueue's visibility API (pendingworkloads) is not served here"
@@ -200,7 +200,7 @@ class FakeKube:
         self._check("log", "Pod", namespace)
         if pod not in self.logs:
             raise TauError(f"no log of pod {pod}", exit_code=4)
-        yield from self.logs[pod]
+        yield from checked_log(iter(self.logs[pod]), pod)
 
     def watch(
         self, kind_name: str, namespace: str | None = None, labels: dict[str, str] | None = None

@@ -344,6 +344,56 @@ def test_a_kubelet_that_serves_no_log_is_said_in_words() -> None:
     assert _log_note("something else") == "something else"
 
 
+def test_a_log_the_node_no_longer_has_is_read_from_the_volume_not_printed_as_output(
+    home: Path, fake: FakeKube, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kubelet whose container (or log file) is gone answers 200 with its own sentence as the
+    log's body. That is not the program's output: tau reads the copy on the workspace volume."""
+    import io
+
+    from taugrid.api import constants as C
+    from taugrid.runs.backends.kube.reads import KubeReads
+
+    backend = KubeBackend(kube=fake)
+    rd = backend.submit(prepared(backend, home), SubmitOptions(), lambda _m: None)
+    fake.objects[("Job", "research", rd.run_id)]["status"] = {
+        "succeeded": 1,
+        "conditions": [{"type": "Complete", "status": "True"}],
+    }
+    labels = {C.LABEL_RUN_ID: rd.run_id}
+    fake.put(
+        "Pod",
+        {
+            "metadata": {"name": "p0", "namespace": "research", "labels": labels},
+            "spec": {"containers": [{"name": "main"}]},
+        },
+    )
+    read: list[str] = []
+
+    def volume(self: KubeReads, rec: Any, path: str, out: Any) -> int:
+        read.append(path)
+        out.write("step 1 loss 0.5\n")
+        return 1
+
+    monkeypatch.setattr(KubeReads, "_read_volume", volume)
+    for gone in (
+        "unable to retrieve container logs for containerd://fdcdcbc6e263b0d5e9",
+        'failed to try resolving symlinks in path "/var/log/pods/research_p0_1/main/0.log": '
+        "lstat /var/log/pods/research_p0_1/main/0.log: no such file or directory\n",
+    ):
+        fake.logs["p0"] = [gone]
+        out = io.StringIO()
+        backend.logs(rd, out)
+        assert out.getvalue() == "step 1 loss 0.5\n" and read[-1].endswith("logs/driver.log")
+    # the same words inside a program's output are its output
+    read.clear()
+    fake.logs["p0"] = ["hello\n", "unable to retrieve container logs for containerd://ab\n"]
+    out = io.StringIO()
+    backend.logs(rd, out)
+    assert out.getvalue().startswith("hello\n") and "unable to retrieve" in out.getvalue()
+    assert read == []
+
+
 def test_the_experiment_is_in_the_record_the_taurun_and_the_status(
     home: Path, fake: FakeKube, monkeypatch: pytest.MonkeyPatch
 ) -> None:
