@@ -102,6 +102,7 @@ class Connected:
     _context: str | None = None
     _kube: KubeAPI | None = None
     _discovery: Discovery | None = None
+    _workers: dict[str, KubeAPI] | None = None  # MultiKueue workers' clients, by name
 
     @property
     def kube(self) -> KubeAPI:
@@ -110,6 +111,26 @@ class Connected:
 
             self._kube = Kube(self._context)
         return self._kube
+
+    def worker(self, name: str) -> KubeAPI:
+        """The client of a MultiKueue worker cluster this cluster dispatched a run to: the
+        kubeconfig's context of the worker's name (a test sets `_workers`)."""
+        if self._workers is None:
+            self._workers = {}
+        if name not in self._workers:
+            from taugrid.kube.client import Kube
+
+            try:
+                self._workers[name] = Kube(name)
+            except TauError as e:
+                raise TauError(
+                    f"the run runs on worker cluster {name} (MultiKueue), which this kubeconfig "
+                    f"cannot reach: {e.message}",
+                    exit_code=EXIT_PLATFORM,
+                    hint=f"add a context named {name} for that cluster to your kubeconfig "
+                    "(your platform team has its server; `tau sandbox kubeconfig` has them all)",
+                ) from None
+        return self._workers[name]
 
     @property
     def discovery(self) -> Discovery:

@@ -370,7 +370,7 @@ def test_a_log_the_node_no_longer_has_is_read_from_the_volume_not_printed_as_out
     )
     read: list[str] = []
 
-    def volume(self: KubeReads, rec: Any, path: str, out: Any) -> int:
+    def volume(self: KubeReads, kube: Any, rec: Any, path: str, out: Any) -> int:
         read.append(path)
         out.write("step 1 loss 0.5\n")
         return 1
@@ -392,6 +392,59 @@ def test_a_log_the_node_no_longer_has_is_read_from_the_volume_not_printed_as_out
     backend.logs(rd, out)
     assert out.getvalue().startswith("hello\n") and "unable to retrieve" in out.getvalue()
     assert read == []
+
+
+def test_a_run_dispatched_to_a_worker_cluster_is_read_there(
+    home: Path, fake: FakeKube, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MultiKueue runs a manager's run on a worker: its pods and its volume are the worker's.
+    `tau run logs` finds the worker from the manager's Workload and reads the worker's pod; a
+    kubeconfig without a context of the worker's name is told how to reach it."""
+    import io
+
+    from taugrid.api import constants as C
+
+    backend = KubeBackend(kube=fake)
+    rd = backend.submit(prepared(backend, home), SubmitOptions(), lambda _m: None)
+    owner = [{"kind": "Job", "name": rd.run_id, "uid": "u1", "apiVersion": "batch/v1"}]
+    fake.put(
+        "Workload",
+        {
+            "metadata": {
+                "name": f"job-{rd.run_id}",
+                "namespace": "research",
+                "ownerReferences": owner,
+            },
+            "status": {"clusterName": "worker-1"},
+        },
+    )
+    worker = FakeKube({})
+    labels = {C.LABEL_RUN_ID: rd.run_id}
+    pod = {"name": "p0", "namespace": "research", "labels": labels}
+    worker.put("Pod", {"metadata": pod, "spec": {"containers": [{"name": "main"}]}})
+    worker.logs["p0"] = ["epoch 1 on the worker\n"]
+    assert backend.worker_of(rd.read_record()) == "worker-1"
+    backend._workers = {"worker-1": worker}
+    out = io.StringIO()
+    backend.logs(rd, out)
+    assert out.getvalue() == "epoch 1 on the worker\n"
+    # the record (pull) is the worker's volume too
+    assert backend.record_source(rd).files.kube is worker
+    # no context for the worker: said, with the fix
+    backend._workers = None
+    cfg = tmp_path / "kubeconfig"
+    cfg.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: m\n"
+        "clusters: [{name: m, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: m, context: {cluster: m, user: u}}]\n"
+    )
+    monkeypatch.setenv("KUBECONFIG", str(cfg))
+    with pytest.raises(TauError) as e:
+        backend.logs(rd, io.StringIO())
+    assert "worker cluster worker-1" in e.value.message and "context named worker-1" in (
+        e.value.hint or ""
+    )
 
 
 def test_the_experiment_is_in_the_record_the_taurun_and_the_status(

@@ -384,7 +384,8 @@ class KubeBackend(KubeReads, Template):
     def record_source(self, run: RunDir) -> VolumeRecord:
         from taugrid.runs.backends.kube.volume import VolumeRecord
 
-        return VolumeRecord(self.kube, run.read_record())
+        rec = run.read_record()
+        return VolumeRecord(self.placed(rec), rec)
 
     # --- resume ---------------------------------------------------------------------------------
     def newest_checkpoint(self, run: RunDir) -> str | None:

@@ -333,10 +333,33 @@ class KubeReads(Connected):
                 continue
             feed.wait(FOLLOW_FALLBACK_S)
 
-    def _driver_pod(self, rec: RunRecord) -> tuple[str, str] | None:
+    def worker_of(self, rec: RunRecord) -> str | None:
+        """The MultiKueue worker cluster the run's Workload was dispatched to (None: it runs
+        here, or nowhere yet)."""
+        ns = handle_of(rec).namespace
+        try:
+            workloads = self.kube.list("Workload", ns)
+        except TauError:  # no Kueue, or not readable: the run's pods are here if anywhere
+            return None
+        for w in workloads:
+            if any(r.get("name") == rec.run_id for r in w["metadata"].get("ownerReferences") or []):
+                name = (w.get("status") or {}).get("clusterName")
+                return str(name) if name else None
+        return None
+
+    def placed(self, rec: RunRecord) -> KubeAPI:
+        """The client of the cluster whose pods run the run and whose workspace volume holds
+        its record: this one, or the worker it was dispatched to."""
+        worker = self.worker_of(rec)
+        if worker is None:
+            return self.kube
+        _say(f"{rec.run_id} runs on worker cluster {worker} (MultiKueue): reading it there")
+        return self.worker(worker)
+
+    def _driver_pod(self, rec: RunRecord, kube: KubeAPI) -> tuple[str, str] | None:
         """(pod, container) that runs the entrypoint: the Job's pod, or a RayJob's head."""
         ns = handle_of(rec).namespace
-        pods = self.kube.list("Pod", ns, {C.LABEL_RUN_ID: rec.run_id})
+        pods = kube.list("Pod", ns, {C.LABEL_RUN_ID: rec.run_id})
         if rec.workload_kind == "rayjob":
             pods = [
                 p
@@ -359,11 +382,14 @@ class KubeReads(Connected):
         the copy the launcher kept on the workspace volume, through a reader job."""
         rec = run.read_record()
         ns = handle_of(rec).namespace
-        found = self._driver_pod(rec)
+        kube = self.kube
+        found = self._driver_pod(rec, kube)
+        if found is None and (kube := self.placed(rec)) is not self.kube:
+            found = self._driver_pod(rec, kube)
         pvc_path = f"{C.run_dir(rec.run_id)}/logs/driver.log"
         if found is None:
             if not follow and self._ended(run):
-                return self._read_volume(rec, pvc_path, out)
+                return self._read_volume(kube, rec, pvc_path, out)
             raise TauError(
                 f"no pod of {rec.run_id} runs now (not started yet, or gone): its log is "
                 f"kept on the workspace PVC at {pvc_path}",
@@ -373,7 +399,7 @@ class KubeReads(Connected):
         pod, container = found
         n = 0
         try:
-            for line in self.kube.log_lines(pod, ns, container, follow=follow):
+            for line in kube.log_lines(pod, ns, container, follow=follow):
                 n += 1
                 if n > skip:
                     out.write(line if line.endswith("\n") else line + "\n")
@@ -384,7 +410,7 @@ class KubeReads(Connected):
                     f"the log of pod {pod} is not available from the cluster "
                     f"({_log_note(e.message)})"
                 )
-                return self._read_volume(rec, pvc_path, out)
+                return self._read_volume(kube, rec, pvc_path, out)
             raise TauError(
                 f"the log of pod {pod} is not available from the cluster ({_log_note(e.message)}); "
                 f"the run also keeps it on the workspace PVC at {pvc_path}",
@@ -397,11 +423,11 @@ class KubeReads(Connected):
 
         return effective_phase(self.observe([run])[0])[0] in TERMINAL
 
-    def _read_volume(self, rec: RunRecord, path: str, out: TextIO) -> int:
+    def _read_volume(self, kube: KubeAPI, rec: RunRecord, path: str, out: TextIO) -> int:
         """The launcher's copy of the log on the workspace volume, through its file server."""
         from taugrid.runs.backends.kube.volume import VolumeRecord
 
-        source = VolumeRecord(self.kube, rec)
+        source = VolumeRecord(kube, rec)
         _say(f"reading {path} from {source.where}")
         rel = path.removeprefix(C.run_dir(rec.run_id) + "/")
         n, rest = 0, b""
