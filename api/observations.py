@@ -86,6 +86,9 @@ class ClusterFacts:
     # MultiKueue (a manager's Workload): the worker that runs it, or those offered it so far
     worker: str | None = None
     nominated: list[str] = field(default_factory=new_list)
+    # a dispatched run's pods are the worker's: how many are ready there, as the workload's
+    # status (MultiKueue copies it back) says (None: not said)
+    remote_ready: int | None = None
     position: int | None = None
     position_note: str | None = None  # why the position is unknown
     pods: list[PodFact] = field(default_factory=new_list)

@@ -25,6 +25,11 @@ def _usage(state: Any) -> str:
             if state.real_nodes
             else ""
         )
+        + "".join(
+            f"\n  MultiKueue worker {name}: API server {w['api']}, {len(w['nodes'])} KWOK nodes "
+            f"(kubeconfig context {name})"
+            for name, w in state.workers.items()
+        )
         + "\n"
         "  kubeconfig (admin):      tau sandbox kubeconfig\n"
         "  kubeconfig (researcher): tau sandbox kubeconfig --as researcher\n"
@@ -64,12 +69,22 @@ def sandbox_up(
             "the fastest start.",
         ),
     ] = None,
+    clusters: Annotated[
+        int,
+        typer.Option(
+            "--clusters",
+            min=1,
+            max=3,
+            help="2 or 3: a MultiKueue manager (this sandbox's API server) and 1 or 2 workers, "
+            "each its own control plane; runs submitted here are dispatched to the workers",
+        ),
+    ] = 1,
 ) -> None:
     """Start the sandbox (idempotent) and install the stack's platform objects."""
     from taugrid.sandbox import cluster as sandbox
 
     state, started = sandbox.up(
-        say, stack, stacks_dir, platform=not no_platform, real_nodes=real_nodes
+        say, stack, stacks_dir, platform=not no_platform, real_nodes=real_nodes, clusters=clusters
     )
     if not started:
         say("the sandbox is already up")
@@ -110,6 +125,9 @@ def sandbox_status(output: JsonOpt = ReportFormat.text) -> None:
                     "stack": state.stack,
                     "nodes": state.nodes,
                     "real_nodes": state.real_nodes,
+                    "workers": {
+                        n: {"api": w["api"], "nodes": w["nodes"]} for n, w in state.workers.items()
+                    },
                     "components": rows,
                 }
             )
@@ -129,6 +147,8 @@ def sandbox_status(output: JsonOpt = ReportFormat.text) -> None:
         lines.append(f"  KWOK nodes: {', '.join(state.nodes)}")
         if state.real_nodes:
             lines.append(f"  real nodes: {', '.join(state.real_nodes)}")
+        for name, w in state.workers.items():
+            lines.append(f"  MultiKueue worker {name}: API server {w['api']}")
         out("\n".join(lines))
     if not ready:
         raise typer.Exit(4)

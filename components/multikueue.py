@@ -100,8 +100,9 @@ def manager_objects(cfg: PlatformConfig, kubeconfigs: dict[str, Any]) -> list[di
     return [*secrets, *clusters, config, check]
 
 
-# What MultiKueue does on a worker: creates, watches and deletes the run's Job or RayJob and its
-# Workload (and the Workload's status), reads the queues it lands in. Nothing else.
+# What MultiKueue does on a worker: creates, watches and deletes the run's Job or RayJob (or a
+# RayCluster, RayService) and its Workload (and the Workload's status), reads the queues it lands
+# in. Nothing else.
 WORKER_RULES: list[dict[str, Any]] = [
     {
         "apiGroups": ["batch"],
@@ -115,6 +116,18 @@ WORKER_RULES: list[dict[str, Any]] = [
         "verbs": ["create", "delete", "get", "list", "watch"],
     },
     {"apiGroups": ["ray.io"], "resources": ["rayjobs/status"], "verbs": ["get"]},
+    # MultiKueue watches every kind Kueue integrates (the sandbox's and the chart's: RayClusters
+    # and RayServices too): a worker it may not watch them on never becomes Active
+    {
+        "apiGroups": ["ray.io"],
+        "resources": ["rayclusters", "rayservices"],
+        "verbs": ["create", "delete", "get", "list", "watch"],
+    },
+    {
+        "apiGroups": ["ray.io"],
+        "resources": ["rayclusters/status", "rayservices/status"],
+        "verbs": ["get"],
+    },
     {
         "apiGroups": ["kueue.x-k8s.io"],
         "resources": ["workloads"],

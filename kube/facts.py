@@ -301,6 +301,7 @@ def run_facts(
         queue=queue,
         worker=((kw or {}).get("status") or {}).get("clusterName"),
         nominated=list(((kw or {}).get("status") or {}).get("nominatedClusterNames") or []),
+        remote_ready=w.ready if not pods else None,
         position=position,
         position_note=position_note,
         pods=facts,
@@ -320,6 +321,7 @@ class _WorkloadFacts:
     finished: str | None = None  # Succeeded / Failed, as the Job or RayJob says
     message: str | None = None
     retries: int = 0
+    ready: int | None = None  # pods ready, as the Job or RayJob says
 
 
 def _workload_facts(rec: RunRecord, workload: dict[str, Any] | None) -> _WorkloadFacts:
@@ -341,11 +343,13 @@ def _workload_facts(rec: RunRecord, workload: dict[str, Any] | None) -> _Workloa
         elif js in ("FAILED", "STOPPED") or ds == "Failed":
             out.finished = "Failed"
         out.message = status.get("message") or (f"RayJob {ds}" if ds else None)
+        out.ready = 1 if ds == "Running" else 0  # its driver runs (the head and submitter)
         return out
     conds = {c["type"]: c for c in status.get("conditions") or [] if c.get("status") == "True"}
     # each failed pod was followed by another attempt, but the one that failed the Job
     failed_pods = int(status.get("failed") or 0)
     out.retries = max(failed_pods - 1, 0) if "Failed" in conds else failed_pods
+    out.ready = int(status.get("ready") or 0)
     if "Complete" in conds:
         out.finished, out.message = "Succeeded", "the Job completed"
     elif "Failed" in conds:

@@ -88,6 +88,8 @@ def cluster_phase(o: Observations) -> tuple[Phase, str | None]:
             return Phase.Pending, NOT_SENT.format(run=rec.run_id)
         return Phase.Failed, "its TauRun and workload are gone from the cluster (deleted?)"
     if _true(c, "Admitted"):
+        if c.worker and not c.pods and c.remote_ready:
+            return Phase.Running, f"running on worker cluster {c.worker} ({_ready(c)})"
         running = [p for p in c.pods if p.phase == "Running"]
         ranks = nodes_summary(c.pods, rec.workers)
         if running and len(running) == len(c.pods) and len(c.pods) >= rec.workers:
@@ -295,6 +297,10 @@ def _waiting_words(p: PodFact) -> str:
     return f"{where}, but {what} ({reason}{': ' + detail if detail else ''})"
 
 
+def _ready(c: ClusterFacts) -> str:
+    return f"{c.remote_ready} pod(s) ready"
+
+
 def _scheduled_cluster(c: ClusterFacts) -> Signal:
     name, ev = SignalName.Scheduled, "pods, events"
     stuck = _pod_not_placed(c)
@@ -330,6 +336,18 @@ def _scheduled_cluster(c: ClusterFacts) -> Signal:
         )
     if c.finished:
         return Signal(name=name, state=SignalState.true, reason="the workload ran", evidence=ev)
+    if c.worker and not c.pods:
+        if c.remote_ready:
+            where = f"{_ready(c)} on worker cluster {c.worker}"
+            return Signal(
+                name=name, state=SignalState.true, reason=where, evidence="workload status"
+            )
+        return Signal(
+            name=name,
+            state=SignalState.pending,
+            reason=f"waiting for pods on worker cluster {c.worker}",
+            evidence="workload status",
+        )
     if not _true(c, "Admitted"):
         return Signal(name=name, state=SignalState.pending, reason="not admitted yet", evidence=ev)
     return Signal(name=name, state=SignalState.pending, reason="waiting for pods", evidence=ev)

@@ -57,6 +57,9 @@ class State:
     real_nodes: list[str] = field(default_factory=list)  # kubelet + containerd (realnodes.py)
     skipped: dict[str, str] = field(default_factory=dict)  # component -> why it does not run
     platform: bool = True  # the platform objects installed by `up` (else: `tau platform up`)
+    # MultiKueue workers (`up --clusters N`): name -> {api, nodes, admin kubeconfig}; their
+    # processes are in `pids` as "<worker>/<component>"
+    workers: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def read(cls) -> State | None:
@@ -168,6 +171,7 @@ def up(
     stacks_dir: Path | None = None,
     platform: bool = True,
     real_nodes: int | None = None,
+    clusters: int = 1,
 ) -> tuple[State, bool]:
     """Start the sandbox (or find it running). Returns (state, started_now).
 
@@ -175,8 +179,21 @@ def up(
     pools, the external components (Kueue, KubeRay and their CRDs) and the members'
     identities; the platform objects are then `tau platform up --stack sandbox`'s to create.
     `real_nodes` (default DEFAULT_REAL_NODES): the stack's first CPU pool as real
-    nodes (kubelet, containerd, runc; realnodes.py) instead of KWOK's."""
+    nodes (kubelet, containerd, runc; realnodes.py) instead of KWOK's. `clusters` > 1: a
+    MultiKueue manager and its workers (multicluster.py), KWOK nodes only."""
+    from taugrid.sandbox import multicluster as MCS
     from taugrid.sandbox.controlplane import NOT_BUILT, binaries_dir
+
+    if not 1 <= clusters <= MCS.MAX_CLUSTERS:
+        raise TauError(f"--clusters {clusters}: 1 to {MCS.MAX_CLUSTERS}", exit_code=EXIT_USAGE)
+    if clusters > 1 and real_nodes:
+        raise TauError(
+            "--real-nodes with --clusters: not yet (the workers' nodes are KWOK's)",
+            exit_code=EXIT_USAGE,
+            hint=f"tau sandbox up --clusters {clusters}",
+        )
+    if clusters > 1:
+        real_nodes = 0
 
     existing = State.read()
     if existing is not None:
@@ -184,6 +201,7 @@ def up(
             existing.stack == stack
             and existing.platform == platform
             and (real_nodes is None or len(existing.real_nodes) == real_nodes)
+            and len(existing.workers) + 1 == clusters
         )
         if same and healthy(existing):
             return existing, False
@@ -204,15 +222,26 @@ def up(
     from taugrid.sandbox.controlplane import ControlPlane
 
     cp = ControlPlane(bin_dir=bin_dir, work=work)
+    names = MCS.worker_names(clusters)
+    workers: dict[str, tuple[ControlPlane, State]] = {}
     t0 = time.monotonic()
     try:
+        for name in names:  # first: the manager's Secrets are made from what they publish
+            wcp = ControlPlane(bin_dir=bin_dir, work=work / "workers" / name)
+            wcp.work.mkdir(parents=True)
+            workers[name] = (wcp, _start_worker(wcp, cfg, name, stack, say, platform))
         say(
             "starting etcd, kube-apiserver, controller-manager, scheduler and KWOK on 127.0.0.1 ..."
         )
         cp.start()
-        state = _install(cp, cfg, stack, say, platform, n_real)
+        mcfg = MCS.manager_config(cfg, names) if names else cfg
+        state = _install(cp, mcfg, stack, say, platform, n_real)
+        if names:
+            _wire_workers(cp, mcfg, workers, state, platform, say)
     except BaseException:
         cp.stop()
+        for wcp, _ in workers.values():
+            wcp.stop()
         realnodes.stop_nodes(work, realnodes.load_network(work))
         raise
     if why_not:
@@ -220,6 +249,47 @@ def up(
     state.write()
     say(f"sandbox up in {time.monotonic() - t0:.0f}s")
     return state, True
+
+
+def _start_worker(
+    cp: Any, cfg: PlatformConfig, name: str, stack: str, say: Say, platform: bool
+) -> State:
+    """A MultiKueue worker: its own control plane, the same stack as a worker."""
+    from taugrid.sandbox import multicluster as MCS
+
+    def said(line: str) -> None:
+        say(f"{name}: {line}")
+
+    said("starting its control plane on 127.0.0.1 ...")
+    cp.start()
+    return _install(cp, MCS.worker_config(cfg, cp.url), stack, said, platform, 0)
+
+
+def _wire_workers(
+    cp: Any,
+    cfg: PlatformConfig,
+    workers: dict[str, tuple[Any, State]],
+    state: State,
+    platform: bool,
+    say: Say,
+) -> None:
+    """The manager's MultiKueue objects (a kubeconfig Secret per worker from its token), each
+    identity's contexts for the workers, the workers' processes in the state."""
+    from taugrid.components import multikueue as MK
+    from taugrid.sandbox import multicluster as MCS
+    from taugrid.sandbox.controlplane import apply
+
+    if platform:
+        kubeconfigs = {n: MCS.worker_kubeconfig(n, wcp) for n, (wcp, _) in workers.items()}
+        kube = cp.kube()
+        for obj in MK.manager_objects(cfg, kubeconfigs):
+            apply(kube, obj)
+        say(f"MultiKueue: this cluster dispatches to {', '.join(workers)}")
+    MCS.add_worker_contexts(state.kubeconfigs, {n: w.kubeconfigs for n, (_, w) in workers.items()})
+    for name, (_, w) in workers.items():
+        state.pids.update({f"{name}/{c}": pid for c, pid in w.pids.items()})
+        state.skipped.update({f"{name}/{c}": why for c, why in w.skipped.items()})
+        state.workers[name] = {"api": w.api, "nodes": w.nodes, "admin": w.kubeconfigs["admin"]}
 
 
 def with_registries(cfg: PlatformConfig, work: Path) -> PlatformConfig:
@@ -414,6 +484,7 @@ def _platform_objects(cfg: PlatformConfig, stack: str) -> list[dict[str, Any]]:
     the shared RBAC and every workspace."""
     from taugrid.components import controller_manifests as CM
     from taugrid.components import manifests as M
+    from taugrid.components import multikueue as MK
 
     objects = [
         *M.kueue_objects(cfg),
@@ -421,6 +492,7 @@ def _platform_objects(cfg: PlatformConfig, stack: str) -> list[dict[str, Any]]:
         M.tau_cluster(cfg, stack),
         M.researcher_read_clusterrole(),
         *M.quota_approver_objects(cfg),
+        *MK.worker_objects(cfg),  # a MultiKueue worker's (none elsewhere)
     ]
     for ws in cfg.workspaces:
         objects += M.workspace_objects(cfg, ws)
@@ -610,7 +682,10 @@ def down(say: Say) -> State | None:
     if state is None:
         return None
     work = sandbox_dir()
-    volumes = _volume_dirs(state)
+    volumes = [
+        *_volume_dirs(state.kubeconfigs["admin"]),
+        *(d for w in state.workers.values() for d in _volume_dirs(w["admin"])),
+    ]
     stop_process_groups(list(state.pids.values()))
     realnodes.stop_nodes(work, realnodes.load_network(work))
     for folder in volumes:
@@ -620,13 +695,13 @@ def down(say: Say) -> State | None:
     return state
 
 
-def _volume_dirs(state: State) -> list[Path]:
+def _volume_dirs(admin_kubeconfig: str) -> list[Path]:
     """The folders the host-path provisioner made for the sandbox's volumes (under /tmp; its
     own deleter runs only when a claim is deleted)."""
     try:
         from taugrid.kube.client import Kube
 
-        kube = Kube(kubeconfig=state.kubeconfigs["admin"])
+        kube = Kube(kubeconfig=admin_kubeconfig)
         items = kube.list("PersistentVolume")
     except Exception:  # the API server is gone: nothing to ask it
         return []

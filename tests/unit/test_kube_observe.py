@@ -329,3 +329,51 @@ def test_the_admitting_worker_cluster_is_named(
     assert adm.state == state and adm.reason.startswith(needle)
     if not kstatus.get("clusterName") and not kstatus.get("nominatedClusterNames"):
         assert "MultiKueue" not in adm.reason  # one cluster: nothing said of workers
+
+
+@pytest.mark.parametrize(
+    ("job_status", "phase", "scheduled"),
+    [
+        ({"active": 1, "ready": 1}, "Running", "1 pod(s) ready on worker cluster east"),
+        ({"active": 1, "ready": 0}, "Starting", "waiting for pods on worker cluster east"),
+        ({}, "Starting", "waiting for pods on worker cluster east"),
+    ],
+)
+def test_a_dispatched_run_is_running_when_the_worker_says_its_pods_are_ready(
+    job_status: dict[str, Any], phase: str, scheduled: str
+) -> None:
+    """A manager has no pods of a dispatched run: what MultiKueue copies back of the Job's
+    status (its ready pods on the worker) says whether it runs, never "waiting for pods"."""
+    from taugrid.api.observations import Observations
+    from taugrid.kube.facts import run_facts
+
+    rec = record("multi-00002", kind="job")
+    kw = {
+        "metadata": {"name": "job-multi-00002", "namespace": "research"},
+        "spec": {"queueName": "gpu"},
+        "status": {"conditions": [{"type": "Admitted", "status": "True"}], "clusterName": "east"},
+    }
+    wl = {"metadata": {"name": "multi-00002", "namespace": "research"}, "status": job_status}
+    facts = run_facts(rec, True, wl, kw, [], {}, {}, True, "research")
+    st = status.compute(
+        Observations(record=rec, history=[], now=0.0, owner_alive=None, cluster=facts)
+    )
+    assert st.phase == phase
+    sch = next(s for s in st.signals if s.name == "Scheduled")
+    assert sch.reason == scheduled
+
+
+def test_a_dispatched_rayjob_runs_when_its_deployment_does() -> None:
+    from taugrid.api.observations import Observations
+    from taugrid.kube.facts import run_facts
+
+    rec = record("multi-00003")
+    kw = {
+        "metadata": {"name": "rayjob-multi-00003", "namespace": "research"},
+        "status": {"conditions": [{"type": "Admitted", "status": "True"}], "clusterName": "west"},
+    }
+    for ds, phase in (("Running", "Running"), ("Initializing", "Starting")):
+        wl = {"metadata": {"name": "multi-00003"}, "status": {"jobDeploymentStatus": ds}}
+        facts = run_facts(rec, True, wl, kw, [], {}, {}, True, "research")
+        obs = Observations(record=rec, history=[], now=0.0, owner_alive=None, cluster=facts)
+        assert status.compute(obs).phase == phase
