@@ -141,6 +141,7 @@ bench: setup pyc
 	$(BIN)/python bench/bench_inputs.py
 	$(BIN)/python bench/bench_gpu_health.py
 	$(BIN)/python bench/bench_teams.py
+	$(BIN)/python bench/bench_multicluster.py
 	$(BIN)/python bench/bench_portal.py
 	$(BIN)/python bench/bench_serve.py
 	$(BIN)/python bench/bench_scale.py

@@ -50,6 +50,9 @@ CONTROLLER_RULES: list[dict[str, Any]] = [
         "verbs": ["get", "patch"],
     },
     {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch"]},
+    # a MultiKueue manager's Job whose worker was lost: its copied pod counts zeroed, so Kueue
+    # can requeue it (controller/decide.lost_worker_release)
+    {"apiGroups": ["batch"], "resources": ["jobs/status"], "verbs": ["patch"]},
     {"apiGroups": ["ray.io"], "resources": ["rayjobs"], "verbs": ["get", "list", "watch"]},
     # services: a new generation that serves takes over (the Service's selector; the old
     # RayService deleted), whether or not a `tau serve` command looks

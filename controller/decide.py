@@ -64,6 +64,35 @@ def status_body(
     }
 
 
+# --- MultiKueue: a run whose worker was lost -------------------------------------------------
+MULTIKUEUE = "kueue.x-k8s.io/multikueue"
+
+
+def lost_worker_release(
+    job: Mapping[str, Any] | None, kw: Mapping[str, Any] | None
+) -> dict[str, Any] | None:
+    """The status patch that lets Kueue move a manager's run off a lost worker, or None.
+
+    Kueue (v0.19) evicts the Workload once its worker has been unreachable for the worker-lost
+    timeout, then waits for the manager's Job to be inactive before it gives back the quota and
+    dispatches again. That Job runs nothing on the manager: its `active`/`ready` counts are the
+    lost worker's last copy, which nothing updates any more, so the run would wait for ever. The
+    counts are zeroed (what is true on the manager); Kueue does the rest."""
+    if job is None or kw is None or job.get("kind", "Job") != "Job":
+        return None
+    if (job.get("spec") or {}).get("managedBy") != MULTIKUEUE:
+        return None
+    counts = job.get("status") or {}
+    if not (counts.get("active") or counts.get("ready")):
+        return None
+    conds = {c.get("type"): c for c in (kw.get("status") or {}).get("conditions") or []}
+    evicted, reserved = conds.get("Evicted") or {}, conds.get("QuotaReserved") or {}
+    lost = "Admitting remote" in str(evicted.get("message") or "")
+    if evicted.get("status") == "True" and reserved.get("status") == "True" and lost:
+        return {"status": {"active": 0, "ready": 0}}
+    return None
+
+
 # --- quota grants ---------------------------------------------------------------------------
 @dataclass(frozen=True)
 class QuotaObjects:

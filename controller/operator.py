@@ -525,6 +525,7 @@ class Controller:
         What is written is the run as it is when its turn comes, so a run waits in the queue
         once: a change while it waits needs no second turn (at 10,000 runs, the queue held a
         turn per change, each costing a paced moment even when it had nothing left to write)."""
+        await self._release_lost_worker(key, kw)
         if self._to_write(key, kw) is None or (key in self._queued and not urgent):
             return
         self._queued.add(key)
@@ -541,6 +542,30 @@ class Controller:
                 self._written[key] = await self._io(self.kube.apply_status, body, FIELD_MANAGER)
         finally:
             self.turns.done()
+
+    async def _release_lost_worker(self, key: RunKey, kw: Mapping[str, Any]) -> None:
+        """A MultiKueue run whose worker was lost: its Job's stale pod counts zeroed, so Kueue
+        requeues it to another worker (`decide.lost_worker_release`)."""
+        objs = self.objects(key, kw)
+        if objs is None:
+            return
+        patch = D.lost_worker_release(objs.workload, objs.kueue)
+        if patch is None or objs.workload is None:
+            return
+        meta = objs.workload["metadata"]
+        log.info("run %s: its worker was lost; releasing it to Kueue for another", meta["name"])
+        try:
+            await self._io(
+                self.kube.merge_patch,
+                "Job",
+                meta["name"],
+                meta["namespace"],
+                patch,
+                FIELD_MANAGER,
+                True,
+            )
+        except TauError as e:
+            log.warning("run %s: releasing it from a lost worker failed: %s", meta["name"], e)
 
     def _to_write(self, key: RunKey, kw: Mapping[str, Any]) -> dict[str, Any] | None:
         """The status write the run needs now, or None (gone, or recorded already)."""

@@ -180,3 +180,130 @@ def test_a_worker_is_wired_only_when_its_queues_match() -> None:
         checked_kubeconfig([other, "KC"], east, own)
     with pytest.raises(pulumi.RunError, match="has no multikueueKubeconfig output"):
         checked_kubeconfig([None, None], east, own)
+
+
+# --- the sandbox's clusters (tau sandbox up --clusters N) --------------------------------------
+def test_the_sandbox_makes_a_manager_and_workers_of_one_stack() -> None:
+    from taugrid.sandbox import multicluster as MCS
+
+    cfg = validate_platform(stack())
+    names = MCS.worker_names(3)
+    assert names == ["worker-1", "worker-2"] and MCS.worker_names(1) == []
+    manager = MCS.manager_config(cfg, names)
+    assert [w.name for w in manager.multiCluster.workers] == names
+    assert MK.admission_checks(manager) and MK.kueue_multikueue(manager)
+    w = MCS.worker_config(cfg, "https://127.0.0.1:6443")
+    assert w.multiCluster.role == "worker" and w.multiCluster.server == "https://127.0.0.1:6443"
+    assert not w.components.controller.enabled  # the manager's controller keeps the TauRuns
+    assert MK.worker_objects(w) and not MK.admission_checks(w)
+    # the same queues: the manager would wire it
+    assert MC.queue_differences(queue_signature(manager), queue_signature(w), "worker-1") == []
+
+
+def test_each_identity_reaches_each_worker_by_a_context_of_its_name(tmp_path: Path) -> None:
+    from taugrid.sandbox import multicluster as MCS
+
+    def kubeconfig(path: Path, server: str, who: str) -> str:
+        path.write_text(
+            json.dumps(
+                {
+                    "clusters": [{"name": "e2e", "cluster": {"server": server}}],
+                    "users": [{"name": who, "user": {"client-certificate": f"{server}.crt"}}],
+                    "contexts": [{"name": who, "context": {"cluster": "e2e", "user": who}}],
+                    "current-context": who,
+                }
+            )
+        )
+        return str(path)
+
+    manager = {w: kubeconfig(tmp_path / f"m-{w}", "https://m", w) for w in ("admin", "carol")}
+    workers = {
+        "worker-1": {"admin": kubeconfig(tmp_path / "w1-admin", "https://w1", "admin")},
+        "worker-2": {
+            w: kubeconfig(tmp_path / f"w2-{w}", "https://w2", w) for w in ("admin", "carol")
+        },
+    }
+    MCS.add_worker_contexts(manager, workers)
+    carol = json.loads(Path(manager["carol"]).read_text())
+    assert carol["current-context"] == "carol"  # still the manager by default
+    ctx = {c["name"]: c["context"] for c in carol["contexts"]}
+    assert set(ctx) == {"carol", "worker-2"}  # carol has no identity on worker-1
+    users = {u["name"]: u["user"] for u in carol["users"]}
+    clusters = {c["name"]: c["cluster"]["server"] for c in carol["clusters"]}
+    assert clusters[ctx["worker-2"]["cluster"]] == "https://w2"
+    assert users[ctx["worker-2"]["user"]] == {"client-certificate": "https://w2.crt"}
+    admin = json.loads(Path(manager["admin"]).read_text())
+    assert {c["name"] for c in admin["contexts"]} == {"admin", "worker-1", "worker-2"}
+
+
+@pytest.mark.parametrize("n", ["4", "0"])
+def test_a_sandbox_of_too_many_or_no_clusters_is_refused(n: str, tmp_path: Path) -> None:
+    from conftest import run_tau
+
+    res = run_tau(tmp_path, "sandbox", "up", "--clusters", n)
+    assert res.returncode == 2 and "--clusters" in res.stderr, res.stderr
+
+
+def test_real_nodes_with_clusters_are_refused_with_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from taugrid.api.errors import TauError
+    from taugrid.sandbox import cluster as sandbox
+
+    monkeypatch.setenv("TAU_HOME", str(tmp_path))
+    with pytest.raises(TauError) as e:
+        sandbox.up(lambda _m: None, real_nodes=1, clusters=3)
+    assert e.value.exit_code == 2 and "--clusters 3" in (e.value.hint or "")
+
+
+# --- a lost worker: the manager's Job released to Kueue ----------------------------------------
+def _lost(**over: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    job = {
+        "kind": "Job",
+        "spec": {"managedBy": "kueue.x-k8s.io/multikueue"},
+        "status": {"active": 1, "ready": 1},
+    }
+    kw = {
+        "status": {
+            "conditions": [
+                {"type": "QuotaReserved", "status": "True"},
+                {
+                    "type": "Evicted",
+                    "status": "True",
+                    "reason": "AdmissionCheck",
+                    "message": 'Evicted due to AdmissionCheck in Retry state: "taugrid-multikueue" '
+                    '(Admitting remote lost, Previously: "Ready")',
+                },
+            ]
+        }
+    }
+    for path, value in over.items():
+        obj, key = path.split("__")
+        target = job if obj == "job" else kw
+        if key == "managedBy":
+            target["spec"][key] = value
+        elif key == "counts":
+            target["status"] = value
+        elif key == "evicted":
+            target["status"]["conditions"][1]["status"] = value
+        elif key == "message":
+            target["status"]["conditions"][1]["message"] = value
+    return job, kw
+
+
+def test_a_run_whose_worker_was_lost_is_released_only_then() -> None:
+    """Kueue evicts the run of a lost worker but waits for the manager's Job to stop: its pod
+    counts (the lost worker's last copy) are zeroed, and only in that case."""
+    from taugrid.controller.decide import lost_worker_release
+
+    assert lost_worker_release(*_lost()) == {"status": {"active": 0, "ready": 0}}
+    for case in (
+        {"job__managedBy": None},  # a Job that runs on this cluster: its pods are real
+        {"job__counts": {"active": 0}},  # released already
+        {"kw__evicted": "False"},  # not evicted
+        {"kw__message": "Preempted to accommodate a workload"},  # evicted, the worker is alive
+    ):
+        assert lost_worker_release(*_lost(**case)) is None, case
+    job, kw = _lost()
+    assert lost_worker_release({**job, "kind": "RayJob"}, kw) is None
+    assert lost_worker_release(None, kw) is None and lost_worker_release(job, None) is None

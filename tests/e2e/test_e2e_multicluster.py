@@ -1,0 +1,199 @@
+"""One queue across clusters (#43) on `tau sandbox up --clusters 3`: a MultiKueue manager and two
+workers, each its own control plane (real etcd, API server, Kueue v0.19.2, KWOK nodes) with the
+sandbox stack applied as its role. A researcher submits to the manager as to one cluster; the
+run runs on a worker; status, logs and cancel work from the manager's side; a worker whose queue
+is full is passed over; a worker whose control plane stops loses its run to the other."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import run_tau as tau
+from kubekit import wait_until
+from sandboxkit import admin, cpu_job, kube_env, sig, status, submit
+
+from taugrid.api import constants as C
+from taugrid.sandbox.controlplane import binaries_dir
+
+pytestmark = pytest.mark.e2e
+WORKERS = ("worker-1", "worker-2")
+
+
+@pytest.fixture(scope="module")
+def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    if binaries_dir() is None:
+        pytest.skip("the control plane is not built (make controlplane)")
+    home = tmp_path_factory.mktemp("multicluster")
+    res = tau(home, "sandbox", "up", "--clusters", "3", timeout=900)
+    assert res.returncode == 0, res.stdout + res.stderr
+    yield home
+    assert tau(home, "sandbox", "down", timeout=300).returncode == 0
+
+
+def worker(home: Path, name: str) -> Any:
+    """The admin's client of a worker, through the context of its name."""
+    from taugrid.kube.client import Kube
+
+    return Kube(name, kubeconfig=tau(home, "sandbox", "kubeconfig").stdout.strip())
+
+
+def jobs_of(home: Path, name: str, run_id: str) -> list[dict[str, Any]]:
+    return [
+        j
+        for j in worker(home, name).list("Job", "research")
+        if (j["metadata"].get("labels") or {}).get(C.LABEL_RUN_ID) == run_id
+    ]
+
+
+def placed_on(home: Path, run_id: str) -> str:
+    """The worker the manager's status names, once the run is Running."""
+    got: dict[str, Any] = {}
+
+    def running() -> bool:
+        got.update(status(home, run_id))
+        return got.get("phase") == "Running"
+
+    wait_until(running, timeout=180, what=f"{run_id} running on a worker")
+    reason = sig(got, "Admitted")["reason"]
+    names = [w for w in WORKERS if f"running on worker cluster {w}" in reason]
+    assert len(names) == 1, reason
+    return names[0]
+
+
+def test_up_says_the_workers_and_multikueue_connects_them(clusters: Path) -> None:
+    doc = json.loads(tau(clusters, "sandbox", "status", "-o", "json").stdout)
+    assert sorted(doc["workers"]) == list(WORKERS)
+    running = {c["component"] for c in doc["components"] if c["running"]}
+    for w in WORKERS:
+        assert {f"{w}/kube-apiserver", f"{w}/kueue"} <= running
+    # the manager's MultiKueue reaches both with the scoped accounts the workers made
+    api = admin(clusters).resources.get(
+        api_version="kueue.x-k8s.io/v1beta2", kind="MultiKueueCluster"
+    )
+
+    def active() -> list[str]:
+        items = api.get().to_dict()["items"]
+        return sorted(
+            i["metadata"]["name"]
+            for i in items
+            for c in (i.get("status") or {}).get("conditions") or []
+            if c["type"] == "Active" and c["status"] == "True"
+        )
+
+    wait_until(lambda: active() == list(WORKERS), timeout=120, what="both workers connected")
+
+
+def test_a_run_submitted_to_the_manager_runs_on_a_worker_and_is_read_and_cancelled_there(
+    clusters: Path, tmp_path: Path
+) -> None:
+    run_id = submit(clusters, cpu_job(tmp_path / "p", "mc-one", {"SANDBOX_RUN_SECONDS": "3000"}))
+    where = placed_on(clusters, run_id)
+    other = next(w for w in WORKERS if w != where)
+    assert len(jobs_of(clusters, where, run_id)) == 1 and jobs_of(clusters, other, run_id) == []
+    st = status(clusters, run_id)
+    assert "on worker cluster" in sig(st, "Scheduled")["reason"]
+    # logs: read on the worker (its KWOK node serves no log: said, not a traceback)
+    logs = tau(clusters, "run", "logs", run_id, env=kube_env(clusters))
+    assert f"runs on worker cluster {where}" in logs.stderr, logs.stderr
+    assert logs.returncode == 4 and "kubelet does not serve" in logs.stderr, logs.stderr
+    # cancel from the manager: the worker's Job goes too
+    res = tau(clusters, "run", "cancel", run_id, env=kube_env(clusters))
+    assert res.returncode == 0, res.stderr
+    wait_until(
+        lambda: jobs_of(clusters, where, run_id) == [], timeout=120, what="worker's Job gone"
+    )
+    assert status(clusters, run_id)["phase"] == "Cancelled"
+
+
+def filler(name: str) -> dict[str, Any]:
+    """A worker's own one-core Job in the research workspace's cpu queue, running for long."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": "research",
+            "labels": {"kueue.x-k8s.io/queue-name": "cpu"},
+        },
+        "spec": {
+            "suspend": True,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "c",
+                            "image": "busybox",
+                            "env": [{"name": "SANDBOX_RUN_SECONDS", "value": "3000"}],
+                            "resources": {"requests": {"cpu": "1", "memory": "256Mi"}},
+                        }
+                    ],
+                }
+            },
+        },
+    }
+
+
+def quota_state(kube: Any, job: str) -> str | None:
+    """ "admitted", "waiting" (Kueue has no quota for it, its own or borrowed), or None yet."""
+    for w in kube.list("Workload", "research"):
+        if any(r.get("name") == job for r in w["metadata"].get("ownerReferences") or []):
+            for c in (w.get("status") or {}).get("conditions") or []:
+                if c["type"] == "QuotaReserved":
+                    return "admitted" if c["status"] == "True" else "waiting"
+    return None
+
+
+def test_a_worker_whose_queue_is_full_is_passed_over(clusters: Path, tmp_path: Path) -> None:
+    """worker-1's cpu queue is filled by Jobs of its own, one core at a time until Kueue has no
+    more for one (what the cohort lends included): the manager's next runs go to worker-2."""
+    w1 = worker(clusters, "worker-1")
+    made: list[str] = []
+    try:
+        for i in range(40):  # the sandbox's cpu quota and what its cohort lends: < 40 cores
+            made.append(f"filler-{i}")
+            w1.create(filler(made[-1]))
+            got = wait_until(lambda: quota_state(w1, made[-1]), timeout=60, what="Kueue's answer")
+            if got == "waiting":
+                break
+        else:
+            pytest.fail("worker-1's cpu queue never filled")
+        for i in range(2):
+            run_id = submit(
+                clusters,
+                cpu_job(tmp_path / f"p{i}", f"mc-full{i}", {"SANDBOX_RUN_SECONDS": "3000"}),
+            )
+            assert placed_on(clusters, run_id) == "worker-2"
+            assert tau(clusters, "run", "cancel", run_id, env=kube_env(clusters)).returncode == 0
+    finally:
+        for name in made:
+            w1.delete("Job", name, "research")
+
+
+def test_a_worker_whose_control_plane_stops_loses_its_run_to_the_other(
+    clusters: Path, tmp_path: Path
+) -> None:
+    """The admitting worker's API server stops: after the sandbox's workerLostTimeout (45 s)
+    Kueue takes the run back and dispatches it to the other worker; status says both."""
+    run_id = submit(clusters, cpu_job(tmp_path / "p", "mc-lost", {"SANDBOX_RUN_SECONDS": "3000"}))
+    where = placed_on(clusters, run_id)
+    state = json.loads((clusters / "sandbox" / "state.json").read_text())
+    os.killpg(state["pids"][f"{where}/kube-apiserver"], signal.SIGKILL)
+    other = next(w for w in WORKERS if w != where)
+    got: dict[str, Any] = {}
+
+    def moved() -> bool:
+        got.update(status(clusters, run_id))
+        reason = sig(got, "Admitted")["reason"]
+        return got.get("phase") == "Running" and f"running on worker cluster {other}" in reason
+
+    wait_until(moved, timeout=300, what=f"{run_id} re-dispatched to {other}")
+    said = json.dumps(got)
+    assert where in said, said  # the lost worker is named
+    assert got["attempt"] >= 1, got
