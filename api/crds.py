@@ -244,6 +244,11 @@ class TauRunStatus(_Model):
     gpuUse: GpuUseStatus | None = Field(
         None, description="Its GPUs' use now, from DCGM (the controller reads it while it runs)"
     )
+    clusters: list[str] = Field(
+        default_factory=new_list,
+        description="The MultiKueue worker clusters it was dispatched to, in order (the last "
+        "runs it); empty on a cluster that runs its own",
+    )
 
 
 # --- TauService ------------------------------------------------------------------------------

@@ -156,3 +156,5 @@ class RunStatus(_Model):
     )  # cluster runs: the controller's
     inputs: list[ResolvedInput] = Field(default_factory=new_list)  # data it reads, by exact version
     gpu_use: GpuUseStatus | None = None  # cluster runs: its GPUs as DCGM reports them (running)
+    # a MultiKueue manager's run: the worker clusters it was dispatched to (the last runs it)
+    clusters: list[str] = Field(default_factory=new_list)

@@ -42,6 +42,52 @@ def reserved(w: dict[str, Any] | None) -> bool:
     return any(c["type"] == "QuotaReserved" and c["status"] == "True" for c in conds)
 
 
+def measure(
+    env: dict[str, str], admin: str, tmp: Path
+) -> tuple[list[float], float, dict[str, int]]:
+    """Each run's seconds from submitted to admitted on a worker, the first one's `tau run
+    status` (median of 5), and how many runs each worker took."""
+    from taugrid.kube.client import Kube
+
+    manager = Kube(None, kubeconfig=admin)
+    workers = {n: Kube(n, kubeconfig=admin) for n in ("worker-1", "worker-2")}
+    project = tmp / "p"
+    project.mkdir()
+    (project / "s.py").write_text("print('hi')\n")
+    (project / "tau.yaml").write_text(
+        "schema_version: 1\nname: bench-mc\nrun: {entrypoint: s.py, workload_kind: job}\n"
+        "compute: {gpus: 0, cpus: 1, memory: 1Gi}\n"
+        "runtime: {image: python:3.12-slim, env: {SANDBOX_RUN_SECONDS: '3000'}}\n"
+    )
+    took, status_s, where = [], 0.0, {}
+    for i in range(RUNS):
+        t0 = time.perf_counter()  # the whole `tau run -d` counts: what a researcher waits
+        res = tau(env, "run", str(project), "-d")
+        assert res.returncode == 0, res.stderr
+        run_id = res.stdout.strip().splitlines()[-1]
+        deadline = t0 + 120
+        while time.perf_counter() < deadline:
+            w = owned_by(manager, run_id)
+            name = ((w or {}).get("status") or {}).get("clusterName")
+            if name and reserved(owned_by(workers[name], run_id)):
+                took.append(time.perf_counter() - t0)
+                where[name] = where.get(name, 0) + 1
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError(f"{run_id} was not admitted on a worker in 120 s")
+        if i == 0:
+            times = []
+            for _ in range(5):
+                s = time.perf_counter()
+                r = tau(env, "run", "status", run_id)
+                times.append(time.perf_counter() - s)
+                assert r.returncode in (0, 1), r.stderr
+            status_s = statistics.median(times)
+        tau(env, "run", "cancel", run_id)
+    return took, status_s, where
+
+
 def main() -> int:
     from taugrid.sandbox.controlplane import binaries_dir
 
@@ -58,44 +104,7 @@ def main() -> int:
             admin = tau(env, "sandbox", "kubeconfig").stdout.strip()
             kc = tau(env, "sandbox", "kubeconfig", "--as", "researcher").stdout.strip()
             env = {**env, "KUBECONFIG": kc, "TAU_TARGET": "kube"}
-            from taugrid.kube.client import Kube
-
-            manager = Kube(None, kubeconfig=admin)
-            workers = {n: Kube(n, kubeconfig=admin) for n in ("worker-1", "worker-2")}
-            project = Path(tmp) / "p"
-            project.mkdir()
-            (project / "s.py").write_text("print('hi')\n")
-            (project / "tau.yaml").write_text(
-                "schema_version: 1\nname: bench-mc\nrun: {entrypoint: s.py, workload_kind: job}\n"
-                "compute: {gpus: 0, cpus: 1, memory: 1Gi}\n"
-                "runtime: {image: python:3.12-slim, env: {SANDBOX_RUN_SECONDS: '3000'}}\n"
-            )
-            took, status_s, where = [], 0.0, {}
-            for i in range(RUNS):
-                res = tau(env, "run", str(project), "-d")
-                t0 = time.perf_counter()
-                assert res.returncode == 0, res.stderr
-                run_id = res.stdout.strip().splitlines()[-1]
-                deadline = t0 + 120
-                while time.perf_counter() < deadline:
-                    w = owned_by(manager, run_id)
-                    name = ((w or {}).get("status") or {}).get("clusterName")
-                    if name and reserved(owned_by(workers[name], run_id)):
-                        took.append(time.perf_counter() - t0)
-                        where[name] = where.get(name, 0) + 1
-                        break
-                    time.sleep(0.05)
-                else:
-                    raise AssertionError(f"{run_id} was not admitted on a worker in 120 s")
-                if i == 0:
-                    times = []
-                    for _ in range(5):
-                        s = time.perf_counter()
-                        r = tau(env, "run", "status", run_id)
-                        times.append(time.perf_counter() - s)
-                        assert r.returncode in (0, 1), r.stderr
-                    status_s = statistics.median(times)
-                tau(env, "run", "cancel", run_id)
+            took, status_s, where = measure(env, admin, Path(tmp))
         finally:
             tau(env, "sandbox", "down")
     p50 = statistics.median(took)

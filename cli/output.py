@@ -119,6 +119,10 @@ def print_status(st: RunStatus) -> None:
         from taugrid.api.gpuuse import describe
 
         lines.append(f"  GPUs: {describe(st.gpu_use)} (DCGM, since {st.gpu_use.since[11:19]})")
+    if st.clusters:
+        *before, now = st.clusters
+        lost = f" (before: {', '.join(before)}, lost or given back)" if before else ""
+        lines.append(f"  worker cluster: {now}{lost}")
     if st.last_error:
         lines.append(f"  last error: {st.last_error}")
     rows = [

@@ -291,17 +291,28 @@ def run_list(
     mine: Annotated[
         bool, typer.Option("--mine", help="--cluster: only runs you submitted")
     ] = False,
+    worker: Annotated[
+        str | None,
+        typer.Option(
+            "--worker",
+            help="On a MultiKueue manager: only the runs dispatched to this worker cluster "
+            "(implies --cluster)",
+        ),
+    ] = None,
     context: ContextOpt = None,
     output: JsonOpt = ReportFormat.text,
 ) -> None:
     """List runs, newest last: the ones submitted from this machine, or (--cluster, or a
-    --workspace) every run of the cluster's workspaces that you may read."""
+    --workspace) every run of the cluster's workspaces that you may read. On a MultiKueue
+    manager, a WORKER column says which worker cluster runs each."""
     from taugrid.client import runs
 
-    if cluster or workspace or mine:
+    if cluster or workspace or mine or worker:
         statuses = runs.cluster_runs(workspace=workspace, mine=mine, context=context)
     else:
         statuses = runs.list_runs(context=context, say=say)
+    if worker:
+        statuses = [st for st in statuses if st.clusters and st.clusters[-1] == worker]
     rows: list[dict[str, Any]] = []
     for st in statuses:
         doc = st.model_dump(mode="json", exclude={"signals", "timeline"})
@@ -310,15 +321,18 @@ def run_list(
     if output is ReportFormat.json:
         out(dump_json(rows))
         return
-    from taugrid.cli.output import columns, duration, metrics_line
+    out(_list_table(rows) if rows else "no runs yet (tau run FILE starts one)")
 
-    if not rows:
-        out("no runs yet (tau run FILE starts one)")
-        return
+
+def _list_table(rows: list[dict[str, Any]]) -> str:
+    """`tau run list`'s table: a GPU column where a running run has its GPUs read, a WORKER
+    column on a MultiKueue manager."""
     from taugrid.api.gpuuse import short
+    from taugrid.cli.output import columns, duration, metrics_line
 
     # a GPU column where some running run has its GPUs read
     gpu = any(r.get("gpu_use") and r["phase"] == "Running" for r in rows)
+    on = any(r.get("clusters") for r in rows)  # a MultiKueue manager's: which worker runs it
     lines = []
     for r in rows:
         step = "" if r["last_step"] is None else str(r["last_step"])
@@ -332,12 +346,17 @@ def run_list(
                 step,
                 metrics_line(r["latest_metrics"], 2),
                 *((short(r.get("gpu_use")) if r["phase"] == "Running" else "",) if gpu else ()),
+                *(((r.get("clusters") or [""])[-1],) if on else ()),
                 r["created_at"][:19],
                 note or "",
             )
         )
-    head = ("RUN", "KIND", "PHASE", "DURATION", "STEP", "METRICS", *(("GPU",) if gpu else ()))
-    out(columns((*head, "CREATED", "NOTE"), lines))
+    head = (
+        *("RUN", "KIND", "PHASE", "DURATION", "STEP", "METRICS"),
+        *(("GPU",) if gpu else ()),
+        *(("WORKER",) if on else ()),
+    )
+    return columns((*head, "CREATED", "NOTE"), lines)
 
 
 @app.command("cancel")

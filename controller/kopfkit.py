@@ -81,8 +81,8 @@ def slim(body: Mapping[str, Any]) -> dict[str, Any]:
             )
         ]
         spec = {"nodeName": spec.get("nodeName"), **({"containers": limits} if limits else {})}
-    elif body.get("kind") in ("Job", "RayJob"):
-        spec = {"suspend": spec.get("suspend")}
+    elif body.get("kind") in ("Job", "RayJob"):  # and who runs it (MultiKueue on a manager)
+        spec = {"suspend": spec.get("suspend"), **{k: spec[k] for k in ("managedBy",) if k in spec}}
     elif body.get("kind") == "Workload":  # its queue and priority; not its pod templates
         spec = {k: spec[k] for k in _WORKLOAD_SPEC if k in spec}
     out["spec"] = spec

@@ -93,7 +93,9 @@ def compute_status(
             entries.append(
                 TimelineEntry(at=use.idleSince, reason="GPUsIdle", message=describe(use))
             )
+    clusters = _dispatches(old, facts.worker, objs.kueue, now, entries)
     return TauRunStatus(
+        clusters=clusters,
         phase=phase,
         attempt=st.attempt,
         terminationReason=reason if phase in TERMINAL else None,
@@ -110,6 +112,48 @@ def compute_status(
         conditions=old.conditions,
         gpuUse=use,
     )
+
+
+def _dispatches(
+    old: TauRunStatus,
+    worker: str | None,
+    kw: Mapping[str, Any] | None,
+    now: datetime,
+    entries: list[TimelineEntry],
+) -> list[str]:
+    """A MultiKueue manager's run: the worker clusters it was dispatched to, in order (one more
+    when it moves, said in the timeline, as is Kueue taking it back from a lost worker)."""
+    clusters = list(old.clusters)
+    if worker and (not clusters or clusters[-1] != worker):
+        if clusters:
+            entries.append(
+                TimelineEntry(
+                    at=k8s_time(now),
+                    reason="Redispatched",
+                    message=f"now on worker cluster {worker} (was on {clusters[-1]})",
+                )
+            )
+        clusters.append(worker)
+    lost = worker_lost(kw)
+    if lost and clusters and not any(e.reason == "WorkerLost" for e in old.timeline[-3:]):
+        entries.append(
+            TimelineEntry(
+                at=lost,
+                reason="WorkerLost",
+                message=f"worker cluster {clusters[-1]} stopped answering for longer than the "
+                "worker-lost timeout: Kueue took the run back to dispatch it again",
+            )
+        )
+    return clusters
+
+
+def worker_lost(kw: Mapping[str, Any] | None) -> str | None:
+    """When Kueue evicted a MultiKueue run because its worker was lost (None: it did not)."""
+    for c in ((kw or {}).get("status") or {}).get("conditions") or []:
+        lost = "Admitting remote lost" in str(c.get("message") or "")
+        if c.get("type") == "Evicted" and c.get("status") == "True" and lost:
+            return str(c.get("lastTransitionTime") or "") or None
+    return None
 
 
 def idle_signal(use: GpuUseStatus) -> Signal:

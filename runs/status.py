@@ -684,6 +684,7 @@ def _recorded(o: Observations) -> RunStatus | None:
         exit_code=rec.exit_code,
         inputs=rec.inputs,
         gpu_use=r.gpuUse,
+        clusters=r.clusters,
     )
 
 
@@ -728,4 +729,15 @@ def compute(o: Observations) -> RunStatus:
         exit_code=rec.exit_code,
         timeline=c.recorded.timeline if c and c.recorded else [],
         inputs=rec.inputs,
+        clusters=_clusters(c),
     )
+
+
+def _clusters(c: ClusterFacts | None) -> list[str]:
+    """The worker clusters a manager's run was dispatched to: as recorded, and where it is now."""
+    if c is None:
+        return []
+    seen = list(c.recorded.clusters) if c.recorded else []
+    if c.worker and (not seen or seen[-1] != c.worker):
+        seen.append(c.worker)
+    return seen

@@ -218,13 +218,33 @@ def up(
     cfg = for_real_nodes(cfg) if n_real else without_real_nodes(cfg)
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
+    t0 = time.monotonic()
+    state = _start(bin_dir, work, cfg, stack, say, platform, n_real, MCS.worker_names(clusters))
+    if why_not:
+        state.skipped["real nodes"] = why_not
+    state.write()
+    say(f"sandbox up in {time.monotonic() - t0:.0f}s")
+    return state, True
+
+
+def _start(
+    bin_dir: Path,
+    work: Path,
+    cfg: PlatformConfig,
+    stack: str,
+    say: Say,
+    platform: bool,
+    n_real: int,
+    names: list[str],
+) -> State:
+    """The workers (`names`, each its own control plane), then the cluster itself (their
+    MultiKueue manager when there are workers); on any failure, everything started stops."""
+    from taugrid.sandbox import multicluster as MCS
     from taugrid.sandbox import realnodes
     from taugrid.sandbox.controlplane import ControlPlane
 
     cp = ControlPlane(bin_dir=bin_dir, work=work)
-    names = MCS.worker_names(clusters)
     workers: dict[str, tuple[ControlPlane, State]] = {}
-    t0 = time.monotonic()
     try:
         for name in names:  # first: the manager's Secrets are made from what they publish
             wcp = ControlPlane(bin_dir=bin_dir, work=work / "workers" / name)
@@ -244,11 +264,7 @@ def up(
             wcp.stop()
         realnodes.stop_nodes(work, realnodes.load_network(work))
         raise
-    if why_not:
-        state.skipped["real nodes"] = why_not
-    state.write()
-    say(f"sandbox up in {time.monotonic() - t0:.0f}s")
-    return state, True
+    return state
 
 
 def _start_worker(

@@ -112,14 +112,16 @@ def test_a_run_submitted_to_the_manager_runs_on_a_worker_and_is_read_and_cancell
 
 
 def filler(name: str) -> dict[str, Any]:
-    """A worker's own one-core Job in the research workspace's cpu queue, running for long."""
+    """A worker's own one-core Job in the research workspace's cpu queue, at the runs' default
+    priority, running for long."""
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {
             "name": name,
             "namespace": "research",
-            "labels": {"kueue.x-k8s.io/queue-name": "cpu"},
+            # the runs' own priority: a run sent there may not preempt it
+            "labels": {"kueue.x-k8s.io/queue-name": "cpu", C.KUEUE_PRIORITY_LABEL: "normal"},
         },
         "spec": {
             "suspend": True,
@@ -194,6 +196,11 @@ def test_a_worker_whose_control_plane_stops_loses_its_run_to_the_other(
         return got.get("phase") == "Running" and f"running on worker cluster {other}" in reason
 
     wait_until(moved, timeout=300, what=f"{run_id} re-dispatched to {other}")
-    said = json.dumps(got)
-    assert where in said, said  # the lost worker is named
+    # the record keeps both: where it ran, where it runs; what happened, in the timeline
+    assert got["clusters"] == [where, other], got
     assert got["attempt"] >= 1, got
+    reasons = {t["reason"]: t["message"] for t in got["timeline"]}
+    assert f"worker cluster {where} stopped answering" in reasons.get("WorkerLost", ""), got
+    assert f"now on worker cluster {other} (was on {where})" in reasons.get("Redispatched", "")
+    text = tau(clusters, "run", "status", run_id, env=kube_env(clusters)).stdout
+    assert f"worker cluster: {other} (before: {where}, lost or given back)" in text, text

@@ -72,7 +72,7 @@ quota status: --context --output --team -o
 run attach: --context --detach -d
 run cancel: --context
 run gc: --output -o
-run list: --cluster --context --mine --output --workspace -o
+run list: --cluster --context --mine --output --worker --workspace -o
 run logs: --context --follow -f
 run metrics: --context --metric --output --png -m -o
 run pull: --checkpoints --context --force --logs --metrics --output --outputs --to -o
@@ -87,7 +87,7 @@ sandbox down:
 sandbox gpu: --busy --diag-fail --diag-pass --down --garbage --idle --missing --nccl-gbps --output --reset --sane --up --xid -o
 sandbox kubeconfig: --as
 sandbox status: --output -o
-sandbox up: --no-platform --real-nodes --stack --stacks-dir -s
+sandbox up: --clusters --no-platform --real-nodes --stack --stacks-dir -s
 serve delete: --output -o
 serve deploy: --checkpoint --context --from-run --model --name --no-wait --output --port --profile --target --workspace -o -t
 serve invoke: --data --data-raw --output --path -d -o

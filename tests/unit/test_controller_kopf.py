@@ -347,3 +347,18 @@ def test_a_slimmed_pod_keeps_its_node_and_its_containers_memory_and_gpu_limits()
         ],
     }
     assert "managedFields" not in got["metadata"]
+
+
+def test_a_slimmed_job_keeps_who_runs_it() -> None:
+    """A MultiKueue manager's Job is run elsewhere (spec.managedBy): the controller needs that
+    to release a run whose worker was lost; the pod template goes."""
+    from taugrid.controller.kopfkit import slim
+
+    job = {
+        "kind": "Job",
+        "metadata": {"name": "j"},
+        "spec": {"suspend": False, "managedBy": "kueue.x-k8s.io/multikueue", "template": {"x": 1}},
+        "status": {"active": 1},
+    }
+    assert slim(job)["spec"] == {"suspend": False, "managedBy": "kueue.x-k8s.io/multikueue"}
+    assert slim({**job, "spec": {"suspend": True}})["spec"] == {"suspend": True}

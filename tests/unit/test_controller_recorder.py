@@ -665,3 +665,76 @@ def test_a_run_waits_for_its_turn_once_however_often_it_changes_meanwhile() -> N
     queued, requeued, free = asyncio.run(main())
     assert queued == 1 and free and requeued == 1
     assert sum(c[0] == "apply_status" for c in fake.calls) == 1
+
+
+def test_a_dispatched_runs_workers_are_kept_in_order_and_a_lost_one_is_said() -> None:
+    """A MultiKueue manager's run: each worker cluster it was dispatched to is recorded in order
+    (the last runs it); Kueue taking it back from a lost worker and the move are in the timeline;
+    `tau run status` says both."""
+    import copy
+    from dataclasses import replace
+
+    from taugrid.cli.output import print_status
+
+    def on(worker: str | None, lost: bool = False) -> dict[str, Any]:
+        kw = kueue()
+        if worker:
+            kw["status"]["clusterName"] = worker
+        if lost:
+            kw["status"]["conditions"].append(
+                {
+                    "type": "Evicted",
+                    "status": "True",
+                    "reason": "AdmissionCheck",
+                    "lastTransitionTime": "2026-12-01T12:00:20Z",
+                    "message": 'Evicted due to AdmissionCheck in Retry state: "taugrid-multikueue" '
+                    '(Admitting remote lost, Previously: "Ready")',
+                }
+            )
+        return kw
+
+    ready = job()
+    ready["status"]["ready"] = 1
+    first = REC.compute_status(REC.RunObjects(taurun(), ready, on("worker-1")), {}, NOW)
+    assert first.clusters == ["worker-1"]
+    again = REC.compute_status(
+        REC.RunObjects(taurun(first.model_dump(mode="json")), ready, on("worker-1")), {}, NOW
+    )
+    assert again.clusters == ["worker-1"]  # once per dispatch, not per pass
+    lost = REC.compute_status(
+        REC.RunObjects(taurun(again.model_dump(mode="json")), ready, on(None, lost=True)), {}, NOW
+    )
+    said = [t for t in lost.timeline if t.reason == "WorkerLost"]
+    assert len(said) == 1 and "worker-1 stopped answering" in said[0].message
+    moved = REC.compute_status(
+        REC.RunObjects(taurun(lost.model_dump(mode="json")), copy.deepcopy(ready), on("worker-2")),
+        {},
+        NOW,
+    )
+    assert moved.clusters == ["worker-1", "worker-2"]
+    assert any(
+        t.reason == "Redispatched" and "worker-2 (was on worker-1)" in t.message
+        for t in moved.timeline
+    )
+    assert [t.reason for t in moved.timeline].count("WorkerLost") == 1
+    # the status a researcher reads
+    rec = REC.record_of(taurun(moved.model_dump(mode="json")))
+    facts = namespace_facts(
+        "research",
+        [rec],
+        {("TauRun", "research"): [taurun(moved.model_dump(mode="json"))]},
+        {},
+        True,
+    )[rec.run_id]
+    facts = replace(facts, current=True)
+    st = compute(
+        Observations(record=rec, history=[], now=NOW.timestamp(), owner_alive=None, cluster=facts)
+    )
+    assert st.clusters == ["worker-1", "worker-2"]
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        print_status(st)
+    assert "worker cluster: worker-2 (before: worker-1, lost or given back)" in out.getvalue()

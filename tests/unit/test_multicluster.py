@@ -307,3 +307,40 @@ def test_a_run_whose_worker_was_lost_is_released_only_then() -> None:
     job, kw = _lost()
     assert lost_worker_release({**job, "kind": "RayJob"}, kw) is None
     assert lost_worker_release(None, kw) is None and lost_worker_release(job, None) is None
+
+
+def test_run_list_on_a_manager_says_which_worker_runs_each_and_filters_by_one(
+    capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from taugrid.api.vocabulary import Phase, RunStatus
+    from taugrid.cli.app import main
+    from taugrid.client import runs
+
+    def st(run_id: str, clusters: list[str]) -> RunStatus:
+        return RunStatus(
+            run_id=run_id,
+            name="r",
+            phase=Phase.Running if clusters else Phase.Queued,
+            target="kube",
+            workload_kind="job",
+            attempt=0,
+            created_at="2026-12-05T17:00:00+00:00",
+            finished_at=None,
+            signals=[],
+            summary="waiting in the queue",
+            clusters=clusters,
+        )
+
+    rows = [st("a-00001", ["worker-1", "worker-2"]), st("b-00002", ["worker-1"]), st("c-3", [])]
+    monkeypatch.setattr(runs, "cluster_runs", lambda **_: rows)
+    assert main(["run", "list", "--cluster"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "WORKER" in lines[0].split()
+    at = lines[0].index("WORKER")
+    assert [ln[at:].split()[0] for ln in lines[1:3]] == ["worker-2", "worker-1"]
+    assert main(["run", "list", "--worker", "worker-1", "-o", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [r["run_id"] for r in doc] == ["b-00002"] and doc[0]["clusters"] == ["worker-1"]
+    monkeypatch.setattr(runs, "cluster_runs", lambda **_: [rows[2]])
+    assert main(["run", "list", "--cluster"]) == 0
+    assert "WORKER" not in capsys.readouterr().out

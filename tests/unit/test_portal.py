@@ -640,3 +640,39 @@ def test_the_cli_serves_loopback_and_what_it_is_told() -> None:
     wide = _allowed("0.0.0.0", [])
     assert socket.gethostname().lower() in wide and "0.0.0.0" not in wide
     assert "192.0.2.7" in _allowed("192.0.2.7", [])
+
+
+def test_a_managers_runs_page_says_which_worker_cluster_runs_each(
+    web: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a MultiKueue manager, the cluster's runs page has a worker column (a run not
+    dispatched yet: "-"); a single cluster's has none."""
+    import taugrid.portal.app as portal
+
+    def st(run_id: str, clusters: list[str]) -> Any:
+        from taugrid.api.vocabulary import RunStatus
+
+        return RunStatus(
+            run_id=run_id,
+            name="r",
+            phase=Phase.Running if clusters else Phase.Queued,
+            target="kube",
+            workload_kind="job",
+            attempt=len(clusters[:-1]),
+            created_at="2026-12-05T17:00:00+00:00",
+            finished_at=None,
+            signals=[],
+            summary="s",
+            clusters=clusters,
+        )
+
+    runs = [st("a-00001", ["worker-1", "worker-2"]), st("b-00002", [])]
+    monkeypatch.setattr(portal, "_runs", lambda *a, **k: runs)
+    page = web.get("/runs?scope=cluster").text
+    assert "Worker cluster" in page
+    cells = page.split('class="worker">')[1:]
+    assert [c.split("<")[0] for c in cells] == ["worker-2", "-"] or [
+        c.split("<")[0] for c in cells
+    ] == ["-", "worker-2"]
+    monkeypatch.setattr(portal, "_runs", lambda *a, **k: [st("b-00002", [])])
+    assert "Worker cluster" not in web.get("/runs?scope=cluster").text

@@ -439,7 +439,7 @@ def test_a_multi_node_job_s_log_is_node_0_s(tmp_path: Path) -> None:
         }
 
     fake = FakeKube({"Pod": [pod(0), pod(1)]})
-    assert KubeBackend(kube=fake)._driver_pod(record()) == ("r1-0-x", "main")
+    assert KubeBackend(kube=fake)._driver_pod(record(), fake) == ("r1-0-x", "main")
 
 
 def test_tau_run_pull_exit_codes(
