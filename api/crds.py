@@ -47,6 +47,13 @@ _CONDITIONS_LIST: dict[str, Any] = _list_map("type")
 
 
 # --- TauCluster ----------------------------------------------------------------------------
+class MultiClusterRef(_Model):
+    role: Literal["manager", "worker"]
+    workers: list[str] = Field(
+        default_factory=new_list, description="A manager's workers (their MultiKueueClusters)"
+    )
+
+
 class TauClusterSpec(_Model):
     stack: str = Field(description="The Pulumi stack that declared this cluster")
     workloadProfiles: list[WorkloadProfile] = Field(
@@ -83,6 +90,9 @@ class TauClusterSpec(_Model):
     )
     prices: PriceTable | None = Field(
         None, description="Price of a node-hour per pool (from the stack's per-VM-size table)"
+    )
+    multiCluster: MultiClusterRef | None = Field(
+        None, description="Its MultiKueue role, and a manager's workers (absent: standalone)"
     )
 
 

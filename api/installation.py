@@ -65,6 +65,7 @@ class Seen:
     flavors: list[Mapping[str, Any]] = field(default_factory=new_list)
     local_queues: list[Mapping[str, Any]] = field(default_factory=new_list)
     gpu_nodes: list[str] = field(default_factory=new_list)
+    workers: list[Mapping[str, Any]] = field(default_factory=new_list)  # MultiKueueClusters
     now: float = 0.0
 
 
@@ -103,7 +104,61 @@ def check(seen: Seen) -> list[Finding]:
     out.append(heartbeat(tc, seen.now, "controller" in components))
     out += queues(spec, seen.cluster_queues, seen.flavors, seen.local_queues)
     out += agents(components, external, seen.agents, seen.gpu_nodes)
+    out += workers(spec, seen.workers)
     return out
+
+
+def workers(spec: Mapping[str, Any], clusters: Iterable[Mapping[str, Any]]) -> list[Finding]:
+    """A MultiKueue manager: each declared worker connected (Kueue's Active condition on its
+    MultiKueueCluster), or why not, with the fix."""
+    mc = spec.get("multiCluster") or {}
+    if mc.get("role") != "manager":
+        return []
+    by_name = {c["metadata"]["name"]: c for c in clusters}
+    out = []
+    for name in mc.get("workers") or []:
+        item = f"worker {name}"
+        got = by_name.get(name)
+        if got is None:
+            out.append(
+                _fail(
+                    item,
+                    "no MultiKueueCluster of that name: nothing is dispatched to it",
+                    "pulumi up the manager's stack (it makes one per declared worker)",
+                )
+            )
+            continue
+        conds = (got.get("status") or {}).get("conditions") or []
+        active: Mapping[str, Any] = next((c for c in conds if c.get("type") == "Active"), {})
+        if active.get("status") == "True":
+            out.append(_ok(item, "connected: MultiKueue dispatches runs to it"))
+            continue
+        why = f"{active.get('reason') or 'no status yet'}: {active.get('message') or ''}"
+        out.append(_fail(item, f"not connected ({why.strip(': ')})", _worker_fix(name, why)))
+    return out
+
+
+def _worker_fix(name: str, why: str) -> str:
+    """What to do about a worker MultiKueue cannot reach, from what Kueue says."""
+    low = why.lower()
+    # client-go's words for a 401: "the server has asked for the client to provide credentials"
+    if any(w in low for w in ("unauthorized", "401", "provide credentials", "token", "expired")):
+        return (
+            f"the manager's kubeconfig Secret kueue-system/multikueue-{name} holds credentials "
+            "the worker refuses (an expired or revoked token): pulumi up the worker's stack (a "
+            "new token), then the manager's (it copies it)"
+        )
+    if "forbidden" in low:
+        return (
+            "the worker's MultiKueue account may not do what dispatching needs: pulumi up the "
+            "worker's stack with this TauGrid version (it scopes that account's ClusterRole)"
+        )
+    if any(w in low for w in ("refused", "no such host", "timeout", "dial tcp", "unreachable")):
+        return (
+            "the worker's API server does not answer the manager: is the worker up, and is "
+            "its multiCluster.server reachable from the manager's network?"
+        )
+    return f"its status says more: kubectl get multikueuecluster {name} -o yaml"
 
 
 def _ok(item: str, message: str) -> Finding:

@@ -348,6 +348,9 @@ def _installation_seen(kube: Any, read: Any) -> InstallSeen:
             for n in nodes
             if C.GPU_RESOURCE in ((n.get("status") or {}).get("capacity") or {})
         ),
+        workers=read("MultiKueueClusters", kube.list, "MultiKueueCluster")
+        if (spec.get("multiCluster") or {}).get("role") == "manager"
+        else [],
         now=time.time(),
     )
     return seen

@@ -388,6 +388,11 @@ def tau_cluster(cfg: PlatformConfig, stack: str) -> dict[str, Any]:
             "pools": [p.model_dump(mode="json", exclude_none=True) for p in pool_declarations(cfg)],
             **({"teams": [t.model_dump(mode="json") for t in team_refs(cfg)]} if cfg.teams else {}),
             **({"prices": prices.model_dump(mode="json")} if (prices := price_table(cfg)) else {}),
+            **(
+                {"multiCluster": {"role": mc.role, "workers": [w.name for w in mc.workers]}}
+                if (mc := cfg.multiCluster).role != "standalone"
+                else {}
+            ),
         },
     }
 

@@ -42,6 +42,14 @@ KINDS: dict[str, Kind] = {
         Kind("ray.io", "v1", "RayService", "rayservices", component="the KubeRay operator"),
         Kind(C.GROUP, C.VERSION, "TauService", "tauservices", True, TAUGRID),
         Kind("kueue.x-k8s.io", "v1beta2", "Workload", "workloads", component="Kueue"),
+        Kind(
+            "kueue.x-k8s.io",
+            "v1beta2",
+            "MultiKueueCluster",
+            "multikueueclusters",
+            namespaced=False,
+            component="Kueue",
+        ),
         Kind("kueue.x-k8s.io", "v1beta2", "LocalQueue", "localqueues", component="Kueue"),
         Kind(C.GROUP, C.VERSION, "TauRun", "runs", True, TAUGRID),
         # Kueue's visibility API: GET .../localqueues/<queue>/pendingworkloads

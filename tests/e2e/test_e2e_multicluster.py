@@ -178,6 +178,64 @@ def test_a_worker_whose_queue_is_full_is_passed_over(clusters: Path, tmp_path: P
             w1.delete("Job", name, "research")
 
 
+def validate_workers(home: Path) -> dict[str, dict[str, Any]]:
+    res = tau(
+        home, "cluster", "validate", "installation", "-o", "json", env=kube_env(home, "admin")
+    )
+    doc = json.loads(res.stdout)
+    findings = doc["findings"] if isinstance(doc, dict) else doc
+    return {f["item"]: f for f in findings if f["item"].startswith("worker ")}
+
+
+def test_a_worker_whose_token_the_manager_holds_no_longer_works_is_named_with_the_fix(
+    clusters: Path,
+) -> None:
+    """The manager's kubeconfig Secret for worker-2 holds a token worker-2 refuses (as an
+    expired one): `tau cluster validate installation` names the worker and says what to do;
+    the Secret put back, it connects again."""
+    import base64
+
+    from taugrid.components.multikueue import KUEUE_NAMESPACE, secret_name
+
+    found = validate_workers(clusters)
+    assert {k: v["state"] for k, v in found.items()} == {
+        "worker worker-1": "ok",
+        "worker worker-2": "ok",
+    }, found
+    api = admin(clusters).resources.get(api_version="v1", kind="Secret")
+    name = secret_name("worker-2")
+    kept = api.get(name=name, namespace=KUEUE_NAMESPACE).to_dict()["data"]["kubeconfig"]
+    text = base64.b64decode(kept).decode()
+    token = next(ln.split(":", 1)[1].strip() for ln in text.splitlines() if "token:" in ln)
+    bad = text.replace(token, "expired." + token[8:])
+
+    def patch(raw: str) -> None:
+        body = {"data": {"kubeconfig": base64.b64encode(raw.encode()).decode()}}
+        api.patch(
+            name=name,
+            namespace=KUEUE_NAMESPACE,
+            body=body,
+            content_type="application/merge-patch+json",
+        )
+
+    patch(bad)
+    try:
+        got = wait_until(
+            lambda: (f := validate_workers(clusters)["worker worker-2"])["state"] == "failed" and f,
+            timeout=180,
+            what="worker-2 refused",
+        )
+        assert "provide credentials" in got["message"], got  # client-go's words for a 401
+        assert "pulumi up the worker's stack" in got["fix"], got
+    finally:
+        patch(text)
+    wait_until(
+        lambda: validate_workers(clusters)["worker worker-2"]["state"] == "ok",
+        timeout=180,
+        what="worker-2 connected again",
+    )
+
+
 def test_a_worker_whose_control_plane_stops_loses_its_run_to_the_other(
     clusters: Path, tmp_path: Path
 ) -> None:

@@ -344,3 +344,67 @@ def test_run_list_on_a_manager_says_which_worker_runs_each_and_filters_by_one(
     monkeypatch.setattr(runs, "cluster_runs", lambda **_: [rows[2]])
     assert main(["run", "list", "--cluster"]) == 0
     assert "WORKER" not in capsys.readouterr().out
+
+
+# --- the manager's installation: each worker connected, or why not and the fix ----------------
+def _mkc(name: str, status: str, reason: str = "", message: str = "") -> dict[str, Any]:
+    cond = {"type": "Active", "status": status, "reason": reason, "message": message}
+    return {"metadata": {"name": name}, "status": {"conditions": [cond]}}
+
+
+@pytest.mark.parametrize(
+    ("reason", "message", "fix"),
+    [
+        ("ClientConnectionFailed", "Unauthorized", "expired or revoked token"),
+        (  # what Kueue v0.19.2 said on the sandbox for a token the worker refused
+            "ClientConnectionFailed",
+            "failed to get server groups: the server has asked for the client to provide "
+            "credentials",
+            "expired or revoked token",
+        ),
+        (
+            "ClientConnectionFailed",
+            'rayservices.ray.io is forbidden: User "system:serviceaccount:kueue-system:'
+            'taugrid-multikueue" cannot watch resource "rayservices"',
+            "scopes that account's ClusterRole",
+        ),
+        (
+            "ClientConnectionFailed",
+            "dial tcp 10.0.0.4:443: connect: connection refused",
+            "does not answer the manager",
+        ),
+        ("BadConfig", "something new", "kubectl get multikueuecluster west -o yaml"),
+    ],
+)
+def test_a_worker_the_manager_cannot_reach_is_named_with_the_fix(
+    reason: str, message: str, fix: str
+) -> None:
+    from taugrid.api import installation as I
+
+    cfg = validate_platform(stack(role="manager", workers=WORKERS))
+    spec = M.tau_cluster(cfg, "prod")["spec"]
+    assert spec["multiCluster"] == {"role": "manager", "workers": ["east", "west"]}
+    got = I.workers(
+        spec, [_mkc("east", "True", "Active", "Connected"), _mkc("west", "False", reason, message)]
+    )
+    east, west = got
+    assert east.state == "ok" and east.item == "worker east"
+    assert west.state == "failed" and west.item == "worker west"
+    assert message[:20] in west.message and fix in (west.fix or "")
+
+
+def test_a_declared_worker_without_its_cluster_object_and_a_standalone_cluster() -> None:
+    from taugrid.api import installation as I
+
+    spec = M.tau_cluster(validate_platform(stack(role="manager", workers=WORKERS)), "p")["spec"]
+    (east, west) = I.workers(spec, [_mkc("east", "True")])
+    assert (
+        east.state == "ok"
+        and west.state == "failed"
+        and "pulumi up the manager" in (west.fix or "")
+    )
+    alone = M.tau_cluster(validate_platform(stack()), "p")["spec"]
+    assert "multiCluster" not in alone and I.workers(alone, []) == []
+    worker = M.tau_cluster(validate_platform(stack(role="worker")), "p")["spec"]
+    assert worker["multiCluster"] == {"role": "worker", "workers": []}
+    assert I.workers(worker, []) == []
