@@ -152,6 +152,18 @@ def quota_state(kube: Any, job: str) -> str | None:
     return None
 
 
+def test_a_run_whose_profile_no_cluster_has_is_refused_before_it_is_sent(
+    clusters: Path, tmp_path: Path
+) -> None:
+    """The workers' queues are the manager's (compared before they are wired): a profile the
+    manager does not offer, no worker has; refused at once, exit 3, nothing sent anywhere."""
+    folder = cpu_job(tmp_path / "p", "mc-noprofile", extra="policy: {profile: h100x8}\n")
+    res = tau(clusters, "run", str(folder), "-d", env=kube_env(clusters))
+    assert res.returncode == 3 and "h100x8" in res.stderr, res.stderr
+    for w in WORKERS:
+        assert not [j for j in worker(clusters, w).list("Job", "research") if "noprofile" in str(j)]
+
+
 def test_a_worker_whose_queue_is_full_is_passed_over(clusters: Path, tmp_path: Path) -> None:
     """worker-1's cpu queue is filled by Jobs of its own, one core at a time until Kueue has no
     more for one (what the cohort lends included): the manager's next runs go to worker-2."""
