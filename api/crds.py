@@ -259,6 +259,9 @@ class TauRunStatus(_Model):
         description="The MultiKueue worker clusters it was dispatched to, in order (the last "
         "runs it); empty on a cluster that runs its own",
     )
+    cluster: str | None = Field(
+        None, description="The worker cluster it is on now (the last of `clusters`: a column)"
+    )
 
 
 # --- TauService ------------------------------------------------------------------------------
@@ -500,6 +503,8 @@ CRD_TYPES: tuple[CrdType, ...] = (
             ("SM-Active", "number", ".status.gpuUse.smActive"),
             ("GPU-Since", "string", ".status.gpuUse.since"),
             ("GPU-Idle-Since", "string", ".status.gpuUse.idleSince"),
+            # a MultiKueue manager's: the worker cluster it is on (the list's WORKER column)
+            ("Worker-Cluster", "string", ".status.cluster"),
         ),
     ),
     CrdType(

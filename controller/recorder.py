@@ -96,6 +96,7 @@ def compute_status(
     clusters = _dispatches(old, facts.worker, objs.kueue, now, entries)
     return TauRunStatus(
         clusters=clusters,
+        cluster=clusters[-1] if clusters else None,
         phase=phase,
         attempt=st.attempt,
         terminationReason=reason if phase in TERMINAL else None,

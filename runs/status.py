@@ -684,7 +684,7 @@ def _recorded(o: Observations) -> RunStatus | None:
         exit_code=rec.exit_code,
         inputs=rec.inputs,
         gpu_use=r.gpuUse,
-        clusters=r.clusters,
+        clusters=r.clusters or ([r.cluster] if r.cluster else []),  # a listing has the column
     )
 
 

@@ -711,7 +711,7 @@ def test_a_dispatched_runs_workers_are_kept_in_order_and_a_lost_one_is_said() ->
         {},
         NOW,
     )
-    assert moved.clusters == ["worker-1", "worker-2"]
+    assert moved.clusters == ["worker-1", "worker-2"] and moved.cluster == "worker-2"
     assert any(
         t.reason == "Redispatched" and "worker-2 (was on worker-1)" in t.message
         for t in moved.timeline

@@ -408,3 +408,18 @@ def test_a_declared_worker_without_its_cluster_object_and_a_standalone_cluster()
     worker = M.tau_cluster(validate_platform(stack(role="worker")), "p")["spec"]
     assert worker["multiCluster"] == {"role": "worker", "workers": []}
     assert I.workers(worker, []) == []
+
+
+def test_a_runs_worker_comes_through_the_thin_listing_of_run_list() -> None:
+    """`tau run list --cluster` reads TauRuns as the API server's Table (printer columns only):
+    the worker a run is on is a column, so the list's WORKER column has it."""
+    from runkit import taurun
+
+    from taugrid.api.crds import TauRunStatus, read_status
+    from taugrid.kube.fake import FakeKube
+
+    st = {"phase": "Running", "clusters": ["worker-1", "worker-2"], "cluster": "worker-2"}
+    (thin,) = FakeKube({"TauRun": [taurun(st)]}).list_columns("TauRun", "research")
+    got, why = read_status(TauRunStatus, thin["status"])
+    assert why is None and got is not None
+    assert got.cluster == "worker-2" and got.clusters == []  # only its columns
