@@ -101,6 +101,14 @@ class MultiClusterSpec(_Model):
         return self
 
 
+def dispatched(clusters: list[str], worker: str | None) -> list[str]:
+    """The worker clusters a manager's run was dispatched to, in order, with the one its
+    Workload names now (once: a pass that sees the same worker adds nothing)."""
+    if worker and (not clusters or clusters[-1] != worker):
+        return [*clusters, worker]
+    return list(clusters)
+
+
 def queue_differences(manager: dict[str, Any], worker: dict[str, Any], name: str) -> list[str]:
     """What differs between the manager's queues and a worker's (two `queue_signature`s), one
     line each, naming the worker: empty when they match."""

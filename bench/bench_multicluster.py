@@ -11,23 +11,17 @@ Workload has QuotaReserved), then cancelled, so every run finds the same room.
 
 from __future__ import annotations
 
-import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from benchkit import control_plane_built, sandbox, tau
+
 RUNS = 10
 DISPATCH_BUDGET_S = 5.0
 STATUS_BUDGET_S = 0.5
-TAU = str(Path(sys.executable).parent / "tau")
-
-
-def tau(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([TAU, *args], env=env, capture_output=True, text=True, check=False)
 
 
 def owned_by(kube: Any, run_id: str) -> dict[str, Any] | None:
@@ -89,24 +83,13 @@ def measure(
 
 
 def main() -> int:
-    from taugrid.sandbox.controlplane import binaries_dir
-
-    if binaries_dir() is None:
-        print("skipped: the control plane is not built (make controlplane)")
+    if not control_plane_built():
         return 0
-    with tempfile.TemporaryDirectory() as tmp:
-        env = {**os.environ, "TAU_HOME": str(Path(tmp) / "home")}
-        t = time.perf_counter()
-        res = tau(env, "sandbox", "up", "--clusters", "3")
-        up_s = time.perf_counter() - t
-        assert res.returncode == 0, res.stderr
-        try:
-            admin = tau(env, "sandbox", "kubeconfig").stdout.strip()
-            kc = tau(env, "sandbox", "kubeconfig", "--as", "researcher").stdout.strip()
-            env = {**env, "KUBECONFIG": kc, "TAU_TARGET": "kube"}
-            took, status_s, where = measure(env, admin, Path(tmp))
-        finally:
-            tau(env, "sandbox", "down")
+    with sandbox("--clusters", "3") as box:
+        kc = tau(box.env, "sandbox", "kubeconfig", "--as", "researcher").stdout.strip()
+        env = {**box.env, "KUBECONFIG": kc}
+        took, status_s, where = measure(env, box.admin, box.folder)
+    up_s = box.up_s
     p50 = statistics.median(took)
     print(f"tau sandbox up --clusters 3: {up_s:.0f} s")
     print(

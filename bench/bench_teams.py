@@ -12,26 +12,19 @@ the truth is their sum. Also said: what 10,000 runs cost in etcd (the objects' J
 from __future__ import annotations
 
 import json
-import os
 import random
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
+
+from benchkit import control_plane_built, sandbox, tau
 
 RUNS = 10_000
 USAGE_BUDGET_S = 2.0
 QUOTA_BUDGET_S = 0.5
 WORKSPACES = ("vision", "nlp", "speech", "research", "llm")
-TAU = str(Path(sys.executable).parent / "tau")
-
-
-def tau(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([TAU, *args], env=env, capture_output=True, text=True, check=False)
 
 
 def rows(now: datetime) -> tuple[dict[str, list[dict[str, Any]]], float]:
@@ -123,33 +116,22 @@ def timed(env: dict[str, str], *args: str, n: int = 5) -> tuple[float, str]:
 
 
 def main() -> int:
-    from taugrid.sandbox.controlplane import binaries_dir
-
-    if binaries_dir() is None:
-        print("skipped: the control plane is not built (make controlplane)")
+    if not control_plane_built():
         return 0
-    with tempfile.TemporaryDirectory() as tmp:
-        env = {**os.environ, "TAU_HOME": str(Path(tmp) / "home")}
-        res = tau(env, "sandbox", "up", "--real-nodes", "0")
-        assert res.returncode == 0, res.stderr
-        try:
-            kc = tau(env, "sandbox", "kubeconfig").stdout.strip()
-            env = {**env, "KUBECONFIG": kc, "TAU_TARGET": "kube"}
-            os.environ["KUBECONFIG"] = kc
-            from taugrid.kube.client import Kube
+    with sandbox("--real-nodes", "0") as box:
+        env = box.env
+        from taugrid.kube.client import Kube
 
-            now = datetime.now(UTC)
-            by_ws, truth = rows(now)
-            t = time.perf_counter()
-            size = fill(Kube(None), by_ws)
-            fill_s = time.perf_counter() - t
-            usage_s, out = timed(env, "usage", "--by", "team", "--since", "30d", "-o", "json")
-            doc = json.loads(out)
-            total = sum(r["gpuHours"] for r in doc["rows"])
-            user_s, _ = timed(env, "usage", "--by", "user", "--since", "30d")
-            quota_s, _ = timed(env, "quota", "status")
-        finally:
-            tau(env, "sandbox", "down")
+        now = datetime.now(UTC)
+        by_ws, truth = rows(now)
+        t = time.perf_counter()
+        size = fill(Kube(None, kubeconfig=box.admin), by_ws)
+        fill_s = time.perf_counter() - t
+        usage_s, out = timed(env, "usage", "--by", "team", "--since", "30d", "-o", "json")
+        doc = json.loads(out)
+        total = sum(r["gpuHours"] for r in doc["rows"])
+        user_s, _ = timed(env, "usage", "--by", "user", "--since", "30d")
+        quota_s, _ = timed(env, "quota", "status")
     off = abs(total - truth) / truth
     print(f"ledger of {RUNS:,} runs: {size / 1e6:.1f} MB of JSON in etcd ({fill_s:.1f} s to write)")
     print(

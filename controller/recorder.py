@@ -18,6 +18,7 @@ from taugrid.api.crds import TauRunStatus
 from taugrid.api.evidence import RunRecord
 from taugrid.api.gpuuse import DCGM_EVIDENCE, GpuUseStatus, describe
 from taugrid.api.kubetime import k8s_time
+from taugrid.api.multicluster import dispatched
 from taugrid.api.observations import ClusterFacts, Observations
 from taugrid.api.vocabulary import (
     TERMINAL,
@@ -124,17 +125,15 @@ def _dispatches(
 ) -> list[str]:
     """A MultiKueue manager's run: the worker clusters it was dispatched to, in order (one more
     when it moves, said in the timeline, as is Kueue taking it back from a lost worker)."""
-    clusters = list(old.clusters)
-    if worker and (not clusters or clusters[-1] != worker):
-        if clusters:
-            entries.append(
-                TimelineEntry(
-                    at=k8s_time(now),
-                    reason="Redispatched",
-                    message=f"now on worker cluster {worker} (was on {clusters[-1]})",
-                )
+    clusters = dispatched(old.clusters, worker)
+    if len(clusters) > len(old.clusters) and old.clusters:
+        entries.append(
+            TimelineEntry(
+                at=k8s_time(now),
+                reason="Redispatched",
+                message=f"now on worker cluster {worker} (was on {old.clusters[-1]})",
             )
-        clusters.append(worker)
+        )
     lost = worker_lost(kw)
     if lost and clusters and not any(e.reason == "WorkerLost" for e in old.timeline[-3:]):
         entries.append(

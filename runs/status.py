@@ -14,6 +14,7 @@ from taugrid.api import constants as C
 from taugrid.api.evidence import HistoryEvent
 from taugrid.api.gpuuse import DCGM_EVIDENCE
 from taugrid.api.kueuewords import evicted, explain, without_noise
+from taugrid.api.multicluster import dispatched
 from taugrid.api.observations import ClusterFacts, Observations, PodFact
 from taugrid.api.vocabulary import (
     TERMINAL,
@@ -737,7 +738,4 @@ def _clusters(c: ClusterFacts | None) -> list[str]:
     """The worker clusters a manager's run was dispatched to: as recorded, and where it is now."""
     if c is None:
         return []
-    seen = list(c.recorded.clusters) if c.recorded else []
-    if c.worker and (not seen or seen[-1] != c.worker):
-        seen.append(c.worker)
-    return seen
+    return dispatched(list(c.recorded.clusters) if c.recorded else [], c.worker)

@@ -88,3 +88,23 @@ def pod(node: str = "a100x1-0", phase: str = "Running") -> dict[str, Any]:
             ],
         },
     }
+
+
+def dispatched_status(run_id: str, clusters: list[str]) -> Any:
+    """A MultiKueue manager's run as `tau run list` and the portal get it: running on the last
+    of `clusters` (each move an attempt), or queued before any."""
+    from taugrid.api.vocabulary import Phase, RunStatus
+
+    return RunStatus(
+        run_id=run_id,
+        name="r",
+        phase=Phase.Running if clusters else Phase.Queued,
+        target="kube",
+        workload_kind="job",
+        attempt=len(clusters[:-1]),
+        created_at="2026-12-05T17:00:00+00:00",
+        finished_at=None,
+        signals=[],
+        summary="running" if clusters else "waiting in the queue",
+        clusters=clusters,
+    )

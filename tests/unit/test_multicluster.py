@@ -312,25 +312,12 @@ def test_a_run_whose_worker_was_lost_is_released_only_then() -> None:
 def test_run_list_on_a_manager_says_which_worker_runs_each_and_filters_by_one(
     capsys: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from taugrid.api.vocabulary import Phase, RunStatus
+    from runkit import dispatched_status
+
     from taugrid.cli.app import main
     from taugrid.client import runs
 
-    def st(run_id: str, clusters: list[str]) -> RunStatus:
-        return RunStatus(
-            run_id=run_id,
-            name="r",
-            phase=Phase.Running if clusters else Phase.Queued,
-            target="kube",
-            workload_kind="job",
-            attempt=0,
-            created_at="2026-12-05T17:00:00+00:00",
-            finished_at=None,
-            signals=[],
-            summary="waiting in the queue",
-            clusters=clusters,
-        )
-
+    st = dispatched_status
     rows = [st("a-00001", ["worker-1", "worker-2"]), st("b-00002", ["worker-1"]), st("c-3", [])]
     monkeypatch.setattr(runs, "cluster_runs", lambda **_: rows)
     assert main(["run", "list", "--cluster"]) == 0

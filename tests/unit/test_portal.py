@@ -647,25 +647,11 @@ def test_a_managers_runs_page_says_which_worker_cluster_runs_each(
 ) -> None:
     """On a MultiKueue manager, the cluster's runs page has a worker column (a run not
     dispatched yet: "-"); a single cluster's has none."""
+    from runkit import dispatched_status
+
     import taugrid.portal.app as portal
 
-    def st(run_id: str, clusters: list[str]) -> Any:
-        from taugrid.api.vocabulary import RunStatus
-
-        return RunStatus(
-            run_id=run_id,
-            name="r",
-            phase=Phase.Running if clusters else Phase.Queued,
-            target="kube",
-            workload_kind="job",
-            attempt=len(clusters[:-1]),
-            created_at="2026-12-05T17:00:00+00:00",
-            finished_at=None,
-            signals=[],
-            summary="s",
-            clusters=clusters,
-        )
-
+    st = dispatched_status
     runs = [st("a-00001", ["worker-1", "worker-2"]), st("b-00002", [])]
     monkeypatch.setattr(portal, "_runs", lambda *a, **k: runs)
     page = web.get("/runs?scope=cluster").text
