@@ -24,6 +24,7 @@ ADMISSION_CHECK = "taugrid-multikueue"
 MULTIKUEUE_CONFIG = "taugrid"
 WORKER_SERVICE_ACCOUNT = "taugrid-multikueue"
 KUBECONFIG_KEY = "kubeconfig"  # the key MultiKueue reads in a kubeconfig Secret
+KUEUE_NAMESPACE = "kueue-system"  # Kueue's own: its kubeconfig Secrets, a worker's account
 KUBECONFIG_OUTPUT = "multikueueKubeconfig"  # the worker stack's output
 SIGNATURE_OUTPUT = "queueSignature"  # both stacks' output: what their queues are
 # what a stack reference reads in the offline plan (no other stack can be read there): the

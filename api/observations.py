@@ -89,6 +89,7 @@ class ClusterFacts:
     # a dispatched run's pods are the worker's: how many are ready there, as the workload's
     # status (MultiKueue copies it back) says (None: not said)
     remote_ready: int | None = None
+    remote_succeeded: int | None = None  # and how many ended well (a Job's copied status)
     position: int | None = None
     position_note: str | None = None  # why the position is unknown
     pods: list[PodFact] = field(default_factory=new_list)
@@ -112,6 +113,12 @@ class ClusterFacts:
         and pods are gone."""
         gone = not self.workload and not self.pods
         return bool(self.recorded and self.recorded.phase and (self.current or gone))
+
+    @property
+    def placed_on(self) -> str | None:
+        """The MultiKueue worker whose pods and volume hold the run: its Workload's, else the
+        one the controller recorded (an ended run's Workload may be gone or no longer say)."""
+        return self.worker or (self.recorded.cluster if self.recorded else None)
 
 
 @dataclass(frozen=True)

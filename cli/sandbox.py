@@ -26,8 +26,9 @@ def _usage(state: Any) -> str:
             else ""
         )
         + "".join(
-            f"\n  MultiKueue worker {name}: API server {w['api']}, {len(w['nodes'])} KWOK nodes "
-            f"(kubeconfig context {name})"
+            f"\n  MultiKueue worker {name}: API server {w['api']}, {len(w['nodes'])} KWOK nodes"
+            + (f", real: {', '.join(w['real_nodes'])}" if w.get("real_nodes") else "")
+            + f" (kubeconfig context {name})"
             for name, w in state.workers.items()
         )
         + "\n"
@@ -76,7 +77,8 @@ def sandbox_up(
             min=1,
             max=3,
             help="2 or 3: a MultiKueue manager (this sandbox's API server) and 1 or 2 workers, "
-            "each its own control plane; runs submitted here are dispatched to the workers",
+            "each its own control plane; runs submitted here are dispatched to the workers "
+            "(with --real-nodes N, each worker gets N real nodes; default: KWOK only)",
         ),
     ] = 1,
 ) -> None:
@@ -126,7 +128,12 @@ def sandbox_status(output: JsonOpt = ReportFormat.text) -> None:
                     "nodes": state.nodes,
                     "real_nodes": state.real_nodes,
                     "workers": {
-                        n: {"api": w["api"], "nodes": w["nodes"]} for n, w in state.workers.items()
+                        n: {
+                            "api": w["api"],
+                            "nodes": w["nodes"],
+                            "real_nodes": w.get("real_nodes") or [],
+                        }
+                        for n, w in state.workers.items()
                     },
                     "components": rows,
                 }
@@ -148,7 +155,10 @@ def sandbox_status(output: JsonOpt = ReportFormat.text) -> None:
         if state.real_nodes:
             lines.append(f"  real nodes: {', '.join(state.real_nodes)}")
         for name, w in state.workers.items():
-            lines.append(f"  MultiKueue worker {name}: API server {w['api']}")
+            lines.append(
+                f"  MultiKueue worker {name}: API server {w['api']}"
+                + (f", real nodes: {', '.join(w['real_nodes'])}" if w.get("real_nodes") else "")
+            )
         out("\n".join(lines))
     if not ready:
         raise typer.Exit(4)

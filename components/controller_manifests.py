@@ -8,6 +8,7 @@ from typing import Any
 
 from taugrid.api import constants as C
 from taugrid.api import gpuactive as A
+from taugrid.api import multicluster as MC
 from taugrid.api.platform import CHARTS, SYSTEM_NAMESPACE, PlatformConfig
 from taugrid.api.quantity import format_memory, parse_memory
 from taugrid.components.manifests import (
@@ -18,6 +19,7 @@ from taugrid.components.manifests import (
     rbac_binding,
     rbac_role,
 )
+from taugrid.components.multikueue import secret_name
 
 CONTROLLER = "taugrid-controller"  # its ServiceAccount, ClusterRole, Deployment, peering
 
@@ -54,6 +56,11 @@ CONTROLLER_RULES: list[dict[str, Any]] = [
     # can requeue it (controller/decide.lost_worker_release)
     {"apiGroups": ["batch"], "resources": ["jobs/status"], "verbs": ["patch"]},
     {"apiGroups": ["ray.io"], "resources": ["rayjobs"], "verbs": ["get", "list", "watch"]},
+    # a MultiKueue manager's run: the ConfigMaps its pods mount are read here and made on the
+    # worker it was dispatched to (controller/carry.py), with that worker's MultiKueue Secret
+    # (readable by name only: `manager_access`)
+    {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]},
+    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["multikueueclusters"], "verbs": ["get"]},
     # services: a new generation that serves takes over (the Service's selector; the old
     # RayService deleted), whether or not a `tau serve` command looks
     {
@@ -119,6 +126,31 @@ def controller_rbac() -> list[dict[str, Any]]:
             [{"kind": "ServiceAccount", "name": CONTROLLER, "namespace": SYSTEM_NAMESPACE}],
         ),
     ]
+
+
+def manager_access(cfg: PlatformConfig) -> list[dict[str, Any]]:
+    """On a MultiKueue manager: reading its workers' kubeconfig Secrets, each by name, in
+    Kueue's namespace (a Role there; nothing else of that namespace, no other Secret)."""
+    mc = cfg.multiCluster
+    if mc.role != "manager" or not mc.workers:
+        return []
+    name = f"{CONTROLLER}-multikueue"
+    rules = [
+        {
+            "apiGroups": [""],
+            "resources": ["secrets"],
+            "verbs": ["get"],
+            "resourceNames": [secret_name(w.name) for w in mc.workers],
+        }
+    ]
+    role = rbac_role(object_meta(name, MC.KUEUE_NAMESPACE), rules)
+    binding = rbac_binding(
+        object_meta(name, MC.KUEUE_NAMESPACE),
+        "Role",
+        name,
+        [{"kind": "ServiceAccount", "name": CONTROLLER, "namespace": SYSTEM_NAMESPACE}],
+    )
+    return [role, binding]
 
 
 def kopf_peering() -> list[dict[str, Any]]:
@@ -266,7 +298,12 @@ def _controller_container(cfg: PlatformConfig) -> dict[str, Any]:
 
 
 def controller_objects(cfg: PlatformConfig) -> list[dict[str, Any]]:
-    return [*controller_rbac(), *kopf_peering(), *controller_deployment(cfg)]
+    return [
+        *controller_rbac(),
+        *manager_access(cfg),
+        *kopf_peering(),
+        *controller_deployment(cfg),
+    ]
 
 
 def validation_objects(cfg: PlatformConfig) -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@ from taugrid.api import multicluster as MC
 from taugrid.api.platform import PlatformConfig
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
-KUEUE_NAMESPACE = "kueue-system"
+KUEUE_NAMESPACE = MC.KUEUE_NAMESPACE
 RBAC = "rbac.authorization.k8s.io/v1"
 PART_OF = {"app.kubernetes.io/part-of": "taugrid", "app.kubernetes.io/managed-by": "pulumi"}
 
@@ -102,7 +102,7 @@ def manager_objects(cfg: PlatformConfig, kubeconfigs: dict[str, Any]) -> list[di
 
 # What MultiKueue does on a worker: creates, watches and deletes the run's Job or RayJob (or a
 # RayCluster, RayService) and its Workload (and the Workload's status), reads the queues it lands
-# in. Nothing else.
+# in; and what TauGrid's controller adds there for a run (its ConfigMaps). Nothing else.
 WORKER_RULES: list[dict[str, Any]] = [
     {
         "apiGroups": ["batch"],
@@ -143,6 +143,11 @@ WORKER_RULES: list[dict[str, Any]] = [
         "resources": ["clusterqueues", "localqueues"],
         "verbs": ["get", "list", "watch"],
     },
+    # TauGrid's controller on the manager, with the same Secret: the ConfigMaps a run's pods
+    # mount (its code, TauGrid's helpers), made beside the Job MultiKueue copied
+    # (controller/carry.py). Create only: never read, changed or deleted (the run's own go
+    # with its Job, whose owner reference they carry)
+    {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
 ]
 
 

@@ -93,6 +93,79 @@ def lost_worker_release(
     return None
 
 
+def carry_to(job: Mapping[str, Any] | None, kw: Mapping[str, Any] | None) -> str | None:
+    """The worker a manager's run was dispatched to, whose pods need what they mount from this
+    cluster (`companions`), or None (not a MultiKueue run, or not dispatched yet)."""
+    if job is None or kw is None:
+        return None
+    managed = (job.get("spec") or {}).get("managedBy")
+    if managed != MULTIKUEUE:
+        return None
+    name = (kw.get("status") or {}).get("clusterName")
+    return str(name) if name else None
+
+
+def companions(job: Mapping[str, Any]) -> list[str]:
+    """The ConfigMaps a run's pods need (volumes, projected volumes, env and envFrom), in every
+    pod template of its Job or RayJob: MultiKueue copies the Job alone to the worker, so these
+    must be made there too, or its pods never start."""
+    spec = job.get("spec") or {}
+    templates: list[Mapping[str, Any]] = []
+    if "template" in spec:  # a Job
+        templates.append(spec["template"])
+    ray = spec.get("rayClusterSpec") or {}
+    if ray.get("headGroupSpec"):
+        templates.append(ray["headGroupSpec"].get("template") or {})
+    templates += [g.get("template") or {} for g in ray.get("workerGroupSpecs") or []]
+    if spec.get("submitterPodTemplate"):
+        templates.append(spec["submitterPodTemplate"])
+    names: list[str | None] = []
+    for t in templates:
+        pod = t.get("spec") or {}
+        for v in pod.get("volumes") or []:
+            names.append((v.get("configMap") or {}).get("name"))
+            for src in (v.get("projected") or {}).get("sources") or []:
+                names.append((src.get("configMap") or {}).get("name"))
+        for c in [*(pod.get("initContainers") or []), *(pod.get("containers") or [])]:
+            names += [(e.get("configMapRef") or {}).get("name") for e in c.get("envFrom") or []]
+            for e in c.get("env") or []:
+                ref = ((e.get("valueFrom") or {}).get("configMapKeyRef") or {}).get("name")
+                names.append(ref)
+    return sorted({n for n in names if n})
+
+
+def carried_copy(
+    cm: Mapping[str, Any], owner: Mapping[str, Any] | None, namespace: str
+) -> dict[str, Any]:
+    """A ConfigMap as made on the worker: its data, labels and immutability; owned by the run's
+    Job there when it is the run's own here (its garbage goes with the run), else shared."""
+    meta = cm.get("metadata") or {}
+    own = bool(meta.get("ownerReferences")) and owner is not None
+    body: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": meta["name"],
+            "namespace": namespace,
+            "labels": dict(meta.get("labels") or {}),
+        },
+    }
+    if own and owner is not None:
+        om = owner["metadata"]
+        body["metadata"]["ownerReferences"] = [
+            {
+                "apiVersion": owner.get("apiVersion", "batch/v1"),
+                "kind": owner.get("kind", "Job"),
+                "name": om["name"],
+                "uid": om["uid"],
+            }
+        ]
+    for key in ("data", "binaryData", "immutable"):
+        if key in cm:
+            body[key] = cm[key]
+    return body
+
+
 # --- quota grants ---------------------------------------------------------------------------
 @dataclass(frozen=True)
 class QuotaObjects:

@@ -37,6 +37,7 @@ from taugrid.controller import platform_status as P
 from taugrid.controller import remediation as R
 from taugrid.controller import validation as V
 from taugrid.controller.activetier import ActiveTier
+from taugrid.controller.carry import Carrier
 from taugrid.controller.config import FIELD_MANAGER, PEERING, ControllerConfig
 from taugrid.controller.gpuwatch import GpuWatch
 from taugrid.controller.kopfkit import (
@@ -70,6 +71,7 @@ FIRST_RECORD_WITHIN_S = 5.0
 # submissions) reaches the API server as a steady trickle. (Paced starts alone were not enough:
 # writes queued behind a slow answer completed together, 26 in one second.)
 # The objects the quota and platform reconcilers read (and which of them a change wakes)
+CARRY_RETRY_S = 10.0  # a run's ConfigMaps not made on its worker: tried again this much later
 ACTIVE_POLL_S = 5.0  # how often a node's active checks are looked at while they run
 RUN_INDEXES = (
     "taurun_idx",
@@ -147,6 +149,7 @@ class Controller:
         self.gpu = GpuWatch(self)
         self.active = ActiveTier(kube, self._io)
         self.usage = UsageLedger(kube, lambda: self.wake("usage"))
+        self.carrier = Carrier(kube)  # a MultiKueue manager's runs' ConfigMaps, to their worker
         self.registry = self._build()
 
     # --- I/O (in a thread: lightkube is synchronous) ---------------------------------------
@@ -526,6 +529,7 @@ class Controller:
         once: a change while it waits needs no second turn (at 10,000 runs, the queue held a
         turn per change, each costing a paced moment even when it had nothing left to write)."""
         await self._release_lost_worker(key, kw)
+        await self._carry(key, kw)
         if self._to_write(key, kw) is None or (key in self._queued and not urgent):
             return
         self._queued.add(key)
@@ -566,6 +570,31 @@ class Controller:
             )
         except TauError as e:
             log.warning("run %s: releasing it from a lost worker failed: %s", meta["name"], e)
+
+    async def _carry(self, key: RunKey, kw: Mapping[str, Any]) -> None:
+        """A MultiKueue run dispatched to a worker: the ConfigMaps its pods mount made there
+        (`carry.Carrier`); again when it moves to another worker."""
+        objs = self.objects(key, kw)
+        if objs is None:
+            self.carrier.forget(key)
+            return
+        worker = D.carry_to(objs.workload, objs.kueue)
+        if objs.workload is None or worker is None or not self.carrier.needed(key, worker):
+            return
+        kind = str(objs.workload.get("kind") or "Job")
+        try:
+            made = await self._io(self.carrier.carry, key, kind, worker)
+        except TauError as e:  # tried again in a while (its pods wait for them, unchanged)
+            log.warning("run %s: its ConfigMaps were not made on worker %s: %s", key[1], worker, e)
+            self._tasks.append(asyncio.create_task(self._carry_later(key)))
+            return
+        if made:
+            log.info("run %s: %d ConfigMap(s) made on worker %s", key[1], made, worker)
+
+    async def _carry_later(self, key: RunKey) -> None:
+        await asyncio.sleep(CARRY_RETRY_S)
+        self._tasks = [t for t in self._tasks if not t.done()]
+        await self.record_soon(key)
 
     def _to_write(self, key: RunKey, kw: Mapping[str, Any]) -> dict[str, Any] | None:
         """The status write the run needs now, or None (gone, or recorded already)."""

@@ -290,6 +290,7 @@ class Kube:
         context: str | None = None,
         in_cluster: bool = False,
         kubeconfig: str | Path | None = None,
+        doc: dict[str, Any] | None = None,
     ) -> None:
         _without_http2()
         try:
@@ -307,6 +308,9 @@ class Kube:
             if in_cluster:  # a pod's service account (the controller's Deployment)
                 config = KubeConfig.from_service_account()
                 path = "the service account"
+            elif doc is not None:  # read from a Secret (a MultiKueue worker's), never a file
+                config = KubeConfig.from_dict(doc)
+                path = "the kubeconfig given"
             else:
                 context, doc = load(Path(path), context)
                 config = KubeConfig.from_dict(doc, fname=Path(path).expanduser())

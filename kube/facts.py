@@ -302,6 +302,7 @@ def run_facts(
         worker=((kw or {}).get("status") or {}).get("clusterName"),
         nominated=list(((kw or {}).get("status") or {}).get("nominatedClusterNames") or []),
         remote_ready=w.ready if not pods else None,
+        remote_succeeded=w.succeeded if not pods else None,
         position=position,
         position_note=position_note,
         pods=facts,
@@ -322,6 +323,7 @@ class _WorkloadFacts:
     message: str | None = None
     retries: int = 0
     ready: int | None = None  # pods ready, as the Job or RayJob says
+    succeeded: int = 0  # pods that ended well, as the Job says
 
 
 def _workload_facts(rec: RunRecord, workload: dict[str, Any] | None) -> _WorkloadFacts:
@@ -350,6 +352,7 @@ def _workload_facts(rec: RunRecord, workload: dict[str, Any] | None) -> _Workloa
     failed_pods = int(status.get("failed") or 0)
     out.retries = max(failed_pods - 1, 0) if "Failed" in conds else failed_pods
     out.ready = int(status.get("ready") or 0)
+    out.succeeded = int(status.get("succeeded") or 0)
     if "Complete" in conds:
         out.finished, out.message = "Succeeded", "the Job completed"
     elif "Failed" in conds:

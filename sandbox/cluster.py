@@ -57,9 +57,14 @@ class State:
     real_nodes: list[str] = field(default_factory=list)  # kubelet + containerd (realnodes.py)
     skipped: dict[str, str] = field(default_factory=dict)  # component -> why it does not run
     platform: bool = True  # the platform objects installed by `up` (else: `tau platform up`)
-    # MultiKueue workers (`up --clusters N`): name -> {api, nodes, admin kubeconfig}; their
-    # processes are in `pids` as "<worker>/<component>"
+    # MultiKueue workers (`up --clusters N`): name -> {api, nodes, real_nodes, admin
+    # kubeconfig}; their processes are in `pids` as "<worker>/<component>"
     workers: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def real_node_count(self) -> int:
+        """Real nodes per cluster that has them (a manager's are its workers')."""
+        counts = [len(w.get("real_nodes") or []) for w in self.workers.values()]
+        return counts[0] if counts else len(self.real_nodes)
 
     @classmethod
     def read(cls) -> State | None:
@@ -180,27 +185,22 @@ def up(
     identities; the platform objects are then `tau platform up --stack sandbox`'s to create.
     `real_nodes` (default DEFAULT_REAL_NODES): the stack's first CPU pool as real
     nodes (kubelet, containerd, runc; realnodes.py) instead of KWOK's. `clusters` > 1: a
-    MultiKueue manager and its workers (multicluster.py), KWOK nodes only."""
+    MultiKueue manager and its workers (multicluster.py); real nodes, when asked for, are the
+    workers' (each gets `real_nodes`), since a manager runs no run's pods."""
     from taugrid.sandbox import multicluster as MCS
     from taugrid.sandbox.controlplane import NOT_BUILT, binaries_dir
 
     if not 1 <= clusters <= MCS.MAX_CLUSTERS:
         raise TauError(f"--clusters {clusters}: 1 to {MCS.MAX_CLUSTERS}", exit_code=EXIT_USAGE)
-    if clusters > 1 and real_nodes:
-        raise TauError(
-            "--real-nodes with --clusters: not yet (the workers' nodes are KWOK's)",
-            exit_code=EXIT_USAGE,
-            hint=f"tau sandbox up --clusters {clusters}",
-        )
-    if clusters > 1:
-        real_nodes = 0
+    if clusters > 1 and real_nodes is None:
+        real_nodes = 0  # three control planes on a small machine: KWOK unless asked
 
     existing = State.read()
     if existing is not None:
         same = (
             existing.stack == stack
             and existing.platform == platform
-            and (real_nodes is None or len(existing.real_nodes) == real_nodes)
+            and (real_nodes is None or existing.real_node_count() == real_nodes)
             and len(existing.workers) + 1 == clusters
         )
         if same and healthy(existing):
@@ -237,8 +237,9 @@ def _start(
     n_real: int,
     names: list[str],
 ) -> State:
-    """The workers (`names`, each its own control plane), then the cluster itself (their
-    MultiKueue manager when there are workers); on any failure, everything started stops."""
+    """The workers (`names`, each its own control plane and `n_real` real nodes), then the
+    cluster itself (their MultiKueue manager when there are workers, without real nodes: its
+    runs' pods run on the workers); on any failure, everything started stops."""
     from taugrid.sandbox import multicluster as MCS
     from taugrid.sandbox import realnodes
     from taugrid.sandbox.controlplane import ControlPlane
@@ -249,28 +250,35 @@ def _start(
         for name in names:  # first: the manager's Secrets are made from what they publish
             wcp = ControlPlane(bin_dir=bin_dir, work=work / "workers" / name)
             wcp.work.mkdir(parents=True)
-            workers[name] = (wcp, _start_worker(wcp, cfg, name, stack, say, platform))
+            workers[name] = (wcp, _start_worker(wcp, cfg, name, stack, say, platform, n_real))
         say(
             "starting etcd, kube-apiserver, controller-manager, scheduler and KWOK on 127.0.0.1 ..."
         )
         cp.start()
         mcfg = MCS.manager_config(cfg, names) if names else cfg
-        state = _install(cp, mcfg, stack, say, platform, n_real)
+        state = _install(cp, mcfg, stack, say, platform, 0 if names else n_real)
         if names:
             _wire_workers(cp, mcfg, workers, state, platform, say)
     except BaseException:
         cp.stop()
         for wcp, _ in workers.values():
             wcp.stop()
-        realnodes.stop_nodes(work, realnodes.load_network(work))
+        for folder in _node_folders(work):
+            realnodes.stop_nodes(folder, realnodes.load_network(folder))
         raise
     return state
 
 
+def _node_folders(work: Path) -> list[Path]:
+    """The folders whose real nodes (if any) are this sandbox's: its own and each worker's."""
+    workers = work / "workers"
+    return [*(sorted(workers.iterdir()) if workers.is_dir() else []), work]  # its own last
+
+
 def _start_worker(
-    cp: Any, cfg: PlatformConfig, name: str, stack: str, say: Say, platform: bool
+    cp: Any, cfg: PlatformConfig, name: str, stack: str, say: Say, platform: bool, n_real: int
 ) -> State:
-    """A MultiKueue worker: its own control plane, the same stack as a worker."""
+    """A MultiKueue worker: its own control plane and real nodes, the same stack as a worker."""
     from taugrid.sandbox import multicluster as MCS
 
     def said(line: str) -> None:
@@ -278,7 +286,7 @@ def _start_worker(
 
     said("starting its control plane on 127.0.0.1 ...")
     cp.start()
-    return _install(cp, MCS.worker_config(cfg, cp.url), stack, said, platform, 0)
+    return _install(cp, MCS.worker_config(cfg, cp.url), stack, said, platform, n_real)
 
 
 def _wire_workers(
@@ -305,7 +313,12 @@ def _wire_workers(
     for name, (_, w) in workers.items():
         state.pids.update({f"{name}/{c}": pid for c, pid in w.pids.items()})
         state.skipped.update({f"{name}/{c}": why for c, why in w.skipped.items()})
-        state.workers[name] = {"api": w.api, "nodes": w.nodes, "admin": w.kubeconfigs["admin"]}
+        state.workers[name] = {
+            "api": w.api,
+            "nodes": w.nodes,
+            "real_nodes": w.real_nodes,
+            "admin": w.kubeconfigs["admin"],
+        }
 
 
 def with_registries(cfg: PlatformConfig, work: Path) -> PlatformConfig:
@@ -624,7 +637,7 @@ def _start_controller(cp: Any, cfg: PlatformConfig, kube: Kube, say: Say) -> Non
     from taugrid.components import controller_manifests as CM
     from taugrid.sandbox.controlplane import apply
 
-    for obj in CM.controller_rbac():
+    for obj in [*CM.controller_rbac(), *CM.manager_access(cfg)]:
         apply(kube, obj)
     who = cp.add_identity(CM.CONTROLLER, ("system:serviceaccounts",), user=CM.CONTROLLER_USER)
     say("starting the simulated DCGM exporter of the GPU nodes ...")
@@ -703,7 +716,8 @@ def down(say: Say) -> State | None:
         *(d for w in state.workers.values() for d in _volume_dirs(w["admin"])),
     ]
     stop_process_groups(list(state.pids.values()))
-    realnodes.stop_nodes(work, realnodes.load_network(work))
+    for folder in _node_folders(work):
+        realnodes.stop_nodes(folder, realnodes.load_network(folder))
     for folder in volumes:
         shutil.rmtree(folder, ignore_errors=True)
     shutil.rmtree(work, ignore_errors=True)

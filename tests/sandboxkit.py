@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import run_tau as tau
+from kubekit import wait_until
 
 
 def kube_env(home: Path, who: str = "researcher") -> dict[str, str]:
@@ -101,3 +104,51 @@ def new_gpu_node(name: str, gpus: str = "2", knobs: dict[str, Any] | None = None
             "allocatable": {"cpu": "44", "memory": "396Gi", "pods": "110", "nvidia.com/gpu": gpus},
         },
     }
+
+
+# --- real nodes (tau sandbox up --real-nodes N) ------------------------------------------------
+def _why_not() -> str | None:
+    from taugrid.sandbox import realnodes
+    from taugrid.sandbox.controlplane import binaries_dir
+
+    if binaries_dir() is None:
+        return "the control plane is not built (make controlplane)"
+    if not (binaries_dir() / "kubelet").is_file():  # type: ignore[operator]
+        return "the kubelet is not built (make controlplane)"
+    return realnodes.can_run()
+
+
+def need_real_nodes() -> None:
+    why = _why_not()
+    if why is None:
+        return
+    if os.environ.get("TAU_REQUIRE_REAL_NODES") == "1":
+        pytest.fail(f"real nodes cannot run here: {why}")
+    pytest.skip(f"real nodes cannot run here: {why}")
+
+
+def project(
+    folder: Path,
+    name: str,
+    script: str,
+    extra: str = "",
+    compute: str = "{gpus: 0, cpus: 0.5, memory: 512Mi}",
+) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "main.py").write_text(script)
+    (folder / "tau.yaml").write_text(
+        f"schema_version: 1\nname: {name}\nrun: {{entrypoint: main.py, workload_kind: job}}\n"
+        f"compute: {compute}\nruntime: {{image: python:3.12-slim}}\n{extra}"
+    )
+    return folder
+
+
+def wait_phase(home: Path, run_id: str, phases: set[str], timeout: float = 240) -> dict[str, Any]:
+    got: dict[str, Any] = {}
+
+    def done() -> bool:
+        got.update(status(home, run_id))
+        return got.get("phase") in phases
+
+    wait_until(done, timeout=timeout, what=f"run {run_id} to be one of {sorted(phases)}")
+    return got

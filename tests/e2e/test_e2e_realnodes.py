@@ -20,31 +20,13 @@ import pytest
 from conftest import TAU
 from conftest import run_tau as tau
 from kubekit import wait_until
-from sandboxkit import admin, kube_env, sig, status, submit
+from sandboxkit import admin, kube_env, need_real_nodes, project, sig, submit, wait_phase
 
 from taugrid.api import constants as C
 from taugrid.api import naming
 from taugrid.sandbox import realnodes
-from taugrid.sandbox.controlplane import binaries_dir
 
 pytestmark = pytest.mark.e2e
-
-
-def _why_not() -> str | None:
-    if binaries_dir() is None:
-        return "the control plane is not built (make controlplane)"
-    if not (binaries_dir() / "kubelet").is_file():  # type: ignore[operator]
-        return "the kubelet is not built (make controlplane)"
-    return realnodes.can_run()
-
-
-def need_real_nodes() -> None:
-    why = _why_not()
-    if why is None:
-        return
-    if os.environ.get("TAU_REQUIRE_REAL_NODES") == "1":
-        pytest.fail(f"real nodes cannot run here: {why}")
-    pytest.skip(f"real nodes cannot run here: {why}")
 
 
 # --- the host, before and after -----------------------------------------------------------------
@@ -131,33 +113,6 @@ def real(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     assert tau(home, "sandbox", "down", timeout=300).returncode == 0
     if not any(realnodes.HOST_RECORD.glob("holder-*")):  # no other sandbox holds them
         assert realnodes.read_sysctls() == kept, "the host's kernel settings came back"
-
-
-def project(
-    folder: Path,
-    name: str,
-    script: str,
-    extra: str = "",
-    compute: str = "{gpus: 0, cpus: 0.5, memory: 512Mi}",
-) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "main.py").write_text(script)
-    (folder / "tau.yaml").write_text(
-        f"schema_version: 1\nname: {name}\nrun: {{entrypoint: main.py, workload_kind: job}}\n"
-        f"compute: {compute}\nruntime: {{image: python:3.12-slim}}\n{extra}"
-    )
-    return folder
-
-
-def wait_phase(home: Path, run_id: str, phases: set[str], timeout: float = 240) -> dict[str, Any]:
-    got: dict[str, Any] = {}
-
-    def done() -> bool:
-        got.update(status(home, run_id))
-        return got.get("phase") in phases
-
-    wait_until(done, timeout=timeout, what=f"run {run_id} to be one of {sorted(phases)}")
-    return got
 
 
 def example(tmp_path: Path, name: str, tau_yaml: str) -> Path:

@@ -337,6 +337,12 @@ def test_the_admitting_worker_cluster_is_named(
         ({"active": 1, "ready": 1}, "Running", "1 pod(s) ready on worker cluster east"),
         ({"active": 1, "ready": 0}, "Starting", "waiting for pods on worker cluster east"),
         ({}, "Starting", "waiting for pods on worker cluster east"),
+        # its pod ended there and the copy has no Complete condition yet: never "starting" again
+        (
+            {"active": 0, "ready": 0, "succeeded": 1},
+            "Running",
+            "1 pod(s) ended on worker cluster east",
+        ),
     ],
 )
 def test_a_dispatched_run_is_running_when_the_worker_says_its_pods_are_ready(

@@ -430,6 +430,14 @@ def test_a_run_dispatched_to_a_worker_cluster_is_read_there(
     assert out.getvalue() == "epoch 1 on the worker\n"
     # the record (pull) is the worker's volume too
     assert backend.record_source(rd).files.kube is worker
+    # an ended run's Workload gone (or no longer naming it): the worker the controller recorded
+    fake.delete("Workload", f"job-{rd.run_id}", "research")
+    taurun = fake.get("TauRun", rd.run_id, "research")
+    assert taurun is not None and backend.worker_of(rd.read_record()) is None
+    taurun["status"] = {"phase": "Succeeded", "clusters": ["worker-1"], "cluster": "worker-1"}
+    fake.put("TauRun", taurun)
+    assert backend.worker_of(rd.read_record()) == "worker-1"
+    assert backend.record_source(rd).files.kube is worker
     # no context for the worker: said, with the fix
     backend._workers = None
     cfg = tmp_path / "kubeconfig"

@@ -6,6 +6,7 @@ queues differ from the manager's is named with each difference; bad roles refuse
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -87,8 +88,12 @@ def test_a_worker_gets_a_scoped_service_account_and_no_admission_check() -> None
         for g in x["apiGroups"]
         for r in x["resources"]
     }
-    # what MultiKueue does there, nothing more: no pods, no secrets, no wildcard
-    assert {g for g, _ in rules} == {"batch", "ray.io", "kueue.x-k8s.io"}
+    # what MultiKueue does there, and the ConfigMaps of a run the manager's controller makes
+    # beside its Job (create only); nothing more: no pods, no secrets, no wildcard
+    assert {g for g, _ in rules} == {"batch", "ray.io", "kueue.x-k8s.io", ""}
+    assert rules[("", "configmaps")] == {"create"} and {r for g, r in rules if g == ""} == {
+        "configmaps"
+    }
     assert not any("*" in r or "*" in v for (_, r), v in rules.items())
     assert ("", "secrets") not in rules and ("", "pods") not in rules
     assert objs[3]["type"] == "kubernetes.io/service-account-token"
@@ -244,16 +249,47 @@ def test_a_sandbox_of_too_many_or_no_clusters_is_refused(n: str, tmp_path: Path)
     assert res.returncode == 2 and "--clusters" in res.stderr, res.stderr
 
 
-def test_real_nodes_with_clusters_are_refused_with_the_fix(
+def test_real_nodes_with_clusters_are_the_workers_and_down_stops_theirs_first(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """`--clusters 3 --real-nodes 1`: each worker starts one real node, the manager none (its
+    runs' pods run on the workers); a sandbox asked for again the same way is found as it is."""
     from taugrid.api.errors import TauError
     from taugrid.sandbox import cluster as sandbox
+    from taugrid.sandbox import controlplane, realnodes
 
     monkeypatch.setenv("TAU_HOME", str(tmp_path))
-    with pytest.raises(TauError) as e:
-        sandbox.up(lambda _m: None, real_nodes=1, clusters=3)
-    assert e.value.exit_code == 2 and "--clusters 3" in (e.value.hint or "")
+    asked: dict[str, int] = {}
+
+    class CP:
+        def __init__(self, bin_dir: Path, work: Path) -> None:
+            self.work = work
+
+        def start(self) -> None: ...
+        def stop(self) -> None: ...
+
+    def worker(cp: Any, cfg: Any, name: str, stack: str, say: Any, platform: bool, n: int) -> Any:
+        asked[name] = n
+        return sandbox.State(stack, "w", 0.0, {}, {"admin": "x"}, real_nodes=[f"cpu-{name}"] * n)
+
+    def manager(cp: Any, cfg: Any, stack: str, say: Any, platform: bool, n: int = 0) -> Any:
+        asked["manager"] = n
+        raise TauError("stop here: the manager's install is not this test's")
+
+    monkeypatch.setattr(controlplane, "ControlPlane", CP)
+    monkeypatch.setattr(sandbox, "_start_worker", worker)
+    monkeypatch.setattr(sandbox, "_install", manager)
+    stopped: list[Path] = []
+    monkeypatch.setattr(realnodes, "stop_nodes", lambda work, net: stopped.append(work))
+    work = tmp_path / "w"
+    with pytest.raises(TauError, match="stop here"):
+        cfg = validate_platform(stack())
+        sandbox._start(tmp_path, work, cfg, "sandbox", lambda _m: None, True, 1, ["w1", "w2"])
+    assert asked == {"w1": 1, "w2": 1, "manager": 0}
+    assert stopped == [work / "workers" / "w1", work / "workers" / "w2", work]
+    state = sandbox.State("s", "m", 0.0, {}, {}, workers={"w1": {"real_nodes": ["cpu-0"]}})
+    assert state.real_node_count() == 1
+    assert sandbox.State("s", "m", 0.0, {}, {}, real_nodes=["a", "b"]).real_node_count() == 2
 
 
 # --- a lost worker: the manager's Job released to Kueue ----------------------------------------
@@ -410,3 +446,160 @@ def test_a_runs_worker_comes_through_the_thin_listing_of_run_list() -> None:
     got, why = read_status(TauRunStatus, thin["status"])
     assert why is None and got is not None
     assert got.cluster == "worker-2" and got.clusters == []  # only its columns
+
+
+# --- a dispatched run's ConfigMaps, made on its worker ------------------------------------------
+def _submitted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str) -> tuple[Any, str, str]:
+    """A run submitted to a fake manager as tau submits it: (manager, run id, its kind)."""
+    from fakekit import EXAMPLES, prepared, tau_cluster
+
+    from taugrid.kube.fake import FakeKube
+    from taugrid.runs.backends.base import SubmitOptions
+    from taugrid.runs.backends.kube.backend import KubeBackend
+
+    monkeypatch.setenv("TAU_HOME", str(tmp_path / "home"))
+    project = tmp_path / "project"
+    shutil.copytree(EXAMPLES / "batch-job", project)
+    manifest = project / "tau.yaml"
+    manifest.write_text(
+        manifest.read_text().replace("workload_kind: job", f"workload_kind: {kind}")
+    )
+    manager = FakeKube({"TauCluster": [tau_cluster()]})
+    backend = KubeBackend(kube=manager)
+    rd = backend.submit(prepared(backend, tmp_path), SubmitOptions(), lambda _m: None)
+    rec = rd.read_record()
+    kind = "RayJob" if rec.workload_kind == "rayjob" else "Job"
+    return manager, rec.run_id, kind
+
+
+def _mkc_with_secret(manager: Any, worker: str) -> None:
+    import base64
+
+    kubeconfig = yaml.safe_dump({"clusters": [], "current-context": worker})
+    manager.put(
+        "MultiKueueCluster",
+        {
+            "metadata": {"name": worker},
+            "spec": {
+                "clusterSource": {
+                    "kubeConfig": {"locationType": "Secret", "location": MK.secret_name(worker)}
+                }
+            },
+        },
+    )
+    manager.put(
+        "Secret",
+        {
+            "metadata": {"name": MK.secret_name(worker), "namespace": MC.KUEUE_NAMESPACE},
+            "data": {"kubeconfig": base64.b64encode(kubeconfig.encode()).decode()},
+        },
+    )
+
+
+@pytest.mark.parametrize("workload", ["job", "rayjob"])
+def test_every_configmap_a_submitted_runs_pods_mount_is_made_on_its_worker(
+    workload: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What tau submits (code and helpers ConfigMaps beside a Job or RayJob) is what the pods
+    mount, and the controller makes exactly those on the worker the run was dispatched to: the
+    run's own owned by the worker's copy of its Job, the shared ones unowned; once only."""
+    from taugrid.controller import decide as D
+    from taugrid.controller.carry import Carrier
+    from taugrid.kube.fake import FakeKube
+
+    manager, run, kind = _submitted(tmp_path, monkeypatch, workload)
+    made_here = {n for (k, _ns, n) in manager.objects if k == "ConfigMap"}
+    job = manager.get(kind, run, "research")
+    assert set(D.companions(job)) == made_here and len(made_here) == 2
+    _mkc_with_secret(manager, "worker-1")
+    worker = FakeKube({})
+    worker.put(kind, {"metadata": {"name": run, "namespace": "research", "uid": "remote-uid"}})
+    docs: list[dict[str, Any]] = []
+    carrier = Carrier(manager, connect=lambda doc: docs.append(doc) or worker)
+
+    assert carrier.needed(("research", run), "worker-1")
+    assert carrier.carry(("research", run), kind, "worker-1") == 2
+    assert docs == [{"clusters": [], "current-context": "worker-1"}]  # from the Secret
+    there = {n: o for (k, _ns, n), o in worker.objects.items() if k == "ConfigMap"}
+    assert set(there) == made_here
+    for name, cm in there.items():
+        mine = manager.get("ConfigMap", name, "research")
+        assert cm["data"] == mine["data"] and cm.get("immutable") == mine.get("immutable")
+        owners = [o["uid"] for o in cm["metadata"].get("ownerReferences") or []]
+        assert owners == (["remote-uid"] if mine["metadata"].get("ownerReferences") else [])
+    assert not carrier.needed(("research", run), "worker-1")
+    assert carrier.needed(("research", run), "worker-2")  # moved: carried again
+    assert carrier.carry(("research", run), kind, "worker-1") == 0  # there already: no change
+
+
+def test_a_carry_to_a_worker_that_refuses_is_an_error_and_its_credentials_are_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from taugrid.api.errors import TauError
+    from taugrid.controller.carry import Carrier
+    from taugrid.kube.fake import FakeKube
+
+    manager, run, kind = _submitted(tmp_path, monkeypatch, "job")
+    _mkc_with_secret(manager, "worker-1")
+    worker = FakeKube({})
+    worker.forbid.add(("create", "ConfigMap", "research"))
+    connects: list[int] = []
+    carrier = Carrier(manager, connect=lambda doc: connects.append(1) or worker)
+    with pytest.raises(TauError):
+        carrier.carry(("research", run), kind, "worker-1")
+    assert carrier.needed(("research", run), "worker-1")  # not done: tried again later
+    worker.forbid.clear()
+    worker.put(kind, {"metadata": {"name": run, "namespace": "research"}})
+    assert carrier.carry(("research", run), kind, "worker-1") == 2
+    assert len(connects) == 2  # the Secret read again after the refusal
+    with pytest.raises(TauError, match="no MultiKueueCluster 'worker-9'"):
+        carrier.carry(("research", run), kind, "worker-9")
+
+
+def test_only_a_dispatched_multikueue_run_is_carried() -> None:
+    from taugrid.controller import decide as D
+
+    job = {"kind": "Job", "spec": {"managedBy": "kueue.x-k8s.io/multikueue"}}
+    kw = {"status": {"clusterName": "worker-2"}}
+    assert D.carry_to(job, kw) == "worker-2"
+    assert D.carry_to(job, {"status": {}}) is None  # not dispatched yet
+    assert D.carry_to({"kind": "Job", "spec": {}}, kw) is None  # runs here
+    assert D.carry_to(None, kw) is None and D.carry_to(job, None) is None
+    pod = {
+        "volumes": [
+            {"name": "a", "configMap": {"name": "code"}},
+            {"name": "b", "projected": {"sources": [{"configMap": {"name": "proj"}}]}},
+            {"name": "c", "persistentVolumeClaim": {"claimName": "ws"}},
+        ],
+        "containers": [
+            {
+                "envFrom": [{"configMapRef": {"name": "envs"}}, {"secretRef": {"name": "s"}}],
+                "env": [{"name": "X", "valueFrom": {"configMapKeyRef": {"name": "one"}}}],
+            }
+        ],
+    }
+    assert D.companions({"spec": {"template": {"spec": pod}}}) == [
+        "code",
+        "envs",
+        "one",
+        "proj",
+    ]
+
+
+def test_a_manager_s_controller_reads_its_workers_secrets_by_name_only() -> None:
+    from taugrid.components import controller_manifests as CM
+
+    assert CM.manager_access(validate_platform(stack())) == []
+    assert CM.manager_access(validate_platform(stack(role="worker"))) == []
+    role, binding = CM.manager_access(validate_platform(stack(role="manager", workers=WORKERS)))
+    assert role["kind"] == "Role" and role["metadata"]["namespace"] == MC.KUEUE_NAMESPACE
+    assert role["rules"] == [
+        {
+            "apiGroups": [""],
+            "resources": ["secrets"],
+            "verbs": ["get"],
+            "resourceNames": ["multikueue-east", "multikueue-west"],
+        }
+    ]
+    assert binding["subjects"][0]["name"] == CM.CONTROLLER
+    assert all(k8s_errors(o) == [] for o in (role, binding))

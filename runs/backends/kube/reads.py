@@ -25,6 +25,7 @@ from taugrid.kube.facts import (
     heartbeat_of,
     namespace_facts,
     node_problems,
+    recorded_status,
 )
 from taugrid.runs.evidence import RunDir
 
@@ -145,10 +146,11 @@ class KubeReads(Connected):
             phase, _ = effective_phase(o)
             if phase != Phase.Running and phase not in TERMINAL:
                 return o  # nothing ran yet
-            files = VolumeFiles(
-                self.kube, handle_of(rec).namespace, rec.workspace, timeout_s=PROGRESS_TIMEOUT_S
-            )  # a status never waits long
-            try:
+            try:  # a dispatched run's record is on its worker's volume (MultiKueue)
+                kube = self.worker(c.placed_on) if c.placed_on else self.kube
+                files = VolumeFiles(
+                    kube, handle_of(rec).namespace, rec.workspace, timeout_s=PROGRESS_TIMEOUT_S
+                )  # a status never waits long
                 got = files.progress(
                     C.run_volume_path(rec.run_id), rec.checkpoint_subdir, rec.output_subdir
                 ).skewed(o.now)
@@ -340,12 +342,18 @@ class KubeReads(Connected):
         try:
             workloads = self.kube.list("Workload", ns)
         except TauError:  # no Kueue, or not readable: the run's pods are here if anywhere
-            return None
+            workloads = []
         for w in workloads:
             if any(r.get("name") == rec.run_id for r in w["metadata"].get("ownerReferences") or []):
                 name = (w.get("status") or {}).get("clusterName")
-                return str(name) if name else None
-        return None
+                if name:
+                    return str(name)
+        try:  # an ended run's Workload may be gone: the worker the controller recorded
+            taurun = self.kube.get("TauRun", rec.run_id, ns) or {}
+        except TauError:
+            return None
+        st = recorded_status(taurun)
+        return st.cluster if st is not None else None
 
     def placed(self, rec: RunRecord) -> KubeAPI:
         """The client of the cluster whose pods run the run and whose workspace volume holds
