@@ -21,6 +21,10 @@ LABEL_SERVICE_REVISION: Final = f"{GROUP}/service-revision"
 LABEL_SERVICE_GENERATION: Final = f"{GROUP}/service-generation"  # one RayService per change
 LABEL_GPU_CLASS: Final = f"{GROUP}/gpu-class"
 LABEL_POOL: Final = f"{GROUP}/pool"
+# a MultiKueue worker's name on its nodes and its ResourceFlavors: a run pinned to a worker (a
+# resume, whose checkpoint is on that worker's volume) selects it, and Kueue on any other worker
+# finds no flavor for it
+LABEL_CLUSTER: Final = f"{GROUP}/cluster"
 LABEL_SHARED: Final = f"{GROUP}/shared"  # a namespace's object no run owns: "helpers" (the code)
 KUEUE_QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"
 KUEUE_PRIORITY_LABEL: Final = "kueue.x-k8s.io/priority-class"

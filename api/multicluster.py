@@ -70,6 +70,12 @@ class MultiClusterSpec(_Model):
         description="A worker's API server as the manager reaches it (https://...); default: "
         "the server of the kubeconfig this stack deploys with",
     )
+    name: str | None = Field(
+        None,
+        description="A worker's name in its manager's `workers`: its nodes and flavors carry it "
+        "(label tau.azure.com/cluster), so a resumed run goes back to the worker whose volume "
+        "holds its checkpoint",
+    )
 
     @field_validator("server")
     @classmethod
@@ -95,6 +101,8 @@ class MultiClusterSpec(_Model):
             raise ValueError(f"only a manager has workers (this stack is a {self.role})")
         if self.role != "worker" and self.server:
             raise ValueError("only a worker has a server for the manager to reach")
+        if self.role != "worker" and self.name:
+            raise ValueError("only a worker has a name (a manager names its workers)")
         names = [w.name for w in self.workers]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:

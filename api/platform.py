@@ -761,4 +761,24 @@ def validate_platform(data: Any) -> PlatformConfig:
     problems = invariants(cfg)
     if problems:
         raise PlatformConfigError(problems)
-    return cfg
+    return with_cluster_label(cfg)
+
+
+def with_cluster_label(cfg: PlatformConfig) -> PlatformConfig:
+    """A named MultiKueue worker's pools carry its name (label tau.azure.com/cluster) on their
+    nodes and flavors: a run that must run there (a resume) selects it, and Kueue on any other
+    worker finds no flavor for it. Unchanged for any other cluster."""
+    mc = cfg.multiCluster
+    if mc.role != "worker" or not mc.name:
+        return cfg
+    mark = {C.LABEL_CLUSTER: mc.name}
+
+    def labelled(pool: Any) -> Any:
+        return pool.model_copy(update={"labels": {**pool.labels, **mark}})
+
+    return cfg.model_copy(
+        update={
+            "gpuPools": [labelled(p) for p in cfg.gpuPools],
+            "cpuPools": [labelled(p) for p in cfg.cpuPools],
+        }
+    )

@@ -84,6 +84,8 @@ def resource_flavor(pool: GpuPool | CpuPool) -> dict[str, Any]:
             {"key": SPOT_TAINT.key, "value": SPOT_TAINT.value, "effect": SPOT_TAINT.effect}
         )
     spec: dict[str, Any] = {"nodeLabels": {C.LABEL_POOL: pool.name}}
+    if C.LABEL_CLUSTER in pool.labels:  # a MultiKueue worker's (api.platform.with_cluster_label)
+        spec["nodeLabels"][C.LABEL_CLUSTER] = pool.labels[C.LABEL_CLUSTER]
     if taints:
         spec["nodeTaints"] = taints
     return {

@@ -37,6 +37,9 @@ class RunMeta:
     submitter: str = "unknown"
     code_revision: str = "unknown"
     resume_from: str | None = None
+    # the MultiKueue worker it must run on (a resume's: its parent's checkpoint is on that
+    # worker's volume); None: any
+    cluster: str | None = None
     attempt: int = 0
     inputs: tuple[ResolvedInput, ...] = ()  # data inputs, resolved at submit
 
@@ -369,6 +372,13 @@ def _gpu_resources(r: Resolved, base: dict[str, dict[str, str]]) -> dict[str, di
     return base
 
 
+def _on(meta: RunMeta, node_selector: dict[str, str]) -> dict[str, str]:
+    """A pod's node selector: the profile's, and the worker the run is pinned to."""
+    if meta.cluster is None:
+        return node_selector
+    return {**node_selector, C.LABEL_CLUSTER: meta.cluster}
+
+
 def _pod_spec(
     r: Resolved,
     containers: list[dict[str, Any]],
@@ -467,7 +477,7 @@ def _head_group(
         "template": {
             "metadata": {"labels": dict(pod_labels)},
             "spec": _pod_spec(
-                r, [container], volumes, r.profile.headNodeSelector, tolerations, None
+                r, [container], volumes, _on(meta, r.profile.headNodeSelector), tolerations, None
             ),
         },
     }
@@ -502,7 +512,9 @@ def _worker_group(
         "rayStartParams": {"num-cpus": str(num_cpus), "num-gpus": str(r.gpus)},
         "template": {
             "metadata": {"labels": dict(pod_labels)},
-            "spec": _pod_spec(r, [container], volumes, r.profile.nodeSelector, tolerations, None),
+            "spec": _pod_spec(
+                r, [container], volumes, _on(meta, r.profile.nodeSelector), tolerations, None
+            ),
         },
     }
 
@@ -562,7 +574,7 @@ def render_job(
         r,
         [container],
         volumes,
-        r.profile.nodeSelector,
+        _on(meta, r.profile.nodeSelector),
         [t.to_k8s() for t in r.profile.tolerations],
         "Never",
     )

@@ -286,7 +286,7 @@ def _start_worker(
 
     said("starting its control plane on 127.0.0.1 ...")
     cp.start()
-    return _install(cp, MCS.worker_config(cfg, cp.url), stack, said, platform, n_real)
+    return _install(cp, MCS.worker_config(cfg, cp.url, name), stack, said, platform, n_real)
 
 
 def _wire_workers(

@@ -38,15 +38,19 @@ def manager_config(cfg: PlatformConfig, names: list[str]) -> PlatformConfig:
     return cfg.model_copy(update={"multiCluster": spec})
 
 
-def worker_config(cfg: PlatformConfig, server: str) -> PlatformConfig:
+def worker_config(cfg: PlatformConfig, server: str, name: str) -> PlatformConfig:
     """A worker runs what the manager sends it: the same queues and workspaces; no TauGrid
     controller of its own (the manager's keeps the runs' TauRuns), so its GPU nodes register
     without the validating taint only the controller would lift."""
     components = cfg.components.model_copy(
         update={"controller": cfg.components.controller.model_copy(update={"enabled": False})}
     )
-    spec = MC.MultiClusterSpec(role="worker", server=server)
-    return cfg.model_copy(update={"multiCluster": spec, "components": components})
+    from taugrid.api.platform import with_cluster_label
+
+    spec = MC.MultiClusterSpec(role="worker", server=server, name=name)
+    return with_cluster_label(
+        cfg.model_copy(update={"multiCluster": spec, "components": components})
+    )
 
 
 def worker_token(kube: Any, timeout: float = TOKEN_TIMEOUT_S) -> str:

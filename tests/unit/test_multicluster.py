@@ -15,6 +15,7 @@ import yaml
 from conftest import SMALL_PLATFORM
 from k8s_schemas import crd_errors, k8s_errors
 
+from taugrid.api import constants as C
 from taugrid.api import multicluster as MC
 from taugrid.api.platform import PlatformConfigError, validate_platform
 from taugrid.api.published import queue_signature
@@ -197,8 +198,9 @@ def test_the_sandbox_makes_a_manager_and_workers_of_one_stack() -> None:
     manager = MCS.manager_config(cfg, names)
     assert [w.name for w in manager.multiCluster.workers] == names
     assert MK.admission_checks(manager) and MK.kueue_multikueue(manager)
-    w = MCS.worker_config(cfg, "https://127.0.0.1:6443")
+    w = MCS.worker_config(cfg, "https://127.0.0.1:6443", "worker-1")
     assert w.multiCluster.role == "worker" and w.multiCluster.server == "https://127.0.0.1:6443"
+    assert all(p.labels[C.LABEL_CLUSTER] == "worker-1" for p in [*w.cpuPools, *w.gpuPools])
     assert not w.components.controller.enabled  # the manager's controller keeps the TauRuns
     assert MK.worker_objects(w) and not MK.admission_checks(w)
     # the same queues: the manager would wire it
@@ -603,3 +605,58 @@ def test_a_manager_s_controller_reads_its_workers_secrets_by_name_only() -> None
     ]
     assert binding["subjects"][0]["name"] == CM.CONTROLLER
     assert all(k8s_errors(o) == [] for o in (role, binding))
+
+
+# --- a resume goes back to the worker whose volume holds its checkpoint --------------------------
+def test_a_named_worker_s_nodes_and_flavors_carry_its_name_and_nothing_else_changes(
+    upstream_crds: Path,
+) -> None:
+    from taugrid.api.platform import derive_profiles, pool_labels
+
+    worker = validate_platform(stack(role="worker", name="east"))
+    plain = validate_platform(stack(role="worker"))
+    for cfg, want in ((worker, "east"), (plain, None)):
+        flavors = [o for o in M.kueue_objects(cfg) if o["kind"] == "ResourceFlavor"]
+        assert flavors and all(
+            f["spec"]["nodeLabels"].get(C.LABEL_CLUSTER) == want for f in flavors
+        )
+        for f in flavors:
+            crd = upstream_crds / "kueue" / "kueue.x-k8s.io_resourceflavors.yaml"
+            assert crd_errors(f, crd, "v1beta2") == []
+        pools = [*cfg.cpuPools, *cfg.gpuPools]
+        assert all(pool_labels(p).get(C.LABEL_CLUSTER) == want for p in pools)
+    # the profiles researchers are offered do not select it (a manager offers the same ones)
+    assert all(C.LABEL_CLUSTER not in p.nodeSelector for p in derive_profiles(worker))
+    # its queues are the same queues: a manager wires it
+    assert queue_signature(worker) == queue_signature(plain)
+    with pytest.raises(PlatformConfigError, match="only a worker has a name"):
+        validate_platform(stack(role="manager", workers=WORKERS, name="east"))
+
+
+def test_a_resume_of_a_dispatched_run_selects_its_parent_s_worker_and_a_new_run_does_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The parent ran on worker-2 (its manager's Workload says so, or once that is gone the
+    TauRun's recorded worker): its resume's pods select worker-2; any other run selects none."""
+
+    from taugrid.runs import load
+    from taugrid.runs.backends.base import SubmitOptions
+    from taugrid.runs.backends.kube.backend import KubeBackend
+    from taugrid.runs.prepare import RunRequest
+
+    manager, parent, kind = _submitted(tmp_path, monkeypatch, "job")
+    backend = KubeBackend(kube=manager)
+    loaded = load.load_manifest(str(tmp_path / "project"))
+    fresh = backend.prepare(RunRequest(loaded, workspace="research"))
+    assert fresh.meta.cluster is None
+    request = RunRequest(loaded, workspace="research", resume_from="/data/c", parent=parent)
+    assert backend.prepare(request).meta.cluster is None  # the parent ran here: no pin
+    taurun = manager.get("TauRun", parent, "research")
+    taurun["status"] = {"phase": "Failed", "clusters": ["worker-2"], "cluster": "worker-2"}
+    manager.put("TauRun", taurun)
+    prepared = backend.prepare(request)
+    assert prepared.meta.cluster == "worker-2"
+    rd = backend.submit(prepared, SubmitOptions(), lambda _m: None)
+    job = manager.get(kind, rd.run_id, "research")
+    selector = job["spec"]["template"]["spec"]["nodeSelector"]
+    assert selector[C.LABEL_CLUSTER] == "worker-2" and C.LABEL_POOL in selector

@@ -69,16 +69,24 @@ class KubeBackend(KubeReads, Template):
 
     # --- submitting -------------------------------------------------------------------------------
     def prepare(self, request: RunRequest) -> PreparedRun:
+        from dataclasses import replace
+
         from taugrid.runs.prepare import prepare
 
         snap = self.discovery.snapshot()
         if request.workspace is None and request.loaded.manifest.policy.workspace is None:
             usable = self.discovery.usable_workspaces(snap)
             if len(usable) == 1:  # the one workspace this user may submit to
-                from dataclasses import replace
-
                 request = replace(request, workspace=usable[0].name)
-        return prepare(request, snap)
+        prepared = prepare(request, snap)
+        if request.parent is None:
+            return prepared
+        # a resume runs where its parent's checkpoint is: on a MultiKueue manager, the worker
+        # the parent ran on (its pods select that worker; Kueue elsewhere finds no flavor)
+        worker = self.worker_named(prepared.resolved.workspace.namespace, request.parent)
+        if worker is None:
+            return prepared
+        return replace(prepared, meta=replace(prepared.meta, cluster=worker))
 
     def check_options(self, prepared: PreparedRun, options: SubmitOptions) -> None:
         if options.python or options.ray_pip:

@@ -338,18 +338,21 @@ class KubeReads(Connected):
     def worker_of(self, rec: RunRecord) -> str | None:
         """The MultiKueue worker cluster the run's Workload was dispatched to (None: it runs
         here, or nowhere yet)."""
-        ns = handle_of(rec).namespace
+        return self.worker_named(handle_of(rec).namespace, rec.run_id)
+
+    def worker_named(self, ns: str, run_id: str) -> str | None:
+        """`worker_of` a run known by its namespace and id."""
         try:
             workloads = self.kube.list("Workload", ns)
         except TauError:  # no Kueue, or not readable: the run's pods are here if anywhere
             workloads = []
         for w in workloads:
-            if any(r.get("name") == rec.run_id for r in w["metadata"].get("ownerReferences") or []):
+            if any(r.get("name") == run_id for r in w["metadata"].get("ownerReferences") or []):
                 name = (w.get("status") or {}).get("clusterName")
                 if name:
                     return str(name)
         try:  # an ended run's Workload may be gone: the worker the controller recorded
-            taurun = self.kube.get("TauRun", rec.run_id, ns) or {}
+            taurun = self.kube.get("TauRun", run_id, ns) or {}
         except TauError:
             return None
         st = recorded_status(taurun)
