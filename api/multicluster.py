@@ -27,6 +27,7 @@ KUBECONFIG_KEY = "kubeconfig"  # the key MultiKueue reads in a kubeconfig Secret
 KUEUE_NAMESPACE = "kueue-system"  # Kueue's own: its kubeconfig Secrets, a worker's account
 KUBECONFIG_OUTPUT = "multikueueKubeconfig"  # the worker stack's output
 SIGNATURE_OUTPUT = "queueSignature"  # both stacks' output: what their queues are
+NAME_OUTPUT = "multikueueName"  # the worker stack's output: the name its nodes carry
 # what a stack reference reads in the offline plan (no other stack can be read there): the
 # queues are compared at `up`
 OFFLINE = "offline: compared at up"
@@ -103,6 +104,11 @@ class MultiClusterSpec(_Model):
             raise ValueError("only a worker has a server for the manager to reach")
         if self.role != "worker" and self.name:
             raise ValueError("only a worker has a name (a manager names its workers)")
+        if self.role == "worker" and not self.name:
+            raise ValueError(
+                "a worker needs its name, the one its manager's workers list gives it: "
+                "multiCluster: {role: worker, name: east}"
+            )
         names = [w.name for w in self.workers]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:

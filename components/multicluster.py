@@ -23,11 +23,17 @@ from taugrid.components.kube import create_objects
 def checked_kubeconfig(args: list[Any], worker: WorkerRef, own: dict[str, Any]) -> str:
     """A worker's kubeconfig once its stack says its queues are the manager's (else the up
     fails naming each difference, before anything is wired)."""
-    signature, kubeconfig = args
+    signature, kubeconfig, name = args
     if kubeconfig is None or signature is None:
         raise pulumi.RunError(
             f"worker {worker.name}: stack {worker.stack} has no {MC.KUBECONFIG_OUTPUT} output: "
             "set multiCluster.role: worker in it and pulumi up that stack first"
+        )
+    if name is not None and name != MC.OFFLINE and name != worker.name:
+        raise pulumi.RunError(
+            f"worker {worker.name}: stack {worker.stack} names itself {name!r} "
+            "(multiCluster.name): a resumed run sent back to it selects nodes of "
+            f"{worker.name!r}; give both the same name"
         )
     if signature != MC.OFFLINE:
         diffs = MC.queue_differences(own, signature, worker.name)
@@ -62,7 +68,9 @@ class MultiKueueManager(pulumi.ComponentResource):
                 f"worker-{w.name}", stack_name=w.stack, opts=pulumi.ResourceOptions(parent=self)
             )
             both = pulumi.Output.all(
-                ref.get_output(MC.SIGNATURE_OUTPUT), ref.get_output(MC.KUBECONFIG_OUTPUT)
+                ref.get_output(MC.SIGNATURE_OUTPUT),
+                ref.get_output(MC.KUBECONFIG_OUTPUT),
+                ref.get_output(MC.NAME_OUTPUT),
             )
             kubeconfigs[w.name] = pulumi.Output.secret(both.apply(_checker(w, own)))
         self.objects = create_objects(

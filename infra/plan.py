@@ -85,6 +85,7 @@ def _mocks(inv: Inventory) -> Any:
                 state["outputs"] = {
                     MC.KUBECONFIG_OUTPUT: FAKE_KUBECONFIG,
                     MC.SIGNATURE_OUTPUT: MC.OFFLINE,
+                    MC.NAME_OUTPUT: MC.OFFLINE,
                 }
             return f"{args.name}-id", state
 

@@ -27,6 +27,7 @@ def build(
     pulumi.export(MC.SIGNATURE_OUTPUT, queue_signature(cfg))
     if platform.multikueue_kubeconfig is not None:
         pulumi.export(MC.KUBECONFIG_OUTPUT, platform.multikueue_kubeconfig)
+        pulumi.export(MC.NAME_OUTPUT, cfg.multiCluster.name)
     # what this stack runs: a disabled component has no version here
     pulumi.export(
         "versions",

@@ -249,6 +249,52 @@ def test_a_worker_whose_token_the_manager_holds_no_longer_works_is_named_with_th
     )
 
 
+def submit_pinned(
+    home: Path, folder: Path, monkeypatch: pytest.MonkeyPatch, **request: Any
+) -> tuple[str, str | None]:
+    """A run submitted in-process as `tau run` and `tau run resume` do (the researcher's
+    kubeconfig), with a RunRequest's `parent`, or pinned to a worker as a resume of a run there
+    would be: (its id, the worker its pods select)."""
+    from dataclasses import replace
+
+    from taugrid.runs import load
+    from taugrid.runs.backends.base import SubmitOptions
+    from taugrid.runs.backends.kube.backend import KubeBackend
+    from taugrid.runs.prepare import RunRequest
+
+    monkeypatch.setenv("TAU_HOME", str(home))
+    monkeypatch.setenv("KUBECONFIG", kube_env(home)["KUBECONFIG"])
+    pin = request.pop("pin", None)
+    backend = KubeBackend()
+    prepared = backend.prepare(RunRequest(load.load_manifest(folder), **request))
+    if pin is not None:
+        prepared = replace(prepared, meta=replace(prepared.meta, cluster=pin))
+    rd = backend.submit(prepared, SubmitOptions(), lambda _m: None)
+    return rd.run_id, prepared.meta.cluster
+
+
+def test_a_resume_goes_back_to_the_worker_its_parent_ran_on(
+    clusters: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each worker's nodes and flavors carry its name; a run whose pods select a worker (a
+    resume: its parent's checkpoint is on that worker's volume) is admitted there and nowhere
+    else, whichever worker the dispatcher would try first; a resume of a run finds its worker
+    from the manager. Both workers, so neither the dispatcher's order nor chance can pass it."""
+    folder = cpu_job(tmp_path / "p", "mc-pin", {"SANDBOX_RUN_SECONDS": "3000"})
+    for target in ("worker-2", "worker-1"):
+        parent, pin = submit_pinned(clusters, folder, monkeypatch, pin=target)
+        assert placed_on(clusters, parent) == target
+        child, pin = submit_pinned(
+            clusters, folder, monkeypatch, parent=parent, resume_from="/data/runs/x"
+        )
+        assert pin == target  # read from the manager's record of where the parent ran
+        assert placed_on(clusters, child) == target
+        job = jobs_of(clusters, target, child)[0]
+        assert job["spec"]["template"]["spec"]["nodeSelector"][C.LABEL_CLUSTER] == target
+        for run_id in (parent, child):
+            assert tau(clusters, "run", "cancel", run_id, env=kube_env(clusters)).returncode == 0
+
+
 def test_a_worker_whose_control_plane_stops_loses_its_run_to_the_other(
     clusters: Path, tmp_path: Path
 ) -> None:

@@ -74,7 +74,7 @@ def test_a_managers_objects_are_valid_kueue_objects(upstream_crds: Path) -> None
 
 
 def test_a_worker_gets_a_scoped_service_account_and_no_admission_check() -> None:
-    cfg = validate_platform(stack(role="worker"))
+    cfg = validate_platform(stack(role="worker", name="east"))
     objs = MK.worker_objects(cfg)
     assert [o["kind"] for o in objs] == [
         "ServiceAccount",
@@ -139,7 +139,9 @@ def test_queues_that_differ_are_named() -> None:
     ("multi", "needle"),
     [
         ({"role": "manager"}, "a manager needs workers"),
-        ({"role": "worker", "workers": WORKERS}, "only a manager has workers"),
+        ({"role": "worker", "workers": WORKERS, "name": "e"}, "only a manager has workers"),
+        ({"role": "worker"}, "a worker needs its name"),
+        ({"role": "manager", "workers": WORKERS, "name": "m"}, "only a worker has a name"),
         ({"role": "leader"}, "multiCluster.role"),
         ({"role": "manager", "workers": [WORKERS[0], WORKERS[0]]}, "used twice: east"),
         ({"role": "manager", "workers": [{"name": "East_1", "stack": "s"}]}, "DNS label"),
@@ -165,8 +167,9 @@ def test_the_program_wires_a_manager_and_a_worker_offline() -> None:
         "secret-kueue-system-multikueue-east",
     } <= names
     assert "multikueueKubeconfig" not in inv.exports and "queueSignature" in inv.exports
-    inv = plan.evaluate("wrk", validate_platform(stack(role="worker")))
+    inv = plan.evaluate("wrk", validate_platform(stack(role="worker", name="east")))
     assert "clusterrole-taugrid-multikueue" in {r.name for r in inv.resources}
+    assert inv.exports[MC.NAME_OUTPUT] == "east"  # the manager checks it is the name it gives
     kc = yaml.safe_load(inv.exports["multikueueKubeconfig"])
     assert kc["users"][0]["name"] == MC.WORKER_SERVICE_ACCOUNT
     assert inv.exports["queueSignature"] == queue_signature(validate_platform(stack()))
@@ -179,13 +182,17 @@ def test_a_worker_is_wired_only_when_its_queues_match() -> None:
 
     own = queue_signature(validate_platform(stack()))
     east = MC.WorkerRef(name="east", stack="org/taugrid/east")
-    assert checked_kubeconfig([own, "KC"], east, own) == "KC"
-    assert checked_kubeconfig([MC.OFFLINE, "KC"], east, own) == "KC"  # the offline plan
+    assert checked_kubeconfig([own, "KC", "east"], east, own) == "KC"
+    offline = [MC.OFFLINE, "KC", MC.OFFLINE]
+    assert checked_kubeconfig(offline, east, own) == "KC"  # the offline plan
     other = {**own, "gpu": {**own["gpu"], "cohort": "elsewhere"}}
     with pytest.raises(pulumi.RunError, match="ClusterQueue gpu cohort is 'elsewhere'"):
-        checked_kubeconfig([other, "KC"], east, own)
+        checked_kubeconfig([other, "KC", "east"], east, own)
     with pytest.raises(pulumi.RunError, match="has no multikueueKubeconfig output"):
-        checked_kubeconfig([None, None], east, own)
+        checked_kubeconfig([None, None, None], east, own)
+    # a worker that calls itself otherwise: its nodes would not be those a resume selects
+    with pytest.raises(pulumi.RunError, match=r"names itself 'west'.*give both the same name"):
+        checked_kubeconfig([own, "KC", "west"], east, own)
 
 
 # --- the sandbox's clusters (tau sandbox up --clusters N) --------------------------------------
@@ -430,8 +437,8 @@ def test_a_declared_worker_without_its_cluster_object_and_a_standalone_cluster()
     )
     alone = M.tau_cluster(validate_platform(stack()), "p")["spec"]
     assert "multiCluster" not in alone and I.workers(alone, []) == []
-    worker = M.tau_cluster(validate_platform(stack(role="worker")), "p")["spec"]
-    assert worker["multiCluster"] == {"role": "worker", "workers": []}
+    worker = M.tau_cluster(validate_platform(stack(role="worker", name="east")), "p")["spec"]
+    assert worker["multiCluster"] == {"role": "worker", "workers": []}  # its name is a label
     assert I.workers(worker, []) == []
 
 
@@ -592,7 +599,7 @@ def test_a_manager_s_controller_reads_its_workers_secrets_by_name_only() -> None
     from taugrid.components import controller_manifests as CM
 
     assert CM.manager_access(validate_platform(stack())) == []
-    assert CM.manager_access(validate_platform(stack(role="worker"))) == []
+    assert CM.manager_access(validate_platform(stack(role="worker", name="east"))) == []
     role, binding = CM.manager_access(validate_platform(stack(role="manager", workers=WORKERS)))
     assert role["kind"] == "Role" and role["metadata"]["namespace"] == MC.KUEUE_NAMESPACE
     assert role["rules"] == [
@@ -614,7 +621,7 @@ def test_a_named_worker_s_nodes_and_flavors_carry_its_name_and_nothing_else_chan
     from taugrid.api.platform import derive_profiles, pool_labels
 
     worker = validate_platform(stack(role="worker", name="east"))
-    plain = validate_platform(stack(role="worker"))
+    plain = validate_platform(stack())
     for cfg, want in ((worker, "east"), (plain, None)):
         flavors = [o for o in M.kueue_objects(cfg) if o["kind"] == "ResourceFlavor"]
         assert flavors and all(
