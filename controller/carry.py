@@ -29,6 +29,11 @@ from taugrid.kube.client import Kube
 log = logging.getLogger("taugrid.controller.carry")
 
 
+class NotYet(Exception):
+    """MultiKueue has not made the run's Job on the worker yet (it names the worker first): the
+    run's own ConfigMaps wait for an owner there, or they would outlive the run."""
+
+
 class Carrier:
     """Clients of the workers (one each, built from their MultiKueueCluster's Secret) and what
     has been carried where."""
@@ -81,6 +86,8 @@ class Carrier:
         remote = self.worker(worker)
         try:
             owner = remote.get(kind, run, namespace)  # the copy MultiKueue made there
+            if owner is None:
+                raise NotYet(f"{kind} {namespace}/{run} is not on worker {worker} yet")
             made = 0
             for name in names:
                 cm = self.kube.get("ConfigMap", name, namespace)

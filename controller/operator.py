@@ -37,7 +37,7 @@ from taugrid.controller import platform_status as P
 from taugrid.controller import remediation as R
 from taugrid.controller import validation as V
 from taugrid.controller.activetier import ActiveTier
-from taugrid.controller.carry import Carrier
+from taugrid.controller.carry import Carrier, NotYet
 from taugrid.controller.config import FIELD_MANAGER, PEERING, ControllerConfig
 from taugrid.controller.gpuwatch import GpuWatch
 from taugrid.controller.kopfkit import (
@@ -72,6 +72,7 @@ FIRST_RECORD_WITHIN_S = 5.0
 # writes queued behind a slow answer completed together, 26 in one second.)
 # The objects the quota and platform reconcilers read (and which of them a change wakes)
 CARRY_RETRY_S = 10.0  # a run's ConfigMaps not made on its worker: tried again this much later
+CARRY_SOON_S = 1.0  # ... because MultiKueue had not made its Job there yet
 ACTIVE_POLL_S = 5.0  # how often a node's active checks are looked at while they run
 RUN_INDEXES = (
     "taurun_idx",
@@ -584,15 +585,18 @@ class Controller:
         kind = str(objs.workload.get("kind") or "Job")
         try:
             made = await self._io(self.carrier.carry, key, kind, worker)
+        except NotYet:  # MultiKueue makes the Job there in a moment
+            self._tasks.append(asyncio.create_task(self._carry_later(key, CARRY_SOON_S)))
+            return
         except TauError as e:  # tried again in a while (its pods wait for them, unchanged)
             log.warning("run %s: its ConfigMaps were not made on worker %s: %s", key[1], worker, e)
-            self._tasks.append(asyncio.create_task(self._carry_later(key)))
+            self._tasks.append(asyncio.create_task(self._carry_later(key, CARRY_RETRY_S)))
             return
         if made:
             log.info("run %s: %d ConfigMap(s) made on worker %s", key[1], made, worker)
 
-    async def _carry_later(self, key: RunKey) -> None:
-        await asyncio.sleep(CARRY_RETRY_S)
+    async def _carry_later(self, key: RunKey, after: float) -> None:
+        await asyncio.sleep(after)
         self._tasks = [t for t in self._tasks if not t.done()]
         await self.record_soon(key)
 

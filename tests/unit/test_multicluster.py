@@ -545,12 +545,18 @@ def test_a_carry_to_a_worker_that_refuses_is_an_error_and_its_credentials_are_re
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from taugrid.api.errors import TauError
-    from taugrid.controller.carry import Carrier
+    from taugrid.controller.carry import Carrier, NotYet
     from taugrid.kube.fake import FakeKube
 
     manager, run, kind = _submitted(tmp_path, monkeypatch, "job")
     _mkc_with_secret(manager, "worker-1")
     worker = FakeKube({})
+    carrier = Carrier(manager, connect=lambda doc: worker)
+    with pytest.raises(NotYet):  # MultiKueue has not made the Job there yet: nothing made
+        carrier.carry(("research", run), kind, "worker-1")
+    assert not [k for k in worker.objects if k[0] == "ConfigMap"]
+    assert carrier.needed(("research", run), "worker-1")  # tried again in a moment
+    worker.put(kind, {"metadata": {"name": run, "namespace": "research"}})
     worker.forbid.add(("create", "ConfigMap", "research"))
     connects: list[int] = []
     carrier = Carrier(manager, connect=lambda doc: connects.append(1) or worker)
@@ -558,7 +564,6 @@ def test_a_carry_to_a_worker_that_refuses_is_an_error_and_its_credentials_are_re
         carrier.carry(("research", run), kind, "worker-1")
     assert carrier.needed(("research", run), "worker-1")  # not done: tried again later
     worker.forbid.clear()
-    worker.put(kind, {"metadata": {"name": run, "namespace": "research"}})
     assert carrier.carry(("research", run), kind, "worker-1") == 2
     assert len(connects) == 2  # the Secret read again after the refusal
     with pytest.raises(TauError, match="no MultiKueueCluster 'worker-9'"):
