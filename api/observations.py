@@ -90,6 +90,8 @@ class ClusterFacts:
     # status (MultiKueue copies it back) says (None: not said)
     remote_ready: int | None = None
     remote_succeeded: int | None = None  # and how many ended well (a Job's copied status)
+    remote_active: int | None = None  # and how many have not ended
+    was_running: bool = False  # its status was recorded Running (never "starting" again after)
     position: int | None = None
     position_note: str | None = None  # why the position is unknown
     pods: list[PodFact] = field(default_factory=new_list)

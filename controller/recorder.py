@@ -188,6 +188,7 @@ def _facts(
         True,
         ns,
         workloads_by_uid=objs.workloads_by_uid,
+        was_running=(recorded_status(dict(objs.taurun)) or TauRunStatus()).phase == "Running",
     )
 
 

@@ -273,6 +273,7 @@ def run_facts(
     pending: Pending | None = None,
     recorded: TauRunStatus | None = None,
     workloads_by_uid: Mapping[str, dict[str, Any]] | None = None,
+    was_running: bool | None = None,
 ) -> ClusterFacts:
     w = _workload_facts(rec, workload)
     kueue_conds, cq, queue, kueue_retried = _kueue_facts(kw, workloads_by_uid)
@@ -303,6 +304,11 @@ def run_facts(
         nominated=list(((kw or {}).get("status") or {}).get("nominatedClusterNames") or []),
         remote_ready=w.ready if not pods else None,
         remote_succeeded=w.succeeded if not pods else None,
+        remote_active=w.active if not pods else None,
+        # a dispatched run's pods are the worker's: whether it ran already is what was recorded
+        was_running=was_running
+        if was_running is not None
+        else bool(recorded is not None and recorded.phase == "Running"),
         position=position,
         position_note=position_note,
         pods=facts,
@@ -324,6 +330,7 @@ class _WorkloadFacts:
     retries: int = 0
     ready: int | None = None  # pods ready, as the Job or RayJob says
     succeeded: int = 0  # pods that ended well, as the Job says
+    active: int = 0  # pods not ended (pending, running, exiting), as the Job says
 
 
 def _workload_facts(rec: RunRecord, workload: dict[str, Any] | None) -> _WorkloadFacts:
@@ -353,6 +360,7 @@ def _workload_facts(rec: RunRecord, workload: dict[str, Any] | None) -> _Workloa
     out.retries = max(failed_pods - 1, 0) if "Failed" in conds else failed_pods
     out.ready = int(status.get("ready") or 0)
     out.succeeded = int(status.get("succeeded") or 0)
+    out.active = int(status.get("active") or 0)
     if "Complete" in conds:
         out.finished, out.message = "Succeeded", "the Job completed"
     elif "Failed" in conds:

@@ -93,6 +93,8 @@ def cluster_phase(o: Observations) -> tuple[Phase, str | None]:
             return Phase.Running, f"running on worker cluster {c.worker} ({_ready(c)})"
         if c.worker and not c.pods and c.remote_succeeded:  # never "starting" again after
             return Phase.Running, f"pods ended on worker cluster {c.worker}; finishing"
+        if c.worker and not c.pods and c.remote_active and c.was_running:  # a pod exiting
+            return Phase.Running, f"running on worker cluster {c.worker} (no pod ready now)"
         running = [p for p in c.pods if p.phase == "Running"]
         ranks = nodes_summary(c.pods, rec.workers)
         if running and len(running) == len(c.pods) and len(c.pods) >= rec.workers:
@@ -340,11 +342,13 @@ def _scheduled_cluster(c: ClusterFacts) -> Signal:
     if c.finished:
         return Signal(name=name, state=SignalState.true, reason="the workload ran", evidence=ev)
     if c.worker and not c.pods:
-        if c.remote_ready or c.remote_succeeded:
+        if c.remote_ready or c.remote_succeeded or (c.remote_active and c.was_running):
             where = (
                 f"{_ready(c)} on worker cluster {c.worker}"
                 if c.remote_ready
                 else f"{c.remote_succeeded} pod(s) ended on worker cluster {c.worker}"
+                if c.remote_succeeded
+                else f"{c.remote_active} pod(s) on worker cluster {c.worker}, none ready now"
             )
             return Signal(
                 name=name, state=SignalState.true, reason=where, evidence="workload status"

@@ -383,3 +383,24 @@ def test_a_dispatched_rayjob_runs_when_its_deployment_does() -> None:
         facts = run_facts(rec, True, wl, kw, [], {}, {}, True, "research")
         obs = Observations(record=rec, history=[], now=0.0, owner_alive=None, cluster=facts)
         assert status.compute(obs).phase == phase
+
+
+def test_a_dispatched_run_that_ran_is_never_starting_again_while_its_pod_exits() -> None:
+    """The worker's pod exits: for a moment the copied Job status is active 1, ready 0,
+    succeeded 0 (as at its start). A run recorded Running stays Running (seen in CI, where the
+    watch showed Running -> Starting -> Succeeded); one that never ran is Starting."""
+    from taugrid.api.observations import Observations
+    from taugrid.kube.facts import run_facts
+
+    rec = record("multi-00004", kind="job")
+    kw = {
+        "metadata": {"name": "job-multi-00004", "namespace": "research"},
+        "spec": {"queueName": "cpu"},
+        "status": {"conditions": [{"type": "Admitted", "status": "True"}], "clusterName": "east"},
+    }
+    wl = {"metadata": {"name": "multi-00004"}, "status": {"active": 1, "ready": 0}}
+    for was, phase in ((True, "Running"), (False, "Starting")):
+        facts = run_facts(rec, True, wl, kw, [], {}, {}, True, "research", was_running=was)
+        obs = Observations(record=rec, history=[], now=0.0, owner_alive=None, cluster=facts)
+        st = status.compute(obs)
+        assert st.phase == phase, (was, st.phase, st.summary)
