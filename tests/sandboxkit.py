@@ -152,3 +152,24 @@ def wait_phase(home: Path, run_id: str, phases: set[str], timeout: float = 240) 
 
     wait_until(done, timeout=timeout, what=f"run {run_id} to be one of {sorted(phases)}")
     return got
+
+
+def resumed_after_a_fault(home: Path, folder: Path) -> tuple[str, str]:
+    """A run of `folder` that fails at step 15 after its checkpoint at step 10, then `tau run
+    resume` of it: the child succeeds, says it starts after step 10, and the lineage's metrics
+    are one curve, 1 to 20. (parent, child)"""
+    parent = submit(home, folder)
+    assert wait_phase(home, parent, {"Succeeded", "Failed"})["phase"] == "Failed"
+    res = tau(home, "run", "resume", parent, "-d", env=kube_env(home))
+    assert res.returncode == 0, res.stderr
+    child = res.stdout.strip().splitlines()[-1]
+    st = wait_phase(home, child, {"Succeeded", "Failed"})
+    logs = tau(home, "run", "logs", child, env=kube_env(home)).stdout
+    assert st["phase"] == "Succeeded", (st, logs)
+    assert "starting after step 10" in logs, logs
+    rows = json.loads(tau(home, "run", "metrics", child, "-o", "json", env=kube_env(home)).stdout)
+    assert [(r["step"], r["run_id"]) for r in rows] == [
+        *((i, parent) for i in range(1, 11)),
+        *((i, child) for i in range(11, 21)),
+    ]
+    return parent, child

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from conftest import run_tau as tau
 from kubekit import wait_until
-from sandboxkit import kube_env, need_real_nodes, project, sig, submit, wait_phase
+from sandboxkit import kube_env, need_real_nodes, project, resumed_after_a_fault, sig, submit
 
 pytestmark = pytest.mark.e2e
 WORKER = "worker-1"
@@ -115,17 +115,4 @@ def test_resume_from_the_manager_continues_from_the_checkpoint_on_the_worker(
         STEPS.replace('os.environ.get("FAIL_AT_15")', "True"),
         "resilience: {max_retries: 0}\n",
     )
-    parent = submit(mc, folder)
-    assert wait_phase(mc, parent, {"Succeeded", "Failed"})["phase"] == "Failed"
-    res = tau(mc, "run", "resume", parent, "-d", env=kube_env(mc))
-    assert res.returncode == 0, res.stderr
-    child = res.stdout.strip().splitlines()[-1]
-    st = wait_phase(mc, child, {"Succeeded", "Failed"})
-    logs = tau(mc, "run", "logs", child, env=kube_env(mc)).stdout
-    assert st["phase"] == "Succeeded", (st, logs)
-    assert "starting after step 10" in logs, logs
-    rows = json.loads(tau(mc, "run", "metrics", child, "-o", "json", env=kube_env(mc)).stdout)
-    assert [(r["step"], r["run_id"]) for r in rows] == [
-        *((i, parent) for i in range(1, 11)),
-        *((i, child) for i in range(11, 21)),
-    ]
+    resumed_after_a_fault(mc, folder)

@@ -20,7 +20,16 @@ import pytest
 from conftest import TAU
 from conftest import run_tau as tau
 from kubekit import wait_until
-from sandboxkit import admin, kube_env, need_real_nodes, project, sig, submit, wait_phase
+from sandboxkit import (
+    admin,
+    kube_env,
+    need_real_nodes,
+    project,
+    resumed_after_a_fault,
+    sig,
+    submit,
+    wait_phase,
+)
 
 from taugrid.api import constants as C
 from taugrid.api import naming
@@ -421,22 +430,7 @@ def test_resume_of_a_cluster_run_continues_from_its_checkpoint_on_the_volume(
     run whose pod resolves the parent's newest checkpoint on the volume: its steps go on from 11,
     and the metrics of the lineage are one curve, 1 to 20."""
     folder = project(tmp_path / "p", "resumable", RESUMABLE, "resilience: {max_retries: 0}\n")
-    parent = submit(real, folder)
-    assert wait_phase(real, parent, {"Succeeded", "Failed"})["phase"] == "Failed"
-    res = tau(real, "run", "resume", parent, "-d", env=kube_env(real))
-    assert res.returncode == 0, res.stderr
-    child = res.stdout.strip().splitlines()[-1]
-    st = wait_phase(real, child, {"Succeeded", "Failed"})
-    assert st["phase"] == "Succeeded", (
-        st,
-        tau(real, "run", "logs", child, env=kube_env(real)).stdout,
-    )
-    rows = json.loads(tau(real, "run", "metrics", child, "-o", "json", env=kube_env(real)).stdout)
-    assert [(r["step"], r["run_id"]) for r in rows] == [
-        *((i, parent) for i in range(1, 11)),
-        *((i, child) for i in range(11, 21)),
-    ]
-    assert "starting after step 10" in tau(real, "run", "logs", child, env=kube_env(real)).stdout
+    resumed_after_a_fault(real, folder)
 
 
 SERVE_APP = """
