@@ -6,6 +6,9 @@ kubeconfig for it. The objects themselves are `components/multikueue.py`'s (pure
 from __future__ import annotations
 
 import base64
+import os
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pulumi
@@ -79,17 +82,43 @@ class MultiKueueManager(pulumi.ComponentResource):
         self.register_outputs({})
 
 
-def server_of(kubeconfig: str) -> str:
-    """The API server of a kubeconfig's current context."""
+def server_of(kubeconfig: str, context: str | None = None) -> str:
+    """The API server of a kubeconfig's context (its current one when none is named); "" when
+    it has no such context."""
     doc = yaml.safe_load(kubeconfig) or {}
-    current = doc.get("current-context")
-    ctx = next((c for c in doc.get("contexts") or [] if c.get("name") == current), None)
+    wanted = context or doc.get("current-context")
+    ctx = next((c for c in doc.get("contexts") or [] if c.get("name") == wanted), None)
+    if ctx is None and context:
+        return ""
     name = (ctx or {}).get("context", {}).get("cluster")
     cluster = next((c for c in doc.get("clusters") or [] if c.get("name") == name), None)
     if cluster is None:
+        if context:
+            return ""
         clusters = doc.get("clusters") or [{}]
         cluster = clusters[0]
     return str((cluster.get("cluster") or {}).get("server") or "")
+
+
+def context_server(context: str | None, environ: Mapping[str, str] | None = None) -> str:
+    """The API server of a context (None: the current one) in the kubeconfig files the
+    Kubernetes provider reads (KUBECONFIG's files in order, else ~/.kube/config): the first file
+    that names it wins, as kubectl merges them. "" when none does."""
+    env = os.environ if environ is None else environ
+    paths = [p for p in (env.get("KUBECONFIG") or "").split(os.pathsep) if p] or [
+        str(Path.home() / ".kube" / "config")
+    ]
+    for path in paths:
+        try:
+            server = server_of(Path(path).read_text(), context)
+        except (OSError, yaml.YAMLError):
+            continue
+        if server:
+            return server
+    return ""
+
+
+TOKEN_AT_UP = "(read at up: the token its cluster puts in the ServiceAccount's Secret)"
 
 
 class MultiKueueWorker(pulumi.ComponentResource):
@@ -104,17 +133,40 @@ class MultiKueueWorker(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("taugrid:platform:MultiKueueWorker", "multikueue", None, opts)
-        objs = create_objects(MK.worker_objects(cfg), self, provider, depends_on)
+        # the token Secret after its ServiceAccount: the cluster's token controller deletes a
+        # token Secret whose account does not exist yet (seen with the real engine: up waited
+        # for ever on a Secret that was gone)
+        wanted = MK.worker_objects(cfg)
+        account = create_objects(
+            [m for m in wanted if m["kind"] != "Secret"], self, provider, depends_on
+        )
+        (secret,) = create_objects(
+            [m for m in wanted if m["kind"] == "Secret"], self, provider, [*depends_on, *account]
+        )
+        objs = [*account, secret]
+        if pulumi.runtime.is_dry_run():
+            # a preview reads nothing live: on a new cluster the token Secret is not there yet
+            self.kubeconfig = pulumi.Output.secret(TOKEN_AT_UP)
+            self.register_outputs({"kubeconfig": self.kubeconfig})
+            return
+        # read once the Secret was created and awaited (pulumi.com/waitFor: its token): its id
+        # is known only then (depends_on alone does not order a read after a create)
         token = k8s.core.v1.Secret.get(
             "multikueue-token",
-            f"{MK.KUEUE_NAMESPACE}/{MC.WORKER_SERVICE_ACCOUNT}-token",
+            secret.id,
             opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=objs),
         )
 
         def kubeconfig(args: list[Any]) -> str:
             data, srv = args
             data = data or {}
-            raw = base64.b64decode(data.get("token") or "").decode() if data.get("token") else ""
+            if not data.get("token"):
+                raise pulumi.RunError(
+                    f"worker {cfg.multiCluster.name}: the token Secret "
+                    f"{MK.KUEUE_NAMESPACE}/{MC.WORKER_SERVICE_ACCOUNT}-token has no token: is the "
+                    "cluster's token controller (kube-controller-manager) running? pulumi up again"
+                )
+            raw = base64.b64decode(data["token"]).decode()
             return MK.worker_kubeconfig(cfg.cluster.name, srv, data.get("ca.crt") or "", raw)
 
         self.kubeconfig = pulumi.Output.secret(

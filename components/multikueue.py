@@ -176,7 +176,13 @@ def worker_objects(cfg: PlatformConfig) -> list[dict[str, Any]]:
             "kind": "Secret",
             "metadata": {
                 **_meta(f"{sa}-token", KUEUE_NAMESPACE),
-                "annotations": {"kubernetes.io/service-account.name": sa},
+                "annotations": {
+                    "kubernetes.io/service-account.name": sa,
+                    # the API server's token controller fills it a moment after: Pulumi's
+                    # Kubernetes provider waits for that before the stack reads it
+                    "pulumi.com/waitFor": "jsonpath={.data.token}",
+                    "pulumi.com/timeoutSeconds": "120",
+                },
             },
             "type": "kubernetes.io/service-account-token",
         },

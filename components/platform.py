@@ -19,7 +19,12 @@ from taugrid.components.gpu_node_pool import CpuNodePool, GpuNodePool
 from taugrid.components.helm import HELM, HelmComponent, Kueue
 from taugrid.components.kube import create_objects
 from taugrid.components.manifests import namespace
-from taugrid.components.multicluster import MultiKueueManager, MultiKueueWorker, server_of
+from taugrid.components.multicluster import (
+    MultiKueueManager,
+    MultiKueueWorker,
+    context_server,
+    server_of,
+)
 from taugrid.components.tau_cluster_profile import TauClusterProfile
 from taugrid.components.taugrid_crds import TauGridCrds
 from taugrid.components.workspace import Workspace
@@ -101,12 +106,24 @@ class Platform(pulumi.ComponentResource):
             elif self.kubeconfig is not None:
                 server = self.kubeconfig.apply(server_of)
             else:
-                raise ValueError(
-                    "a worker on a cluster reached by a kubeconfig context needs "
-                    "multiCluster.server (the address the manager reaches it at)"
-                )
+                server = self._context_server(cfg)
             worker = MultiKueueWorker(cfg, provider, server, queue_deps, opts=me)
             self.multikueue_kubeconfig = worker.kubeconfig
+
+    @staticmethod
+    def _context_server(cfg: PlatformConfig) -> str:
+        """A worker reached by a kubeconfig context: the manager reaches it where that context
+        does (the address the provider itself uses), unless multiCluster.server says otherwise."""
+        context = getattr(cfg.cluster, "context", None)
+        server = context_server(context)
+        if not server:
+            which = f"context {context!r}" if context else "current context"
+            raise ValueError(
+                f"worker {cfg.multiCluster.name}: no kubeconfig {which} to read its "
+                "API server from (KUBECONFIG, else ~/.kube/config); set multiCluster.server to "
+                "the address the manager reaches it at"
+            )
+        return server
 
     def _node_components(
         self,

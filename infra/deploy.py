@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from taugrid.api.errors import EXIT_USAGE, TauError
+from taugrid.api.errors import EXIT_PLATFORM, EXIT_USAGE, TauError
 from taugrid.api.platform import ExistingClusterSpec, PlatformConfig
 from taugrid.infra.engine import Engine, Outcome
 from taugrid.infra.stackfile import find_stacks_dir, project_dir, validated
@@ -42,7 +42,39 @@ def platform_engine(
         program,
         project_dir=project_dir(stacks_dir),
         stack_file=stacks_dir / f"Pulumi.{stack}.yaml",
+        preflight=_workers_exist(cfg) if cfg.multiCluster.role == "manager" else None,
     )
+
+
+def _workers_exist(cfg: PlatformConfig) -> Callable[[Engine], None]:
+    """A manager reads each worker's stack: every one of this project that the backend does not
+    have is named, with the order that works, before the engine starts (it would stop at the
+    first, in no fixed order). References to other projects are the engine's to resolve."""
+
+    def check(eng: Engine) -> None:
+        ours = [w for w in cfg.multiCluster.workers if _own_stack(w.stack, eng.project)]
+        if not ours:
+            return
+        have = {name.rsplit("/", 1)[-1] for name in eng.list_stacks()}
+        missing = [w for w in ours if w.stack.rsplit("/", 1)[-1] not in have]
+        if missing:
+            raise TauError(
+                f"stack {eng.stack_name} is a MultiKueue manager whose worker stack(s) "
+                f"{eng.backend.url} does not have: "
+                + ", ".join(f"{w.name} (stack {w.stack})" for w in missing),
+                exit_code=EXIT_PLATFORM,
+                hint="pulumi up each worker's stack first (tau platform up --stack "
+                f"{missing[0].stack.rsplit('/', 1)[-1]} --yes, with its cluster's kubeconfig "
+                "context), then the manager's; or fix multiCluster.workers",
+            )
+
+    return check
+
+
+def _own_stack(ref: str, project: str) -> bool:
+    """A stack reference to this project: `stack`, or `org/project/stack`."""
+    parts = ref.split("/")
+    return len(parts) == 1 or (len(parts) == 3 and parts[1] == project)
 
 
 def bundled_policy_pack() -> str | None:

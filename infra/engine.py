@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -302,6 +303,7 @@ class Engine:
         stack_file: Path | None = None,
         backend: str | None = None,
         tau_own: bool = False,
+        preflight: Callable[[Engine], None] | None = None,
     ) -> None:
         """`project_dir`: the Pulumi project the stack belongs to (its Pulumi.yaml, and
         `stack_file` in its stackConfigDir): the engine works there, as `pulumi` does, so both
@@ -326,6 +328,7 @@ class Engine:
         self.bin = find_bin()
         self.env = {**engine_env(self.bin, self.backend, self.secrets), **(env or {})}
         self._stack: Stack | None = None
+        self.preflight = preflight  # checked before a preview or up touches the stack
 
     def where(self) -> str:
         """Said first by every command: which backend, and which project folder."""
@@ -423,6 +426,8 @@ class Engine:
     def _run(
         self, op: str, say: Say | None, policy_packs: list[str] | None, refresh: bool = False
     ) -> Outcome:
+        if self.preflight is not None and op in ("preview", "up"):
+            self.preflight(self)
         st = self.stack()
         steps: list[dict[str, Any]] = []
         log: list[str] = []
@@ -434,16 +439,17 @@ class Engine:
             )
 
         started: dict[str, float] = {}
+        errors: list[str] = []
 
         def on_event(ev: Any) -> None:
-            _step(ev, steps, say, op, started)
+            _step(ev, steps, say, op, started, errors)
 
         kwargs: dict[str, Any] = {"on_event": on_event, "on_output": log.append, "color": "never"}
         if policy_packs:
             kwargs["policy_packs"] = [policy_launcher(p) for p in policy_packs]
         if refresh:
             kwargs["refresh"] = True
-        with _environ(self.env), _engine_errors(self, log, steps):
+        with _environ(self.env), _engine_errors(self, log, steps, errors):
             if op == "preview":
                 res: Any = st.preview(diff=False, **kwargs)
                 summary = dict(res.change_summary)
@@ -464,6 +470,7 @@ class Engine:
         summary = {str(k): int(v) for k, v in summary.items()}
         if op != "refresh":
             summary.pop("refresh", None)  # resources read from the cluster, not changes
+        summary.pop("read", None)  # a live object the program reads (a worker's token): no change
         for k in SUMMARY_KEYS:
             summary.setdefault(k, 0)
         return Outcome(
@@ -471,10 +478,27 @@ class Engine:
         )
 
 
+# what a step can be without changing anything: reads of other stacks and live objects
+NO_CHANGE = ("same", "refresh", "read")
+UNHANDLED = ("an unhandled error occurred:", "error:")
+UNKNOWN_STACK = re.compile(r'unknown stack "([^"]+)"')
+# what the engine adds after the error itself
+GENERIC = {
+    *(f"{op} failed" for op in ("preview", "update", "refresh", "destroy")),
+    "resource monitor has terminated, shutting down",
+}
+
+
 def _step(
-    ev: Any, steps: list[dict[str, Any]], say: Say | None, op: str, started: dict[str, float]
+    ev: Any,
+    steps: list[dict[str, Any]],
+    say: Say | None,
+    op: str,
+    started: dict[str, float],
+    errors: list[str],
 ) -> None:
-    """One resource's outcome (and what it changes) from the engine's event stream."""
+    """One resource's outcome (and what it changes) from the engine's event stream; each
+    distinct error the engine or the program reports, once (`errors`)."""
     pre = getattr(ev, "resource_pre_event", None)
     done = getattr(ev, "res_outputs_event", None)
     diag = getattr(ev, "diagnostic_event", None)
@@ -482,7 +506,7 @@ def _step(
     if pre is not None:
         meta = pre.metadata
         started[meta.urn] = time.monotonic()
-        if op == "preview" and str(meta.op.value) not in ("same", "refresh"):  # reads: no change
+        if op == "preview" and str(meta.op.value) not in NO_CHANGE:
             step = _meta(meta)
             steps.append(step)
             if say:
@@ -499,32 +523,40 @@ def _step(
                     say(f"      {c['field']}: {_value(c['old'])} => {_value(c['new'])}")
     elif done is not None and op != "preview":  # a preview reports each resource twice
         meta = done.metadata
-        if str(meta.op.value) != "same":
+        if str(meta.op.value) not in NO_CHANGE:
             took = time.monotonic() - started.get(meta.urn, time.monotonic())
             steps.append({**_meta(meta), "seconds": round(took, 2)})
             if say:
                 say(
                     f"  {meta.op.value:<8} {meta.type} {meta.urn.rsplit('::', 1)[-1]} ({took:.1f}s)"
                 )
-    elif diag is not None and diag.severity == "error" and say:
-        say(f"  error: {diag.message.strip()}")
+    elif diag is not None and diag.severity == "error":
+        error = program_error(diag.message)
+        if error and error not in errors:
+            errors.append(error)
+            if say:
+                say(f"  error: {error}")
     elif policy is not None:
-        # the engine's message is the policy's description, then the violation
-        said = [ln.strip() for ln in policy.message.splitlines() if ln.strip()]
-        steps.append(
-            {
-                "policy": policy.policy_name,
-                "pack": policy.policy_pack_name,
-                "enforcement": policy.enforcement_level,
-                "message": said[-1] if said else "",
-                "urn": policy.resource_urn,
-            }
+        _policy(policy, steps, say)
+
+
+def _policy(policy: Any, steps: list[dict[str, Any]], say: Say | None) -> None:
+    """A policy's finding: the engine's message is the policy's description, then the
+    violation."""
+    said = [ln.strip() for ln in policy.message.splitlines() if ln.strip()]
+    steps.append(
+        {
+            "policy": policy.policy_name,
+            "pack": policy.policy_pack_name,
+            "enforcement": policy.enforcement_level,
+            "message": said[-1] if said else "",
+            "urn": policy.resource_urn,
+        }
+    )
+    if say:
+        say(
+            f"  policy {policy.enforcement_level}: {policy.policy_name}: {said[-1] if said else ''}"
         )
-        if say:
-            say(
-                f"  policy {policy.enforcement_level}: {policy.policy_name}: "
-                f"{said[-1] if said else ''}"
-            )
 
 
 def _meta(meta: Any) -> dict[str, Any]:
@@ -584,9 +616,22 @@ def _value(v: Any) -> str:
     return "(absent)" if v is None else json.dumps(v) if isinstance(v, str) else str(v)
 
 
+def program_error(message: str) -> str:
+    """One error as the engine reports it, without the wrappers it repeats it in (the same
+    program error comes as itself and as "an unhandled error occurred: ...")."""
+    text = message.strip()
+    for wrapper in UNHANDLED:
+        if text.startswith(wrapper):
+            text = text[len(wrapper) :].strip()
+    return "" if text.lower().rstrip(".") in GENERIC else text
+
+
 @contextmanager
 def _engine_errors(
-    engine: Engine, log: list[str] | None = None, steps: list[dict[str, Any]] | None = None
+    engine: Engine,
+    log: list[str] | None = None,
+    steps: list[dict[str, Any]] | None = None,
+    errors: list[str] | None = None,
 ) -> Iterator[None]:
     """The engine's failures as TauError (exit 4) with its own words, never a traceback."""
     from pulumi.automation import errors as auto_errors  # the platform extra: checked in Engine
@@ -622,6 +667,19 @@ def _engine_errors(
                 ),
                 exit_code=EXIT_PLATFORM,
                 hint=PASSPHRASE_HINT,
+            ) from None
+        if errors:  # what the engine and the program said, each once and whole
+            unknown = [m.group(1) for e in errors if (m := UNKNOWN_STACK.search(e))]
+            raise TauError(
+                f"stack {engine.stack_name}: " + "\n".join(errors),
+                exit_code=EXIT_PLATFORM,
+                hint=(
+                    f"{' and '.join(dict.fromkeys(unknown))} not in {engine.backend.url}: a "
+                    "stack reference (multiCluster.workers) reads a stack of the same backend; "
+                    "pulumi up that stack first, or fix the reference"
+                    if unknown
+                    else None
+                ),
             ) from None
         raise TauError(_command_message(engine, text, log), exit_code=EXIT_PLATFORM) from None
     except FileNotFoundError as e:

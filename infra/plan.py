@@ -87,6 +87,10 @@ def _mocks(inv: Inventory) -> Any:
                     MC.SIGNATURE_OUTPUT: MC.OFFLINE,
                     MC.NAME_OUTPUT: MC.OFFLINE,
                 }
+            if (
+                args.typ == "kubernetes:core/v1:Secret" and args.resource_id
+            ):  # a read: the cluster's
+                state["data"] = {"token": base64.b64encode(b"offline-token").decode()}
             return f"{args.name}-id", state
 
         def call(self, args: pulumi.runtime.MockCallArgs) -> Any:
@@ -152,6 +156,17 @@ def _need_event_loop() -> None:
     asyncio.set_event_loop(asyncio.new_event_loop())
 
 
+OFFLINE_SERVER = "https://offline.invalid"
+
+
+def _offline(cfg: Any) -> Any:
+    """A worker's address is read where `up` runs (its kubeconfig context); offline, a stand-in."""
+    mc = cfg.multiCluster
+    if mc.role != "worker" or mc.server:
+        return cfg
+    return cfg.model_copy(update={"multiCluster": mc.model_copy(update={"server": OFFLINE_SERVER})})
+
+
 def evaluate(stack: str, cfg: Any) -> Inventory:
     """Run the program for one validated config under mocks; return what it declares."""
     import pulumi
@@ -159,6 +174,7 @@ def evaluate(stack: str, cfg: Any) -> Inventory:
     from taugrid.infra.program import build
 
     inv = Inventory(stack=stack)
+    cfg = _offline(cfg)
     _need_event_loop()
     mocks = _mocks(inv)
     pulumi.runtime.set_mocks(

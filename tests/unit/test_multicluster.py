@@ -6,6 +6,7 @@ queues differ from the manager's is named with each difference; bad roles refuse
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -169,6 +170,10 @@ def test_the_program_wires_a_manager_and_a_worker_offline() -> None:
     assert "multikueueKubeconfig" not in inv.exports and "queueSignature" in inv.exports
     inv = plan.evaluate("wrk", validate_platform(stack(role="worker", name="east")))
     assert "clusterrole-taugrid-multikueue" in {r.name for r in inv.resources}
+    # its token Secret is made after its ServiceAccount (else the token controller deletes it)
+    by_name = {r.name: r for r in inv.resources}
+    account = by_name["serviceaccount-kueue-system-taugrid-multikueue"]
+    assert account.urn in by_name["secret-kueue-system-taugrid-multikueue-token"].depends_on
     assert inv.exports[MC.NAME_OUTPUT] == "east"  # the manager checks it is the name it gives
     kc = yaml.safe_load(inv.exports["multikueueKubeconfig"])
     assert kc["users"][0]["name"] == MC.WORKER_SERVICE_ACCOUNT
@@ -672,3 +677,58 @@ def test_a_resume_of_a_dispatched_run_selects_its_parent_s_worker_and_a_new_run_
     job = manager.get(kind, rd.run_id, "research")
     selector = job["spec"]["template"]["spec"]["nodeSelector"]
     assert selector[C.LABEL_CLUSTER] == "worker-2" and C.LABEL_POOL in selector
+
+
+def _kubeconfig(path: Path, current: str, **servers: str) -> Path:
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "clusters": [
+                    {"name": f"c-{n}", "cluster": {"server": s}} for n, s in servers.items()
+                ],
+                "contexts": [{"name": n, "context": {"cluster": f"c-{n}"}} for n in servers],
+                "current-context": current,
+            }
+        )
+    )
+    return path
+
+
+def test_a_worker_reached_by_a_context_is_reached_by_its_manager_at_that_contexts_server(
+    tmp_path: Path,
+) -> None:
+    """A worker stack without multiCluster.server publishes the API server of the context its
+    provider uses, read from the kubeconfig files the provider reads (KUBECONFIG, in order)."""
+    from taugrid.components.multicluster import context_server
+
+    a = _kubeconfig(tmp_path / "a", "east", east="https://east:6443")
+    b = _kubeconfig(tmp_path / "b", "west", west="https://west:6443", east="https://other:1")
+    both = {"KUBECONFIG": f"{tmp_path / 'missing'}{os.pathsep}{a}{os.pathsep}{b}"}
+    assert context_server("west", both) == "https://west:6443"
+    assert context_server("east", both) == "https://east:6443"  # the first file naming it wins
+    assert context_server(None, {"KUBECONFIG": str(b)}) == "https://west:6443"  # current one
+    assert context_server("north", both) == ""
+    (tmp_path / "bad").write_text("{not yaml")
+    assert context_server("west", {"KUBECONFIG": f"{tmp_path / 'bad'}{os.pathsep}{b}"})
+
+
+def test_a_worker_whose_context_is_nowhere_is_refused_with_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from taugrid.components.platform import Platform
+
+    doc = stack(role="worker", name="east")
+    doc["cluster"] = {"provider": "existing", "name": "east", "context": "east"}
+    cfg = validate_platform(doc)
+    monkeypatch.setenv("KUBECONFIG", str(_kubeconfig(tmp_path / "k", "west", west="https://w:1")))
+    with pytest.raises(ValueError, match=r"no kubeconfig context 'east'.*multiCluster.server"):
+        Platform._context_server(cfg)
+    monkeypatch.setenv("KUBECONFIG", str(_kubeconfig(tmp_path / "k", "x", east="https://e:2")))
+    assert Platform._context_server(cfg) == "https://e:2"
+    # the offline plan reads no kubeconfig: its worker kubeconfig names a stand-in server
+    from taugrid.infra import plan
+
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
+    inv = plan.evaluate("wrk", cfg)
+    kc = yaml.safe_load(inv.exports["multikueueKubeconfig"])
+    assert kc["clusters"][0]["cluster"]["server"] == plan.OFFLINE_SERVER

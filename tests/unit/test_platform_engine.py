@@ -210,3 +210,103 @@ def test_a_python_policy_pack_is_started_as_an_executable(
         ROOT / "policies" / "PulumiPolicy.yaml"
     ).read_text()
     assert engine.policy_launcher(str(ROOT / "policies")) == str(launcher)  # stable
+
+
+def _diag(message: str, severity: str = "error") -> object:
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        resource_pre_event=None,
+        res_outputs_event=None,
+        policy_event=None,
+        diagnostic_event=SimpleNamespace(severity=severity, message=message),
+    )
+
+
+def _failed_with(events: list[object], stderr: str) -> TauError:
+    """What `tau platform up` raises when the engine fails after these events."""
+    from types import SimpleNamespace
+
+    from pulumi.automation import errors as auto_errors
+    from pulumi.automation._cmd import CommandResult
+
+    said: list[str] = []
+    errors: list[str] = []
+    for ev in events:
+        engine._step(ev, [], said.append, "up", {}, errors)
+    eng = SimpleNamespace(stack_name="prod", backend=SimpleNamespace(url="file:///team"))
+    with pytest.raises(TauError) as caught, engine._engine_errors(eng, [], [], errors):  # type: ignore[arg-type]
+        raise auto_errors.CommandError(CommandResult("", stderr, 255))
+    assert said == [f"  error: {e}" for e in errors]  # each said once, as it came
+    return caught.value
+
+
+def test_a_program_error_is_reported_once_and_whole() -> None:
+    """The engine repeats a program's error (as itself, as "an unhandled error occurred: ..."
+    and in its stack summary); the user reads it once, every line of it."""
+    why = "the worker's queues are not the manager's:\n  worker east: ClusterQueue gpu ..."
+    err = _failed_with(
+        [
+            _diag(why),
+            _diag(f"an unhandled error occurred: {why}"),
+            _diag("a warning that is not the cause", severity="warning"),
+            _diag("update failed"),
+        ],
+        stderr=f"error: {why}\n  pulumi:pulumi:Stack running error: {why}",
+    )
+    assert err.message == f"stack prod: {why}" and err.exit_code == 4
+    assert err.hint is None
+
+
+def test_a_reference_to_a_stack_the_backend_lacks_says_which_and_the_fix() -> None:
+    err = _failed_with(
+        [
+            _diag('Preview failed: unknown stack "sandbox-worker-3"'),
+            _diag("Resource monitor has terminated, shutting down"),
+            _diag("preview failed"),
+        ],
+        stderr="error: preview failed",
+    )
+    assert err.message == 'stack prod: Preview failed: unknown stack "sandbox-worker-3"'
+    assert err.hint is not None
+    assert "sandbox-worker-3 not in file:///team" in err.hint
+    assert "pulumi up that stack first" in err.hint
+
+
+def test_without_the_engines_events_its_own_error_lines_are_kept() -> None:
+    err = _failed_with([], stderr="noise\nerror: could not reach the backend\nmore noise")
+    assert "error: could not reach the backend" in err.message and "noise" not in err.message
+
+
+def test_a_manager_whose_worker_stacks_are_missing_names_each_before_the_engine_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from types import SimpleNamespace
+
+    from taugrid.api.multicluster import MultiClusterSpec, WorkerRef
+    from taugrid.infra import deploy
+
+    workers = [
+        WorkerRef(name="east", stack="east"),
+        WorkerRef(name="west", stack="org/taugrid/west"),
+        WorkerRef(name="far", stack="org/elsewhere/far"),  # another project: the engine's
+        WorkerRef(name="north", stack="north"),
+    ]
+    cfg = SimpleNamespace(multiCluster=MultiClusterSpec(role="manager", workers=workers))
+    listed: list[str] = ["organization/taugrid/north"]
+    eng = SimpleNamespace(
+        project="taugrid",
+        stack_name="hub",
+        backend=SimpleNamespace(url="file:///team"),
+        list_stacks=lambda: listed,
+    )
+    check = deploy._workers_exist(cfg)  # type: ignore[arg-type]
+    with pytest.raises(TauError) as caught:
+        check(eng)  # type: ignore[arg-type]
+    err = caught.value
+    assert err.exit_code == 4
+    assert "east (stack east), west (stack org/taugrid/west)" in err.message
+    assert "far" not in err.message and "north" not in err.message
+    assert err.hint and "tau platform up --stack east" in err.hint
+    listed += ["east", "organization/taugrid/west"]
+    check(eng)  # type: ignore[arg-type]  # all there: nothing to say
