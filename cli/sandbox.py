@@ -34,14 +34,24 @@ def _usage(state: Any) -> str:
         + "\n"
         "  kubeconfig (admin):      tau sandbox kubeconfig\n"
         "  kubeconfig (researcher): tau sandbox kubeconfig --as researcher\n"
-        + (
-            ""
-            if state.platform
-            else f"  install the platform:    KUBECONFIG=$(tau sandbox kubeconfig) tau platform up "
-            f"--stack {state.stack} --yes\n"
-        )
+        + ("" if state.platform else _platform_hint(state))
         + "  what runs:               tau sandbox status\n"
         "  stop everything:         tau sandbox down"
+    )
+
+
+def _platform_hint(state: Any) -> str:
+    """How to put the platform on a sandbox made without it; with workers, the order that
+    wires them (each worker's stack first, reached by its context, then the manager's)."""
+    up = "KUBECONFIG=$(tau sandbox kubeconfig) tau platform up"
+    if not state.workers:
+        return f"  install the platform:    {up} --stack {state.stack} --yes\n"
+    return (
+        "  wire it with Pulumi:     each worker's stack first (multiCluster: {role: worker, "
+        "name: W}, cluster.context: W),\n"
+        f"                           then the manager's (role: manager, workers: [...]): {up} "
+        "--stack S --yes\n"
+        "                           (docs/multicluster.md)\n"
     )
 
 
