@@ -28,6 +28,9 @@ KUEUE_NAMESPACE = "kueue-system"  # Kueue's own: its kubeconfig Secrets, a worke
 KUBECONFIG_OUTPUT = "multikueueKubeconfig"  # the worker stack's output
 SIGNATURE_OUTPUT = "queueSignature"  # both stacks' output: what their queues are
 NAME_OUTPUT = "multikueueName"  # the worker stack's output: the name its nodes carry
+# every stack's output: each workspace's data registry (a manager copies a run's inputs to its
+# workers' too: the worker that runs it reads its own)
+REGISTRIES_OUTPUT = "workspaceRegistries"
 # what a stack reference reads in the offline plan (no other stack can be read there): the
 # queues are compared at `up`
 OFFLINE = "offline: compared at up"

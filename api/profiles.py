@@ -169,6 +169,17 @@ class WorkspaceRef(_Model):
         "outside (az://... or file://...): a run's inputs are copied there at submit",
     )
     team: str | None = Field(None, description="The team it belongs to")
+    workerRegistries: dict[str, str] | None = Field(
+        None,
+        description="On a MultiKueue manager: the same workspace's data registry on each "
+        "worker (worker name -> registry); a run's inputs are copied to each, since the worker "
+        "that runs it reads its own",
+    )
+
+    def registries(self) -> list[str]:
+        """Every registry a run's inputs go to: the workspace's, then its workers' (each once)."""
+        found = [self.registry, *(self.workerRegistries or {}).values()]
+        return list(dict.fromkeys(r for r in found if r))
 
     @field_validator("name", "namespace", "pvc")
     @classmethod

@@ -4,6 +4,7 @@ teams, the teams, and the prices per pool. Pure: a PlatformConfig in, models out
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from taugrid.api import constants as C
@@ -34,7 +35,11 @@ def pool_declarations(cfg: PlatformConfig) -> list[PoolDeclaration]:
     ]
 
 
-def workspace_refs(cfg: PlatformConfig) -> list[WorkspaceRef]:
+def workspace_refs(
+    cfg: PlatformConfig, worker_registries: Mapping[str, Mapping[str, str]] | None = None
+) -> list[WorkspaceRef]:
+    """The workspaces as runs see them; on a MultiKueue manager, with the registry each worker
+    has for the same workspace (`worker_registries`: worker -> workspace -> registry)."""
     return [
         WorkspaceRef(
             name=w.name,
@@ -43,9 +48,20 @@ def workspace_refs(cfg: PlatformConfig) -> list[WorkspaceRef]:
             serviceAccount=naming.RUN_SERVICE_ACCOUNT,
             registry=w.storage.registry,
             team=w.team,
+            workerRegistries={
+                worker: regs[w.name]
+                for worker, regs in sorted((worker_registries or {}).items())
+                if (regs or {}).get(w.name)
+            }
+            or None,
         )
         for w in cfg.workspaces
     ]
+
+
+def workspace_registries(cfg: PlatformConfig) -> dict[str, str]:
+    """Each workspace's declared data registry (what a stack publishes for its manager)."""
+    return {w.name: w.storage.registry for w in cfg.workspaces if w.storage.registry}
 
 
 def price_table(cfg: PlatformConfig) -> PriceTable | None:

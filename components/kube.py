@@ -51,7 +51,7 @@ def create_objects(
 
 def config_group(
     name: str,
-    manifests: list[dict[str, Any]],
+    manifests: pulumi.Input[list[dict[str, Any]]],
     parent: pulumi.Resource,
     provider: pulumi.ProviderResource,
     depends_on: list[pulumi.Resource] | None = None,

@@ -7,6 +7,7 @@ directly. Every object is a plain dict as the API server would receive it.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -359,7 +360,13 @@ def tau_crds() -> list[dict[str, Any]]:
     return render_crds()
 
 
-def tau_cluster(cfg: PlatformConfig, stack: str) -> dict[str, Any]:
+def tau_cluster(
+    cfg: PlatformConfig,
+    stack: str,
+    worker_registries: Mapping[str, Mapping[str, str]] | None = None,
+) -> dict[str, Any]:
+    """The TauCluster `tau` reads: profiles, workspaces (on a manager, with each worker's
+    registry of the same workspace), components, pools, teams, prices."""
     profiles = derive_profiles(cfg)
     versions = {
         name: cfg.components.version(name)
@@ -380,7 +387,8 @@ def tau_cluster(cfg: PlatformConfig, stack: str) -> dict[str, Any]:
             "installedBy": {name: installed_by(cfg, name) for name in versions},
             **({"defaultWorkspace": cfg.defaultWorkspace} if cfg.defaultWorkspace else {}),
             "workspaces": [
-                w.model_dump(mode="json", exclude_none=True) for w in workspace_refs(cfg)
+                w.model_dump(mode="json", exclude_none=True)
+                for w in workspace_refs(cfg, worker_registries)
             ],
             **(
                 {"imageMirrors": [m.model_dump(mode="json") for m in cfg.imageMirrors]}

@@ -66,6 +66,7 @@ class MultiKueueManager(pulumi.ComponentResource):
         super().__init__("taugrid:platform:MultiKueueManager", "multikueue", None, opts)
         own = queue_signature(cfg)
         kubeconfigs: dict[str, Any] = {}
+        registries: dict[str, Any] = {}
         for w in cfg.multiCluster.workers:
             ref = pulumi.StackReference(
                 f"worker-{w.name}", stack_name=w.stack, opts=pulumi.ResourceOptions(parent=self)
@@ -76,6 +77,11 @@ class MultiKueueManager(pulumi.ComponentResource):
                 ref.get_output(MC.NAME_OUTPUT),
             )
             kubeconfigs[w.name] = pulumi.Output.secret(both.apply(_checker(w, own)))
+            registries[w.name] = ref.get_output(MC.REGISTRIES_OUTPUT)
+        # each worker's registry per workspace (a stack made before it exported them: none)
+        self.registries: pulumi.Output[dict[str, dict[str, str]]] = pulumi.Output.all(
+            **registries
+        ).apply(lambda found: {k: dict(v or {}) for k, v in found.items()})
         self.objects = create_objects(
             MK.manager_objects(cfg, kubeconfigs), self, provider, depends_on
         )

@@ -60,7 +60,13 @@ class Platform(pulumi.ComponentResource):
             queue_deps.append(self.kueue)
         self._multicluster(cfg, provider, queue_deps, me)
         self.profile = TauClusterProfile(
-            "tau-cluster", cfg, stack, provider, depends_on=[self.crds, *queue_deps], opts=me
+            "tau-cluster",
+            cfg,
+            stack,
+            provider,
+            depends_on=[self.crds, *queue_deps],
+            worker_registries=self.worker_registries,
+            opts=me,
         )
         ctl = c.controller
         if ctl.enabled and ctl.install == "helm":  # "helm": this stack deploys it
@@ -96,9 +102,12 @@ class Platform(pulumi.ComponentResource):
         """MultiKueue: a manager wires its workers (their stacks read); a worker publishes the
         kubeconfig the manager uses."""
         self.multikueue_kubeconfig: pulumi.Output[str] | None = None
+        self.worker_registries: pulumi.Output[dict[str, dict[str, str]]] | None = None
         role = cfg.multiCluster.role
         if role == "manager":
-            MultiKueueManager(cfg, provider, queue_deps, opts=me)
+            self.worker_registries = MultiKueueManager(
+                cfg, provider, queue_deps, opts=me
+            ).registries
         elif role == "worker":
             server: pulumi.Input[str]
             if cfg.multiCluster.server:

@@ -7,7 +7,12 @@ import pulumi
 
 from taugrid.api import multicluster as MC
 from taugrid.api.platform import PlatformConfig
-from taugrid.api.published import profile_snapshot, queue_signature, workspace_refs
+from taugrid.api.published import (
+    profile_snapshot,
+    queue_signature,
+    workspace_refs,
+    workspace_registries,
+)
 from taugrid.components.helm import HELM
 from taugrid.components.platform import Platform
 
@@ -25,6 +30,7 @@ def build(
         pulumi.export("teams", {t.name: t.weight for t in cfg.teams})
     # what a MultiKueue manager compares before it wires this cluster, and how it reaches it
     pulumi.export(MC.SIGNATURE_OUTPUT, queue_signature(cfg))
+    pulumi.export(MC.REGISTRIES_OUTPUT, workspace_registries(cfg))
     if platform.multikueue_kubeconfig is not None:
         pulumi.export(MC.KUBECONFIG_OUTPUT, platform.multikueue_kubeconfig)
         pulumi.export(MC.NAME_OUTPUT, cfg.multiCluster.name)

@@ -166,24 +166,33 @@ def publish(
     workspace: WorkspaceRef, inputs: Sequence[ResolvedInput], say: Callable[[str], None]
 ) -> None:
     """The versions a workload reads (a run's inputs, a service's model), copied into its
-    workspace's registry before anything is sent."""
-    target = workspace.registry
-    if not target or not inputs:
+    workspace's registry before anything is sent; on a MultiKueue manager also into the same
+    workspace's registry on each worker (the one that runs it reads its own)."""
+    targets = workspace.registries()
+    if not targets or not inputs:
         return
     from taugrid.data.store import default_store, open_store
 
-    source, dest = default_store(), open_store(target, create=True)  # a copy makes its place
-    if source.url == dest.url:
-        return
-    for inp in inputs:
-        if dest.has_version(inp.kind, inp.name, inp.version):
+    source = default_store()
+    for target in targets:
+        dest = open_store(target, create=True)  # a copy makes its place
+        if source.url == dest.url:
             continue
-        rec = source.read(inp.kind, inp.name, inp.version)
-        say(
-            f"copying {inp.kind} {inp.name}@{rec.short} ({len(rec.files)} file(s), {rec.size} "
-            f"bytes) to workspace {workspace.name}'s registry {target} ..."
+        workers = [w for w, r in (workspace.workerRegistries or {}).items() if r == target]
+        where = (
+            f"registry on worker {', '.join(workers)}"
+            if workers and target != workspace.registry
+            else "registry"
         )
-        source.copy_to(rec, dest)
+        for inp in inputs:
+            if dest.has_version(inp.kind, inp.name, inp.version):
+                continue
+            rec = source.read(inp.kind, inp.name, inp.version)
+            say(
+                f"copying {inp.kind} {inp.name}@{rec.short} ({len(rec.files)} file(s), "
+                f"{rec.size} bytes) to workspace {workspace.name}'s {where} {target} ..."
+            )
+            source.copy_to(rec, dest)
 
 
 def check_run_id(run_id: str) -> str:

@@ -33,6 +33,7 @@ from taugrid.api.platform import (
     registration_taints,
 )
 from taugrid.api.profiles import HeadSize
+from taugrid.api.published import workspace_registries
 from taugrid.infra.stackfile import validated
 
 if TYPE_CHECKING:
@@ -60,6 +61,8 @@ class State:
     # MultiKueue workers (`up --clusters N`): name -> {api, nodes, real_nodes, admin
     # kubeconfig}; their processes are in `pids` as "<worker>/<component>"
     workers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # each workspace's data registry here (a worker's: what its manager publishes for it)
+    registries: dict[str, str] = field(default_factory=dict)
 
     def real_node_count(self) -> int:
         """Real nodes per cluster that has them (a manager's are its workers')."""
@@ -256,7 +259,8 @@ def _start(
         )
         cp.start()
         mcfg = MCS.manager_config(cfg, names) if names else cfg
-        state = _install(cp, mcfg, stack, say, platform, 0 if names else n_real)
+        registries = {n: w.registries for n, (_, w) in workers.items()}
+        state = _install(cp, mcfg, stack, say, platform, 0 if names else n_real, registries)
         if names:
             _wire_workers(cp, mcfg, workers, state, platform, say)
     except BaseException:
@@ -450,10 +454,17 @@ def _start_real_nodes(cp: Any, kube: Kube, pool: CpuPool, n: int, say: Say) -> l
 
 
 def _install(
-    cp: Any, cfg: PlatformConfig, stack: str, say: Say, platform: bool, n_real: int = 0
+    cp: Any,
+    cfg: PlatformConfig,
+    stack: str,
+    say: Say,
+    platform: bool,
+    n_real: int = 0,
+    worker_registries: dict[str, dict[str, str]] | None = None,
 ) -> State:
     """The sandbox's cluster made whole: CRDs, operators, KWOK and real nodes, the storage,
-    the platform's objects (with `platform`), identities and the controller."""
+    the platform's objects (with `platform`), identities and the controller. A manager's
+    TauCluster names its workers' registries (`worker_registries`), as its stack would."""
     from taugrid.components import manifests as M
     from taugrid.sandbox.controlplane import apply, crds_dir, install_crds
 
@@ -475,12 +486,13 @@ def _install(
     real = _start_real_nodes(cp, kube, real_pool, n_real, say) if real_pool else []
     objects = _storage_classes(cfg)  # the cluster's storage, always
     if platform:
-        objects += _platform_objects(cfg, stack)
+        objects += _platform_objects(cfg, stack, worker_registries)
     for obj in _ordered(objects):  # namespaces and volumes first
         apply(kube, obj)
     if platform and real:
-        cfg = _registries_on_volumes(kube, cfg, cp.work, say)
-        apply(kube, M.tau_cluster(cfg, stack))
+        # the sandbox's own folder (`with_registries`), for a worker too (its work is below it)
+        cfg = _registries_on_volumes(kube, cfg, sandbox_dir(), say)
+        apply(kube, M.tau_cluster(cfg, stack, worker_registries))
     _alias_context(cp.admin.kubeconfig, cfg)
     identities = _identities(cp, cfg, platform)
     ctl = cfg.components.controller
@@ -505,10 +517,13 @@ def _install(
         real_nodes=real,
         skipped=skipped,
         platform=platform,
+        registries=workspace_registries(cfg),
     )
 
 
-def _platform_objects(cfg: PlatformConfig, stack: str) -> list[dict[str, Any]]:
+def _platform_objects(
+    cfg: PlatformConfig, stack: str, worker_registries: dict[str, dict[str, str]] | None = None
+) -> list[dict[str, Any]]:
     """What the platform program applies, as plain objects: queues, the cluster's profile,
     the shared RBAC and every workspace."""
     from taugrid.components import controller_manifests as CM
@@ -518,7 +533,7 @@ def _platform_objects(cfg: PlatformConfig, stack: str) -> list[dict[str, Any]]:
     objects = [
         *M.kueue_objects(cfg),
         *CM.validation_objects(cfg),
-        M.tau_cluster(cfg, stack),
+        M.tau_cluster(cfg, stack, worker_registries),
         M.researcher_read_clusterrole(),
         *M.quota_approver_objects(cfg),
         *MK.worker_objects(cfg),  # a MultiKueue worker's (none elsewhere)

@@ -17,6 +17,8 @@ from conftest import run_tau as tau
 from kubekit import wait_until
 from sandboxkit import admin, cpu_job, kube_env, submit, wait_phase
 
+from taugrid.data.filestore import FileStore
+
 pytestmark = pytest.mark.e2e
 
 pytest.importorskip("pulumi", reason="the platform extra (pulumi) is not installed")
@@ -32,12 +34,24 @@ def _replace(text: str, old: str, new: str) -> str:
     return text.replace(old, new)
 
 
-def worker_stack(base: str, name: str) -> str:
+RESEARCH = (
+    "        queues: [gpu, cpu]\n        storage: {size: 100Gi, storageClass: tau-sandbox}\n"
+    "      - name: llm\n"
+)
+
+
+def worker_stack(base: str, name: str, registry: Path) -> str:
     """The sandbox's platform as a worker's stack: reached by the kubeconfig context of its name
     (no multiCluster.server: the manager reaches it where that context does), no TauGrid
-    controller of its own (the manager's keeps the runs)."""
+    controller of its own (the manager's keeps the runs); its research workspace has a data
+    registry of its own."""
     text = _replace(
         base,
+        RESEARCH,
+        RESEARCH.replace("tau-sandbox}", f"tau-sandbox, registry: '{registry.as_uri()}'}}"),
+    )
+    text = _replace(
+        text,
         "name: taugrid-sandbox\n      context: taugrid-sandbox",
         f"name: {name}\n      context: {name}",
     )
@@ -83,7 +97,9 @@ def bare(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     (home / "project" / "Pulumi.yaml").write_text((ROOT / "Pulumi.yaml").read_text())
     base = (ROOT / "stacks" / "Pulumi.sandbox.yaml").read_text()
     for w in WORKERS:
-        (stacks / f"Pulumi.sandbox-{w}.yaml").write_text(worker_stack(base, w))
+        (stacks / f"Pulumi.sandbox-{w}.yaml").write_text(
+            worker_stack(base, w, home / "registries" / w)
+        )
     (stacks / "Pulumi.sandbox.yaml").write_text(manager_stack(base, WORKERS))
     res = tau(home, "sandbox", "up", "--clusters", "3", "--no-platform", "--real-nodes", "0")
     assert res.returncode == 0, res.stderr
@@ -167,6 +183,26 @@ def test_pulumi_up_of_the_workers_then_the_manager_wires_one_queue(bare: Path) -
     assert st["clusters"] and set(st["clusters"]) <= set(WORKERS), st
     res = tau(bare, "run", "status", run_id, env=kube_env(bare))
     assert f"worker cluster: {st['clusters'][-1]}" in res.stdout, res.stdout
+
+    # the manager's TauCluster names each worker's registry of the workspace (from their
+    # stacks): a run's data input goes to both, since either may run it
+    tc = admin(bare).resources.get(api_version="tau.azure.com/v1alpha1", kind="TauCluster")
+    (research,) = [w for w in tc.get(name="cluster").spec.workspaces if w.name == "research"]
+    assert dict(research.workerRegistries) == {
+        w: (bare / "registries" / w).as_uri() for w in WORKERS
+    }
+    (bare / "corpus").mkdir()
+    (bare / "corpus" / "part-0.txt").write_text("alpha beta\n")
+    reg = tau(bare, "data", "dataset", "register", "corpus", str(bare / "corpus"), "-o", "json")
+    assert reg.returncode == 0, reg.stderr
+    version = json.loads(reg.stdout)["version"]
+    folder = cpu_job(bare / "withdata", "withdata", extra="data: {inputs: [{ref: corpus}]}\n")
+    res = tau(bare, "run", str(folder), "-d", env=kube_env(bare))
+    assert res.returncode == 0, res.stderr
+    for w in WORKERS:
+        assert f"registry on worker {w}" in res.stderr, res.stderr
+        store = FileStore(bare / "registries" / w)
+        assert store.has_version("dataset", "corpus", version)
 
     # a second up of every stack changes nothing (reads of the workers' stacks are no change)
     for stack in ("sandbox-worker-1", "sandbox"):

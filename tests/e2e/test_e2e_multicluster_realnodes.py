@@ -17,7 +17,15 @@ from typing import Any
 import pytest
 from conftest import run_tau as tau
 from kubekit import wait_until
-from sandboxkit import kube_env, need_real_nodes, project, resumed_after_a_fault, sig, submit
+from sandboxkit import (
+    kube_env,
+    need_real_nodes,
+    project,
+    resumed_after_a_fault,
+    sig,
+    submit,
+    wait_phase,
+)
 
 pytestmark = pytest.mark.e2e
 WORKER = "worker-1"
@@ -116,3 +124,33 @@ def test_resume_from_the_manager_continues_from_the_checkpoint_on_the_worker(
         "resilience: {max_retries: 0}\n",
     )
     resumed_after_a_fault(mc, folder)
+
+
+def test_a_data_input_submitted_to_the_manager_is_read_on_the_worker(
+    mc: Path, tmp_path: Path
+) -> None:
+    """A dataset registered on the researcher's machine, named as a run's input and submitted to
+    the manager: it is copied into the workspace's registry on the worker (its volume's
+    /data/registry, which the manager's TauCluster names), and the code on the worker reads it.
+    Before, it went to the manager's registry only, which no worker's pod reads."""
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "part-0.txt").write_text("alpha beta gamma\n")
+    reg = tau(mc, "data", "dataset", "register", "corpus", str(tmp_path / "corpus"), "-o", "json")
+    assert reg.returncode == 0, reg.stderr
+    version = json.loads(reg.stdout)["version"]
+    script = (
+        "import os\n"
+        "words = open(os.path.join(os.environ['TAU_INPUT_DIR'], 'corpus', 'part-0.txt')).read()\n"
+        "print('read', len(words.split()), 'words')\n"
+    )
+    folder = project(
+        tmp_path / "p", "mc-data", script, extra=f"data: {{inputs: [{{ref: corpus@{version}}}]}}\n"
+    )
+    res = tau(mc, "run", str(folder), "-d", env=kube_env(mc))
+    assert res.returncode == 0, res.stderr
+    assert f"registry on worker {WORKER}" in res.stderr, res.stderr
+    run_id = res.stdout.strip()
+    st = wait_phase(mc, run_id, {"Succeeded", "Failed"})
+    logs = tau(mc, "run", "logs", run_id, env=kube_env(mc)).stdout
+    assert st["phase"] == "Succeeded" and st["clusters"] == [WORKER], (st, logs)
+    assert "read 3 words" in logs, logs

@@ -192,6 +192,10 @@ def test_objects_built_from_models_validate_against_generated_schema(
     # clients would never copy a run's inputs there)
     ws_schema = schemas["TauCluster"]["properties"]["spec"]["properties"]["workspaces"]["items"]
     assert ws_schema["properties"]["registry"]["type"] == "string"
+    # and so are a manager's workers' registries of the same workspace (#43)
+    worker_regs = ws_schema["properties"]["workerRegistries"]
+    assert worker_regs["type"] == "object"
+    assert worker_regs["additionalProperties"]["type"] == "string"
     jsonschema.validate(run, schemas["TauRun"])
     bad = json.loads(json.dumps(run))
     bad["status"]["signals"][0]["state"] = "maybe"

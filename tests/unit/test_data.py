@@ -1064,3 +1064,40 @@ v = FileStore(Path(sys.argv[1])).register("dataset", "d", Path(sys.argv[2]), Cre
 real.write(v.record.version + "\\n"); real.flush()
 os._exit(0)
 """  # noqa: E501 (data: its lines are what they are)
+
+
+def test_a_managers_run_inputs_go_to_each_workers_registry_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a MultiKueue manager the TauCluster names the same workspace's registry on each
+    worker: a run's inputs are copied to every distinct one (the worker that runs it reads its
+    own), once; a worker sharing the manager's registry gets no second copy."""
+    from conftest import SMALL_PLATFORM
+
+    from taugrid.api.platform import validate_platform
+    from taugrid.api.published import workspace_refs
+    from taugrid.api.vocabulary import ResolvedInput
+    from taugrid.runs.prepare import publish
+
+    monkeypatch.setenv("TAU_HOME", str(tmp_path / "home"))
+    from taugrid.client import data
+
+    mine = data.register("dataset", "corpus", tree(tmp_path / "d", {"x": b"1"})).record
+    hub, east = FileStore(tmp_path / "hub"), FileStore(tmp_path / "east")
+    cfg = validate_platform(SMALL_PLATFORM)
+    regs = {"east": {cfg.workspaces[0].name: east.url}, "west": {"other": tmp_path.as_uri()}}
+    (ref, *_) = workspace_refs(cfg, regs)
+    assert ref.workerRegistries == {"east": east.url}  # west has no registry for this workspace
+    ref = ref.model_copy(
+        update={"registry": hub.url, "workerRegistries": {"east": east.url, "west": hub.url}}
+    )
+    assert ref.registries() == [hub.url, east.url]
+    inp = ResolvedInput(name="corpus", version=mine.version, path="corpus", ref="corpus")
+    said: list[str] = []
+    publish(ref, [inp], said.append)
+    assert hub.has_version("dataset", "corpus", mine.version)
+    assert east.has_version("dataset", "corpus", mine.version)
+    assert len(said) == 2 and "registry on worker east" in said[1] and east.url in said[1]
+    assert "worker" not in said[0] and hub.url in said[0]
+    publish(ref, [inp], said.append)
+    assert len(said) == 2  # each has it already

@@ -267,13 +267,14 @@ def test_real_nodes_with_clusters_are_the_workers_and_down_stops_theirs_first(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`--clusters 3 --real-nodes 1`: each worker starts one real node, the manager none (its
-    runs' pods run on the workers); a sandbox asked for again the same way is found as it is."""
+    runs' pods run on the workers), whose TauCluster is told each worker's registries (its data
+    inputs are copied there); a sandbox asked for again the same way is found as it is."""
     from taugrid.api.errors import TauError
     from taugrid.sandbox import cluster as sandbox
     from taugrid.sandbox import controlplane, realnodes
 
     monkeypatch.setenv("TAU_HOME", str(tmp_path))
-    asked: dict[str, int] = {}
+    asked: dict[str, Any] = {}
 
     class CP:
         def __init__(self, bin_dir: Path, work: Path) -> None:
@@ -284,10 +285,21 @@ def test_real_nodes_with_clusters_are_the_workers_and_down_stops_theirs_first(
 
     def worker(cp: Any, cfg: Any, name: str, stack: str, say: Any, platform: bool, n: int) -> Any:
         asked[name] = n
-        return sandbox.State(stack, "w", 0.0, {}, {"admin": "x"}, real_nodes=[f"cpu-{name}"] * n)
+        return sandbox.State(
+            stack,
+            "w",
+            0.0,
+            {},
+            {"admin": "x"},
+            real_nodes=[f"cpu-{name}"] * n,
+            registries={"research": f"file:///volumes/{name}/registry"},
+        )
 
-    def manager(cp: Any, cfg: Any, stack: str, say: Any, platform: bool, n: int = 0) -> Any:
+    def manager(
+        cp: Any, cfg: Any, stack: str, say: Any, platform: bool, n: int = 0, regs: Any = None
+    ) -> Any:
         asked["manager"] = n
+        asked["registries"] = regs
         raise TauError("stop here: the manager's install is not this test's")
 
     monkeypatch.setattr(controlplane, "ControlPlane", CP)
@@ -299,7 +311,12 @@ def test_real_nodes_with_clusters_are_the_workers_and_down_stops_theirs_first(
     with pytest.raises(TauError, match="stop here"):
         cfg = validate_platform(stack())
         sandbox._start(tmp_path, work, cfg, "sandbox", lambda _m: None, True, 1, ["w1", "w2"])
-    assert asked == {"w1": 1, "w2": 1, "manager": 0}
+    assert asked == {
+        "w1": 1,
+        "w2": 1,
+        "manager": 0,
+        "registries": {w: {"research": f"file:///volumes/{w}/registry"} for w in ("w1", "w2")},
+    }
     assert stopped == [work / "workers" / "w1", work / "workers" / "w2", work]
     state = sandbox.State("s", "m", 0.0, {}, {}, workers={"w1": {"real_nodes": ["cpu-0"]}})
     assert state.real_node_count() == 1
@@ -440,6 +457,13 @@ def test_a_declared_worker_without_its_cluster_object_and_a_standalone_cluster()
         and west.state == "failed"
         and "pulumi up the manager" in (west.fix or "")
     )
+    # each worker's registry of a workspace, as the manager's stack read it from theirs
+    first = validate_platform(stack()).workspaces[0].name
+    regs = {"east": {first: "az://east/data/reg"}, "west": {}}
+    managed = M.tau_cluster(validate_platform(stack(role="manager", workers=WORKERS)), "p", regs)
+    by_ws = {w["name"]: w.get("workerRegistries") for w in managed["spec"]["workspaces"]}
+    assert by_ws[first] == {"east": "az://east/data/reg"}
+    assert [v for k, v in by_ws.items() if k != first] == [None] * (len(by_ws) - 1)
     alone = M.tau_cluster(validate_platform(stack()), "p")["spec"]
     assert "multiCluster" not in alone and I.workers(alone, []) == []
     worker = M.tau_cluster(validate_platform(stack(role="worker", name="east")), "p")["spec"]
