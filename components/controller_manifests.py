@@ -56,6 +56,8 @@ CONTROLLER_RULES: list[dict[str, Any]] = [
     # can requeue it (controller/decide.lost_worker_release)
     {"apiGroups": ["batch"], "resources": ["jobs/status"], "verbs": ["patch"]},
     {"apiGroups": ["ray.io"], "resources": ["rayjobs"], "verbs": ["get", "list", "watch"]},
+    # ... and a RayJob's: its deployment status Suspended (kubernetes-sigs/kueue#15380)
+    {"apiGroups": ["ray.io"], "resources": ["rayjobs/status"], "verbs": ["patch"]},
     # a MultiKueue manager's run: the ConfigMaps its pods mount are read here and made on the
     # worker it was dispatched to (controller/carry.py), with that worker's MultiKueue Secret
     # (readable by name only: `manager_access`)

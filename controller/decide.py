@@ -74,22 +74,43 @@ def lost_worker_release(
     """The status patch that lets Kueue move a manager's run off a lost worker, or None.
 
     Kueue (v0.19) evicts the Workload once its worker has been unreachable for the worker-lost
-    timeout, then waits for the manager's Job to be inactive before it gives back the quota and
-    dispatches again. That Job runs nothing on the manager: its `active`/`ready` counts are the
-    lost worker's last copy, which nothing updates any more, so the run would wait for ever. The
-    counts are zeroed (what is true on the manager); Kueue does the rest."""
-    if job is None or kw is None or job.get("kind", "Job") != "Job":
+    timeout, then waits for the manager's Job (or RayJob) to be inactive before it gives back
+    the quota and dispatches again. It runs nothing on the manager: its status is the lost
+    worker's last copy, which nothing updates any more, so the run would wait for ever
+    (kubernetes-sigs/kueue#15380 for RayJobs). What is true on the manager is written: a Job's
+    `active`/`ready` counts zeroed, a RayJob's deployment `Suspended` (Kueue reads a RayJob as
+    active unless it is Suspended or New); Kueue does the rest."""
+    if job is None or kw is None:
         return None
     if (job.get("spec") or {}).get("managedBy") != MULTIKUEUE:
         return None
-    counts = job.get("status") or {}
-    if not (counts.get("active") or counts.get("ready")):
+    patch = _inactive(job)
+    if patch is None:
         return None
     conds = {c.get("type"): c for c in (kw.get("status") or {}).get("conditions") or []}
     evicted, reserved = conds.get("Evicted") or {}, conds.get("QuotaReserved") or {}
     lost = "Admitting remote" in str(evicted.get("message") or "")
     if evicted.get("status") == "True" and reserved.get("status") == "True" and lost:
-        return {"status": {"active": 0, "ready": 0}}
+        return patch
+    return None
+
+
+RAY_INACTIVE = ("Suspended", "New")  # what Kueue's RayJob integration reads as not running
+RAY_FINISHED = ("Complete", "Failed")
+
+
+def _inactive(job: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The status that says a manager's copy runs nothing, or None when it says so already."""
+    status = job.get("status") or {}
+    kind = job.get("kind", "Job")
+    if kind == "Job":
+        active = status.get("active") or status.get("ready")
+        return {"status": {"active": 0, "ready": 0}} if active else None
+    if kind == "RayJob":
+        deployment = status.get("jobDeploymentStatus") or ""
+        if deployment in RAY_INACTIVE or deployment in RAY_FINISHED:
+            return None
+        return {"status": {"jobDeploymentStatus": "Suspended"}}
     return None
 
 

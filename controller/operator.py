@@ -549,8 +549,9 @@ class Controller:
             self.turns.done()
 
     async def _release_lost_worker(self, key: RunKey, kw: Mapping[str, Any]) -> None:
-        """A MultiKueue run whose worker was lost: its Job's stale pod counts zeroed, so Kueue
-        requeues it to another worker (`decide.lost_worker_release`)."""
+        """A MultiKueue run whose worker was lost: its Job's stale pod counts zeroed (a RayJob:
+        its deployment Suspended), so Kueue requeues it to another worker
+        (`decide.lost_worker_release`)."""
         objs = self.objects(key, kw)
         if objs is None:
             return
@@ -562,7 +563,7 @@ class Controller:
         try:
             await self._io(
                 self.kube.merge_patch,
-                "Job",
+                str(objs.workload.get("kind") or "Job"),
                 meta["name"],
                 meta["namespace"],
                 patch,

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from conftest import run_tau as tau
 from kubekit import wait_until
-from sandboxkit import admin, cpu_job, kube_env, sig, status, submit
+from sandboxkit import admin, cpu_job, gpu_rayjob, kube_env, sig, status, submit
 
 from taugrid.api import constants as C
 from taugrid.sandbox.controlplane import binaries_dir
@@ -295,29 +295,41 @@ def test_a_resume_goes_back_to_the_worker_its_parent_ran_on(
             assert tau(clusters, "run", "cancel", run_id, env=kube_env(clusters)).returncode == 0
 
 
-def test_a_worker_whose_control_plane_stops_loses_its_run_to_the_other(
+def test_a_worker_whose_control_plane_stops_loses_its_runs_to_the_other(
     clusters: Path, tmp_path: Path
 ) -> None:
     """The admitting worker's API server stops: after the sandbox's workerLostTimeout (45 s)
-    Kueue takes the run back and dispatches it to the other worker; status says both."""
+    Kueue takes its runs back and dispatches them to the other worker; status says both. A
+    batch Job and a RayJob (kubernetes-sigs/kueue#15380: without TauGrid's release a RayJob's
+    Workload stays admitted for ever). Both are put on one worker by holding the other's Kueue
+    while they are dispatched."""
     run_id = submit(clusters, cpu_job(tmp_path / "p", "mc-lost", {"SANDBOX_RUN_SECONDS": "3000"}))
     where = placed_on(clusters, run_id)
-    state = json.loads((clusters / "sandbox" / "state.json").read_text())
-    os.killpg(state["pids"][f"{where}/kube-apiserver"], signal.SIGKILL)
     other = next(w for w in WORKERS if w != where)
-    got: dict[str, Any] = {}
+    state = json.loads((clusters / "sandbox" / "state.json").read_text())
+    held = state["pids"][f"{other}/kueue"]
+    os.killpg(held, signal.SIGSTOP)  # it admits nothing while the RayJob is dispatched
+    try:
+        ray_id = submit(clusters, gpu_rayjob(tmp_path / "r", "mc-lost-ray", runs_for=3000))
+        assert placed_on(clusters, ray_id) == where
+    finally:
+        os.killpg(held, signal.SIGCONT)
+    os.killpg(state["pids"][f"{where}/kube-apiserver"], signal.SIGKILL)
+    got: dict[str, dict[str, Any]] = {}
 
-    def moved() -> bool:
-        got.update(status(clusters, run_id))
-        reason = sig(got, "Admitted")["reason"]
-        return got.get("phase") == "Running" and f"running on worker cluster {other}" in reason
+    def moved(run: str) -> bool:
+        got[run] = status(clusters, run)
+        reason = sig(got[run], "Admitted")["reason"]
+        return got[run].get("phase") == "Running" and f"running on worker cluster {other}" in reason
 
-    wait_until(moved, timeout=300, what=f"{run_id} re-dispatched to {other}")
-    # the record keeps both: where it ran, where it runs; what happened, in the timeline
-    assert got["clusters"] == [where, other], got
-    assert got["attempt"] >= 1, got
-    reasons = {t["reason"]: t["message"] for t in got["timeline"]}
-    assert f"worker cluster {where} stopped answering" in reasons.get("WorkerLost", ""), got
-    assert f"now on worker cluster {other} (was on {where})" in reasons.get("Redispatched", "")
+    wait_until(lambda: moved(run_id), timeout=300, what=f"{run_id} re-dispatched to {other}")
+    wait_until(lambda: moved(ray_id), timeout=120, what=f"{ray_id} re-dispatched to {other}")
+    for run in (run_id, ray_id):
+        # the record keeps both: where it ran, where it runs; what happened, in the timeline
+        assert got[run]["clusters"] == [where, other], got[run]
+        assert got[run]["attempt"] >= 1, got[run]
+        reasons = {t["reason"]: t["message"] for t in got[run]["timeline"]}
+        assert f"worker cluster {where} stopped answering" in reasons.get("WorkerLost", ""), got
+        assert f"now on worker cluster {other} (was on {where})" in reasons.get("Redispatched", "")
     text = tau(clusters, "run", "status", run_id, env=kube_env(clusters)).stdout
     assert f"worker cluster: {other} (before: {where}, lost or given back)" in text, text

@@ -111,9 +111,11 @@ def test_the_controllers_role_is_least_privilege() -> None:
     # it writes only: status of TauGrid's objects, grant cohorts, node cordons/taints, events,
     # a service's switch to its new generation (the Service's selector, the old RayService),
     # an idle run's Workload deactivated (gpuUse.idleAction: requeue), the usage ledger, and a
-    # MultiKueue manager's Job's pod counts when its worker was lost (patch of the status only)
+    # MultiKueue manager's Job's pod counts or RayJob's deployment status when its worker was
+    # lost (patch of the status only)
     assert writable == {
         ("batch", "jobs/status"),
+        ("ray.io", "rayjobs/status"),
         ("tau.azure.com", "usages"),
         ("tau.azure.com", "runs/status"),
         ("tau.azure.com", "quotarequests/status"),
@@ -131,6 +133,8 @@ def test_the_controllers_role_is_least_privilege() -> None:
     }
     assert rules[("kueue.x-k8s.io", "workloads")] == {"get", "list", "watch", "patch"}
     assert rules[("batch", "jobs/status")] == {"patch"} and "patch" not in rules[("batch", "jobs")]
+    assert rules[("ray.io", "rayjobs/status")] == {"patch"}
+    assert "patch" not in rules[("ray.io", "rayjobs")]
     assert rules[("tau.azure.com", "usages")] == {"get", "list", "create", "patch"}  # no delete
     assert rules[("discovery.k8s.io", "endpointslices")] == {"get", "list"}  # the exporters
     deleting = {k for k, verbs in rules.items() if "delete" in verbs}

@@ -372,8 +372,38 @@ def test_a_run_whose_worker_was_lost_is_released_only_then() -> None:
     ):
         assert lost_worker_release(*_lost(**case)) is None, case
     job, kw = _lost()
-    assert lost_worker_release({**job, "kind": "RayJob"}, kw) is None
+    assert lost_worker_release({**job, "kind": "Deployment"}, kw) is None
     assert lost_worker_release(None, kw) is None and lost_worker_release(job, None) is None
+
+
+@pytest.mark.parametrize(
+    ("deployment", "patched"),
+    [
+        ("Running", True),  # the lost worker's last word: Kueue reads it as running
+        ("Initializing", True),
+        (None, True),  # copied before the worker said anything: "" is active to Kueue too
+        ("Suspended", False),  # released already
+        ("New", False),
+        ("Complete", False),  # ended: nothing to requeue
+        ("Failed", False),
+    ],
+)
+def test_a_rayjob_whose_worker_was_lost_is_released_as_suspended(
+    deployment: str | None, patched: bool
+) -> None:
+    """kubernetes-sigs/kueue#15380: a manager's RayJob keeps the lost worker's deployment
+    status, which Kueue reads as running, so its evicted Workload is never requeued. The
+    controller writes what is true on the manager (Suspended), only for a lost worker's run."""
+    from taugrid.controller.decide import lost_worker_release
+
+    job, kw = _lost()
+    ray = {**job, "kind": "RayJob", "status": {"jobDeploymentStatus": deployment}}
+    want = {"status": {"jobDeploymentStatus": "Suspended"}} if patched else None
+    assert lost_worker_release(ray, kw) == want
+    _, alive = _lost(kw__message="Preempted to accommodate a workload")
+    assert lost_worker_release(ray, alive) is None  # evicted, its worker alive: not ours
+    local = {**ray, "spec": {}}
+    assert lost_worker_release(local, kw) is None  # not MultiKueue's
 
 
 def test_run_list_on_a_manager_says_which_worker_runs_each_and_filters_by_one(
