@@ -173,3 +173,37 @@ def resumed_after_a_fault(home: Path, folder: Path) -> tuple[str, str]:
         *((i, child) for i in range(11, 21)),
     ]
     return parent, child
+
+
+READS_CORPUS = (
+    "import os\n"
+    "words = open(os.path.join(os.environ['TAU_INPUT_DIR'], 'corpus', 'part-0.txt')).read()\n"
+    "print('read', len(words.split()), 'words')\n"
+)
+
+
+def corpus_reader(home: Path, folder: Path, name: str) -> tuple[Path, str]:
+    """A three-word dataset `corpus` registered on the researcher's machine (`home`), and a Job
+    project that names its exact version as input and prints "read 3 words" from where the run
+    finds it: (the project, the version)."""
+    (folder / "corpus").mkdir(parents=True)
+    (folder / "corpus" / "part-0.txt").write_text("alpha beta gamma\n")
+    reg = tau(home, "data", "dataset", "register", "corpus", str(folder / "corpus"), "-o", "json")
+    assert reg.returncode == 0, reg.stderr
+    version = str(json.loads(reg.stdout)["version"])
+    extra = f"data: {{inputs: [{{ref: corpus@{version}}}]}}\n"
+    return project(folder / "p", name, READS_CORPUS, extra=extra), version
+
+
+def need_control_plane_and_pulumi() -> None:
+    """Skips unless the control plane and the Pulumi engine are built (`make e2e` builds both)."""
+    from taugrid.api.errors import TauError
+    from taugrid.infra import engine
+    from taugrid.sandbox.controlplane import binaries_dir
+
+    if binaries_dir() is None:
+        pytest.skip("the control plane is not built: `make e2e` builds it")
+    try:
+        engine.find_bin()
+    except TauError:
+        pytest.skip("the Pulumi engine is not built: `make pulumi` builds it")

@@ -15,7 +15,14 @@ import pytest
 from conftest import ROOT
 from conftest import run_tau as tau
 from kubekit import wait_until
-from sandboxkit import admin, cpu_job, kube_env, submit, wait_phase
+from sandboxkit import (
+    admin,
+    cpu_job,
+    kube_env,
+    need_control_plane_and_pulumi,
+    submit,
+    wait_phase,
+)
 
 from taugrid.data.filestore import FileStore
 
@@ -79,16 +86,7 @@ def manager_stack(base: str, workers: tuple[str, ...]) -> str:
 def bare(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """Three clusters and nothing on them but Kueue and KubeRay; the platform project with a
     stack file per cluster, in one shared (file) backend."""
-    from taugrid.api.errors import TauError
-    from taugrid.infra import engine
-    from taugrid.sandbox.controlplane import binaries_dir
-
-    if binaries_dir() is None:
-        pytest.skip("the control plane is not built: `make e2e` builds it")
-    try:
-        engine.find_bin()
-    except TauError:
-        pytest.skip("the Pulumi engine is not built: `make pulumi` builds it")
+    need_control_plane_and_pulumi()
     home = tmp_path_factory.mktemp("mcpulumi")
     stacks = home / "project" / "stacks"
     stacks.mkdir(parents=True)

@@ -18,6 +18,7 @@ import pytest
 from conftest import run_tau as tau
 from kubekit import wait_until
 from sandboxkit import (
+    corpus_reader,
     kube_env,
     need_real_nodes,
     project,
@@ -133,19 +134,7 @@ def test_a_data_input_submitted_to_the_manager_is_read_on_the_worker(
     the manager: it is copied into the workspace's registry on the worker (its volume's
     /data/registry, which the manager's TauCluster names), and the code on the worker reads it.
     Before, it went to the manager's registry only, which no worker's pod reads."""
-    (tmp_path / "corpus").mkdir()
-    (tmp_path / "corpus" / "part-0.txt").write_text("alpha beta gamma\n")
-    reg = tau(mc, "data", "dataset", "register", "corpus", str(tmp_path / "corpus"), "-o", "json")
-    assert reg.returncode == 0, reg.stderr
-    version = json.loads(reg.stdout)["version"]
-    script = (
-        "import os\n"
-        "words = open(os.path.join(os.environ['TAU_INPUT_DIR'], 'corpus', 'part-0.txt')).read()\n"
-        "print('read', len(words.split()), 'words')\n"
-    )
-    folder = project(
-        tmp_path / "p", "mc-data", script, extra=f"data: {{inputs: [{{ref: corpus@{version}}}]}}\n"
-    )
+    folder, _ = corpus_reader(mc, tmp_path, "mc-data")
     res = tau(mc, "run", str(folder), "-d", env=kube_env(mc))
     assert res.returncode == 0, res.stderr
     assert f"registry on worker {WORKER}" in res.stderr, res.stderr

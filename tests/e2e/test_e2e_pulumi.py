@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from conftest import ROOT
 from conftest import run_tau as tau
+from sandboxkit import need_control_plane_and_pulumi
 
 pytestmark = pytest.mark.e2e
 
@@ -31,16 +32,7 @@ def bare(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     to a shared (file) backend, and the stack made by the stock CLI with the team's passphrase
     (`pulumi stack init`). Every tau command below finds the backend and the passphrase where
     `pulumi` does."""
-    from taugrid.api.errors import TauError
-    from taugrid.infra import engine
-    from taugrid.sandbox.controlplane import binaries_dir
-
-    if binaries_dir() is None:
-        pytest.skip("the control plane is not built: `make e2e` builds it")
-    try:
-        engine.find_bin()
-    except TauError:
-        pytest.skip("the Pulumi engine is not built: `make pulumi` builds it")
+    need_control_plane_and_pulumi()
     home = tmp_path_factory.mktemp("pulumihome")
     make_project(home)
     (home / "team-state").mkdir()

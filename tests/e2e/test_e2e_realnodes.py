@@ -22,6 +22,7 @@ from conftest import run_tau as tau
 from kubekit import wait_until
 from sandboxkit import (
     admin,
+    corpus_reader,
     kube_env,
     need_real_nodes,
     project,
@@ -228,19 +229,7 @@ def test_a_jobs_data_input_is_laid_out_from_the_workspace_registry_and_checked(
     registry, which with real nodes is the workspace volume's /data/registry: the pod lays the
     exact version out, checks it, and the code reads it. A version whose bytes changed in the
     registry stops the run before its code, with the reason."""
-    (tmp_path / "corpus").mkdir()
-    (tmp_path / "corpus" / "part-0.txt").write_text("alpha beta gamma\n")
-    reg = tau(real, "data", "dataset", "register", "corpus", str(tmp_path / "corpus"), "-o", "json")
-    assert reg.returncode == 0, reg.stderr
-    version = json.loads(reg.stdout)["version"]
-    script = (
-        "import os\n"
-        "words = open(os.path.join(os.environ['TAU_INPUT_DIR'], 'corpus', 'part-0.txt')).read()\n"
-        "print('read', len(words.split()), 'words')\n"
-    )
-    folder = project(
-        tmp_path / "p", "withdata", script, extra=f"data: {{inputs: [{{ref: corpus@{version}}}]}}\n"
-    )
+    folder, _ = corpus_reader(real, tmp_path, "withdata")
     run_id = submit(real, folder)
     st = wait_phase(real, run_id, {"Succeeded", "Failed"})
     logs = tau(real, "run", "logs", run_id, env=kube_env(real)).stdout
