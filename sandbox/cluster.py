@@ -500,13 +500,7 @@ def _install(
         _start_controller(cp, cfg, kube, say)
     elif ctl.enabled:
         skipped["controller"] = f"no platform objects yet (tau platform up --stack {stack})"
-    if platform:
-        say(
-            f"platform objects of stack {stack!r}: {len(cfg.workspaces)} workspace(s), "
-            f"{len(cfg.queues.clusterQueues)} ClusterQueue(s)"
-        )
-    else:
-        say(f"no platform objects: `tau platform up --stack {stack}` creates them")
+    say(_installed(cfg, stack, platform))
     return State(
         stack=stack,
         api=cp.url,
@@ -519,6 +513,15 @@ def _install(
         platform=platform,
         registries=workspace_registries(cfg),
     )
+
+
+def _installed(cfg: PlatformConfig, stack: str, platform: bool) -> str:
+    if platform:
+        return (
+            f"platform objects of stack {stack!r}: {len(cfg.workspaces)} workspace(s), "
+            f"{len(cfg.queues.clusterQueues)} ClusterQueue(s)"
+        )
+    return f"no platform objects: `tau platform up --stack {stack}` creates them"
 
 
 def _platform_objects(
