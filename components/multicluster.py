@@ -94,15 +94,12 @@ def server_of(kubeconfig: str, context: str | None = None) -> str:
     doc = yaml.safe_load(kubeconfig) or {}
     wanted = context or doc.get("current-context")
     ctx = next((c for c in doc.get("contexts") or [] if c.get("name") == wanted), None)
-    if ctx is None and context:
-        return ""
     name = (ctx or {}).get("context", {}).get("cluster")
     cluster = next((c for c in doc.get("clusters") or [] if c.get("name") == name), None)
     if cluster is None:
-        if context:
+        if context:  # no such context (or its cluster): never another cluster's server
             return ""
-        clusters = doc.get("clusters") or [{}]
-        cluster = clusters[0]
+        cluster = (doc.get("clusters") or [{}])[0]
     return str((cluster.get("cluster") or {}).get("server") or "")
 
 
