@@ -84,14 +84,32 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
+def hold(home: Path, queues: tuple[str, ...], policy: str) -> None:
+    """Kueue's stopPolicy of the teams' ClusterQueues: Hold admits nothing new, None as usual."""
+    cqs = admin(home).resources.get(api_version="kueue.x-k8s.io/v1beta2", kind="ClusterQueue")
+    for name in queues:
+        cqs.patch(
+            name=name,
+            body={"spec": {"stopPolicy": policy}},
+            content_type="application/merge-patch+json",
+        )
+
+
 def share_while_both_wait(home: Path, tmp_path: Path, runs: list[tuple[str, str]]) -> float:
     """vision's admitted GPU-hours over nlp's, over the window where both have runs waiting."""
     length = 15
     work = [("vision", job(tmp_path / "v", "vision", length))] * 16 + [
         ("nlp", job(tmp_path / "n", "nlp", length))
     ] * 10
-    runs += submit_many(home, work)
-    start = now()  # every run is queued from here on: both teams want more than they get
+    # held while they are submitted (submissions take longer than a run on a busy machine:
+    # the first would end before the last is queued), then let go at once: from here on both
+    # teams want more than they get
+    hold(home, ("vision", "nlp"), "Hold")
+    try:
+        runs += submit_many(home, work)
+    finally:
+        hold(home, ("vision", "nlp"), "None")
+    start = now()
 
     def drained() -> bool:
         s = shares(home)
