@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -99,18 +100,22 @@ def register_model_from_run(
     rd = find(run, context=context)
     rec = rd.read_record()
 
-    def into(store: Store, path: Path, lineage: Lineage) -> Registered:
-        return store.register(
-            "model",
-            name,
-            path,
-            _created(rec.run_id),
-            purpose=purpose,
-            description=description,
-            tags=tags,
-            lineage=lineage,
-            progress=progress,
-        )
+    def into(store: Store, what: Path | InAccount, lineage: Lineage) -> Registered:
+        meta: dict[str, Any] = {
+            "purpose": purpose,
+            "description": description,
+            "tags": tags,
+            "lineage": lineage,
+            "progress": progress,
+        }
+        if isinstance(what, InAccount):
+            from taugrid.data.azure import AzureStore
+
+            assert isinstance(store, AzureStore)
+            return store.register_copies(
+                "model", name, what.source, what.files, _created(rec.run_id), **meta
+            )
+        return store.register("model", name, what, _created(rec.run_id), **meta)
 
     if rec.target == "local":
         path, chosen, step, rows = _local_checkpoint(rd, rec, checkpoint)
@@ -126,7 +131,7 @@ def _from_cluster_run(
     store: Store | None,
     context: str | None,
     tell: Callable[[str], None],
-    into: Callable[[Store, Path, Lineage], Registered],
+    into: Callable[[Store, Path | InAccount, Lineage], Registered],
 ) -> Registered:
     """A cluster run's checkpoint, chosen from its artifacts and metrics, registered in
     `store` (None: the workspace's registry) where the run left it when this machine reaches
@@ -150,6 +155,15 @@ def _from_cluster_run(
     if in_place is not None:
         tell(f"registering {rel} of {rec.run_id} where the run left it ({in_place})")
         return into(store, in_place, lineage)
+    copies = _in_the_account(store, rec, rel, run, context)
+    if copies is not None:
+        registered = into(store, copies, lineage)
+        tell(
+            f"copied {rel} of {rec.run_id} inside storage account {copies.account} "
+            f"({copies.bytes} bytes; none through this machine: each file hashed on the volume "
+            "by the workspace's file server and checked against the run's manifest)"
+        )
+        return registered
     import tempfile
 
     from taugrid.runs.paths import tau_home
@@ -204,6 +218,38 @@ def _workspace_registry(rec: Any, context: str | None) -> str:
             hint="--registry URL (e.g. file:///shared/registry)",
         )
     return ws.registry
+
+
+@dataclass(frozen=True)
+class InAccount:
+    """A run's checkpoint already in the registry's storage account (the workspace volume is
+    the registry's container), checked where it is: registered by copies inside the account."""
+
+    account: str
+    source: str  # its key prefix in the container
+    files: list[tuple[str, int, str]]  # (path under source, size, sha256)
+    bytes: int
+
+
+def _in_the_account(
+    store: Store, rec: Any, rel: str, run: str, context: str | None
+) -> InAccount | None:
+    """The checkpoint `rel` of the run, when the registry is an az:// registry that is its
+    workspace volume's `registry` folder and the run's record is beside it, sealed: each file
+    hashed by the volume's file server and checked against the manifest (raises naming a file
+    that is not what the manifest says). None when the registry is elsewhere."""
+    from taugrid.data.azure import AzureStore
+
+    if not isinstance(store, AzureStore):
+        return None
+    from taugrid.api import constants as C
+    from taugrid.client import runs
+
+    source = store.beside(f"{C.run_volume_path(rec.run_id)}/{rel}")
+    if source is None:
+        return None
+    checked = runs.check_in_place(run, rel, context=context)
+    return InAccount(store.account, source, checked.files, checked.bytes)
 
 
 def _on_the_volume(store_url: str, run_id: str, rel: str) -> Path | None:

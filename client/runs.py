@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from taugrid.api.vocabulary import Phase, RunStatus
     from taugrid.runs.backends.base import Backend
     from taugrid.runs.evidence import RunDir as RunDir  # (a run's evidence folder: the CLI's type)
-    from taugrid.runs.pull import Pulled, RecordSource
+    from taugrid.runs.pull import Checked, Pulled, RecordSource
 
 Say = Callable[[str], None]
 
@@ -746,6 +746,16 @@ def _record_source(rd: RunDir, context: str | None) -> RecordSource:
             f"the {rd.read_record().target} target cannot read a run's record", exit_code=EXIT_USAGE
         )
     return backend.record_source(rd)
+
+
+def check_in_place(run: str, folder: str, *, context: str | None = None) -> Checked:
+    """Every file of `folder` (under the run's record, e.g. checkpoints/step-9) hashed where the
+    run keeps it (a cluster run's: by its workspace's file server, the bytes stay in the
+    cluster) and checked against the sealed manifest; raises naming what is not."""
+    from taugrid.runs.pull import check_in_place as check
+
+    rd = find(run, context=context)
+    return check(_record_source(rd, context), folder)
 
 
 def pull(

@@ -33,9 +33,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from taugrid.api.data import DIGEST_PREFIX, Kind, check_name
-from taugrid.api.errors import EXIT_PLATFORM, EXIT_USAGE, TauError
-from taugrid.data.store import CHUNK, Collected, Store
+from taugrid.api import constants as C
+from taugrid.api.data import DIGEST_PREFIX, Created, FileEntry, Kind, Lineage, check_name
+from taugrid.api.errors import EXIT_PLATFORM, EXIT_RUN_FAILED, EXIT_USAGE, TauError
+from taugrid.data.store import CHUNK, Collected, Registered, Store, Stored
 
 CONNECTION_ENV = "AZURE_STORAGE_CONNECTION_STRING"
 # A store that cannot be reached is said within seconds (the SDK's default retries take minutes).
@@ -43,6 +44,8 @@ CLIENT_OPTIONS: dict[str, Any] = {"connection_timeout": 10}
 RETRIES = 200  # alias-document writes lost to others before giving up (each re-reads first)
 LOCK_REFRESH_S = 60.0  # a holder rewrites its marker this often
 LOCK_STALE_S = 600.0  # a marker not rewritten for this long is a dead holder's
+# a copy inside the account may take this long, plus its size at this many bytes a second
+COPY_BASE_S, COPY_RATE = 60.0, 10e6
 
 
 class _Marker:
@@ -233,6 +236,109 @@ class AzureStore(Store):
 
     def _check(self) -> None:
         self._call("read the container", self.container.get_container_properties)
+
+    # --- a run's files in this container ----------------------------------------------------
+    def beside(self, rel: str) -> str | None:
+        """The key prefix of `rel` (e.g. runs/ID/checkpoints/step-9) on the workspace volume whose
+        `registry` folder this registry is (the volume is this container, through Blob CSI); None
+        when the registry is not such a folder, or nothing is there."""
+        parts = self.prefix.strip("/").split("/")
+        if parts[-1] != C.REGISTRY_SUBDIR:
+            return None
+        base = "/".join(parts[:-1])
+        key = (f"{base}/" if base else "") + rel.strip("/") + "/"
+        listed = self._call(
+            "read", lambda: next(iter(self.container.list_blobs(name_starts_with=key)), None)
+        )
+        return key if listed is not None else None
+
+    def register_copies(
+        self,
+        kind: Kind,
+        name: str,
+        source: str,
+        files: list[tuple[str, int, str]],
+        created: Created,
+        *,
+        purpose: str | None = None,
+        description: str | None = None,
+        tags: dict[str, str] | None = None,
+        lineage: Lineage | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> Registered:
+        """Register files already in this container under the key prefix `source` (a run's
+        checkpoint on its workspace volume): each one whose bytes the store lacks is copied
+        inside the storage account, so nothing passes through this machine. `files`: (path
+        under `source`, size, sha256), as checked where they are; a blob whose size is not the
+        one checked is refused, naming it (exit 1)."""
+        check_name(name)
+        listed = {
+            b.name[len(source) :]: b.size
+            for b in self._call(
+                "list", lambda: list(self.container.list_blobs(name_starts_with=source))
+            )
+        }
+        wrong = [
+            f"{rel} ({'missing' if rel not in listed else f'{listed[rel]} bytes, not {size}'})"
+            for rel, size, _ in files
+            if listed.get(rel) != size
+        ]
+        if wrong:
+            raise TauError(
+                f"{self.account}/{self.container_name}/{source}: not what was checked: "
+                + ", ".join(wrong),
+                exit_code=EXIT_RUN_FAILED,
+            )
+        total, done, copied = sum(f[1] for f in files), 0, 0
+        with self._writing():
+            for rel, size, sha in sorted(files):
+                if not self._has_blob(sha) and self._copy_in(source + rel, sha, size):
+                    copied += size
+                done += size
+                if progress:
+                    progress(done, total)
+            entries = [FileEntry(rel, size, sha) for rel, size, sha in sorted(files)]
+            return self._record_version(
+                kind,
+                name,
+                entries,
+                created,
+                Stored(total, 0, [], {}),
+                purpose=purpose,
+                description=description,
+                tags=tags,
+                lineage=lineage,
+            )
+
+    def _copy_in(self, key: str, sha: str, size: int) -> bool:
+        """Copy blob `key` to the blob of `sha` inside the storage account (create-if-absent:
+        False when another writer stored those bytes first), waiting until the copy is done."""
+        dest = self.container.get_blob_client(self._blob_key(sha))
+        url = self.container.get_blob_client(key).url
+        try:
+            got = self._call(
+                "copy", lambda: dest.start_copy_from_url(url, headers={"If-None-Match": "*"})
+            )
+        except self._errors.ResourceExistsError:
+            return False
+        status, why = got.get("copy_status"), ""
+        deadline = time.monotonic() + COPY_BASE_S + size / COPY_RATE
+        while status == "pending":  # a large blob: the account copies it in the background
+            if time.monotonic() > deadline:
+                self._call("abort", lambda: dest.abort_copy(got.get("copy_id")))
+                status, why = "aborted", "it took longer than its size allows"
+                break
+            time.sleep(1.0)
+            copy = self._call("read", dest.get_blob_properties).copy
+            status, why = copy.status, copy.status_description or ""
+        if status != "success":
+            raise TauError(
+                f"registry {self.url}: copying {key} inside the storage account ended "
+                f"{status}{f' ({why})' if why else ''}: nothing was registered",
+                exit_code=EXIT_PLATFORM,
+                hint="run the registration again: what was copied is kept",
+            )
+        return True
 
     # --- names -------------------------------------------------------------------------------
     def _key(self, rel: str) -> str:

@@ -89,6 +89,16 @@ class Registered:
     hashed_bytes: int  # bytes read and hashed (0 when the stat cache knew every file)
 
 
+@dataclass(frozen=True)
+class Stored:
+    """How a version's bytes were stored (what its record keeps beside its files)."""
+
+    total: int  # bytes of every file
+    hashed: int  # bytes read and hashed here
+    packs: list[str]  # the packs holding small files (a file store's)
+    links: dict[str, str]  # symbolic links followed: path -> what the link says
+
+
 class Store:
     """What every store does, on its primitives (the `_` methods a store implements)."""
 
@@ -192,33 +202,60 @@ class Store:
         try:
             links: dict[str, str] = {}
             entries, total, hashed, packs = self._ingest(source, progress, links)  # paths' order
-            version = manifest_digest(entries)
-            record = VersionRecord(
-                kind=kind,
-                name=name,
-                version=version,
-                files=[],
-                size=total,
-                created=created,
+            return self._record_version(
+                kind,
+                name,
+                entries,
+                created,
+                Stored(total, hashed, packs, links),
                 purpose=purpose,
                 description=description,
-                tags=tags or {},
-                lineage=lineage or Lineage(),
-                written_ns=time.time_ns(),
-                packs=packs,
-                links=links,
+                tags=tags,
+                lineage=lineage,
             )
-            # the entries are the walk's (each path checked there): not checked a second time
-            record = record.model_copy(update={"files": entries})
-            data = record.model_dump_json(indent=1, by_alias=True).encode()
-            if not self._put_record(kind, name, version, data):
-                existing = self.read(kind, name, version)
-                self._keep_head(existing)  # a registry written before heads existed
-                return Registered(existing, False, hashed)
-            self._keep_head(record)
-            return Registered(record, True, hashed)
         except OSError as e:  # a file of the source, or the store itself
             raise self._os_problem(e, source) from None
+
+    def _record_version(
+        self,
+        kind: Kind,
+        name: str,
+        entries: list[FileEntry],
+        created: Created,
+        stored: Stored,
+        *,
+        purpose: str | None,
+        description: str | None,
+        tags: dict[str, str] | None,
+        lineage: Lineage | None,
+    ) -> Registered:
+        """The version record naming `entries` (their bytes already stored), written
+        create-if-absent: the same content again is the version already there."""
+        version = manifest_digest(entries)
+        record = VersionRecord(
+            kind=kind,
+            name=name,
+            version=version,
+            files=[],
+            size=stored.total,
+            created=created,
+            purpose=purpose,
+            description=description,
+            tags=tags or {},
+            lineage=lineage or Lineage(),
+            written_ns=time.time_ns(),
+            packs=stored.packs,
+            links=stored.links,
+        )
+        # the entries are the caller's (each path checked there): not checked a second time
+        record = record.model_copy(update={"files": entries})
+        data = record.model_dump_json(indent=1, by_alias=True).encode()
+        if not self._put_record(kind, name, version, data):
+            existing = self.read(kind, name, version)
+            self._keep_head(existing)  # a registry written before heads existed
+            return Registered(existing, False, stored.hashed)
+        self._keep_head(record)
+        return Registered(record, True, stored.hashed)
 
     def _os_problem(self, e: OSError, source: Path) -> TauError:
         where = str(e.filename or "")

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from taugrid.kube.client import KubeAPI, Reply
 
 ERROR_BODY_MAX = 4096
+# a digest's wait: this long, plus its size at this many bytes a second (a slow volume's read)
+HASH_BASE_S, HASH_RATE = 30.0, 20e6
 T = TypeVar("T")
 
 
@@ -121,13 +123,26 @@ class VolumeFiles:
         with self.open(path) as (_size, chunks):
             return b"".join(chunks).decode("utf-8", "replace")
 
+    def digest(self, path: str, size: int = 0) -> tuple[str, int]:
+        """(sha256, size) of a file, hashed by the file server where the file is: its bytes
+        stay in the cluster. `size` (when known) gives a large file's hash its time."""
+        doc = self._patiently(
+            lambda: self._json_once(
+                f"sha256/{_rel(path)}", path, timeout_s=HASH_BASE_S + size / HASH_RATE
+            )
+        )
+        sha, got = doc.get("sha256"), doc.get("size")
+        if not isinstance(sha, str) or len(sha) != 64 or not isinstance(got, int):
+            raise self._bad(f"its digest of {path} is not what tau expects")
+        return sha, got
+
     # --- what went wrong, in words ----------------------------------------------------------
     def _json(self, target: str, shown: str) -> dict[str, Any]:
         return self._patiently(lambda: self._json_once(target, shown))
 
-    def _json_once(self, target: str, shown: str) -> dict[str, Any]:
+    def _json_once(self, target: str, shown: str, timeout_s: float | None = None) -> dict[str, Any]:
         with self.kube.service_request(
-            self.namespace, naming.FILES_SERVICE, target, timeout_s=self.timeout_s
+            self.namespace, naming.FILES_SERVICE, target, timeout_s=timeout_s or self.timeout_s
         ) as r:
             if r.status != 200:
                 raise self._failure(r, shown)
@@ -158,6 +173,8 @@ class VolumeFiles:
         except ValueError:
             doc = None
         if isinstance(doc, dict) and "error" in doc:  # the file server's own answer
+            if r.status == 404 and str(doc["error"]).startswith("no such endpoint"):
+                return self._bad(f"it is older than this tau ({doc['error']})")
             if r.status == 404:
                 return NotOnVolume(
                     f"{shown} is not on the volume of workspace {self.workspace}",

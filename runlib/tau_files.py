@@ -14,6 +14,9 @@ workspace, after the run's pods are gone. It never writes, and serves nothing ou
                                       clock
     GET /tree/<dir>                   every file under <dir> (dotfiles excepted): path, size, mtime
     GET /file/<path>                  the file's bytes; `Range: bytes=N-` or `bytes=N-M` honoured
+    GET /sha256/<path>                {"sha256", "size"} of the file, hashed where it is (a
+                                      checkpoint checked against its run's manifest without its
+                                      bytes leaving the cluster)
 
 `respond()` is the whole server as a function of (root, request path, headers): the HTTP handler
 writes what it returns, and tests call it directly.
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -144,6 +148,19 @@ def _file(path: Path, headers: Mapping[str, str]) -> Reply:
     return Reply(status, out, chunks())
 
 
+def _digest(path: Path) -> Reply:
+    h = hashlib.sha256()
+    size = 0
+    try:
+        with path.open("rb") as f:
+            while data := f.read(CHUNK):
+                h.update(data)
+                size += len(data)
+    except OSError as e:
+        return _error(404, f"cannot read: {e.strerror}")
+    return _json(200, {"sha256": h.hexdigest(), "size": size})
+
+
 def respond(root: Path, target: str, headers: Mapping[str, str] | None = None) -> Reply:
     """The reply to `GET target` (a path with its query) for a volume mounted at `root`."""
     headers = headers or {}
@@ -151,16 +168,16 @@ def respond(root: Path, target: str, headers: Mapping[str, str] | None = None) -
     verb, _, rel = url.path.lstrip("/").partition("/")
     if verb == "healthz":
         return _json(200, {"ok": True})
-    if verb not in ("progress", "tree", "file"):
-        return _error(404, f"no such endpoint: /{verb} (progress, tree, file, healthz)")
+    if verb not in ("progress", "tree", "file", "sha256"):
+        return _error(404, f"no such endpoint: /{verb} (progress, tree, file, sha256, healthz)")
     path = resolve(root, rel)
     if path is None:
         return _error(400, f"not a path under the volume: {rel}")
     shown = "/" + path.relative_to(root.resolve()).as_posix()
-    if verb == "file":
+    if verb in ("file", "sha256"):
         if not path.is_file():
             return _error(404, f"{shown} is not a file on the volume")
-        return _file(path, headers)
+        return _file(path, headers) if verb == "file" else _digest(path)
     if not path.is_dir():
         return _error(404, f"{shown} is not a folder on the volume")
     if verb == "tree":

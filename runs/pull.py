@@ -21,7 +21,7 @@ from pathlib import Path, PurePosixPath
 from typing import Protocol
 
 from taugrid.api import constants as C
-from taugrid.api.errors import EXIT_USAGE, TauError
+from taugrid.api.errors import EXIT_RUN_FAILED, EXIT_USAGE, TauError
 from taugrid.api.evidence import RunRecord
 from taugrid.api.observations import VolumeFile
 
@@ -47,6 +47,10 @@ class RecordSource(Protocol):
     ) -> AbstractContextManager[tuple[int, Iterator[bytes]]]: ...
 
     def text(self, rel: str) -> str: ...
+
+    def digest(self, rel: str, size: int = 0) -> tuple[str, int]:
+        """(sha256, size) of a file of the record, hashed where the record is."""
+        ...
 
 
 class FolderSource:
@@ -82,6 +86,58 @@ class FolderSource:
     def text(self, rel: str) -> str:
         with self.open(rel) as (_size, chunks):
             return b"".join(chunks).decode("utf-8", "replace")
+
+    def digest(self, rel: str, size: int = 0) -> tuple[str, int]:
+        path = self.folder / rel
+        if not path.is_file():
+            raise RecordMissing(f"{rel} is not in the record on {self.where}", exit_code=EXIT_USAGE)
+        return _sha256(path).hexdigest(), path.stat().st_size
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A folder of a sealed record, every file hashed where it is and matching the manifest."""
+
+    files: list[tuple[str, int, str]]  # (path under the folder, size, sha256), in path order
+    bytes: int
+
+
+def check_in_place(source: RecordSource, folder: str) -> Checked:
+    """Every file the sealed manifest lists under `folder`, hashed where the record is (for a
+    cluster run: by the volume's file server, so no byte leaves the cluster) and checked
+    against the manifest. Raises, naming the files, when the record is not sealed (exit 2),
+    lists nothing there (exit 2), or a file is missing or not what the manifest says (exit 1)."""
+    try:
+        sealed = manifest_digests(source.text(C.MANIFEST_FILENAME))
+    except RecordMissing:
+        raise TauError(
+            f"the record on {source.where} is not sealed yet (no {C.MANIFEST_FILENAME}): "
+            "nothing can be checked in place",
+            exit_code=EXIT_USAGE,
+        ) from None
+    under = folder.strip("/") + "/"
+    wanted = {rel: d for rel, d in sealed.items() if rel.startswith(under)}
+    if not wanted:
+        raise TauError(
+            f"{folder} is not in the sealed record on {source.where}", exit_code=EXIT_USAGE
+        )
+    sizes = {f.path: f.size for f in source.tree()}
+    files, bad, missing = [], [], []
+    for rel in sorted(wanted):
+        if rel not in sizes:
+            missing.append(rel)
+            continue
+        sha, size = source.digest(rel, sizes[rel])
+        if sha != wanted[rel]:
+            bad.append(rel)
+        files.append((rel[len(under) :], size, sha))
+    if bad or missing:
+        named = ", ".join([*(f"{r} (changed)" for r in bad), *(f"{r} (missing)" for r in missing)])
+        raise TauError(
+            f"not what the run's sealed manifest says, on {source.where}: {named}",
+            exit_code=EXIT_RUN_FAILED,
+        )
+    return Checked(files, sum(size for _, size, _ in files))
 
 
 def selector(rec: RunRecord, kinds: set[str]) -> Callable[[str], bool]:

@@ -337,6 +337,20 @@ def test_a_cluster_run_s_progress_is_live_and_its_results_reach_another_machine(
     # `make browser` installed it, as CI does before `make e2e`) and its checkpoints listed
     monkeypatch.setenv("TAU_HOME", str(other))
     monkeypatch.setenv("KUBECONFIG", kube_env(real)["KUBECONFIG"])
+    # each file of that checkpoint hashed on the volume by the real file server (what a copy
+    # into an az:// registry inside its storage account is checked with, the bytes never
+    # leaving the cluster): the digests of the files the pull brought and verified
+    import hashlib
+
+    from taugrid.client import runs as client_runs
+
+    checked = client_runs.check_in_place(run_id, "checkpoints/step-00000020")
+    here = tmp_path / "got" / "checkpoints" / "step-00000020"
+    assert [(rel, sha) for rel, _size, sha in checked.files] == [
+        (p.relative_to(here).as_posix(), hashlib.sha256(p.read_bytes()).hexdigest())
+        for p in sorted(here.rglob("*"))
+        if p.is_file()
+    ]
     text, drawn = portal_page(f"/runs/{run_id}")
     assert "step-00000030" in text and "answer.txt" in text and "loss" in text
     assert drawn is None or drawn > 100, drawn  # the curve's width on screen, in pixels

@@ -496,3 +496,117 @@ def test_a_teammate_s_record_of_a_cluster_run_knows_its_exact_inputs() -> None:
         record_from_taurun(taurun, None)
     assert "TauRun research/r1: spec.inputs.1.name" in e.value.message
     assert "versions" in (e.value.hint or "")
+
+
+# --- a model from a cluster run on an az:// registry: copied inside the storage account ---------
+def test_a_folder_of_the_record_is_checked_where_it_is(volume: Path) -> None:
+    """`check_in_place`: each file under the folder hashed at the source and checked against
+    the sealed manifest; an unsealed record, a folder the record lacks, a changed or missing
+    file are each refused, naming it."""
+    src = P.FolderSource(volume / "runs" / "r1")
+    with pytest.raises(TauError, match="not sealed yet") as e:
+        P.check_in_place(src, "checkpoints/step-00000002")
+    assert e.value.exit_code == 2
+    seal(volume)
+    got = P.check_in_place(src, "checkpoints/step-00000002")
+    assert [(f[0], f[1]) for f in got.files] == [("model.bin", len(BIG) + 100)]
+    assert got.bytes == len(BIG) + 100
+    with pytest.raises(TauError, match="step-00000009 is not in the sealed record") as e:
+        P.check_in_place(src, "checkpoints/step-00000009")
+    assert e.value.exit_code == 2
+    ck = volume / "runs/r1/checkpoints/step-00000002/model.bin"
+    ck.write_bytes(b"changed")
+    with pytest.raises(TauError, match=r"step-00000002/model.bin \(changed\)") as e:
+        P.check_in_place(src, "checkpoints/step-00000002")
+    assert e.value.exit_code == 1
+    ck.unlink()
+    with pytest.raises(TauError, match=r"step-00000002/model.bin \(missing\)"):
+        P.check_in_place(src, "checkpoints/step-00000002")
+
+
+@pytest.fixture
+def az_volume(
+    adopted: Any, volume: Path, azurite: int, monkeypatch: pytest.MonkeyPatch
+) -> tuple[str, Any]:
+    """An az:// registry that is the `registry` folder of the workspace volume (the volume is
+    its Blob container, as Blob CSI mounts it): the run's files are the container's blobs."""
+    from azure.storage.blob import ContainerClient
+    from azuritekit import connection_string, new_container
+
+    seal(volume)
+    url = new_container(azurite)
+    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", connection_string(azurite))
+    container = ContainerClient.from_connection_string(
+        connection_string(azurite), url.split("/")[3]
+    )
+    for p in sorted(volume.rglob("*")):
+        if p.is_file():
+            container.upload_blob(p.relative_to(volume).as_posix(), p.read_bytes())
+    return url, container
+
+
+def test_a_model_from_a_cluster_run_on_an_az_registry_moves_nothing_through_this_machine(
+    az_volume: tuple[str, Any], volume: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The checkpoint is hashed on the volume by its file server (checked against the manifest)
+    and copied blob to blob inside the storage account: no byte of it is read here, and the
+    version is the same one a registration of the same files through this machine makes."""
+    from azure.storage.blob import BlobClient
+
+    from taugrid.client import data
+    from taugrid.data.store import open_store
+
+    url, _container = az_volume
+    read_here: list[str] = []
+    real_open = VolumeRecord.open
+
+    def watched_open(self: VolumeRecord, rel: str, offset: int = 0) -> Any:
+        read_here.append(rel)
+        return real_open(self, rel, offset)
+
+    def no_download(*_a: Any, **_k: Any) -> Any:
+        raise AssertionError("a blob was read through this machine")
+
+    with monkeypatch.context() as m:
+        m.setattr(VolumeRecord, "open", watched_open)
+        m.setattr(BlobClient, "download_blob", no_download)
+        said: list[str] = []
+        got = data.register_model_from_run("clf", "r1", registry=url, say=said.append)
+    # the manifest, the checkpoints' index and the metrics (to choose one): not the checkpoint
+    assert sorted(read_here) == ["MANIFEST.sha256", "checkpoints/index.json", "metrics.jsonl"]
+    assert any("inside storage account devstoreaccount1" in m for m in said), said
+    rec = got.record
+    assert got.created and (rec.lineage.run, rec.lineage.checkpoint) == ("r1", "step-00000002")
+    assert [f.path for f in rec.files] == ["model.bin"] and rec.size == len(BIG) + 100
+    store = open_store(url)
+    assert store.verify(rec) == []  # the copied bytes are what the record says
+    same = open_store((tmp_path / "here").as_uri(), create=True).register(
+        "model", "clf", volume / "runs/r1/checkpoints/step-00000002", rec.created
+    )
+    assert same.record.version == rec.version
+    again = data.register_model_from_run("clf", "r1", registry=url)
+    assert not again.created and again.record.version == rec.version
+
+
+def test_an_az_copy_refuses_a_checkpoint_that_is_not_what_the_run_sealed(
+    az_volume: tuple[str, Any], volume: Path
+) -> None:
+    """Changed on the volume after the seal (the file server's digest differs): refused, naming
+    the file, exit 1, nothing registered; a blob whose size is not the volume's (the container
+    and the file server disagree): refused too."""
+    from taugrid.client import data
+    from taugrid.data.store import open_store
+
+    url, container = az_volume
+    ck = volume / "runs/r1/checkpoints/step-00000002/model.bin"
+    good = ck.read_bytes()
+    ck.write_bytes(b"changed after the seal")
+    with pytest.raises(TauError, match=r"checkpoints/step-00000002/model.bin \(changed\)") as e:
+        data.register_model_from_run("clf", "r1", registry=url)
+    assert e.value.exit_code == 1
+    ck.write_bytes(good)
+    container.upload_blob("runs/r1/checkpoints/step-00000002/model.bin", b"short", overwrite=True)
+    with pytest.raises(TauError, match=r"model.bin \(5 bytes, not \d+\)") as e:
+        data.register_model_from_run("clf", "r1", registry=url)
+    assert e.value.exit_code == 1
+    assert open_store(url).versions("model", "clf") == []

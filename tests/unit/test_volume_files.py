@@ -122,6 +122,7 @@ def test_an_offset_at_the_end_and_a_bad_range(volume: Path) -> None:
         "/file/runs/../../secret",
         "/tree/..",
         "/file/runs/%2e%2e/%2e%2e/secret",
+        "/sha256/../secret",
         "/progress/runs/r1?checkpoints=../../..&outputs=outputs",
     ],
 )
@@ -145,9 +146,26 @@ def test_missing_paths_and_unknown_endpoints_say_so(volume: Path) -> None:
         ("/progress/runs/r1/metrics.jsonl", 404),
         ("/upload/x", 404),
         ("/file/runs/r1", 404),
+        ("/sha256/runs/r1", 404),  # a folder has no digest
+        ("/sha256/runs/r2/x", 404),
     ]:
         r = tau_files.respond(volume, target)
         assert r.status == status_code and "error" in json.loads(body(r)), target
+
+
+def test_a_file_is_hashed_where_it_is(volume: Path) -> None:
+    """`/sha256/<path>`: the digest of the bytes on the volume (what a copy made inside the
+    storage account is checked with), without sending them."""
+    import hashlib
+
+    ck = volume / "runs/r1/checkpoints/step-00000003/model.bin"
+    r = tau_files.respond(volume, "/sha256/runs/r1/checkpoints/step-00000003/model.bin")
+    doc = json.loads(body(r))
+    assert r.status == 200
+    assert doc == {"sha256": hashlib.sha256(ck.read_bytes()).hexdigest(), "size": 768}
+    ck.write_bytes(b"other")
+    changed = json.loads(body(tau_files.respond(volume, "/sha256/" + str(ck.relative_to(volume)))))
+    assert changed["sha256"] != doc["sha256"] and changed["size"] == 5
 
 
 # --- the server, over HTTP -----------------------------------------------------------------------

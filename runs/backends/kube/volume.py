@@ -52,3 +52,12 @@ class VolumeRecord:
     def text(self, rel: str) -> str:
         with self.open(rel) as (_size, chunks):
             return b"".join(chunks).decode("utf-8", "replace")
+
+    def digest(self, rel: str, size: int = 0) -> tuple[str, int]:
+        try:
+            return self.files.digest(f"{self.prefix}/{rel}", size)
+        except NotOnVolume:
+            raise RecordMissing(
+                f"{rel} is not in the record of {self.run_id} on {self.where}",
+                exit_code=EXIT_PLATFORM,
+            ) from None
