@@ -242,6 +242,17 @@ def test_each_way_a_read_fails_is_said(volume: Path) -> None:
     serving(fake, volume)
     with pytest.raises(NotOnVolume, match="runs/r9 is not on the volume of workspace research"):
         files.tree("runs/r9")
+    with pytest.raises(NotOnVolume, match="runs/r9/x is not on the volume"):
+        files.digest("runs/r9/x")
+    assert files.digest("runs/r1/outputs/result.txt")[1] == 3
+    fake.services[(NS, naming.FILES_SERVICE)] = lambda p, h: Reply(
+        404,
+        {},
+        iter((json.dumps({"error": "no such endpoint: /sha256 (progress, tree)"}).encode(),)),
+    )
+    with pytest.raises(TauError, match="older than this tau") as e:  # a platform not updated
+        files.digest("runs/r1/outputs/result.txt")
+    assert "tau platform up" in (e.value.hint or "")
     fake.forbid.add(("get", "Service", NS))
     with pytest.raises(Forbidden):
         files.tree("runs/r1")
