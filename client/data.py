@@ -237,7 +237,8 @@ def _in_the_account(
     """The checkpoint `rel` of the run, when the registry is an az:// registry that is its
     workspace volume's `registry` folder and the run's record is beside it, sealed: each file
     hashed by the volume's file server and checked against the manifest (raises naming a file
-    that is not what the manifest says). None when the registry is elsewhere."""
+    that is not what the manifest says). None when the registry is elsewhere, or the run's record
+    is not sealed yet."""
     from taugrid.data.azure import AzureStore
 
     if not isinstance(store, AzureStore):
@@ -248,7 +249,12 @@ def _in_the_account(
     source = store.beside(f"{C.run_volume_path(rec.run_id)}/{rel}")
     if source is None:
         return None
-    checked = runs.check_in_place(run, rel, context=context)
+    from taugrid.runs.pull import NotSealed
+
+    try:
+        checked = runs.check_in_place(run, rel, context=context)
+    except NotSealed:
+        return None  # the run still runs: its checkpoint comes through, as a pull would take it
     return InAccount(store.account, source, checked.files, checked.bytes)
 
 

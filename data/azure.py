@@ -289,11 +289,11 @@ class AzureStore(Store):
                 + ", ".join(wrong),
                 exit_code=EXIT_RUN_FAILED,
             )
-        total, done, copied = sum(f[1] for f in files), 0, 0
+        total, done = sum(f[1] for f in files), 0
         with self._writing():
             for rel, size, sha in sorted(files):
-                if not self._has_blob(sha) and self._copy_in(source + rel, sha, size):
-                    copied += size
+                if not self._has_blob(sha):
+                    self._copy_in(source + rel, sha, size)
                 done += size
                 if progress:
                     progress(done, total)
@@ -310,9 +310,9 @@ class AzureStore(Store):
                 lineage=lineage,
             )
 
-    def _copy_in(self, key: str, sha: str, size: int) -> bool:
+    def _copy_in(self, key: str, sha: str, size: int) -> None:
         """Copy blob `key` to the blob of `sha` inside the storage account (create-if-absent:
-        False when another writer stored those bytes first), waiting until the copy is done."""
+        nothing when another writer stored those bytes first), waiting until it is done."""
         dest = self.container.get_blob_client(self._blob_key(sha))
         url = self.container.get_blob_client(key).url
         try:
@@ -320,7 +320,7 @@ class AzureStore(Store):
                 "copy", lambda: dest.start_copy_from_url(url, headers={"If-None-Match": "*"})
             )
         except self._errors.ResourceExistsError:
-            return False
+            return
         status, why = got.get("copy_status"), ""
         deadline = time.monotonic() + COPY_BASE_S + size / COPY_RATE
         while status == "pending":  # a large blob: the account copies it in the background
@@ -338,7 +338,6 @@ class AzureStore(Store):
                 exit_code=EXIT_PLATFORM,
                 hint="run the registration again: what was copied is kept",
             )
-        return True
 
     # --- names -------------------------------------------------------------------------------
     def _key(self, rel: str) -> str:

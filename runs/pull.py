@@ -35,6 +35,10 @@ class RecordMissing(TauError):
     """A file or the whole record is not where the run keeps it."""
 
 
+class NotSealed(TauError):
+    """The record has no MANIFEST.sha256 yet (its run still runs): nothing to check against."""
+
+
 class RecordSource(Protocol):
     """Where a run's record is read from (paths are relative to the record)."""
 
@@ -110,7 +114,7 @@ def check_in_place(source: RecordSource, folder: str) -> Checked:
     try:
         sealed = manifest_digests(source.text(C.MANIFEST_FILENAME))
     except RecordMissing:
-        raise TauError(
+        raise NotSealed(
             f"the record on {source.where} is not sealed yet (no {C.MANIFEST_FILENAME}): "
             "nothing can be checked in place",
             exit_code=EXIT_USAGE,

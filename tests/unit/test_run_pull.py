@@ -610,3 +610,19 @@ def test_an_az_copy_refuses_a_checkpoint_that_is_not_what_the_run_sealed(
         data.register_model_from_run("clf", "r1", registry=url)
     assert e.value.exit_code == 1
     assert open_store(url).versions("model", "clf") == []
+
+
+def test_an_unsealed_run_s_checkpoint_on_an_az_registry_comes_through_this_machine(
+    az_volume: tuple[str, Any], volume: Path
+) -> None:
+    """A run that still runs has no manifest to check a copy against: its complete checkpoint is
+    read through the file server, as a pull takes it, and the command says so."""
+    from taugrid.client import data
+
+    url, container = az_volume
+    (volume / "runs/r1/MANIFEST.sha256").unlink()
+    container.delete_blob("runs/r1/MANIFEST.sha256")
+    said: list[str] = []
+    got = data.register_model_from_run("clf", "r1", registry=url, say=said.append)
+    assert got.created and got.record.size == len(BIG) + 100
+    assert any("through this machine" in m for m in said), said
