@@ -480,7 +480,9 @@ class Engine:
 
 # what a step can be without changing anything: reads of other stacks and live objects
 NO_CHANGE = ("same", "refresh", "read")
-UNHANDLED = ("an unhandled error occurred:", "error:")
+# the engine's wrappers of a program's error; the last is gRPC's, when the program raised while
+# the engine called it back (seen under load in CI: the error said a second time behind it)
+UNHANDLED = ("an unhandled error occurred:", "error:", "Exception calling application:")
 UNKNOWN_STACK = re.compile(r'unknown stack "([^"]+)"')
 # what the engine adds after the error itself
 GENERIC = {

@@ -249,6 +249,7 @@ def test_a_program_error_is_reported_once_and_whole() -> None:
         [
             _diag(why),
             _diag(f"an unhandled error occurred: {why}"),
+            _diag(f"Exception calling application: {why}"),
             _diag("a warning that is not the cause", severity="warning"),
             _diag("update failed"),
         ],
