@@ -67,6 +67,13 @@ class PodFact:
     waiting: str | None = None  # a container stuck: "ImagePullBackOff: ...", "CrashLoopBackOff"
     since: str | None = None
     node_rank: int | None = None  # a multi-node torchrun job's node (its Indexed Job's index)
+    # how it ended, where not on its own: its node lost (the pod's status reason), a disruption
+    # (DisruptionTarget's reason: "PreemptionByScheduler", "EvictionByEvictionAPI", ...), a
+    # container the kernel killed over its memory limit (its name, and the limit if it had one)
+    node_lost: bool = False
+    disruption: str | None = None
+    oom_killed: str | None = None
+    memory_limit: str | None = None
 
 
 @dataclass(frozen=True)
@@ -99,6 +106,7 @@ class ClusterFacts:
     node_problems: dict[str, list[str]] = field(default_factory=dict)  # node -> bad conditions
     nodes_visible: bool = True
     recorded: TauRunStatus | None = None  # TauRun.status, as the controller recorded it
+    ran_on: list[str] = field(default_factory=new_list)  # nodes it was recorded on (pods gone)
     retries: int = 0  # attempts the cluster itself made again (a Job's failed pods, retried)
     # TauRun.status is current (the controller is alive, or the run ended): it is the answer,
     # nothing else was read; `heartbeat` is when the controller last said it is alive.

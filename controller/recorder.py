@@ -31,7 +31,7 @@ from taugrid.api.vocabulary import (
 )
 from taugrid.controller.timeline import condense
 from taugrid.kube.facts import name_preemptor, record_from_taurun, recorded_status, run_facts
-from taugrid.runs.status import compute
+from taugrid.runs.status import compute, end_reason
 
 IN_CLUSTER = "in-cluster"
 
@@ -72,19 +72,19 @@ def compute_status(
     st = compute(
         Observations(record=rec, history=[], now=now.timestamp(), owner_alive=None, cluster=facts)
     )
-    phase = st.phase
-    reason = st.termination_reason
+    # the engine narrows a failure (OOMKilled, a node fault, an eviction) as a client's own look
+    # does, from the same facts: the nodes it ran on include those recorded before its pods went
+    phase, reason, summary = st.phase, st.termination_reason, st.summary
     nodes = sorted({p.node for p in facts.pods if p.node} | set(old.nodes))
     if phase == Phase.Failed:
-        reason = failure_reason(objs, node_problems, nodes) or reason or TerminationReason.Failed
+        reason = reason or TerminationReason.Failed
     elif objs.workload is None and not objs.pods and old.phase in (Phase.Running, Phase.Starting):
         phase, reason = Phase.Failed, TerminationReason.Failed
-    summary = _summary(st.summary, phase, reason, objs)
     entries = list(
         observed_timeline(objs, phase, summary, now, old.phase, node_problems, problem_since or {})
     )
     if st.attempt > old.attempt:  # the cluster (or TauGrid) tried again: each retry, with why
-        entries.append(_retrying(objs, node_problems, nodes, st.attempt, now))
+        entries.append(_retrying(facts, st.attempt, now))
     # kept after it runs: its last use and its history (the portal plots it)
     use = (gpu_use if phase == Phase.Running else None) or old.gpuUse
     signals = st.signals
@@ -173,6 +173,7 @@ def _facts(
     rec: RunRecord, objs: RunObjects, node_problems: Mapping[str, list[str]]
 ) -> ClusterFacts:
     """What the cluster shows of the run: its objects and their events, by object name."""
+    old = recorded_status(dict(objs.taurun)) or TauRunStatus()
     ns = rec.handle.namespace  # type: ignore[union-attr]
     by_name: dict[str, list[dict[str, Any]]] = {}
     for e in objs.events:
@@ -188,96 +189,19 @@ def _facts(
         True,
         ns,
         workloads_by_uid=objs.workloads_by_uid,
-        was_running=(recorded_status(dict(objs.taurun)) or TauRunStatus()).phase == "Running",
+        was_running=old.phase == "Running",
+        ran_on=old.nodes,  # a node fault after its pods are gone is still its node's
     )
 
 
-def _retrying(
-    objs: RunObjects,
-    node_problems: Mapping[str, list[str]],
-    nodes: list[str],
-    attempt: int,
-    now: datetime,
-) -> TimelineEntry:
+def _retrying(facts: ClusterFacts, attempt: int, now: datetime) -> TimelineEntry:
     """A retry on the timeline, with why the attempt before it failed."""
-    why = failure_reason(objs, node_problems, nodes)
+    why = end_reason(facts)
     return TimelineEntry(
         at=k8s_time(now),
         reason="Retrying",
         message=f"attempt {attempt}" + (f" after {why}" if why else ""),
     )
-
-
-def _summary(summary: str, phase: Phase, reason: TerminationReason | None, objs: RunObjects) -> str:
-    """The cluster's words for a failure (a Job's BackoffLimitExceeded), led by what the
-    recorder found it was: a researcher reads "out of memory", not a backoff limit."""
-    if phase != Phase.Failed:
-        return summary
-    if reason == TerminationReason.NodeFailure:
-        return f"failed on a faulty GPU node ({summary})"
-    if reason == TerminationReason.OOMKilled:
-        return f"out of memory: {oom_detail(objs)} ({summary})"
-    if reason == TerminationReason.Evicted:
-        return f"evicted from its node ({summary})"
-    if reason == TerminationReason.Preempted:
-        return f"preempted ({summary})"
-    return summary
-
-
-def oom_detail(objs: RunObjects) -> str:
-    """Which container went over which memory limit (the first one the kernel killed)."""
-    for p in objs.pods:
-        spec = {c.get("name"): c for c in (p.get("spec") or {}).get("containers") or []}
-        for cs in (p.get("status") or {}).get("containerStatuses") or []:
-            term = (
-                (cs.get("state") or {}).get("terminated")
-                or (cs.get("lastState") or {}).get("terminated")
-                or {}
-            )
-            if term.get("reason") != "OOMKilled":
-                continue
-            limit = (
-                ((spec.get(cs.get("name")) or {}).get("resources") or {}).get("limits") or {}
-            ).get("memory")
-            where = f"container {cs.get('name')} of pod {(p.get('metadata') or {}).get('name')}"
-            over = f"its memory limit {limit}" if limit else "its memory limit"
-            return (
-                f"{where} went over {over} and was killed (OOMKilled); ask for more "
-                "(compute.memory in tau.yaml) or use less"
-            )
-    return "a container went over its memory limit and was killed (OOMKilled)"
-
-
-def failure_reason(
-    objs: RunObjects, node_problems: Mapping[str, list[str]], nodes: Iterable[str]
-) -> TerminationReason | None:
-    """Why a failed run failed, as far as the cluster shows: a node fault (its node had a GPU
-    fault or was lost), an eviction or preemption, or OOM."""
-    if any(node_problems.get(n) for n in nodes):
-        return TerminationReason.NodeFailure
-    for p in objs.pods:
-        st = p.get("status") or {}
-        if st.get("reason") in ("NodeLost", "NodeAffinity", "Terminated"):
-            return TerminationReason.NodeFailure
-        for c in st.get("conditions") or []:
-            if c.get("type") == "DisruptionTarget" and c.get("status") == "True":
-                return (
-                    TerminationReason.Preempted
-                    if "Preempt" in str(c.get("reason"))
-                    else TerminationReason.Evicted
-                )
-        for cs in st.get("containerStatuses") or []:
-            term = (
-                (cs.get("state") or {}).get("terminated")
-                or (cs.get("lastState") or {}).get("terminated")
-                or {}
-            )
-            if term.get("reason") == "OOMKilled":
-                return TerminationReason.OOMKilled
-    for c in ((objs.kueue or {}).get("status") or {}).get("conditions") or []:
-        if c.get("type") in ("Preempted",) and c.get("status") == "True":
-            return TerminationReason.Preempted
-    return None
 
 
 _KUEUE_STEPS = ("QuotaReserved", "Admitted", "Evicted", "Preempted", "Requeued", "Finished")

@@ -7,7 +7,7 @@ recorder (objects from its watches), so `tau run status` and TauRun.status say t
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -274,6 +274,7 @@ def run_facts(
     recorded: TauRunStatus | None = None,
     workloads_by_uid: Mapping[str, dict[str, Any]] | None = None,
     was_running: bool | None = None,
+    ran_on: Iterable[str] | None = None,
 ) -> ClusterFacts:
     w = _workload_facts(rec, workload)
     kueue_conds, cq, queue, kueue_retried = _kueue_facts(kw, workloads_by_uid)
@@ -316,6 +317,7 @@ def run_facts(
         node_problems=nodes,
         nodes_visible=nodes_visible,
         recorded=recorded,
+        ran_on=sorted(ran_on if ran_on is not None else (recorded.nodes if recorded else [])),
         retries=w.retries + kueue_retried,
     )
 
@@ -429,6 +431,7 @@ def pod_fact(p: dict[str, Any]) -> PodFact:
         ):
             waiting = f"{w['reason']}: {w.get('message', '')}".rstrip(": ")
     index = ((p.get("metadata") or {}).get("annotations") or {}).get(JOB_INDEX, "")
+    oom, limit = _oom_killed(p)
     return PodFact(
         name=p["metadata"]["name"],
         phase=status.get("phase") or "Unknown",
@@ -437,4 +440,33 @@ def pod_fact(p: dict[str, Any]) -> PodFact:
         waiting=waiting,
         since=since,
         node_rank=int(index) if str(index).isdigit() else None,
+        node_lost=status.get("reason") in ("NodeLost", "NodeAffinity", "Terminated"),
+        disruption=_disruption(status),
+        oom_killed=oom,
+        memory_limit=limit,
     )
+
+
+def _disruption(status: dict[str, Any]) -> str | None:
+    """The reason of a pod's DisruptionTarget=True condition (it is being evicted or preempted)."""
+    for c in status.get("conditions") or []:
+        if c.get("type") == "DisruptionTarget" and c.get("status") == "True":
+            return str(c.get("reason") or "Disrupted")
+    return None
+
+
+def _oom_killed(p: dict[str, Any]) -> tuple[str | None, str | None]:
+    """(the first container the kernel killed over its memory limit, in its current or last
+    state; that limit as the pod's spec asks it) or (None, None)."""
+    spec = {c.get("name"): c for c in (p.get("spec") or {}).get("containers") or []}
+    for cs in (p.get("status") or {}).get("containerStatuses") or []:
+        term = (
+            (cs.get("state") or {}).get("terminated")
+            or (cs.get("lastState") or {}).get("terminated")
+            or {}
+        )
+        if term.get("reason") == "OOMKilled":
+            name = str(cs.get("name") or "?")
+            limits = ((spec.get(name) or {}).get("resources") or {}).get("limits") or {}
+            return name, (str(limits["memory"]) if limits.get("memory") else None)
+    return None, None

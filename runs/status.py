@@ -7,7 +7,7 @@ and `compute` joins them into a phase, a one-sentence summary and the signal tab
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 
 from taugrid.api import constants as C
@@ -640,6 +640,57 @@ def summarize(phase: Phase, signals: list[Signal], o: Observations | None = None
     )
 
 
+def end_reason(c: ClusterFacts, nodes: Iterable[str] = ()) -> TerminationReason | None:
+    """Why a failed cluster run failed, as far as its objects show (None: nothing more than
+    "failed"): a node fault (a node it ran on has a GPU fault or is gone, or its pod's node was
+    lost), an eviction or a preemption, or a container killed over its memory limit. One answer
+    for the controller's record and a client's own look, so both tell an end the same way."""
+    ran_on = {*nodes, *c.ran_on, *(p.node for p in c.pods if p.node)}
+    ran_on |= set(c.recorded.nodes) if c.recorded else set()
+    # a node merely missing from the list is not a fault here: a node index that has not caught
+    # up looks the same (a lost node's pods say NodeLost themselves)
+    if any(set(c.node_problems.get(n) or []) - {C.NODE_GONE} for n in ran_on):
+        return TerminationReason.NodeFailure
+    for p in c.pods:
+        if p.node_lost:
+            return TerminationReason.NodeFailure
+        if p.disruption:
+            return (
+                TerminationReason.Preempted
+                if "Preempt" in p.disruption
+                else TerminationReason.Evicted
+            )
+        if p.oom_killed:
+            return TerminationReason.OOMKilled
+    return TerminationReason.Preempted if _true(c, "Preempted") else None
+
+
+def end_words(summary: str, reason: TerminationReason | None, c: ClusterFacts) -> str:
+    """The cluster's words for a failure (a Job's BackoffLimitExceeded), led by what it was: a
+    researcher reads "out of memory", not a backoff limit."""
+    if reason == TerminationReason.NodeFailure:
+        return f"failed on a faulty GPU node ({summary})"
+    if reason == TerminationReason.OOMKilled:
+        return f"out of memory: {oom_words(c)} ({summary})"
+    if reason == TerminationReason.Evicted:
+        return f"evicted from its node ({summary})"
+    if reason == TerminationReason.Preempted:
+        return f"preempted ({summary})"
+    return summary
+
+
+def oom_words(c: ClusterFacts) -> str:
+    """Which container went over which memory limit (the first one the kernel killed)."""
+    p = next((p for p in c.pods if p.oom_killed), None)
+    if p is None:
+        return "a container went over its memory limit and was killed (OOMKilled)"
+    over = f"its memory limit {p.memory_limit}" if p.memory_limit else "its memory limit"
+    return (
+        f"container {p.oom_killed} of pod {p.name} went over {over} and was killed (OOMKilled); "
+        "ask for more (compute.memory in tau.yaml) or use less"
+    )
+
+
 RECORDED = "TauRun status (the controller's record; the run's pods and events are gone)"
 CURRENT = "TauRun status (written by the controller, alive at {heartbeat})"
 ENDED = "TauRun status (the controller's record of how the run ended)"
@@ -707,13 +758,16 @@ def compute(o: Observations) -> RunStatus:
     phase, _ = effective_phase(o)
     signals = [f(o) for f in SIGNAL_FUNCTIONS]
     termination = rec.termination_reason
-    if phase != rec.phase and phase == Phase.Failed:
-        # a local run whose supervisor died; a cluster run the cluster says failed (the
-        # controller's recorder narrows it: OOMKilled, a node fault, an eviction)
-        termination = (
-            TerminationReason.SupervisorLost if o.cluster is None else TerminationReason.Failed
-        )
     c = o.cluster
+    summary = summarize(phase, signals, o)
+    if phase != rec.phase and phase == Phase.Failed:
+        # a local run whose supervisor died; a cluster run the cluster says failed, narrowed
+        # as its objects show (OOMKilled, a node fault, an eviction), as the controller does
+        if c is None:
+            termination = TerminationReason.SupervisorLost
+        else:
+            termination = end_reason(c) or TerminationReason.Failed
+            summary = end_words(summary, termination, c)
     start = rec.started_at or (c.started_at if c else None) or rec.created_at
     finished_at = rec.finished_at or (c.finished_at if c and phase in TERMINAL else None)
     end = _ts(finished_at) if finished_at else o.now
@@ -736,7 +790,7 @@ def compute(o: Observations) -> RunStatus:
         finished_at=finished_at,
         termination_reason=termination,
         signals=signals,
-        summary=summarize(phase, signals, o),
+        summary=summary,
         exit_code=rec.exit_code,
         timeline=c.recorded.timeline if c and c.recorded else [],
         inputs=rec.inputs,

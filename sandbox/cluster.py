@@ -730,8 +730,8 @@ def down(say: Say) -> State | None:
         return None
     work = sandbox_dir()
     volumes = [
-        *_volume_dirs(state.kubeconfigs["admin"]),
-        *(d for w in state.workers.values() for d in _volume_dirs(w["admin"])),
+        *volume_dirs(state.kubeconfigs["admin"]),
+        *(d for w in state.workers.values() for d in volume_dirs(w["admin"])),
     ]
     stop_process_groups(list(state.pids.values()))
     for folder in _node_folders(work):
@@ -743,9 +743,10 @@ def down(say: Say) -> State | None:
     return state
 
 
-def _volume_dirs(admin_kubeconfig: str) -> list[Path]:
-    """The folders the host-path provisioner made for the sandbox's volumes (under /tmp; its
-    own deleter runs only when a claim is deleted)."""
+def volume_dirs(admin_kubeconfig: str) -> list[Path]:
+    """The folders the host-path provisioner made for this sandbox's volumes (under /tmp; its
+    own deleter runs only when a claim is deleted). Only this sandbox's: /tmp/hostpath_pv may
+    also hold another sandbox's, or one a killed sandbox never removed."""
     try:
         from taugrid.kube.client import Kube
 

@@ -40,6 +40,20 @@ def admin(home: Path) -> Any:
     return dynamic.DynamicClient(config.new_client_from_config(config_file=kc))
 
 
+def volumes(home: Path) -> list[Path]:
+    """The host folders of this sandbox's volumes (with real nodes, the workspace volume is one):
+    never a glob of /tmp/hostpath_pv, which may hold another sandbox's or a killed one's."""
+    from taugrid.sandbox.cluster import volume_dirs
+
+    kc = tau(home, "sandbox", "kubeconfig").stdout.strip()
+    return volume_dirs(kc)
+
+
+def on_volumes(home: Path, pattern: str) -> list[Path]:
+    """Files matching `pattern` on this sandbox's volumes only."""
+    return [p for v in volumes(home) for p in v.glob(pattern)]
+
+
 def gpu_rayjob(folder: Path, name: str, extra: str = "", runs_for: int = 86400) -> Path:
     """A one-GPU RayJob project (a CPU head and one a100x1-sized worker; KWOK runs both). The
     sandbox's Ray job runs for `runs_for` seconds (SANDBOX_RUN_SECONDS): by default until

@@ -25,6 +25,7 @@ from sandboxkit import (
     corpus_reader,
     kube_env,
     need_real_nodes,
+    on_volumes,
     project,
     resumed_after_a_fault,
     sig,
@@ -174,16 +175,16 @@ def test_a_cpu_job_runs_its_code_on_the_real_node_and_says_what_it_printed(
     # the record the pod sealed on the workspace's volume (a real folder here) verifies
     from taugrid.runs.evidence import RunDir
 
-    sealed = [p.parent for p in Path("/tmp/hostpath_pv").glob(f"*/runs/{run_id}/MANIFEST.sha256")]
+    sealed = [p.parent for p in on_volumes(real, f"runs/{run_id}/MANIFEST.sha256")]
     assert len(sealed) == 1, sealed
     n, problems = RunDir(sealed[0]).verify()
     assert not problems and n >= 4, problems
     assert (sealed[0] / "outputs" / "answer.txt").read_text() == "42"
 
 
-def _pod_record(run_id: str) -> Path:
+def _pod_record(real: Path, run_id: str) -> Path:
     """The record the run's pod sealed on the workspace's volume (a real folder here)."""
-    sealed = [p.parent for p in Path("/tmp/hostpath_pv").glob(f"*/runs/{run_id}/MANIFEST.sha256")]
+    sealed = [p.parent for p in on_volumes(real, f"runs/{run_id}/MANIFEST.sha256")]
     assert len(sealed) == 1, sealed
     return sealed[0]
 
@@ -209,7 +210,7 @@ def test_the_quickstart_cpu_variant_forms_a_ray_cluster_of_real_pods_and_seals_i
     run_id, st, logs = run_to_end(real, folder, timeout=600)
     assert st["phase"] == "Succeeded", (st, logs[-3000:])
     assert "fitting y = 3x + 2 on 1 worker(s), 20 steps" in logs and "done: w=" in logs, logs
-    rec = _pod_record(run_id)
+    rec = _pod_record(real, run_id)
     from taugrid.runs.evidence import RunDir
 
     n, problems = RunDir(rec).verify()
@@ -236,7 +237,7 @@ def test_a_jobs_data_input_is_laid_out_from_the_workspace_registry_and_checked(
     assert st["phase"] == "Succeeded", (st, logs)
     assert "read 3 words" in logs, logs
     # the registry the pod read is the workspace volume's (a real folder here)
-    stored = list(Path("/tmp/hostpath_pv").glob("*/registry/datasets/corpus/versions/*.json"))
+    stored = on_volumes(real, "registry/datasets/corpus/versions/*.json")
     assert len(stored) == 1, stored
     # bytes changed in the workspace's registry: the next run stops before its code, and says why
     blobs = [p for p in stored[0].parents[3].glob("blobs/sha256/*/*") if p.is_file()]
@@ -331,7 +332,7 @@ def test_a_cluster_run_s_progress_is_live_and_its_results_reach_another_machine(
     model = json.loads(reg.stdout)
     assert "where the run left it" in reg.stderr, reg.stderr
     assert model["lineage"]["run"] == run_id and model["lineage"]["checkpoint"] == "step-00000020"
-    assert list(Path("/tmp/hostpath_pv").glob("*/registry/models/progress-model/versions/*.json"))
+    assert on_volumes(real, "registry/models/progress-model/versions/*.json")
 
     # the portal's page of the run, on the teammate's machine: its curve drawn (in Chromium where
     # `make browser` installed it, as CI does before `make e2e`) and its checkpoints listed

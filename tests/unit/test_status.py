@@ -284,7 +284,6 @@ def test_a_cluster_run_the_cluster_says_failed_is_failed_not_a_lost_supervisor()
     """Found on the sandbox's real nodes: a Job whose pod exited non-zero was said to have lost
     its supervisor (the local runs' correction), and OOM could not replace it."""
     from taugrid.api.observations import ClusterFacts, PodFact
-    from taugrid.controller.recorder import failure_reason
 
     kube = rec(handle={"target": "kube", "namespace": "research"}, phase="Running")
     facts = ClusterFacts(
@@ -296,10 +295,123 @@ def test_a_cluster_run_the_cluster_says_failed_is_failed_not_a_lost_supervisor()
     )
     st = compute(obs(kube, owner_alive=None, cluster=facts))
     assert st.phase == Phase.Failed and st.termination_reason == TerminationReason.Failed
-    # the controller's recorder narrows a plain failure (an OOMKilled container) ...
-    oom = {"status": {"containerStatuses": [{"state": {"terminated": {"reason": "OOMKilled"}}}]}}
-    objs = type("Objs", (), {"pods": [oom], "kueue": None})()
-    assert failure_reason(objs, {}, ["cpu-0"]) == TerminationReason.OOMKilled  # type: ignore[arg-type]
     # ... and a local run whose supervisor died is still said so
     local = compute(obs(rec(phase="Running"), owner_alive=False))
     assert local.termination_reason == TerminationReason.SupervisorLost
+
+
+def _failed_pod(**status: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "train-x"},
+        "spec": {
+            "nodeName": "cpu-0",
+            "containers": [{"name": "main", "resources": {"limits": {"memory": "256Mi"}}}],
+        },
+        "status": {"phase": "Failed", **status},
+    }
+
+
+_OOM = {"containerStatuses": [{"name": "main", "state": {"terminated": {"reason": "OOMKilled"}}}]}
+
+
+@pytest.mark.parametrize(
+    ("pod_status", "problems", "reason", "words"),
+    [
+        (
+            _OOM,
+            {},
+            TerminationReason.OOMKilled,
+            "out of memory: container main of pod train-x went over its memory limit 256Mi",
+        ),
+        (
+            {
+                "containerStatuses": [
+                    {
+                        "name": "main",
+                        "state": {"running": {}},
+                        "lastState": {"terminated": {"reason": "OOMKilled"}},
+                    }
+                ]
+            },
+            {},
+            TerminationReason.OOMKilled,
+            "out of memory",
+        ),
+        ({"reason": "NodeLost"}, {}, TerminationReason.NodeFailure, "failed on a faulty GPU node"),
+        (_OOM, {"cpu-0": ["XidErrors=True"]}, TerminationReason.NodeFailure, "faulty GPU node"),
+        (
+            {
+                "conditions": [
+                    {
+                        "type": "DisruptionTarget",
+                        "status": "True",
+                        "reason": "EvictionByEvictionAPI",
+                    }
+                ]
+            },
+            {},
+            TerminationReason.Evicted,
+            "evicted from",
+        ),
+        (
+            {
+                "conditions": [
+                    {
+                        "type": "DisruptionTarget",
+                        "status": "True",
+                        "reason": "PreemptionByScheduler",
+                    }
+                ]
+            },
+            {},
+            TerminationReason.Preempted,
+            "preempted (",
+        ),
+        (
+            {"containerStatuses": [{"name": "main", "state": {"terminated": {"reason": "Error"}}}]},
+            {},
+            TerminationReason.Failed,
+            "failed: ",
+        ),
+    ],
+)
+def test_a_cluster_run_s_end_is_told_the_same_by_a_client_s_look_and_the_controller(
+    pod_status: dict[str, Any],
+    problems: dict[str, list[str]],
+    reason: TerminationReason,
+    words: str,
+) -> None:
+    """A run that fails before anyone recorded it running (an OOM at start) is computed from its
+    objects by the client: its end is narrowed there exactly as the controller's record does,
+    so a watch that stops at the end it saw never says plain "failed" for an OOM."""
+    from taugrid.controller.recorder import RunObjects, compute_status
+    from taugrid.kube.facts import run_facts
+
+    kube = rec(handle={"target": "kube", "namespace": "research"}, phase="Starting")
+    pod = _failed_pod(**pod_status)
+    job = {
+        "status": {
+            "conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]
+        }
+    }
+    facts = run_facts(kube, True, job, None, [pod], {}, problems, True, "research")
+    live = compute(obs(kube, owner_alive=None, cluster=facts))
+    assert live.phase == Phase.Failed and live.termination_reason == reason
+    assert words in live.summary, live.summary
+    taurun = {
+        "metadata": {"name": "r", "namespace": "research"},
+        "spec": {
+            "runId": "r",
+            "runName": "r",
+            "workspace": "w",
+            "profile": "p",
+            "workloadKind": "job",
+            "configHash": "h",
+            "manifest": {},
+        },
+    }
+    recorded = compute_status(
+        RunObjects(taurun=taurun, workload=job, pods=[pod]), problems, datetime.now(UTC)
+    )
+    assert recorded.phase == Phase.Failed and recorded.terminationReason == reason
+    assert words in (recorded.summary or ""), recorded.summary
