@@ -64,8 +64,10 @@ def current_status(
 ) -> TauRunStatus | None:
     """TauRun.status when it is the answer a client would compute itself: the run ended (the
     controller keeps what it ended with), or the controller is alive (its heartbeat is younger
-    than HEARTBEAT_FRESH_S) and the run is past the queue (a queued run's position and a
-    never-admittable request's numbers are read by the client). None: compute it here."""
+    than HEARTBEAT_FRESH_S) and the run runs. None: compute it here: a queued run's position
+    and a never-admittable request's numbers are read by the client, and so is a starting
+    run, whose record lags its objects (a watch that saw its pods ready from the objects must
+    not be told "starting" by a record written before they were)."""
     from taugrid.api.kubetime import parse_k8s_time
     from taugrid.api.vocabulary import TERMINAL, Phase
 
@@ -74,7 +76,7 @@ def current_status(
         return None
     if st.phase in TERMINAL:
         return st
-    if st.phase in (Phase.Pending, Phase.Queued):
+    if st.phase in (Phase.Pending, Phase.Queued, Phase.Starting):
         return None
     beat = parse_k8s_time(heartbeat) if heartbeat else None
     if beat is None or abs(now - beat.timestamp()) > C.HEARTBEAT_FRESH_S:  # clocks may differ a bit

@@ -43,7 +43,8 @@ def beat(seconds_ago: float) -> str:
     ("phase", "heartbeat", "trusted"),
     [
         ("Running", beat(5), True),
-        ("Starting", beat(C.HEARTBEAT_FRESH_S - 1), True),
+        ("Running", beat(C.HEARTBEAT_FRESH_S - 1), True),
+        ("Starting", beat(5), False),  # its record lags its objects: the client computes
         ("Running", beat(-20), True),  # a controller clock a little ahead
         ("Running", beat(C.HEARTBEAT_FRESH_S + 1), False),  # the controller is gone: compute
         ("Running", None, False),  # no controller ever ran
@@ -96,6 +97,21 @@ def test_a_live_controller_s_status_is_read_with_two_requests(tmp_path: Path) ->
     assert st.summary == "running (the controller's words)"
     assert st.signals[0].reason == "1 pod on a100x1-7"  # the controller's, not recomputed
     assert fresh in st.evidence and "TauRun status" in st.evidence
+
+
+def test_a_record_that_still_says_starting_never_takes_back_a_run_the_objects_show_running(
+    tmp_path: Path,
+) -> None:
+    """The controller records a run's phases a moment after its objects change: a watch that
+    saw the pods running (the record then said Queued, so the objects were read) must not be
+    told "starting" by the record on its next look (seen in CI under load: a dispatched run's
+    watch went Running, Starting, Running)."""
+    fresh = k8s_time(datetime.now(UTC))
+    for recorded in ("Queued", "Starting"):
+        _, obs = observe_with(tmp_path / recorded, ["r1"], _cluster(fresh, phase=recorded))
+        st = status.compute(obs[0])
+        assert st.phase == "Running", (recorded, st.phase, st.summary)
+        assert "the controller's words" not in st.summary
 
 
 def test_without_a_fresh_heartbeat_the_client_computes_from_the_objects(tmp_path: Path) -> None:
