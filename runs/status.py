@@ -7,7 +7,7 @@ and `compute` joins them into a phase, a one-sentence summary and the signal tab
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from taugrid.api import constants as C
@@ -640,13 +640,12 @@ def summarize(phase: Phase, signals: list[Signal], o: Observations | None = None
     )
 
 
-def end_reason(c: ClusterFacts, nodes: Iterable[str] = ()) -> TerminationReason | None:
+def end_reason(c: ClusterFacts) -> TerminationReason | None:
     """Why a failed cluster run failed, as far as its objects show (None: nothing more than
     "failed"): a node fault (a node it ran on has a GPU fault or is gone, or its pod's node was
     lost), an eviction or a preemption, or a container killed over its memory limit. One answer
     for the controller's record and a client's own look, so both tell an end the same way."""
-    ran_on = {*nodes, *c.ran_on, *(p.node for p in c.pods if p.node)}
-    ran_on |= set(c.recorded.nodes) if c.recorded else set()
+    ran_on = {*c.ran_on, *(p.node for p in c.pods if p.node)}
     # a node merely missing from the list is not a fault here: a node index that has not caught
     # up looks the same (a lost node's pods say NodeLost themselves)
     if any(set(c.node_problems.get(n) or []) - {C.NODE_GONE} for n in ran_on):
