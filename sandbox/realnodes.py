@@ -145,6 +145,13 @@ def _free_octet() -> int:
 
 
 def make_network(work: Path, nodes: int) -> Network:
+    # Under the host lock: two sandboxes starting at once (the e2e suite's workers) would
+    # otherwise both find the same range free; it is taken once the host's address is up.
+    with _host_lock():
+        return _make_network(work, nodes)
+
+
+def _make_network(work: Path, nodes: int) -> Network:
     net = Network(tag_for(work), _free_octet(), nodes)
     if netns.exists(net.ns):
         remove_network(net)
