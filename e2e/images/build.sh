@@ -32,13 +32,15 @@ RECIPE=3  # 2: python-is-python3 (entrypoints that call `python`); 3: wget (Kube
 key() { { echo "recipe $RECIPE"; cat "$@"; } | sha256sum | cut -c1-16; }
 
 # --- pause ---------------------------------------------------------------------------------------
-PAUSE_KEY=$(key <(grep '^k8s.io/kubernetes ' "$ROOT_DIR/e2e/controlplane/node/go.sum"))
+PAUSE_KEY=$(key <(grep '^k8s.io/kubernetes ' "$ROOT_DIR/e2e/controlplane/components/go.sum"))
 PAUSE="$CACHE/pause-$PAUSE_KEY.tar"
 if [ ! -f "$PAUSE" ]; then
   echo "images: building pause ..."
   work=$(mktemp -d)
   trap 'rm -rf "$work"' EXIT
-  src=$(cd "$ROOT_DIR/e2e/controlplane/node" && GOFLAGS=-modcacherw GOMODCACHE="$work/mod" \
+  # pause.c from the k8s.io/kubernetes module the control plane is built from (the shared
+  # module cache: downloaded once for both)
+  src=$(. "$ROOT_DIR/e2e/gocache.sh" && cd "$ROOT_DIR/e2e/controlplane/components" && \
         go mod download -json k8s.io/kubernetes | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
   mkdir -p "$work/root"
   gcc -Os -Wall -static -DVERSION=v3.10-taugrid -o "$work/root/pause" "$src/build/pause/linux/pause.c"
