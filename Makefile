@@ -10,7 +10,7 @@ LOG    := $(VENV)/install.log
 # Quiet on success (pip's and setuptools' notes go to $(LOG)); the log is shown on failure.
 QUIET   = > $(LOG) 2>&1 || { cat $(LOG); echo "setup failed (log: $(LOG))"; exit 1; }
 
-.PHONY: setup pyc run render profiles test controlplane pulumi node-packages images e2e lint fmt bench bench-scale clean azurite chromium browser portal torch-env distributed
+.PHONY: setup pyc run render profiles test local e2e-cluster e2e-pulumi e2e-host controlplane pulumi node-packages images e2e lint fmt bench bench-scale clean azurite chromium browser portal torch-env distributed
 
 setup: $(STAMP)
 
@@ -55,10 +55,19 @@ $(AZURITE): e2e/azurite/package.json e2e/azurite/package-lock.json
 	@cd e2e/azurite && npm ci --no-audit --no-fund --silent
 	@touch $@
 
-# pytest exits 5 when it collected nothing: say so, and fail.
+# pytest exits 5 when it collected nothing: say so, and fail (each suite's recipe ends in it).
+PYTEST = $(BIN)/python -m pytest -q
+NOTHING = rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; fi; exit $$rc
+
+# The unit suite (tests/unit): in-process, fast, on every core (pytest-xdist).
+TEST_WORKERS ?= auto
 test: setup azurite
-	@$(BIN)/python -m pytest -q -m "not e2e and not browser and not torch"; rc=$$?; \
-	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; fi; exit $$rc
+	@$(PYTEST) tests/unit -m "not e2e and not browser and not torch" -n $(TEST_WORKERS); $(NOTHING)
+
+# The local backend's integration tests (tests/local): real Ray heads, Ray Serve and processes on
+# this machine, one test at a time (some load the machine on purpose).
+local: setup azurite
+	@$(PYTEST) tests/local -m "not e2e and not browser and not torch"; $(NOTHING)
 
 # Distributed training with real torch (gloo on CPU), in a test-only environment shared by every
 # checkout on the machine and linked as .venv-torch (e2e/torch/build.sh: PyPI's Linux torch wheels
@@ -67,8 +76,7 @@ torch-env:
 	@PYTHON=$(PYTHON) bash e2e/torch/build.sh
 
 distributed: setup torch-env
-	@TAU_TORCH_PYTHON=$(CURDIR)/.venv-torch/bin/python $(BIN)/python -m pytest -q -m torch; rc=$$?; \
-	if [ $$rc -eq 5 ]; then echo "pytest collected no torch tests"; fi; exit $$rc
+	@TAU_TORCH_PYTHON=$(CURDIR)/.venv-torch/bin/python $(PYTEST) -m torch; $(NOTHING)
 
 # The portal in a real headless browser: Debian's chromium (installed here when missing; the
 # registries serve no browser builds for `playwright install`), driven by Playwright for Python.
@@ -80,8 +88,7 @@ chromium:
 	    > /tmp/apt-chromium.log 2>&1; } || { cat /tmp/apt-chromium.log; exit 1; }; }
 
 browser: setup chromium
-	@$(BIN)/python -m pytest -q -m browser; rc=$$?; \
-	if [ $$rc -eq 5 ]; then echo "pytest collected no browser tests"; fi; exit $$rc
+	@$(PYTEST) -m browser; $(NOTHING)
 
 # The portal on this machine's runs (the quickstart's, after `make run`).
 portal: setup
@@ -111,10 +118,25 @@ node-packages:
 images: node-packages
 	bash e2e/images/build.sh
 
-# torch-env first: the torch image (torchrun across real nodes) is built from it
+# The e2e suite, in three parts (docs/ci.md), each a target of its own so CI starts each as
+# soon as what it needs is built:
+#   e2e-cluster: every test that needs the control plane and the images (not the Pulumi engine),
+#     on E2E_WORKERS pytest-xdist workers at once, a whole module per worker, the slowest first
+#     (tests/e2e/durations.json); each worker has its own sandboxes and ports;
+#   e2e-pulumi:  the tests that drive the Pulumi engine (marked engine);
+#   e2e-host:    the tests of the whole host (marked alone), with nothing else running.
+# torch-env before images: the torch image (torchrun across real nodes) is built from it.
+E2E_WORKERS ?= 3
+E2E = TAU_REQUIRE_REAL_NODES=1 $(PYTEST)
 e2e: setup controlplane pulumi torch-env images
-	@TAU_REQUIRE_REAL_NODES=1 $(BIN)/python -m pytest -q -m e2e; rc=$$?; \
-	if [ $$rc -eq 5 ]; then echo "pytest collected no e2e tests"; fi; exit $$rc
+	@rc=0; for part in e2e-cluster e2e-pulumi e2e-host; do \
+	  $(MAKE) --no-print-directory $$part || rc=1; done; exit $$rc
+e2e-cluster: setup controlplane torch-env images
+	@$(E2E) -m "e2e and not engine and not alone" -n $(E2E_WORKERS) --dist loadfile; $(NOTHING)
+e2e-pulumi: setup controlplane pulumi
+	@$(E2E) -m "e2e and engine and not alone" -n 2 --dist loadfile; $(NOTHING)
+e2e-host: setup controlplane images
+	@$(E2E) -m "e2e and alone"; $(NOTHING)
 
 # mypy and import-linter see the folders under their import names through symlinks (the
 # package-dir mapping); the import contracts are in pyproject.toml ([tool.importlinter]).

@@ -9,6 +9,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from azuritekit import azurite  # noqa: F401  (the az:// registry tests' Azurite)
+from citiming import (  # noqa: F401  (CI's times per module; the e2e workers' order and ports)
+    pytest_collection_modifyitems,
+    pytest_configure,
+    pytest_runtest_logreport,
+    pytest_terminal_summary,
+)
 from datakit import store  # noqa: F401  (a registry test on the file store and on Azurite)
 from localkit import example_copy, project, tau  # noqa: F401  (fixtures for test_local_*.py)
 

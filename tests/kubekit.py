@@ -42,13 +42,17 @@ def error_message(exc: BaseException) -> str:
 
 
 def wait_until(cond: Any, timeout: float = 90.0, what: str = "condition") -> Any:
-    """Poll a cluster condition (bounded): the API offers no cheaper way to await these here."""
+    """Poll a cluster condition (bounded): the API offers no cheaper way to await these here.
+    The pause between looks grows from 0.2 s to 1.5 s: a look is often a `tau` process (about
+    a CPU-second), and the e2e suite's workers wait at once on 2 cores (docs/ci.md)."""
     deadline = time.monotonic() + timeout
+    pause = 0.2
     while time.monotonic() < deadline:
         got = cond()
         if got:
             return got
-        time.sleep(0.2)
+        time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+        pause = min(pause * 1.5, 1.5)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 

@@ -13,8 +13,21 @@ from kubekit import wait_until
 
 
 def kube_env(home: Path, who: str = "researcher") -> dict[str, str]:
-    kc = tau(home, "sandbox", "kubeconfig", "--as", who).stdout.strip()
-    return {"KUBECONFIG": kc, "TAU_TARGET": "kube"}
+    """The environment of `tau` as `who` on the sandbox of `home`. The kubeconfig's path is
+    asked of `tau sandbox kubeconfig` once per state of the sandbox (again when its state file
+    changes: an identity added, the sandbox started again): every status look of a wait would
+    otherwise start a second `tau` process."""
+    state = home / "sandbox" / "state.json"  # which identities there are, and their kubeconfigs
+    key = (home, who, state.stat().st_mtime_ns if state.exists() else 0)
+    if key not in _KUBECONFIGS:
+        res = tau(home, "sandbox", "kubeconfig", "--as", who)
+        if res.returncode != 0:  # not up: as before, no kubeconfig (and nothing remembered)
+            return {"KUBECONFIG": "", "TAU_TARGET": "kube"}
+        _KUBECONFIGS[key] = res.stdout.strip()
+    return {"KUBECONFIG": _KUBECONFIGS[key], "TAU_TARGET": "kube"}
+
+
+_KUBECONFIGS: dict[tuple[Path, str, int], str] = {}
 
 
 def status(home: Path, run_id: str) -> dict[str, Any]:

@@ -394,6 +394,7 @@ def test_resume_on_the_cluster_keeps_lineage_in_both_taururns(
     assert child in lineage
 
 
+@pytest.mark.engine
 def test_target_pulumi_runs_as_an_ephemeral_stack(sandbox: Path, tmp_path: Path) -> None:
     """--target pulumi: the run's objects as stack run-<id>, destroyed when the run ends (its
     evidence stays); cancel destroys it; gc destroys the stacks of runs that ended."""

@@ -26,7 +26,7 @@ from sandboxkit import (
 
 from taugrid.data.filestore import FileStore
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.engine]
 
 pytest.importorskip("pulumi", reason="the platform extra (pulumi) is not installed")
 

@@ -17,7 +17,7 @@ from conftest import ROOT
 from conftest import run_tau as tau
 from sandboxkit import need_control_plane_and_pulumi
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.engine]
 
 pytest.importorskip("pulumi", reason="the platform extra (pulumi) is not installed")
 

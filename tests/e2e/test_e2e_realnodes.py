@@ -673,6 +673,7 @@ def _cpu_requested(pods: Any, node: str, run_id: str) -> tuple[float, float]:
     return total, mine
 
 
+@pytest.mark.alone  # it compares the whole host before and after: no other sandbox meanwhile
 def test_a_second_sandbox_beside_it_and_down_leaves_the_host_as_it_was(
     real: Path, tmp_path: Path
 ) -> None:
