@@ -339,6 +339,11 @@ class ControlPlane:
                     f"--node-ip={HOST}",
                     f"--node-port={free_port()}",
                     "--cidr=10.250.0.0/24",
+                    # node leases renewed every 10 s, as a kubelet does: the node controller
+                    # then sees a heartbeat four times per grace period, not twice (the
+                    # stock stage patches the status every 20-25 s), and a KWOK node does not
+                    # go NotReady when a busy machine delays one status update
+                    "--node-lease-duration-seconds=40",
                     *(f"--config={p}" for p in stages),
                 ],
             )
