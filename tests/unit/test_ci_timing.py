@@ -102,12 +102,13 @@ def test_a_modules_time_is_its_tests_setup_call_and_teardown_and_counts_failed_a
     assert (m["start"], m["stop"], m["workers"]) == (100.0, 135.1, ["gw1"])
 
 
-def test_durations_takes_the_newest_e2e_line_of_each_module(tmp_path: Path) -> None:
+def test_durations_keeps_each_e2e_modules_longest_part(tmp_path: Path) -> None:
     lines = [
-        {"suite": "e2e and not engine", "module": "tests/e2e/a.py", "seconds": 5.0},
-        {"suite": "not e2e", "module": "tests/unit/u.py", "seconds": 99.0},
-        {"suite": "e2e and engine", "module": "tests/e2e/b.py", "seconds": 50.0},
-        {"suite": "e2e and not engine", "module": "tests/e2e/a.py", "seconds": 7.0},
+        {"suite": "[e2e and not engine]", "module": "tests/e2e/a.py", "seconds": 5.0},
+        {"suite": "tests/unit [not e2e]", "module": "tests/unit/u.py", "seconds": 99.0},
+        {"suite": "[e2e and engine]", "module": "tests/e2e/b.py", "seconds": 50.0},
+        {"suite": "[e2e and engine]", "module": "tests/e2e/a.py", "seconds": 7.0},
+        {"suite": "[e2e and not engine]", "module": "tests/e2e/b.py", "seconds": 20.0},
     ]
     f = tmp_path / "times.jsonl"
     f.write_text("".join(json.dumps(x) + "\n" for x in lines))
