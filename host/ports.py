@@ -5,13 +5,20 @@ from __future__ import annotations
 import os
 import random
 import socket
+from pathlib import Path
 
 LOOPBACK = "127.0.0.1"
 # A range of ports this process (and what it starts) picks its servers' ports from, "LO-HI":
 # set when several sandboxes start at once on one machine (the e2e suite's workers, each its
-# own slice), so two never pick the same port, and none picks one the kernel may hand to an
-# outgoing connection meanwhile (keep the range below net.ipv4.ip_local_port_range).
+# own slice), so two never pick the same port. Keep it below net.ipv4.ip_local_port_range.
 PORT_RANGE_ENV = "TAUGRID_PORT_RANGE"
+# Without it, ports are picked from here up to the kernel's ephemeral range. A port is picked
+# before the server that binds it starts, often many seconds before (a local Ray head's agents
+# bind theirs 10-60 s after `ray start` on a busy machine): one of the ephemeral range may be
+# handed to an outgoing connection meanwhile, and the server then fails to start. Below 20000
+# are Ray's worker ports (10002-19999), which its workers bind as they come.
+DEFAULT_LOW = 20000
+EPHEMERAL_RANGE = "/proc/sys/net/ipv4/ip_local_port_range"
 
 
 def port_range() -> tuple[int, int] | None:
@@ -30,12 +37,24 @@ def port_range() -> tuple[int, int] | None:
     return lo, hi
 
 
+def default_range(ephemeral: str | None = None) -> tuple[int, int] | None:
+    """The ports between DEFAULT_LOW and the kernel's ephemeral range (20000-32767 with Linux's
+    default 32768-60999), or None where that cannot be read or leaves fewer than 1000 ports."""
+    try:
+        first = int(Path(ephemeral or EPHEMERAL_RANGE).read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    hi = min(first - 1, 65535)
+    return (DEFAULT_LOW, hi) if hi - DEFAULT_LOW + 1 >= 1000 else None
+
+
 def free_port(host: str = LOOPBACK) -> int:
-    """A port nothing holds now: the kernel's pick, or the next free one of `TAUGRID_PORT_RANGE`
-    (from a random place in it, then onwards, so one process never hands out the same port
-    twice before it is bound). Another process may take it before it is bound: a caller that
-    must know checks `port_free` just before it starts its server."""
-    span = port_range()
+    """A port nothing holds now: the next free one of `TAUGRID_PORT_RANGE`, or else of the ports
+    below the kernel's ephemeral range (`default_range`), from a random place in it, then
+    onwards, so one process never hands out the same port twice before it is bound; the
+    kernel's pick where neither is known. Another process may take it before it is bound: a
+    caller that must know checks `port_free` just before it starts its server."""
+    span = port_range() or default_range()
     if span is None:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             s.bind((host, 0))
@@ -50,7 +69,8 @@ def free_port(host: str = LOOPBACK) -> int:
         if port_free(lo + offset, host):
             _cursor[span] = (offset + 1) % size
             return lo + offset
-    raise OSError(f"no free port in {PORT_RANGE_ENV}={lo}-{hi} on {host}")
+    where = f"{PORT_RANGE_ENV}={lo}-{hi}" if port_range() else f"{lo}-{hi}"
+    raise OSError(f"no free port in {where} on {host}")
 
 
 _cursor: dict[tuple[int, int], int] = {}  # where the next pick in a range starts (offset)

@@ -25,19 +25,34 @@ import pytest
 
 TIMES_ENV = "TAU_TEST_TIMES"
 DURATIONS = Path(__file__).parent / "e2e" / "durations.json"
-# Each xdist worker's slice of ports: below the kernel's ephemeral range (32768 and up here),
-# so an outgoing connection never takes a port a sandbox picked but has not bound yet.
-PORT_BASE, PORT_SLICE = 20000, 2000
+# Ports: each xdist worker has its own slice of DEFAULT_LOW up to the last SERIAL_SLICE ports
+# below the kernel's ephemeral range (32768 and up here); a session without workers (`make
+# local`, which CI runs beside the e2e cluster tests) has those last ports. So no two sandboxes
+# started at once pick the same port, and no outgoing connection takes one picked but not
+# bound yet.
+SERIAL_SLICE, MIN_SLICE = 2000, 100
 
 
 # --- the workers: their ports and the order they take modules in ------------------------------
-def worker_ports(worker_id: str) -> str:
-    """The port slice of xdist worker `gwN`, as TAUGRID_PORT_RANGE takes it."""
+def worker_ports(worker_id: str | None, workers: int = 1) -> str:
+    """The port slice of xdist worker `gwN` of `workers`, or of a session without workers
+    (None), as TAUGRID_PORT_RANGE takes it."""
+    from taugrid.host.ports import DEFAULT_LOW, default_range
+
+    span = default_range()
+    top = (span[1] if span else 32767) + 1
+    serial_lo = top - SERIAL_SLICE
+    if worker_id is None:
+        return f"{serial_lo}-{top - 1}"
     n = int(worker_id.removeprefix("gw"))
-    lo = PORT_BASE + n * PORT_SLICE
-    if lo + PORT_SLICE > 32768:
-        raise pytest.UsageError(f"too many workers for the port slices ({worker_id})")
-    return f"{lo}-{lo + PORT_SLICE - 1}"
+    size = (serial_lo - DEFAULT_LOW) // max(workers, n + 1)
+    if size < MIN_SLICE:
+        raise pytest.UsageError(
+            f"too many workers for the port slices: {workers} workers would have {size} ports "
+            f"each of {DEFAULT_LOW}-{serial_lo - 1} (at least {MIN_SLICE}); use fewer (-n)"
+        )
+    lo = DEFAULT_LOW + n * size
+    return f"{lo}-{lo + size - 1}"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -45,7 +60,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
     worker = getattr(config, "workerinput", None)
     if worker is not None:
-        os.environ[PORT_RANGE_ENV] = worker_ports(str(worker["workerid"]))
+        os.environ[PORT_RANGE_ENV] = worker_ports(
+            str(worker["workerid"]), int(worker.get("workercount", 1))
+        )
+    elif not os.environ.get(PORT_RANGE_ENV):
+        os.environ[PORT_RANGE_ENV] = worker_ports(None)
 
 
 def _known_seconds() -> dict[str, float]:

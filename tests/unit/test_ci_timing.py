@@ -56,13 +56,22 @@ def test_without_a_durations_file_the_collection_order_stays(
     ]
 
 
-def test_each_worker_has_its_own_port_slice_below_the_ephemeral_range() -> None:
-    slices = [citiming.worker_ports(f"gw{n}") for n in range(6)]
+@pytest.mark.parametrize("workers", [1, 3, 16])
+def test_each_worker_and_a_serial_session_have_their_own_ports_below_the_ephemeral_range(
+    workers: int,
+) -> None:
+    slices = [citiming.worker_ports(f"gw{n}", workers) for n in range(workers)]
+    slices.append(citiming.worker_ports(None))
     spans = [tuple(int(x) for x in s.split("-")) for s in slices]
-    assert all(hi < 32768 for _, hi in spans)
+    ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    assert all(20000 <= lo <= hi < ephemeral for lo, hi in spans), spans
     assert all(a[1] < b[0] for a, b in itertools.pairwise(spans)), spans
-    with pytest.raises(pytest.UsageError, match="too many workers"):
-        citiming.worker_ports("gw6")
+    assert all(hi - lo + 1 >= citiming.MIN_SLICE for lo, hi in spans), spans
+
+
+def test_more_workers_than_the_ports_hold_is_refused_with_what_to_do() -> None:
+    with pytest.raises(pytest.UsageError, match=r"too many workers.*use fewer"):
+        citiming.worker_ports("gw0", 500)
 
 
 def _report(nodeid: str, when: str, outcome: str, duration: float, start: float) -> Any:

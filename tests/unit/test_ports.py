@@ -4,6 +4,7 @@ sandboxes start at once on one machine (the e2e suite's workers)."""
 from __future__ import annotations
 
 import socket
+from pathlib import Path
 
 import pytest
 
@@ -25,9 +26,44 @@ def _hold_any_in(lo: int, hi: int) -> tuple[socket.socket, int]:
     pytest.skip(f"no port of {lo}-{hi} is free on this machine")
 
 
-def test_without_a_range_the_kernel_picks(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_a_range_ports_come_from_below_the_kernels_ephemeral_range(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.delenv(ports.PORT_RANGE_ENV, raising=False)
+    ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    picked = [ports.free_port() for _ in range(20)]
+    assert all(ports.DEFAULT_LOW <= p < ephemeral for p in picked), picked
+    assert len(set(picked)) == 20
+    assert all(ports.port_free(p) for p in picked)
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ("32768\t60999\n", (20000, 32767)),
+        ("40000 65000", (20000, 39999)),
+        ("20500 60999", None),  # fewer than 1000 ports below it
+        ("1024 65535", None),
+        ("", None),
+        ("x y", None),
+    ],
+)
+def test_the_default_range_ends_where_the_kernels_ephemeral_range_begins(
+    tmp_path: Path, content: str, expected: tuple[int, int] | None
+) -> None:
+    f = tmp_path / "ip_local_port_range"
+    f.write_text(content)
+    assert ports.default_range(str(f)) == expected
+
+
+def test_where_the_ephemeral_range_is_unknown_the_kernel_picks(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv(ports.PORT_RANGE_ENV, raising=False)
+    ephemeral = int(Path(ports.EPHEMERAL_RANGE).read_text().split()[0])
+    monkeypatch.setattr(ports, "EPHEMERAL_RANGE", str(tmp_path / "missing"))
     port = ports.free_port()
+    assert port >= ephemeral  # the kernel's pick for bind(0) is from its ephemeral range
     assert ports.port_free(port)
 
 

@@ -306,16 +306,18 @@ def _death_watch(
     watched: dict[str, int] = {}
 
     def died() -> TauError | None:
-        gone = _died(proc, log, at, ports)
+        gone = _died(proc, log, at, ports, temp_dir)
         if gone is not None:
             return gone
         for comm, pid in _group_processes(proc.pid).items():
             watched.setdefault(comm, pid)
-        lost = [f"{comm} (pid {pid})" for comm, pid in watched.items() if not pid_alive(pid)]
+        lost = [comm for comm, pid in watched.items() if not pid_alive(pid)]
         if lost:
             return TauError(
-                "the local Ray head failed: " + ", ".join(lost) + " died while it "
-                "started:\n  " + "\n  ".join(_tail(log, at)),
+                "the local Ray head failed: "
+                + ", ".join(f"{comm} (pid {watched[comm]})" for comm in lost)
+                + " died while it started:\n  "
+                + "\n  ".join(_servers_say(temp_dir, lost) or _tail(log, at)),
                 exit_code=EXIT_PLATFORM,
                 hint=f"full log: {log}; logs of each process: {temp_dir}/session_latest/logs",
             )
@@ -400,7 +402,7 @@ def _log_text(log: Path, at: int) -> str:
 
 
 def _tail(log: Path, at: int, n: int = 12) -> list[str]:
-    """The last lines this start wrote to the head's log."""
+    """The last lines written to `log` after offset `at` (this start's, in the head's log)."""
     return [ln for ln in _log_text(log, at).splitlines() if ln.strip()][-n:]
 
 
@@ -412,11 +414,24 @@ def _made_since(path: Path, t: float) -> bool:
         return False
 
 
+def _servers_say(temp_dir: str, servers: list[str]) -> list[str]:
+    """The last lines of each server's own log, where it says why it exited (e.g. the raylet
+    when an agent of its could not bind its port); the head's log only says that it did."""
+    said = []
+    for comm in servers:
+        path = Path(temp_dir, "session_latest", "logs", f"{comm}.out")
+        tail = _tail(path, 0, 6)
+        if tail:
+            said.append(f"{comm}'s last lines ({path}):\n    " + "\n    ".join(tail))
+    return said
+
+
 def _died(
-    proc: subprocess.Popen[bytes], log: Path, at: int, ports: dict[str, int]
+    proc: subprocess.Popen[bytes], log: Path, at: int, ports: dict[str, int], temp_dir: str = ""
 ) -> TauError | None:
     """The head's `ray start` exited (it does when one of the head's processes dies): the
-    error with the log's tail, and the port by name when the log says one was taken."""
+    error with the log's tail and the last lines of the server it says exited, and the port by
+    name when the log says one was taken."""
     if proc.poll() is None:
         return None
     text = _log_text(log, at)
@@ -432,8 +447,10 @@ def _died(
         if taken
         else f"it exited while starting (exit code {proc.returncode})"
     )
+    exited = [m for m in re.findall(r"(\w+) \[exit code=", text) if m in SERVERS]
+    said = _servers_say(temp_dir, list(dict.fromkeys(exited))) if temp_dir else []
     return TauError(
-        f"the local Ray head failed: {first}:\n  " + "\n  ".join(tail),
+        f"the local Ray head failed: {first}:\n  " + "\n  ".join(tail + said),
         exit_code=EXIT_PLATFORM,
         hint=f"full log: {log}"
         + ("; free that port, or try again (tau picks new ports)" if taken else ""),
