@@ -171,6 +171,33 @@ def command_script(
     )
 
 
+# A free port on 127.0.0.1 for a rendezvous torchrun binds seconds later, picked as
+# taugrid.host.ports does (in the run's Python, which may not have taugrid): TAUGRID_PORT_RANGE,
+# else below the kernel's ephemeral range, where no outgoing connection takes it meanwhile;
+# the kernel's pick if neither holds one.
+LOCAL_FREE_PORT_PY = """
+import os, random, socket
+try:
+    lo, _, hi = os.environ.get("TAUGRID_PORT_RANGE", "").partition("-")
+    span = range(int(lo), int(hi) + 1)
+except ValueError:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            span = range(20000, int(f.read().split()[0]))
+    except (OSError, ValueError, IndexError):
+        span = range(0)
+ports = random.sample(span, min(len(span), 200)) + [0]
+for port in ports:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        print(s.getsockname()[1])
+        break
+""".strip()
+
+
 def torchrun_local_script(m: Manifest, code_dir: str, python: str) -> str:
     """A torchrun job on this machine: `compute.workers` local nodes on 127.0.0.1, each its own
     torchrun agent with its node rank, meeting at a c10d rendezvous that node 0 hosts on a free
@@ -183,9 +210,7 @@ def torchrun_local_script(m: Manifest, code_dir: str, python: str) -> str:
     (`nodes/<i>/exit.json`)."""
     n, p, py = m.nodes, m.nproc_per_node, shlex.quote(python)
     script = " ".join(shlex.quote(a) for a in [m.entrypoint_path or "", *m.run.args])
-    free_port = (
-        "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"
-    )
+    free_port = LOCAL_FREE_PORT_PY
     node = (
         f"{py} -m torch.distributed.run --nnodes={n} --nproc-per-node={p} --node-rank=$i "
         f'--rdzv-backend=c10d --rdzv-endpoint=127.0.0.1:$port --rdzv-id="$TAU_RUN_ID" '
