@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-SRC    := api runs cli components infra sandbox policies controller kube client data portal serve runlib
+SRC    := api runs cli components infra sandbox policies controller kube client data portal serve host runlib
 # The install is redone when the locks, pyproject or the set of source files change (the
 # editable install links each file: a new module needs a new link).
 STAMP  := $(VENV)/.installed-$(shell { cat requirements/dev.lock requirements/nodeps.lock pyproject.toml; find $(SRC) -name '*.py' -o -name '*.yaml' | sort; } | sha256sum | cut -c1-12)

@@ -32,6 +32,25 @@ def is_run_id(value: str) -> bool:
     return bool(DNS_1035.match(value)) and len(value) <= RUN_ID_LIMIT
 
 
+RUN_REF = re.compile(r"^[a-z0-9][-a-z0-9]*$")  # an id, the start of one, or a run's name
+
+
+def run_ref_problem(ref: str) -> str | None:
+    """Why `ref` (what a user typed for a run: its id, a unique prefix of one, or a run name)
+    cannot name a run, or None. Refused before any lookup: a path (`../x`) would reach outside
+    the runs, and an empty one would match every run."""
+    if not ref:
+        return "is empty"
+    if len(ref) > C.K8S_NAME_LIMIT:
+        return f"is longer than any run id ({len(ref)} characters; at most {RUN_ID_LIMIT})"
+    if not RUN_REF.match(ref):
+        return (
+            "is not a run id, a prefix of one or a run name (lowercase letters, digits and '-', "
+            "a letter or digit first)"
+        )
+    return None
+
+
 def run_id_stem(prefix: str | None, name: str) -> str:
     return f"{prefix}-{name}" if prefix else name
 

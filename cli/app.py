@@ -27,7 +27,7 @@ from taugrid.cli import (
     serve,
     usage,
 )
-from taugrid.cli.lazy import lazy_group
+from taugrid.cli.lazy import LazyGroup, guard_values, lazy_group
 from taugrid.cli.options import RenderFormat, RenderOutOpt
 from taugrid.cli.output import object_list, out
 
@@ -87,7 +87,8 @@ class _RootGroup(TyperGroup):
             self.commands[cmd_name] = lazy_group(
                 TyperInfo(GROUPS[cmd_name], name=cmd_name), SETTINGS
             )
-        return self.commands.get(cmd_name)
+        cmd = self.commands.get(cmd_name)
+        return guard_values(cmd) if cmd is not None and not isinstance(cmd, LazyGroup) else cmd
 
     def format_commands(self, ctx: Any, formatter: Any) -> None:
         listed: set[str] = set()

@@ -108,7 +108,7 @@ def nodes(
     from taugrid.cli.output import columns
     from taugrid.client import cluster
 
-    rows = [r for r in cluster.gpu_nodes(context) if pool is None or r.pool == pool]
+    rows = cluster.gpu_nodes(context, pool=pool)
     if output is ReportFormat.json:
         out(
             dump_json(

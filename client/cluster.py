@@ -92,11 +92,32 @@ def queues(context: str | None = None) -> list[QueueRow]:
     return queue_rows(discovery(context).kube.list("ClusterQueue"))
 
 
-def gpu_nodes(context: str | None = None) -> list[NodeRow]:
-    """GPU nodes by pool: ready, quarantined by the controller, and each GPU fault condition."""
+def gpu_nodes(context: str | None = None, pool: str | None = None) -> list[NodeRow]:
+    """GPU nodes by pool (`pool`: one pool's, which the platform must declare or a node carry):
+    ready, quarantined by the controller, and each GPU fault condition."""
+    from taugrid.api.crds import TauClusterSpec, read_spec
     from taugrid.kube.fleet import gpu_node_rows
 
-    return gpu_node_rows(discovery(context).kube.list("Node"))
+    disc = discovery(context)
+    rows = gpu_node_rows(disc.kube.list("Node"))
+    if pool is None:
+        return rows
+    known = {r.pool for r in rows if r.pool}
+    if pool not in known:
+        known |= {p.name for p in read_spec(TauClusterSpec, disc.tau_cluster()).pools}
+        _check_pool(pool, known)
+    return [r for r in rows if r.pool == pool]
+
+
+def _check_pool(pool: str, known: set[str]) -> None:
+    from taugrid.api.errors import EXIT_USAGE, TauError
+
+    if pool not in known:
+        raise TauError(
+            f"--pool {pool}: the cluster's platform declares no GPU pool {pool!r}",
+            exit_code=EXIT_USAGE,
+            hint=f"GPU pools: {', '.join(sorted(known)) or 'none'}",
+        )
 
 
 def pending(context: str | None = None) -> tuple[list[PendingRow], list[str]]:
@@ -167,17 +188,12 @@ def validate_nodes(
 
     from taugrid.api import gpuhealth as G
     from taugrid.api.crds import TauClusterSpec, read_spec
-    from taugrid.api.errors import EXIT_USAGE, TauError
     from taugrid.api.kubetime import k8s_time
 
     disc = discovery(context)
     declared = {p.name: p for p in read_spec(TauClusterSpec, disc.tau_cluster()).pools}
-    if pool is not None and pool not in declared:
-        raise TauError(
-            f"--pool {pool}: the cluster's platform declares no GPU pool {pool!r}",
-            exit_code=EXIT_USAGE,
-            hint=f"GPU pools: {', '.join(sorted(declared)) or 'none'}",
-        )
+    if pool is not None:
+        _check_pool(pool, set(declared))
     kube = disc.kube
     nodes = kube.list("Node")
     notes: list[str] = []

@@ -411,8 +411,9 @@ def pull(
     """Copy a version's files into the folder `dest`: files already there with its bytes are
     kept; local edits are refused (nothing written) unless `force`; a `dest` that is a file is
     refused."""
-    if not str(dest).strip():
-        raise TauError("no destination given: name a folder", exit_code=EXIT_USAGE)
+    from taugrid.client.runs import check_folder
+
+    check_folder(dest, "the destination")
     s = default_store(registry)
     rec = s.resolve(kind, parse_ref(ref))
     s.pull(rec, Path(dest), progress, force=force)

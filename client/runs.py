@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from taugrid.api import constants as C
-from taugrid.api.errors import EXIT_RUN_FAILED, EXIT_USAGE, TauError
+from taugrid.api.errors import EXIT_NOT_ADMITTED, EXIT_RUN_FAILED, EXIT_USAGE, TauError
 
 if TYPE_CHECKING:
     from taugrid.api.evidence import RunRecord
@@ -237,8 +237,9 @@ def submit_many(
 def find(run: str, *, context: str | None = None) -> RunDir:
     """A run's local record: from this machine's runs, else (a cluster run submitted from
     another machine) made from its TauRun in the workspaces the user may read."""
-    from taugrid.runs.index import find_run
+    from taugrid.runs.index import check_run_ref, find_run
 
+    check_run_ref(run)  # never sent to a cluster when it cannot name a run
     try:
         return find_run(run)
     except TauError as local_miss:
@@ -581,7 +582,10 @@ def resume(
     ckpt = backend.newest_checkpoint(parent)
     if ckpt is None:
         raise TauError(
-            f"{parent.run_id} has no complete checkpoint to resume from", exit_code=EXIT_RUN_FAILED
+            f"{parent.run_id} has no complete checkpoint to resume from: nothing was submitted",
+            exit_code=EXIT_NOT_ADMITTED,
+            hint=f"`tau run submit` starts it again from step 0; `tau run status {parent.run_id}` "
+            "shows what it saved",
         )
     folder = Path(rec.code_folder)
     if not folder.is_dir():
@@ -758,6 +762,17 @@ def check_in_place(run: str, folder: str, *, context: str | None = None) -> Chec
     return check(_record_source(rd, context), folder)
 
 
+def check_folder(path: str | Path, what: str) -> Path:
+    """`path` as a Path when files can be written into it (a folder, made if missing); else a
+    usage error that says why, before anything is written."""
+    from taugrid.host.folders import folder_problem
+
+    problem = folder_problem(path)
+    if problem:
+        raise TauError(f"{what} {str(path)!r} {problem}", exit_code=EXIT_USAGE)
+    return Path(path)
+
+
 def pull(
     run: str,
     *,
@@ -775,7 +790,9 @@ def pull(
     `Pulled.ok` is False when a file is not what the manifest says, or is missing."""
     from taugrid.runs.pull import pull as pull_record
 
+    if to is not None:
+        check_folder(to, "--to")
     rd = find(run, context=context)
-    dest = Path(to) if to is not None else Path.cwd() / rd.run_id
+    dest = Path(to) if to is not None else check_folder(Path.cwd() / rd.run_id, "the folder")
     source = _record_source(rd, context)
     return pull_record(source, rd.read_record(), dest, set(kinds), force, progress, total)

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from taugrid.api import constants as C
+from taugrid.api import naming
 from taugrid.api.errors import TauError
 from taugrid.runs.evidence import RunDir
 from taugrid.runs.paths import runs_root
@@ -49,8 +50,22 @@ def record_stamps() -> list[tuple[str, tuple[int, int]]]:
     return out
 
 
+class BadRunRef(TauError):
+    """What was given for a run cannot name one (no lookup was made, here or on a cluster)."""
+
+
+def check_run_ref(ref: str) -> str:
+    problem = naming.run_ref_problem(ref)
+    if problem:
+        raise BadRunRef(
+            f"run {ref!r} {problem}", hint="`tau run list` shows the runs and their ids"
+        )
+    return ref
+
+
 def find_run(ref: str) -> RunDir:
     """A run by id, unique id prefix, or name (the newest run of that name)."""
+    check_run_ref(ref)
     root = runs_root()
     exact = root / ref
     if (exact / C.RUN_RECORD_FILENAME).is_file():

@@ -415,8 +415,12 @@ def test_resume_from_checkpoint_end_to_end(tau: Tau, example_copy: Callable[[str
 
 def test_resume_needs_a_checkpoint(tau: Tau) -> None:
     run_id = run_id_from(tau("run", str(EXAMPLES / "batch-job")).stderr)
+    runs = tau.run_dir(run_id).parent
+    before = {p.name for p in runs.iterdir()}
     res = tau("run", "resume", run_id)
-    assert res.returncode == 1 and "no complete checkpoint" in res.stderr
+    assert res.returncode == 3 and "no complete checkpoint" in res.stderr  # cannot be done as asked
+    assert "nothing was submitted" in res.stderr
+    assert {p.name for p in runs.iterdir()} == before
 
 
 def test_secret_values_never_enter_the_record(

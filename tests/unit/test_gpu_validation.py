@@ -255,6 +255,25 @@ def test_one_pool_an_unknown_pool_and_no_rights_to_keep(fake: Any) -> None:
     assert any("XID events not read" in n for n in got.notes)
 
 
+def test_nodes_of_one_pool_and_an_unknown_pool_is_refused_naming_the_pools(
+    fake: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from taugrid.cli.app import main
+    from taugrid.client import cluster
+
+    t4 = gpu_node("t4-0", pool="t4", gpus="1", labels={G.GFD_PRODUCT: "Tesla-T4"})
+    fake(objects([gpu_node(), t4]))
+    assert [r.name for r in cluster.gpu_nodes(pool="t4")] == ["t4-0"]
+    assert [r.name for r in cluster.gpu_nodes()] == ["a100x8-0", "t4-0"]
+    with pytest.raises(TauError) as e:
+        cluster.gpu_nodes(pool="nosuch")
+    assert e.value.exit_code == EXIT_USAGE and "a100x8, t4" in (e.value.hint or "")
+    capsys.readouterr()
+    assert main(["cluster", "nodes", "--pool", "nosuch"]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "no GPU pool 'nosuch'" in err and "a100x8, t4" in err
+
+
 def test_tau_cluster_validate_nodes_prints_fixes_and_exits_1(
     fake: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:

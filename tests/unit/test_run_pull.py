@@ -15,6 +15,7 @@ import pytest
 import tau_evidence
 import tau_files
 
+from taugrid.api import constants as C
 from taugrid.api import naming
 from taugrid.api.errors import TauError
 from taugrid.api.evidence import KubeHandle, RunRecord
@@ -626,3 +627,29 @@ def test_an_unsealed_run_s_checkpoint_on_an_az_registry_comes_through_this_machi
     got = data.register_model_from_run("clf", "r1", registry=url, say=said.append)
     assert got.created and got.record.size == len(BIG) + 100
     assert any("through this machine" in m for m in said), said
+
+
+def _rundir(tmp_path: Path, run_id: str) -> RunDir:
+    rd = RunDir(tmp_path / "home" / run_id)
+    rd.path.mkdir(parents=True)
+    rd.create(record(run_id))
+    return rd
+
+
+def test_a_cluster_run_resumes_from_the_newest_checkpoint_its_volume_holds(
+    volume: Path, tmp_path: Path
+) -> None:
+
+    backend = KubeBackend(kube=fake_serving(volume))
+    newest = backend.newest_checkpoint(_rundir(tmp_path, "r1"))
+    assert newest == f"{C.run_dir('r1')}/checkpoints/step-00000002"
+    # a run that saved none: nothing to resume from, said before anything is sent
+    assert backend.newest_checkpoint(_rundir(tmp_path, "r2")) is None
+
+
+def test_where_the_volume_cannot_be_read_the_pod_resolves_the_newest(tmp_path: Path) -> None:
+
+    backend = KubeBackend(kube=FakeKube())  # no file server answers
+    backend.resume_patience_s = 0.0
+    newest = backend.newest_checkpoint(_rundir(tmp_path, "r1"))
+    assert newest == f"{C.run_dir('r1')}/checkpoints/{C.NEWEST_CHECKPOINT}"

@@ -396,12 +396,27 @@ class KubeBackend(KubeReads, Template):
         return VolumeRecord(self.placed(rec), rec)
 
     # --- resume ---------------------------------------------------------------------------------
+    resume_patience_s = 10.0  # for a workspace's file server being replaced to answer
     def newest_checkpoint(self, run: RunDir) -> str | None:
-        """The parent's checkpoints are on the workspace PVC, which tau cannot read from here: the
-        child's pod resolves "the newest complete one" when it starts (tau_launch.py), and fails
-        clearly if there is none."""
+        """The parent's newest complete checkpoint as its workspace's file server sees it on the
+        volume (None: it has none, so nothing is sent). Where the file server cannot answer from
+        here, "the newest complete one" that the child's pod resolves when it starts
+        (tau_launch.py, which fails clearly if there is none)."""
+        from taugrid.kube.files import NotOnVolume, VolumeFiles
+
         rec = run.read_record()
-        return f"{C.run_dir(rec.run_id)}/{rec.checkpoint_subdir}/{C.NEWEST_CHECKPOINT}"
+        base = f"{C.run_dir(rec.run_id)}/{rec.checkpoint_subdir}"
+        ns = handle_of(rec).namespace
+        files = VolumeFiles(self.placed(rec), ns, rec.workspace, self.resume_patience_s)
+        try:
+            got = files.progress(
+                C.run_volume_path(rec.run_id), rec.checkpoint_subdir, rec.output_subdir
+            )
+        except NotOnVolume:
+            return None  # its pods never wrote a record: no checkpoint
+        except TauError:
+            return f"{base}/{C.NEWEST_CHECKPOINT}"
+        return f"{base}/{got.newest_checkpoint}" if got.newest_checkpoint else None
 
     def record_child(self, parent: RunDir, child_id: str) -> None:
         """Lineage in the parent's TauRun too (an annotation with its own field manager, so
