@@ -397,6 +397,7 @@ class KubeBackend(KubeReads, Template):
 
     # --- resume ---------------------------------------------------------------------------------
     resume_patience_s = 10.0  # for a workspace's file server being replaced to answer
+
     def newest_checkpoint(self, run: RunDir) -> str | None:
         """The parent's newest complete checkpoint as its workspace's file server sees it on the
         volume (None: it has none, so nothing is sent). Where the file server cannot answer from
