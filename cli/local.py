@@ -53,10 +53,12 @@ def local_start(output: JsonOpt = ReportFormat.text) -> None:
 
 @app.command("stop")
 def local_stop() -> None:
-    """Stop the local Ray head (runs on it are stopped too)."""
+    """Stop the local Ray head (runs on it are stopped too); returns once every process of it
+    has ended and its ports are closed."""
+    from taugrid.cli.output import say
     from taugrid.client import local
 
-    got = local.stop()
+    got = local.stop(say=say)
     out(
         f"stopped the local Ray head (pid {got.pid})"
         if got.pid

@@ -83,10 +83,11 @@ def start(say: Callable[[str], None] = lambda _m: None) -> Started:
     return Started(here, started=not was_up, took_s=took)
 
 
-def stop() -> Stopped:
-    """Stop the head (its runs stop too); the local services it served are named."""
+def stop(say: Callable[[str], None] = lambda _m: None) -> Stopped:
+    """Stop the head (its runs stop too), and return once every process of it has ended and
+    its ports are closed (its Serve proxy's too); the local services it served are named."""
     from taugrid.client import serve
     from taugrid.runs.backends.local import rayhead
 
-    head = rayhead.stop_head()
+    head = rayhead.stop_head(say)
     return Stopped(head.pid if head else None, serve.local_services() if head else [])

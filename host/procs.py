@@ -51,3 +51,71 @@ def _alive(pid: int) -> bool:
         except PermissionError:
             return True
         return True
+
+
+def _stat_fields(pid: int | str) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (state first), or None."""
+    try:
+        with open(f"{PROC}/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def tree(root: int) -> dict[int, str]:
+    """`root` and every process descended from it, running now, in any session or group (Ray's
+    workers are children of its raylet, not all in its group): pid -> its start time (so a pid
+    the kernel gives to another process later is never taken for it). Linux; elsewhere {}."""
+    parent: dict[int, int] = {}
+    started: dict[int, str] = {}
+    for stat in PROC.glob("[0-9]*/stat"):
+        fields = _stat_fields(stat.parent.name)
+        if fields is None or fields[0] in ("Z", "X") or len(fields) < 20:
+            continue
+        pid = int(stat.parent.name)
+        parent[pid], started[pid] = int(fields[1]), fields[19]
+    found: dict[int, str] = {}
+    todo = [root] if root in started else []
+    while todo:
+        pid = todo.pop()
+        found[pid] = started[pid]
+        todo += [c for c, p in parent.items() if p == pid and c not in found]
+    return found
+
+
+def still_running(procs: dict[int, str]) -> list[int]:
+    """The processes of `procs` (pid -> start time, as `tree` gives) that still run."""
+    out = []
+    for pid, start in procs.items():
+        fields = _stat_fields(pid)
+        if fields is not None and fields[0] not in ("Z", "X") and fields[19] == start:
+            out.append(pid)
+    return out
+
+
+def listening_ports(pids: list[int]) -> set[int]:
+    """The TCP ports the processes `pids` listen on (Linux /proc; elsewhere none)."""
+    inodes: set[str] = set()
+    for pid in pids:
+        try:
+            fds = os.listdir(f"{PROC}/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                target = os.readlink(f"{PROC}/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    ports: set[int] = set()
+    for table in ("tcp", "tcp6"):
+        try:
+            lines = (PROC / "net" / table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            f = line.split()
+            if len(f) > 9 and f[3] == "0A" and f[9] in inodes:  # 0A: LISTEN
+                ports.add(int(f[1].rsplit(":", 1)[1], 16))
+    return ports

@@ -19,6 +19,9 @@ import pytest
 from localkit import EXAMPLES, Tau, have_ray, wait_for
 from servekit import BODY, Load
 
+from taugrid.host.ports import listens
+from taugrid.host.procs import still_running, tree
+
 pytestmark = pytest.mark.skipif(not have_ray(), reason="Ray is not installed")
 
 
@@ -146,6 +149,15 @@ def test_scale_to_zero_and_the_first_request_is_answered(
     assert after["scale"] == "1 replica", after["scale"]
     scaled = [e["message"] for e in after["events"] if e["kind"] == "scale"]
     assert not any(m.startswith(("64 ", "0 replicas")) for m in scaled), scaled
+    # `tau local stop` returns once every process of the head (Serve's proxy and replicas
+    # too, which Ray starts outside the head's process group) has ended and its ports closed
+    port = int(re.search(r":(\d+)", after["endpoint"]).group(1))  # type: ignore[union-attr]
+    head = json.loads((tau.home / "ray" / "head.json").read_text())
+    procs = tree(int(head["pid"]))
+    assert len(procs) > 3 and listens(port)
+    ok(tau("local", "stop", timeout=120))
+    assert not listens(port), f"Serve's proxy still listens on {port}"
+    assert still_running(procs) == []
 
 
 def test_deploys_that_cannot_work_leave_nothing_deployed(

@@ -27,7 +27,8 @@ from typing import Any
 
 from taugrid.api.errors import EXIT_PLATFORM, EXIT_USAGE, TauError, missing_extra
 from taugrid.host.ports import free_port, listens, port_free
-from taugrid.host.procs import group_alive, pid_alive
+from taugrid.host.procs import group_alive, listening_ports, pid_alive, still_running
+from taugrid.host.procs import tree as process_tree
 from taugrid.runs.paths import tau_home, write_atomic
 
 HOST = "127.0.0.1"
@@ -498,18 +499,71 @@ def _stop_active_jobs(head: Head, wait_s: float = 10.0) -> None:
         return  # the head does not answer: the signals below are all there is
 
 
-def stop_head() -> Head | None:
+STOP_WAIT_S = 60.0  # for every process of a stopped head to end and its ports to close
+
+
+def stop_head(say: Callable[[str], None] = lambda _m: None) -> Head | None:
+    """Stop the head and its runs; return once every process of it has ended (its workers
+    too, which Ray starts outside its process group: Serve's proxy was one) and nothing listens
+    on a port any of them listened on, within STOP_WAIT_S (said while it waits)."""
     with _lock():
         head = read_head()
         if head is None:
             return None
         if healthy(head):
             _stop_active_jobs(head)  # runs and standbys
+        procs = process_tree(head.pid)
+        ports = listening_ports(list(procs)) | {head.gcs_port, head.dashboard_port}
         _terminate(head.pid)
+        _end_all(procs, ports, say)
         shutil.rmtree(ray_dir() / "standby", ignore_errors=True)
         with contextlib.suppress(FileNotFoundError):
             _state_file().unlink()
         return head
+
+
+def _end_all(procs: dict[int, str], ports: set[int], say: Callable[[str], None]) -> None:
+    """SIGTERM, then SIGKILL after a grace, what is left of `procs`; wait until none runs and
+    none of `ports` listens."""
+    t0 = time.monotonic()
+    termed = killed = False
+    note = t0 + 5.0
+    while True:
+        left = still_running(procs)
+        open_ports = sorted(p for p in ports if listens(p, timeout=0.2))
+        if not left and not open_ports:
+            return
+        now = time.monotonic()
+        if left and not termed:
+            for pid in left:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGTERM)
+            termed = True
+        elif left and not killed and now - t0 > 5.0:
+            for pid in left:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            killed = True
+        if now - t0 > STOP_WAIT_S:
+            raise TauError(
+                f"the local Ray head's processes did not all end within {STOP_WAIT_S:.0f}s: "
+                + "; ".join(
+                    ([f"still running: pids {', '.join(map(str, left))}"] if left else [])
+                    + (
+                        [f"still listening: ports {', '.join(map(str, open_ports))}"]
+                        if open_ports
+                        else []
+                    )
+                ),
+                exit_code=EXIT_PLATFORM,
+            )
+        if now >= note:
+            say(
+                f"waiting for the local Ray head to end: {len(left)} process(es) left, "
+                f"{len(open_ports)} port(s) still open ({now - t0:.0f}s)"
+            )
+            note = now + 15.0
+        time.sleep(0.1)
 
 
 # --- Jobs REST API ------------------------------------------------------------------------
