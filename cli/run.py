@@ -410,6 +410,8 @@ def run_verify(run: RunArg, context: ContextOpt = None) -> None:
     from taugrid.client import runs
 
     v = runs.verify(run, context=context, say=say)
+    if v.note:
+        say(f"note: not checked: {v.note}")
     if v.problems:
         sys.stderr.write(
             f"{v.run_id}: evidence record does NOT verify ({len(v.problems)} problem(s)):\n"
@@ -417,7 +419,7 @@ def run_verify(run: RunArg, context: ContextOpt = None) -> None:
         for p in v.problems:
             sys.stderr.write(f"  {p}\n")
         raise typer.Exit(EXIT_RUN_FAILED)
-    out(f"ok: {v.run_id}: {v.files} files match MANIFEST.sha256")
+    out(f"ok: {v.run_id}: {v.files} files match MANIFEST.sha256 ({v.where})")
 
 
 @app.command("metrics")
@@ -436,7 +438,9 @@ def run_metrics(
     from taugrid.cli import plots
     from taugrid.client import runs
 
-    rows = runs.metrics(run, context=context)  # a resumed run continues its parents' curves
+    rows = runs.metrics(
+        run, context=context, say=say
+    )  # a resumed run continues its parents' curves
     if output is ReportFormat.json:
         out(dump_json(rows))
         return

@@ -117,11 +117,59 @@ def register_model_from_run(
             )
         return store.register("model", name, what, _created(rec.run_id), **meta)
 
+    tell = say or (lambda _m: None)
     if rec.target == "local":
         path, chosen, step, rows = _local_checkpoint(rd, rec, checkpoint)
-        return into(default_store(registry), path, _lineage(rec, chosen, rows, step))
+        local = default_store(registry)
+        if not path.resolve().is_relative_to(rd.path.resolve()):
+            return into(local, path, _lineage(rec, chosen, rows, step))  # a folder named by path
+        rel = path.resolve().relative_to(rd.path.resolve()).as_posix()
+        sealed = _sealed_files(run, rel, context, tell)
+        return _as_sealed(local, into(local, path, _lineage(rec, chosen, rows, step)), sealed, rel)
     store = default_store(registry) if registry or not into_workspace else None
-    return _from_cluster_run(rec, run, checkpoint, store, context, say or (lambda _m: None), into)
+    return _from_cluster_run(rec, run, checkpoint, store, context, tell, into)
+
+
+def _sealed_files(
+    run: str, rel: str, context: str | None, tell: Callable[[str], None]
+) -> dict[str, str] | None:
+    """{file under `rel`: sha256} of the run's checkpoint folder `rel`, every file hashed where
+    the run keeps it and checked against its sealed manifest first (raises naming a file that
+    was changed, added or removed since the run sealed it); None while the run still runs (its
+    record is not sealed: nothing to check against, which is said)."""
+    from taugrid.client import runs
+    from taugrid.runs.pull import NotSealed
+
+    try:
+        checked = runs.check_in_place(run, rel, context=context)
+    except NotSealed:
+        tell(
+            f"note: the run's record is not sealed yet (it still runs): {rel} is registered as it "
+            "is now, with nothing to check it against"
+        )
+        return None
+    return {path: sha for path, _size, sha in checked.files}
+
+
+def _as_sealed(
+    store: Store, registered: Registered, sealed: dict[str, str] | None, rel: str
+) -> Registered:
+    """`registered` when its files are the ones the run sealed; else the version is taken
+    back (if this registration made it) and the files named: they changed while it was read."""
+    if sealed is None:
+        return registered
+    got = {f.path: f.sha256 for f in registered.record.files}
+    if got == sealed:
+        return registered
+    if registered.created:
+        store.remove(registered.record.kind, registered.record.name, registered.record.version)
+    named = sorted({p for p in got.keys() | sealed.keys() if got.get(p) != sealed.get(p)}, key=str)
+    raise TauError(
+        f"{rel} changed while it was registered: not what the run's sealed manifest says: "
+        + ", ".join(named[:10])
+        + (f" and {len(named) - 10} more" if len(named) > 10 else ""),
+        exit_code=EXIT_RUN_FAILED,
+    )
 
 
 def _from_cluster_run(
@@ -153,8 +201,12 @@ def _from_cluster_run(
     rel = f"{rec.checkpoint_subdir.strip('/')}/{chosen}"
     in_place = _on_the_volume(store.url, rec.run_id, rel)
     if in_place is not None:
-        tell(f"registering {rel} of {rec.run_id} where the run left it ({in_place})")
-        return into(store, in_place, lineage)
+        sealed = _sealed_files(run, rel, context, tell)
+        tell(
+            f"registering {rel} of {rec.run_id} where the run left it ({in_place}"
+            + (", checked against the run's manifest)" if sealed is not None else ")")
+        )
+        return _as_sealed(store, into(store, in_place, lineage), sealed, rel)
     copies = _in_the_account(store, rec, rel, run, context)
     if copies is not None:
         registered = into(store, copies, lineage)

@@ -613,6 +613,8 @@ class Verified:
     run_id: str
     files: int
     problems: list[str]
+    where: str = "this machine"  # where the record checked lies
+    note: str | None = None  # what could not be checked, and why
 
     @property
     def ok(self) -> bool:
@@ -628,8 +630,36 @@ def verify(run: str, *, context: str | None = None, say: Say = _quiet) -> Verifi
 
         with suppress(TauError):  # the cluster may be gone: then "not sealed yet" is the truth
             _statuses([rd], say, context, tolerate=False)
-    n, problems = rd.verify()
-    return Verified(rd.run_id, n, problems)
+    if rd.read_record().target == "local":
+        n, problems = rd.verify()
+        return Verified(rd.run_id, n, problems)
+    return _verify_cluster_run(rd, context)
+
+
+def _verify_cluster_run(rd: RunDir, context: str | None) -> Verified:
+    """A cluster run's record where it lies, on its workspace volume (each file hashed there by
+    the file server: what the run wrote, whoever asks), and this machine's sealed copy where it
+    has one. A volume that cannot be read is said, and then only the copy here is checked."""
+    from taugrid.runs.pull import NotSealed, verify_source
+
+    here = (rd.path / C.MANIFEST_FILENAME).is_file()
+    try:
+        source = _record_source(rd, context)
+        n, problems = verify_source(source)
+    except NotSealed:
+        raise
+    except TauError as e:
+        if not here:
+            raise
+        n, problems = rd.verify()
+        return Verified(
+            rd.run_id, n, problems, note=f"the record on its workspace volume: {e.message}"
+        )
+    problems = [f"{p} (on {source.where})" for p in problems]
+    if here:
+        _, mine = rd.verify()
+        problems += [f"{p} (this machine's copy)" for p in mine]
+    return Verified(rd.run_id, n, problems, where=source.where)
 
 
 @dataclass(frozen=True)
@@ -721,24 +751,50 @@ def _resumed_by(rd: RunDir) -> list[str]:
     return children
 
 
-def metrics(run: str, *, context: str | None = None) -> list[dict[str, Any]]:
+def metrics(run: str, *, context: str | None = None, say: Say = _quiet) -> list[dict[str, Any]]:
     """Metric rows (`{"step", "ts", <name>: number, "run_id"}`) across the run's resume
     lineage: a resumed run continues its parents' curves. A cluster run's are read from its
-    record on the workspace volume (while it runs, and after its pods are gone)."""
+    record on the workspace volume (while it runs, and after its pods are gone). Rows of a
+    sealed record whose metrics file is no longer what its manifest says are shown, and that
+    is said through `say` (the numbers are not the run's own)."""
     from taugrid.runs.evidence import parse_metric_rows
     from taugrid.runs.index import lineage_metric_rows
-    from taugrid.runs.pull import RecordMissing
+    from taugrid.runs.pull import FolderSource, RecordMissing
 
     def rows_of(rd: RunDir) -> list[dict[str, Any]]:
         if rd.read_record().target == "local":
+            _check_metrics(rd.run_id, FolderSource(rd.path), say)
             return rd.metric_rows()
         source = _record_source(rd, context)
         try:
-            return parse_metric_rows(source.text(C.METRICS_FILENAME))
+            rows = parse_metric_rows(source.text(C.METRICS_FILENAME))
         except RecordMissing:
             return []  # no metric logged yet
+        _check_metrics(rd.run_id, source, say)
+        return rows
 
     return lineage_metric_rows(find(run, context=context), rows_of)
+
+
+def _check_metrics(run_id: str, source: RecordSource, say: Say) -> None:
+    """Say so when the record is sealed and its metrics file is not what the seal says."""
+    from taugrid.runs.pull import RecordMissing, manifest_digests
+
+    try:
+        sealed = manifest_digests(source.text(C.MANIFEST_FILENAME)).get(C.METRICS_FILENAME)
+    except RecordMissing:
+        return  # not sealed yet: nothing to check against
+    if sealed is None:
+        return
+    try:
+        got, _ = source.digest(C.METRICS_FILENAME)
+    except RecordMissing:
+        got = "missing"
+    if got != sealed:
+        say(
+            f"warning: {run_id}'s {C.METRICS_FILENAME} on {source.where} is not what its sealed "
+            f"manifest says: these are not the numbers the run logged (`tau run verify {run_id}`)"
+        )
 
 
 def _record_source(rd: RunDir, context: str | None) -> RecordSource:

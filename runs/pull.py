@@ -110,7 +110,8 @@ def check_in_place(source: RecordSource, folder: str) -> Checked:
     """Every file the sealed manifest lists under `folder`, hashed where the record is (for a
     cluster run: by the volume's file server, so no byte leaves the cluster) and checked
     against the manifest. Raises, naming the files, when the record is not sealed (exit 2),
-    lists nothing there (exit 2), or a file is missing or not what the manifest says (exit 1)."""
+    lists nothing there (exit 2), or a file is missing, added or not what the manifest says
+    (exit 1)."""
     try:
         sealed = manifest_digests(source.text(C.MANIFEST_FILENAME))
     except RecordMissing:
@@ -135,13 +136,47 @@ def check_in_place(source: RecordSource, folder: str) -> Checked:
         if sha != wanted[rel]:
             bad.append(rel)
         files.append((rel[len(under) :], size, sha))
-    if bad or missing:
-        named = ", ".join([*(f"{r} (changed)" for r in bad), *(f"{r} (missing)" for r in missing)])
+    added = sorted(rel for rel in sizes if rel.startswith(under) and rel not in wanted)
+    if bad or missing or added:
+        named = ", ".join(
+            [
+                *(f"{r} (changed)" for r in bad),
+                *(f"{r} (missing)" for r in missing),
+                *(f"{r} (added)" for r in added),
+            ]
+        )
         raise TauError(
             f"not what the run's sealed manifest says, on {source.where}: {named}",
             exit_code=EXIT_RUN_FAILED,
         )
     return Checked(files, sum(size for _, size, _ in files))
+
+
+def verify_source(source: RecordSource) -> tuple[int, list[str]]:
+    """A whole sealed record where it lies (a cluster run's: each file hashed by its workspace's
+    file server): (files the manifest lists, problems), the problems in the words of a local
+    record's verify: missing, changed, not in the manifest. NotSealed when it has no manifest."""
+    try:
+        sealed = manifest_digests(source.text(C.MANIFEST_FILENAME))
+    except RecordMissing:
+        raise NotSealed(
+            f"the record on {source.where} is not sealed yet (no {C.MANIFEST_FILENAME}); a run is "
+            "sealed when it ends",
+            exit_code=EXIT_RUN_FAILED,
+        ) from None
+    sizes = {f.path: f.size for f in source.tree()}
+    problems = []
+    for rel in sorted(sealed):
+        if rel not in sizes:
+            problems.append(f"missing: {rel}")
+        elif source.digest(rel, sizes[rel])[0] != sealed[rel]:
+            problems.append(f"changed: {rel}")
+    problems += [
+        f"not in the manifest: {rel}"
+        for rel in sorted(sizes)
+        if rel not in sealed and rel != C.MANIFEST_FILENAME
+    ]
+    return len(sealed), problems
 
 
 def selector(rec: RunRecord, kinds: set[str]) -> Callable[[str], bool]:

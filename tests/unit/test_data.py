@@ -15,6 +15,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import run_tau
@@ -1035,6 +1036,7 @@ def test_workers_finish_while_another_thread_holds_stderr(tmp_path: Path) -> Non
 FORK_WHILE_LOCKED = """
 import faulthandler, fcntl, io, os, sys, termios, threading
 from pathlib import Path
+from typing import Any
 faulthandler.dump_traceback_later(120, exit=True)  # a hang says where, and ends
 from taugrid.data.filestore import FileStore
 from taugrid.api.data import Created
@@ -1101,3 +1103,57 @@ def test_a_managers_run_inputs_go_to_each_workers_registry_too(
     assert "worker" not in said[0] and hub.url in said[0]
     publish(ref, [inp], said.append)
     assert len(said) == 2  # each has it already
+
+
+@pytest.mark.parametrize("tamper", ["change", "add", "remove"])
+def test_a_checkpoint_changed_since_the_run_sealed_it_is_never_registered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tamper: str
+) -> None:
+    from taugrid.client import data
+    from taugrid.runs.evidence import RunDir
+
+    monkeypatch.setenv("TAU_HOME", str(tmp_path))
+    run = _run_with_checkpoints(tmp_path, {10: 0.9, 30: 0.5})
+    rd = RunDir(tmp_path / "data" / "runs" / run)
+    (rd.checkpoint_dir() / "step-00000030" / "opt.bin").write_bytes(b"o")
+    rd.seal()
+    folder = rd.checkpoint_dir() / "step-00000030"
+    if tamper == "change":
+        (folder / "weights.bin").write_bytes(b"tampered")
+    elif tamper == "add":
+        (folder / "extra.bin").write_bytes(b"x")
+    else:
+        (folder / "opt.bin").unlink()
+    with pytest.raises(TauError) as e:
+        data.register_model_from_run("clf", run)
+    named = {"change": "weights.bin (changed)", "add": "extra.bin (added)", "remove": "opt.bin"}
+    assert e.value.exit_code == 1 and named[tamper] in str(e.value), str(e.value)
+    assert "sealed manifest" in str(e.value)
+    assert data.list_("model") == []  # nothing registered
+    # the intact checkpoint of the same run registers, checked
+    got = data.register_model_from_run("clf", run, checkpoint="step-00000010")
+    assert [f.path for f in got.record.files] == ["weights.bin"]
+
+
+def test_a_checkpoint_that_changes_while_it_is_registered_is_taken_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from taugrid.client import data
+    from taugrid.data import store as store_mod
+    from taugrid.runs.evidence import RunDir
+
+    monkeypatch.setenv("TAU_HOME", str(tmp_path))
+    run = _run_with_checkpoints(tmp_path, {30: 0.5})
+    rd = RunDir(tmp_path / "data" / "runs" / run)
+    rd.seal()
+    real = store_mod.Store.register
+
+    def changed_first(self: Any, kind: Any, name: Any, path: Path, *a: Any, **k: Any) -> Any:
+        (Path(path) / "weights.bin").write_bytes(b"changed after the check")
+        return real(self, kind, name, path, *a, **k)
+
+    monkeypatch.setattr(store_mod.Store, "register", changed_first)
+    with pytest.raises(TauError) as e:
+        data.register_model_from_run("clf", run)
+    assert "changed while it was registered" in str(e.value) and "weights.bin" in str(e.value)
+    assert data.list_("model") == []

@@ -3,6 +3,7 @@ them), and the ports they listen on: what `tau local stop` waits for."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -34,10 +35,8 @@ def parent() -> Iterator[tuple[subprocess.Popen[str], int, int]]:
     port, child = (int(x) for x in p.stdout.readline().split())
     yield p, port, child
     for pid in (child, p.pid):
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     p.wait()
 
 

@@ -574,7 +574,7 @@ def test_a_model_from_a_cluster_run_on_an_az_registry_moves_nothing_through_this
         said: list[str] = []
         got = data.register_model_from_run("clf", "r1", registry=url, say=said.append)
     # the manifest, the checkpoints' index and the metrics (to choose one): not the checkpoint
-    assert sorted(read_here) == ["MANIFEST.sha256", "checkpoints/index.json", "metrics.jsonl"]
+    assert sorted(set(read_here)) == ["MANIFEST.sha256", "checkpoints/index.json", "metrics.jsonl"]
     assert any("inside storage account devstoreaccount1" in m for m in said), said
     rec = got.record
     assert got.created and (rec.lineage.run, rec.lineage.checkpoint) == ("r1", "step-00000002")
@@ -653,3 +653,38 @@ def test_where_the_volume_cannot_be_read_the_pod_resolves_the_newest(tmp_path: P
     backend.resume_patience_s = 0.0
     newest = backend.newest_checkpoint(_rundir(tmp_path, "r1"))
     assert newest == f"{C.run_dir('r1')}/checkpoints/{C.NEWEST_CHECKPOINT}"
+
+
+def test_verify_of_a_cluster_run_checks_its_record_where_it_lies(
+    adopted: Any, volume: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """For the submitter and a teammate alike: this machine's copy is not the record."""
+    from taugrid.cli.app import main
+
+    seal(volume)
+    v = client_runs.verify("r1")
+    assert v.ok and v.where == "the volume of workspace research" and v.files >= 5
+    (volume / "runs/r1/outputs/result.txt").write_text("43\n")
+    (volume / "runs/r1/outputs/extra.txt").write_text("?")
+    v = client_runs.verify("r1")
+    assert v.problems == [
+        "changed: outputs/result.txt (on the volume of workspace research)",
+        "not in the manifest: outputs/extra.txt (on the volume of workspace research)",
+    ]
+    capsys.readouterr()
+    assert main(["run", "verify", "r1"]) == 1
+    assert "changed: outputs/result.txt" in capsys.readouterr().err
+
+
+def test_metrics_of_a_sealed_run_that_were_changed_say_so(
+    adopted: Any, volume: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seal(volume)
+    said: list[str] = []
+    assert len(client_runs.metrics("r1", say=said.append)) == 2
+    assert said == []  # as sealed: nothing to say
+    with (volume / "runs/r1/metrics.jsonl").open("a") as f:
+        f.write(json.dumps({"step": 3, "ts": 3, "loss": 0.01}) + "\n")
+    rows = client_runs.metrics("r1", say=said.append)
+    assert len(rows) == 3
+    assert len(said) == 1 and "not what its sealed manifest says" in said[0]
