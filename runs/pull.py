@@ -4,13 +4,17 @@ workspace volume for a cluster run (through its file server), the run's folder f
 Every file is checked against the record's sealed MANIFEST.sha256 (hashed as it arrives); a pull
 cut off is resumed (a file's bytes so far are kept in `<name>.tau-part` and continued with a
 range read; files already here that match the manifest are kept, not fetched again); a file here
-that differs from the run's is a local edit: kept, unless `force`. A run that still runs has no
-manifest yet: what it has written so far is pulled, and said to be unverified.
+that differs from the run's is a local edit: kept, unless `force`. What a pull wrote is noted
+in the folder (LEDGER: each file and the digest of the bytes it wrote), so a file an earlier pull
+wrote and no one changed since is updated, never taken for an edit (a pull of a running run,
+then of the ended one). A run that still runs has no manifest yet: what it has written so far is
+pulled, and said to be unverified.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -26,6 +30,7 @@ from taugrid.api.evidence import RunRecord
 from taugrid.api.observations import VolumeFile
 
 PART = ".tau-part"
+LEDGER = ".tau-pulled.jsonl"  # in the destination: {"path", "sha256"} per file a pull wrote
 WORKERS = 4  # files fetched at once (each is a round trip through the API server)
 ATTEMPTS = 3  # reads of one file whose connection broke, each going on from the bytes that arrived
 KINDS = ("outputs", "checkpoints", "metrics", "logs")
@@ -239,6 +244,23 @@ def manifest_digests(text: str) -> dict[str, str]:
     return out
 
 
+def _ledger(dest: Path) -> dict[str, str]:
+    """What earlier pulls into `dest` wrote (the last line of a path wins; a torn line is not
+    one)."""
+    wrote: dict[str, str] = {}
+    try:
+        lines = (dest / LEDGER).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return wrote
+    for line in lines:
+        try:
+            doc = json.loads(line)
+            wrote[str(doc["path"])] = str(doc["sha256"])
+        except (ValueError, KeyError, TypeError):
+            continue
+    return wrote
+
+
 def _safe(dest: Path, rel: str) -> Path | None:
     p = PurePosixPath(rel)
     if p.is_absolute() or ".." in p.parts or not p.parts:
@@ -291,8 +313,10 @@ def pull(
     result.missing = sorted(p for p in digests if wanted(p) and p not in on_volume)
     if total:
         total(result.files, result.bytes)
-    copier = _Copier(source, dest, digests, result, progress or (lambda _n, _p: None), force)
     dest.mkdir(parents=True, exist_ok=True)
+    copier = _Copier(
+        source, dest, digests, result, progress or (lambda _n, _p: None), force, _ledger(dest)
+    )
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:
         for done in [pool.submit(copier.one, f) for f in chosen]:
             done.result()  # the first failure (a broken connection) is the pull's error
@@ -313,6 +337,7 @@ class _Copier:
     result: Pulled
     tell: Progress
     force: bool
+    wrote: dict[str, str]  # what earlier pulls wrote here: path -> digest of those bytes
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def one(self, f: VolumeFile) -> None:
@@ -342,6 +367,7 @@ class _Copier:
             return
         os.replace(part, target)
         with self.lock:
+            self._note(f.path, h.hexdigest())
             self.result.fetched += 1
             if digest:
                 self.result.verified += 1
@@ -351,8 +377,9 @@ class _Copier:
     def _settled_here(self, f: VolumeFile, target: Path, digest: str | None) -> bool:
         """A file already here: kept when it matches (by digest, else by size), left alone and
         named when it was edited here (unless `force`); False when it is to be fetched again."""
-        here = _sha256(target).hexdigest() if digest else None
-        same = here == digest if digest else target.stat().st_size == f.size
+        ours = self.wrote.get(f.path)
+        here = _sha256(target).hexdigest() if digest or ours else None
+        same = here == digest if digest else target.stat().st_size == f.size and here == ours
         if same:
             self.tell(f.size, f.path)
             with self.lock:
@@ -361,12 +388,21 @@ class _Copier:
                 if not digest and f.path != C.MANIFEST_FILENAME:
                     self.result.unverified.append(f.path)
             return True
+        if ours is not None and here == ours:
+            return False  # an earlier pull wrote it and no one changed it since: update it
         if not self.force and f.path != C.MANIFEST_FILENAME:
             self.tell(f.size, f.path)
             with self.lock:
                 self.result.edited.append(f.path)
             return True
         return False
+
+    def _note(self, path: str, digest: str) -> None:
+        """That this pull wrote `path` with those bytes (under the lock; one appended line, so a
+        pull cut off keeps what it noted)."""
+        self.wrote[path] = digest
+        with (self.dest / LEDGER).open("a", encoding="utf-8") as f:
+            f.write(json.dumps({"path": path, "sha256": digest}) + "\n")
 
     def _fetch(self, f: VolumeFile, part: Path, offset: int) -> hashlib._Hash:
         """`f` appended to `part` from `offset`; a connection that breaks: go on from what

@@ -112,7 +112,8 @@ def test_only_the_kinds_asked_for(volume: Path, tmp_path: Path) -> None:
     files = sorted(
         p.relative_to(tmp_path / "o").as_posix() for p in (tmp_path / "o").rglob("*") if p.is_file()
     )
-    assert files == ["MANIFEST.sha256", "metrics.jsonl", "outputs/result.txt"] and got.ok
+    assert files == [P.LEDGER, "MANIFEST.sha256", "metrics.jsonl", "outputs/result.txt"]
+    assert got.ok
     with pytest.raises(TauError, match=r"unknown kind.*weights"):
         P.pull(source(volume), record(), tmp_path / "x", {"weights"})
 
@@ -688,3 +689,28 @@ def test_metrics_of_a_sealed_run_that_were_changed_say_so(
     rows = client_runs.metrics("r1", say=said.append)
     assert len(rows) == 3
     assert len(said) == 1 and "not what its sealed manifest says" in said[0]
+
+
+def test_what_an_earlier_pull_wrote_is_updated_not_taken_for_an_edit(
+    volume: Path, tmp_path: Path
+) -> None:
+    """A pull while the run ran, then the run went on and ended: the stale files are the
+    pull's own (it noted their bytes), so they are updated; a file a person changed is kept."""
+    dest = tmp_path / "here"
+    first = P.pull(source(volume), record(), dest)
+    assert first.ok and not first.sealed
+    run = volume / "runs" / "r1"
+    with (run / "metrics.jsonl").open("a") as f:
+        f.write(json.dumps({"step": 3, "ts": 3, "loss": 0.3}) + "\n")
+    (run / "logs" / "driver.log").write_text("hello\nbye\n")
+    (run / "outputs" / "result.txt").write_text("43\n")  # same size: a size check would keep it
+    seal(volume)
+    (dest / "run.json").write_text('{"mine": 1}\n')  # a person's edit
+    second = P.pull(source(volume), record(), dest)
+    assert second.ok and second.sealed
+    assert second.edited == ["run.json"]
+    for rel in ("metrics.jsonl", "logs/driver.log", "outputs/result.txt"):
+        assert (dest / rel).read_bytes() == (run / rel).read_bytes(), rel
+    assert (dest / "run.json").read_text() == '{"mine": 1}\n'
+    third = P.pull(source(volume), record(), dest)
+    assert third.edited == ["run.json"] and third.fetched == 0
