@@ -17,6 +17,7 @@ import tau_inputs
 from taugrid.api.data import VersionRecord, check_path, check_paths
 from taugrid.api.errors import EXIT_USAGE, TauError
 from taugrid.data import pack
+from taugrid.host.folders import pulled
 
 Progress = Callable[[int, int], None]  # (bytes done, bytes in all)
 
@@ -231,8 +232,12 @@ def write_checked(
 
 def already_there(record: VersionRecord, dest: Path) -> tuple[set[str], list[str]]:
     """Before anything is written: the version's files already in `dest` with its bytes, and
-    those with other bytes (a local edit); a file where the version has a folder (or the
+    those with other bytes that a person wrote (a local edit: not the bytes an earlier pull
+    wrote there, as the folder's ledger says); a file where the version has a folder (or the
     other way round) is refused."""
+    from taugrid.api.home import tau_home
+
+    wrote = pulled(tau_home(), dest)
     edited: list[str] = []
     same: set[str] = set()
     for f in record.files:  # first: what is there already, before anything is written
@@ -251,9 +256,10 @@ def already_there(record: VersionRecord, dest: Path) -> tuple[set[str], list[str
                 hint="move it away, or pull into another folder",
             )
         if out.is_file():
-            if out.stat().st_size == f.size and tau_inputs._sha256(out) == f.sha256:
+            here = tau_inputs._sha256(out)
+            if out.stat().st_size == f.size and here == f.sha256:
                 same.add(f.path)
-            else:
+            elif wrote.get(f.path) != here:  # else an earlier pull's, unchanged: replaced
                 edited.append(f.path)
     return same, edited
 

@@ -57,6 +57,7 @@ from taugrid.api.data import (
     short,
 )
 from taugrid.api.errors import EXIT_PLATFORM, EXIT_RUN_FAILED, EXIT_USAGE, TauError
+from taugrid.api.home import tau_home
 from taugrid.data.files import Progress as Progress
 from taugrid.data.files import (
     StatCache,
@@ -66,6 +67,7 @@ from taugrid.data.files import (
     walk,
     write_checked,
 )
+from taugrid.host.folders import note_pulled
 
 CHUNK = 1 << 20
 
@@ -531,6 +533,7 @@ class Store:
                     exit_code=EXIT_RUN_FAILED,
                     hint=hint,
                 )
+            note_pulled(tau_home(), dest, f.path, f.sha256)
             done = wrote
         return Pulled(len(record.files) - len(same), len(same), len(edited) if force else 0)
 

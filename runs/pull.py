@@ -5,16 +5,15 @@ Every file is checked against the record's sealed MANIFEST.sha256 (hashed as it 
 cut off is resumed (a file's bytes so far are kept in `<name>.tau-part` and continued with a
 range read; files already here that match the manifest are kept, not fetched again); a file here
 that differs from the run's is a local edit: kept, unless `force`. What a pull wrote is noted
-in the folder (LEDGER: each file and the digest of the bytes it wrote), so a file an earlier pull
-wrote and no one changed since is updated, never taken for an edit (a pull of a running run,
-then of the ended one). A run that still runs has no manifest yet: what it has written so far is
-pulled, and said to be unverified.
+under tau's home (host/folders.py: each file, the digest of the bytes it wrote), so a file an
+earlier pull wrote and no one changed since is updated, never taken for an edit (a pull of a
+running run, then of the ended one). A run that still runs has no manifest yet: what it has
+written so far is pulled, and said to be unverified.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -27,10 +26,11 @@ from typing import Protocol
 from taugrid.api import constants as C
 from taugrid.api.errors import EXIT_RUN_FAILED, EXIT_USAGE, TauError
 from taugrid.api.evidence import RunRecord
+from taugrid.api.home import tau_home
 from taugrid.api.observations import VolumeFile
+from taugrid.host.folders import note_pulled, pulled
 
 PART = ".tau-part"
-LEDGER = ".tau-pulled.jsonl"  # in the destination: {"path", "sha256"} per file a pull wrote
 WORKERS = 4  # files fetched at once (each is a round trip through the API server)
 ATTEMPTS = 3  # reads of one file whose connection broke, each going on from the bytes that arrived
 KINDS = ("outputs", "checkpoints", "metrics", "logs")
@@ -244,23 +244,6 @@ def manifest_digests(text: str) -> dict[str, str]:
     return out
 
 
-def _ledger(dest: Path) -> dict[str, str]:
-    """What earlier pulls into `dest` wrote (the last line of a path wins; a torn line is not
-    one)."""
-    wrote: dict[str, str] = {}
-    try:
-        lines = (dest / LEDGER).read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return wrote
-    for line in lines:
-        try:
-            doc = json.loads(line)
-            wrote[str(doc["path"])] = str(doc["sha256"])
-        except (ValueError, KeyError, TypeError):
-            continue
-    return wrote
-
-
 def _safe(dest: Path, rel: str) -> Path | None:
     p = PurePosixPath(rel)
     if p.is_absolute() or ".." in p.parts or not p.parts:
@@ -315,7 +298,13 @@ def pull(
         total(result.files, result.bytes)
     dest.mkdir(parents=True, exist_ok=True)
     copier = _Copier(
-        source, dest, digests, result, progress or (lambda _n, _p: None), force, _ledger(dest)
+        source,
+        dest,
+        digests,
+        result,
+        progress or (lambda _n, _p: None),
+        force,
+        pulled(tau_home(), dest),
     )
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:
         for done in [pool.submit(copier.one, f) for f in chosen]:
@@ -401,8 +390,7 @@ class _Copier:
         """That this pull wrote `path` with those bytes (under the lock; one appended line, so a
         pull cut off keeps what it noted)."""
         self.wrote[path] = digest
-        with (self.dest / LEDGER).open("a", encoding="utf-8") as f:
-            f.write(json.dumps({"path": path, "sha256": digest}) + "\n")
+        note_pulled(tau_home(), self.dest, path, digest)
 
     def _fetch(self, f: VolumeFile, part: Path, offset: int) -> hashlib._Hash:
         """`f` appended to `part` from `offset`; a connection that breaks: go on from what

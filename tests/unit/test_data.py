@@ -36,6 +36,15 @@ from taugrid.data.store import Conflict, Store, open_store
 from taugrid.host.ports import free_port
 
 
+@pytest.fixture(autouse=True)
+def _own_tau_home(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pulls note what they wrote under tau's home: a home of the test's own (a test that
+    sets its own TAU_HOME overrides it)."""
+    monkeypatch.setenv("TAU_HOME", str(tmp_path_factory.mktemp("tau-home")))
+
+
 @pytest.fixture
 def fstore(tmp_path: Path) -> FileStore:
     return FileStore(tmp_path / "registry", tmp_path / "cache" / "stat")

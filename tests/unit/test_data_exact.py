@@ -22,6 +22,15 @@ from taugrid.data.store import Store
 BIG = 2 << 20  # a blob of its own (smaller files are packed)
 
 
+@pytest.fixture(autouse=True)
+def _own_tau_home(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pulls note what they wrote under tau's home: a home of the test's own (a test that
+    sets its own TAU_HOME overrides it)."""
+    monkeypatch.setenv("TAU_HOME", str(tmp_path_factory.mktemp("tau-home")))
+
+
 @pytest.fixture
 def fstore(tmp_path: Path) -> FileStore:
     return FileStore(tmp_path / "registry", tmp_path / "cache")
@@ -232,6 +241,26 @@ def test_pull_keeps_local_edits_unless_forced_and_refuses_a_file(
     with pytest.raises(TauError, match="is a file where the version has a folder"):
         fstore.pull(rec, clash)
     assert afile.read_text() == "x"
+
+
+def test_a_pull_of_another_version_updates_what_the_last_pull_wrote(
+    fstore: FileStore, tmp_path: Path
+) -> None:
+    """v1 pulled, then v2 into the same folder: v1's files are the pull's own, not edits."""
+    v1 = fstore.register(
+        "dataset", "d", tree(tmp_path / "s1", {"a.txt": b"A1", "b.txt": b"B"}), WHO
+    )
+    v2 = fstore.register(
+        "dataset", "d", tree(tmp_path / "s2", {"a.txt": b"A2", "b.txt": b"B"}), WHO
+    )
+    dest = tmp_path / "work"
+    fstore.pull(v1.record, dest)
+    got = fstore.pull(v2.record, dest)
+    assert (dest / "a.txt").read_bytes() == b"A2" and (got.written, got.unchanged) == (1, 1)
+    (dest / "a.txt").write_bytes(b"mine")  # now a person's edit: kept, refused
+    with pytest.raises(TauError, match=r"in 1 file\(s\): a\.txt"):
+        fstore.pull(v1.record, dest)
+    assert (dest / "a.txt").read_bytes() == b"mine"
 
 
 # --- registry addresses: one grammar ---------------------------------------------------------

@@ -33,6 +33,15 @@ NS = "research"
 BIG = bytes(range(256)) * 4096  # 1 MiB: more than one chunk of the server's
 
 
+@pytest.fixture(autouse=True)
+def _own_tau_home(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pulls note what they wrote under tau's home: a home of the test's own (a test that
+    sets its own TAU_HOME overrides it)."""
+    monkeypatch.setenv("TAU_HOME", str(tmp_path_factory.mktemp("tau-home")))
+
+
 def record(run_id: str = "r1") -> RunRecord:
     return RunRecord(
         run_id=run_id,
@@ -112,8 +121,7 @@ def test_only_the_kinds_asked_for(volume: Path, tmp_path: Path) -> None:
     files = sorted(
         p.relative_to(tmp_path / "o").as_posix() for p in (tmp_path / "o").rglob("*") if p.is_file()
     )
-    assert files == [P.LEDGER, "MANIFEST.sha256", "metrics.jsonl", "outputs/result.txt"]
-    assert got.ok
+    assert files == ["MANIFEST.sha256", "metrics.jsonl", "outputs/result.txt"] and got.ok
     with pytest.raises(TauError, match=r"unknown kind.*weights"):
         P.pull(source(volume), record(), tmp_path / "x", {"weights"})
 
