@@ -44,6 +44,7 @@ class FileStore(Store):
         self.url = f"file://{root}"
         self._unsynced: list[str] = []  # written, not yet fsynced (before the record naming them)
         self._seq = 0
+        self._claim: str | None = None  # the registration under way's prefix (pack.claimed)
         self._tmpdir, self._blobdir = str(root / "tmp"), str(root / "blobs" / "sha256")
         self._made: set[str] = set()
         self._pieces: dict[str, tuple[str, int, int]] | None = None  # packed bytes, when read
@@ -223,6 +224,21 @@ class FileStore(Store):
     def _ingest(
         self, source: Path, progress: Progress | None, links: dict[str, str]
     ) -> tuple[list[FileEntry], int, int, list[str]]:
+        """`_ingest_claimed` under a claim on its tmp files (pack.claimed): a registration
+        killed before this one (SIGKILL included) left its files, reclaimed first, at once."""
+        pack.discard_stale(self.root)
+        pack.reclaim_dead(self.root)
+        prefix = pack.new_prefix()
+        with pack.claimed(self.root, prefix):
+            self._claim = prefix
+            try:
+                return self._ingest_claimed(source, progress, links, prefix)
+            finally:
+                self._claim = None
+
+    def _ingest_claimed(
+        self, source: Path, progress: Progress | None, links: dict[str, str], prefix: str
+    ) -> tuple[list[FileEntry], int, int, list[str]]:
         """Small files are read, hashed and packed by worker processes (data/pack.py); large
         ones become blobs of their own here (streamed: flat memory at any size). Until every
         file has been stat'ed (by the workers) the total is an estimate."""
@@ -236,7 +252,6 @@ class FileStore(Store):
                 names.extend(chunk)
                 yield chunk
 
-        pack.discard_stale(self.root)
         found_entries: list[tuple[str, int, str]] = []  # (path, size, sha256): the workers'
         large: list[int] = []  # indexes of the large files in it
         packs: set[str] = set()  # holding this version's packed files
@@ -244,7 +259,6 @@ class FileStore(Store):
         known, loose = self._packed(), self._loose()
         cache = StatCache(self.stat_cache, source)
         done = hashed = 0
-        prefix = pack.new_prefix()
         learned: list[dict[str, pack.Row]] = []  # stat cache rows not journaled yet
         wrote = False  # new pieces in packs
         batches = pack.ingest(self.root, prefix, found(), cache.rows, known, loose, pack.workers())
@@ -321,7 +335,8 @@ class FileStore(Store):
         Strings and a set of made folders in this loop: it runs once per file."""
         h = hashlib.sha256()
         self._seq += 1
-        tmp = f"{self._tmpdir}/{os.getpid()}-{threading.get_ident()}-{self._seq}"
+        owner = self._claim or str(os.getpid())  # a claimed registration's: reclaimed if it dies
+        tmp = f"{self._tmpdir}/{owner}-L{threading.get_ident()}-{self._seq}"
         n = 0
         try:
             with open(tmp, "xb") as out, open(path, "rb") as src:

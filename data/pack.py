@@ -15,6 +15,7 @@ that is read first names them, the other copy is dead space (bytes, never a wron
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import itertools
 import os
@@ -264,6 +265,50 @@ def publish(root: Path, pack: str, pieces: list[tuple[str, int, int]]) -> None:
     finally:
         tmp.unlink(missing_ok=True)
         idx.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def claimed(root: Path, prefix: str) -> Iterator[None]:
+    """tmp/PREFIX.lock held (flock) while a registration writes its tmp/PREFIX-* files (its
+    pack workers inherit it): a writer that can take that lock knows the registration is gone
+    (killed, even with SIGKILL) and reclaims its files at once (`reclaim_dead`). Made under
+    another name and renamed once locked, so no one ever sees it unlocked while it lives."""
+    tmp = root / "tmp"
+    new, lock = tmp / f".{prefix}.lock.new", tmp / f"{prefix}.lock"
+    fd = os.open(new, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        os.rename(new, lock)
+        yield
+    finally:
+        lock.unlink(missing_ok=True)
+        new.unlink(missing_ok=True)
+        os.close(fd)
+
+
+def reclaim_dead(root: Path) -> tuple[int, int]:
+    """Remove the tmp files of every registration that is gone (its lock free): (files,
+    bytes). A live one's lock is held, and its files are left alone."""
+    files = size = 0
+    for lock in (root / "tmp").glob("*.lock"):
+        try:
+            fd = os.open(lock, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue  # held: that registration still writes
+            for p in (root / "tmp").glob(f"{lock.name[: -len('.lock')]}-*"):
+                with contextlib.suppress(OSError):
+                    n = p.stat().st_size
+                    p.unlink()
+                    files, size = files + 1, size + n
+            lock.unlink(missing_ok=True)
+        finally:
+            os.close(fd)
+    return files, size
 
 
 def discard_stale(root: Path, age_s: float = 86400) -> None:

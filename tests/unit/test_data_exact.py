@@ -213,6 +213,69 @@ def test_gc_removes_what_no_version_names_and_what_a_killed_registration_left(
     assert fstore.gc(grace_s=0).bytes == 0  # nothing more
 
 
+# --- a registration that died ---------------------------------------------------------------------
+KILLED_MIDWAY = """
+import sys, time
+from pathlib import Path
+from datakit import WHO
+from taugrid.data import filestore
+
+real = filestore.FileStore._store_file
+
+def stalls(self, path, progress):
+    def told(n):
+        progress(n)
+        if n >= (1 << 20):
+            print("writing", flush=True)
+            time.sleep(300)
+    return real(self, path, told)
+
+filestore.FileStore._store_file = stalls
+store = filestore.FileStore(Path(sys.argv[1]), Path(sys.argv[2]))
+store.register("dataset", "big", Path(sys.argv[3]), WHO)
+"""
+
+
+def test_a_registration_killed_midway_leaves_nothing_after_the_next_one(
+    fstore: FileStore, tmp_path: Path
+) -> None:
+    """SIGKILL mid-file: its half-written file goes with the next registration, not a day (or
+    `tau data gc` an hour) later."""
+    import signal
+    import subprocess
+    import sys
+
+    big = tmp_path / "big.bin"
+    big.write_bytes(os.urandom(4 << 20))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILLED_MIDWAY, str(fstore.root), str(tmp_path / "c2"), str(big)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "writing"
+    left = [p for p in (fstore.root / "tmp").iterdir() if p.stat().st_size >= 1 << 20]
+    assert left, "the killed registration wrote nothing to reclaim"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    fstore.register("dataset", "small", tree(tmp_path / "s", {"a.txt": b"A"}), WHO)
+    assert sorted(p.name for p in (fstore.root / "tmp").iterdir()) == []
+
+
+def test_a_live_registration_s_files_are_left_alone(fstore: FileStore, tmp_path: Path) -> None:
+    import fcntl
+
+    tmp = fstore.root / "tmp"
+    live, dead = pack.new_prefix(), pack.new_prefix()
+    for prefix in (live, dead):
+        (tmp / f"{prefix}.lock").write_text("")
+        (tmp / f"{prefix}-L1-1").write_bytes(b"half")
+    with (tmp / f"{live}.lock").open("r") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # as the live registration holds it
+        fstore.register("dataset", "small", tree(tmp_path / "s", {"a.txt": b"A"}), WHO)
+        assert sorted(p.name for p in tmp.iterdir()) == [f"{live}-L1-1", f"{live}.lock"]
+
+
 # --- pull ----------------------------------------------------------------------------------------
 def test_pull_keeps_local_edits_unless_forced_and_refuses_a_file(
     fstore: FileStore, tmp_path: Path
