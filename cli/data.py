@@ -221,6 +221,7 @@ def _verify(
                     "version": rec.version,
                     "ok": not problems,
                     "problems": problems,
+                    "repair": _repair_command(rec) if problems else None,
                 }
             )
         )
@@ -235,8 +236,14 @@ def _verify(
                 else f"ok ({len(rec.files)} file(s), {human_size(rec.size)})"
             )
         )
+        if problems:
+            say(f"fix: {_repair_command(rec)} (the intact file or folder it was registered from)")
     if problems:
         raise typer.Exit(1)
+
+
+def _repair_command(rec: Any) -> str:
+    return f"tau data {rec.kind} repair {rec.name}@{rec.short} --from PATH"
 
 
 def _pull(
@@ -513,7 +520,9 @@ def _registered(got: Any, output: ReportFormat) -> None:
     else:
         say(
             f"{rec.kind} {rec.name}@{rec.short} is already registered with this content: nothing "
-            "changed"
+            f"changed (its stored bytes were not read again: `tau data {rec.kind} verify "
+            f"{rec.name}@{rec.short}` checks them, `{_repair_command(rec)}` with this "
+            "file or folder restores any damage)"
         )
     out(f"{rec.name}@{rec.version}")
 

@@ -1166,3 +1166,29 @@ def test_a_checkpoint_that_changes_while_it_is_registered_is_taken_back(
         data.register_model_from_run("clf", run)
     assert "changed while it was registered" in str(e.value) and "weights.bin" in str(e.value)
     assert data.list_("model") == []
+
+
+def test_damage_that_verify_finds_names_the_way_out_and_registering_again_says_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from taugrid.cli.app import main
+    from taugrid.data.store import default_store
+
+    monkeypatch.setenv("TAU_HOME", str(tmp_path / "home"))
+    src = tree(tmp_path / "src", {"big.bin": os.urandom(2 << 20), "a.txt": b"A"})
+    assert main(["data", "dataset", "register", "d", str(src)]) == 0
+    rec = default_store().resolve("dataset", parse_ref("d"))
+    big = next(f for f in rec.files if f.path == "big.bin")
+    blob = default_store().blob(big.sha256)  # type: ignore[attr-defined]
+    blob.chmod(0o644)
+    with blob.open("r+b") as f:
+        f.write(b"\0" * 16)
+    capsys.readouterr()
+    assert main(["data", "dataset", "verify", "d"]) == 1
+    err = capsys.readouterr().err
+    fix = f"tau data dataset repair d@{rec.short} --from PATH"
+    assert f"fix: {fix}" in err
+    assert main(["data", "dataset", "register", "d", str(src)]) == 0
+    assert fix in capsys.readouterr().err  # "nothing changed", and how to heal it
+    assert main(["data", "dataset", "repair", f"d@{rec.short}", "--from", str(src)]) == 0
+    assert main(["data", "dataset", "verify", "d"]) == 0
