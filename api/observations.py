@@ -31,6 +31,7 @@ class RunProgress(BaseModel):
     newest_checkpoint_step: int | None = None
     outputs: int = 0
     sealed: bool = False
+    last_error: str | None = None  # the driver log's last error-looking line (else its last)
     now: float | None = None  # the reader's clock when it read
 
     def skewed(self, now: float) -> RunProgress:

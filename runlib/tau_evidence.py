@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -130,6 +131,25 @@ def _mtime(path: Path) -> float | None:
         return None
 
 
+ERROR_LINE = re.compile(r"(Error|Exception|error:|FATAL|Killed|Traceback)")
+
+
+def last_error_line(log: Path, tail_bytes: int = 64 * 1024) -> str | None:
+    """The last line of a log that reads like an error (else its last line), at most 300
+    characters: the program's own words for how it ended."""
+    try:
+        with log.open("rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - tail_bytes))
+            lines = [ln.strip() for ln in f.read().decode("utf-8", "replace").splitlines()]
+    except OSError:
+        return None
+    lines = [ln for ln in lines if ln]
+    for ln in reversed(lines):
+        if ERROR_LINE.search(ln):
+            return ln[:300]
+    return lines[-1][:300] if lines else None
+
+
 def progress(
     run_dir: Path, checkpoints: str = "checkpoints", outputs: str = "outputs"
 ) -> dict[str, Any]:
@@ -155,4 +175,5 @@ def progress(
         "newest_checkpoint_step": done[-1].get("step") if done else None,
         "outputs": sum(1 for p in out.rglob("*") if p.is_file()) if out.is_dir() else 0,
         "sealed": (run_dir / MANIFEST).is_file(),
+        "last_error": last_error_line(run_dir / "logs" / "driver.log"),
     }

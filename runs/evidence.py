@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +26,7 @@ from taugrid.api.evidence import HistoryEvent, RunRecord, TerminalStateError, tr
 from taugrid.api.vocabulary import TERMINAL, Phase, RunStatus, TerminationReason
 from taugrid.runs.paths import write_atomic
 
-ERROR_LINE = re.compile(r"(Error|Exception|error:|FATAL|Killed|Traceback)")
+ERROR_LINE = tau_evidence.ERROR_LINE
 
 
 now_iso = tau_evidence.now_iso
@@ -219,17 +218,7 @@ class RunDir:
 
     def last_error_line(self, tail_bytes: int = 64 * 1024) -> str | None:
         """The last line of the driver log that reads like an error (else its last line)."""
-        try:
-            with self.driver_log.open("rb") as f:
-                f.seek(max(0, f.seek(0, os.SEEK_END) - tail_bytes))
-                lines = [ln.strip() for ln in f.read().decode("utf-8", "replace").splitlines()]
-        except OSError:
-            return None
-        lines = [ln for ln in lines if ln]
-        for ln in reversed(lines):
-            if ERROR_LINE.search(ln):
-                return ln[:300]
-        return lines[-1][:300] if lines else None
+        return tau_evidence.last_error_line(self.driver_log, tail_bytes)
 
     def checkpoint_dir(self, subdir: str = C.DEFAULT_CHECKPOINT_SUBDIR) -> Path:
         return self.path / subdir

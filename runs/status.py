@@ -767,6 +767,10 @@ def compute(o: Observations) -> RunStatus:
         else:
             termination = end_reason(c) or TerminationReason.Failed
             summary = end_words(summary, termination, c)
+            if o.last_error and termination == TerminationReason.Failed:
+                # the program's own words first (as a local run's), the cluster's after them
+                said = summary.split(": ", 1)[-1]
+                summary = f"failed: {o.last_error} ({said})"
     start = rec.started_at or (c.started_at if c else None) or rec.created_at
     finished_at = rec.finished_at or (c.finished_at if c and phase in TERMINAL else None)
     end = _ts(finished_at) if finished_at else o.now

@@ -415,3 +415,38 @@ def test_a_cluster_run_s_end_is_told_the_same_by_a_client_s_look_and_the_control
     )
     assert recorded.phase == Phase.Failed and recorded.terminationReason == reason
     assert words in (recorded.summary or ""), recorded.summary
+
+
+def test_a_failed_cluster_run_names_the_program_s_own_error_first() -> None:
+    """As a local run does: the exception the program died of, then the cluster's words."""
+    from taugrid.kube.facts import run_facts
+
+    kube = rec(handle={"target": "kube", "namespace": "research"}, phase="Running")
+    pod = _failed_pod(
+        containerStatuses=[{"name": "main", "state": {"terminated": {"reason": "Error"}}}]
+    )
+    job = {
+        "status": {
+            "conditions": [
+                {
+                    "type": "Failed",
+                    "status": "True",
+                    "reason": "BackoffLimitExceeded",
+                    "message": "Job has reached the specified backoff limit",
+                }
+            ]
+        }
+    }
+    facts = run_facts(kube, True, job, None, [pod], {}, {}, True, "research")
+    err = "ZeroDivisionError: division by zero"
+    st = compute(obs(kube, owner_alive=None, cluster=facts, last_error=err))
+    assert st.phase == Phase.Failed and st.last_error == err
+    assert st.summary.startswith(f"failed: {err} ("), st.summary
+    assert "backoff limit" in st.summary
+    # an out-of-memory end is still said as what it was, not as the program's last line
+    oom = _failed_pod(
+        containerStatuses=[{"name": "main", "state": {"terminated": {"reason": "OOMKilled"}}}]
+    )
+    facts = run_facts(kube, True, job, None, [oom], {}, {}, True, "research")
+    st = compute(obs(kube, owner_alive=None, cluster=facts, last_error="Killed"))
+    assert st.summary.startswith("out of memory"), st.summary

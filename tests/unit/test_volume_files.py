@@ -477,3 +477,11 @@ def test_the_file_server_ends_on_sigterm(tmp_path: Path) -> None:
         assert proc.wait(timeout=20) == 0  # (bounded: Python's default would be death by signal)
     finally:
         proc.kill()
+
+
+def test_progress_names_the_driver_log_s_last_error_line(volume: Path) -> None:
+    with (volume / "runs/r1/logs/driver.log").open("a") as f:
+        f.write('Traceback (most recent call last):\n  File "t.py", line 3\n')
+        f.write("ValueError: the learning rate is negative\nbye\n")
+    doc = json.loads(body(tau_files.respond(volume, "/progress/runs/r1")))
+    assert doc["last_error"] == "ValueError: the learning rate is negative"

@@ -167,6 +167,7 @@ class KubeReads(Connected):
                 newest_checkpoint=got.newest_checkpoint,
                 sealed=got.sealed,
                 outputs=got.outputs,
+                last_error=got.last_error,
                 latest_metrics={k: v for k, v in got.latest_metrics.items() if v is not None},
             )
 
