@@ -314,16 +314,36 @@ def _xid(
             "the controller quarantines the node; a fatal XID usually needs a reboot or a new VM",
             since=str(fatal.get("lastTransitionTime", "")),
         )
+    # a reset clears what came before it: the fatal XID condition's going back to False (the
+    # GPU reset, or the node rebooted) is when its earlier XIDs stop counting
+    reset_at = (
+        str(fatal.get("lastTransitionTime") or "")
+        if fatal is not None and fatal.get("status") == "False"
+        else ""
+    )
+    reset = _epoch(reset_at) if reset_at else None
     recent = sorted(
-        (e for e in events if now - float(e.get("at") or 0) <= XID_RECENT_S),
+        (
+            e
+            for e in events
+            if now - float(e.get("at") or 0) <= XID_RECENT_S
+            and (reset is None or float(e.get("at") or 0) > reset)
+        ),
         key=lambda e: float(e.get("at") or 0),
     )
     if not recent:
-        return _ok("xid", "no XID in the last 24 hours")
+        return _ok(
+            "xid",
+            "no XID in the last 24 hours"
+            if reset is None
+            else f"no XID since its last reset ({reset_at})",
+        )
     last = recent[-1]
     return _fail(
         "xid",
-        f"{len(recent)} GPU XID event(s) in the last 24 hours; the last: "
+        f"{len(recent)} GPU XID event(s) in the last 24 hours"
+        + (" since its last reset" if reset is not None else "")
+        + "; the last: "
         f"{str(last.get('message', '')).strip()[:200]}",
         "look the XID up in NVIDIA's XID catalog; a fatal one sets GPUXidError and the "
         "controller quarantines the node",
@@ -425,3 +445,25 @@ def with_verdict(node: Mapping[str, Any], v: NodeVerdict) -> str:
 
     kept = [*history_of(node), summary(v)][-HISTORY_KEEP:]
     return json.dumps([k.model_dump(mode="json") for k in kept], separators=(",", ":"))
+
+
+def _epoch(stamp: str) -> float | None:
+    from taugrid.api.kubetime import parse_k8s_time
+
+    when = parse_k8s_time(stamp) if stamp else None
+    return when.timestamp() if when is not None else None
+
+
+def xid_events_by_node(events: Iterable[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """NPD's XID events (Events with reason XID_EVENT_REASON) by node, each with its time as
+    epoch seconds under "at": what `check_node` takes, for the controller and a client alike."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for e in events:
+        meta = e.get("metadata") or {}
+        at = _epoch(
+            str(e.get("lastTimestamp") or e.get("eventTime") or meta.get("creationTimestamp") or "")
+        )
+        node = (e.get("involvedObject") or {}).get("name")
+        if node and at is not None:
+            out.setdefault(node, []).append({**e, "at": at})
+    return out

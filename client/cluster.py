@@ -224,18 +224,28 @@ def validate_nodes(
 
 
 def _keep(kube: Any, nodes: list[Any], verdicts: list[NodeVerdict], notes: list[str]) -> bool:
-    """Each verdict added to its node's history; a node deleted meanwhile is said, not fatal."""
+    """Each verdict added to its node's history, and a node that failed kept from new work
+    (the validating taint, which the controller lifts once it passes); a node deleted or
+    changed meanwhile is said, not fatal."""
     from taugrid.api import gpuhealth as G
     from taugrid.api.errors import TauError
     from taugrid.kube.client import FIELD_MANAGER, Forbidden
 
     by_name = {n["metadata"]["name"]: n for n in nodes}
     for v in verdicts:
-        body = {
-            "metadata": {
-                "annotations": {G.VALIDATION_ANNOTATION: G.with_verdict(by_name[v.node], v)}
-            }
+        node = by_name[v.node]
+        meta = node.get("metadata") or {}
+        body: dict[str, Any] = {
+            "metadata": {"annotations": {G.VALIDATION_ANNOTATION: G.with_verdict(node, v)}}
         }
+        taints = list((node.get("spec") or {}).get("taints") or [])
+        if not v.passed and not any(t.get("key") == C.VALIDATING_TAINT for t in taints):
+            # kept from new work until it passes: the controller validates a node that carries
+            # the taint at every pass and lifts it then (its running pods stay: NoSchedule)
+            taints.append({"key": C.VALIDATING_TAINT, "value": "failed", "effect": "NoSchedule"})
+            body["spec"] = {"taints": taints}
+            if meta.get("resourceVersion"):  # a taint added meanwhile is not lost by this write
+                body["metadata"]["resourceVersion"] = meta["resourceVersion"]
         try:
             kube.merge_patch("Node", v.node, None, body, FIELD_MANAGER)
         except Forbidden:
@@ -251,22 +261,13 @@ def _xid_events(kube: Any, notes: list[str]) -> dict[str, list[dict[str, Any]]]:
     its time as epoch seconds under "at"; an unreadable list is a note, not an error."""
     from taugrid.api import gpuhealth as G
     from taugrid.api.errors import TauError
-    from taugrid.api.kubetime import parse_k8s_time
 
     try:
         events = kube.list("Event", "default", fields={"reason": G.XID_EVENT_REASON})
     except TauError as err:
         notes.append(f"XID events not read ({err.message}): only the XID condition was checked")
         return {}
-    out: dict[str, list[dict[str, Any]]] = {}
-    for e in events:
-        when = parse_k8s_time(
-            e.get("lastTimestamp") or e.get("eventTime") or e["metadata"].get("creationTimestamp")
-        )
-        node = (e.get("involvedObject") or {}).get("name")
-        if node and when is not None:
-            out.setdefault(node, []).append({**e, "at": when.timestamp()})
-    return out
+    return G.xid_events_by_node(events)
 
 
 @dataclass(frozen=True)

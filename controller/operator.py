@@ -732,7 +732,20 @@ class Controller:
             p.get("name"): G.PoolDeclaration.model_validate(p)
             for p in ((tc or {}).get("spec") or {}).get("pools") or []
         }
-        for v in V.decide(self.nodes, pools, now):
+        xids: dict[str, list[dict[str, Any]]] = {}
+        if any(V.validating(n) for n in self.nodes.values()):
+            try:  # the XID events a client's validation counts too (NPD's, in default)
+                events = await self._io(
+                    lambda: self.kube.list(
+                        "Event", "default", fields={"reason": G.XID_EVENT_REASON}
+                    )
+                )
+                xids = G.xid_events_by_node(events)
+            except TauError as e:
+                log.warning(
+                    "XID events not read (%s): only the XID condition is checked", e.message
+                )
+        for v in V.decide(self.nodes, pools, now, xids):
             pool = pools.get(v.verdict.pool or "")
             if v.verdict.passed and pool is not None and pool.active:  # the active tier next
                 node = self.nodes[v.node]

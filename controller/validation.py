@@ -39,8 +39,11 @@ def decide(
     nodes: Mapping[str, Mapping[str, Any]],
     pools: Mapping[str, G.PoolDeclaration],
     now: datetime,
+    xids: Mapping[str, list[dict[str, Any]]] | None = None,
 ) -> list[Validated]:
-    """A verdict for each node that carries the taint, and what to write."""
+    """A verdict for each node that carries the taint, and what to write. `xids`: NPD's XID
+    events by node (`G.xid_events_by_node`), so the controller's verdict is the one `tau cluster
+    validate nodes` gives (one verdict per node, in every view)."""
     out = []
     for name in sorted(nodes):
         node = nodes[name]
@@ -48,7 +51,9 @@ def decide(
             continue
         pool = pools.get(G.pool_of(node) or "")
         verdict = (
-            G.check_node(node, pool, now.timestamp(), checked_at=k8s_time(now))
+            G.check_node(
+                node, pool, now.timestamp(), (xids or {}).get(name, []), checked_at=k8s_time(now)
+            )
             if pool is not None
             else _no_pool(name, G.pool_of(node), k8s_time(now))
         )

@@ -98,3 +98,47 @@ def test_the_controller_lifts_what_passes_and_judges_nothing_undeclared(declared
     kept = G.history_of(fake.get("Node", "g1"))
     assert len(kept) == 1 and "gpus" in kept[0].failed
     assert G.history_of(ctl.nodes["g1"]) == kept  # the controller's copy follows its write
+
+
+def _xid(node_name: str, at: dt.datetime) -> dict[str, Any]:
+    stamp = at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {
+        "metadata": {"name": f"{node_name}.x", "namespace": "default", "creationTimestamp": stamp},
+        "involvedObject": {"kind": "Node", "name": node_name},
+        "reason": G.XID_EVENT_REASON,
+        "message": "NVRM: Xid (PCI:0000:00:1e): 79, GPU has fallen off the bus",
+        "lastTimestamp": stamp,
+    }
+
+
+def test_the_controller_counts_the_xid_events_a_client_s_validation_counts() -> None:
+    """One verdict per node, in every view: an XID event an hour ago fails the node for the
+    controller too, so it is not lifted while `tau cluster validate nodes` fails it."""
+    xids = G.xid_events_by_node([_xid("g0", NOW - dt.timedelta(hours=1))])
+    (v,) = V.decide({"g0": node("g0")}, {"a100x2": POOL}, NOW, xids)
+    assert not v.verdict.passed and [f.check for f in v.verdict.failed()] == ["xid"]
+    assert not v.lifted
+    (clean,) = V.decide({"g0": node("g0")}, {"a100x2": POOL}, NOW, {})
+    assert clean.lifted
+
+
+def test_a_reset_clears_the_xids_before_it() -> None:
+    """The fatal XID condition back to False (the GPU reset, the node rebooted): the XIDs
+    before it no longer count; one after it does."""
+    reset = NOW - dt.timedelta(minutes=30)
+    after_reset = node("g0")
+    after_reset["status"]["conditions"].append(
+        {
+            "type": C.XID_CONDITION,
+            "status": "False",
+            "lastTransitionTime": reset.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
+    )
+    before = G.xid_events_by_node([_xid("g0", reset - dt.timedelta(minutes=5))])
+    (v,) = V.decide({"g0": after_reset}, {"a100x2": POOL}, NOW, before)
+    assert v.verdict.passed, v.verdict.failed()
+    xid = next(f for f in v.verdict.findings if f.check == "xid")
+    assert "since its last reset" in xid.message
+    again = G.xid_events_by_node([_xid("g0", reset + dt.timedelta(minutes=5))])
+    (w,) = V.decide({"g0": after_reset}, {"a100x2": POOL}, NOW, again)
+    assert not w.verdict.passed and "since its last reset" in w.verdict.failed()[0].message

@@ -352,3 +352,22 @@ def test_a_node_deleted_while_it_is_validated_is_said_not_fatal(fake: Any) -> No
     assert [v.node for v in got.verdicts] == ["a100x8-0", "a100x8-1"] and got.kept
     assert any("a100x8-1: its verdict not kept" in n for n in got.notes)
     assert len(G.history_of(kube.get("Node", "a100x8-0"))) == 1
+
+
+def test_a_node_that_fails_a_kept_validation_is_kept_from_new_work(fake: Any) -> None:
+    """#41's promise for `tau cluster validate nodes` too: a node one GPU short gets the
+    validating taint (the controller lifts it once the node passes); a passing node is left
+    as it is, and a node already kept from work is not tainted twice."""
+    from taugrid.client import cluster
+
+    sku = {"key": "sku", "value": "gpu", "effect": "NoSchedule"}
+    kube = fake(objects([gpu_node(), gpu_node("a100x8-1", gpus="7", taints=[sku])]))
+    got = cluster.validate_nodes()
+    assert [v.passed for v in got.verdicts] == [True, False]
+    short = kube.get("Node", "a100x8-1")["spec"]["taints"]
+    assert sku in short and [t["key"] for t in short].count(C.VALIDATING_TAINT) == 1
+    assert not kube.get("Node", "a100x8-0")["spec"].get("taints")
+    cluster.validate_nodes()
+    again = kube.get("Node", "a100x8-1")["spec"]["taints"]
+    assert [t["key"] for t in again].count(C.VALIDATING_TAINT) == 1
+    assert not cluster.validate_nodes(keep=False).passed
