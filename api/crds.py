@@ -78,6 +78,11 @@ class TauClusterSpec(_Model):
         default_factory=new_list,
         description="Images a run names, run as others (the first match): a registry mirror",
     )
+    imageMirrorsOnly: bool = Field(
+        False,
+        description="The cluster's nodes pull no image (air-gapped; the sandbox's real nodes): a "
+        "run whose image no mirror covers is refused at submission, naming the images it has",
+    )
     pools: list[PoolDeclaration] = Field(
         default_factory=new_list,
         description="What each GPU pool's nodes should be: what `tau cluster validate` checks",

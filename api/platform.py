@@ -568,6 +568,11 @@ class PlatformConfig(_Model):
         default_factory=new_list,
         description="Images runs name, run as others (the first match): a registry mirror",
     )
+    imageMirrorsOnly: bool = Field(
+        False,
+        description="The cluster's nodes pull no image (air-gapped; the sandbox's real nodes): a "
+        "run whose image no mirror covers is refused at submission, naming the images it has",
+    )
     workspaceFiles: WorkspaceFiles = Field(default_factory=WorkspaceFiles)
     rayHead: HeadSize = Field(
         default_factory=lambda: HeadSize(),

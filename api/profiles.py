@@ -218,6 +218,11 @@ class ProfileSnapshot(_Model):
     imageMirrors: list[ImageMirror] = Field(
         default_factory=new_list, description="Images run as others (the first match)"
     )
+    imageMirrorsOnly: bool = Field(
+        False,
+        description="The cluster's nodes pull no image (air-gapped; the sandbox's real nodes): a "
+        "run whose image no mirror covers is refused at submission, naming the images it has",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> ProfileSnapshot:

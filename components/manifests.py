@@ -395,6 +395,7 @@ def tau_cluster(
                 if cfg.imageMirrors
                 else {}
             ),
+            **({"imageMirrorsOnly": True} if cfg.imageMirrorsOnly else {}),
             "pools": [p.model_dump(mode="json", exclude_none=True) for p in pool_declarations(cfg)],
             **({"teams": [t.model_dump(mode="json") for t in team_refs(cfg)]} if cfg.teams else {}),
             **({"prices": prices.model_dump(mode="json")} if (prices := price_table(cfg)) else {}),

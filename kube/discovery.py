@@ -52,6 +52,7 @@ class Discovery:
                 "workspaces": spec.get("workspaces") or [],
                 "profiles": spec.get("workloadProfiles") or [],
                 "imageMirrors": spec.get("imageMirrors") or [],
+                "imageMirrorsOnly": bool(spec.get("imageMirrorsOnly")),
             }
         )
 

@@ -13,7 +13,13 @@ from decimal import ROUND_FLOOR, Decimal
 from taugrid.api import constants as C
 from taugrid.api.errors import TauError
 from taugrid.api.manifest import Manifest, WorkloadKind
-from taugrid.api.profiles import ProfileSnapshot, WorkloadProfile, WorkspaceRef, mirrored
+from taugrid.api.profiles import (
+    ImageMirror,
+    ProfileSnapshot,
+    WorkloadProfile,
+    WorkspaceRef,
+    mirrored,
+)
 from taugrid.api.quantity import format_cpu, format_memory, parse_cpu, parse_memory
 
 MI = 2**20
@@ -23,6 +29,11 @@ CPU_RUN_DEFAULT_MEMORY = 4 * 2**30
 
 class ResolutionError(TauError):
     """The run cannot be placed on the platform as written (exit code 2)."""
+
+
+def _covered(image: str, mirrors: list[ImageMirror]) -> bool:
+    """A mirror stands in for `image`, or it is one of the images the mirrors run."""
+    return any(m.applies(image) or m.image == image for m in mirrors)
 
 
 @dataclass(frozen=True)
@@ -261,6 +272,14 @@ def resolve(
             hint="runtime: {image: rayproject/ray:2.56.0-py312}",
         )
     named, image = image, mirrored(image, snap.imageMirrors)
+    if snap.imageMirrorsOnly and not _covered(named, snap.imageMirrors):
+        has = "; ".join(f"{m.match} (as {m.image})" for m in snap.imageMirrors) or "none"
+        raise ResolutionError(
+            f"runtime.image {named}: cluster {snap.cluster}'s nodes pull no image, and none it "
+            f"has stands in for this one; it has: {has}",
+            hint="name one of those images in tau.yaml (runtime.image), or ask a platform admin "
+            "to add a mirror for it (imageMirrors in the stack)",
+        )
     gpu_resource = p.gpuResource
     if m.compute.mig_profile:
         gpu_resource = f"nvidia.com/mig-{m.compute.mig_profile}"

@@ -404,6 +404,9 @@ def for_real_nodes(cfg: PlatformConfig) -> PlatformConfig:
         ours = [ImageMirror(match=m, image=torch) for m in SANDBOX_TORCH] if torch else []
         ours += [ImageMirror(match=m, image=runtime) for m in SANDBOX_MIRRORED]
         update["imageMirrors"] = [*cfg.imageMirrors, *ours]
+        # the real nodes pull nothing: an image none of these covers is refused at submission
+        # rather than left in ImagePullBackOff
+        update["imageMirrorsOnly"] = True
         if "workspaceFiles" not in cfg.model_fields_set and cfg.cpuPools:
             # each workspace's file server on the real nodes (python3 is in the runtime image)
             real = {C.LABEL_POOL: cfg.cpuPools[0].name}
@@ -421,7 +424,14 @@ def without_real_nodes(cfg: PlatformConfig) -> PlatformConfig:
 
 
 # what the runtime image stands in for on real nodes (Debian, python3, Ray, numpy)
-SANDBOX_MIRRORED = ("rayproject/ray:*", "rayproject/ray-ml:*", "python:3*")
+SANDBOX_MIRRORED = (
+    "rayproject/ray:*",
+    "rayproject/ray-ml:*",
+    "python:3*",
+    # AKS's AI runtime (Ray with CUDA): the default GPU image, the quickstart's; on the
+    # sandbox's CPU nodes (a RayJob's head) Ray alone stands in for it
+    "mcr.microsoft.com/aks/ai-runtime/ray:*",
+)
 # what the torch image stands in for (the runtime image and torch, CPU): torchrun's images
 SANDBOX_TORCH = ("pytorch/pytorch:*",)
 # a Ray head on a real node of a small machine (it runs the driver, GCS and dashboard: ~0.6 GiB)

@@ -187,3 +187,27 @@ def test_an_image_the_cluster_mirrors_runs_as_its_mirror_and_keeps_its_ray_versi
     assert r.image == r.named_image == "python:3.11"
     with pytest.raises(ValueError):
         ProfileSnapshot.model_validate({**s.model_dump(), "imageMirrors": [{"match": ""}]})
+
+
+def test_a_cluster_that_pulls_nothing_refuses_an_image_no_mirror_covers() -> None:
+    """The sandbox's real nodes (an air-gapped AKS too): a run whose image no mirror covers
+    would wait in ImagePullBackOff forever; it is refused at submission, naming what it has."""
+    mirrors = [{"match": "rayproject/ray:*", "image": "local/runtime:1"}]
+    base = snap(prof("cpu", 0, 8, "32Gi")).model_dump()
+    s = ProfileSnapshot.model_validate({**base, "imageMirrors": mirrors, "imageMirrorsOnly": True})
+
+    def resolved(named: str) -> str:
+        return resolve(man(_extra={"runtime": {"image": named}}), s).image
+
+    assert resolved("rayproject/ray:2.56.0-py312") == "local/runtime:1"
+    assert resolved("local/runtime:1") == "local/runtime:1"  # an image it has, named directly
+    with pytest.raises(ResolutionError) as e:
+        resolved("ghcr.io/acme/trainer:7")
+    msg = e.value.render()
+    assert "ghcr.io/acme/trainer:7" in msg and "pull no image" in msg
+    assert "rayproject/ray:* (as local/runtime:1)" in msg and "imageMirrors" in msg
+    # a cluster that pulls: any image goes, as named
+    pulls = ProfileSnapshot.model_validate({**base, "imageMirrors": mirrors})
+    assert resolve(man(_extra={"runtime": {"image": "ghcr.io/acme/trainer:7"}}), pulls).image == (
+        "ghcr.io/acme/trainer:7"
+    )
