@@ -10,7 +10,10 @@ from pathlib import Path
 
 import pytest
 from conftest import run_tau as tau
+from kubekit import wait_until
 from sandboxkit import admin, kube_env, new_gpu_node
+
+from taugrid.api import constants as C
 
 pytestmark = pytest.mark.e2e
 NODE = "a100x2-0"  # the sandbox's 2-GPU node
@@ -40,6 +43,7 @@ def test_gpu_nodes_validate_clean_then_a_lost_gpu_is_named_and_kept(sandbox: Pat
         assert f"FAIL  {NODE} (a100x2) gpus: 1 of the 2 GPUs" in res.stdout
         assert "device plugin holds 1 back as unhealthy" in res.stdout  # GFD still counts 2
         assert "fix: cordon and drain" in res.stdout
+        assert C.VALIDATING_TAINT in taints(sandbox, NODE)  # kept from new work until it passes
         shown = tau(sandbox, "cluster", "nodes", "--pool", "a100x2", env=env)
         assert shown.returncode == 0 and "FAILED gpus" in shown.stdout, shown.stdout
 
@@ -59,6 +63,13 @@ def test_gpu_nodes_validate_clean_then_a_lost_gpu_is_named_and_kept(sandbox: Pat
         set_gpus(sandbox, NODE, "2")
     res = tau(sandbox, "cluster", "validate", "nodes", "--pool", "a100x2", "--no-keep", env=env)
     assert res.returncode == 0, res.stdout + res.stderr
+    # whole again: the controller's validation passes it too, and lifts the taint
+    wait_until(lambda: C.VALIDATING_TAINT not in taints(sandbox, NODE), 90, "the taint lifted")
+
+
+def taints(home: Path, name: str) -> list[str]:
+    api = admin(home).resources.get(api_version="v1", kind="Node")
+    return [t.key for t in api.get(name=name).spec.taints or []]
 
 
 def test_a_new_node_is_validated_before_it_takes_work(sandbox: Path) -> None:

@@ -122,3 +122,10 @@ def test_a_node_registering_a_gpu_short_is_named_by_validation(sandbox: Path) ->
     wait_until(lambda: dcgm_reading(sandbox, node).get("gpus") == 2, what="DCGM sees 2 again")
     res = tau(sandbox, "cluster", "validate", "nodes", "--pool", "a100x2", "--no-keep", env=env)
     assert res.returncode == 0, res.stdout + res.stderr
+    # the failed validation kept the node from new work; reset, the controller's validation
+    # passes it (the same verdict) and lifts that
+    nodes = admin(sandbox).resources.get(api_version="v1", kind="Node")
+    wait_until(
+        lambda: C.VALIDATING_TAINT not in [t.key for t in nodes.get(name=node).spec.taints or []],
+        what="the controller to lift the validating taint",
+    )
