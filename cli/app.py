@@ -142,15 +142,23 @@ def crds(output: RenderOutOpt = RenderFormat.yaml) -> None:
 
 
 @app.command("version")
-def version() -> None:
+def version(
+    short: bool = typer.Option(False, "--short", help="The version alone (for scripts)"),
+) -> None:
     """Print the tau version."""
     from importlib.metadata import PackageNotFoundError
     from importlib.metadata import version as dist_version
 
     try:
-        out(f"tau {dist_version('taugrid')}")
+        got = dist_version("taugrid")
     except PackageNotFoundError:
-        out("tau (not installed)")
+        got = None
+    if short:
+        if got is None:
+            raise TauError("tau is not installed as a package (an uninstalled checkout)")
+        out(got)
+    else:
+        out(f"tau {got}" if got else "tau (not installed)")
 
 
 # `-w` was --workspace before it became --watch (kubectl's meaning): where a command has no

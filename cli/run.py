@@ -9,7 +9,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from taugrid.api.errors import EXIT_INTERRUPTED, EXIT_PLATFORM, EXIT_RUN_FAILED, TauError
+from taugrid.api.errors import (
+    EXIT_INTERRUPTED,
+    EXIT_PLATFORM,
+    EXIT_RUN_FAILED,
+    EXIT_USAGE,
+    TauError,
+)
 from taugrid.cli.lazy import LazyGroup
 from taugrid.cli.options import (
     ContextOpt,
@@ -199,8 +205,21 @@ def run_submit(
     run_id: RunIdOpt = None,
     context: ContextOpt = None,
     output: RenderOutOpt = RenderFormat.yaml,
+    config: Annotated[
+        str | None,
+        typer.Option(
+            "--config", "-c", help="tau.yaml, as TauGrid's own quickstart spells it (or FILE)"
+        ),
+    ] = None,
 ) -> None:
     """Submit a run and follow it (with --dry-run: render it)."""
+    if config is not None:
+        if file is not None and file != config:
+            raise TauError(
+                f"two tau.yaml files given: {file} and --config {config}; give one",
+                exit_code=EXIT_USAGE,
+            )
+        file = config
     if dry_run:
         run_render(file, profiles, workspace, profile, run_id, output)
         return

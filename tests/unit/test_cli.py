@@ -45,6 +45,24 @@ def test_dry_run_shorthand_equals_render(capsys: pytest.CaptureFixture[str]) -> 
     assert capsys.readouterr().out == rendered
 
 
+def test_the_seed_s_spellings_config_and_version_short(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """TauGrid's own quickstart: `tau run --config FILE`, `tau version --short`."""
+    from importlib.metadata import version
+
+    q = EXAMPLES / "batch-job"
+    args = ["--profiles", str(PROFILES), "--run-id", "batch-score-aaaaa"]
+    assert main(["run", str(q), "--dry-run", *args]) == 0
+    rendered = capsys.readouterr().out
+    assert main(["run", "--config", str(q / "tau.yaml"), "--dry-run", *args]) == 0
+    assert capsys.readouterr().out == rendered
+    assert main(["run", "x.yaml", "--config", "y.yaml", "--dry-run", *args]) == 2
+    assert "two tau.yaml files given" in capsys.readouterr().err
+    assert main(["version", "--short"]) == 0
+    assert capsys.readouterr().out.strip() == version("taugrid")
+
+
 def test_render_without_profiles_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", "render", str(EXAMPLES / "quickstart")]) == 2
     assert "--profiles" in capsys.readouterr().err
