@@ -3,6 +3,7 @@ clean."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -381,7 +382,8 @@ def test_resume_from_checkpoint_end_to_end(tau: Tau, example_copy: Callable[[str
     index = pdir / "checkpoints" / "index.json"
     wait_for(lambda: '"step": 10' in text(index), timeout=120, what="checkpoint 10")
     for pid in _pids_of_run(parent):
-        os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):  # one that ended since it was listed
+            os.kill(pid, signal.SIGKILL)
     wait_for(
         lambda: tau.record(parent)["phase"] == "Failed", timeout=60, what="the killed run to fail"
     )
