@@ -40,7 +40,7 @@ from taugrid.api.gpuuse import container_gpus
 SIM_ANNOTATION = "sandbox.tau.azure.com/dcgm"
 KNOBS = ("idle", "missing", "xid", "down", "garbage", "diag_fail", "nccl_gbps")
 HEALTHY_NCCL_GBPS = 150.0
-AGENT_POLL_S = 1.0
+AGENT_POLL_S = 3.0  # a LIST of the validation pods per look: each sandbox's API server pays it
 DRIVER = "550.90.07"
 URL_TEMPLATE = "http://127.0.0.1:{port}/nodes/{{node}}/metrics"
 

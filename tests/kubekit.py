@@ -43,7 +43,7 @@ def error_message(exc: BaseException) -> str:
 
 def wait_until(cond: Any, timeout: float = 90.0, what: str = "condition") -> Any:
     """Poll a cluster condition (bounded): the API offers no cheaper way to await these here.
-    The pause between looks grows from 0.2 s to 1.5 s: a look is often a `tau` process (about
+    The pause between looks grows from 0.2 s to 3 s: a look is often a `tau` process (about
     a CPU-second), and the e2e suite's workers wait at once on 2 cores (docs/ci.md)."""
     deadline = time.monotonic() + timeout
     pause = 0.2
@@ -52,7 +52,7 @@ def wait_until(cond: Any, timeout: float = 90.0, what: str = "condition") -> Any
         if got:
             return got
         time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
-        pause = min(pause * 1.5, 1.5)
+        pause = min(pause * 1.5, 3.0)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 

@@ -100,12 +100,16 @@ def wait_for(
     explain: Callable[[], str] | None = None,
 ) -> None:
     """Poll a condition until it holds (bounded): the event has no other way to be awaited.
-    On a timeout, `explain()` says what the state was (a CI failure must carry its own why)."""
+    On a timeout, `explain()` says what the state was (a CI failure must carry its own why).
+    The pause between looks grows from 0.05 s to 1 s: many looks are a `tau` process (about a
+    CPU-second each), which every 0.05 s kept a core busy for as long as a test waited."""
     deadline = time.monotonic() + timeout
+    pause = 0.05
     while time.monotonic() < deadline:
         if cond():
             return
-        time.sleep(0.05)
+        time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+        pause = min(pause * 1.5, 1.0)
     why = f"\n{explain()}" if explain is not None else ""
     raise AssertionError(f"timed out after {timeout}s waiting for {what}{why}")
 
