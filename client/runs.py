@@ -630,17 +630,15 @@ def verify(run: str, *, context: str | None = None, say: Say = _quiet) -> Verifi
 
         with suppress(TauError):  # the cluster may be gone: then "not sealed yet" is the truth
             _statuses([rd], say, context, tolerate=False)
-    if rd.read_record().target == "local":
-        n, problems = rd.verify()
-        return Verified(rd.run_id, n, problems)
-    return _verify_cluster_run(rd, context)
+    return _verify_where_it_lies(rd, context)
 
 
-def _verify_cluster_run(rd: RunDir, context: str | None) -> Verified:
-    """A cluster run's record where it lies, on its workspace volume (each file hashed there by
-    the file server: what the run wrote, whoever asks), and this machine's sealed copy where it
-    has one. A volume that cannot be read is said, and then only the copy here is checked."""
-    from taugrid.runs.pull import NotSealed, verify_source
+def _verify_where_it_lies(rd: RunDir, context: str | None) -> Verified:
+    """The run's record where the run keeps it (its backend's `record_source`: a local run's
+    folder; a cluster run's workspace volume, each file hashed there by the file server: what
+    the run wrote, whoever asks), and this machine's sealed copy too where that is elsewhere. A
+    record that cannot be read from here is said, and then only the copy here is checked."""
+    from taugrid.runs.pull import FolderSource, NotSealed, verify_source
 
     here = (rd.path / C.MANIFEST_FILENAME).is_file()
     try:
@@ -653,8 +651,10 @@ def _verify_cluster_run(rd: RunDir, context: str | None) -> Verified:
             raise
         n, problems = rd.verify()
         return Verified(
-            rd.run_id, n, problems, note=f"the record on its workspace volume: {e.message}"
+            rd.run_id, n, problems, note=f"the record where the run keeps it: {e.message}"
         )
+    if isinstance(source, FolderSource) and source.folder == rd.path:
+        return Verified(rd.run_id, n, problems)
     problems = [f"{p} (on {source.where})" for p in problems]
     if here:
         _, mine = rd.verify()
@@ -759,13 +759,10 @@ def metrics(run: str, *, context: str | None = None, say: Say = _quiet) -> list[
     is said through `say` (the numbers are not the run's own)."""
     from taugrid.runs.evidence import parse_metric_rows
     from taugrid.runs.index import lineage_metric_rows
-    from taugrid.runs.pull import FolderSource, RecordMissing
+    from taugrid.runs.pull import RecordMissing
 
     def rows_of(rd: RunDir) -> list[dict[str, Any]]:
-        if rd.read_record().target == "local":
-            _check_metrics(rd.run_id, FolderSource(rd.path), say)
-            return rd.metric_rows()
-        source = _record_source(rd, context)
+        source = _record_source(rd, context)  # a local run's folder, a cluster run's volume
         try:
             rows = parse_metric_rows(source.text(C.METRICS_FILENAME))
         except RecordMissing:
