@@ -216,8 +216,24 @@ def _from_cluster_run(
             "by the workspace's file server and checked against the run's manifest)"
         )
         return registered
+    return _through_this_machine(
+        rec, run, rel, context, tell, lambda folder: into(store, folder, lineage)
+    )
+
+
+def _through_this_machine(
+    rec: Any,
+    run: str,
+    rel: str,
+    context: str | None,
+    tell: Callable[[str], None],
+    into: Callable[[Path], Registered],
+) -> Registered:
+    """The checkpoint `rel` of a cluster run read through the workspace's file server into a
+    scratch folder here, each file checked against the run's manifest, then registered."""
     import tempfile
 
+    from taugrid.client import runs
     from taugrid.runs.paths import tau_home
 
     scratch = tau_home() / "tmp"
@@ -234,7 +250,7 @@ def _from_cluster_run(
             f"read {rel} of {rec.run_id} through the workspace's file server ({got.bytes} bytes "
             f"through this machine, checked against the run's manifest)"
         )
-        return into(store, Path(tmp) / rel, lineage)
+        return into(Path(tmp) / rel)
 
 
 def _local_checkpoint(

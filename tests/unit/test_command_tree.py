@@ -80,7 +80,7 @@ run render: --output --profile --profiles --run-id --workspace -o -p
 run resume: --context --detach --python --ray-pip -d
 run schema:
 run status: --context --output --watch -o -w
-run submit: --context --detach --dry-run --output --profile --profiles --python --ray-pip --run-id --strict --target --workspace -d -o -p -t
+run submit: --config --context --detach --dry-run --output --profile --profiles --python --ray-pip --run-id --strict --target --workspace -c -d -o -p -t
 run validate: --output --profile --profiles --workspace -o -p
 run verify: --context
 sandbox down:
@@ -99,7 +99,7 @@ serve rollout: --checkpoint --from-run --model --no-wait --output --step --strat
 serve scale: --max --min --output --replicas -o
 serve status: --output --watch -o -w
 usage: --by --context --output --since --team --workspace -o
-version:
+version: --short
 workspaces: --context --output -o
 """  # noqa: E501 (data: its lines are what they are)
 
