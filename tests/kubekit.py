@@ -41,10 +41,13 @@ def error_message(exc: BaseException) -> str:
     return f"{exc} {body or ''}"
 
 
-def wait_until(cond: Any, timeout: float = 90.0, what: str = "condition") -> Any:
+def wait_until(
+    cond: Any, timeout: float = 90.0, what: str = "condition", max_pause: float = 3.0
+) -> Any:
     """Poll a cluster condition (bounded): the API offers no cheaper way to await these here.
     The pause between looks grows from 0.2 s to 3 s: a look is often a `tau` process (about
-    a CPU-second), and the e2e suite's workers wait at once on 2 cores (docs/ci.md)."""
+    a CPU-second), and the e2e suite's workers wait at once on 2 cores (docs/ci.md). A test that
+    measures when the condition began to hold asks for a shorter `max_pause`."""
     deadline = time.monotonic() + timeout
     pause = 0.2
     while time.monotonic() < deadline:
@@ -52,7 +55,7 @@ def wait_until(cond: Any, timeout: float = 90.0, what: str = "condition") -> Any
         if got:
             return got
         time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
-        pause = min(pause * 1.5, 3.0)
+        pause = min(pause * 1.5, max_pause)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
