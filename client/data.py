@@ -250,7 +250,12 @@ def _through_this_machine(
             f"read {rel} of {rec.run_id} through the workspace's file server ({got.bytes} bytes "
             f"through this machine, checked against the run's manifest)"
         )
-        return into(Path(tmp) / rel)
+        try:
+            return into(Path(tmp) / rel)
+        finally:  # the scratch folder goes: so does what the pull noted of it
+            from taugrid.host.folders import ledger
+
+            ledger(tau_home(), Path(tmp)).unlink(missing_ok=True)
 
 
 def _local_checkpoint(

@@ -420,6 +420,8 @@ def test_a_model_from_a_cluster_run_elsewhere_comes_through_checked(
         "clf", "r1", registry=(tmp_path / "reg").as_uri(), say=said.append
     )
     assert got.record.size == len(BIG) + 100 and any("through this machine" in m for m in said)
+    ledgers = tmp_path / "home" / "cache" / "pulled"
+    assert not ledgers.is_dir() or list(ledgers.iterdir()) == []  # the scratch pull's: gone
     (volume / "runs/r1/checkpoints/step-00000002/model.bin").write_bytes(b"tampered")
     with pytest.raises(TauError, match="not what its record says") as e:
         data.register_model_from_run("clf2", "r1", registry=(tmp_path / "reg2").as_uri())
