@@ -484,7 +484,7 @@ def pull(
     """Copy a version's files into the folder `dest`: files already there with its bytes are
     kept; local edits are refused (nothing written) unless `force`; a `dest` that is a file is
     refused."""
-    from taugrid.client.runs import check_folder
+    from taugrid.client.records import check_folder
 
     check_folder(dest, "the destination")
     s = default_store(registry)

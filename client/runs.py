@@ -16,6 +16,9 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from taugrid.api import constants as C
 from taugrid.api.errors import EXIT_NOT_ADMITTED, EXIT_RUN_FAILED, EXIT_USAGE, TauError
+from taugrid.client.records import Verified as Verified
+from taugrid.client.records import check_folder as check_folder
+from taugrid.client.records import check_metrics, verify_where_it_lies
 
 if TYPE_CHECKING:
     from taugrid.api.evidence import RunRecord
@@ -608,19 +611,6 @@ def resume(
     return Submitted(rd.read_record(), rd.path)
 
 
-@dataclass(frozen=True)
-class Verified:
-    run_id: str
-    files: int
-    problems: list[str]
-    where: str = "this machine"  # where the record checked lies
-    note: str | None = None  # what could not be checked, and why
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems
-
-
 def verify(run: str, *, context: str | None = None, say: Say = _quiet) -> Verified:
     """Check a run's sealed evidence record against its MANIFEST.sha256 (a cluster run that
     ended but whose local record was not sealed yet is sealed first, from its status)."""
@@ -630,36 +620,7 @@ def verify(run: str, *, context: str | None = None, say: Say = _quiet) -> Verifi
 
         with suppress(TauError):  # the cluster may be gone: then "not sealed yet" is the truth
             _statuses([rd], say, context, tolerate=False)
-    return _verify_where_it_lies(rd, context)
-
-
-def _verify_where_it_lies(rd: RunDir, context: str | None) -> Verified:
-    """The run's record where the run keeps it (its backend's `record_source`: a local run's
-    folder; a cluster run's workspace volume, each file hashed there by the file server: what
-    the run wrote, whoever asks), and this machine's sealed copy too where that is elsewhere. A
-    record that cannot be read from here is said, and then only the copy here is checked."""
-    from taugrid.runs.pull import FolderSource, NotSealed, verify_source
-
-    here = (rd.path / C.MANIFEST_FILENAME).is_file()
-    try:
-        source = _record_source(rd, context)
-        n, problems = verify_source(source)
-    except NotSealed:
-        raise
-    except TauError as e:
-        if not here:
-            raise
-        n, problems = rd.verify()
-        return Verified(
-            rd.run_id, n, problems, note=f"the record where the run keeps it: {e.message}"
-        )
-    if isinstance(source, FolderSource) and source.folder == rd.path:
-        return Verified(rd.run_id, n, problems)
-    problems = [f"{p} (on {source.where})" for p in problems]
-    if here:
-        _, mine = rd.verify()
-        problems += [f"{p} (this machine's copy)" for p in mine]
-    return Verified(rd.run_id, n, problems, where=source.where)
+    return verify_where_it_lies(rd, lambda: _record_source(rd, context))
 
 
 @dataclass(frozen=True)
@@ -767,31 +728,10 @@ def metrics(run: str, *, context: str | None = None, say: Say = _quiet) -> list[
             rows = parse_metric_rows(source.text(C.METRICS_FILENAME))
         except RecordMissing:
             return []  # no metric logged yet
-        _check_metrics(rd.run_id, source, say)
+        check_metrics(rd.run_id, source, say)
         return rows
 
     return lineage_metric_rows(find(run, context=context), rows_of)
-
-
-def _check_metrics(run_id: str, source: RecordSource, say: Say) -> None:
-    """Say so when the record is sealed and its metrics file is not what the seal says."""
-    from taugrid.runs.pull import RecordMissing, manifest_digests
-
-    try:
-        sealed = manifest_digests(source.text(C.MANIFEST_FILENAME)).get(C.METRICS_FILENAME)
-    except RecordMissing:
-        return  # not sealed yet: nothing to check against
-    if sealed is None:
-        return
-    try:
-        got, _ = source.digest(C.METRICS_FILENAME)
-    except RecordMissing:
-        got = "missing"
-    if got != sealed:
-        say(
-            f"warning: {run_id}'s {C.METRICS_FILENAME} on {source.where} is not what its sealed "
-            f"manifest says: these are not the numbers the run logged (`tau run verify {run_id}`)"
-        )
 
 
 def _record_source(rd: RunDir, context: str | None) -> RecordSource:
@@ -813,17 +753,6 @@ def check_in_place(run: str, folder: str, *, context: str | None = None) -> Chec
 
     rd = find(run, context=context)
     return check(_record_source(rd, context), folder)
-
-
-def check_folder(path: str | Path, what: str) -> Path:
-    """`path` as a Path when files can be written into it (a folder, made if missing); else a
-    usage error that says why, before anything is written."""
-    from taugrid.host.folders import folder_problem
-
-    problem = folder_problem(path)
-    if problem:
-        raise TauError(f"{what} {str(path)!r} {problem}", exit_code=EXIT_USAGE)
-    return Path(path)
 
 
 def pull(
