@@ -111,20 +111,25 @@ class Checked:
     bytes: int
 
 
+def sealed_digests(source: RecordSource, then: str, exit_code: int) -> dict[str, str]:
+    """{file: sha256} of the record's sealed manifest; NotSealed (saying `then`, with
+    `exit_code`) when it has none yet."""
+    try:
+        return manifest_digests(source.text(C.MANIFEST_FILENAME))
+    except RecordMissing:
+        raise NotSealed(
+            f"the record on {source.where} is not sealed yet (no {C.MANIFEST_FILENAME}): {then}",
+            exit_code=exit_code,
+        ) from None
+
+
 def check_in_place(source: RecordSource, folder: str) -> Checked:
     """Every file the sealed manifest lists under `folder`, hashed where the record is (for a
     cluster run: by the volume's file server, so no byte leaves the cluster) and checked
     against the manifest. Raises, naming the files, when the record is not sealed (exit 2),
     lists nothing there (exit 2), or a file is missing, added or not what the manifest says
     (exit 1)."""
-    try:
-        sealed = manifest_digests(source.text(C.MANIFEST_FILENAME))
-    except RecordMissing:
-        raise NotSealed(
-            f"the record on {source.where} is not sealed yet (no {C.MANIFEST_FILENAME}): "
-            "nothing can be checked in place",
-            exit_code=EXIT_USAGE,
-        ) from None
+    sealed = sealed_digests(source, "nothing can be checked in place", EXIT_USAGE)
     under = folder.strip("/") + "/"
     wanted = {rel: d for rel, d in sealed.items() if rel.startswith(under)}
     if not wanted:
@@ -161,14 +166,7 @@ def verify_source(source: RecordSource) -> tuple[int, list[str]]:
     """A whole sealed record where it lies (a cluster run's: each file hashed by its workspace's
     file server): (files the manifest lists, problems), the problems in the words of a local
     record's verify: missing, changed, not in the manifest. NotSealed when it has no manifest."""
-    try:
-        sealed = manifest_digests(source.text(C.MANIFEST_FILENAME))
-    except RecordMissing:
-        raise NotSealed(
-            f"the record on {source.where} is not sealed yet (no {C.MANIFEST_FILENAME}); a run is "
-            "sealed when it ends",
-            exit_code=EXIT_RUN_FAILED,
-        ) from None
+    sealed = sealed_digests(source, "a run is sealed when it ends", EXIT_RUN_FAILED)
     sizes = {f.path: f.size for f in source.tree()}
     problems = []
     for rel in sorted(sealed):

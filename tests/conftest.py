@@ -74,6 +74,15 @@ CALLERS_OWN = (
 )
 
 
+@pytest.fixture()
+def own_tau_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """TAU_HOME set to a folder of the test's own (a test that sets its own later overrides it):
+    for in-process code that keeps state under tau's home (a pull's ledger)."""
+    home = tmp_path_factory.mktemp("tau-home")
+    monkeypatch.setenv("TAU_HOME", str(home))
+    return home
+
+
 @pytest.fixture(scope="session")
 def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """`tau sandbox up` in its own TAU_HOME for the session (the e2e suite's cluster for

@@ -15,11 +15,10 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from conftest import run_tau
-from datakit import WHO, tree
+from datakit import WHO, run_with_checkpoints, tree
 
 from taugrid.api.data import (
     FileEntry,
@@ -35,14 +34,8 @@ from taugrid.data.filestore import FileStore
 from taugrid.data.store import Conflict, Store, open_store
 from taugrid.host.ports import free_port
 
-
-@pytest.fixture(autouse=True)
-def _own_tau_home(
-    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Pulls note what they wrote under tau's home: a home of the test's own (a test that
-    sets its own TAU_HOME overrides it)."""
-    monkeypatch.setenv("TAU_HOME", str(tmp_path_factory.mktemp("tau-home")))
+# pulls note what they wrote under tau's home: a home of the test's own
+pytestmark = pytest.mark.usefixtures("own_tau_home")
 
 
 @pytest.fixture
@@ -412,46 +405,6 @@ def test_the_cli_registers_aliases_and_refuses_bad_input(tmp_path: Path) -> None
     assert listed[0]["name"] == "toy" and listed[0]["aliases"] == {"prod": version[:19]}
 
 
-def _run_with_checkpoints(home: Path, losses: dict[int, float]) -> str:
-    """A finished local run's record with checkpoints at the given steps and their loss."""
-    from taugrid.api.evidence import LocalHandle, RunRecord
-    from taugrid.runs.evidence import RunDir
-
-    rd = RunDir(home / "data" / "runs" / "train-abcde")
-    rd.path.mkdir(parents=True)
-    rd.create(
-        RunRecord(
-            run_id="train-abcde",
-            name="train",
-            workspace="local",
-            profile="local",
-            workload_kind="job",
-            handle=LocalHandle(),
-            submitter="a",
-            code_folder="/x",
-            code_revision="rev1",
-            code_digest="d",
-            config_hash="cfg1",
-            image="i",
-            entrypoint="t.py",
-            created_at="2026-12-01T00:00:00+00:00",
-            primary_metric="loss",
-        )
-    )
-    ckpt = rd.checkpoint_dir()
-    ckpt.mkdir(parents=True, exist_ok=True)
-    entries = []
-    for step in losses:
-        (ckpt / f"step-{step:08d}").mkdir(parents=True)
-        (ckpt / f"step-{step:08d}" / "weights.bin").write_bytes(f"w{step}".encode())
-        entries.append({"step": step, "path": f"step-{step:08d}", "ts": 0})
-    (ckpt / "index.json").write_text(json.dumps({"complete": entries}))
-    rd.metrics_path.write_text(
-        "".join(json.dumps({"step": s, "loss": v}) + "\n" for s, v in losses.items())
-    )
-    return rd.run_id
-
-
 @pytest.mark.parametrize(("which", "step"), [("latest", 30), ("best", 20), ("step-00000010", 10)])
 def test_a_model_from_a_run_keeps_its_lineage(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, which: str, step: int
@@ -459,7 +412,7 @@ def test_a_model_from_a_run_keeps_its_lineage(
     from taugrid.client import data
 
     monkeypatch.setenv("TAU_HOME", str(tmp_path))
-    run = _run_with_checkpoints(tmp_path, {10: 0.9, 20: 0.2, 30: 0.5})
+    run = run_with_checkpoints(tmp_path, {10: 0.9, 20: 0.2, 30: 0.5})
     rec = data.register_model_from_run("clf", run, checkpoint=which).record
     assert rec.kind == "model" and [f.path for f in rec.files] == ["weights.bin"]
     lin = rec.lineage
@@ -481,7 +434,7 @@ def test_a_model_s_lineage_names_the_services_that_serve_it(
     from taugrid.serve.records import ServiceDir
 
     monkeypatch.setenv("TAU_HOME", str(tmp_path))
-    run = _run_with_checkpoints(tmp_path, {10: 0.9})
+    run = run_with_checkpoints(tmp_path, {10: 0.9})
     model = data.register_model_from_run("clf", run).record
     other = data.register("model", "other", tree(tmp_path / "o", {"w": b"2"})).record
 
@@ -529,7 +482,7 @@ def test_a_run_without_checkpoints_or_a_metric_says_what_to_do(
     from taugrid.client import data
 
     monkeypatch.setenv("TAU_HOME", str(tmp_path))
-    run = _run_with_checkpoints(tmp_path, {})
+    run = run_with_checkpoints(tmp_path, {})
     with pytest.raises(TauError) as e:
         data.register_model_from_run("clf", run)
     assert e.value.exit_code == 2 and "no complete checkpoint" in str(e.value)
@@ -1112,83 +1065,3 @@ def test_a_managers_run_inputs_go_to_each_workers_registry_too(
     assert "worker" not in said[0] and hub.url in said[0]
     publish(ref, [inp], said.append)
     assert len(said) == 2  # each has it already
-
-
-@pytest.mark.parametrize("tamper", ["change", "add", "remove"])
-def test_a_checkpoint_changed_since_the_run_sealed_it_is_never_registered(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tamper: str
-) -> None:
-    from taugrid.client import data
-    from taugrid.runs.evidence import RunDir
-
-    monkeypatch.setenv("TAU_HOME", str(tmp_path))
-    run = _run_with_checkpoints(tmp_path, {10: 0.9, 30: 0.5})
-    rd = RunDir(tmp_path / "data" / "runs" / run)
-    (rd.checkpoint_dir() / "step-00000030" / "opt.bin").write_bytes(b"o")
-    rd.seal()
-    folder = rd.checkpoint_dir() / "step-00000030"
-    if tamper == "change":
-        (folder / "weights.bin").write_bytes(b"tampered")
-    elif tamper == "add":
-        (folder / "extra.bin").write_bytes(b"x")
-    else:
-        (folder / "opt.bin").unlink()
-    with pytest.raises(TauError) as e:
-        data.register_model_from_run("clf", run)
-    named = {"change": "weights.bin (changed)", "add": "extra.bin (added)", "remove": "opt.bin"}
-    assert e.value.exit_code == 1 and named[tamper] in str(e.value), str(e.value)
-    assert "sealed manifest" in str(e.value)
-    assert data.list_("model") == []  # nothing registered
-    # the intact checkpoint of the same run registers, checked
-    got = data.register_model_from_run("clf", run, checkpoint="step-00000010")
-    assert [f.path for f in got.record.files] == ["weights.bin"]
-
-
-def test_a_checkpoint_that_changes_while_it_is_registered_is_taken_back(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from taugrid.client import data
-    from taugrid.data import store as store_mod
-    from taugrid.runs.evidence import RunDir
-
-    monkeypatch.setenv("TAU_HOME", str(tmp_path))
-    run = _run_with_checkpoints(tmp_path, {30: 0.5})
-    rd = RunDir(tmp_path / "data" / "runs" / run)
-    rd.seal()
-    real = store_mod.Store.register
-
-    def changed_first(self: Any, kind: Any, name: Any, path: Path, *a: Any, **k: Any) -> Any:
-        (Path(path) / "weights.bin").write_bytes(b"changed after the check")
-        return real(self, kind, name, path, *a, **k)
-
-    monkeypatch.setattr(store_mod.Store, "register", changed_first)
-    with pytest.raises(TauError) as e:
-        data.register_model_from_run("clf", run)
-    assert "changed while it was registered" in str(e.value) and "weights.bin" in str(e.value)
-    assert data.list_("model") == []
-
-
-def test_damage_that_verify_finds_names_the_way_out_and_registering_again_says_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    from taugrid.cli.app import main
-    from taugrid.data.store import default_store
-
-    monkeypatch.setenv("TAU_HOME", str(tmp_path / "home"))
-    src = tree(tmp_path / "src", {"big.bin": os.urandom(2 << 20), "a.txt": b"A"})
-    assert main(["data", "dataset", "register", "d", str(src)]) == 0
-    rec = default_store().resolve("dataset", parse_ref("d"))
-    big = next(f for f in rec.files if f.path == "big.bin")
-    blob = default_store().blob(big.sha256)  # type: ignore[attr-defined]
-    blob.chmod(0o644)
-    with blob.open("r+b") as f:
-        f.write(b"\0" * 16)
-    capsys.readouterr()
-    assert main(["data", "dataset", "verify", "d"]) == 1
-    err = capsys.readouterr().err
-    fix = f"tau data dataset repair d@{rec.short} --from PATH"
-    assert f"fix: {fix}" in err
-    assert main(["data", "dataset", "register", "d", str(src)]) == 0
-    assert fix in capsys.readouterr().err  # "nothing changed", and how to heal it
-    assert main(["data", "dataset", "repair", f"d@{rec.short}", "--from", str(src)]) == 0
-    assert main(["data", "dataset", "verify", "d"]) == 0

@@ -22,13 +22,8 @@ from taugrid.data.store import Store
 BIG = 2 << 20  # a blob of its own (smaller files are packed)
 
 
-@pytest.fixture(autouse=True)
-def _own_tau_home(
-    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Pulls note what they wrote under tau's home: a home of the test's own (a test that
-    sets its own TAU_HOME overrides it)."""
-    monkeypatch.setenv("TAU_HOME", str(tmp_path_factory.mktemp("tau-home")))
+# pulls note what they wrote under tau's home: a home of the test's own
+pytestmark = pytest.mark.usefixtures("own_tau_home")
 
 
 @pytest.fixture

@@ -33,13 +33,8 @@ NS = "research"
 BIG = bytes(range(256)) * 4096  # 1 MiB: more than one chunk of the server's
 
 
-@pytest.fixture(autouse=True)
-def _own_tau_home(
-    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Pulls note what they wrote under tau's home: a home of the test's own (a test that
-    sets its own TAU_HOME overrides it)."""
-    monkeypatch.setenv("TAU_HOME", str(tmp_path_factory.mktemp("tau-home")))
+# pulls note what they wrote under tau's home: a home of the test's own
+pytestmark = pytest.mark.usefixtures("own_tau_home")
 
 
 def record(run_id: str = "r1") -> RunRecord:
