@@ -26,9 +26,6 @@ from taugrid.api.evidence import HistoryEvent, RunRecord, TerminalStateError, tr
 from taugrid.api.vocabulary import TERMINAL, Phase, RunStatus, TerminationReason
 from taugrid.runs.paths import write_atomic
 
-ERROR_LINE = tau_evidence.ERROR_LINE
-
-
 now_iso = tau_evidence.now_iso
 
 
